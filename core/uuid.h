@@ -1,0 +1,65 @@
+/* Event ids: validation, normalisation and generation (spec section 1).
+ *
+ * The dedup key is a UUID written as 32 lowercase hex digits. Accepted on
+ * input: that form, the same in upper (or mixed) case, and the canonical
+ * 36-character dashed form. Everything is normalised to 32 lowercase hex
+ * before a recorder sees it. */
+#ifndef IB_UUID_H
+#define IB_UUID_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define IB_ID_LEN 32      /* normalised id length, without the NUL */
+#define IB_ID_BUF_SIZE 33 /* buffer size for a normalised id with its NUL */
+
+/* Validation flags for ib_id_normalise(). */
+enum {
+    IB_ID_UUID4_ONLY = 0,   /* version nibble must be 4, variant RFC 4122 */
+    IB_ID_ANY_VERSION = 1u, /* operator opt-in: any version (e.g. uuid7); variant still RFC 4122 */
+};
+
+/* Why an id was refused; stable names via ib_id_reason_str(). */
+typedef enum ib_id_reason {
+    IB_ID_VALID = 0,
+    IB_ID_EMPTY,       /* no id at all */
+    IB_ID_BAD_LENGTH,  /* neither 32 nor 36 characters */
+    IB_ID_BAD_CHAR,    /* a byte that is not a hex digit (or a misplaced dash, or NUL) */
+    IB_ID_BAD_DASHES,  /* 36 characters without dashes at 8, 13, 18, 23 */
+    IB_ID_BAD_VERSION, /* version nibble is not 4 (and any version was not allowed) */
+    IB_ID_BAD_VARIANT, /* variant bits are not RFC 4122 (10xx) */
+} ib_id_reason;
+
+/* Validates `len` raw bytes at `in` (which need not be NUL-terminated and may
+ * contain NULs, which are refused) and writes the normalised id plus NUL into
+ * `out`. Returns IB_ID_VALID or the first reason it is refused; on refusal
+ * `out` holds an empty string. */
+ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t len, unsigned flags);
+
+/* True if `id` is already a normalised id: exactly 32 lowercase hex digits
+ * followed by NUL. Recorders use it to refuse anything else. */
+bool ib_id_is_normalised(const char *id);
+
+/* Static description of a reason, e.g. "version nibble is not 4". */
+const char *ib_id_reason_str(ib_id_reason reason);
+
+/* Generates a fresh random uuid4 from the kernel's random source
+ * (getrandom) into `out` as 32 lowercase hex. Returns IB_ERR_IO if the
+ * kernel gives no randomness. */
+ib_status ib_uuid4_generate(char out[IB_ID_BUF_SIZE]);
+
+/* Derives a deterministic uuid4-shaped id from a parent id and a name
+ * (e.g. a relay's derived-event type), so a replay derives the same id.
+ * Different (parent, name) pairs give different ids with overwhelming
+ * probability. `out` receives 32 lowercase hex. */
+void ib_uuid_derive(char out[IB_ID_BUF_SIZE], const char *parent_id, const char *name);
+
+/* Packs a normalised id into 16 bytes and back; for compact in-memory keys.
+ * ib_id_pack returns false if `id` is not normalised. */
+bool ib_id_pack(uint8_t out[16], const char *id);
+void ib_id_unpack(char out[IB_ID_BUF_SIZE], const uint8_t in[16]);
+
+#endif

@@ -1,0 +1,228 @@
+/* infinity-bus plugin ABI: the only header a handler plugin needs.
+ *
+ * A plugin is a shared object that exports one function, ib_plugin_entry(),
+ * returning a pointer to a constant ib_plugin_desc. The host checks the
+ * descriptor (magic, size, ABI major, handler list) before it calls any other
+ * plugin code, then calls init(), registers the handlers, and calls fini() at
+ * shutdown after the last handler call has returned.
+ *
+ * Compatibility rules:
+ *   - IB_ABI_MAJOR changes when an existing field or signature changes; the
+ *     host refuses a plugin built for another major.
+ *   - IB_ABI_MINOR changes when fields are appended to a struct. Every
+ *     versioned struct starts with its size, so the host reads only what an
+ *     older plugin provided, and a plugin checks ib_host_api.size before it
+ *     uses a slot newer than the host it runs in (IB_HOST_API_HAS()).
+ *
+ * Minimal plugin:
+ *
+ *     static ib_verdict hello(void *state, const uint8_t *payload, size_t len,
+ *                             ib_bus_proxy *bus, const ib_raw_event *ev)
+ *     { return IB_HANDLER_OK; }
+ *     static const char *const types[] = {"greeting.sent", NULL};
+ *     static const ib_handler_desc handlers[] = {{"hello", types, hello}};
+ *     static const ib_plugin_desc desc = {
+ *         IB_PLUGIN_DESC_HEADER, .name = "hello", .version = "1.0.0",
+ *         .handlers = handlers, .handler_count = 1};
+ *     IB_PLUGIN_EXPORT const ib_plugin_desc *ib_plugin_entry(void) { return &desc; }
+ */
+#ifndef INFINITY_BUS_PLUGIN_H
+#define INFINITY_BUS_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IB_PLUGIN_MAGIC 0x49427573u /* "IBus" */
+#define IB_ABI_MAJOR 1
+#define IB_ABI_MINOR 1 /* 1.1 appended ib_plugin_desc.description */
+
+#if defined(__GNUC__)
+#define IB_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define IB_PLUGIN_EXPORT
+#endif
+
+/* What a handler says about one event. */
+typedef enum ib_verdict {
+    IB_HANDLER_OK = 0,     /* done: the host marks it processed and acks when all handlers are done */
+    IB_HANDLER_RETRY = 1,  /* transient failure: not marked, redelivered after a back-off */
+    IB_HANDLER_REJECT = 2, /* permanent failure: not marked, dead-lettered with reason "rejected" */
+} ib_verdict;
+
+typedef enum ib_log_level {
+    IB_LOG_DEBUG = 0,
+    IB_LOG_INFO = 1,
+    IB_LOG_WARN = 2,
+    IB_LOG_ERROR = 3,
+} ib_log_level;
+
+/* One event header (Event.headers map entry). Strings are NUL-terminated UTF-8. */
+typedef struct ib_header {
+    const char *key;
+    const char *value;
+} ib_header;
+
+/* The decoded event and its delivery facts, as the host hands it to a
+ * handler. Read-only. BORROWED: valid only during the handle() call; copy
+ * what you need to keep. Read it through the accessors below, which check
+ * `size` for fields newer than the host. */
+typedef struct ib_raw_event {
+    uint32_t size;        /* sizeof(ib_raw_event) as the host built it */
+    const char *id;       /* normalised: 32 lowercase hex */
+    const char *type;
+    const uint8_t *payload; /* same bytes as handle()'s payload argument */
+    size_t payload_len;
+    int64_t created_at_ms; /* producer clock, unix ms; 0 = unknown */
+    const char *source;    /* "" when the producer gave none */
+    const ib_header *headers;
+    size_t header_count;
+    /* delivery facts */
+    const char *subject;     /* NATS subject the event was published on */
+    uint64_t stream_seq;     /* JetStream stream sequence; 0 outside JetStream */
+    uint64_t delivery_count; /* 1 on the first delivery */
+    const char *consumer;    /* consumer identity of the handler being called */
+} ib_raw_event;
+
+static inline const char *ib_raw_event_id(const ib_raw_event *ev) { return ev->id; }
+static inline const char *ib_raw_event_type(const ib_raw_event *ev) { return ev->type; }
+static inline const uint8_t *ib_raw_event_payload(const ib_raw_event *ev, size_t *len)
+{
+    if (len != NULL)
+        *len = ev->payload_len;
+    return ev->payload;
+}
+static inline int64_t ib_raw_event_created_at_ms(const ib_raw_event *ev) { return ev->created_at_ms; }
+static inline const char *ib_raw_event_source(const ib_raw_event *ev) { return ev->source; }
+static inline size_t ib_raw_event_header_count(const ib_raw_event *ev) { return ev->header_count; }
+/* Returns the value of the first header named `key`, or NULL when absent. */
+static inline const char *ib_raw_event_header(const ib_raw_event *ev, const char *key)
+{
+    for (size_t i = 0; i < ev->header_count; i++) {
+        const char *a = ev->headers[i].key, *b = key;
+        while (*a != '\0' && *a == *b) {
+            a++;
+            b++;
+        }
+        if (*a == *b)
+            return ev->headers[i].value;
+    }
+    return NULL;
+}
+static inline const ib_header *ib_raw_event_header_at(const ib_raw_event *ev, size_t i)
+{
+    return i < ev->header_count ? &ev->headers[i] : NULL;
+}
+static inline const char *ib_raw_event_subject(const ib_raw_event *ev) { return ev->subject; }
+static inline uint64_t ib_raw_event_stream_seq(const ib_raw_event *ev) { return ev->stream_seq; }
+static inline uint64_t ib_raw_event_delivery_count(const ib_raw_event *ev)
+{
+    return ev->delivery_count;
+}
+static inline const char *ib_raw_event_consumer(const ib_raw_event *ev) { return ev->consumer; }
+
+/* Opaque handle through which a handler publishes new events; BORROWED,
+ * valid only during the handle() call. Use it with ib_host_api.publish. */
+typedef struct ib_bus_proxy ib_bus_proxy;
+
+/* A new event for ib_host_api.publish(). */
+typedef struct ib_publish_request {
+    uint32_t size;       /* sizeof(ib_publish_request) as the plugin built it */
+    const char *subject; /* NULL: the host's default subject for `type` */
+    const char *type;    /* required */
+    const void *payload;
+    size_t payload_len;
+    const char *id; /* NULL: a fresh uuid4; else kept (a republish keeps its dedup key) */
+    const ib_header *headers;
+    size_t header_count;
+} ib_publish_request;
+
+/* Services the host offers a plugin. Passed to init(); BORROWED, valid until
+ * fini() returns. Slots are only ever appended: check `size` (with
+ * IB_HOST_API_HAS) before using a slot newer than ABI 1.0. */
+typedef struct ib_host_api {
+    uint32_t size; /* sizeof(ib_host_api) as the host built it */
+    uint16_t abi_major;
+    uint16_t abi_minor;
+    /* Logs one line through the host's logger (text or JSON), tagged with the
+     * plugin's name. Never pass payload bytes you would not want in logs. */
+    void (*log)(ib_log_level level, const char *plugin, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+    /* Publishes an event through the bus and waits for JetStream's ack.
+     * Returns 0 on success; otherwise a negative value and, if `id_out` is
+     * non-NULL, it is left empty. `id_out` (33 bytes, may be NULL) receives
+     * the id used. Errors mean: retry later (return IB_HANDLER_RETRY). */
+    int (*publish)(ib_bus_proxy *bus, const ib_publish_request *req, char id_out[33]);
+    /* Writes into `out` (33 bytes) a deterministic id derived from a parent
+     * id and a name, for derived events that must keep a stable dedup key. */
+    void (*derive_id)(char out[33], const char *parent_id, const char *name);
+} ib_host_api;
+
+#define IB_HOST_API_HAS(api, field)                                                                \
+    ((api)->size >= offsetof(ib_host_api, field) + sizeof((api)->field))
+
+/* Handles one event. `state` is what init() returned (NULL without init).
+ * `payload`/`payload_len` and `ev` are BORROWED for the call. May run on
+ * several threads at once when the host runs with --concurrency > 1: keep
+ * `state` thread-safe. Must not longjmp out or call exit(). */
+typedef ib_verdict (*ib_handle_fn)(void *state, const uint8_t *payload, size_t payload_len,
+                                   ib_bus_proxy *bus, const ib_raw_event *ev);
+
+/* One handler. `name` is unique within the plugin ([A-Za-z0-9._-], 1..64).
+ * `event_types` is a NULL-terminated list of at least one non-empty type
+ * without whitespace. All pointers must stay valid while the plugin is
+ * loaded (static storage is the norm). */
+typedef struct ib_handler_desc {
+    const char *name;
+    const char *const *event_types;
+    ib_handle_fn handle;
+} ib_handler_desc;
+
+/* Called once after the checks pass. `config` is the plugin's configuration
+ * string (never NULL; "" when none was given), BORROWED for the call. On
+ * success returns 0 and may set *state. On failure returns non-zero and
+ * writes a reason into errbuf (errlen bytes, NUL-terminated); the host then
+ * unloads the plugin and does not call fini(). */
+typedef int (*ib_plugin_init_fn)(void **state, const ib_host_api *api, const char *config,
+                                 char *errbuf, size_t errlen);
+/* Called once at shutdown after every handler call has returned. */
+typedef void (*ib_plugin_fini_fn)(void *state);
+
+/* The plugin descriptor. Fill the first four fields with IB_PLUGIN_DESC_HEADER. */
+typedef struct ib_plugin_desc {
+    uint32_t magic;        /* IB_PLUGIN_MAGIC */
+    uint32_t size;         /* sizeof(ib_plugin_desc) as the plugin built it */
+    uint16_t abi_major;    /* IB_ABI_MAJOR */
+    uint16_t abi_minor;    /* IB_ABI_MINOR */
+    uint32_t handler_size; /* sizeof(ib_handler_desc): stride of `handlers` */
+    const char *name;      /* [A-Za-z0-9._-], 1..64 */
+    const char *version;
+    ib_plugin_init_fn init; /* optional */
+    ib_plugin_fini_fn fini; /* optional */
+    const ib_handler_desc *handlers;
+    size_t handler_count; /* at least 1 */
+    /* ABI 1.1 */
+    const char *description; /* optional one-line description */
+} ib_plugin_desc;
+
+/* Size of an ABI 1.0 descriptor: the smallest the host accepts. */
+#define IB_PLUGIN_DESC_SIZE_1_0 offsetof(ib_plugin_desc, description)
+
+#define IB_PLUGIN_DESC_HEADER                                                                      \
+    .magic = IB_PLUGIN_MAGIC, .size = sizeof(ib_plugin_desc), .abi_major = IB_ABI_MAJOR,           \
+    .abi_minor = IB_ABI_MINOR, .handler_size = sizeof(ib_handler_desc)
+
+/* The one symbol a plugin exports. Returns a pointer to a descriptor with
+ * static storage duration; the host never writes through it. */
+typedef const ib_plugin_desc *(*ib_plugin_entry_fn)(void);
+#define IB_PLUGIN_ENTRY_SYMBOL "ib_plugin_entry"
+IB_PLUGIN_EXPORT const ib_plugin_desc *ib_plugin_entry(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

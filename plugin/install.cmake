@@ -1,0 +1,1 @@
+# Installation of the plugin ABI (header, pkg-config, CMake package): written with the loader.

@@ -1,0 +1,192 @@
+/* The recorder: where "processed" markers live (spec section 2).
+ *
+ * One vtable behind every kind. The two calls of the seed protocol
+ * (is_processed, mark_processed) are required; batches, claims with a lease
+ * and the admin calls are optional, and the ib_recorder_* wrappers fall back
+ * to the required calls when a kind does not offer them, so a recorder with
+ * only the two calls still works.
+ *
+ * Keys are (consumer, event_id). `consumer` is any non-empty string of at
+ * most IB_CONSUMER_MAX bytes; `event_id` must be normalised (32 lowercase
+ * hex, see core/uuid.h): recorders refuse anything else with
+ * IB_ERR_INVALID_ARG. "Not found" is an answer (false / IB_CLAIM_ACQUIRED),
+ * never an error.
+ *
+ * Thread safety: every kind may be called from several threads at once. */
+#ifndef IB_RECORDER_H
+#define IB_RECORDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define IB_CONSUMER_MAX 255
+#define IB_OWNER_MAX 128
+
+typedef struct ib_recorder ib_recorder;
+
+/* Answer of a claim. */
+typedef enum ib_claim_state {
+    IB_CLAIM_ACQUIRED = 0, /* the caller holds the lease now: run the handler */
+    IB_CLAIM_DONE = 1,     /* already processed: drop */
+    IB_CLAIM_BUSY = 2,     /* another owner holds an unexpired lease: try again later */
+} ib_claim_state;
+
+typedef struct ib_marker_key {
+    const char *consumer;
+    const char *event_id;
+} ib_marker_key;
+
+/* One marker as the admin calls report it. Strings are BORROWED for the
+ * duration of the visit callback. */
+typedef struct ib_marker_info {
+    const char *consumer;
+    const char *event_id;
+    int64_t ts_ms; /* unix ms when marked */
+} ib_marker_info;
+
+/* Return non-zero to stop a listing early. */
+typedef int (*ib_marker_visit_fn)(void *ctx, const ib_marker_info *marker);
+
+typedef struct ib_recorder_stats {
+    uint64_t markers;        /* done markers */
+    uint64_t claims;         /* claims currently held (any lease state) */
+    uint64_t consumers;      /* distinct consumers with markers */
+    int64_t oldest_ts_ms;    /* 0 when empty */
+    int64_t newest_ts_ms;    /* 0 when empty */
+    uint64_t storage_bytes;  /* file size or memory in use; 0 if unknown */
+} ib_recorder_stats;
+
+typedef struct ib_recorder_ops {
+    size_t size;      /* sizeof(ib_recorder_ops) as the kind was built */
+    const char *kind; /* "memory", "sqlite", "kv" */
+
+    /* Required. */
+    ib_status (*is_processed)(ib_recorder *r, bool *processed, const char *consumer,
+                              const char *event_id, ib_error *err);
+    ib_status (*mark_processed)(ib_recorder *r, const char *consumer, const char *event_id,
+                                ib_error *err);
+    void (*close)(ib_recorder *r);
+
+    /* Optional: NULL when not offered. Batches are atomic where the kind
+     * can make them so (one transaction). */
+    ib_status (*check_batch)(ib_recorder *r, bool *processed, const ib_marker_key *keys, size_t n,
+                             ib_error *err);
+    ib_status (*mark_batch)(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err);
+    ib_status (*claim)(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                       const char *event_id, const char *owner, int64_t lease_ms, ib_error *err);
+    ib_status (*claim_batch)(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                             size_t n, const char *owner, int64_t lease_ms, ib_error *err);
+    ib_status (*release)(ib_recorder *r, const char *consumer, const char *event_id,
+                         const char *owner, ib_error *err);
+    ib_status (*release_batch)(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                               const char *owner, ib_error *err);
+
+    /* Optional admin calls (ibus markers). */
+    ib_status (*lookup)(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
+                        const char *event_id, ib_error *err);
+    ib_status (*forget)(ib_recorder *r, bool *existed, const char *consumer, const char *event_id,
+                        ib_error *err);
+    ib_status (*prune)(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err);
+    ib_status (*list)(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
+                      void *ctx, ib_error *err);
+    ib_status (*stats)(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
+} ib_recorder_ops;
+
+/* Every kind embeds this as its first member. */
+struct ib_recorder {
+    const ib_recorder_ops *ops;
+    int64_t (*now_ms)(void); /* wall clock in unix ms; replaceable for tests */
+};
+
+/* Options for ib_recorder_open(); zero-initialise, then set what you need.
+ * URI query parameters override these (see ib_recorder_open). */
+typedef struct ib_recorder_options {
+    size_t size;              /* sizeof(ib_recorder_options) */
+    size_t memory_capacity;   /* memory: max markers, oldest evicted; 0 = unbounded */
+    int sqlite_busy_timeout_ms; /* sqlite: 0 = 10000 */
+    const char *sqlite_synchronous; /* sqlite: "off"|"normal"|"full"|"extra"; NULL = "normal" */
+    unsigned sqlite_file_mode;  /* sqlite: mode for a new file; 0 = 0600 */
+    int64_t (*now_ms)(void);   /* NULL = realtime clock */
+    void *nats_connection;     /* kv: a connected natsConnection* (BORROWED) */
+} ib_recorder_options;
+
+/* Opens a recorder from a URI:
+ *   memory:                 in-process hash set
+ *   memory:?capacity=N      ... keeping at most N markers, oldest evicted
+ *   sqlite:PATH             SQLite file (created 0600 if missing)
+ *   sqlite::memory:         private in-memory SQLite database (tests)
+ *   sqlite:PATH?synchronous=full&busy_timeout_ms=5000&mode=0640
+ *   kv:BUCKET               NATS JetStream key-value bucket (needs
+ *                           options->nats_connection)
+ * `options` may be NULL. On success `*out` is owned by the caller and closed
+ * with ib_recorder_close(). A bad URI gives IB_ERR_CONFIG with a message that
+ * names the URI and the reason. */
+ib_status ib_recorder_open(ib_recorder **out, const char *uri, const ib_recorder_options *options,
+                           ib_error *err);
+
+/* Closes and frees a recorder. NULL is a no-op. */
+void ib_recorder_close(ib_recorder *r);
+
+/* Kind name ("memory", "sqlite", "kv"). */
+const char *ib_recorder_kind(const ib_recorder *r);
+
+/* The seed protocol. */
+ib_status ib_recorder_is_processed(ib_recorder *r, bool *processed, const char *consumer,
+                                   const char *event_id, ib_error *err);
+ib_status ib_recorder_mark(ib_recorder *r, const char *consumer, const char *event_id,
+                           ib_error *err);
+
+/* Batch forms; fall back to loops over the single calls. */
+ib_status ib_recorder_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
+                                  size_t n, ib_error *err);
+ib_status ib_recorder_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                 ib_error *err);
+
+/* Claims (consumer, event_id) for `owner` for `lease_ms`:
+ *   done                           -> IB_CLAIM_DONE
+ *   free, or lease expired, or
+ *   already held by `owner`        -> IB_CLAIM_ACQUIRED (lease (re)started)
+ *   held by another, unexpired     -> IB_CLAIM_BUSY
+ * Without claim support in the kind: DONE if processed, else ACQUIRED (no
+ * mutual exclusion). Marking an id clears its claim. */
+ib_status ib_recorder_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                            const char *event_id, const char *owner, int64_t lease_ms,
+                            ib_error *err);
+ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states,
+                                  const ib_marker_key *keys, size_t n, const char *owner,
+                                  int64_t lease_ms, ib_error *err);
+
+/* Frees a claim held by `owner` (after a failed handler) so any process may
+ * take it at once. A claim held by someone else, or none, is left alone. */
+ib_status ib_recorder_release(ib_recorder *r, const char *consumer, const char *event_id,
+                              const char *owner, ib_error *err);
+ib_status ib_recorder_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                    const char *owner, ib_error *err);
+
+/* Admin calls; IB_ERR_UNSUPPORTED when the kind does not offer them. */
+ib_status ib_recorder_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
+                             const char *event_id, ib_error *err);
+ib_status ib_recorder_forget(ib_recorder *r, bool *existed, const char *consumer,
+                             const char *event_id, ib_error *err);
+/* Removes done markers marked before `older_than_ms` (unix ms) and expired
+ * claims; SQLite deletes in bounded batches so the write lock is never held
+ * for long. */
+ib_status ib_recorder_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms,
+                            ib_error *err);
+/* Visits markers of `consumer` (NULL = all), newest first, at most `limit`
+ * (0 = no limit). */
+ib_status ib_recorder_list(ib_recorder *r, const char *consumer, size_t limit,
+                           ib_marker_visit_fn visit, void *ctx, ib_error *err);
+ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
+
+/* Validates a key the way every kind must: non-empty consumer up to
+ * IB_CONSUMER_MAX bytes, normalised id. Shared by the kinds (internal). */
+ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err);
+
+/* Realtime clock in unix ms (the default now_ms). */
+int64_t ib__recorder_realtime_ms(void);
+
+#endif

@@ -1,0 +1,1 @@
+# fuzz targets for core: being written

@@ -1,0 +1,1 @@
+# fuzz targets for host: being written
