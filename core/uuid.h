@@ -35,8 +35,10 @@ typedef enum ib_id_reason {
 
 /* Validates `len` raw bytes at `in` (which need not be NUL-terminated and may
  * contain NULs, which are refused) and writes the normalised id plus NUL into
- * `out`. Returns IB_ID_VALID or the first reason it is refused; on refusal
- * `out` holds an empty string. */
+ * `out`. Returns IB_ID_VALID or the first reason it is refused, checking in
+ * this order: empty (len 0 or `in` NULL), length, dash positions (36-character
+ * form), characters, version, variant. On refusal `out` holds an empty
+ * string. Flag bits other than IB_ID_ANY_VERSION are ignored. */
 ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t len, unsigned flags);
 
 /* True if `id` is already a normalised id: exactly 32 lowercase hex digits
@@ -47,14 +49,17 @@ bool ib_id_is_normalised(const char *id);
 const char *ib_id_reason_str(ib_id_reason reason);
 
 /* Generates a fresh random uuid4 from the kernel's random source
- * (getrandom) into `out` as 32 lowercase hex. Returns IB_ERR_IO if the
- * kernel gives no randomness. */
+ * (getrandom, retried on EINTR) into `out` as 32 lowercase hex. Returns
+ * IB_ERR_IO if the kernel gives no randomness (then `out` is ""). */
 ib_status ib_uuid4_generate(char out[IB_ID_BUF_SIZE]);
 
 /* Derives a deterministic uuid4-shaped id from a parent id and a name
  * (e.g. a relay's derived-event type), so a replay derives the same id.
  * Different (parent, name) pairs give different ids with overwhelming
- * probability. `out` receives 32 lowercase hex. */
+ * probability (a 128-bit non-cryptographic hash: do not use it where an
+ * adversary could profit from a collision). The inputs are hashed as given,
+ * so pass the normalised parent id; NULL counts as "". `out` receives 32
+ * lowercase hex with the version 4 and RFC 4122 variant bits set. */
 void ib_uuid_derive(char out[IB_ID_BUF_SIZE], const char *parent_id, const char *name);
 
 /* Packs a normalised id into 16 bytes and back; for compact in-memory keys.
