@@ -4,7 +4,29 @@
  * allocator that caps memory, checks the raw bytes of the string fields
  * (protobuf-c accepts invalid UTF-8 and cuts strings at an embedded NUL),
  * refuses an empty buffer (which protobuf-c takes as a valid all-default
- * message) and normalises the id (uuid.h). */
+ * message) and normalises the id (uuid.h).
+ *
+ * Rules, checked in this order (the first that fails decides):
+ *   1. size: more than max_bytes -> IB_ERR_TOO_LARGE, class DECODE;
+ *      0 bytes -> IB_ERR_DECODE "empty message".
+ *   2. wire format (core/wire.h): truncation, bad keys, groups, a known
+ *      field with the wrong wire type, invalid UTF-8 in any string field
+ *      (id, type, source, header key or value), a NUL byte in type, source
+ *      or a header -> IB_ERR_DECODE. A proto3 string must be UTF-8, so other
+ *      languages' parsers refuse these bytes too.
+ *   3. unpack within the memory budget (ib_event_limits.max_alloc): over it
+ *      -> IB_ERR_TOO_LARGE, class DECODE.
+ *   4. type: empty or missing -> IB_ERR_DECODE "type is empty"; a control
+ *      character (U+0000..U+001F, U+007F..U+009F), a Unicode space
+ *      (U+0020, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F,
+ *      U+205F, U+3000) or an invisible format character (U+200B..U+200F,
+ *      U+2060, U+FEFF) -> IB_ERR_DECODE. Types name routes in configuration
+ *      and logs, where such characters would be invisible or ambiguous.
+ *   5. id: missing or empty -> IB_ERR_INVALID_ID "id is missing"; anything
+ *      ib_id_normalise() refuses (including a NUL byte) -> IB_ERR_INVALID_ID.
+ * Unknown fields are skipped (forward compatibility). A field given twice
+ * keeps its last value; a header key given twice keeps its last value (map
+ * semantics), at the position of that last occurrence. */
 #ifndef IB_EVENT_H
 #define IB_EVENT_H
 
@@ -23,9 +45,16 @@ typedef enum ib_event_reject {
     IB_EVENT_REJECT_INVALID_ID, /* dead-letter reason "invalid-id" */
 } ib_event_reject;
 
+/* Default unpack memory budget for a message of `len` bytes: four times its
+ * size (a payload is copied once; small fields cost a struct, a pointer and a
+ * scan slot each) plus 64 KiB for fixed overheads. */
+#define IB_EVENT_ALLOC_BUDGET(len) (4 * (size_t)(len) + 64u * 1024u)
+
 typedef struct ib_event_limits {
     size_t max_bytes;  /* refuse input larger than this; 0 = IB_EVENT_DEFAULT_MAX_BYTES */
     unsigned id_flags; /* IB_ID_UUID4_ONLY or IB_ID_ANY_VERSION */
+    size_t max_alloc;  /* bytes protobuf-c may allocate while unpacking (counted
+                          cumulatively); 0 = IB_EVENT_ALLOC_BUDGET(len) */
 } ib_event_limits;
 
 typedef struct ib_event_header {
@@ -49,10 +78,14 @@ typedef struct ib_event {
 } ib_event;
 
 /* Decodes `len` bytes at `buf` into a new event stored in `*out` (owned by the
- * caller, freed with ib_event_free). On refusal returns IB_ERR_DECODE,
- * IB_ERR_TOO_LARGE or IB_ERR_INVALID_ID, sets `*reject` (if non-NULL) to the
- * dead-letter class, and fills `err` with what was wrong (never payload
- * bytes). `limits` may be NULL for defaults. */
+ * caller, freed with ib_event_free). `buf` is only read during the call.
+ * On refusal returns IB_ERR_DECODE, IB_ERR_TOO_LARGE or IB_ERR_INVALID_ID,
+ * sets `*out` to NULL and `*reject` (if non-NULL) to the dead-letter class,
+ * and fills `err` with what was wrong; messages quote nothing from the input.
+ * Two other failures are not the message's fault and leave `*reject` at
+ * IB_EVENT_OK, so the caller retries rather than dead-letters:
+ * IB_ERR_NOMEM (the system is out of memory) and IB_ERR_INVALID_ARG (`out`
+ * NULL, or `buf` NULL with `len` > 0). `limits` may be NULL for defaults. */
 ib_status ib_event_decode(ib_event **out, ib_event_reject *reject, const void *buf, size_t len,
                           const ib_event_limits *limits, ib_error *err);
 
@@ -67,17 +100,23 @@ typedef struct ib_event_fields {
     const void *payload;
     size_t payload_len;
     int64_t created_at_ms;
-    const char *source;               /* NULL = empty */
-    const ib_event_header *headers;   /* may be NULL */
+    const char *source;             /* NULL = empty */
+    const ib_event_header *headers; /* may be NULL */
     size_t header_count;
 } ib_event_fields;
 
 /* Encodes `fields` as protobuf into a new malloc'd buffer stored in `*out`
- * with its length in `*out_len`; the caller frees it with free(). */
+ * with its length in `*out_len`; the caller frees it with free(). Refuses
+ * with IB_ERR_INVALID_ARG what ib_event_decode would refuse as undecodable:
+ * a NULL id, type, header key or value, a NULL payload with a length,
+ * strings that are not valid UTF-8 and a type that breaks the type rule
+ * above. The id itself is not checked (a producer may choose any id; the
+ * consumer's ib_event_decode judges it). IB_ERR_NOMEM if allocation fails. */
 ib_status ib_event_encode(uint8_t **out, size_t *out_len, const ib_event_fields *fields,
                           ib_error *err);
 
-/* Dead-letter reason name of a refusal: "decode" or "invalid-id". */
+/* Dead-letter reason name of a refusal: "decode" or "invalid-id"; "none" for
+ * IB_EVENT_OK and "unknown" for anything else. Static; never NULL. */
 const char *ib_event_reject_str(ib_event_reject reject);
 
 #endif
