@@ -1,0 +1,386 @@
+/* ibus publish: events from arguments, generated, or JSON lines on stdin,
+ * published to JetStream asynchronously with acknowledgement.
+ *
+ *   ibus publish --type order.created '{"n":1}' '{"n":2}'
+ *   ibus publish --type order.created --count 10000 --duplicates 0.1
+ *   ibus publish < events.jsonl     one {"type":..,"payload":..,"id":..?} per line
+ *
+ * --duplicates R republishes a fraction R of the events, with the same id,
+ * as new messages (no Nats-Msg-Id, so JetStream keeps them): what a
+ * producer retry or a replay looks like to a consumer. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "bus.h"
+#include "commands.h"
+#include "nats_options.h"
+#include "options.h"
+#include "uuid.h"
+
+typedef struct publish_cfg {
+    ib_nats_config nats;
+    const char *subject;
+    const char *prefix;
+    const char *type;
+    const char *source;
+    const char *id;
+    const char *ids_file;
+    int64_t count;
+    int64_t payload_size;
+    int64_t max_pending;
+    int64_t seed;
+    double duplicates;
+    bool raw;
+    bool unchecked_id;
+    bool msg_id;
+    bool quiet;
+} publish_cfg;
+
+typedef struct publisher {
+    const publish_cfg *cfg;
+    jsCtx *js;
+    FILE *ids;
+    uint64_t state; /* xorshift state for --duplicates and payloads */
+    uint64_t published, unique, duplicates;
+    atomic_ullong failed;
+    bool progress;
+    int64_t last_progress;
+    int64_t total_hint;
+} publisher;
+
+static uint64_t next_rand(publisher *p)
+{
+    uint64_t x = p->state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return p->state = x;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_async_error(jsCtx *js, jsPubAckErr *pae, void *closure)
+{
+    (void)js;
+    publisher *p = closure;
+    atomic_fetch_add(&p->failed, 1);
+    if (atomic_load(&p->failed) <= 5)
+        fprintf(stderr, "ibus publish: a publish was not acknowledged: %s\n",
+                pae->ErrText != NULL ? pae->ErrText : natsStatus_GetText(pae->Err));
+}
+
+static void show_progress(publisher *p, bool final)
+{
+    if (!p->progress)
+        return;
+    int64_t now = mono_ms();
+    if (!final && now - p->last_progress < 250)
+        return;
+    p->last_progress = now;
+    if (p->total_hint > 0)
+        fprintf(stderr, "\rpublished %" PRIu64 " messages (%" PRIu64 "/%" PRId64 " events)%s",
+                p->published, p->unique, p->total_hint, final ? "\n" : "");
+    else
+        fprintf(stderr, "\rpublished %" PRIu64 " messages%s", p->published, final ? "\n" : "");
+}
+
+static int send_bytes(publisher *p, const char *subject, const void *data, size_t len,
+                      const char *msg_id)
+{
+    natsMsg *m = NULL;
+    natsStatus s = natsMsg_Create(&m, subject, NULL, data, (int)len);
+    if (s == NATS_OK && msg_id != NULL)
+        s = natsMsgHeader_Set(m, "Nats-Msg-Id", msg_id);
+    if (s == NATS_OK)
+        s = js_PublishMsgAsync(p->js, &m, NULL);
+    natsMsg_Destroy(m); /* NULL after a successful async publish took it */
+    if (s != NATS_OK) {
+        fprintf(stderr, "ibus publish: %s: %s\n", subject, natsStatus_GetText(s));
+        return -1;
+    }
+    p->published++;
+    show_progress(p, false);
+    return 0;
+}
+
+/* Publishes one event, and a duplicate of it with probability --duplicates. */
+static int publish_event(publisher *p, const char *type, const void *payload, size_t len,
+                         const char *given_id, const char *subject_override)
+{
+    char id[IB_ID_BUF_SIZE + 64], subject[512];
+    const publish_cfg *c = p->cfg;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    ib_error e;
+
+    if (type == NULL || type[0] == '\0') {
+        fprintf(stderr, "ibus publish: an event needs a type (--type or \"type\")\n");
+        return -1;
+    }
+    if (given_id != NULL && c->unchecked_id) {
+        snprintf(id, sizeof(id), "%s", given_id);
+    } else if (given_id != NULL) {
+        if (ib_id_normalise(id, given_id, strlen(given_id), IB_ID_ANY_VERSION) != IB_ID_VALID) {
+            fprintf(stderr,
+                    "ibus publish: id '%s' is not a UUID (use --unchecked-id to send it "
+                    "anyway)\n",
+                    given_id);
+            return -1;
+        }
+    } else if (ib_uuid4_generate(id) != IB_OK) {
+        fprintf(stderr, "ibus publish: no randomness for a fresh id\n");
+        return -1;
+    }
+    if (subject_override != NULL)
+        snprintf(subject, sizeof(subject), "%s", subject_override);
+    else if (c->subject != NULL)
+        snprintf(subject, sizeof(subject), "%s", c->subject);
+    else
+        snprintf(subject, sizeof(subject), "%s.%s", c->prefix, type);
+
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    ib_event_fields f = {
+        .id = id,
+        .type = type,
+        .payload = payload,
+        .payload_len = len,
+        .created_at_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+        .source = c->source,
+    };
+    if (ib_event_encode(&buf, &blen, &f, &e) != IB_OK) {
+        fprintf(stderr, "ibus publish: %s\n", e.msg);
+        return -1;
+    }
+    int rc = send_bytes(p, subject, buf, blen, c->msg_id ? id : NULL);
+    if (rc == 0) {
+        p->unique++;
+        if (p->ids != NULL)
+            fprintf(p->ids, "%s\n", id);
+        if (c->duplicates > 0 &&
+            (double)(next_rand(p) >> 11) / 9007199254740992.0 < c->duplicates) {
+            rc = send_bytes(p, subject, buf, blen, NULL);
+            if (rc == 0)
+                p->duplicates++;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+static int publish_json_line(publisher *p, const char *line, size_t lineno)
+{
+    json_error_t jerr;
+    json_t *root = json_loads(line, JSON_REJECT_DUPLICATES, &jerr);
+    int rc = -1;
+    if (root == NULL || !json_is_object(root)) {
+        fprintf(stderr, "ibus publish: stdin line %zu: not a JSON object: %s\n", lineno,
+                root == NULL ? jerr.text : "expected {...}");
+        goto out;
+    }
+    json_t *type = json_object_get(root, "type");
+    json_t *payload = json_object_get(root, "payload");
+    json_t *id = json_object_get(root, "id");
+    json_t *subject = json_object_get(root, "subject");
+    const char *t = json_is_string(type) ? json_string_value(type) : p->cfg->type;
+    const char *data = "";
+    size_t len = 0;
+    char *dumped = NULL;
+    if (json_is_string(payload)) {
+        data = json_string_value(payload);
+        len = json_string_length(payload);
+    } else if (payload != NULL && !json_is_null(payload)) {
+        dumped = json_dumps(payload, JSON_COMPACT);
+        data = dumped != NULL ? dumped : "";
+        len = strlen(data);
+    }
+    if (id != NULL && !json_is_string(id)) {
+        fprintf(stderr, "ibus publish: stdin line %zu: \"id\" must be a string\n", lineno);
+    } else {
+        rc = publish_event(p, t, data, len, id != NULL ? json_string_value(id) : NULL,
+                           json_is_string(subject) ? json_string_value(subject) : NULL);
+    }
+    free(dumped);
+out:
+    json_decref(root);
+    return rc;
+}
+
+static int publish_all(publisher *p, const ib_strlist *args)
+{
+    const publish_cfg *c = p->cfg;
+    if (c->raw) {
+        for (size_t i = 0; i < args->count; i++) {
+            char subject[512];
+            snprintf(subject, sizeof(subject), "%s",
+                     c->subject != NULL ? c->subject : "events.raw");
+            if (send_bytes(p, subject, args->items[i], strlen(args->items[i]), NULL) != 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (args->count > 0) {
+        for (size_t i = 0; i < args->count; i++)
+            if (publish_event(p, c->type, args->items[i], strlen(args->items[i]), c->id, NULL) != 0)
+                return -1;
+        return 0;
+    }
+    if (c->count > 0) {
+        size_t size = (size_t)c->payload_size;
+        char *payload = malloc(size + 1);
+        if (payload == NULL)
+            return -1;
+        p->total_hint = c->count;
+        for (int64_t i = 0; i < c->count; i++) {
+            for (size_t b = 0; b < size; b++)
+                payload[b] = (char)('a' + (next_rand(p) % 26));
+            if (publish_event(p, c->type, payload, size, NULL, NULL) != 0) {
+                free(payload);
+                return -1;
+            }
+        }
+        free(payload);
+        return 0;
+    }
+    char *line = NULL;
+    size_t cap = 0, lineno = 0;
+    ssize_t got;
+    int rc = 0;
+    while ((got = getline(&line, &cap, stdin)) > 0) {
+        lineno++;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+            line[--got] = '\0';
+        if (got == 0)
+            continue;
+        if (publish_json_line(p, line, lineno) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    free(line);
+    return rc;
+}
+
+int ib_cmd_publish(int argc, char **argv)
+{
+    publish_cfg c;
+    publisher p;
+    ib_strlist args;
+    bool help = false;
+    ib_error e;
+    ib_nats *n = NULL;
+    int code = 2;
+
+    memset(&c, 0, sizeof(c));
+    memset(&p, 0, sizeof(p));
+    memset(&args, 0, sizeof(args));
+    const ib_opt opts[] = {
+        IB_NATS_OPTIONS(&c.nats),
+        {"type", IB_OPT_STRING, &c.type, "TYPE", NULL, "event type (JSON lines may give their own)",
+         0, 0},
+        {"subject", IB_OPT_STRING, &c.subject, "SUBJECT", NULL,
+         "subject to publish on (default <prefix>.<type>)", 0, 0},
+        {"prefix", IB_OPT_STRING, &c.prefix, "PREFIX", "events", "subject prefix", 0, 0},
+        {"source", IB_OPT_STRING, &c.source, "NAME", "ibus-publish", "Event.source", 0, 0},
+        {"id", IB_OPT_STRING, &c.id, "UUID", NULL, "id for the events given as arguments", 0, 0},
+        {"count", IB_OPT_INT, &c.count, "N", "0", "publish N generated events", 0, 100000000},
+        {"payload-size", IB_OPT_INT, &c.payload_size, "BYTES", "128",
+         "payload size of generated events", 0, 1048576},
+        {"duplicates", IB_OPT_DOUBLE, &c.duplicates, "R", "0",
+         "republish this fraction of events with the same id", 0, 0},
+        {"seed", IB_OPT_INT, &c.seed, "N", "1", "seed for --duplicates and generated payloads", 0,
+         0},
+        {"max-pending", IB_OPT_INT, &c.max_pending, "N", "4096",
+         "unacknowledged publishes in flight", 1, 1000000},
+        {"ids-file", IB_OPT_STRING, &c.ids_file, "FILE", NULL, "write each unique event id to FILE",
+         0, 0},
+        {"msg-id", IB_OPT_FLAG, &c.msg_id, NULL, NULL,
+         "set Nats-Msg-Id to the event id (JetStream drops republishes in its window)", 0, 0},
+        {"raw", IB_OPT_FLAG, &c.raw, NULL, NULL,
+         "publish the arguments as raw bytes, not as Events (testing)", 0, 0},
+        {"unchecked-id", IB_OPT_FLAG, &c.unchecked_id, NULL, NULL,
+         "send ids as given, even when they are not UUIDs (testing)", 0, 0},
+        {"quiet", IB_OPT_FLAG, &c.quiet, NULL, NULL, "no summary line", 0, 0},
+    };
+    const size_t nopts = sizeof(opts) / sizeof(opts[0]);
+
+    if (ib_opts_parse(opts, nopts, argc, argv, &args, &help, &e) != IB_OK) {
+        fprintf(stderr, "ibus publish: %s\n", e.msg);
+        goto out;
+    }
+    if (help) {
+        ib_opts_usage(stdout, "publish [PAYLOAD...]",
+                      "Publish events as protobuf with uuid4 ids: the arguments (one event "
+                      "each), --count generated events, or JSON lines from stdin "
+                      "({\"type\":..,\"payload\":..,\"id\":..}).",
+                      opts, nopts);
+        code = 0;
+        goto out;
+    }
+    if (c.duplicates < 0 || c.duplicates > 1) {
+        fprintf(stderr, "ibus publish: --duplicates: expected a fraction in 0..1\n");
+        goto out;
+    }
+    if ((args.count > 0 || c.count > 0) && !c.raw && c.type == NULL) {
+        fprintf(stderr, "ibus publish: --type: needed for arguments and --count\n");
+        goto out;
+    }
+    p.cfg = &c;
+    p.state = (uint64_t)c.seed * 0x9E3779B97F4A7C15ull + 1;
+    p.progress = isatty(STDERR_FILENO) && !c.quiet;
+    if (c.ids_file != NULL && (p.ids = fopen(c.ids_file, "w")) == NULL) {
+        fprintf(stderr, "ibus publish: --ids-file: cannot write %s: %s\n", c.ids_file,
+                strerror(errno));
+        goto out;
+    }
+    code = 1;
+    if (ib_nats_connect(&n, &c.nats, &e) != IB_OK) {
+        fprintf(stderr, "ibus publish: %s\n", e.msg);
+        code = e.status == IB_ERR_CONFIG ? 2 : 1;
+        goto out;
+    }
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.PublishAsync.MaxPending = c.max_pending;
+    jo.PublishAsync.ErrHandler = on_async_error;
+    jo.PublishAsync.ErrHandlerClosure = &p;
+    if (natsConnection_JetStream(&p.js, ib_nats_connection(n), &jo) != NATS_OK) {
+        fprintf(stderr, "ibus publish: cannot create a JetStream context\n");
+        goto out;
+    }
+    int rc = publish_all(&p, &args);
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = 30000;
+    natsStatus s = js_PublishAsyncComplete(p.js, &po);
+    show_progress(&p, true);
+    if (s != NATS_OK)
+        fprintf(stderr, "ibus publish: not every publish was acknowledged: %s\n",
+                natsStatus_GetText(s));
+    uint64_t failed = atomic_load(&p.failed);
+    if (!c.quiet)
+        printf("published=%" PRIu64 " unique=%" PRIu64 " duplicates=%" PRIu64 " failed=%" PRIu64
+               "\n",
+               p.published, p.unique, p.duplicates, failed);
+    code = rc == 0 && s == NATS_OK && failed == 0 ? 0 : 1;
+out:
+    if (p.ids != NULL)
+        fclose(p.ids);
+    jsCtx_Destroy(p.js);
+    ib_nats_close(n, 5000);
+    ib_opts_release(opts, nopts);
+    return code;
+}

@@ -1,0 +1,32 @@
+/* Connection options shared by the subcommands that talk to NATS. */
+#ifndef IB_CLI_NATS_OPTIONS_H
+#define IB_CLI_NATS_OPTIONS_H
+
+#include "nats_conn.h"
+#include "options.h"
+
+/* Entries for --nats-url, --creds, --nkey, --token, --user, --password,
+ * --tls-ca, --tls-cert and --tls-key, writing into `c`. */
+#define IB_NATS_OPTIONS(c)                                                                           \
+    {"nats-url",                                                                                     \
+     IB_OPT_STRING,                                                                                  \
+     &(c)->url,                                                                                      \
+     "URL",                                                                                          \
+     "nats://127.0.0.1:4222",                                                                        \
+     "NATS server URL(s), comma-separated",                                                          \
+     0,                                                                                              \
+     0},                                                                                             \
+        {"creds", IB_OPT_STRING, &(c)->creds_file, "FILE", NULL, "NATS credentials file (JWT)", 0,   \
+         0},                                                                                         \
+        {"nkey", IB_OPT_STRING, &(c)->nkey_seed_file, "FILE", NULL, "NKey user seed file", 0, 0},    \
+        {"token", IB_OPT_STRING, &(c)->token, "TOKEN", NULL, "authentication token", 0, 0},          \
+        {"user", IB_OPT_STRING, &(c)->user, "USER", NULL, "user name", 0, 0},                        \
+        {"password", IB_OPT_STRING, &(c)->password, "PASSWORD", NULL, "password", 0, 0},             \
+        {"tls-ca", IB_OPT_STRING, &(c)->tls_ca, "FILE", NULL, "CA bundle to verify the server", 0,   \
+         0},                                                                                         \
+        {"tls-cert", IB_OPT_STRING, &(c)->tls_cert, "FILE", NULL, "client certificate (PEM)", 0, 0}, \
+    {                                                                                                \
+        "tls-key", IB_OPT_STRING, &(c)->tls_key, "FILE", NULL, "client private key (PEM)", 0, 0      \
+    }
+
+#endif

@@ -1,0 +1,262 @@
+#include "options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ib_parse_duration_ms(int64_t *out, const char *text)
+{
+    char *end = NULL;
+    if (text == NULL || !isdigit((unsigned char)text[0]))
+        return -1;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno != 0 || end == text || v < 0)
+        return -1;
+    double scale;
+    if (*end == '\0' || strcmp(end, "s") == 0)
+        scale = 1000.0;
+    else if (strcmp(end, "ms") == 0)
+        scale = 1.0;
+    else if (strcmp(end, "m") == 0)
+        scale = 60000.0;
+    else if (strcmp(end, "h") == 0)
+        scale = 3600000.0;
+    else if (strcmp(end, "d") == 0)
+        scale = 86400000.0;
+    else
+        return -1;
+    double ms = v * scale;
+    if (ms > 9.0e15)
+        return -1;
+    *out = (int64_t)(ms + 0.5);
+    return 0;
+}
+
+static void env_name(char *buf, size_t cap, const char *name)
+{
+    size_t i = 0;
+    int w = snprintf(buf, cap, "IB_");
+    for (i = 0; name[i] != '\0' && (size_t)w + i + 1 < cap; i++)
+        buf[w + i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
+    buf[w + i] = '\0';
+}
+
+static bool in_bounds(const ib_opt *o, int64_t v)
+{
+    return (o->min == 0 && o->max == 0) || (v >= o->min && v <= o->max);
+}
+
+static void list_add(ib_strlist *l, const char *v, ib_error *err, const char *name, ib_status *st)
+{
+    if (l->count == IB_STRLIST_MAX) {
+        *st = ib_error_set(err, IB_ERR_CONFIG, "--%s: at most %d values", name, IB_STRLIST_MAX);
+        return;
+    }
+    l->items[l->count++] = v;
+    l->items[l->count] = NULL;
+}
+
+/* `from` says where the value came from, for error messages. */
+static ib_status set_value(const ib_opt *o, const char *v, const char *from, ib_error *err)
+{
+    ib_status st = IB_OK;
+    char *end = NULL;
+    switch (o->kind) {
+    case IB_OPT_STRING:
+        *(const char **)o->target = v;
+        return IB_OK;
+    case IB_OPT_LIST:
+        list_add(o->target, v, err, o->name, &st);
+        return st;
+    case IB_OPT_INT: {
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno != 0 || end == v || *end != '\0' || !in_bounds(o, x)) {
+            if (o->min != 0 || o->max != 0)
+                return ib_error_set(err, IB_ERR_CONFIG,
+                                    "%s: expected an integer in %lld..%lld, got '%s'", from,
+                                    (long long)o->min, (long long)o->max, v);
+            return ib_error_set(err, IB_ERR_CONFIG, "%s: expected an integer, got '%s'", from, v);
+        }
+        *(int64_t *)o->target = x;
+        return IB_OK;
+    }
+    case IB_OPT_DURATION: {
+        int64_t ms = 0;
+        if (ib_parse_duration_ms(&ms, v) != 0)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "%s: expected a duration like 250ms, 30s, 5m, got '%s'", from, v);
+        if (!in_bounds(o, ms))
+            return ib_error_set(err, IB_ERR_CONFIG, "%s: %s is out of range %lldms..%lldms", from,
+                                v, (long long)o->min, (long long)o->max);
+        *(int64_t *)o->target = ms;
+        return IB_OK;
+    }
+    case IB_OPT_FLAG:
+        if (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0)
+            *(bool *)o->target = true;
+        else if (strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 || strcasecmp(v, "no") == 0 ||
+                 v[0] == '\0')
+            *(bool *)o->target = false;
+        else
+            return ib_error_set(err, IB_ERR_CONFIG, "%s: expected true or false, got '%s'", from,
+                                v);
+        return IB_OK;
+    case IB_OPT_DOUBLE: {
+        errno = 0;
+        double d = strtod(v, &end);
+        if (errno != 0 || end == v || *end != '\0')
+            return ib_error_set(err, IB_ERR_CONFIG, "%s: expected a number, got '%s'", from, v);
+        *(double *)o->target = d;
+        return IB_OK;
+    }
+    }
+    return ib_error_set(err, IB_ERR_CONFIG, "%s: unknown option kind", from);
+}
+
+static ib_status apply_env(const ib_opt *o, ib_error *err)
+{
+    char name[128], from[160];
+    env_name(name, sizeof(name), o->name);
+    const char *v = getenv(name);
+    if (v == NULL)
+        return IB_OK;
+    snprintf(from, sizeof(from), "%s (environment)", name);
+    if (o->kind != IB_OPT_LIST)
+        return set_value(o, v, from, err);
+    ib_strlist *l = o->target;
+    free(l->owned_);
+    l->owned_ = strdup(v);
+    l->count = 0;
+    l->items[0] = NULL;
+    if (l->owned_ == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "%s: out of memory", name);
+    char *save = NULL;
+    for (char *tok = strtok_r(l->owned_, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        ib_status st = set_value(o, tok, from, err);
+        if (st != IB_OK)
+            return st;
+    }
+    return IB_OK;
+}
+
+static const ib_opt *find(const ib_opt *opts, size_t n, const char *name, size_t len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+ib_status ib_opts_parse(const ib_opt *opts, size_t n, int argc, char **argv, ib_strlist *positional,
+                        bool *help, ib_error *err)
+{
+    ib_status st;
+    bool list_seen[128] = {false};
+
+    *help = false;
+    for (size_t i = 0; i < n; i++) {
+        if (opts[i].kind == IB_OPT_LIST) {
+            ib_strlist *l = opts[i].target;
+            l->count = 0;
+            l->items[0] = NULL;
+        }
+        if (opts[i].def != NULL &&
+            (st = set_value(&opts[i], opts[i].def, opts[i].name, err)) != IB_OK)
+            return st;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((st = apply_env(&opts[i], err)) != IB_OK)
+            return st;
+
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            *help = true;
+            return IB_OK;
+        }
+        if (strcmp(arg, "--") == 0) {
+            for (a++; a < argc; a++)
+                if (positional == NULL)
+                    return ib_error_set(err, IB_ERR_CONFIG, "unexpected argument '%s'", argv[a]);
+                else
+                    list_add(positional, argv[a], err, "arguments", &st);
+            break;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            if (positional == NULL)
+                return ib_error_set(err, IB_ERR_CONFIG, "unexpected argument '%s'", arg);
+            st = IB_OK;
+            list_add(positional, arg, err, "arguments", &st);
+            if (st != IB_OK)
+                return st;
+            continue;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq != NULL ? (size_t)(eq - name) : strlen(name);
+        const ib_opt *o = find(opts, n, name, nlen);
+        if (o == NULL)
+            return ib_error_set(err, IB_ERR_CONFIG, "unknown option --%.*s (see --help)", (int)nlen,
+                                name);
+        const char *v;
+        if (o->kind == IB_OPT_FLAG && eq == NULL) {
+            v = "true";
+        } else if (eq != NULL) {
+            v = eq + 1;
+        } else if (a + 1 < argc) {
+            v = argv[++a];
+        } else {
+            return ib_error_set(err, IB_ERR_CONFIG, "--%s: missing value", o->name);
+        }
+        if (o->kind == IB_OPT_LIST) {
+            size_t idx = (size_t)(o - opts);
+            ib_strlist *l = o->target;
+            if (idx < 128 && !list_seen[idx]) {
+                list_seen[idx] = true;
+                l->count = 0; /* flags replace the environment's list */
+                l->items[0] = NULL;
+            }
+        }
+        char from[140];
+        snprintf(from, sizeof(from), "--%s", o->name);
+        if ((st = set_value(o, v, from, err)) != IB_OK)
+            return st;
+    }
+    return IB_OK;
+}
+
+void ib_opts_usage(FILE *out, const char *cmd, const char *summary, const ib_opt *opts, size_t n)
+{
+    char env[128], flag[160];
+    fprintf(out,
+            "usage: ibus %s [options]\n\n%s\n\noptions (each also from its environment "
+            "variable; flags win):\n",
+            cmd, summary);
+    for (size_t i = 0; i < n; i++) {
+        const ib_opt *o = &opts[i];
+        env_name(env, sizeof(env), o->name);
+        if (o->kind == IB_OPT_FLAG)
+            snprintf(flag, sizeof(flag), "--%s", o->name);
+        else
+            snprintf(flag, sizeof(flag), "--%s %s", o->name, o->metavar ? o->metavar : "VALUE");
+        fprintf(out, "  %-34s %s%s\n", flag, o->help,
+                o->kind == IB_OPT_LIST ? " (repeatable)" : "");
+        fprintf(out, "  %-34s [%s%s%s]\n", "", env, o->def ? "; default " : "",
+                o->def ? o->def : "");
+    }
+}
+
+void ib_opts_release(const ib_opt *opts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (opts[i].kind == IB_OPT_LIST) {
+            ib_strlist *l = opts[i].target;
+            free(l->owned_);
+            l->owned_ = NULL;
+        }
+    }
+}

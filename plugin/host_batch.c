@@ -1,0 +1,248 @@
+/* One pulled batch through the host: decode and validate every message,
+ * run the valid ones through the idempotent core in one call (so claims
+ * and marks are one transaction each), then settle every message: ack,
+ * nak with a delay, or dead-letter. Acks are sent only after dispatch has
+ * returned, i.e. after the marks are durable. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ack.h"
+#include "deadletter.h"
+#include "host_internal.h"
+#include "jsack.h"
+#include "log.h"
+
+/* Per-message working state. */
+typedef struct item {
+    natsMsg *msg;
+    ib_jsack_meta meta;
+    ib_event *event;
+    const char *reject_reason; /* decode / invalid-id, before dispatch */
+    char reject_detail[IB_ERROR_MSG_MAX];
+    ib_delivery *delivery; /* NULL unless dispatched */
+} item;
+
+static double mono_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void settle_dead_letter(ib_host *h, item *it, const char *reason, const char *detail)
+{
+    char seq[24], dc[24];
+    ib_error e;
+    ib_dead_letter_info info = {
+        .reason = reason,
+        .detail = detail,
+        .stream = h->cfg->stream,
+        .consumer = h->cfg->durable,
+        .stream_seq = it->meta.stream_seq,
+        .delivery_count = it->meta.delivered,
+        .event_id = it->event != NULL ? it->event->id : NULL,
+        .event_type = it->event != NULL ? it->event->type : NULL,
+    };
+    snprintf(seq, sizeof(seq), "%" PRIu64, it->meta.stream_seq);
+    snprintf(dc, sizeof(dc), "%" PRIu64, it->meta.delivered);
+    if (ib_dead_letter(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
+                       h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
+                       &e) != IB_OK) {
+        h->totals.naked++;
+        ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+        ib_log_kv(IB_SEV_ERROR, "dead-letter failed; message nak'ed", "consumer", h->cfg->durable,
+                  "event_id", info.event_id, "type", info.event_type, "reason", reason,
+                  "delivery_count", dc, "stream_seq", seq, "error", e.msg, NULL);
+        return;
+    }
+    h->totals.dead_lettered++;
+    ib_metrics_dead_letter(h->metrics, reason);
+    ib_log_kv(IB_SEV_WARN, "dead-lettered", "consumer", h->cfg->durable, "event_id", info.event_id,
+              "type", info.event_type, "reason", reason, "delivery_count", dc, "stream_seq", seq,
+              "subject", h->dead_letter_subject, "detail", detail, NULL);
+}
+
+static void settle_ack(ib_host *h, item *it)
+{
+    ib_error e;
+    if (ib_ack(ib_nats_connection(h->nats), it->msg, &e) != IB_OK) {
+        ib_log_kv(IB_SEV_WARN,
+                  "ack failed; the message will be redelivered and dropped as a "
+                  "duplicate",
+                  "error", e.msg, NULL);
+        return;
+    }
+    h->totals.acked++;
+    ib_metrics_add(h->metrics, IB_METRIC_ACKS, 1);
+}
+
+static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
+{
+    ib_error e;
+    if (ib_nak(ib_nats_connection(h->nats), it->msg, delay_ms, &e) != IB_OK)
+        ib_log_kv(IB_SEV_WARN, "nak failed; the message comes back after AckWait", "error", e.msg,
+                  NULL);
+    h->totals.naked++;
+    ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+}
+
+static void count_delivery(ib_host *h, const item *it)
+{
+    const ib_delivery *d = it->delivery;
+    const ib_delivery_counts *c = &d->counts;
+    h->totals.handled += c->handled;
+    h->totals.duplicates += c->duplicates;
+    h->totals.retried += c->retried;
+    h->totals.rejected += c->rejected;
+    h->totals.busy += c->busy;
+    ib_metrics_add(h->metrics, IB_METRIC_EVENTS_HANDLED, c->handled);
+    ib_metrics_add(h->metrics, IB_METRIC_DUPLICATES_DROPPED, c->duplicates);
+    ib_metrics_add(h->metrics, IB_METRIC_HANDLER_FAILURES, c->retried + c->rejected);
+    if (c->unhandled) {
+        h->totals.unhandled++;
+        ib_metrics_add(h->metrics, IB_METRIC_EVENTS_UNHANDLED, 1);
+    }
+    if (c->handled + c->retried + c->rejected > 0)
+        ib_metrics_observe(h->metrics, IB_METRIC_HANDLE_SECONDS, d->handle_seconds);
+    if (c->retried + c->rejected + c->mark_failed + c->recorder_failed > 0) {
+        char dc[24], counts[96];
+        snprintf(dc, sizeof(dc), "%" PRIu64, d->delivery_count);
+        snprintf(counts, sizeof(counts), "retry=%u reject=%u mark_failed=%u recorder_failed=%u",
+                 c->retried, c->rejected, c->mark_failed, c->recorder_failed);
+        ib_log_kv(IB_SEV_WARN, "handler failure", "consumer", h->cfg->durable, "event_id",
+                  d->event->id, "type", d->event->type, "delivery_count", dc, "results", counts,
+                  NULL);
+    }
+}
+
+static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
+{
+    pthread_mutex_lock(&h->inflight_lock);
+    h->inflight = msgs;
+    h->inflight_n = n;
+    h->inflight_since_ms = ib__host_now_ms();
+    pthread_mutex_unlock(&h->inflight_lock);
+}
+
+int ib__host_batch_alloc(ib_host *h, size_t batch)
+{
+    h->batch_items = calloc(batch, sizeof(item));
+    h->batch_deliveries = calloc(batch, sizeof(ib_delivery));
+    h->batch_cap = batch;
+    return h->batch_items != NULL && h->batch_deliveries != NULL ? 0 : -1;
+}
+
+void ib__host_batch_free(ib_host *h)
+{
+    free(h->batch_items);
+    free(h->batch_deliveries);
+    h->batch_items = NULL;
+    h->batch_deliveries = NULL;
+}
+
+void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
+{
+    item *items = h->batch_items;
+    ib_delivery *deliveries = h->batch_deliveries;
+    size_t nd = 0;
+
+    if (n > h->batch_cap)
+        n = h->batch_cap;
+    for (size_t i = 0; i < n; i++) {
+        item *it = &items[i];
+        memset(it, 0, sizeof(*it));
+        it->msg = msgs[i];
+        const char *reply = natsMsg_GetReply(it->msg);
+        ib_error e;
+        if (reply == NULL || ib_jsack_parse(&it->meta, reply, strlen(reply), &e) != IB_OK) {
+            /* Not a JetStream delivery (someone published to our inbox):
+             * nothing to ack, nothing to lose. */
+            ib_log_kv(IB_SEV_WARN, "ignoring a message that is not a JetStream delivery", "subject",
+                      natsMsg_GetSubject(it->msg), NULL);
+            it->reject_reason = "ignored";
+            continue;
+        }
+        h->totals.received++;
+        ib_metrics_add(h->metrics, IB_METRIC_EVENTS_RECEIVED, 1);
+        if (it->meta.delivered > 1)
+            ib_metrics_add(h->metrics, IB_METRIC_REDELIVERIES, 1);
+        ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)it->meta.pending);
+
+        ib_event_reject why = IB_EVENT_OK;
+        if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
+                            (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
+            it->event = NULL;
+            it->reject_reason =
+                ib_event_reject_str(why != IB_EVENT_OK ? why : IB_EVENT_REJECT_DECODE);
+            snprintf(it->reject_detail, sizeof(it->reject_detail), "%s", e.msg);
+            continue;
+        }
+        ib_delivery *d = &deliveries[nd++];
+        memset(d, 0, sizeof(*d));
+        d->event = it->event;
+        d->subject = natsMsg_GetSubject(it->msg);
+        d->stream_seq = it->meta.stream_seq;
+        d->delivery_count = it->meta.delivered;
+        it->delivery = d;
+    }
+
+    if (nd > 0) {
+        ib_error e;
+        publish_inflight(h, msgs, n);
+        ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
+        double t0 = mono_seconds();
+        ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->bus, &e);
+        double spent = mono_seconds() - t0;
+        ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)nd);
+        publish_inflight(h, NULL, 0);
+        if (st != IB_OK) {
+            /* Misuse, not recorder trouble: nothing ran. Nak everything so
+             * nothing is lost, and say why. */
+            ib_log_kv(IB_SEV_ERROR, "dispatch refused the batch", "error", e.msg, NULL);
+            for (size_t i = 0; i < nd; i++) {
+                deliveries[i].outcome = IB_OUTCOME_NAK;
+                deliveries[i].nak_delay_ms = h->cfg->retry_base_ms;
+            }
+        } else if (e.status != IB_OK) {
+            ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
+                      h->cfg->recorder, "error", e.msg, NULL);
+        }
+        double handlers = 0;
+        for (size_t i = 0; i < nd; i++)
+            handlers += deliveries[i].handle_seconds;
+        double rec = spent - handlers;
+        ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS, rec > 0 ? rec : 0);
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        item *it = &items[i];
+        if (it->reject_reason != NULL) {
+            if (strcmp(it->reject_reason, "ignored") != 0)
+                settle_dead_letter(h, it, it->reject_reason, it->reject_detail);
+        } else {
+            ib_delivery *d = it->delivery;
+            count_delivery(h, it);
+            switch (d->outcome) {
+            case IB_OUTCOME_ACK:
+                settle_ack(h, it);
+                break;
+            case IB_OUTCOME_NAK:
+                settle_nak(h, it, d->nak_delay_ms);
+                break;
+            case IB_OUTCOME_DEAD_LETTER: {
+                char detail[128];
+                snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries",
+                         d->dead_letter_reason, d->delivery_count);
+                settle_dead_letter(h, it, d->dead_letter_reason, detail);
+                break;
+            }
+            }
+        }
+        ib_event_free(it->event);
+        natsMsg_Destroy(it->msg);
+        msgs[i] = NULL;
+    }
+}
