@@ -1,1 +1,510 @@
-/* placeholder: being written */
+/* Structured logger: builds each record in a buffer, then writes it with one
+ * fwrite+fflush while holding the stream's stdio lock, so records from many
+ * threads (and other stdio users of the same stream) never interleave. */
+#include "log.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One record is built in a stack buffer and moves to the heap only when it
+ * outgrows it. Values longer than IB_LOG_VALUE_MAX input bytes are cut (at a
+ * character boundary) so a runaway string cannot make a multi-megabyte line. */
+#define IB_LOG_STACK 1024
+#define IB_LOG_VALUE_MAX 8192
+
+typedef struct ib_linebuf {
+    char *p;
+    size_t len;
+    size_t cap;
+    int oom; /* an allocation failed: the record is dropped, never half-written */
+    char stack[IB_LOG_STACK];
+} ib_linebuf;
+
+/* Configuration is read on every record, possibly while the host
+ * reconfigures: plain atomics keep each field consistent without a lock. */
+static _Atomic int g_format = IB_LOG_FORMAT_AUTO;
+static _Atomic int g_min_sev = IB_SEV_INFO;
+static FILE *_Atomic g_stream = NULL;
+
+static void lb_init(ib_linebuf *b)
+{
+    b->p = b->stack;
+    b->len = 0;
+    b->cap = sizeof(b->stack);
+    b->oom = 0;
+}
+
+static void lb_release(ib_linebuf *b)
+{
+    if (b->p != b->stack)
+        free(b->p);
+}
+
+/* Makes room for `n` more bytes plus a terminating NUL. */
+static int lb_reserve(ib_linebuf *b, size_t n)
+{
+    if (b->oom)
+        return -1;
+    if (b->len + n + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap * 2;
+    while (cap < b->len + n + 1)
+        cap *= 2;
+    char *p = malloc(cap);
+    if (p == NULL) {
+        b->oom = 1;
+        return -1;
+    }
+    memcpy(p, b->p, b->len);
+    lb_release(b);
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static void lb_put(ib_linebuf *b, const char *s, size_t n)
+{
+    if (lb_reserve(b, n) != 0)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void lb_puts(ib_linebuf *b, const char *s)
+{
+    lb_put(b, s, strlen(s));
+}
+
+static void lb_putc(ib_linebuf *b, char c)
+{
+    lb_put(b, &c, 1);
+}
+
+/* Length of the well-formed UTF-8 sequence at s[0..n), or 0 if the bytes
+ * there are not one (overlong forms, surrogates, values above U+10FFFF and
+ * truncated sequences are all rejected, as RFC 3629 requires). */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        return (n >= 2 && (s[1] & 0xc0) == 0x80) ? 2 : 0;
+    if (c >= 0xe0 && c <= 0xef) {
+        if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+            return 0;
+        if (c == 0xe0 && s[1] < 0xa0)
+            return 0; /* overlong */
+        if (c == 0xed && s[1] >= 0xa0)
+            return 0; /* UTF-16 surrogate */
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
+            return 0;
+        if (c == 0xf0 && s[1] < 0x90)
+            return 0; /* overlong */
+        if (c == 0xf4 && s[1] >= 0x90)
+            return 0; /* above U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* Appends `s` as the inside of a JSON string. Control characters become
+ * escapes and each byte of invalid UTF-8 becomes U+FFFD, so the line is
+ * always valid JSON whatever a plugin or a producer put in a field. */
+static void json_escape(ib_linebuf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    int cut = 0;
+    if (n > IB_LOG_VALUE_MAX) {
+        n = IB_LOG_VALUE_MAX;
+        cut = 1;
+    }
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = u[i];
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            lb_put(b, e, 2);
+            i++;
+        } else if (c < 0x20 || c == 0x7f) {
+            switch (c) {
+            case '\n':
+                lb_puts(b, "\\n");
+                break;
+            case '\r':
+                lb_puts(b, "\\r");
+                break;
+            case '\t':
+                lb_puts(b, "\\t");
+                break;
+            case '\b':
+                lb_puts(b, "\\b");
+                break;
+            case '\f':
+                lb_puts(b, "\\f");
+                break;
+            default: {
+                char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+                lb_put(b, e, 6);
+            }
+            }
+            i++;
+        } else if (c < 0x80) {
+            /* copy the run of plain ASCII in one go */
+            size_t j = i + 1;
+            while (j < n && u[j] >= 0x20 && u[j] < 0x7f && u[j] != '"' && u[j] != '\\')
+                j++;
+            lb_put(b, s + i, j - i);
+            i = j;
+        } else {
+            size_t len = utf8_seq_len(u + i, n - i);
+            if (len == 0) {
+                /* a sequence cut by the length bound is dropped, not replaced */
+                if (cut && n - i < 4 && utf8_seq_len(u + i, strlen(s + i)) != 0)
+                    break;
+                lb_puts(b, "\\ufffd");
+                i++;
+            } else {
+                lb_put(b, s + i, len);
+                i += len;
+            }
+        }
+    }
+    if (cut)
+        lb_puts(b, "...(truncated)");
+}
+
+/* Text records are read by people on a terminal: control characters and
+ * invalid UTF-8 are shown as \xNN so nothing can forge a line or move the
+ * cursor. `quote` wraps the value in quotes when it holds spaces, quotes or
+ * '=' so key=value pairs stay unambiguous. */
+static void text_escape(ib_linebuf *b, const char *s, int quote)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    int cut = 0;
+    if (n > IB_LOG_VALUE_MAX) {
+        n = IB_LOG_VALUE_MAX;
+        cut = 1;
+    }
+    int need_quotes = 0;
+    if (quote) {
+        need_quotes = (n == 0);
+        for (size_t i = 0; i < n && !need_quotes; i++)
+            need_quotes = (u[i] <= 0x20 || u[i] == '"' || u[i] == '=' || u[i] == 0x7f ||
+                           u[i] >= 0x80 || u[i] == '\\');
+    }
+    if (need_quotes)
+        lb_putc(b, '"');
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = u[i];
+        if (need_quotes && (c == '"' || c == '\\')) {
+            char e[2] = {'\\', (char)c};
+            lb_put(b, e, 2);
+            i++;
+        } else if (c == '\n') {
+            lb_puts(b, "\\n");
+            i++;
+        } else if (c == '\t') {
+            lb_puts(b, "\\t");
+            i++;
+        } else if (c < 0x20 || c == 0x7f) {
+            char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 0xf]};
+            lb_put(b, e, 4);
+            i++;
+        } else if (c < 0x80) {
+            lb_putc(b, (char)c);
+            i++;
+        } else {
+            size_t len = utf8_seq_len(u + i, n - i);
+            if (len == 0) {
+                if (cut && n - i < 4 && utf8_seq_len(u + i, strlen(s + i)) != 0)
+                    break;
+                char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 0xf]};
+                lb_put(b, e, 4);
+                i++;
+            } else {
+                lb_put(b, s + i, len);
+                i += len;
+            }
+        }
+    }
+    if (cut)
+        lb_puts(b, "...(truncated)");
+    if (need_quotes)
+        lb_putc(b, '"');
+}
+
+static const char *sev_name(ib_log_sev sev)
+{
+    switch (sev) {
+    case IB_SEV_DEBUG:
+        return "debug";
+    case IB_SEV_INFO:
+        return "info";
+    case IB_SEV_WARN:
+        return "warn";
+    default:
+        return "error";
+    }
+}
+
+static const char *sev_name_upper(ib_log_sev sev)
+{
+    switch (sev) {
+    case IB_SEV_DEBUG:
+        return "DEBUG";
+    case IB_SEV_INFO:
+        return "INFO";
+    case IB_SEV_WARN:
+        return "WARN";
+    default:
+        return "ERROR";
+    }
+}
+
+/* Plugins may pass any int through the host API; clamp to a known level. */
+static ib_log_sev sev_clamp(ib_log_sev sev)
+{
+    if ((int)sev < IB_SEV_DEBUG)
+        return IB_SEV_DEBUG;
+    if ((int)sev > IB_SEV_ERROR)
+        return IB_SEV_ERROR;
+    return sev;
+}
+
+/* RFC 3339 UTC with milliseconds: 2026-01-01T00:00:00.000Z */
+static void put_timestamp(ib_linebuf *b)
+{
+    struct timespec ts;
+    struct tm tm;
+    char out[40];
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, sizeof(out) - n, ".%03dZ", (int)(ts.tv_nsec / 1000000));
+    lb_puts(b, out);
+}
+
+static FILE *current_stream(void)
+{
+    FILE *f = atomic_load_explicit(&g_stream, memory_order_acquire);
+    return f != NULL ? f : stderr;
+}
+
+static ib_log_format resolve_format(ib_log_format fmt, FILE *f)
+{
+    if (fmt == IB_LOG_FORMAT_JSON || fmt == IB_LOG_FORMAT_TEXT)
+        return fmt;
+    int fd = fileno(f);
+    return (fd >= 0 && isatty(fd)) ? IB_LOG_FORMAT_TEXT : IB_LOG_FORMAT_JSON;
+}
+
+/* The three fields every record starts with use these names; a caller's key
+ * that collides is written with a leading underscore so a JSON object never
+ * holds one key twice. */
+static int reserved_key(const char *key)
+{
+    return strcmp(key, "ts") == 0 || strcmp(key, "level") == 0 || strcmp(key, "msg") == 0;
+}
+
+static void put_field(ib_linebuf *b, ib_log_format fmt, const char *key, const char *value)
+{
+    if (fmt == IB_LOG_FORMAT_JSON) {
+        lb_puts(b, reserved_key(key) ? ",\"_" : ",\"");
+        json_escape(b, key);
+        lb_puts(b, "\":");
+        if (value == NULL) {
+            lb_puts(b, "null");
+        } else {
+            lb_putc(b, '"');
+            json_escape(b, value);
+            lb_putc(b, '"');
+        }
+    } else {
+        lb_putc(b, ' ');
+        if (reserved_key(key))
+            lb_putc(b, '_');
+        text_escape(b, key, 1);
+        lb_putc(b, '=');
+        if (value == NULL)
+            lb_putc(b, '-');
+        else
+            text_escape(b, value, 1);
+    }
+}
+
+static void put_head(ib_linebuf *b, ib_log_format fmt, ib_log_sev sev, const char *msg)
+{
+    if (fmt == IB_LOG_FORMAT_JSON) {
+        lb_puts(b, "{\"ts\":\"");
+        put_timestamp(b);
+        lb_puts(b, "\",\"level\":\"");
+        lb_puts(b, sev_name(sev));
+        lb_puts(b, "\",\"msg\":\"");
+        json_escape(b, msg != NULL ? msg : "");
+        lb_putc(b, '"');
+    } else {
+        put_timestamp(b);
+        lb_putc(b, ' ');
+        lb_puts(b, sev_name_upper(sev));
+        lb_putc(b, ' ');
+        text_escape(b, msg != NULL ? msg : "", 0);
+    }
+}
+
+static void put_tail_and_write(ib_linebuf *b, ib_log_format fmt, FILE *f)
+{
+    if (fmt == IB_LOG_FORMAT_JSON)
+        lb_putc(b, '}');
+    lb_putc(b, '\n');
+    if (b->oom)
+        return;
+    flockfile(f);
+    fwrite(b->p, 1, b->len, f);
+    fflush(f);
+    funlockfile(f);
+}
+
+void ib_log_configure(ib_log_format format, ib_log_sev min_sev, FILE *stream)
+{
+    if (format != IB_LOG_FORMAT_JSON && format != IB_LOG_FORMAT_TEXT)
+        format = IB_LOG_FORMAT_AUTO;
+    FILE *f = stream != NULL ? stream : stderr;
+    /* resolve AUTO once here instead of asking isatty() on every record */
+    atomic_store_explicit(&g_format, (int)resolve_format(format, f), memory_order_relaxed);
+    atomic_store_explicit(&g_min_sev, (int)sev_clamp(min_sev), memory_order_relaxed);
+    atomic_store_explicit(&g_stream, stream, memory_order_release);
+}
+
+int ib_log_format_parse(ib_log_format *out, const char *name)
+{
+    static const struct {
+        const char *name;
+        ib_log_format value;
+    } names[] = {
+        {"json", IB_LOG_FORMAT_JSON},
+        {"text", IB_LOG_FORMAT_TEXT},
+        {"auto", IB_LOG_FORMAT_AUTO},
+    };
+    if (name == NULL)
+        return -1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcasecmp(name, names[i].name) == 0) {
+            if (out != NULL)
+                *out = names[i].value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int ib_log_sev_parse(ib_log_sev *out, const char *name)
+{
+    static const struct {
+        const char *name;
+        ib_log_sev value;
+    } names[] = {
+        {"debug", IB_SEV_DEBUG},  {"info", IB_SEV_INFO},   {"warn", IB_SEV_WARN},
+        {"warning", IB_SEV_WARN}, {"error", IB_SEV_ERROR},
+    };
+    if (name == NULL)
+        return -1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcasecmp(name, names[i].name) == 0) {
+            if (out != NULL)
+                *out = names[i].value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int ib_log_enabled(ib_log_sev sev)
+{
+    return (int)sev_clamp(sev) >= atomic_load_explicit(&g_min_sev, memory_order_relaxed);
+}
+
+void ib_log_kv(ib_log_sev sev, const char *msg, ...)
+{
+    if (!ib_log_enabled(sev))
+        return;
+    sev = sev_clamp(sev);
+    FILE *f = current_stream();
+    ib_log_format fmt = (ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed);
+    fmt = resolve_format(fmt, f);
+
+    ib_linebuf b;
+    lb_init(&b);
+    put_head(&b, fmt, sev, msg);
+    va_list ap;
+    va_start(ap, msg);
+    for (;;) {
+        const char *key = va_arg(ap, const char *);
+        if (key == NULL)
+            break;
+        const char *value = va_arg(ap, const char *);
+        put_field(&b, fmt, key, value);
+    }
+    va_end(ap);
+    put_tail_and_write(&b, fmt, f);
+    lb_release(&b);
+}
+
+void ib_logv(ib_log_sev sev, const char *component, const char *fmtstr, va_list ap)
+{
+    if (!ib_log_enabled(sev))
+        return;
+    sev = sev_clamp(sev);
+    FILE *f = current_stream();
+    ib_log_format fmt = (ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed);
+    fmt = resolve_format(fmt, f);
+
+    /* format the message first: into a small buffer, or exactly sized on the heap */
+    char small[256];
+    char *heap = NULL;
+    const char *msg = small;
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(small, sizeof(small), fmtstr != NULL ? fmtstr : "", ap2);
+    va_end(ap2);
+    if (n < 0) {
+        msg = "(unformattable log message)";
+    } else if ((size_t)n >= sizeof(small)) {
+        heap = malloc((size_t)n + 1);
+        if (heap == NULL)
+            return;
+        vsnprintf(heap, (size_t)n + 1, fmtstr, ap);
+        msg = heap;
+    }
+
+    ib_linebuf b;
+    lb_init(&b);
+    put_head(&b, fmt, sev, msg);
+    if (component != NULL)
+        put_field(&b, fmt, "component", component);
+    put_tail_and_write(&b, fmt, f);
+    lb_release(&b);
+    free(heap);
+}
+
+void ib_logf(ib_log_sev sev, const char *component, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ib_logv(sev, component, fmt, ap);
+    va_end(ap);
+}
