@@ -1,0 +1,303 @@
+/* The metrics registry: counting, histogram buckets, rendering that parses
+ * back to the values added, and lock-free updates from many threads. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_test.h"
+#include "metrics.h"
+#include "prom_text.h"
+
+static int under_valgrind(void)
+{
+    return getenv("IB_UNDER_VALGRIND") != NULL;
+}
+
+/* Renders `m` and parses it strictly; fails the test on malformed text. */
+static void render_parse(prom_text *p, const ib_metrics *m)
+{
+    char *text = NULL;
+    size_t len = 0;
+    ib_error err;
+    assert_int_equal(ib_metrics_render(&text, &len, m, &err), IB_OK);
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    char why[256];
+    int rc = prom_text_parse(p, text, len, why, sizeof(why));
+    if (rc != 0)
+        print_error("exposition: %s\n", why);
+    free(text);
+    assert_int_equal(rc, 0);
+}
+
+static void counters_render_what_was_added(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_metrics_add(m, IB_METRIC_EVENTS_RECEIVED, 7);
+    ib_metrics_add(m, IB_METRIC_EVENTS_RECEIVED, 3);
+    ib_metrics_add(m, IB_METRIC_EVENTS_HANDLED, 5);
+    ib_metrics_add(m, IB_METRIC_DUPLICATES_DROPPED, 2);
+    ib_metrics_add(m, IB_METRIC_HANDLER_FAILURES, 4);
+    ib_metrics_add(m, IB_METRIC_EVENTS_UNHANDLED, 1);
+    ib_metrics_add(m, IB_METRIC_NAKS, 6);
+    ib_metrics_add(m, IB_METRIC_ACKS, 9);
+    ib_metrics_add(m, IB_METRIC_REDELIVERIES, 8);
+    ib_metrics_add(m, IB_METRIC_COUNTER_COUNT, 100); /* ignored: not a counter */
+    ib_metrics_add(NULL, IB_METRIC_ACKS, 1);         /* no-op */
+
+    ib_metrics_snapshot s;
+    ib_metrics_snapshot_get(&s, m);
+    assert_int_equal(s.counters[IB_METRIC_EVENTS_RECEIVED], 10);
+    assert_int_equal(s.counters[IB_METRIC_ACKS], 9);
+
+    prom_text p;
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_events_received_total", "") == 10);
+    assert_true(prom_text_value(&p, "ibus_events_handled_total", "") == 5);
+    assert_true(prom_text_value(&p, "ibus_duplicates_dropped_total", "") == 2);
+    assert_true(prom_text_value(&p, "ibus_handler_failures_total", "") == 4);
+    assert_true(prom_text_value(&p, "ibus_events_unhandled_total", "") == 1);
+    assert_true(prom_text_value(&p, "ibus_naks_total", "") == 6);
+    assert_true(prom_text_value(&p, "ibus_acks_total", "") == 9);
+    assert_true(prom_text_value(&p, "ibus_redeliveries_total", "") == 8);
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
+static void dead_letter_reasons_are_bounded(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_metrics_dead_letter(m, "decode");
+    ib_metrics_dead_letter(m, "invalid-id");
+    ib_metrics_dead_letter(m, "invalid-id");
+    ib_metrics_dead_letter(m, "max-deliver");
+    ib_metrics_dead_letter(m, "rejected");
+    ib_metrics_dead_letter(m, "rejected");
+    ib_metrics_dead_letter(m, "rejected");
+    /* an unknown reason must not create a new series */
+    ib_metrics_dead_letter(m, "0123456789abcdef0123456789abcdef");
+    ib_metrics_dead_letter(m, NULL);
+    ib_metrics_dead_letter(m, "Decode");
+    ib_metrics_dead_letter_reason(m, (ib_dead_letter_reason)42);
+    assert_string_equal(ib_metrics_dead_letter_label("max-deliver"), "max-deliver");
+    assert_string_equal(ib_metrics_dead_letter_label("nope"), "other");
+    assert_string_equal(ib_metrics_dead_letter_label(NULL), "other");
+
+    prom_text p;
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"decode\"") == 1);
+    assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"invalid-id\"") == 2);
+    assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"max-deliver\"") == 1);
+    assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"rejected\"") == 3);
+    assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"other\"") == 4);
+    size_t series = 0;
+    for (size_t i = 0; i < p.count; i++)
+        series += strcmp(p.samples[i].name, "ibus_dead_lettered_total") == 0;
+    assert_int_equal(series, 5);
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
+static void gauges_set_and_add(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_metrics_gauge_add(m, IB_METRIC_HANDLERS_IN_FLIGHT, 3);
+    ib_metrics_gauge_add(m, IB_METRIC_HANDLERS_IN_FLIGHT, -1);
+    ib_metrics_gauge_set(m, IB_METRIC_CONSUMER_PENDING, 12345);
+    ib_metrics_gauge_set(m, IB_METRIC_CONNECTED, 1);
+    ib_metrics_gauge_set(m, IB_METRIC_CONSUMER_BOUND, 1);
+    ib_metrics_gauge_set(m, IB_METRIC_CONSUMER_BOUND, 0);
+    ib_metrics_gauge_set(m, IB_METRIC_GAUGE_COUNT, 5); /* ignored */
+
+    ib_metrics_snapshot s;
+    ib_metrics_snapshot_get(&s, m);
+    assert_int_equal(s.gauges[IB_METRIC_HANDLERS_IN_FLIGHT], 2);
+
+    prom_text p;
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_handlers_in_flight", "") == 2);
+    assert_true(prom_text_value(&p, "ibus_consumer_pending", "") == 12345);
+    assert_true(prom_text_value(&p, "ibus_connected", "") == 1);
+    assert_true(prom_text_value(&p, "ibus_consumer_bound", "") == 0);
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
+static void histogram_buckets_are_le_and_cumulative(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    /* exactly on a bound counts in that bucket (le = less or equal) */
+    ib_metrics_observe(m, IB_METRIC_HANDLE_SECONDS, 0.0005);
+    ib_metrics_observe(m, IB_METRIC_HANDLE_SECONDS, 0.0003);
+    ib_metrics_observe(m, IB_METRIC_HANDLE_SECONDS, 0.002);
+    ib_metrics_observe(m, IB_METRIC_HANDLE_SECONDS, 1.0);
+    ib_metrics_observe(m, IB_METRIC_HANDLE_SECONDS, 30.0); /* +Inf only */
+    ib_metrics_observe(m, IB_METRIC_HANDLE_SECONDS, -4.0); /* counts as 0 */
+    ib_metrics_observe(m, IB_METRIC_HANDLE_SECONDS, NAN);  /* counts as 0 */
+    ib_metrics_observe(m, IB_METRIC_RECORDER_SECONDS, 0.25);
+    ib_metrics_observe(m, IB_METRIC_HISTOGRAM_COUNT, 1.0); /* ignored */
+
+    ib_metrics_snapshot s;
+    ib_metrics_snapshot_get(&s, m);
+    assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].count, 7);
+    assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].buckets[0], 4);
+    assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].buckets[IB_METRICS_BUCKETS], 1);
+    assert_true(fabs(s.histograms[IB_METRIC_HANDLE_SECONDS].sum_seconds - 31.0028) < 1e-9);
+    assert_true(ib_metrics_bucket_bound(0) == 0.0005);
+    assert_true(ib_metrics_bucket_bound(IB_METRICS_BUCKETS - 1) == 10);
+    assert_true(isinf(ib_metrics_bucket_bound(IB_METRICS_BUCKETS)));
+
+    prom_text p;
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_handle_seconds_bucket", "le=\"0.0005\"") == 4);
+    assert_true(prom_text_value(&p, "ibus_handle_seconds_bucket", "le=\"0.001\"") == 4);
+    assert_true(prom_text_value(&p, "ibus_handle_seconds_bucket", "le=\"0.0025\"") == 5);
+    assert_true(prom_text_value(&p, "ibus_handle_seconds_bucket", "le=\"1\"") == 6);
+    assert_true(prom_text_value(&p, "ibus_handle_seconds_bucket", "le=\"10\"") == 6);
+    assert_true(prom_text_value(&p, "ibus_handle_seconds_bucket", "le=\"+Inf\"") == 7);
+    assert_true(prom_text_value(&p, "ibus_handle_seconds_count", "") == 7);
+    assert_true(fabs(prom_text_value(&p, "ibus_handle_seconds_sum", "") - 31.0028) < 1e-9);
+    assert_true(prom_text_value(&p, "ibus_recorder_seconds_bucket", "le=\"0.1\"") == 0);
+    assert_true(prom_text_value(&p, "ibus_recorder_seconds_bucket", "le=\"0.25\"") == 1);
+    assert_true(prom_text_value(&p, "ibus_recorder_seconds_count", "") == 1);
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
+static void render_has_help_type_and_build_info(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_metrics_set_version(m, "1.2.3 \"q\"\\");
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ib_metrics_render(&text, &len, m, NULL), IB_OK);
+    assert_non_null(strstr(text, "# TYPE ibus_events_received_total counter\n"));
+    assert_non_null(strstr(text, "# HELP ibus_handle_seconds "));
+    assert_non_null(strstr(text, "# TYPE ibus_handle_seconds histogram\n"));
+    assert_non_null(strstr(text, "# TYPE ibus_consumer_pending gauge\n"));
+    assert_non_null(strstr(text, "ibus_build_info{version=\"1.2.3 \\\"q\\\"\\\\\"} 1\n"));
+    char why[256];
+    prom_text p;
+    int rc = prom_text_parse(&p, text, len, why, sizeof(why));
+    prom_text_free(&p);
+    free(text);
+    assert_int_equal(rc, 0);
+
+    ib_error err;
+    assert_int_equal(ib_metrics_render(&text, &len, NULL, &err), IB_ERR_INVALID_ARG);
+    ib_metrics_free(m);
+    ib_metrics_free(NULL);
+}
+
+/* The test's own parser must reject what Prometheus would reject, or the
+ * assertions above prove nothing. */
+static void exposition_checker_rejects_malformed_text(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "x_total 1\n",                                /* no TYPE */
+        "# HELP a h\n# TYPE a counter\na 1",          /* no final newline */
+        "# HELP a h\n# TYPE a counter\na{l=\"v} 1\n", /* open quote */
+        "# HELP a h\n# TYPE a counter\na 1\na 2\n",   /* duplicate series */
+        "# HELP a h\n# TYPE a counter\na one\n",      /* bad value */
+        "# HELP h h\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
+        "h_sum 0\nh_count 1\n", /* not cumulative */
+        "# HELP h h\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 0\nh_count 1\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        prom_text p;
+        char why[256];
+        assert_int_not_equal(prom_text_parse(&p, bad[i], strlen(bad[i]), why, sizeof(why)), 0);
+        prom_text_free(&p);
+    }
+}
+
+#define WRITERS 4
+
+typedef struct writer_arg {
+    ib_metrics *m;
+    atomic_int *stop;
+    uint64_t done;
+} writer_arg;
+
+/* Updates until told to stop, so the renders below overlap with writes. */
+static void *writer(void *arg)
+{
+    writer_arg *w = arg;
+    while (!atomic_load(w->stop)) {
+        ib_metrics_add(w->m, IB_METRIC_EVENTS_RECEIVED, 1);
+        ib_metrics_dead_letter(w->m, "rejected");
+        ib_metrics_gauge_add(w->m, IB_METRIC_HANDLERS_IN_FLIGHT, 1);
+        ib_metrics_observe(w->m, IB_METRIC_HANDLE_SECONDS, 0.001);
+        ib_metrics_gauge_add(w->m, IB_METRIC_HANDLERS_IN_FLIGHT, -1);
+        w->done++;
+    }
+    return NULL;
+}
+
+static void concurrent_updates_lose_nothing(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    atomic_int stop = 0;
+    writer_arg w[WRITERS];
+    pthread_t t[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        w[i] = (writer_arg){m, &stop, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, writer, &w[i]), 0);
+    }
+    /* render while the writers run: every scrape must stay well-formed and
+     * counters must never go backwards */
+    double last = 0;
+    for (int i = 0; i < (under_valgrind() ? 5 : 50); i++) {
+        prom_text p;
+        render_parse(&p, m);
+        double v = prom_text_value(&p, "ibus_events_received_total", "");
+        assert_true(v >= last);
+        last = v;
+        prom_text_free(&p);
+    }
+    atomic_store(&stop, 1);
+    uint64_t total = 0;
+    for (int i = 0; i < WRITERS; i++) {
+        pthread_join(t[i], NULL);
+        total += w[i].done;
+    }
+    assert_true(total > 0);
+    ib_metrics_snapshot s;
+    ib_metrics_snapshot_get(&s, m);
+    assert_int_equal(s.counters[IB_METRIC_EVENTS_RECEIVED], total);
+    assert_int_equal(s.dead_lettered[IB_DLQ_REJECTED], total);
+    assert_int_equal(s.gauges[IB_METRIC_HANDLERS_IN_FLIGHT], 0);
+    assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].count, total);
+    assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].buckets[1], total);
+    /* 0.001 s is exactly 1,000,000 ns per observation: the sum is exact */
+    assert_true(fabs(s.histograms[IB_METRIC_HANDLE_SECONDS].sum_seconds - (double)total * 0.001) <
+                1e-6);
+    ib_metrics_free(m);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(counters_render_what_was_added),
+    cmocka_unit_test(dead_letter_reasons_are_bounded),
+    cmocka_unit_test(gauges_set_and_add),
+    cmocka_unit_test(histogram_buckets_are_le_and_cumulative),
+    cmocka_unit_test(render_has_help_type_and_build_info),
+    cmocka_unit_test(exposition_checker_rejects_malformed_text),
+    cmocka_unit_test(concurrent_updates_lose_nothing),
+};
+
+IB_TEST_MAIN(tests)
