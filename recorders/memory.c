@@ -1,1 +1,960 @@
-/* placeholder: being written */
+/* memory: an in-process set of done markers, with claims and an optional
+ * capacity bound that evicts the oldest markers.
+ *
+ * Layout, chosen to stay compact (well under 64 bytes a marker):
+ *  - Markers are 28-byte entries kept in insertion order in a ring of
+ *    logical positions [tail, head). The ring's storage is a table of
+ *    fixed-size chunks allocated only where the live range lies, so growing
+ *    never holds two copies of the markers for long and a pruned recorder
+ *    gives its memory back. Removing a marker leaves a hole; holes at the
+ *    tail are skipped, holes elsewhere are squeezed out when the ring must
+ *    grow and a quarter of it is holes.
+ *  - An open-addressing index (linear probing, backward-shift deletion, no
+ *    tombstones) maps (consumer, id) to a ring slot. A bucket holds 32 bits
+ *    of the key's hash beside the slot, so a miss rarely touches an entry.
+ *    The hash is seeded per recorder so ids chosen by a producer cannot
+ *    aim at one probe chain.
+ *  - Consumers are interned: an entry stores a 32-bit consumer number and
+ *    the 16 packed bytes of its id.
+ *  - Claims in progress live in their own small table; they are few (one
+ *    per event in flight) and vanish on mark or release.
+ *
+ * One mutex guards everything. Striping would scale checks across threads,
+ * but eviction must follow one global insertion order, and a batch call
+ * already takes the lock once for the whole batch. */
+#include "recorder_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "uuid.h"
+
+#define CHUNK_BITS 10
+#define CHUNK_SLOTS (1u << CHUNK_BITS)
+#define SPACE_MAX ((uint64_t)1 << 31) /* slot numbers stay below NO_SLOT */
+#define NO_SLOT UINT32_MAX
+#define HOLE UINT32_MAX /* consumer number of a removed entry */
+#define MIN_BUCKET_BITS 6
+#define MIN_CLAIM_BITS 4
+#define CONSUMERS_MAX (1u << 24)
+
+/* 4-byte aligned on purpose: an int64 ts would pad the entry to 32 bytes. */
+typedef struct entry {
+    uint8_t id[16];
+    uint32_t consumer;
+    uint32_t ts_lo;
+    uint32_t ts_hi;
+} entry;
+
+typedef struct bucket {
+    uint32_t tag; /* low 32 bits of the key's hash */
+    uint32_t slot;
+} bucket;
+
+typedef struct consumer_rec {
+    char *name;
+    uint64_t hash;
+    uint64_t markers;
+} consumer_rec;
+
+typedef struct claim {
+    uint8_t id[16];
+    uint32_t consumer;
+    int64_t expires_ms;
+    char *owner; /* NULL marks a free cell */
+} claim;
+
+typedef struct mem_recorder {
+    ib_recorder base;
+    pthread_mutex_t mu;
+    uint64_t seed;
+    size_t capacity; /* 0 = unbounded */
+
+    /* ring of entries */
+    entry **chunks;
+    uint64_t space; /* addressable slots, a power of two >= CHUNK_SLOTS */
+    uint64_t tail, head;
+    uint64_t live;
+    uint64_t chunks_allocated;
+
+    /* index over the ring */
+    bucket *buckets;
+    unsigned bucket_bits;
+
+    /* interned consumers, with their own little index */
+    consumer_rec *consumers;
+    uint32_t nconsumers, consumers_cap;
+    uint32_t *cindex; /* consumer number + 1; 0 = empty */
+    unsigned cindex_bits;
+
+    /* claims in progress */
+    claim *claims;
+    unsigned claim_bits;
+    uint32_t nclaims;
+    uint64_t owner_bytes;
+} mem_recorder;
+
+static inline mem_recorder *mem(ib_recorder *r)
+{
+    return (mem_recorder *)r;
+}
+
+/* --- hashing --------------------------------------------------------- */
+
+static inline uint64_t fmix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static inline uint64_t key_hash(const mem_recorder *m, uint32_t consumer, const uint8_t id[16])
+{
+    uint64_t a, b;
+    memcpy(&a, id, 8);
+    memcpy(&b, id + 8, 8);
+    uint64_t h = m->seed ^ ((uint64_t)consumer * 0x9e3779b97f4a7c15ULL);
+    h = fmix(h ^ a);
+    return fmix(h ^ b);
+}
+
+static uint64_t name_hash(const mem_recorder *m, const char *s)
+{
+    uint64_t h = m->seed ^ 0xcbf29ce484222325ULL;
+    for (; *s != '\0'; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL;
+    }
+    return fmix(h);
+}
+
+/* --- ring access ------------------------------------------------------ */
+
+static inline uint32_t slot_of(const mem_recorder *m, uint64_t pos)
+{
+    return (uint32_t)(pos & (m->space - 1));
+}
+
+static inline entry *at_slot(const mem_recorder *m, uint32_t slot)
+{
+    return &m->chunks[slot >> CHUNK_BITS][slot & (CHUNK_SLOTS - 1)];
+}
+
+static inline entry *at_pos(const mem_recorder *m, uint64_t pos)
+{
+    return at_slot(m, slot_of(m, pos));
+}
+
+static inline int64_t entry_ts(const entry *e)
+{
+    return (int64_t)(((uint64_t)e->ts_hi << 32) | e->ts_lo);
+}
+
+static inline void entry_set_ts(entry *e, int64_t ts)
+{
+    e->ts_lo = (uint32_t)(uint64_t)ts;
+    e->ts_hi = (uint32_t)((uint64_t)ts >> 32);
+}
+
+/* --- consumers ---------------------------------------------------------- */
+
+/* Number of `name`, or HOLE if it was never interned. */
+static uint32_t consumer_find(const mem_recorder *m, const char *name, uint64_t h)
+{
+    size_t mask = ((size_t)1 << m->cindex_bits) - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        uint32_t v = m->cindex[i];
+        if (v == 0)
+            return HOLE;
+        const consumer_rec *c = &m->consumers[v - 1];
+        if (c->hash == h && strcmp(c->name, name) == 0)
+            return v - 1;
+    }
+}
+
+static void cindex_put(uint32_t *cindex, unsigned bits, uint64_t h, uint32_t number)
+{
+    size_t mask = ((size_t)1 << bits) - 1;
+    size_t i = h & mask;
+    while (cindex[i] != 0)
+        i = (i + 1) & mask;
+    cindex[i] = number + 1;
+}
+
+static ib_status consumer_intern(mem_recorder *m, uint32_t *out, const char *name, ib_error *err)
+{
+    uint64_t h = name_hash(m, name);
+    uint32_t c = consumer_find(m, name, h);
+    if (c != HOLE) {
+        *out = c;
+        return IB_OK;
+    }
+    if (m->nconsumers >= CONSUMERS_MAX)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: more than %u consumers",
+                            CONSUMERS_MAX);
+    if (m->nconsumers == m->consumers_cap) {
+        uint32_t cap = m->consumers_cap * 2;
+        consumer_rec *nc = realloc(m->consumers, cap * sizeof(*nc));
+        if (nc == NULL)
+            goto nomem;
+        m->consumers = nc;
+        m->consumers_cap = cap;
+    }
+    /* Keep the consumer index at most half full. */
+    if ((size_t)(m->nconsumers + 1) * 2 > ((size_t)1 << m->cindex_bits)) {
+        unsigned bits = m->cindex_bits + 1;
+        uint32_t *ni = calloc((size_t)1 << bits, sizeof(*ni));
+        if (ni == NULL)
+            goto nomem;
+        for (uint32_t i = 0; i < m->nconsumers; i++)
+            cindex_put(ni, bits, m->consumers[i].hash, i);
+        free(m->cindex);
+        m->cindex = ni;
+        m->cindex_bits = bits;
+    }
+    char *copy = strdup(name);
+    if (copy == NULL)
+        goto nomem;
+    m->consumers[m->nconsumers] = (consumer_rec){.name = copy, .hash = h, .markers = 0};
+    cindex_put(m->cindex, m->cindex_bits, h, m->nconsumers);
+    *out = m->nconsumers++;
+    return IB_OK;
+nomem:
+    return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: out of memory interning a consumer");
+}
+
+/* --- index ------------------------------------------------------------ */
+
+static inline size_t bucket_mask(const mem_recorder *m)
+{
+    return ((size_t)1 << m->bucket_bits) - 1;
+}
+
+static inline size_t home_of(const mem_recorder *m, uint64_t h)
+{
+    return (size_t)(h >> (64 - m->bucket_bits));
+}
+
+/* Bucket holding (consumer, id), or the first empty bucket of its probe
+ * chain (whose slot is NO_SLOT). */
+static size_t index_probe(const mem_recorder *m, uint32_t consumer, const uint8_t id[16],
+                          uint64_t h)
+{
+    size_t mask = bucket_mask(m);
+    uint32_t tag = (uint32_t)h;
+    for (size_t i = home_of(m, h);; i = (i + 1) & mask) {
+        const bucket *b = &m->buckets[i];
+        if (b->slot == NO_SLOT)
+            return i;
+        if (b->tag == tag) {
+            const entry *e = at_slot(m, b->slot);
+            if (e->consumer == consumer && memcmp(e->id, id, 16) == 0)
+                return i;
+        }
+    }
+}
+
+static void index_put(mem_recorder *m, uint32_t slot)
+{
+    const entry *e = at_slot(m, slot);
+    uint64_t h = key_hash(m, e->consumer, e->id);
+    size_t mask = bucket_mask(m);
+    size_t i = home_of(m, h);
+    while (m->buckets[i].slot != NO_SLOT)
+        i = (i + 1) & mask;
+    m->buckets[i] = (bucket){.tag = (uint32_t)h, .slot = slot};
+}
+
+/* Backward-shift deletion: later members of the probe run move up so no
+ * lookup ever needs a tombstone. */
+static void index_delete(mem_recorder *m, size_t i)
+{
+    size_t mask = bucket_mask(m);
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        bucket b = m->buckets[j];
+        if (b.slot == NO_SLOT)
+            break;
+        const entry *e = at_slot(m, b.slot);
+        size_t home = home_of(m, key_hash(m, e->consumer, e->id));
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            m->buckets[i] = b;
+            i = j;
+        }
+    }
+    m->buckets[i].slot = NO_SLOT;
+}
+
+static void index_fill(mem_recorder *m)
+{
+    for (size_t i = 0; i <= bucket_mask(m); i++)
+        m->buckets[i].slot = NO_SLOT;
+    for (uint64_t p = m->tail; p < m->head; p++) {
+        const entry *e = at_pos(m, p);
+        if (e->consumer != HOLE)
+            index_put(m, slot_of(m, p));
+    }
+}
+
+static ib_status index_resize(mem_recorder *m, unsigned bits, ib_error *err)
+{
+    bucket *nb = malloc(sizeof(*nb) << bits);
+    if (nb == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: out of memory growing the index");
+    free(m->buckets);
+    m->buckets = nb;
+    m->bucket_bits = bits;
+    index_fill(m);
+    return IB_OK;
+}
+
+/* Index size for `n` markers: at most three quarters full. */
+static unsigned bits_for(uint64_t n)
+{
+    unsigned bits = MIN_BUCKET_BITS;
+    while ((((uint64_t)1 << bits) * 3) / 4 < n)
+        bits++;
+    return bits;
+}
+
+/* --- ring maintenance ----------------------------------------------------- */
+
+static void free_chunk(mem_recorder *m, size_t c)
+{
+    if (m->chunks[c] != NULL) {
+        free(m->chunks[c]);
+        m->chunks[c] = NULL;
+        m->chunks_allocated--;
+    }
+}
+
+/* Advances the tail over holes, freeing chunks left behind (unless the
+ * ring has wrapped and its newest entries share that chunk). */
+static void trim_tail(mem_recorder *m)
+{
+    while (m->tail < m->head && at_pos(m, m->tail)->consumer == HOLE) {
+        uint32_t slot = slot_of(m, m->tail);
+        m->tail++;
+        bool chunk_end = ((slot + 1) & (CHUNK_SLOTS - 1)) == 0;
+        size_t c = slot >> CHUNK_BITS;
+        if (chunk_end && (m->tail == m->head || (slot_of(m, m->head - 1) >> CHUNK_BITS) != c))
+            free_chunk(m, c);
+    }
+    if (m->tail == m->head) {
+        /* Empty: start over at slot 0 and free everything. */
+        for (size_t c = 0; c < m->space / CHUNK_SLOTS; c++)
+            free_chunk(m, c);
+        m->tail = m->head = 0;
+    }
+}
+
+/* Copies the live entries, in order, into a fresh ring of `space` slots:
+ * squeezes out holes and (with a larger space) makes room. All or nothing. */
+static ib_status relayout(mem_recorder *m, uint64_t space, ib_error *err)
+{
+    size_t nchunks = (size_t)(space / CHUNK_SLOTS);
+    entry **nc = calloc(nchunks, sizeof(*nc));
+    uint64_t allocated = 0, n = 0;
+    if (nc == NULL)
+        goto nomem;
+    for (uint64_t p = m->tail; p < m->head; p++) {
+        const entry *e = at_pos(m, p);
+        if (e->consumer == HOLE)
+            continue;
+        size_t c = (size_t)(n >> CHUNK_BITS);
+        if (nc[c] == NULL) {
+            nc[c] = malloc(sizeof(entry) * CHUNK_SLOTS);
+            if (nc[c] == NULL)
+                goto unwind;
+            allocated++;
+        }
+        nc[c][n & (CHUNK_SLOTS - 1)] = *e;
+        n++;
+    }
+    for (size_t c = 0; c < m->space / CHUNK_SLOTS; c++)
+        free(m->chunks[c]);
+    free(m->chunks);
+    m->chunks = nc;
+    m->space = space;
+    m->chunks_allocated = allocated;
+    m->tail = 0;
+    m->head = n;
+    index_fill(m);
+    return IB_OK;
+unwind:
+    for (size_t c = 0; c < nchunks; c++)
+        free(nc[c]);
+    free(nc);
+nomem:
+    return ib_error_set(err, IB_ERR_NOMEM,
+                        "recorder memory: out of memory growing the marker ring");
+}
+
+/* Removes the marker in bucket `bi` (at ring position `pos`). */
+static void remove_marker(mem_recorder *m, size_t bi, uint64_t pos)
+{
+    entry *e = at_pos(m, pos);
+    m->consumers[e->consumer].markers--;
+    index_delete(m, bi);
+    e->consumer = HOLE;
+    m->live--;
+    if (pos == m->tail)
+        trim_tail(m);
+}
+
+static void evict_oldest(mem_recorder *m)
+{
+    trim_tail(m);
+    const entry *e = at_pos(m, m->tail);
+    size_t bi = index_probe(m, e->consumer, e->id, key_hash(m, e->consumer, e->id));
+    remove_marker(m, bi, m->tail);
+}
+
+/* Makes room for one more entry at the head. */
+static ib_status reserve_one(mem_recorder *m, ib_error *err)
+{
+    if (m->capacity != 0 && m->live >= m->capacity)
+        evict_oldest(m);
+    if (m->head - m->tail == m->space) {
+        uint64_t holes = m->space - m->live;
+        uint64_t space = holes >= m->space / 4 ? m->space : m->space * 2;
+        if (space > SPACE_MAX)
+            return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: marker ring is full");
+        ib_status st = relayout(m, space, err);
+        if (st != IB_OK)
+            return st;
+    }
+    if (bits_for(m->live + 1) > m->bucket_bits) {
+        ib_status st = index_resize(m, m->bucket_bits + 1, err);
+        if (st != IB_OK)
+            return st;
+    }
+    size_t c = slot_of(m, m->head) >> CHUNK_BITS;
+    if (m->chunks[c] == NULL) {
+        m->chunks[c] = malloc(sizeof(entry) * CHUNK_SLOTS);
+        if (m->chunks[c] == NULL)
+            return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: out of memory for markers");
+        m->chunks_allocated++;
+    }
+    return IB_OK;
+}
+
+/* --- claims ---------------------------------------------------------------- */
+
+static inline size_t claim_mask(const mem_recorder *m)
+{
+    return ((size_t)1 << m->claim_bits) - 1;
+}
+
+static size_t claim_probe(const mem_recorder *m, uint32_t consumer, const uint8_t id[16])
+{
+    size_t mask = claim_mask(m);
+    for (size_t i = key_hash(m, consumer, id) & mask;; i = (i + 1) & mask) {
+        const claim *c = &m->claims[i];
+        if (c->owner == NULL || (c->consumer == consumer && memcmp(c->id, id, 16) == 0))
+            return i;
+    }
+}
+
+static void claim_delete(mem_recorder *m, size_t i)
+{
+    size_t mask = claim_mask(m);
+    m->owner_bytes -= strlen(m->claims[i].owner) + 1;
+    free(m->claims[i].owner);
+    m->claims[i].owner = NULL;
+    m->nclaims--;
+    for (size_t j = (i + 1) & mask; m->claims[j].owner != NULL; j = (j + 1) & mask) {
+        size_t home = key_hash(m, m->claims[j].consumer, m->claims[j].id) & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            m->claims[i] = m->claims[j];
+            m->claims[j].owner = NULL;
+            i = j;
+        }
+    }
+}
+
+/* Rebuilds the claim table with `bits`, dropping claims whose lease ended
+ * at or before `drop_expired_at` (INT64_MIN keeps them all). */
+static ib_status claims_rebuild(mem_recorder *m, unsigned bits, int64_t drop_expired_at,
+                                ib_error *err)
+{
+    claim *nt = calloc((size_t)1 << bits, sizeof(*nt));
+    if (nt == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: out of memory for claims");
+    size_t nmask = ((size_t)1 << bits) - 1;
+    for (size_t i = 0; i <= claim_mask(m); i++) {
+        claim *c = &m->claims[i];
+        if (c->owner == NULL)
+            continue;
+        if (c->expires_ms <= drop_expired_at) {
+            m->owner_bytes -= strlen(c->owner) + 1;
+            free(c->owner);
+            m->nclaims--;
+            continue;
+        }
+        size_t j = key_hash(m, c->consumer, c->id) & nmask;
+        while (nt[j].owner != NULL)
+            j = (j + 1) & nmask;
+        nt[j] = *c;
+    }
+    free(m->claims);
+    m->claims = nt;
+    m->claim_bits = bits;
+    return IB_OK;
+}
+
+static void claim_clear(mem_recorder *m, uint32_t consumer, const uint8_t id[16])
+{
+    if (m->nclaims == 0)
+        return;
+    size_t i = claim_probe(m, consumer, id);
+    if (m->claims[i].owner != NULL)
+        claim_delete(m, i);
+}
+
+/* --- operations (lock held) ----------------------------------------------- */
+
+static bool find_locked(mem_recorder *m, size_t *bi, uint32_t *consumer, const char *name,
+                        const uint8_t id[16])
+{
+    uint32_t c = consumer_find(m, name, name_hash(m, name));
+    if (consumer != NULL)
+        *consumer = c;
+    if (c == HOLE)
+        return false;
+    size_t i = index_probe(m, c, id, key_hash(m, c, id));
+    if (bi != NULL)
+        *bi = i;
+    return m->buckets[i].slot != NO_SLOT;
+}
+
+static ib_status mark_locked(mem_recorder *m, const char *name, const char *event_id, ib_error *err)
+{
+    uint8_t id[16];
+    uint32_t c;
+    ib_id_pack(id, event_id);
+    ib_status st = consumer_intern(m, &c, name, err);
+    if (st != IB_OK)
+        return st;
+    claim_clear(m, c, id);
+    uint64_t h = key_hash(m, c, id);
+    if (m->buckets[index_probe(m, c, id, h)].slot != NO_SLOT)
+        return IB_OK; /* first mark wins; its ts stays */
+    st = reserve_one(m, err);
+    if (st != IB_OK)
+        return st;
+    uint32_t slot = slot_of(m, m->head);
+    entry *e = at_slot(m, slot);
+    memcpy(e->id, id, 16);
+    e->consumer = c;
+    entry_set_ts(e, m->base.now_ms());
+    size_t bi = index_probe(m, c, id, h);
+    m->buckets[bi] = (bucket){.tag = (uint32_t)h, .slot = slot};
+    m->head++;
+    m->live++;
+    m->consumers[c].markers++;
+    return IB_OK;
+}
+
+static ib_status claim_locked(mem_recorder *m, ib_claim_state *state, const char *name,
+                              const char *event_id, const char *owner, int64_t lease_ms,
+                              ib_error *err)
+{
+    uint8_t id[16];
+    uint32_t c;
+    ib_id_pack(id, event_id);
+    if (find_locked(m, NULL, NULL, name, id)) {
+        *state = IB_CLAIM_DONE;
+        return IB_OK;
+    }
+    ib_status st = consumer_intern(m, &c, name, err);
+    if (st != IB_OK)
+        return st;
+    int64_t now = m->base.now_ms();
+    int64_t expires = lease_ms > INT64_MAX - now ? INT64_MAX : now + lease_ms;
+    size_t i = claim_probe(m, c, id);
+    claim *cl = &m->claims[i];
+    if (cl->owner != NULL) {
+        if (strcmp(cl->owner, owner) != 0 && cl->expires_ms > now) {
+            *state = IB_CLAIM_BUSY;
+            return IB_OK;
+        }
+        if (strcmp(cl->owner, owner) != 0) {
+            /* Expired lease: take it over. */
+            char *copy = strdup(owner);
+            if (copy == NULL)
+                return ib_error_set(err, IB_ERR_NOMEM,
+                                    "recorder memory: out of memory for a claim");
+            m->owner_bytes += strlen(owner) + 1;
+            m->owner_bytes -= strlen(cl->owner) + 1;
+            free(cl->owner);
+            cl->owner = copy;
+        }
+        cl->expires_ms = expires;
+        *state = IB_CLAIM_ACQUIRED;
+        return IB_OK;
+    }
+    /* Keep the claim table at most half full. */
+    if ((size_t)(m->nclaims + 1) * 2 > claim_mask(m) + 1) {
+        st = claims_rebuild(m, m->claim_bits + 1, INT64_MIN, err);
+        if (st != IB_OK)
+            return st;
+        i = claim_probe(m, c, id);
+        cl = &m->claims[i];
+    }
+    char *copy = strdup(owner);
+    if (copy == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: out of memory for a claim");
+    memcpy(cl->id, id, 16);
+    cl->consumer = c;
+    cl->expires_ms = expires;
+    cl->owner = copy;
+    m->nclaims++;
+    m->owner_bytes += strlen(owner) + 1;
+    *state = IB_CLAIM_ACQUIRED;
+    return IB_OK;
+}
+
+static void release_locked(mem_recorder *m, const char *name, const char *event_id,
+                           const char *owner)
+{
+    uint8_t id[16];
+    if (m->nclaims == 0)
+        return;
+    uint32_t c = consumer_find(m, name, name_hash(m, name));
+    if (c == HOLE)
+        return;
+    ib_id_pack(id, event_id);
+    size_t i = claim_probe(m, c, id);
+    if (m->claims[i].owner != NULL && strcmp(m->claims[i].owner, owner) == 0)
+        claim_delete(m, i);
+}
+
+/* --- vtable --------------------------------------------------------------- */
+
+static ib_status mem_is_processed(ib_recorder *r, bool *processed, const char *consumer,
+                                  const char *event_id, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    uint8_t id[16];
+    (void)err;
+    ib_id_pack(id, event_id);
+    pthread_mutex_lock(&m->mu);
+    *processed = find_locked(m, NULL, NULL, consumer, id);
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static ib_status mem_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
+                                 size_t n, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    uint8_t id[16];
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++) {
+        ib_id_pack(id, keys[i].event_id);
+        processed[i] = find_locked(m, NULL, NULL, keys[i].consumer, id);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static ib_status mem_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    pthread_mutex_lock(&m->mu);
+    ib_status st = mark_locked(m, consumer, event_id, err);
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
+/* Not atomic on allocation failure: the marks made before it stay, which is
+ * harmless since marking is idempotent and the caller retries the batch. */
+static ib_status mem_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    ib_status st = IB_OK;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        st = mark_locked(m, keys[i].consumer, keys[i].event_id, err);
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
+static ib_status mem_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                           const char *event_id, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    pthread_mutex_lock(&m->mu);
+    ib_status st = claim_locked(m, state, consumer, event_id, owner, lease_ms, err);
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
+static ib_status mem_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                                 size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    ib_status st = IB_OK;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        st = claim_locked(m, &states[i], keys[i].consumer, keys[i].event_id, owner, lease_ms, err);
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
+static ib_status mem_release(ib_recorder *r, const char *consumer, const char *event_id,
+                             const char *owner, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    release_locked(m, consumer, event_id, owner);
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static ib_status mem_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                   const char *owner, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        release_locked(m, keys[i].consumer, keys[i].event_id, owner);
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static ib_status mem_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
+                            const char *event_id, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    uint8_t id[16];
+    size_t bi = 0;
+    (void)err;
+    ib_id_pack(id, event_id);
+    pthread_mutex_lock(&m->mu);
+    *found = find_locked(m, &bi, NULL, consumer, id);
+    *ts_ms = *found ? entry_ts(at_slot(m, m->buckets[bi].slot)) : 0;
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+/* Ring position of `slot`, which must lie in [tail, head). */
+static uint64_t pos_of(const mem_recorder *m, uint32_t slot)
+{
+    return m->tail + ((slot - slot_of(m, m->tail)) & (m->space - 1));
+}
+
+static ib_status mem_forget(ib_recorder *r, bool *existed, const char *consumer,
+                            const char *event_id, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    uint8_t id[16];
+    size_t bi = 0;
+    (void)err;
+    ib_id_pack(id, event_id);
+    pthread_mutex_lock(&m->mu);
+    *existed = find_locked(m, &bi, NULL, consumer, id);
+    if (*existed)
+        remove_marker(m, bi, pos_of(m, m->buckets[bi].slot));
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static ib_status mem_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    ib_status st = IB_OK;
+    pthread_mutex_lock(&m->mu);
+    uint64_t n = 0;
+    for (uint64_t p = m->tail; p < m->head; p++) {
+        entry *e = at_pos(m, p);
+        if (e->consumer == HOLE || entry_ts(e) >= older_than_ms)
+            continue;
+        m->consumers[e->consumer].markers--;
+        index_delete(m, index_probe(m, e->consumer, e->id, key_hash(m, e->consumer, e->id)));
+        e->consumer = HOLE;
+        m->live--;
+        n++;
+    }
+    trim_tail(m);
+    /* Give memory back: squeeze holes out of a mostly empty ring, and size
+     * the index for what is left. */
+    uint64_t range = m->head - m->tail;
+    if (range > CHUNK_SLOTS && m->live < range / 2)
+        st = relayout(m, m->space, err);
+    /* One size of slack, so the next mark does not grow it straight back. */
+    if (st == IB_OK && bits_for(m->live) + 1 < m->bucket_bits)
+        st = index_resize(m, bits_for(m->live) + 1, err);
+    /* Expired claims go too; the claim table shrinks to fit what remains. */
+    if (st == IB_OK && m->nclaims > 0) {
+        unsigned bits = m->claim_bits;
+        while (bits > MIN_CLAIM_BITS && ((size_t)m->nclaims * 8) < ((size_t)1 << bits))
+            bits--;
+        st = claims_rebuild(m, bits, m->base.now_ms(), err);
+    }
+    pthread_mutex_unlock(&m->mu);
+    *removed = n;
+    return st;
+}
+
+static ib_status mem_list(ib_recorder *r, const char *consumer, size_t limit,
+                          ib_marker_visit_fn visit, void *ctx, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    char id[IB_ID_BUF_SIZE];
+    size_t seen = 0;
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    uint32_t only = HOLE;
+    if (consumer != NULL) {
+        only = consumer_find(m, consumer, name_hash(m, consumer));
+        if (only == HOLE)
+            goto out;
+    }
+    for (uint64_t p = m->head; p > m->tail && (limit == 0 || seen < limit); p--) {
+        const entry *e = at_pos(m, p - 1);
+        if (e->consumer == HOLE || (only != HOLE && e->consumer != only))
+            continue;
+        ib_id_unpack(id, e->id);
+        ib_marker_info info = {
+            .consumer = m->consumers[e->consumer].name, .event_id = id, .ts_ms = entry_ts(e)};
+        seen++;
+        if (visit(ctx, &info) != 0)
+            break;
+    }
+out:
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static ib_status mem_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    stats->markers = m->live;
+    stats->claims = m->nclaims;
+    uint64_t names = 0;
+    for (uint32_t i = 0; i < m->nconsumers; i++) {
+        if (m->consumers[i].markers > 0)
+            stats->consumers++;
+        names += strlen(m->consumers[i].name) + 1;
+    }
+    for (uint64_t p = m->tail; p < m->head; p++) {
+        const entry *e = at_pos(m, p);
+        if (e->consumer == HOLE)
+            continue;
+        int64_t ts = entry_ts(e);
+        if (stats->oldest_ts_ms == 0 || ts < stats->oldest_ts_ms)
+            stats->oldest_ts_ms = ts;
+        if (stats->newest_ts_ms == 0 || ts > stats->newest_ts_ms)
+            stats->newest_ts_ms = ts;
+    }
+    stats->storage_bytes =
+        sizeof(*m) + m->chunks_allocated * sizeof(entry) * CHUNK_SLOTS +
+        (m->space / CHUNK_SLOTS) * sizeof(entry *) + (sizeof(bucket) << m->bucket_bits) +
+        (uint64_t)m->consumers_cap * sizeof(consumer_rec) + names +
+        (sizeof(uint32_t) << m->cindex_bits) + (sizeof(claim) << m->claim_bits) + m->owner_bytes;
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static void mem_close(ib_recorder *r)
+{
+    mem_recorder *m = mem(r);
+    for (size_t c = 0; c < m->space / CHUNK_SLOTS; c++)
+        free(m->chunks[c]);
+    free(m->chunks);
+    free(m->buckets);
+    for (uint32_t i = 0; i < m->nconsumers; i++)
+        free(m->consumers[i].name);
+    free(m->consumers);
+    free(m->cindex);
+    for (size_t i = 0; m->claims != NULL && i <= claim_mask(m); i++)
+        free(m->claims[i].owner);
+    free(m->claims);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+static const ib_recorder_ops mem_ops = {
+    .size = sizeof(ib_recorder_ops),
+    .kind = "memory",
+    .is_processed = mem_is_processed,
+    .mark_processed = mem_mark,
+    .close = mem_close,
+    .check_batch = mem_check_batch,
+    .mark_batch = mem_mark_batch,
+    .claim = mem_claim,
+    .claim_batch = mem_claim_batch,
+    .release = mem_release,
+    .release_batch = mem_release_batch,
+    .lookup = mem_lookup,
+    .forget = mem_forget,
+    .prune = mem_prune,
+    .list = mem_list,
+    .stats = mem_stats,
+};
+
+ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)
+{
+    mem_recorder *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        goto nomem;
+    m->base.ops = &mem_ops;
+    m->base.now_ms = cfg->now_ms;
+    m->capacity = cfg->memory_capacity;
+    /* A failed getrandom only weakens the hash against chosen ids. */
+    if (getrandom(&m->seed, sizeof(m->seed), GRND_NONBLOCK) != (ssize_t)sizeof(m->seed))
+        m->seed = (uint64_t)(uintptr_t)m ^ (uint64_t)ib__recorder_realtime_ms();
+    m->space = CHUNK_SLOTS;
+    m->chunks = calloc(1, sizeof(*m->chunks));
+    if (m->chunks == NULL)
+        goto free_m;
+    m->bucket_bits = MIN_BUCKET_BITS;
+    m->buckets = malloc(sizeof(bucket) << m->bucket_bits);
+    if (m->buckets == NULL)
+        goto free_chunks;
+    index_fill(m);
+    m->consumers_cap = 4;
+    m->consumers = malloc(m->consumers_cap * sizeof(*m->consumers));
+    if (m->consumers == NULL)
+        goto free_buckets;
+    m->cindex_bits = 3;
+    m->cindex = calloc((size_t)1 << m->cindex_bits, sizeof(*m->cindex));
+    if (m->cindex == NULL)
+        goto free_consumers;
+    m->claim_bits = MIN_CLAIM_BITS;
+    m->claims = calloc((size_t)1 << m->claim_bits, sizeof(*m->claims));
+    if (m->claims == NULL)
+        goto free_cindex;
+    if (pthread_mutex_init(&m->mu, NULL) != 0)
+        goto free_claims;
+    *out = &m->base;
+    return IB_OK;
+
+free_claims:
+    free(m->claims);
+free_cindex:
+    free(m->cindex);
+free_consumers:
+    free(m->consumers);
+free_buckets:
+    free(m->buckets);
+free_chunks:
+    free(m->chunks);
+free_m:
+    free(m);
+nomem:
+    return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: out of memory");
+}

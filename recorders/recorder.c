@@ -1,1 +1,322 @@
-/* placeholder: being written */
+/* The ib_recorder_* wrappers: argument checks shared by every kind, and the
+ * fallbacks that let a kind offering only is_processed/mark_processed serve
+ * every call. Kinds may rely on keys having been checked here. */
+#include "recorder.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "uuid.h"
+
+/* A slot counts only if the kind's ops table is large enough to hold it, so
+ * a kind built against an older, shorter table is never read past its end. */
+#define HAS_OP(r, field)                                                                           \
+    ((r)->ops->size >= offsetof(ib_recorder_ops, field) + sizeof((r)->ops->field) &&               \
+     (r)->ops->field != NULL)
+
+int64_t ib__recorder_realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err)
+{
+    if (consumer == NULL || consumer[0] == '\0')
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: consumer is empty");
+    if (strnlen(consumer, IB_CONSUMER_MAX + 1) > IB_CONSUMER_MAX)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: consumer is longer than %d bytes",
+                            IB_CONSUMER_MAX);
+    if (event_id == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: event id is missing");
+    /* The id is not quoted: it failed validation, so it may hold anything. */
+    if (!ib_id_is_normalised(event_id))
+        return ib_error_set(err, IB_ERR_INVALID_ARG,
+                            "recorder: event id is not normalised (32 lowercase hex digits)");
+    return IB_OK;
+}
+
+static ib_status check_recorder(const ib_recorder *r, const void *out, ib_error *err)
+{
+    if (r == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: recorder is NULL");
+    if (out == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: output parameter is NULL");
+    return IB_OK;
+}
+
+static ib_status check_keys(const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    if (n > 0 && keys == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: keys is NULL");
+    for (size_t i = 0; i < n; i++) {
+        ib_status st = ib__recorder_check_key(keys[i].consumer, keys[i].event_id, err);
+        if (st != IB_OK) {
+            /* Say which key, keeping the reason. */
+            if (err != NULL) {
+                char reason[IB_ERROR_MSG_MAX];
+                memcpy(reason, err->msg, sizeof(reason));
+                ib_error_set(err, st, "%s (key %zu of %zu)", reason, i, n);
+            }
+            return st;
+        }
+    }
+    return IB_OK;
+}
+
+static ib_status check_owner(const char *owner, ib_error *err)
+{
+    if (owner == NULL || owner[0] == '\0')
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: claim owner is empty");
+    if (strnlen(owner, IB_OWNER_MAX + 1) > IB_OWNER_MAX)
+        return ib_error_set(err, IB_ERR_INVALID_ARG,
+                            "recorder: claim owner is longer than %d bytes", IB_OWNER_MAX);
+    return IB_OK;
+}
+
+static ib_status check_lease(int64_t lease_ms, ib_error *err)
+{
+    if (lease_ms <= 0)
+        return ib_error_set(err, IB_ERR_INVALID_ARG,
+                            "recorder: lease must be positive, got %lld ms", (long long)lease_ms);
+    return IB_OK;
+}
+
+static ib_status unsupported(const ib_recorder *r, const char *what, ib_error *err)
+{
+    return ib_error_set(err, IB_ERR_UNSUPPORTED, "recorder %s: %s is not supported", r->ops->kind,
+                        what);
+}
+
+void ib_recorder_close(ib_recorder *r)
+{
+    if (r != NULL)
+        r->ops->close(r);
+}
+
+const char *ib_recorder_kind(const ib_recorder *r)
+{
+    return r != NULL ? r->ops->kind : "none";
+}
+
+ib_status ib_recorder_is_processed(ib_recorder *r, bool *processed, const char *consumer,
+                                   const char *event_id, ib_error *err)
+{
+    ib_status st = check_recorder(r, processed, err);
+    if (st == IB_OK)
+        st = ib__recorder_check_key(consumer, event_id, err);
+    if (st != IB_OK)
+        return st;
+    return r->ops->is_processed(r, processed, consumer, event_id, err);
+}
+
+ib_status ib_recorder_mark(ib_recorder *r, const char *consumer, const char *event_id,
+                           ib_error *err)
+{
+    ib_status st = check_recorder(r, r, err);
+    if (st == IB_OK)
+        st = ib__recorder_check_key(consumer, event_id, err);
+    if (st != IB_OK)
+        return st;
+    return r->ops->mark_processed(r, consumer, event_id, err);
+}
+
+ib_status ib_recorder_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
+                                  size_t n, ib_error *err)
+{
+    ib_status st = check_recorder(r, n > 0 ? (const void *)processed : r, err);
+    if (st == IB_OK)
+        st = check_keys(keys, n, err);
+    if (st != IB_OK || n == 0)
+        return st;
+    if (HAS_OP(r, check_batch))
+        return r->ops->check_batch(r, processed, keys, n, err);
+    for (size_t i = 0; i < n; i++) {
+        st = r->ops->is_processed(r, &processed[i], keys[i].consumer, keys[i].event_id, err);
+        if (st != IB_OK)
+            return st;
+    }
+    return IB_OK;
+}
+
+ib_status ib_recorder_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    ib_status st = check_recorder(r, r, err);
+    if (st == IB_OK)
+        st = check_keys(keys, n, err);
+    if (st != IB_OK || n == 0)
+        return st;
+    if (HAS_OP(r, mark_batch))
+        return r->ops->mark_batch(r, keys, n, err);
+    for (size_t i = 0; i < n; i++) {
+        st = r->ops->mark_processed(r, keys[i].consumer, keys[i].event_id, err);
+        if (st != IB_OK)
+            return st;
+    }
+    return IB_OK;
+}
+
+/* Claim emulated with the seed's calls: no mutual exclusion, but a done id
+ * is still dropped. */
+static ib_status claim_fallback(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                                const char *event_id, ib_error *err)
+{
+    bool done = false;
+    ib_status st = r->ops->is_processed(r, &done, consumer, event_id, err);
+    if (st == IB_OK)
+        *state = done ? IB_CLAIM_DONE : IB_CLAIM_ACQUIRED;
+    return st;
+}
+
+ib_status ib_recorder_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                            const char *event_id, const char *owner, int64_t lease_ms,
+                            ib_error *err)
+{
+    ib_status st = check_recorder(r, state, err);
+    if (st == IB_OK)
+        st = ib__recorder_check_key(consumer, event_id, err);
+    if (st == IB_OK)
+        st = check_owner(owner, err);
+    if (st == IB_OK)
+        st = check_lease(lease_ms, err);
+    if (st != IB_OK)
+        return st;
+    if (HAS_OP(r, claim))
+        return r->ops->claim(r, state, consumer, event_id, owner, lease_ms, err);
+    return claim_fallback(r, state, consumer, event_id, err);
+}
+
+ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                                  size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    ib_status st = check_recorder(r, n > 0 ? (const void *)states : r, err);
+    if (st == IB_OK)
+        st = check_keys(keys, n, err);
+    if (st == IB_OK)
+        st = check_owner(owner, err);
+    if (st == IB_OK)
+        st = check_lease(lease_ms, err);
+    if (st != IB_OK || n == 0)
+        return st;
+    if (HAS_OP(r, claim_batch))
+        return r->ops->claim_batch(r, states, keys, n, owner, lease_ms, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        if (HAS_OP(r, claim))
+            st = r->ops->claim(r, &states[i], keys[i].consumer, keys[i].event_id, owner, lease_ms,
+                               err);
+        else
+            st = claim_fallback(r, &states[i], keys[i].consumer, keys[i].event_id, err);
+    }
+    return st;
+}
+
+ib_status ib_recorder_release(ib_recorder *r, const char *consumer, const char *event_id,
+                              const char *owner, ib_error *err)
+{
+    ib_status st = check_recorder(r, r, err);
+    if (st == IB_OK)
+        st = ib__recorder_check_key(consumer, event_id, err);
+    if (st == IB_OK)
+        st = check_owner(owner, err);
+    if (st != IB_OK)
+        return st;
+    /* Without claims there is nothing to free. */
+    if (!HAS_OP(r, release))
+        return IB_OK;
+    return r->ops->release(r, consumer, event_id, owner, err);
+}
+
+ib_status ib_recorder_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                    const char *owner, ib_error *err)
+{
+    ib_status st = check_recorder(r, r, err);
+    if (st == IB_OK)
+        st = check_keys(keys, n, err);
+    if (st == IB_OK)
+        st = check_owner(owner, err);
+    if (st != IB_OK || n == 0)
+        return st;
+    if (HAS_OP(r, release_batch))
+        return r->ops->release_batch(r, keys, n, owner, err);
+    if (!HAS_OP(r, release))
+        return IB_OK;
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        st = r->ops->release(r, keys[i].consumer, keys[i].event_id, owner, err);
+    return st;
+}
+
+ib_status ib_recorder_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
+                             const char *event_id, ib_error *err)
+{
+    ib_status st = check_recorder(r, found, err);
+    if (st == IB_OK)
+        st = ib__recorder_check_key(consumer, event_id, err);
+    if (st != IB_OK)
+        return st;
+    if (!HAS_OP(r, lookup))
+        return unsupported(r, "lookup", err);
+    int64_t ts = 0;
+    st = r->ops->lookup(r, found, &ts, consumer, event_id, err);
+    if (st == IB_OK && ts_ms != NULL)
+        *ts_ms = *found ? ts : 0;
+    return st;
+}
+
+ib_status ib_recorder_forget(ib_recorder *r, bool *existed, const char *consumer,
+                             const char *event_id, ib_error *err)
+{
+    ib_status st = check_recorder(r, r, err);
+    if (st == IB_OK)
+        st = ib__recorder_check_key(consumer, event_id, err);
+    if (st != IB_OK)
+        return st;
+    if (!HAS_OP(r, forget))
+        return unsupported(r, "forget", err);
+    bool had = false;
+    st = r->ops->forget(r, &had, consumer, event_id, err);
+    if (st == IB_OK && existed != NULL)
+        *existed = had;
+    return st;
+}
+
+ib_status ib_recorder_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err)
+{
+    ib_status st = check_recorder(r, r, err);
+    if (st != IB_OK)
+        return st;
+    if (!HAS_OP(r, prune))
+        return unsupported(r, "prune", err);
+    uint64_t n = 0;
+    st = r->ops->prune(r, &n, older_than_ms, err);
+    if (removed != NULL)
+        *removed = n;
+    return st;
+}
+
+ib_status ib_recorder_list(ib_recorder *r, const char *consumer, size_t limit,
+                           ib_marker_visit_fn visit, void *ctx, ib_error *err)
+{
+    ib_status st = check_recorder(r, r, err);
+    if (st != IB_OK)
+        return st;
+    if (visit == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: visit callback is NULL");
+    if (consumer != NULL &&
+        (consumer[0] == '\0' || strnlen(consumer, IB_CONSUMER_MAX + 1) > IB_CONSUMER_MAX))
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: consumer is empty or too long");
+    if (!HAS_OP(r, list))
+        return unsupported(r, "list", err);
+    return r->ops->list(r, consumer, limit, visit, ctx, err);
+}
+
+ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
+{
+    ib_status st = check_recorder(r, stats, err);
+    if (st != IB_OK)
+        return st;
+    if (!HAS_OP(r, stats))
+        return unsupported(r, "stats", err);
+    memset(stats, 0, sizeof(*stats));
+    return r->ops->stats(r, stats, err);
+}

@@ -1,1 +1,955 @@
-/* placeholder: being written */
+/* sqlite: markers in a SQLite file shared by the processes of one host.
+ *
+ * Concurrency:
+ *  - Between processes: WAL mode, a busy timeout, and every write inside
+ *    BEGIN IMMEDIATE, so a writer takes the write lock before it reads and
+ *    never has to upgrade a read transaction (the case where SQLite returns
+ *    SQLITE_BUSY without calling the busy handler). Whatever BUSY/LOCKED
+ *    still comes back (busy timeout spent, WAL recovery, ...) is retried
+ *    here with jittered back-off, the whole transaction over, until a
+ *    generous deadline: max(60 s, 6 x busy timeout). Every transaction body
+ *    is idempotent, so replaying it is safe.
+ *  - Between threads: one connection per recorder, opened NOMUTEX, and one
+ *    recorder mutex around every call: the cached statements and the
+ *    multi-statement transactions need the serialisation anyway, so
+ *    SQLite's own connection mutex would only be paid twice.
+ *
+ * A new file is created with open(O_CREAT|O_EXCL) and fchmod to the
+ * configured mode (0600 by default, whatever the umask) before SQLite opens
+ * it; SQLite gives the -wal and -shm files it creates the mode of the
+ * database file. An existing file keeps its mode. The descriptor closed
+ * after creating is never one SQLite uses: O_EXCL guarantees no connection
+ * in this process had the file open, so no POSIX lock is lost. */
+#include "recorder_internal.h"
+#include "sqlite_internal.h"
+#include "uuid.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NAME_MAX_SHOWN 150
+#define DEFAULT_PRUNE_ROWS 2000
+#define RETRY_FLOOR_MS 60000
+#define BACKOFF_MAX_US 100000
+
+enum query {
+    Q_BEGIN_READ,
+    Q_BEGIN_WRITE,
+    Q_COMMIT,
+    Q_ROLLBACK,
+    Q_IS_DONE,
+    Q_MARK,
+    Q_CLAIM_GET,
+    Q_CLAIM_PUT,
+    Q_CLAIM_DEL,
+    Q_CLAIM_RELEASE,
+    Q_LOOKUP,
+    Q_FORGET,
+    Q_PRUNE_END,
+    Q_PRUNE_RANGE,
+    Q_PRUNE_REST,
+    Q_PRUNE_CLAIMS,
+    Q_LIST_ALL,
+    Q_LIST_ONE,
+    Q_STATS,
+    Q_STATS_CLAIMS,
+    Q_STATS_PAGES,
+    Q_COUNT,
+    Q_FIRST_SCHEMA = Q_IS_DONE, /* statements before this need no tables */
+};
+
+static const char *const query_sql[Q_COUNT] = {
+    [Q_BEGIN_READ] = "BEGIN",
+    [Q_BEGIN_WRITE] = "BEGIN IMMEDIATE",
+    [Q_COMMIT] = "COMMIT",
+    [Q_ROLLBACK] = "ROLLBACK",
+    [Q_IS_DONE] = "SELECT 1 FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
+    [Q_MARK] = "INSERT OR IGNORE INTO processed_log (consumer, event_id, ts) VALUES (?1, ?2, ?3)",
+    /* One row always: the claim (or NULLs) and whether the id is done. */
+    [Q_CLAIM_GET] = "SELECT c.owner, c.expires_ms, EXISTS (SELECT 1 FROM processed_log "
+                    "WHERE consumer = ?1 AND event_id = ?2) FROM (SELECT 1) "
+                    "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
+    [Q_CLAIM_PUT] = "INSERT INTO processed_claims (consumer, event_id, owner, expires_ms) "
+                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, event_id) DO UPDATE "
+                    "SET owner = excluded.owner, expires_ms = excluded.expires_ms",
+    [Q_CLAIM_DEL] = "DELETE FROM processed_claims WHERE consumer = ?1 AND event_id = ?2",
+    [Q_CLAIM_RELEASE] = "DELETE FROM processed_claims WHERE consumer = ?1 AND event_id = ?2 "
+                        "AND owner = ?3",
+    [Q_LOOKUP] = "SELECT ts FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
+    [Q_FORGET] = "DELETE FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
+    /* Prune walks the primary key in ranges of at most N rows, so a
+     * transaction examines and deletes a bounded number of rows however
+     * few of them are old (there is deliberately no index on ts). */
+    [Q_PRUNE_END] = "SELECT consumer, event_id FROM processed_log "
+                    "WHERE (consumer, event_id) > (?1, ?2) "
+                    "ORDER BY consumer, event_id LIMIT 1 OFFSET ?3",
+    [Q_PRUNE_RANGE] = "DELETE FROM processed_log WHERE (consumer, event_id) > (?1, ?2) "
+                      "AND (consumer, event_id) <= (?3, ?4) AND ts < ?5",
+    [Q_PRUNE_REST] = "DELETE FROM processed_log WHERE (consumer, event_id) > (?1, ?2) "
+                     "AND ts < ?5",
+    [Q_PRUNE_CLAIMS] = "DELETE FROM processed_claims WHERE (consumer, event_id) IN "
+                       "(SELECT consumer, event_id FROM processed_claims "
+                       "WHERE expires_ms <= ?1 LIMIT ?2)",
+    [Q_LIST_ALL] = "SELECT consumer, event_id, ts FROM processed_log ORDER BY ts DESC LIMIT ?1",
+    [Q_LIST_ONE] = "SELECT consumer, event_id, ts FROM processed_log WHERE consumer = ?2 "
+                   "ORDER BY ts DESC LIMIT ?1",
+    [Q_STATS] = "SELECT count(*), count(DISTINCT consumer), min(ts), max(ts) FROM processed_log",
+    [Q_STATS_CLAIMS] = "SELECT count(*) FROM processed_claims",
+    [Q_STATS_PAGES] = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+};
+
+typedef struct sq_recorder {
+    ib_recorder base;
+    pthread_mutex_t mu; /* guards everything below */
+    sqlite3 *db;
+    sqlite3_stmt *q[Q_COUNT];
+    char name[NAME_MAX_SHOWN + 16]; /* "sqlite:PATH" for messages */
+    char path[IB__RECORDER_PATH_MAX];
+    bool in_memory;
+    int64_t retry_budget_ms;
+    uint64_t jitter;
+    unsigned prune_rows;
+    uint64_t prune_transactions;
+} sq_recorder;
+
+static const ib_recorder_ops sq_ops;
+
+static inline sq_recorder *sq(ib_recorder *r)
+{
+    return (sq_recorder *)r;
+}
+
+/* --- the retry loop --------------------------------------------------------- */
+
+typedef enum tx_kind {
+    TX_NONE,  /* one statement in autocommit */
+    TX_READ,  /* BEGIN: one snapshot */
+    TX_WRITE, /* BEGIN IMMEDIATE: the write lock up front */
+} tx_kind;
+
+/* A transaction body: returns SQLITE_OK, an SQLite error code, or
+ * IB__SQLITE_REFUSED after filling `local` (not retried). It may run more
+ * than once, so it must only write to its context what it recomputes. */
+typedef int (*tx_body)(sq_recorder *s, void *ctx, ib_error *local);
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool retryable(int rc)
+{
+    int primary = rc & 0xff;
+    return primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_PROTOCOL;
+}
+
+static void backoff(sq_recorder *s, unsigned *delay_us)
+{
+    /* xorshift jitter keeps processes that collided from colliding again */
+    s->jitter ^= s->jitter << 13;
+    s->jitter ^= s->jitter >> 7;
+    s->jitter ^= s->jitter << 17;
+    unsigned us = *delay_us / 2 + (unsigned)(s->jitter % (*delay_us / 2 + 1));
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    if (*delay_us < BACKOFF_MAX_US)
+        *delay_us *= 2;
+}
+
+/* Runs a statement that returns no rows (BEGIN, COMMIT, ...). */
+static int step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    int rrc = sqlite3_reset(st);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+        return rrc;
+    return rc;
+}
+
+static ib_status run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)
+{
+    ib_error local;
+    unsigned delay_us = 1000;
+    int64_t start = mono_ms();
+    ib_error_clear(&local);
+    for (;;) {
+        int rc = SQLITE_OK;
+        if (kind != TX_NONE)
+            rc = step_done(s->q[kind == TX_WRITE ? Q_BEGIN_WRITE : Q_BEGIN_READ]);
+        if (rc == SQLITE_OK) {
+            rc = body(s, ctx, &local);
+            if (rc == SQLITE_OK && kind != TX_NONE)
+                rc = step_done(s->q[Q_COMMIT]);
+        }
+        if (rc == SQLITE_OK)
+            return IB_OK;
+
+        /* Keep SQLite's message before the rollback replaces it. */
+        char msg[IB_ERROR_MSG_MAX];
+        snprintf(msg, sizeof(msg), "%s", rc == IB__SQLITE_REFUSED ? "" : sqlite3_errmsg(s->db));
+        if (!sqlite3_get_autocommit(s->db))
+            step_done(s->q[Q_ROLLBACK]);
+        if (rc == IB__SQLITE_REFUSED) {
+            if (err != NULL)
+                *err = local;
+            return local.status;
+        }
+        int64_t spent = mono_ms() - start;
+        if (retryable(rc) && spent < s->retry_budget_ms) {
+            backoff(s, &delay_us);
+            continue;
+        }
+        if (retryable(rc))
+            return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s (gave up after %lld ms)",
+                                s->name, msg, (long long)spent);
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name, msg);
+    }
+}
+
+/* --- statement helpers --------------------------------------------------- */
+
+static int bind_key(sqlite3_stmt *st, const char *consumer, const char *event_id)
+{
+    int rc = sqlite3_bind_text(st, 1, consumer, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(st, 2, event_id, IB_ID_LEN, SQLITE_STATIC);
+    return rc;
+}
+
+/* Steps a write statement to completion and resets it. */
+static int exec_key(sqlite3_stmt *st, const char *consumer, const char *event_id)
+{
+    int rc = bind_key(st, consumer, event_id);
+    if (rc != SQLITE_OK) {
+        sqlite3_reset(st);
+        return rc;
+    }
+    return step_done(st);
+}
+
+static int is_done(sq_recorder *s, bool *done, const char *consumer, const char *event_id)
+{
+    sqlite3_stmt *st = s->q[Q_IS_DONE];
+    int rc = bind_key(st, consumer, event_id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    *done = rc == SQLITE_ROW;
+    int rrc = sqlite3_reset(st);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return rrc;
+    return rc;
+}
+
+/* --- transaction bodies ------------------------------------------------- */
+
+typedef struct batch_ctx {
+    const ib_marker_key *keys;
+    size_t n;
+    bool *processed;
+    ib_claim_state *states;
+    const char *owner;
+    int64_t lease_ms;
+} batch_ctx;
+
+static int body_check(sq_recorder *s, void *vctx, ib_error *local)
+{
+    batch_ctx *c = vctx;
+    (void)local;
+    for (size_t i = 0; i < c->n; i++) {
+        int rc = is_done(s, &c->processed[i], c->keys[i].consumer, c->keys[i].event_id);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
+}
+
+static int body_mark(sq_recorder *s, void *vctx, ib_error *local)
+{
+    batch_ctx *c = vctx;
+    int64_t now = s->base.now_ms();
+    sqlite3_stmt *mark = s->q[Q_MARK];
+    (void)local;
+    for (size_t i = 0; i < c->n; i++) {
+        int rc = sqlite3_bind_int64(mark, 3, now);
+        if (rc == SQLITE_OK)
+            rc = exec_key(mark, c->keys[i].consumer, c->keys[i].event_id);
+        if (rc == SQLITE_OK)
+            rc = exec_key(s->q[Q_CLAIM_DEL], c->keys[i].consumer, c->keys[i].event_id);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
+}
+
+static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key *key,
+                     const char *owner, int64_t now, int64_t expires)
+{
+    sqlite3_stmt *get = s->q[Q_CLAIM_GET];
+    int rc = bind_key(get, key->consumer, key->event_id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(get);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(get);
+        return rc == SQLITE_OK || rc == SQLITE_DONE ? SQLITE_INTERNAL : rc;
+    }
+    const char *holder = (const char *)sqlite3_column_text(get, 0);
+    if (sqlite3_column_int(get, 2) != 0)
+        *state = IB_CLAIM_DONE;
+    else if (holder != NULL && strcmp(holder, owner) != 0 && sqlite3_column_int64(get, 1) > now)
+        *state = IB_CLAIM_BUSY;
+    else
+        *state = IB_CLAIM_ACQUIRED;
+    rc = sqlite3_reset(get);
+    if (rc != SQLITE_OK || *state != IB_CLAIM_ACQUIRED)
+        return rc;
+
+    sqlite3_stmt *put = s->q[Q_CLAIM_PUT];
+    rc = sqlite3_bind_text(put, 3, owner, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(put, 4, expires);
+    if (rc == SQLITE_OK)
+        rc = exec_key(put, key->consumer, key->event_id);
+    return rc;
+}
+
+static int body_claim(sq_recorder *s, void *vctx, ib_error *local)
+{
+    batch_ctx *c = vctx;
+    int64_t now = s->base.now_ms();
+    int64_t expires = c->lease_ms > INT64_MAX - now ? INT64_MAX : now + c->lease_ms;
+    (void)local;
+    for (size_t i = 0; i < c->n; i++) {
+        int rc = claim_one(s, &c->states[i], &c->keys[i], c->owner, now, expires);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
+}
+
+static int body_release(sq_recorder *s, void *vctx, ib_error *local)
+{
+    batch_ctx *c = vctx;
+    sqlite3_stmt *st = s->q[Q_CLAIM_RELEASE];
+    (void)local;
+    for (size_t i = 0; i < c->n; i++) {
+        int rc = sqlite3_bind_text(st, 3, c->owner, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+            rc = exec_key(st, c->keys[i].consumer, c->keys[i].event_id);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
+}
+
+/* --- vtable: the seed calls, batches, claims ------------------------------ */
+
+static ib_status with_batch(ib_recorder *r, tx_kind kind, tx_body body, batch_ctx *c, ib_error *err)
+{
+    sq_recorder *s = sq(r);
+    pthread_mutex_lock(&s->mu);
+    ib_status st = run(s, kind, body, c, err);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static ib_status sq_is_processed(ib_recorder *r, bool *processed, const char *consumer,
+                                 const char *event_id, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    batch_ctx c = {.keys = &key, .n = 1, .processed = processed};
+    return with_batch(r, TX_NONE, body_check, &c, err);
+}
+
+static ib_status sq_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
+                                size_t n, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n, .processed = processed};
+    return with_batch(r, TX_READ, body_check, &c, err);
+}
+
+static ib_status sq_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    batch_ctx c = {.keys = &key, .n = 1};
+    return with_batch(r, TX_WRITE, body_mark, &c, err);
+}
+
+static ib_status sq_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n};
+    return with_batch(r, TX_WRITE, body_mark, &c, err);
+}
+
+static ib_status sq_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                          const char *event_id, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    batch_ctx c = {.keys = &key, .n = 1, .states = state, .owner = owner, .lease_ms = lease_ms};
+    return with_batch(r, TX_WRITE, body_claim, &c, err);
+}
+
+static ib_status sq_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                                size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n, .states = states, .owner = owner, .lease_ms = lease_ms};
+    return with_batch(r, TX_WRITE, body_claim, &c, err);
+}
+
+static ib_status sq_release(ib_recorder *r, const char *consumer, const char *event_id,
+                            const char *owner, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    batch_ctx c = {.keys = &key, .n = 1, .owner = owner};
+    return with_batch(r, TX_WRITE, body_release, &c, err);
+}
+
+static ib_status sq_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                  const char *owner, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n, .owner = owner};
+    return with_batch(r, TX_WRITE, body_release, &c, err);
+}
+
+/* --- vtable: admin calls ------------------------------------------------ */
+
+typedef struct lookup_ctx {
+    const char *consumer;
+    const char *event_id;
+    bool found;
+    int64_t ts_ms;
+} lookup_ctx;
+
+static int body_lookup(sq_recorder *s, void *vctx, ib_error *local)
+{
+    lookup_ctx *c = vctx;
+    sqlite3_stmt *st = s->q[Q_LOOKUP];
+    (void)local;
+    int rc = bind_key(st, c->consumer, c->event_id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    c->found = rc == SQLITE_ROW;
+    c->ts_ms = c->found ? sqlite3_column_int64(st, 0) : 0;
+    int rrc = sqlite3_reset(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? rrc : rc;
+}
+
+static ib_status sq_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
+                           const char *event_id, ib_error *err)
+{
+    sq_recorder *s = sq(r);
+    lookup_ctx c = {.consumer = consumer, .event_id = event_id};
+    pthread_mutex_lock(&s->mu);
+    ib_status st = run(s, TX_NONE, body_lookup, &c, err);
+    pthread_mutex_unlock(&s->mu);
+    *found = c.found;
+    *ts_ms = c.ts_ms;
+    return st;
+}
+
+static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
+{
+    lookup_ctx *c = vctx;
+    (void)local;
+    int rc = exec_key(s->q[Q_FORGET], c->consumer, c->event_id);
+    c->found = rc == SQLITE_OK && sqlite3_changes(s->db) > 0;
+    return rc;
+}
+
+static ib_status sq_forget(ib_recorder *r, bool *existed, const char *consumer,
+                           const char *event_id, ib_error *err)
+{
+    sq_recorder *s = sq(r);
+    lookup_ctx c = {.consumer = consumer, .event_id = event_id};
+    pthread_mutex_lock(&s->mu);
+    ib_status st = run(s, TX_WRITE, body_forget, &c, err);
+    pthread_mutex_unlock(&s->mu);
+    *existed = c.found;
+    return st;
+}
+
+/* One prune transaction: the range of at most prune_rows keys after the
+ * cursor. The cursor only moves once the transaction committed. */
+typedef struct prune_ctx {
+    char *cur_consumer, *cur_event; /* exclusive lower bound */
+    char *end_consumer, *end_event; /* inclusive upper bound; NULL = the rest */
+    int64_t older_than_ms;
+    int64_t now_ms;
+    int64_t deleted;
+} prune_ctx;
+
+static void prune_drop_end(prune_ctx *c)
+{
+    free(c->end_consumer);
+    free(c->end_event);
+    c->end_consumer = c->end_event = NULL;
+}
+
+static int body_prune(sq_recorder *s, void *vctx, ib_error *local)
+{
+    prune_ctx *c = vctx;
+    sqlite3_stmt *end = s->q[Q_PRUNE_END];
+    (void)local;
+    prune_drop_end(c);
+    c->deleted = 0;
+    int rc = sqlite3_bind_text(end, 1, c->cur_consumer, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(end, 2, c->cur_event, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(end, 3, (sqlite3_int64)s->prune_rows - 1);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(end);
+    if (rc == SQLITE_ROW) {
+        const char *ec = (const char *)sqlite3_column_text(end, 0);
+        const char *ee = (const char *)sqlite3_column_text(end, 1);
+        c->end_consumer = ec != NULL ? strdup(ec) : NULL;
+        c->end_event = ee != NULL ? strdup(ee) : NULL;
+        rc = c->end_consumer != NULL && c->end_event != NULL ? SQLITE_DONE : SQLITE_NOMEM;
+    }
+    int rrc = sqlite3_reset(end);
+    if (rc != SQLITE_DONE)
+        return rc;
+    if (rrc != SQLITE_OK)
+        return rrc;
+
+    sqlite3_stmt *del = s->q[c->end_consumer != NULL ? Q_PRUNE_RANGE : Q_PRUNE_REST];
+    rc = sqlite3_bind_text(del, 1, c->cur_consumer, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(del, 2, c->cur_event, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && c->end_consumer != NULL)
+        rc = sqlite3_bind_text(del, 3, c->end_consumer, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && c->end_consumer != NULL)
+        rc = sqlite3_bind_text(del, 4, c->end_event, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(del, 5, c->older_than_ms);
+    if (rc == SQLITE_OK)
+        rc = step_done(del);
+    else
+        sqlite3_reset(del);
+    if (rc == SQLITE_OK)
+        c->deleted = sqlite3_changes64(s->db);
+    return rc;
+}
+
+static int body_prune_claims(sq_recorder *s, void *vctx, ib_error *local)
+{
+    prune_ctx *c = vctx;
+    sqlite3_stmt *st = s->q[Q_PRUNE_CLAIMS];
+    (void)local;
+    int rc = sqlite3_bind_int64(st, 1, c->now_ms);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 2, s->prune_rows);
+    if (rc == SQLITE_OK)
+        rc = step_done(st);
+    else
+        sqlite3_reset(st);
+    c->deleted = rc == SQLITE_OK ? sqlite3_changes64(s->db) : 0;
+    return rc;
+}
+
+/* Each batch is its own transaction, and the lock is dropped between them
+ * so other threads of this process get their turn too. */
+static ib_status sq_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err)
+{
+    sq_recorder *s = sq(r);
+    prune_ctx c = {.older_than_ms = older_than_ms, .now_ms = r->now_ms()};
+    ib_status st = IB_OK;
+    uint64_t transactions = 0;
+    *removed = 0;
+    /* Consumers are never empty, so ("", "") is below every key. */
+    c.cur_consumer = strdup("");
+    c.cur_event = strdup("");
+    if (c.cur_consumer == NULL || c.cur_event == NULL) {
+        st = ib_error_set(err, IB_ERR_NOMEM, "recorder %s: out of memory", s->name);
+        goto out;
+    }
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        st = run(s, TX_WRITE, body_prune, &c, err);
+        pthread_mutex_unlock(&s->mu);
+        if (st != IB_OK)
+            goto out;
+        transactions++;
+        *removed += (uint64_t)c.deleted;
+        if (c.end_consumer == NULL)
+            break;
+        free(c.cur_consumer);
+        free(c.cur_event);
+        c.cur_consumer = c.end_consumer;
+        c.cur_event = c.end_event;
+        c.end_consumer = c.end_event = NULL;
+    }
+    do {
+        pthread_mutex_lock(&s->mu);
+        st = run(s, TX_WRITE, body_prune_claims, &c, err);
+        pthread_mutex_unlock(&s->mu);
+        transactions++;
+    } while (st == IB_OK && c.deleted >= (int64_t)s->prune_rows);
+out:
+    pthread_mutex_lock(&s->mu);
+    s->prune_transactions = transactions;
+    pthread_mutex_unlock(&s->mu);
+    prune_drop_end(&c);
+    free(c.cur_consumer);
+    free(c.cur_event);
+    return st;
+}
+
+typedef struct list_ctx {
+    const char *consumer;
+    size_t limit;
+    ib_marker_visit_fn visit;
+    void *ctx;
+    bool visited; /* a retry after visits would repeat them */
+} list_ctx;
+
+static int body_list(sq_recorder *s, void *vctx, ib_error *local)
+{
+    list_ctx *c = vctx;
+    sqlite3_stmt *st = s->q[c->consumer != NULL ? Q_LIST_ONE : Q_LIST_ALL];
+    int rc = sqlite3_bind_int64(st, 1, c->limit == 0 ? -1 : (sqlite3_int64)c->limit);
+    if (rc == SQLITE_OK && c->consumer != NULL)
+        rc = sqlite3_bind_text(st, 2, c->consumer, -1, SQLITE_STATIC);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ib_marker_info info = {
+            .consumer = (const char *)sqlite3_column_text(st, 0),
+            .event_id = (const char *)sqlite3_column_text(st, 1),
+            .ts_ms = sqlite3_column_int64(st, 2),
+        };
+        if (info.consumer == NULL || info.event_id == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        c->visited = true;
+        rc = c->visit(c->ctx, &info) != 0 ? SQLITE_DONE : SQLITE_OK;
+    }
+    int rrc = sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    if (rrc != SQLITE_OK && c->visited) {
+        ib_error_set(local, IB_ERR_RECORDER, "recorder %s: %s (listing cut short)", s->name,
+                     sqlite3_errmsg(s->db));
+        return IB__SQLITE_REFUSED;
+    }
+    return rrc;
+}
+
+static ib_status sq_list(ib_recorder *r, const char *consumer, size_t limit,
+                         ib_marker_visit_fn visit, void *ctx, ib_error *err)
+{
+    sq_recorder *s = sq(r);
+    list_ctx c = {.consumer = consumer, .limit = limit, .visit = visit, .ctx = ctx};
+    pthread_mutex_lock(&s->mu);
+    ib_status st = run(s, TX_READ, body_list, &c, err);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static int body_stats(sq_recorder *s, void *vctx, ib_error *local)
+{
+    ib_recorder_stats *out = vctx;
+    sqlite3_stmt *st = s->q[Q_STATS];
+    (void)local;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        out->markers = (uint64_t)sqlite3_column_int64(st, 0);
+        out->consumers = (uint64_t)sqlite3_column_int64(st, 1);
+        out->oldest_ts_ms = sqlite3_column_int64(st, 2);
+        out->newest_ts_ms = sqlite3_column_int64(st, 3);
+        rc = SQLITE_DONE;
+    }
+    int rrc = sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    if (rrc != SQLITE_OK)
+        return rrc;
+    st = s->q[Q_STATS_CLAIMS];
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        out->claims = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    rrc = sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    if (rrc != SQLITE_OK || !s->in_memory)
+        return rrc;
+    /* A file's size is read from the file system instead (WAL included). */
+    st = s->q[Q_STATS_PAGES];
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        out->storage_bytes = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    rrc = sqlite3_reset(st);
+    return rc != SQLITE_DONE ? rc : rrc;
+}
+
+static uint64_t file_size(const char *path, const char *suffix)
+{
+    char p[IB__RECORDER_PATH_MAX + 8];
+    struct stat sb;
+    snprintf(p, sizeof(p), "%s%s", path, suffix);
+    return stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static ib_status sq_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
+{
+    sq_recorder *s = sq(r);
+    pthread_mutex_lock(&s->mu);
+    ib_status st = run(s, TX_READ, body_stats, stats, err);
+    pthread_mutex_unlock(&s->mu);
+    if (st == IB_OK && !s->in_memory)
+        stats->storage_bytes = file_size(s->path, "") + file_size(s->path, "-wal");
+    return st;
+}
+
+/* --- open and close -------------------------------------------------------- */
+
+static void sq_close(ib_recorder *r)
+{
+    sq_recorder *s = sq(r);
+    for (int i = 0; i < Q_COUNT; i++)
+        sqlite3_finalize(s->q[i]);
+    /* close_v2 never fails for lack of finalising; nothing is left here. */
+    sqlite3_close_v2(s->db);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static int body_prepare(sq_recorder *s, void *vctx, ib_error *local)
+{
+    const int *range = vctx;
+    (void)local;
+    for (int i = range[0]; i < range[1]; i++) {
+        if (s->q[i] != NULL)
+            continue;
+        int rc =
+            sqlite3_prepare_v3(s->db, query_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->q[i], NULL);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
+}
+
+/* Prepares outside run(): BEGIN itself is one of these. */
+static ib_status prepare_tx(sq_recorder *s, ib_error *err)
+{
+    int range[2] = {0, Q_FIRST_SCHEMA};
+    int rc = body_prepare(s, range, NULL);
+    if (rc != SQLITE_OK)
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name,
+                            sqlite3_errmsg(s->db));
+    return IB_OK;
+}
+
+static int body_wal(sq_recorder *s, void *vctx, ib_error *local)
+{
+    (void)vctx;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    char mode[16] = "";
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(mode, sizeof(mode), "%s", t != NULL ? (const char *)t : "");
+        rc = SQLITE_OK;
+    }
+    int frc = sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (frc != SQLITE_OK)
+        return frc;
+    /* An in-memory database has no WAL; it reports "memory". */
+    if (strcmp(mode, s->in_memory ? "memory" : "wal") != 0) {
+        ib_error_set(local, IB_ERR_RECORDER, "recorder %s: cannot use WAL (journal_mode is '%s')",
+                     s->name, mode);
+        return IB__SQLITE_REFUSED;
+    }
+    return SQLITE_OK;
+}
+
+static int body_synchronous(sq_recorder *s, void *vctx, ib_error *local)
+{
+    int want = *(const int *)vctx;
+    char sql[48];
+    snprintf(sql, sizeof(sql), "PRAGMA synchronous = %d", want);
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    int got = -1;
+    rc = sqlite3_prepare_v2(s->db, "PRAGMA synchronous", -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        got = sqlite3_column_int(st, 0);
+        rc = SQLITE_OK;
+    }
+    int frc = sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (frc != SQLITE_OK)
+        return frc;
+    if (got != want) {
+        ib_error_set(local, IB_ERR_RECORDER, "recorder %s: synchronous reads back %d, not %d",
+                     s->name, got, want);
+        return IB__SQLITE_REFUSED;
+    }
+    return SQLITE_OK;
+}
+
+static int body_schema(sq_recorder *s, void *vctx, ib_error *local)
+{
+    (void)vctx;
+    return ib__sqlite_schema_ensure(s->db, s->name, s->base.now_ms(), local);
+}
+
+static ib_status create_file(const sq_recorder *s, unsigned mode, ib_error *err)
+{
+    int fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            return IB_OK; /* an existing file keeps its mode */
+        return ib_error_set(err, IB_ERR_IO, "recorder %s: cannot create the file: %s", s->name,
+                            strerror(errno));
+    }
+    /* The umask may have taken bits away; the configured mode is what we
+     * promised. */
+    if (fchmod(fd, (mode_t)mode) != 0) {
+        int e = errno;
+        close(fd);
+        return ib_error_set(err, IB_ERR_IO, "recorder %s: cannot set mode %04o: %s", s->name, mode,
+                            strerror(e));
+    }
+    close(fd);
+    return IB_OK;
+}
+
+ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)
+{
+    ib_status st = IB_OK;
+    sq_recorder *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder sqlite:%.*s: out of memory",
+                            NAME_MAX_SHOWN, cfg->path);
+    s->base.ops = &sq_ops;
+    s->base.now_ms = cfg->now_ms;
+    snprintf(s->name, sizeof(s->name), "sqlite:%.*s%s", NAME_MAX_SHOWN, cfg->path,
+             strlen(cfg->path) > NAME_MAX_SHOWN ? "..." : "");
+    memcpy(s->path, cfg->path, sizeof(s->path));
+    s->in_memory = strcmp(cfg->path, ":memory:") == 0;
+    s->prune_rows = DEFAULT_PRUNE_ROWS;
+    s->retry_budget_ms = (int64_t)cfg->busy_timeout_ms * 6;
+    if (s->retry_budget_ms < RETRY_FLOOR_MS)
+        s->retry_budget_ms = RETRY_FLOOR_MS;
+    s->jitter = ((uint64_t)getpid() << 32) ^ (uint64_t)mono_ms() ^ (uint64_t)(uintptr_t)s;
+    s->jitter |= 1;
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        st = ib_error_set(err, IB_ERR_NOMEM, "recorder %s: cannot create a mutex", s->name);
+        free(s);
+        return st;
+    }
+
+    if (!s->in_memory) {
+        st = create_file(s, cfg->file_mode, err);
+        if (st != IB_OK)
+            goto fail_mutex;
+    }
+    /* No SQLITE_OPEN_CREATE for a file: it exists now, and if it vanished
+     * in between, SQLite must not recreate it with default permissions. */
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
+    if (s->in_memory)
+        flags |= SQLITE_OPEN_CREATE;
+    int rc = sqlite3_open_v2(s->path, &s->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        st = ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name,
+                          s->db != NULL ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        goto fail_db;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    rc = sqlite3_busy_timeout(s->db, cfg->busy_timeout_ms);
+    if (rc != SQLITE_OK) {
+        st = ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name, sqlite3_errmsg(s->db));
+        goto fail_db;
+    }
+    int sync = (int)cfg->synchronous;
+    int schema_range[2] = {Q_FIRST_SCHEMA, Q_COUNT};
+    st = prepare_tx(s, err);
+    if (st == IB_OK)
+        st = run(s, TX_NONE, body_wal, NULL, err);
+    if (st == IB_OK)
+        st = run(s, TX_NONE, body_synchronous, &sync, err);
+    if (st == IB_OK)
+        st = run(s, TX_WRITE, body_schema, NULL, err);
+    if (st == IB_OK)
+        st = run(s, TX_NONE, body_prepare, schema_range, err);
+    if (st != IB_OK)
+        goto fail_stmts;
+    *out = &s->base;
+    return IB_OK;
+
+fail_stmts:
+    for (int i = 0; i < Q_COUNT; i++)
+        sqlite3_finalize(s->q[i]);
+fail_db:
+    sqlite3_close_v2(s->db);
+fail_mutex:
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return st;
+}
+
+static const ib_recorder_ops sq_ops = {
+    .size = sizeof(ib_recorder_ops),
+    .kind = "sqlite",
+    .is_processed = sq_is_processed,
+    .mark_processed = sq_mark,
+    .close = sq_close,
+    .check_batch = sq_check_batch,
+    .mark_batch = sq_mark_batch,
+    .claim = sq_claim,
+    .claim_batch = sq_claim_batch,
+    .release = sq_release,
+    .release_batch = sq_release_batch,
+    .lookup = sq_lookup,
+    .forget = sq_forget,
+    .prune = sq_prune,
+    .list = sq_list,
+    .stats = sq_stats,
+};
+
+/* --- hooks ------------------------------------------------------------------ */
+
+sqlite3 *ib__sqlite_db(ib_recorder *r)
+{
+    return r != NULL && r->ops == &sq_ops ? sq(r)->db : NULL;
+}
+
+void ib__sqlite_set_prune_batch(ib_recorder *r, unsigned rows)
+{
+    if (r != NULL && r->ops == &sq_ops && rows > 0) {
+        pthread_mutex_lock(&sq(r)->mu);
+        sq(r)->prune_rows = rows;
+        pthread_mutex_unlock(&sq(r)->mu);
+    }
+}
+
+uint64_t ib__sqlite_prune_transactions(ib_recorder *r)
+{
+    uint64_t n = 0;
+    if (r != NULL && r->ops == &sq_ops) {
+        pthread_mutex_lock(&sq(r)->mu);
+        n = sq(r)->prune_transactions;
+        pthread_mutex_unlock(&sq(r)->mu);
+    }
+    return n;
+}

@@ -1,1 +1,181 @@
-/* placeholder: being written */
+/* Schema of the sqlite: recorder, versioned with PRAGMA user_version.
+ *
+ * processed_log is the spec's table, readable by other tools. It is
+ * WITHOUT ROWID: with random 32-character keys a rowid table plus its
+ * primary-key index would write two b-trees per marker. There is no index
+ * on ts, for the same reason: prune walks the primary key in bounded
+ * ranges instead (sqlite.c).
+ *
+ * Claims in progress live apart in processed_claims, so processed_log only
+ * ever holds done markers and its meaning stays the seed's. */
+#include "sqlite_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#define LOG_COLUMNS                                                                                \
+    " (\n"                                                                                         \
+    "    consumer TEXT NOT NULL,\n"                                                                \
+    "    event_id TEXT NOT NULL,\n"                                                                \
+    "    ts INTEGER NOT NULL, -- unix milliseconds when marked\n"                                  \
+    "    PRIMARY KEY (consumer, event_id)\n"                                                       \
+    ") WITHOUT ROWID"
+
+#define CREATE_LOG "CREATE TABLE processed_log" LOG_COLUMNS
+
+#define CREATE_CLAIMS                                                                              \
+    "CREATE TABLE processed_claims (\n"                                                            \
+    "    consumer TEXT NOT NULL,\n"                                                                \
+    "    event_id TEXT NOT NULL,\n"                                                                \
+    "    owner TEXT NOT NULL,\n"                                                                   \
+    "    expires_ms INTEGER NOT NULL, -- unix milliseconds when the lease ends\n"                  \
+    "    PRIMARY KEY (consumer, event_id)\n"                                                       \
+    ") WITHOUT ROWID"
+
+/* The seed's markers, rewritten to the current layout:
+ *  - ids are normalised the way the host normalises them (lower case, no
+ *    dashes), so a marker written in another form still matches;
+ *  - ts becomes unix ms: numbers below 1e11 are seconds (the seed stored
+ *    time.time(), a REAL), larger ones already ms; ISO dates are read as
+ *    UTC; anything else gets the migration time, so an unknown marker is
+ *    kept for a full retention window rather than pruned first;
+ *  - rows with a NULL key (a rowid table allows them) or an empty consumer
+ *    cannot match any event and are dropped. */
+#define COPY_SEED                                                                                  \
+    "INSERT OR IGNORE INTO processed_log_v1 (consumer, event_id, ts)\n"                            \
+    "SELECT consumer, event_id,\n"                                                                 \
+    "       CASE WHEN n IS NULL THEN %lld\n"                                                       \
+    "            WHEN abs(n) < 1e11 THEN CAST(round(n * 1000) AS INTEGER)\n"                       \
+    "            ELSE CAST(n AS INTEGER) END\n"                                                    \
+    "FROM (SELECT CAST(consumer AS TEXT) AS consumer,\n"                                           \
+    "             lower(replace(CAST(event_id AS TEXT), '-', '')) AS event_id,\n"                  \
+    "             CASE WHEN typeof(ts) IN ('integer', 'real') THEN ts\n"                           \
+    "                  WHEN typeof(ts) = 'text'\n"                                                 \
+    "                       AND ts GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'\n"           \
+    "                  THEN (julianday(ts) - 2440587.5) * 86400.0\n"                               \
+    "                  WHEN typeof(ts) = 'text' AND trim(ts) GLOB '[0-9]*'\n"                      \
+    "                  THEN CAST(trim(ts) AS REAL)\n"                                              \
+    "                  ELSE NULL END AS n\n"                                                       \
+    "      FROM processed_log\n"                                                                   \
+    "      WHERE consumer IS NOT NULL AND event_id IS NOT NULL\n"                                  \
+    "        AND CAST(consumer AS TEXT) <> '')"
+
+static int refuse(ib_error *err, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Fills `err` with IB_ERR_SCHEMA, "recorder <name>: <reason>". */
+static int refuse(ib_error *err, const char *name, const char *fmt, ...)
+{
+    char reason[IB_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    ib_error_set(err, IB_ERR_SCHEMA, "recorder %s: %s", name, reason);
+    return IB__SQLITE_REFUSED;
+}
+
+static int read_int(sqlite3 *db, const char *sql, long long *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    int frc = sqlite3_finalize(st);
+    return rc != SQLITE_OK ? rc : frc;
+}
+
+static int exec(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+static int migrate_seed(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err)
+{
+    /* Only a table with the seed's three columns can be carried over. */
+    sqlite3_stmt *probe = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT consumer, event_id, ts FROM processed_log LIMIT 0", -1,
+                                &probe, NULL);
+    sqlite3_finalize(probe);
+    if (rc == SQLITE_ERROR)
+        return refuse(err, name,
+                      "processed_log lacks a consumer, event_id or ts column: "
+                      "not a layout this build can migrate");
+    if (rc != SQLITE_OK)
+        return rc;
+
+    rc = exec(db, "DROP TABLE IF EXISTS processed_log_v1");
+    if (rc == SQLITE_OK)
+        rc = exec(db, "CREATE TABLE processed_log_v1" LOG_COLUMNS);
+    if (rc != SQLITE_OK)
+        return rc;
+    char *copy = sqlite3_mprintf(COPY_SEED, (long long)now_ms);
+    if (copy == NULL)
+        return SQLITE_NOMEM;
+    rc = exec(db, copy);
+    sqlite3_free(copy);
+    if (rc == SQLITE_OK)
+        rc = exec(db, "DROP TABLE processed_log");
+    if (rc == SQLITE_OK)
+        rc = exec(db, "ALTER TABLE processed_log_v1 RENAME TO processed_log");
+    return rc;
+}
+
+int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err)
+{
+    long long version = 0, tables = 0;
+    int rc = read_int(db, "PRAGMA user_version", &version);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (version > IB__SQLITE_SCHEMA_VERSION || version < 0)
+        return refuse(err, name,
+                      "schema version %lld is newer than this build understands (%lld); "
+                      "upgrade infinity-bus or use another file",
+                      version, (long long)IB__SQLITE_SCHEMA_VERSION);
+    rc = read_int(db,
+                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                  "AND name IN ('processed_log', 'processed_claims')",
+                  &tables);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (version == IB__SQLITE_SCHEMA_VERSION) {
+        if (tables != 2)
+            return refuse(err, name,
+                          "schema version %lld but %lld of the tables processed_log and "
+                          "processed_claims exist",
+                          version, tables);
+        return SQLITE_OK;
+    }
+
+    /* Version 0: an empty file, or the seed's layout. */
+    if (tables > 0) {
+        long long has_claims = 0;
+        rc = read_int(db,
+                      "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                      "AND name = 'processed_claims'",
+                      &has_claims);
+        if (rc != SQLITE_OK)
+            return rc;
+        if (has_claims)
+            return refuse(err, name,
+                          "schema version %lld with a processed_claims table this build did "
+                          "not create",
+                          version);
+        rc = migrate_seed(db, name, now_ms, err);
+    } else {
+        rc = exec(db, CREATE_LOG);
+    }
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_CLAIMS);
+    if (rc == SQLITE_OK) {
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", IB__SQLITE_SCHEMA_VERSION);
+        rc = exec(db, sql);
+    }
+    return rc;
+}

@@ -1,1 +1,355 @@
-/* placeholder: being written */
+/* Recorder URIs (spec section 2):
+ *
+ *   memory:[?capacity=N]
+ *   sqlite:PATH[?synchronous=off|normal|full|extra&busy_timeout_ms=N&mode=0NNN]
+ *   sqlite::memory:
+ *   kv:BUCKET
+ *
+ * The scheme is matched without regard to case. The first '?' starts the
+ * parameters, so a path cannot contain '?'; there is no percent-decoding.
+ * Every parameter may appear once. Parsing touches nothing outside its
+ * arguments, which is what lets it be fuzzed. */
+#include "recorder_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define DEFAULT_BUSY_TIMEOUT_MS 10000
+#define DEFAULT_FILE_MODE 0600u
+/* How much of a URI an error message repeats. */
+#define QUOTE_MAX 96
+
+typedef struct parse_ctx {
+    const char *uri;
+    char quoted[QUOTE_MAX + 4];
+    ib_error *err;
+} parse_ctx;
+
+/* A copy of the URI that is safe to print: bounded, control bytes masked. */
+static void quote_uri(char *out, const char *uri)
+{
+    size_t n = 0;
+    for (; uri[n] != '\0' && n < QUOTE_MAX; n++) {
+        unsigned char c = (unsigned char)uri[n];
+        out[n] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    if (uri[n] != '\0') {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = '\0';
+}
+
+static ib_status fail(parse_ctx *pc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* IB_ERR_CONFIG with "recorder URI '<uri>': <reason>". */
+static ib_status fail(parse_ctx *pc, const char *fmt, ...)
+{
+    char reason[IB_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    return ib_error_set(pc->err, IB_ERR_CONFIG, "recorder URI '%s': %s", pc->quoted, reason);
+}
+
+/* A bounded, printable copy of `len` bytes of a parameter for messages. */
+static void quote_part(char out[48], const char *s, size_t len)
+{
+    size_t n = len < 40 ? len : 40;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    if (n < len) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = '\0';
+}
+
+/* Decimal without sign or spaces, within [min, max]. */
+static bool parse_decimal(uint64_t *out, const char *s, size_t len, uint64_t min, uint64_t max)
+{
+    uint64_t v = 0;
+    if (len == 0 || len > 20)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    if (v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Octal permission bits; the owner must keep read and write, since the
+ * recorder itself opens the file it created. */
+static bool parse_mode(unsigned *out, const char *s, size_t len)
+{
+    unsigned v = 0;
+    if (len == 0 || len > 4)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '7')
+            return false;
+        v = v * 8 + (unsigned)(s[i] - '0');
+    }
+    if (v > 0777 || (v & 0600) != 0600)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_sync(ib__sqlite_sync *out, const char *s, size_t len)
+{
+    static const char *const names[] = {"off", "normal", "full", "extra"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strlen(names[i]) == len && strncasecmp(names[i], s, len) == 0) {
+            *out = (ib__sqlite_sync)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *ib__sqlite_sync_str(ib__sqlite_sync level)
+{
+    switch (level) {
+    case IB__SQLITE_SYNC_OFF:
+        return "off";
+    case IB__SQLITE_SYNC_NORMAL:
+        return "normal";
+    case IB__SQLITE_SYNC_FULL:
+        return "full";
+    case IB__SQLITE_SYNC_EXTRA:
+        return "extra";
+    }
+    return "unknown";
+}
+
+/* One "name=value" parameter; `seen` has a bit per known name so a repeat
+ * is refused rather than silently winning. */
+static ib_status apply_param(parse_ctx *pc, ib__recorder_config *cfg, const char *p, size_t len,
+                             unsigned *seen)
+{
+    static const char *const names[] = {"capacity", "synchronous", "busy_timeout_ms", "mode"};
+    char qname[48], qval[48];
+    const char *eq = memchr(p, '=', len);
+    if (len == 0)
+        return fail(pc, "empty parameter");
+    if (eq == NULL) {
+        quote_part(qname, p, len);
+        return fail(pc, "parameter '%s' has no value", qname);
+    }
+    size_t nlen = (size_t)(eq - p);
+    const char *val = eq + 1;
+    size_t vlen = len - nlen - 1;
+    quote_part(qname, p, nlen);
+    quote_part(qval, val, vlen);
+    if (nlen == 0)
+        return fail(pc, "parameter without a name");
+
+    int which = -1;
+    for (int i = 0; i < 4; i++)
+        if (strlen(names[i]) == nlen && memcmp(names[i], p, nlen) == 0)
+            which = i;
+    bool is_memory = cfg->kind == IB__RECORDER_MEMORY;
+    bool is_sqlite = cfg->kind == IB__RECORDER_SQLITE;
+    if (which < 0 || (which == 0 && !is_memory) || (which > 0 && !is_sqlite)) {
+        const char *expected = is_memory   ? "memory: takes capacity"
+                               : is_sqlite ? "sqlite: takes synchronous, busy_timeout_ms, mode"
+                                           : "kv: takes none";
+        return fail(pc, "unknown parameter '%s' (%s)", qname, expected);
+    }
+    if (*seen & (1u << which))
+        return fail(pc, "parameter '%s' given twice", qname);
+    *seen |= 1u << which;
+    if (vlen == 0)
+        return fail(pc, "parameter '%s' has an empty value", qname);
+
+    uint64_t v = 0;
+    switch (which) {
+    case 0:
+        if (!parse_decimal(&v, val, vlen, 1, IB__MEMORY_CAPACITY_MAX))
+            return fail(pc, "capacity '%s' is not a number between 1 and %zu", qval,
+                        (size_t)IB__MEMORY_CAPACITY_MAX);
+        cfg->memory_capacity = (size_t)v;
+        break;
+    case 1:
+        if (!parse_sync(&cfg->synchronous, val, vlen))
+            return fail(pc, "synchronous '%s' is not one of off, normal, full, extra", qval);
+        break;
+    case 2:
+        if (!parse_decimal(&v, val, vlen, 1, IB__BUSY_TIMEOUT_MAX_MS))
+            return fail(pc, "busy_timeout_ms '%s' is not a number between 1 and %d", qval,
+                        IB__BUSY_TIMEOUT_MAX_MS);
+        cfg->busy_timeout_ms = (int)v;
+        break;
+    default:
+        if (!parse_mode(&cfg->file_mode, val, vlen))
+            return fail(pc,
+                        "mode '%s' is not octal permission bits (at most 0777) giving the owner "
+                        "read and write",
+                        qval);
+        break;
+    }
+    return IB_OK;
+}
+
+static ib_status parse_query(parse_ctx *pc, ib__recorder_config *cfg, const char *q)
+{
+    unsigned seen = 0;
+    if (*q == '\0')
+        return fail(pc, "'?' without parameters");
+    for (;;) {
+        const char *amp = strchr(q, '&');
+        size_t len = amp != NULL ? (size_t)(amp - q) : strlen(q);
+        ib_status st = apply_param(pc, cfg, q, len, &seen);
+        if (st != IB_OK)
+            return st;
+        if (amp == NULL)
+            return IB_OK;
+        q = amp + 1;
+    }
+}
+
+/* Options first; the URI's parameters then override them. */
+static ib_status apply_options(parse_ctx *pc, ib__recorder_config *cfg,
+                               const ib_recorder_options *options)
+{
+    ib_recorder_options o;
+    memset(&o, 0, sizeof(o));
+    if (options != NULL) {
+        /* A caller built against a shorter struct leaves the new fields zero;
+         * size 0 (zero-initialised, size forgotten) means this layout. */
+        size_t n = options->size == 0 || options->size > sizeof(o) ? sizeof(o) : options->size;
+        memcpy(&o, options, n);
+    }
+    cfg->memory_capacity = o.memory_capacity;
+    cfg->busy_timeout_ms =
+        o.sqlite_busy_timeout_ms == 0 ? DEFAULT_BUSY_TIMEOUT_MS : o.sqlite_busy_timeout_ms;
+    cfg->synchronous = IB__SQLITE_SYNC_NORMAL;
+    cfg->file_mode = o.sqlite_file_mode == 0 ? DEFAULT_FILE_MODE : o.sqlite_file_mode;
+    cfg->now_ms = o.now_ms != NULL ? o.now_ms : ib__recorder_realtime_ms;
+    cfg->nats_connection = o.nats_connection;
+
+    if (o.memory_capacity > IB__MEMORY_CAPACITY_MAX)
+        return fail(pc, "option memory_capacity is above the limit of %zu",
+                    (size_t)IB__MEMORY_CAPACITY_MAX);
+    if (cfg->busy_timeout_ms < 0 || cfg->busy_timeout_ms > IB__BUSY_TIMEOUT_MAX_MS)
+        return fail(pc, "option sqlite_busy_timeout_ms is not between 0 and %d",
+                    IB__BUSY_TIMEOUT_MAX_MS);
+    if (cfg->file_mode > 0777 || (cfg->file_mode & 0600) != 0600)
+        return fail(
+            pc, "option sqlite_file_mode is not permission bits giving the owner read and write");
+    if (o.sqlite_synchronous != NULL &&
+        !parse_sync(&cfg->synchronous, o.sqlite_synchronous, strlen(o.sqlite_synchronous)))
+        return fail(pc, "option sqlite_synchronous is not one of off, normal, full, extra");
+    return IB_OK;
+}
+
+static bool valid_bucket(const char *b, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        char c = b[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+ib_status ib__recorder_config_parse(ib__recorder_config *cfg, const char *uri,
+                                    const ib_recorder_options *options, ib_error *err)
+{
+    parse_ctx pc = {.uri = uri, .err = err};
+    memset(cfg, 0, sizeof(*cfg));
+    if (uri == NULL || uri[0] == '\0')
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "recorder URI is empty (expected memory:, "
+                            "sqlite:PATH or kv:BUCKET)");
+    quote_uri(pc.quoted, uri);
+
+    const char *colon = strchr(uri, ':');
+    size_t slen = colon != NULL ? (size_t)(colon - uri) : 0;
+    if (colon != NULL && slen == 6 && strncasecmp(uri, "memory", 6) == 0)
+        cfg->kind = IB__RECORDER_MEMORY;
+    else if (colon != NULL && slen == 6 && strncasecmp(uri, "sqlite", 6) == 0)
+        cfg->kind = IB__RECORDER_SQLITE;
+    else if (colon != NULL && slen == 2 && strncasecmp(uri, "kv", 2) == 0)
+        cfg->kind = IB__RECORDER_KV;
+    else if (colon == NULL)
+        return fail(&pc, "no scheme (expected memory:, sqlite:PATH or kv:BUCKET)");
+    else {
+        char qs[48];
+        quote_part(qs, uri, slen);
+        return fail(&pc, "unknown scheme '%s:' (expected memory:, sqlite:PATH or kv:BUCKET)", qs);
+    }
+
+    ib_status st = apply_options(&pc, cfg, options);
+    if (st != IB_OK)
+        return st;
+
+    const char *body = colon + 1;
+    /* sqlite::memory: is a name, not a path, and may carry parameters. */
+    const char *query = strchr(body, '?');
+    size_t blen = query != NULL ? (size_t)(query - body) : strlen(body);
+
+    switch (cfg->kind) {
+    case IB__RECORDER_MEMORY:
+        if (blen != 0)
+            return fail(&pc, "memory: takes no path, only ?capacity=N");
+        break;
+    case IB__RECORDER_SQLITE:
+        if (blen == 0)
+            return fail(&pc, "empty path (e.g. sqlite:processed.db or sqlite::memory:)");
+        if (blen >= sizeof(cfg->path))
+            return fail(&pc, "path is longer than %d bytes", IB__RECORDER_PATH_MAX - 1);
+        memcpy(cfg->path, body, blen);
+        cfg->path[blen] = '\0';
+        break;
+    case IB__RECORDER_KV:
+        if (blen == 0)
+            return fail(&pc, "empty bucket name");
+        if (blen >= sizeof(cfg->path) || !valid_bucket(body, blen))
+            return fail(&pc, "bucket name may hold only letters, digits, '-' and '_'");
+        memcpy(cfg->path, body, blen);
+        cfg->path[blen] = '\0';
+        break;
+    }
+    if (query != NULL)
+        return parse_query(&pc, cfg, query + 1);
+    return IB_OK;
+}
+
+ib_status ib_recorder_open(ib_recorder **out, const char *uri, const ib_recorder_options *options,
+                           ib_error *err)
+{
+    ib__recorder_config cfg;
+    if (out == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: output parameter is NULL");
+    *out = NULL;
+    ib_status st = ib__recorder_config_parse(&cfg, uri, options, err);
+    if (st != IB_OK)
+        return st;
+    switch (cfg.kind) {
+    case IB__RECORDER_MEMORY:
+        return ib__memory_open(out, &cfg, err);
+    case IB__RECORDER_SQLITE:
+        return ib__sqlite_open(out, &cfg, err);
+    case IB__RECORDER_KV:
+        break;
+    }
+    /* The kv kind needs the NATS layer; until it lands the URI is understood
+     * but refused. */
+    return ib_error_set(err, IB_ERR_UNSUPPORTED,
+                        "recorder kv:%s: the kv: recorder is not built yet", cfg.path);
+}

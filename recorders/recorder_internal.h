@@ -1,0 +1,59 @@
+/* Internals shared by the recorder kinds and their tests; not installed.
+ *
+ * ib_recorder_open() splits in two steps so the URI grammar can be fuzzed
+ * without touching the file system: ib__recorder_config_parse() turns a URI
+ * plus options into an ib__recorder_config, then the kind's open function
+ * builds the recorder from it. */
+#ifndef IB_RECORDER_INTERNAL_H
+#define IB_RECORDER_INTERNAL_H
+
+#include "recorder.h"
+
+/* Longest path a sqlite: URI may name. */
+#define IB__RECORDER_PATH_MAX 4096
+
+typedef enum ib__recorder_kind {
+    IB__RECORDER_MEMORY = 0,
+    IB__RECORDER_SQLITE = 1,
+    IB__RECORDER_KV = 2,
+} ib__recorder_kind;
+
+/* SQLite `synchronous` levels, numbered as the pragma reads them back. */
+typedef enum ib__sqlite_sync {
+    IB__SQLITE_SYNC_OFF = 0,
+    IB__SQLITE_SYNC_NORMAL = 1,
+    IB__SQLITE_SYNC_FULL = 2,
+    IB__SQLITE_SYNC_EXTRA = 3,
+} ib__sqlite_sync;
+
+/* Everything a kind needs to open, after options and URI were merged. */
+typedef struct ib__recorder_config {
+    ib__recorder_kind kind;
+    char path[IB__RECORDER_PATH_MAX]; /* sqlite: file path or ":memory:"; kv: bucket */
+    size_t memory_capacity;           /* 0 = unbounded */
+    int busy_timeout_ms;              /* > 0 */
+    ib__sqlite_sync synchronous;
+    unsigned file_mode; /* permission bits for a new file */
+    int64_t (*now_ms)(void);
+    void *nats_connection;
+} ib__recorder_config;
+
+/* Largest memory capacity accepted; slot numbers are 32-bit. */
+#define IB__MEMORY_CAPACITY_MAX ((size_t)1 << 30)
+/* Largest busy timeout accepted: one day. */
+#define IB__BUSY_TIMEOUT_MAX_MS 86400000
+
+/* Parses `uri` over `options` (NULL = defaults) into `cfg`. Touches nothing
+ * outside its arguments. IB_ERR_CONFIG for a bad URI or option, with a
+ * message naming the URI and the reason. */
+ib_status ib__recorder_config_parse(ib__recorder_config *cfg, const char *uri,
+                                    const ib_recorder_options *options, ib_error *err);
+
+/* Kind constructors; `*out` is owned by the caller (ib_recorder_close). */
+ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
+ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
+
+/* Name of a synchronous level ("off", "normal", "full", "extra"). */
+const char *ib__sqlite_sync_str(ib__sqlite_sync level);
+
+#endif
