@@ -14,6 +14,7 @@ struct ib_nats {
     jsCtx *js;
     atomic_int connected;
     atomic_int closed;
+    atomic_int closing; /* set by ib_nats_close: disconnects are expected */
     atomic_ullong reconnects;
     char nkey_public[IB_NKEY_PUBLIC_LEN + 1];
 };
@@ -35,7 +36,8 @@ static void on_disconnected(natsConnection *nc, void *closure)
     (void)nc;
     ib_nats *n = closure;
     atomic_store(&n->connected, 0);
-    ib_log_kv(IB_SEV_WARN, "nats disconnected; reconnecting", NULL);
+    if (!atomic_load(&n->closing))
+        ib_log_kv(IB_SEV_WARN, "nats disconnected; reconnecting", NULL);
 }
 
 static void on_reconnected(natsConnection *nc, void *closure)
@@ -236,6 +238,7 @@ void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms)
 {
     if (n == NULL)
         return;
+    atomic_store(&n->closing, 1);
     if (n->nc != NULL) {
         if (ib_nats_is_connected(n) && flush_timeout_ms > 0)
             natsConnection_FlushTimeout(n->nc, flush_timeout_ms);

@@ -1,1 +1,14 @@
-# fuzz targets for host: being written
+# Fuzz targets of the host's parsers.
+ib_add_fuzz_target(fuzz_jsack
+  SOURCES fuzz_jsack.c ${PROJECT_SOURCE_DIR}/plugin/jsack.c
+  LIBS ib_core
+  CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/corpus/jsack)
+target_include_directories(fuzz_jsack PRIVATE ${PROJECT_SOURCE_DIR}/plugin)
+target_compile_options(fuzz_jsack PRIVATE -UNDEBUG)
+
+ib_add_fuzz_target(fuzz_duration
+  SOURCES fuzz_duration.c ${PROJECT_SOURCE_DIR}/plugin/cli/options.c
+  LIBS ib_core
+  CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/corpus/duration)
+target_include_directories(fuzz_duration PRIVATE ${PROJECT_SOURCE_DIR}/plugin/cli)
+target_compile_options(fuzz_duration PRIVATE -UNDEBUG)
