@@ -1,0 +1,357 @@
+/* Event ids: table-driven validation, generation, derivation, packing. */
+#include "ib_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uuid.h"
+
+/* A literal with its exact length, so cases may hold NUL bytes. */
+#define LIT(s) s, sizeof(s) - 1
+
+#define V4 "0f8fad5bd9cb469fa16570867728950e"
+#define V4_DASHED "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+typedef struct id_case {
+    const char *name;
+    const char *in;
+    size_t len;
+    unsigned flags;
+    ib_id_reason want;
+    const char *out; /* normalised output when valid */
+} id_case;
+
+static const id_case id_cases[] = {
+    /* accepted forms */
+    {"plain lowercase", LIT(V4), 0, IB_ID_VALID, V4},
+    {"plain uppercase", LIT("0F8FAD5BD9CB469FA16570867728950E"), 0, IB_ID_VALID, V4},
+    {"plain mixed case", LIT("0f8FAD5bd9CB469Fa16570867728950E"), 0, IB_ID_VALID, V4},
+    {"dashed lowercase", LIT(V4_DASHED), 0, IB_ID_VALID, V4},
+    {"dashed uppercase", LIT("0F8FAD5B-D9CB-469F-A165-70867728950E"), 0, IB_ID_VALID, V4},
+    {"dashed mixed case", LIT("0f8Fad5B-d9Cb-469F-a165-70867728950e"), 0, IB_ID_VALID, V4},
+    {"variant 8", LIT("0f8fad5bd9cb469f816570867728950e"), 0, IB_ID_VALID,
+     "0f8fad5bd9cb469f816570867728950e"},
+    {"variant 9", LIT("0f8fad5bd9cb469f916570867728950e"), 0, IB_ID_VALID,
+     "0f8fad5bd9cb469f916570867728950e"},
+    {"variant B upper", LIT("0f8fad5bd9cb469fB16570867728950e"), 0, IB_ID_VALID,
+     "0f8fad5bd9cb469fb16570867728950e"},
+    {"all zero but version and variant", LIT("00000000000040008000000000000000"), 0, IB_ID_VALID,
+     "00000000000040008000000000000000"},
+    /* wrong version */
+    {"version 0", LIT("0f8fad5bd9cb069fa16570867728950e"), 0, IB_ID_BAD_VERSION, ""},
+    {"version 1", LIT("0f8fad5bd9cb169fa16570867728950e"), 0, IB_ID_BAD_VERSION, ""},
+    {"version 3", LIT("0f8fad5bd9cb369fa16570867728950e"), 0, IB_ID_BAD_VERSION, ""},
+    {"version 5", LIT("0f8fad5bd9cb569fa16570867728950e"), 0, IB_ID_BAD_VERSION, ""},
+    {"version 7", LIT("0f8fad5bd9cb769fa16570867728950e"), 0, IB_ID_BAD_VERSION, ""},
+    {"version f", LIT("0f8fad5bd9cbf69fa16570867728950e"), 0, IB_ID_BAD_VERSION, ""},
+    {"version 5 dashed", LIT("0f8fad5b-d9cb-569f-a165-70867728950e"), 0, IB_ID_BAD_VERSION, ""},
+    {"nil uuid", LIT("00000000000000000000000000000000"), 0, IB_ID_BAD_VERSION, ""},
+    /* any version opt-in */
+    {"uuid7 refused by default", LIT("018f3c5e7d2a7b3c8d4e5f60718293a4"), 0, IB_ID_BAD_VERSION, ""},
+    {"uuid7 with any version", LIT("018f3c5e7d2a7b3c8d4e5f60718293a4"), IB_ID_ANY_VERSION,
+     IB_ID_VALID, "018f3c5e7d2a7b3c8d4e5f60718293a4"},
+    {"uuid7 dashed upper with any version", LIT("018F3C5E-7D2A-7B3C-8D4E-5F60718293A4"),
+     IB_ID_ANY_VERSION, IB_ID_VALID, "018f3c5e7d2a7b3c8d4e5f60718293a4"},
+    {"uuid1 with any version", LIT("0f8fad5bd9cb169fa16570867728950e"), IB_ID_ANY_VERSION,
+     IB_ID_VALID, "0f8fad5bd9cb169fa16570867728950e"},
+    {"uuid4 with any version", LIT(V4), IB_ID_ANY_VERSION, IB_ID_VALID, V4},
+    {"nil uuid with any version", LIT("00000000000000000000000000000000"), IB_ID_ANY_VERSION,
+     IB_ID_BAD_VARIANT, ""},
+    /* wrong variant */
+    {"variant 0 (0xxx)", LIT("0f8fad5bd9cb469f016570867728950e"), 0, IB_ID_BAD_VARIANT, ""},
+    {"variant 7 (0xxx)", LIT("0f8fad5bd9cb469f716570867728950e"), 0, IB_ID_BAD_VARIANT, ""},
+    {"variant c (110x)", LIT("0f8fad5bd9cb469fc16570867728950e"), 0, IB_ID_BAD_VARIANT, ""},
+    {"variant d (110x)", LIT("0f8fad5bd9cb469fd16570867728950e"), 0, IB_ID_BAD_VARIANT, ""},
+    {"variant e (111x)", LIT("0f8fad5bd9cb469fe16570867728950e"), 0, IB_ID_BAD_VARIANT, ""},
+    {"variant F (111x)", LIT("0f8fad5bd9cb469fF16570867728950e"), 0, IB_ID_BAD_VARIANT, ""},
+    {"variant c dashed", LIT("0f8fad5b-d9cb-469f-c165-70867728950e"), 0, IB_ID_BAD_VARIANT, ""},
+    {"variant e with any version", LIT("018f3c5e7d2a7b3ced4e5f60718293a4"), IB_ID_ANY_VERSION,
+     IB_ID_BAD_VARIANT, ""},
+    {"variant 0 with any version", LIT("018f3c5e7d2a7b3c0d4e5f60718293a4"), IB_ID_ANY_VERSION,
+     IB_ID_BAD_VARIANT, ""},
+    /* lengths */
+    {"empty", "", 0, 0, IB_ID_EMPTY, ""},
+    {"NULL input", NULL, 0, 0, IB_ID_EMPTY, ""},
+    {"NULL input with a length", NULL, 32, 0, IB_ID_EMPTY, ""},
+    {"1 char", LIT("4"), 0, IB_ID_BAD_LENGTH, ""},
+    {"31 chars", LIT("0f8fad5bd9cb469fa16570867728950"), 0, IB_ID_BAD_LENGTH, ""},
+    {"33 chars", LIT("0f8fad5bd9cb469fa16570867728950e0"), 0, IB_ID_BAD_LENGTH, ""},
+    {"35 chars dashed", LIT("0f8fad5b-d9cb-469f-a165-70867728950"), 0, IB_ID_BAD_LENGTH, ""},
+    {"37 chars dashed", LIT("0f8fad5b-d9cb-469f-a165-70867728950e0"), 0, IB_ID_BAD_LENGTH, ""},
+    {"braced", LIT("{0f8fad5b-d9cb-469f-a165-70867728950e}"), 0, IB_ID_BAD_LENGTH, ""},
+    {"urn prefix", LIT("urn:uuid:0f8fad5b-d9cb-469f-a165-70867728950e"), 0, IB_ID_BAD_LENGTH, ""},
+    {"64 chars", LIT(V4 V4), 0, IB_ID_BAD_LENGTH, ""},
+    /* characters */
+    {"non-hex g at 0", LIT("gf8fad5bd9cb469fa16570867728950e"), 0, IB_ID_BAD_CHAR, ""},
+    {"non-hex G at 31", LIT("0f8fad5bd9cb469fa16570867728950G"), 0, IB_ID_BAD_CHAR, ""},
+    {"non-hex z at version", LIT("0f8fad5bd9cbz69fa16570867728950e"), 0, IB_ID_BAD_CHAR, ""},
+    {"non-hex + at variant", LIT("0f8fad5bd9cb469f+16570867728950e"), 0, IB_ID_BAD_CHAR, ""},
+    {"non-hex in dashed", LIT("0f8fad5b-d9cb-469f-a165-7086772895xe"), 0, IB_ID_BAD_CHAR, ""},
+    {"dashes in 32 chars", LIT("0f8fad5b-d9cb-469f-a165-70867728"), 0, IB_ID_BAD_CHAR, ""},
+    {"extra dash in dashed", LIT("0f8fad5b--9cb-469f-a165-70867728950e"), 0, IB_ID_BAD_CHAR, ""},
+    /* dashes */
+    {"dash one early", LIT("0f8fad5-bd9cb-469f-a165-70867728950e"), 0, IB_ID_BAD_DASHES, ""},
+    {"dash one late", LIT("0f8fad5bd-9cb-469f-a165-70867728950e"), 0, IB_ID_BAD_DASHES, ""},
+    {"last dash misplaced", LIT("0f8fad5b-d9cb-469f-a1657-0867728950e"), 0, IB_ID_BAD_DASHES, ""},
+    {"36 hex no dashes", LIT("0f8fad5bd9cb469fa16570867728950e0f8f"), 0, IB_ID_BAD_DASHES, ""},
+    {"underscores for dashes", LIT("0f8fad5b_d9cb_469f_a165_70867728950e"), 0, IB_ID_BAD_DASHES,
+     ""},
+    /* embedded NUL */
+    {"NUL inside plain",
+     LIT("0f8fad\0"
+         "bd9cb469fa16570867728950e"),
+     0, IB_ID_BAD_CHAR, ""},
+    {"NUL at end of plain", LIT("0f8fad5bd9cb469fa16570867728950\0"), 0, IB_ID_BAD_CHAR, ""},
+    {"NUL inside dashed",
+     LIT("0f8fad5b-d9cb-469f-a165-708677\0"
+         "8950e"),
+     0, IB_ID_BAD_CHAR, ""},
+    {"NUL for a dash",
+     LIT("0f8fad5b\0"
+         "d9cb-469f-a165-70867728950e"),
+     0, IB_ID_BAD_DASHES, ""},
+    {"valid id then NUL and junk", LIT(V4 "\0junk"), 0, IB_ID_BAD_LENGTH, ""},
+    {"valid id then NUL", LIT(V4 "\0"), 0, IB_ID_BAD_LENGTH, ""},
+    /* spaces */
+    {"leading space", LIT(" " V4), 0, IB_ID_BAD_LENGTH, ""},
+    {"trailing space", LIT(V4 " "), 0, IB_ID_BAD_LENGTH, ""},
+    {"leading space within 32", LIT(" f8fad5bd9cb469fa16570867728950e"), 0, IB_ID_BAD_CHAR, ""},
+    {"trailing newline within 32", LIT("0f8fad5bd9cb469fa16570867728950\n"), 0, IB_ID_BAD_CHAR, ""},
+    {"tab within dashed", LIT("0f8fad5b-d9cb-469f-a165-70867728950\t"), 0, IB_ID_BAD_CHAR, ""},
+    /* UTF-8 multi-byte characters */
+    {"e-acute in 32 bytes",
+     LIT("0f8fad5bd9cb469fa16570867728\xc3\xa9"
+         "0e"),
+     0, IB_ID_BAD_CHAR, ""},
+    {"fullwidth digit in 32 bytes",
+     LIT("\xef\xbc\x90"
+         "f8fad5bd9cb469fa1657086772895"),
+     0, IB_ID_BAD_CHAR, ""},
+    {"e-acute in dashed 36 bytes", LIT("0f8fad5b-d9cb-469f-a165-7086772895\xc3\xa9"), 0,
+     IB_ID_BAD_CHAR, ""},
+    {"e-acute making 33 bytes", LIT("0f8fad5bd9cb469fa16570867728950\xc3\xa9"), 0, IB_ID_BAD_LENGTH,
+     ""},
+};
+
+static void test_id_table(void **state)
+{
+    (void)state;
+    size_t failures = 0;
+    size_t n = sizeof(id_cases) / sizeof(id_cases[0]);
+
+    assert_true(n >= 40);
+    for (size_t i = 0; i < n; i++) {
+        const id_case *c = &id_cases[i];
+        char out[IB_ID_BUF_SIZE];
+        ib_id_reason got;
+
+        memset(out, 'x', sizeof(out));
+        got = ib_id_normalise(out, c->in, c->len, c->flags);
+        if (got != c->want || strcmp(out, c->out) != 0) {
+            print_error("case '%s': got reason %d (%s) out '%s', want %d (%s) out '%s'\n", c->name,
+                        (int)got, ib_id_reason_str(got), out, (int)c->want,
+                        ib_id_reason_str(c->want), c->out);
+            failures++;
+            continue;
+        }
+        if (got == IB_ID_VALID) {
+            char again[IB_ID_BUF_SIZE];
+            /* Normalising is idempotent and the output is what recorders accept. */
+            if (!ib_id_is_normalised(out) ||
+                ib_id_normalise(again, out, strlen(out), c->flags) != IB_ID_VALID ||
+                strcmp(again, out) != 0) {
+                print_error("case '%s': output '%s' is not stable\n", c->name, out);
+                failures++;
+            }
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+static void test_id_is_normalised(void **state)
+{
+    (void)state;
+    assert_true(ib_id_is_normalised(V4));
+    assert_true(ib_id_is_normalised("018f3c5e7d2a7b3c8d4e5f60718293a4")); /* any version */
+    assert_false(ib_id_is_normalised(NULL));
+    assert_false(ib_id_is_normalised(""));
+    assert_false(ib_id_is_normalised("0F8FAD5BD9CB469FA16570867728950E"));
+    assert_false(ib_id_is_normalised(V4_DASHED));
+    assert_false(ib_id_is_normalised("0f8fad5bd9cb469fa16570867728950"));
+    assert_false(ib_id_is_normalised(V4 "0"));
+    assert_false(ib_id_is_normalised("0f8fad5bd9cb469fa16570867728950g"));
+}
+
+static void test_id_reason_strings(void **state)
+{
+    (void)state;
+    const ib_id_reason all[] = {IB_ID_VALID,      IB_ID_EMPTY,      IB_ID_BAD_LENGTH,
+                                IB_ID_BAD_CHAR,   IB_ID_BAD_DASHES, IB_ID_BAD_VERSION,
+                                IB_ID_BAD_VARIANT};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(ib_id_reason_str(all[i]), ib_id_reason_str(all[j]));
+    }
+    assert_string_equal(ib_id_reason_str(IB_ID_BAD_VERSION), "version nibble is not 4");
+    assert_string_equal(ib_id_reason_str((ib_id_reason)99), "unknown reason");
+}
+
+static int cmp_ids(const void *a, const void *b)
+{
+    return memcmp(a, b, IB_ID_BUF_SIZE);
+}
+
+static void test_uuid4_generate_valid_and_distinct(void **state)
+{
+    (void)state;
+    size_t n = getenv("IB_UNDER_VALGRIND") != NULL ? 2000 : 10000;
+    char(*ids)[IB_ID_BUF_SIZE] = malloc(n * IB_ID_BUF_SIZE);
+    unsigned seen[IB_ID_LEN] = {0}; /* bit set of hex values seen per position */
+
+    assert_non_null(ids);
+    for (size_t i = 0; i < n; i++) {
+        char norm[IB_ID_BUF_SIZE];
+        assert_int_equal(ib_uuid4_generate(ids[i]), IB_OK);
+        assert_true(ib_id_is_normalised(ids[i]));
+        assert_int_equal(ib_id_normalise(norm, ids[i], IB_ID_LEN, IB_ID_UUID4_ONLY), IB_ID_VALID);
+        assert_string_equal(norm, ids[i]);
+        for (size_t p = 0; p < IB_ID_LEN; p++) {
+            char c = ids[i][p];
+            seen[p] |= 1u << (c <= '9' ? c - '0' : c - 'a' + 10);
+        }
+    }
+    qsort(ids, n, IB_ID_BUF_SIZE, cmp_ids);
+    for (size_t i = 1; i < n; i++)
+        assert_string_not_equal(ids[i - 1], ids[i]);
+    /* Random positions take every hex value; version and variant do not. */
+    for (size_t p = 0; p < IB_ID_LEN; p++) {
+        if (p == 12)
+            assert_int_equal(seen[p], 1u << 4);
+        else if (p == 16)
+            assert_int_equal(seen[p], 0xfu << 8);
+        else
+            assert_int_equal(seen[p], 0xffffu);
+    }
+    free(ids);
+}
+
+static void test_uuid_derive_deterministic(void **state)
+{
+    (void)state;
+    char a[IB_ID_BUF_SIZE];
+    char b[IB_ID_BUF_SIZE];
+    char norm[IB_ID_BUF_SIZE];
+
+    ib_uuid_derive(a, V4, "order.shipped");
+    ib_uuid_derive(b, V4, "order.shipped");
+    assert_string_equal(a, b);
+    assert_int_equal(ib_id_normalise(norm, a, strlen(a), IB_ID_UUID4_ONLY), IB_ID_VALID);
+    assert_string_equal(norm, a);
+    /* Pinned: a replay after an upgrade must derive the same id. */
+    assert_string_equal(a, "8f294a14702344578176eb58bc631d3f");
+}
+
+static void test_uuid_derive_sensitive_to_inputs(void **state)
+{
+    (void)state;
+    char base[IB_ID_BUF_SIZE];
+    char other[IB_ID_BUF_SIZE];
+    char empty[IB_ID_BUF_SIZE];
+
+    ib_uuid_derive(base, V4, "order.shipped");
+    ib_uuid_derive(other, "0f8fad5bd9cb469fa16570867728950f", "order.shipped");
+    assert_string_not_equal(base, other);
+    ib_uuid_derive(other, V4, "order.shippee");
+    assert_string_not_equal(base, other);
+    ib_uuid_derive(other, "order.shipped", V4); /* swapped */
+    assert_string_not_equal(base, other);
+    /* Framing: moving bytes between the parts changes the id. */
+    ib_uuid_derive(base, "ab", "c");
+    ib_uuid_derive(other, "a", "bc");
+    assert_string_not_equal(base, other);
+    ib_uuid_derive(base, "", "");
+    ib_uuid_derive(empty, NULL, NULL);
+    assert_string_equal(base, empty);
+    assert_true(ib_id_is_normalised(empty));
+    ib_uuid_derive(other, "", "x");
+    assert_string_not_equal(empty, other);
+}
+
+static unsigned popcount8(uint8_t x)
+{
+    unsigned n = 0;
+    for (; x != 0; x &= (uint8_t)(x - 1))
+        n++;
+    return n;
+}
+
+/* One changed input byte must change about half of the 122 free bits; a
+ * weak mix would leave most of them alone. Inputs are fixed, so this is
+ * deterministic. */
+static void test_uuid_derive_avalanche(void **state)
+{
+    (void)state;
+    char parent[IB_ID_BUF_SIZE] = V4;
+    char name[] = "type.with.some.length";
+    uint8_t base[16];
+    unsigned total = 0;
+    unsigned trials = 0;
+    char id[IB_ID_BUF_SIZE];
+
+    ib_uuid_derive(id, parent, name);
+    assert_true(ib_id_pack(base, id));
+    for (size_t pos = 0; pos < IB_ID_LEN; pos++) {
+        for (int delta = 1; delta <= 4; delta++) {
+            uint8_t got[16];
+            char saved = parent[pos];
+            parent[pos] = (char)(saved ^ delta);
+            ib_uuid_derive(id, parent, name);
+            parent[pos] = saved;
+            assert_true(ib_id_pack(got, id));
+            for (int i = 0; i < 16; i++)
+                total += popcount8(got[i] ^ base[i]);
+            trials++;
+        }
+    }
+    /* 122 random bits: expect a mean of 61 changed bits. */
+    assert_in_range(total / trials, 54, 68);
+}
+
+static void test_id_pack_round_trip(void **state)
+{
+    (void)state;
+    const uint8_t want[16] = {0x0f, 0x8f, 0xad, 0x5b, 0xd9, 0xcb, 0x46, 0x9f,
+                              0xa1, 0x65, 0x70, 0x86, 0x77, 0x28, 0x95, 0x0e};
+    uint8_t packed[16];
+    char id[IB_ID_BUF_SIZE];
+
+    assert_true(ib_id_pack(packed, V4));
+    assert_memory_equal(packed, want, 16);
+    ib_id_unpack(id, packed);
+    assert_string_equal(id, V4);
+    for (int i = 0; i < 100; i++) {
+        char gen[IB_ID_BUF_SIZE];
+        assert_int_equal(ib_uuid4_generate(gen), IB_OK);
+        assert_true(ib_id_pack(packed, gen));
+        ib_id_unpack(id, packed);
+        assert_string_equal(id, gen);
+    }
+    assert_false(ib_id_pack(packed, "0F8FAD5BD9CB469FA16570867728950E"));
+    assert_false(ib_id_pack(packed, V4_DASHED));
+    assert_false(ib_id_pack(packed, "0f8fad5b"));
+    assert_false(ib_id_pack(packed, NULL));
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_id_table),
+    cmocka_unit_test(test_id_is_normalised),
+    cmocka_unit_test(test_id_reason_strings),
+    cmocka_unit_test(test_uuid4_generate_valid_and_distinct),
+    cmocka_unit_test(test_uuid_derive_deterministic),
+    cmocka_unit_test(test_uuid_derive_sensitive_to_inputs),
+    cmocka_unit_test(test_uuid_derive_avalanche),
+    cmocka_unit_test(test_id_pack_round_trip),
+};
+
+IB_TEST_MAIN(tests)
