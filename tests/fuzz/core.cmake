@@ -1,1 +1,16 @@
-# fuzz targets for core: being written
+# Fuzz targets for core: event decoding and id normalisation. Seeds live in
+# corpus/event and corpus/id; fuzz_core_gen_corpus (not built by default)
+# regenerates the committed ones.
+ib_add_fuzz_target(fuzz_event_decode
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/core/fuzz_event_decode.c
+  LIBS ib_core
+  CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/event
+  ITERATIONS 100000)
+ib_add_fuzz_target(fuzz_id_normalise
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/core/fuzz_id_normalise.c
+  LIBS ib_core
+  CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/id
+  ITERATIONS 200000)
+
+add_executable(fuzz_core_gen_corpus EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/core/gen_corpus.c)
+target_link_libraries(fuzz_core_gen_corpus PRIVATE ib_core)
