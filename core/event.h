@@ -68,11 +68,11 @@ typedef struct ib_event_header {
 typedef struct ib_event {
     char id[IB_ID_BUF_SIZE]; /* normalised: 32 lowercase hex */
     const char *type;        /* non-empty */
-    const uint8_t *payload;  /* may be NULL when payload_len is 0 */
+    const uint8_t *payload;  /* NULL exactly when payload_len is 0 */
     size_t payload_len;
-    int64_t created_at_ms; /* 0 = unknown */
-    const char *source;    /* "" when absent */
-    const ib_event_header *headers;
+    int64_t created_at_ms;          /* 0 = unknown */
+    const char *source;             /* "" when absent */
+    const ib_event_header *headers; /* unique keys, wire order; NULL when header_count is 0 */
     size_t header_count;
     void *impl_; /* the unpacked message and its allocator; private */
 } ib_event;
