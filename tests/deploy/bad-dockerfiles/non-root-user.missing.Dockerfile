@@ -1,0 +1,8 @@
+# A deliberately broken Dockerfile: scripts/check-dockerfile.sh must reject it
+# with rule non-root-user.
+FROM debian:12.8-slim AS build
+RUN echo build > /artifact
+
+FROM debian:12.8-slim
+COPY --from=build /artifact /artifact
+ENTRYPOINT ["ibus", "run"]
