@@ -16,7 +16,48 @@
  *                                               handlers not run
  *
  * Marks are made durable before ib_dispatch_run() returns, so the caller may
- * ack as soon as it has the outcomes. */
+ * ack as soon as it has the outcomes.
+ *
+ * In detail, per delivery (the rules are checked in this order):
+ *
+ *   - Poison rule: when options.max_deliver > 0 and delivery_count >=
+ *     max_deliver, no handler runs. The markers of its handlers are checked
+ *     (one check_batch call for all such deliveries of the batch): all done
+ *     -> ACK; otherwise DEAD_LETTER "max-deliver". A handler that crashes the
+ *     process every time is thus never run again on that delivery.
+ *   - Duplicates inside one batch: when the same (consumer, event id) pair
+ *     occurs in several deliveries of a batch, only the first occurrence is
+ *     claimed and run; the later ones follow its result. Done (marked now or
+ *     before) -> they count as duplicates; RETRY, busy or a recorder failure
+ *     -> they are NAK'ed too (never acked as done while the work is not
+ *     marked); REJECT -> they are dead-lettered "rejected" as well, without
+ *     running the handler again. Such followers of a failed first occurrence
+ *     are counted in counts.coalesced.
+ *   - A claim held by another owner (BUSY) is never acked: that process may
+ *     still fail, and then this delivery must run it. It is NAK'ed with the
+ *     base delay.
+ *   - REJECT wins over everything else; the OK handlers of that event are
+ *     still marked, so a replay of the dead letter does not rerun them.
+ *   - A failed claim or check (recorder error) NAKs the deliveries affected
+ *     with the back-off; a failed mark NAKs every delivery whose marks were in
+ *     it (counts.mark_failed): the handlers ran but their work is not durable,
+ *     so the message must come back. Unmarked work is never acked.
+ *
+ * Ordering: with options.concurrency <= 1 the handlers of a batch run on the
+ * caller's thread, in batch order (for each delivery, in registration
+ * order). With concurrency N > 1 they run on N worker threads, so within a
+ * batch handlers of different events (and different handlers of one event)
+ * run in any order and at the same time. Across batches order is kept: a
+ * batch is finished (run, marked) before ib_dispatch_run() returns, and the
+ * host acks only then. Strict order is not a JetStream promise anyway: a
+ * NAK'ed or timed-out message is redelivered after later ones.
+ *
+ * Thread safety: register every handler (ib_dispatch_add) before the first
+ * ib_dispatch_run() and before sharing the table between threads.
+ * ib_dispatch_run() may be called from several threads; calls on one table
+ * are serialised. It must not be called from inside a handler of the same
+ * table (it would wait for itself). ib_dispatch_count_for() and
+ * ib_dispatch_backoff_ms() are safe from any thread. */
 #ifndef IB_DISPATCH_H
 #define IB_DISPATCH_H
 
@@ -31,21 +72,31 @@
 
 typedef struct ib_dispatch ib_dispatch;
 
+#define IB_DISPATCH_DEFAULT_LEASE_MS 30000 /* JetStream's default AckWait */
+#define IB_DISPATCH_DEFAULT_NAK_BASE_MS 1000
+#define IB_DISPATCH_DEFAULT_NAK_MAX_MS 60000
+#define IB_DISPATCH_MAX_CONCURRENCY 1024
+
 typedef struct ib_dispatch_options {
-    const char *owner;          /* claim owner token, unique per process; copied */
-    int64_t lease_ms;           /* claim lease; should match the consumer's AckWait */
-    uint64_t max_deliver;       /* the poison rule fires on this delivery; 0 = never */
-    int64_t nak_base_delay_ms;  /* first retry delay; doubles per delivery */
-    int64_t nak_max_delay_ms;   /* cap of the back-off */
-    unsigned concurrency;       /* handler threads; 0 or 1 = run on the caller's thread */
+    const char *owner;         /* claim owner token, unique per process; copied;
+                                  NULL or "" = a fresh random token */
+    int64_t lease_ms;          /* claim lease; should match the consumer's AckWait;
+                                  <= 0 = IB_DISPATCH_DEFAULT_LEASE_MS */
+    uint64_t max_deliver;      /* the poison rule fires on this delivery; 0 = never */
+    int64_t nak_base_delay_ms; /* first retry delay; doubles per delivery;
+                                  <= 0 = IB_DISPATCH_DEFAULT_NAK_BASE_MS */
+    int64_t nak_max_delay_ms;  /* cap of the back-off; <= 0 = IB_DISPATCH_DEFAULT_NAK_MAX_MS;
+                                  raised to the base delay if below it */
+    unsigned concurrency;      /* handler threads; 0 or 1 = run on the caller's thread;
+                                  at most IB_DISPATCH_MAX_CONCURRENCY */
 } ib_dispatch_options;
 
 /* One handler as registered. Strings are copied; `handle`/`state` are
  * BORROWED and must outlive the dispatch table. */
 typedef struct ib_dispatch_handler {
-    const char *consumer; /* consumer identity, e.g. "orders/audit/audit" */
-    const char *name;     /* for logs: "plugin/handler" */
-    const char *const *event_types; /* NULL-terminated */
+    const char *consumer;           /* consumer identity, e.g. "orders/audit/audit" */
+    const char *name;               /* for logs: "plugin/handler"; NULL = consumer */
+    const char *const *event_types; /* NULL-terminated, at least one non-empty type */
     ib_handle_fn handle;
     void *state;
 } ib_dispatch_handler;
@@ -56,54 +107,85 @@ typedef enum ib_outcome {
     IB_OUTCOME_DEAD_LETTER = 2,
 } ib_outcome;
 
-/* Per-delivery counters filled by ib_dispatch_run(). */
+/* Per-delivery counters filled by ib_dispatch_run(). Each handler subscribed
+ * to the event's type lands in at most one counter. */
 typedef struct ib_delivery_counts {
-    unsigned handled;    /* handlers run with OK (and marked) */
-    unsigned duplicates; /* handlers skipped: already marked */
-    unsigned retried;    /* handlers that returned RETRY */
-    unsigned rejected;   /* handlers that returned REJECT */
-    unsigned busy;       /* handlers skipped: claim held by another process */
-    unsigned mark_failed;/* handlers whose mark could not be written */
-    bool unhandled;      /* no handler subscribes to the type */
+    unsigned handled;     /* handlers run with OK (and marked) */
+    unsigned duplicates;  /* handlers skipped: already marked (also within the batch) */
+    unsigned retried;     /* handlers that returned RETRY */
+    unsigned rejected;    /* handlers that returned REJECT */
+    unsigned busy;        /* handlers skipped: claim held by another process */
+    unsigned mark_failed; /* handlers whose mark could not be written */
+    bool unhandled;       /* no handler subscribes to the type */
+    /* appended */
+    unsigned recorder_failed; /* handlers not run: the claim/check call failed */
+    unsigned coalesced;       /* handlers not run: they follow a failed first
+                                 occurrence of the same id earlier in the batch */
 } ib_delivery_counts;
 
 /* One delivered message. The caller fills the inputs; ib_dispatch_run()
  * fills the outputs. */
 typedef struct ib_delivery {
     /* inputs */
-    const ib_event *event;   /* BORROWED; must be a decoded, valid event */
-    const char *subject;     /* BORROWED; may be NULL */
+    const ib_event *event; /* BORROWED; must be a decoded, valid event */
+    const char *subject;   /* BORROWED; may be NULL (handlers then see "") */
     uint64_t stream_seq;
-    uint64_t delivery_count; /* 1 on the first delivery */
+    uint64_t delivery_count; /* 1 on the first delivery; 0 is taken as 1 */
     /* outputs */
     ib_outcome outcome;
-    const char *dead_letter_reason; /* static string when outcome is DEAD_LETTER */
-    int64_t nak_delay_ms;           /* when outcome is NAK */
+    const char *dead_letter_reason; /* static string when outcome is DEAD_LETTER, else NULL */
+    int64_t nak_delay_ms;           /* when outcome is NAK, else 0 */
     ib_delivery_counts counts;
-    double handle_seconds;          /* wall time spent in this delivery's handlers */
+    double handle_seconds; /* time spent in this delivery's handlers (summed over
+                              handlers, CLOCK_MONOTONIC) */
 } ib_delivery;
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive
- * it). `*out` is freed with ib_dispatch_free(). */
+ * it). `options` may be NULL for the defaults; its strings are copied. With
+ * concurrency > 1 the worker threads are started here (with every signal
+ * blocked, so the host's signal handling stays on its own threads).
+ * `*out` is freed with ib_dispatch_free(). Errors: IB_ERR_INVALID_ARG (no
+ * recorder), IB_ERR_CONFIG (an option out of range, named in the message),
+ * IB_ERR_NOMEM, IB_ERR_IO (no randomness for an owner token, or threads could
+ * not be started). */
 ib_status ib_dispatch_create(ib_dispatch **out, ib_recorder *recorder,
                              const ib_dispatch_options *options, ib_error *err);
+
+/* Stops and joins the worker threads and frees the table. Must not race with
+ * ib_dispatch_run(). NULL is a no-op. */
 void ib_dispatch_free(ib_dispatch *d);
 
 /* Registers a handler. Two handlers with the same consumer identity are
- * refused (IB_ERR_CONFIG): they would share markers and one would never run. */
+ * refused (IB_ERR_CONFIG, naming it): they would share markers and one would
+ * never run. Also IB_ERR_CONFIG: an empty or overlong consumer
+ * (IB_CONSUMER_MAX), no handle function, an empty type list or an empty type.
+ * A type listed twice for one handler counts once. On error the table is
+ * unchanged. */
 ib_status ib_dispatch_add(ib_dispatch *d, const ib_dispatch_handler *handler, ib_error *err);
 
-/* Number of handlers subscribed to `type`. */
+/* Number of handlers subscribed to `type` (0 for NULL or an unknown type). */
 size_t ib_dispatch_count_for(const ib_dispatch *d, const char *type);
 
 /* Runs a batch of deliveries through the idempotent flow. `bus` is handed to
  * handlers (may be NULL when nothing publishes). Returns IB_OK when every
  * delivery got an outcome (recorder trouble shows as NAK outcomes, never as
- * a lost event); an error only for misuse. */
+ * a lost event); an error only for misuse (IB_ERR_INVALID_ARG: NULL table or
+ * deliveries, a delivery without an event or type, an id that is not
+ * normalised), and then no handler has run and no output is set.
+ *
+ * Recorder failures do not fail the call, but their detail is worth a log
+ * line: when one happened, `err` (if non-NULL) holds the first recorder
+ * error (err->status != IB_OK) although IB_OK is returned; otherwise `err`
+ * is cleared. */
 ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
                           ib_error *err);
 
-/* The back-off delay for a RETRY seen on delivery `delivery_count`. */
+/* The back-off delay for a RETRY seen on delivery `delivery_count`:
+ * base * 2^(delivery_count - 1), capped at the maximum, then spread by
+ * +-20% jitter (so processes that failed together do not retry together)
+ * and clamped again to [1, max]. The jitter comes from a lock-free PRNG
+ * seeded per process; safe from any thread. `o` may be NULL (defaults);
+ * delivery_count 0 is taken as 1. */
 int64_t ib_dispatch_backoff_ms(const ib_dispatch_options *o, uint64_t delivery_count);
 
 #endif

@@ -1,0 +1,32 @@
+/* A fixed pool of worker threads that runs one parallel loop at a time
+ * (private to the dispatch part).
+ *
+ * The dispatch core hands it the handler calls of one batch and waits until
+ * all have returned; there is no queue across batches, so the pool never
+ * holds work the caller does not wait for. */
+#ifndef IB_DISPATCH_POOL_H
+#define IB_DISPATCH_POOL_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+typedef struct ib__pool ib__pool;
+
+/* One unit of work: called once per index. */
+typedef void (*ib__pool_fn)(void *ctx, size_t index);
+
+/* Starts `threads` (>= 1) workers with every signal blocked. `*out` is freed
+ * with ib__pool_free(). Errors: IB_ERR_NOMEM, IB_ERR_IO (thread creation). */
+ib_status ib__pool_create(ib__pool **out, unsigned threads, ib_error *err);
+
+/* Stops and joins the workers. Must not race with ib__pool_run(). NULL is a
+ * no-op. */
+void ib__pool_free(ib__pool *p);
+
+/* Calls fn(ctx, i) for every i in [0, n) on the workers, in any order and
+ * concurrently, and returns once every call has returned. Calls are
+ * serialised by the caller (one loop at a time per pool). */
+void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
+
+#endif
