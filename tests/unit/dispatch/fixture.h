@@ -1,0 +1,90 @@
+/* Shared fixture of the dispatch tests: a recorder of a given kind opened
+ * through ib_recorder_open() and wrapped in a "counting" kind that counts the
+ * batch calls and fails them on demand, a settable clock, test events and a
+ * scriptable handler. */
+#ifndef IB_DISPATCH_FIXTURE_H
+#define IB_DISPATCH_FIXTURE_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dispatch.h"
+
+/* Calls seen by the counting recorder, and failures it injects. */
+typedef struct fx_calls {
+    atomic_int check_batch;
+    atomic_int claim_batch;
+    atomic_int mark_batch;
+    atomic_int release_batch;
+    atomic_bool fail_check;
+    atomic_bool fail_claim;
+    atomic_bool fail_mark;
+} fx_calls;
+
+typedef struct fx {
+    const char *kind;   /* "memory" or "sqlite" */
+    char dir[PATH_MAX]; /* temporary directory of the sqlite file */
+    ib_recorder *inner; /* the real recorder; owned by `rec` */
+    ib_recorder *rec;   /* the counting wrapper the dispatch table uses */
+    fx_calls *calls;    /* inside `rec` */
+    ib_dispatch *d;     /* NULL until fx_dispatch() */
+} fx;
+
+/* Opens a recorder of `kind` ("memory" or "sqlite": a file in a fresh
+ * directory) with the fixture's clock, wrapped in the counting kind. */
+void fx_open(fx *f, const char *kind);
+/* Creates f->d over the wrapper; `o` NULL = fx_default_options(). */
+void fx_dispatch(fx *f, const ib_dispatch_options *o);
+/* Frees the table, closes the recorders and removes the directory. */
+void fx_close(fx *f);
+ib_dispatch_options fx_default_options(void);
+
+/* The clock every recorder of the fixture reads (unix ms). */
+void fx_clock_set(int64_t now_ms);
+int64_t fx_clock_now(void);
+
+/* True if (consumer, id) is marked in the real recorder. */
+bool fx_marked(fx *f, const char *consumer, const char *id);
+
+/* Fills `ev` with a valid event: id derived from `n` (distinct n, distinct
+ * ids), the given type (BORROWED), a small payload and one header. */
+void fx_event(ib_event *ev, unsigned n, const char *type);
+/* Fills `dl` as a fresh delivery of `ev`. */
+void fx_delivery(ib_delivery *dl, const ib_event *ev, uint64_t delivery_count);
+
+/* A handler whose verdict is set by the test; it counts its calls and keeps
+ * what it saw last. Thread-safe. */
+typedef struct fx_handler {
+    atomic_int calls;
+    atomic_int verdict; /* ib_verdict to return */
+    pthread_mutex_t mu;
+    char consumer[IB_CONSUMER_MAX + 1]; /* last raw event seen (under mu) */
+    char id[IB_ID_BUF_SIZE];
+    char subject[64];
+    uint64_t delivery_count;
+    uint64_t stream_seq;
+    uint32_t raw_size;
+    size_t payload_len;
+    bool payload_matches; /* handle()'s payload is the raw event's */
+    char header_value[64];
+    pthread_t thread;         /* thread of the last call */
+    atomic_bool other_thread; /* some call ran on another thread than `thread` before it */
+    bool seen_thread;
+} fx_handler;
+
+void fx_handler_init(fx_handler *h, ib_verdict verdict);
+void fx_handler_destroy(fx_handler *h);
+ib_verdict fx_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                     const ib_raw_event *ev);
+
+/* Registers `h` for one type under `consumer`; asserts success. */
+void fx_add(fx *f, const char *consumer, const char *type, fx_handler *h);
+
+/* Iteration count scaled down under valgrind. */
+size_t fx_scale(size_t normal, size_t under_valgrind);
+
+#endif

@@ -1,0 +1,705 @@
+/* The idempotent flow of ib_dispatch_run(), each case run against the real
+ * memory: and sqlite: recorders (through the counting wrapper). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+#include "ib_test.h"
+
+#define TYPE "order.created"
+
+static void run_ok(fx *f, ib_delivery *dl, size_t n)
+{
+    ib_error err = {0};
+    ib_status st = ib_dispatch_run(f->d, dl, n, NULL, &err);
+    if (st != IB_OK)
+        print_error("ib_dispatch_run: %s\n", err.msg);
+    assert_int_equal(st, IB_OK);
+}
+
+/* Runs one delivery of `ev` and returns it. */
+static ib_delivery run_one(fx *f, const ib_event *ev, uint64_t delivery_count)
+{
+    ib_delivery dl;
+    fx_delivery(&dl, ev, delivery_count);
+    run_ok(f, &dl, 1);
+    return dl;
+}
+
+/* A NAK delay for delivery `dc` lies within +-20% of base * 2^(dc-1), capped. */
+static void assert_backoff(const ib_delivery *dl, int64_t base, int64_t max, uint64_t dc)
+{
+    int64_t raw = base;
+    for (uint64_t k = 1; k < dc && raw < max; k++)
+        raw *= 2;
+    if (raw > max)
+        raw = max;
+    assert_int_equal(dl->outcome, IB_OUTCOME_NAK);
+    assert_true(dl->nak_delay_ms >= raw * 8 / 10);
+    assert_true(dl->nak_delay_ms <= raw * 12 / 10 + 1);
+    assert_true(dl->nak_delay_ms <= max);
+}
+
+/* ---- cases ------------------------------------------------------------- */
+
+static void success_marks(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    fx_add(f, "orders/audit/audit", TYPE, &h);
+    fx_event(&ev, 1, TYPE);
+
+    ib_delivery dl = run_one(f, &ev, 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_null(dl.dead_letter_reason);
+    assert_int_equal(dl.nak_delay_ms, 0);
+    assert_int_equal(dl.counts.handled, 1);
+    assert_int_equal(dl.counts.duplicates, 0);
+    assert_false(dl.counts.unhandled);
+    assert_true(dl.handle_seconds >= 0.0);
+    assert_int_equal(atomic_load(&h.calls), 1);
+    assert_true(fx_marked(f, "orders/audit/audit", ev.id));
+    /* the handler saw the event and its delivery facts */
+    assert_string_equal(h.consumer, "orders/audit/audit");
+    assert_string_equal(h.id, ev.id);
+    assert_string_equal(h.subject, "events.test");
+    assert_int_equal(h.delivery_count, 1);
+    assert_int_equal(h.stream_seq, 42);
+    assert_int_equal(h.raw_size, sizeof(ib_raw_event));
+    assert_int_equal(h.payload_len, ev.payload_len);
+    assert_true(h.payload_matches);
+    assert_string_equal(h.header_value, "t-1");
+    /* one group commit, one claim call, nothing to release */
+    assert_int_equal(atomic_load(&f->calls->claim_batch), 1);
+    assert_int_equal(atomic_load(&f->calls->mark_batch), 1);
+    assert_int_equal(atomic_load(&f->calls->release_batch), 0);
+    fx_handler_destroy(&h);
+}
+
+static void retry_naks_with_backoff(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    ib_dispatch_options o = fx_default_options();
+    fx_handler_init(&h, IB_HANDLER_RETRY);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 2, TYPE);
+
+    for (uint64_t dc = 1; dc <= 4; dc++) {
+        ib_delivery dl = run_one(f, &ev, dc);
+        assert_backoff(&dl, o.nak_base_delay_ms, o.nak_max_delay_ms, dc);
+        assert_int_equal(dl.counts.retried, 1);
+        assert_int_equal(dl.counts.handled, 0);
+        assert_false(fx_marked(f, "c/p/h", ev.id));
+        assert_int_equal(atomic_load(&h.calls), (int)dc);
+    }
+    /* the claim was released: another owner may take it at once */
+    ib_claim_state cs;
+    assert_int_equal(ib_recorder_claim(f->inner, &cs, "c/p/h", ev.id, "other", 30000, NULL), IB_OK);
+    assert_int_equal(cs, IB_CLAIM_ACQUIRED);
+    fx_handler_destroy(&h);
+}
+
+static void duplicate_dropped(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 3, TYPE);
+
+    assert_int_equal(run_one(f, &ev, 1).outcome, IB_OUTCOME_ACK);
+    ib_delivery dl = run_one(f, &ev, 2);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_int_equal(dl.counts.duplicates, 1);
+    assert_int_equal(dl.counts.handled, 0);
+    assert_int_equal(atomic_load(&h.calls), 1);
+    /* the same id published again (a new message, delivery 1) is a duplicate too */
+    dl = run_one(f, &ev, 1);
+    assert_int_equal(dl.counts.duplicates, 1);
+    assert_int_equal(atomic_load(&h.calls), 1);
+    fx_handler_destroy(&h);
+}
+
+static void reject_dead_letters(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    fx_handler_init(&h, IB_HANDLER_REJECT);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 4, TYPE);
+
+    ib_delivery dl = run_one(f, &ev, 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
+    assert_non_null(dl.dead_letter_reason);
+    assert_string_equal(dl.dead_letter_reason, "rejected");
+    assert_int_equal(dl.counts.rejected, 1);
+    assert_false(fx_marked(f, "c/p/h", ev.id));
+    assert_int_equal(atomic_load(&f->calls->mark_batch), 0);
+    assert_int_equal(atomic_load(&f->calls->release_batch), 1);
+    fx_handler_destroy(&h);
+}
+
+static void redelivery_runs_only_failed(fx *f)
+{
+    fx_handler ok, flaky;
+    ib_event ev;
+    fx_handler_init(&ok, IB_HANDLER_OK);
+    fx_handler_init(&flaky, IB_HANDLER_RETRY);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/ok", TYPE, &ok);
+    fx_add(f, "c/p/flaky", TYPE, &flaky);
+    assert_int_equal(ib_dispatch_count_for(f->d, TYPE), 2);
+    fx_event(&ev, 5, TYPE);
+
+    ib_delivery dl = run_one(f, &ev, 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    assert_int_equal(dl.counts.handled, 1);
+    assert_int_equal(dl.counts.retried, 1);
+    assert_true(fx_marked(f, "c/p/ok", ev.id));
+    assert_false(fx_marked(f, "c/p/flaky", ev.id));
+
+    atomic_store(&flaky.verdict, IB_HANDLER_OK);
+    dl = run_one(f, &ev, 2);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_int_equal(dl.counts.duplicates, 1);
+    assert_int_equal(dl.counts.handled, 1);
+    assert_int_equal(atomic_load(&ok.calls), 1);
+    assert_int_equal(atomic_load(&flaky.calls), 2);
+    assert_true(fx_marked(f, "c/p/flaky", ev.id));
+    fx_handler_destroy(&ok);
+    fx_handler_destroy(&flaky);
+}
+
+static void reject_still_marks_ok_handlers(fx *f)
+{
+    fx_handler ok, bad;
+    ib_event ev;
+    fx_handler_init(&ok, IB_HANDLER_OK);
+    fx_handler_init(&bad, IB_HANDLER_REJECT);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/ok", TYPE, &ok);
+    fx_add(f, "c/p/bad", TYPE, &bad);
+    fx_event(&ev, 6, TYPE);
+
+    ib_delivery dl = run_one(f, &ev, 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
+    assert_string_equal(dl.dead_letter_reason, "rejected");
+    assert_int_equal(dl.counts.handled, 1);
+    assert_int_equal(dl.counts.rejected, 1);
+    assert_true(fx_marked(f, "c/p/ok", ev.id));
+    assert_false(fx_marked(f, "c/p/bad", ev.id));
+    /* a replay of the dead letter runs only the handler that refused it */
+    atomic_store(&bad.verdict, IB_HANDLER_OK);
+    dl = run_one(f, &ev, 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_int_equal(atomic_load(&ok.calls), 1);
+    assert_int_equal(atomic_load(&bad.calls), 2);
+    fx_handler_destroy(&ok);
+    fx_handler_destroy(&bad);
+}
+
+static void poison_not_done_dead_letters(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    ib_dispatch_options o = fx_default_options();
+    o.max_deliver = 3;
+    fx_handler_init(&h, IB_HANDLER_RETRY);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 7, TYPE);
+
+    ib_delivery dl = run_one(f, &ev, 2);
+    assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    assert_int_equal(atomic_load(&h.calls), 1);
+    for (uint64_t dc = 3; dc <= 4; dc++) {
+        dl = run_one(f, &ev, dc);
+        assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
+        assert_string_equal(dl.dead_letter_reason, "max-deliver");
+        assert_int_equal(atomic_load(&h.calls), 1); /* not run again */
+    }
+    assert_false(fx_marked(f, "c/p/h", ev.id));
+    assert_int_equal(atomic_load(&f->calls->check_batch), 2);
+    fx_handler_destroy(&h);
+}
+
+static void poison_done_acks(fx *f)
+{
+    fx_handler a, b;
+    ib_event ev;
+    ib_dispatch_options o = fx_default_options();
+    o.max_deliver = 3;
+    fx_handler_init(&a, IB_HANDLER_OK);
+    fx_handler_init(&b, IB_HANDLER_OK);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/a", TYPE, &a);
+    fx_add(f, "c/p/b", TYPE, &b);
+    fx_event(&ev, 8, TYPE);
+    /* both done before (say a process marked and crashed before its ack) */
+    assert_int_equal(ib_recorder_mark(f->inner, "c/p/a", ev.id, NULL), IB_OK);
+    assert_int_equal(ib_recorder_mark(f->inner, "c/p/b", ev.id, NULL), IB_OK);
+
+    ib_delivery dl = run_one(f, &ev, 3);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_int_equal(dl.counts.duplicates, 2);
+    assert_int_equal(atomic_load(&a.calls) + atomic_load(&b.calls), 0);
+
+    /* only one of two done: still poison */
+    ib_event ev2;
+    fx_event(&ev2, 9, TYPE);
+    assert_int_equal(ib_recorder_mark(f->inner, "c/p/a", ev2.id, NULL), IB_OK);
+    dl = run_one(f, &ev2, 3);
+    assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
+    assert_string_equal(dl.dead_letter_reason, "max-deliver");
+    assert_int_equal(dl.counts.duplicates, 1);
+    assert_int_equal(atomic_load(&a.calls) + atomic_load(&b.calls), 0);
+    fx_handler_destroy(&a);
+    fx_handler_destroy(&b);
+}
+
+static void unhandled_acks(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 10, "nobody.listens");
+
+    assert_int_equal(ib_dispatch_count_for(f->d, "nobody.listens"), 0);
+    ib_delivery dl = run_one(f, &ev, 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_true(dl.counts.unhandled);
+    assert_int_equal(dl.counts.handled, 0);
+    assert_int_equal(atomic_load(&h.calls), 0);
+    assert_int_equal(atomic_load(&f->calls->claim_batch), 0);
+    fx_handler_destroy(&h);
+}
+
+static void busy_naks_without_running(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    ib_dispatch_options o = fx_default_options();
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 11, TYPE);
+    ib_claim_state cs;
+    assert_int_equal(ib_recorder_claim(f->inner, &cs, "c/p/h", ev.id, "elsewhere", 60000, NULL),
+                     IB_OK);
+    assert_int_equal(cs, IB_CLAIM_ACQUIRED);
+
+    /* a late delivery still waits only the base delay */
+    ib_delivery dl = run_one(f, &ev, 5);
+    assert_backoff(&dl, o.nak_base_delay_ms, o.nak_max_delay_ms, 1);
+    assert_int_equal(dl.counts.busy, 1);
+    assert_int_equal(atomic_load(&h.calls), 0);
+    assert_false(fx_marked(f, "c/p/h", ev.id));
+    /* the other owner's claim is untouched */
+    assert_int_equal(ib_recorder_claim(f->inner, &cs, "c/p/h", ev.id, "third", 60000, NULL), IB_OK);
+    assert_int_equal(cs, IB_CLAIM_BUSY);
+    fx_handler_destroy(&h);
+}
+
+static void expired_lease_runs(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 12, TYPE);
+    ib_claim_state cs;
+    assert_int_equal(ib_recorder_claim(f->inner, &cs, "c/p/h", ev.id, "crashed", 5000, NULL),
+                     IB_OK);
+    assert_int_equal(cs, IB_CLAIM_ACQUIRED);
+    fx_clock_set(fx_clock_now() + 6000);
+
+    ib_delivery dl = run_one(f, &ev, 2);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_int_equal(dl.counts.handled, 1);
+    assert_int_equal(atomic_load(&h.calls), 1);
+    assert_true(fx_marked(f, "c/p/h", ev.id));
+    fx_handler_destroy(&h);
+}
+
+static void batch_duplicates_run_once(fx *f)
+{
+    fx_handler h;
+    ib_event a, b;
+    ib_delivery dl[4];
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&a, 13, TYPE);
+    fx_event(&b, 14, TYPE);
+    fx_delivery(&dl[0], &a, 1);
+    fx_delivery(&dl[1], &a, 1);
+    fx_delivery(&dl[2], &b, 1);
+    fx_delivery(&dl[3], &a, 2);
+
+    run_ok(f, dl, 4);
+    assert_int_equal(atomic_load(&h.calls), 2);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+    assert_int_equal(dl[0].counts.handled, 1);
+    assert_int_equal(dl[1].counts.duplicates, 1);
+    assert_int_equal(dl[2].counts.handled, 1);
+    assert_int_equal(dl[3].counts.duplicates, 1);
+    assert_int_equal(atomic_load(&f->calls->claim_batch), 1);
+    assert_int_equal(atomic_load(&f->calls->mark_batch), 1);
+    assert_true(fx_marked(f, "c/p/h", a.id));
+    assert_true(fx_marked(f, "c/p/h", b.id));
+    fx_handler_destroy(&h);
+}
+
+/* A later copy in the batch follows a failed first occurrence. */
+static void batch_duplicates_follow_failure(fx *f)
+{
+    static const struct {
+        ib_verdict verdict;
+        ib_outcome outcome;
+        const char *reason;
+    } table[] = {
+        {IB_HANDLER_RETRY, IB_OUTCOME_NAK, NULL},
+        {IB_HANDLER_REJECT, IB_OUTCOME_DEAD_LETTER, "rejected"},
+    };
+    fx_handler h;
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/h", TYPE, &h);
+    for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++) {
+        ib_event ev;
+        ib_delivery dl[2];
+        int before = atomic_load(&h.calls);
+        atomic_store(&h.verdict, table[t].verdict);
+        fx_event(&ev, 15 + (unsigned)t, TYPE);
+        fx_delivery(&dl[0], &ev, 1);
+        fx_delivery(&dl[1], &ev, 3);
+        run_ok(f, dl, 2);
+        assert_int_equal(atomic_load(&h.calls), before + 1);
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(dl[i].outcome, table[t].outcome);
+            if (table[t].reason != NULL)
+                assert_string_equal(dl[i].dead_letter_reason, table[t].reason);
+            else
+                assert_true(dl[i].nak_delay_ms > 0);
+        }
+        assert_int_equal(dl[1].counts.coalesced, 1);
+        assert_int_equal(dl[1].counts.duplicates, 0);
+        assert_false(fx_marked(f, "c/p/h", ev.id));
+    }
+    fx_handler_destroy(&h);
+}
+
+static void mark_failure_naks(fx *f)
+{
+    fx_handler h;
+    ib_event ev[3];
+    ib_delivery dl[3];
+    ib_error err = {0};
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/h", TYPE, &h);
+    for (unsigned i = 0; i < 3; i++) {
+        fx_event(&ev[i], 20 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    atomic_store(&f->calls->fail_mark, true);
+
+    assert_int_equal(ib_dispatch_run(f->d, dl, 3, NULL, &err), IB_OK);
+    assert_int_equal(err.status, IB_ERR_RECORDER); /* detail for the caller's log */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+        assert_true(dl[i].nak_delay_ms > 0);
+        assert_int_equal(dl[i].counts.mark_failed, 1);
+        assert_int_equal(dl[i].counts.handled, 0);
+        assert_false(fx_marked(f, "c/p/h", ev[i].id));
+    }
+    assert_int_equal(atomic_load(&h.calls), 3);
+
+    /* the recorder recovers: the redelivery runs them again and acks */
+    atomic_store(&f->calls->fail_mark, false);
+    for (unsigned i = 0; i < 3; i++)
+        fx_delivery(&dl[i], &ev[i], 2);
+    assert_int_equal(ib_dispatch_run(f->d, dl, 3, NULL, &err), IB_OK);
+    assert_int_equal(err.status, IB_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+        assert_true(fx_marked(f, "c/p/h", ev[i].id));
+    }
+    assert_int_equal(atomic_load(&h.calls), 6);
+    fx_handler_destroy(&h);
+}
+
+static void claim_failure_naks(fx *f)
+{
+    fx_handler h;
+    ib_event ev;
+    ib_error err = {0};
+    ib_delivery dl;
+    ib_dispatch_options o = fx_default_options();
+    o.max_deliver = 5;
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 30, TYPE);
+
+    atomic_store(&f->calls->fail_claim, true);
+    fx_delivery(&dl, &ev, 1);
+    assert_int_equal(ib_dispatch_run(f->d, &dl, 1, NULL, &err), IB_OK);
+    assert_int_equal(err.status, IB_ERR_RECORDER);
+    assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    assert_true(dl.nak_delay_ms > 0);
+    assert_int_equal(dl.counts.recorder_failed, 1);
+    assert_int_equal(atomic_load(&h.calls), 0);
+
+    /* the poison rule's check failing NAKs as well: never a blind dead letter */
+    atomic_store(&f->calls->fail_check, true);
+    fx_delivery(&dl, &ev, 5);
+    assert_int_equal(ib_dispatch_run(f->d, &dl, 1, NULL, &err), IB_OK);
+    assert_int_equal(err.status, IB_ERR_RECORDER);
+    assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    assert_int_equal(dl.counts.recorder_failed, 1);
+    assert_int_equal(atomic_load(&h.calls), 0);
+    fx_handler_destroy(&h);
+}
+
+/* ---- the table: every case against every recorder kind --------------- */
+
+typedef void (*fx_case)(fx *f);
+
+static void run_case(const char *kind, fx_case fn)
+{
+    fx f;
+    fx_open(&f, kind);
+    fn(&f);
+    fx_close(&f);
+}
+
+#define BOTH_KINDS(name)                                                                           \
+    static void name##_memory(void **state)                                                        \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_case("memory", name);                                                                  \
+    }                                                                                              \
+    static void name##_sqlite(void **state)                                                        \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_case("sqlite", name);                                                                  \
+    }
+
+BOTH_KINDS(success_marks)
+BOTH_KINDS(retry_naks_with_backoff)
+BOTH_KINDS(duplicate_dropped)
+BOTH_KINDS(reject_dead_letters)
+BOTH_KINDS(redelivery_runs_only_failed)
+BOTH_KINDS(reject_still_marks_ok_handlers)
+BOTH_KINDS(poison_not_done_dead_letters)
+BOTH_KINDS(poison_done_acks)
+BOTH_KINDS(unhandled_acks)
+BOTH_KINDS(busy_naks_without_running)
+BOTH_KINDS(expired_lease_runs)
+BOTH_KINDS(batch_duplicates_run_once)
+BOTH_KINDS(batch_duplicates_follow_failure)
+BOTH_KINDS(mark_failure_naks)
+BOTH_KINDS(claim_failure_naks)
+
+/* ---- the table itself -------------------------------------------------- */
+
+static ib_status add_one(ib_dispatch *d, const char *consumer, const char *const *types,
+                         fx_handler *h, ib_error *err)
+{
+    ib_dispatch_handler hd = {
+        .consumer = consumer, .name = NULL, .event_types = types, .handle = fx_handle, .state = h};
+    return ib_dispatch_add(d, &hd, err);
+}
+
+static void add_refuses_bad_handlers(void **state)
+{
+    (void)state;
+    fx f;
+    fx_handler h;
+    ib_error err = {0};
+    static const char *const types[] = {"a.b", "c.d", "a.b", NULL};
+    static const char *const none[] = {NULL};
+    static const char *const empty[] = {"", NULL};
+    fx_open(&f, "memory");
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(&f, NULL);
+
+    assert_int_equal(add_one(f.d, "orders/p/h", types, &h, &err), IB_OK);
+    /* a type listed twice counts once */
+    assert_int_equal(ib_dispatch_count_for(f.d, "a.b"), 1);
+    assert_int_equal(ib_dispatch_count_for(f.d, "c.d"), 1);
+    assert_int_equal(ib_dispatch_count_for(f.d, "x.y"), 0);
+    assert_int_equal(ib_dispatch_count_for(f.d, NULL), 0);
+
+    assert_int_equal(add_one(f.d, "orders/p/h", types, &h, &err), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "orders/p/h"));
+    assert_int_equal(add_one(f.d, "other", none, &h, &err), IB_ERR_CONFIG);
+    assert_int_equal(add_one(f.d, "other", NULL, &h, &err), IB_ERR_CONFIG);
+    assert_int_equal(add_one(f.d, "other", empty, &h, &err), IB_ERR_CONFIG);
+    assert_int_equal(add_one(f.d, "", types, &h, &err), IB_ERR_CONFIG);
+    ib_dispatch_handler nofn = {.consumer = "other", .event_types = types};
+    assert_int_equal(ib_dispatch_add(f.d, &nofn, &err), IB_ERR_CONFIG);
+    /* refusals left the table as it was */
+    assert_int_equal(ib_dispatch_count_for(f.d, "a.b"), 1);
+
+    assert_int_equal(add_one(f.d, "other", types, &h, &err), IB_OK);
+    assert_int_equal(ib_dispatch_count_for(f.d, "a.b"), 2);
+
+    /* strings are copied: the caller's buffers may go away */
+    char consumer[32], type[32];
+    const char *tlist[] = {type, NULL};
+    strcpy(consumer, "copied/p/h");
+    strcpy(type, "copied.type");
+    assert_int_equal(add_one(f.d, consumer, tlist, &h, &err), IB_OK);
+    memset(consumer, 'x', sizeof(consumer) - 1);
+    memset(type, 'x', sizeof(type) - 1);
+    assert_int_equal(ib_dispatch_count_for(f.d, "copied.type"), 1);
+    ib_event ev;
+    fx_event(&ev, 40, "copied.type");
+    ib_delivery dl;
+    fx_delivery(&dl, &ev, 1);
+    assert_int_equal(ib_dispatch_run(f.d, &dl, 1, NULL, &err), IB_OK);
+    assert_string_equal(h.consumer, "copied/p/h");
+    fx_handler_destroy(&h);
+    fx_close(&f);
+}
+
+/* Many types: the map grows and every type still finds its handlers. */
+static void many_types_lookup(void **state)
+{
+    (void)state;
+    fx f;
+    fx_handler h;
+    char names[300][24];
+    fx_open(&f, "memory");
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(&f, NULL);
+    for (int i = 0; i < 300; i++) {
+        char consumer[32];
+        const char *types[] = {names[i], NULL};
+        snprintf(names[i], sizeof(names[i]), "type.%d", i);
+        snprintf(consumer, sizeof(consumer), "c/%d", i);
+        assert_int_equal(add_one(f.d, consumer, types, &h, NULL), IB_OK);
+    }
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(ib_dispatch_count_for(f.d, names[i]), 1);
+    assert_int_equal(ib_dispatch_count_for(f.d, "type.300"), 0);
+    fx_handler_destroy(&h);
+    fx_close(&f);
+}
+
+static void run_refuses_misuse(void **state)
+{
+    (void)state;
+    fx f;
+    fx_handler h;
+    ib_event good, bad;
+    ib_delivery dl[2];
+    ib_error err = {0};
+    fx_open(&f, "memory");
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(&f, NULL);
+    fx_add(&f, "c/p/h", TYPE, &h);
+    fx_event(&good, 41, TYPE);
+    fx_event(&bad, 42, TYPE);
+    memcpy(bad.id, "0123456789ABCDEF0123456789ABCDEF", IB_ID_LEN); /* upper case */
+    fx_delivery(&dl[0], &good, 1);
+    fx_delivery(&dl[1], &bad, 1);
+
+    assert_int_equal(ib_dispatch_run(f.d, dl, 2, NULL, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(atomic_load(&h.calls), 0); /* nothing ran, not even the good one */
+    dl[1].event = NULL;
+    assert_int_equal(ib_dispatch_run(f.d, dl, 2, NULL, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_dispatch_run(NULL, dl, 1, NULL, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_dispatch_run(f.d, NULL, 1, NULL, &err), IB_ERR_INVALID_ARG);
+    /* an empty batch is fine */
+    assert_int_equal(ib_dispatch_run(f.d, NULL, 0, NULL, &err), IB_OK);
+    assert_int_equal(atomic_load(&h.calls), 0);
+    fx_handler_destroy(&h);
+    fx_close(&f);
+}
+
+static void create_checks_options(void **state)
+{
+    (void)state;
+    fx f;
+    ib_dispatch *d = NULL;
+    ib_error err = {0};
+    ib_dispatch_options o = fx_default_options();
+    fx_open(&f, "memory");
+
+    assert_int_equal(ib_dispatch_create(&d, NULL, &o, &err), IB_ERR_INVALID_ARG);
+    assert_null(d);
+    o.concurrency = IB_DISPATCH_MAX_CONCURRENCY + 1;
+    assert_int_equal(ib_dispatch_create(&d, f.rec, &o, &err), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "concurrency"));
+    assert_null(d);
+    /* NULL options: defaults, with a random owner that claims work */
+    assert_int_equal(ib_dispatch_create(&d, f.rec, NULL, &err), IB_OK);
+    f.d = d;
+    fx_handler h;
+    ib_event ev;
+    fx_handler_init(&h, IB_HANDLER_RETRY);
+    fx_add(&f, "c/p/h", TYPE, &h);
+    fx_event(&ev, 43, TYPE);
+    ib_delivery dl;
+    fx_delivery(&dl, &ev, 1);
+    assert_int_equal(ib_dispatch_run(d, &dl, 1, NULL, &err), IB_OK);
+    assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    assert_true(dl.nak_delay_ms >= IB_DISPATCH_DEFAULT_NAK_BASE_MS * 8 / 10);
+    assert_true(dl.nak_delay_ms <= IB_DISPATCH_DEFAULT_NAK_BASE_MS * 12 / 10);
+    ib_dispatch_free(NULL);
+    fx_handler_destroy(&h);
+    fx_close(&f);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(success_marks_memory),
+    cmocka_unit_test(success_marks_sqlite),
+    cmocka_unit_test(retry_naks_with_backoff_memory),
+    cmocka_unit_test(retry_naks_with_backoff_sqlite),
+    cmocka_unit_test(duplicate_dropped_memory),
+    cmocka_unit_test(duplicate_dropped_sqlite),
+    cmocka_unit_test(reject_dead_letters_memory),
+    cmocka_unit_test(reject_dead_letters_sqlite),
+    cmocka_unit_test(redelivery_runs_only_failed_memory),
+    cmocka_unit_test(redelivery_runs_only_failed_sqlite),
+    cmocka_unit_test(reject_still_marks_ok_handlers_memory),
+    cmocka_unit_test(reject_still_marks_ok_handlers_sqlite),
+    cmocka_unit_test(poison_not_done_dead_letters_memory),
+    cmocka_unit_test(poison_not_done_dead_letters_sqlite),
+    cmocka_unit_test(poison_done_acks_memory),
+    cmocka_unit_test(poison_done_acks_sqlite),
+    cmocka_unit_test(unhandled_acks_memory),
+    cmocka_unit_test(unhandled_acks_sqlite),
+    cmocka_unit_test(busy_naks_without_running_memory),
+    cmocka_unit_test(busy_naks_without_running_sqlite),
+    cmocka_unit_test(expired_lease_runs_memory),
+    cmocka_unit_test(expired_lease_runs_sqlite),
+    cmocka_unit_test(batch_duplicates_run_once_memory),
+    cmocka_unit_test(batch_duplicates_run_once_sqlite),
+    cmocka_unit_test(batch_duplicates_follow_failure_memory),
+    cmocka_unit_test(batch_duplicates_follow_failure_sqlite),
+    cmocka_unit_test(mark_failure_naks_memory),
+    cmocka_unit_test(mark_failure_naks_sqlite),
+    cmocka_unit_test(claim_failure_naks_memory),
+    cmocka_unit_test(claim_failure_naks_sqlite),
+    cmocka_unit_test(add_refuses_bad_handlers),
+    cmocka_unit_test(many_types_lookup),
+    cmocka_unit_test(run_refuses_misuse),
+    cmocka_unit_test(create_checks_options),
+};
+
+IB_TEST_MAIN(tests)

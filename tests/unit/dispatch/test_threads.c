@@ -1,0 +1,389 @@
+/* Back-off values, handler concurrency and the group commit at scale. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fixture.h"
+#include "ib_test.h"
+
+#define TYPE "order.created"
+
+/* ---- back-off ---------------------------------------------------------- */
+
+static void backoff_bounded_growing_capped(void **state)
+{
+    (void)state;
+    ib_dispatch_options o = {.nak_base_delay_ms = 100, .nak_max_delay_ms = 5000};
+    int64_t prev_max = 0;
+    size_t samples = fx_scale(500, 100);
+
+    for (uint64_t dc = 1; dc <= 12; dc++) {
+        int64_t raw = 100;
+        for (uint64_t k = 1; k < dc && raw < 5000; k++)
+            raw *= 2;
+        if (raw > 5000)
+            raw = 5000;
+        int64_t lo = INT64_MAX, hi = 0;
+        for (size_t i = 0; i < samples; i++) {
+            int64_t v = ib_dispatch_backoff_ms(&o, dc);
+            assert_true(v >= raw * 8 / 10);
+            assert_true(v <= raw * 12 / 10);
+            assert_true(v <= 5000);
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        /* jitter spreads the values */
+        assert_true(hi > lo);
+        /* growing until the cap: the smallest of one step beats the largest
+         * of the step before */
+        if (raw < 5000)
+            assert_true(lo > prev_max);
+        else
+            assert_true(hi <= 5000 && lo >= 4000);
+        prev_max = hi;
+    }
+    /* no overflow on absurd counts; 0 is taken as 1 */
+    int64_t v = ib_dispatch_backoff_ms(&o, UINT64_MAX);
+    assert_true(v >= 4000 && v <= 5000);
+    v = ib_dispatch_backoff_ms(&o, 0);
+    assert_true(v >= 80 && v <= 120);
+}
+
+static void backoff_defaults(void **state)
+{
+    (void)state;
+    int64_t v = ib_dispatch_backoff_ms(NULL, 1);
+    assert_true(v >= IB_DISPATCH_DEFAULT_NAK_BASE_MS * 8 / 10);
+    assert_true(v <= IB_DISPATCH_DEFAULT_NAK_BASE_MS * 12 / 10);
+    v = ib_dispatch_backoff_ms(NULL, 40);
+    assert_true(v <= IB_DISPATCH_DEFAULT_NAK_MAX_MS);
+    assert_true(v >= IB_DISPATCH_DEFAULT_NAK_MAX_MS * 8 / 10);
+    /* a cap below the base is raised to the base */
+    ib_dispatch_options o = {.nak_base_delay_ms = 2000, .nak_max_delay_ms = 500};
+    v = ib_dispatch_backoff_ms(&o, 3);
+    assert_true(v >= 1600 && v <= 2000);
+    /* a tiny base never gives 0 (which would be an immediate redelivery) */
+    o = (ib_dispatch_options){.nak_base_delay_ms = 1, .nak_max_delay_ms = 1};
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(ib_dispatch_backoff_ms(&o, 1), 1);
+}
+
+typedef struct draw_ctx {
+    size_t n;
+    int64_t lo, hi;
+} draw_ctx;
+
+static void *draw_many(void *arg)
+{
+    draw_ctx *c = arg;
+    ib_dispatch_options o = {.nak_base_delay_ms = 1000, .nak_max_delay_ms = 60000};
+    c->lo = INT64_MAX;
+    c->hi = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        int64_t v = ib_dispatch_backoff_ms(&o, 1);
+        c->lo = v < c->lo ? v : c->lo;
+        c->hi = v > c->hi ? v : c->hi;
+    }
+    return NULL;
+}
+
+/* The PRNG is shared by every thread without a lock. */
+static void backoff_thread_safe(void **state)
+{
+    (void)state;
+    pthread_t t[8];
+    draw_ctx c[8];
+    for (int i = 0; i < 8; i++) {
+        c[i].n = fx_scale(20000, 1000);
+        assert_int_equal(pthread_create(&t[i], NULL, draw_many, &c[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        assert_true(c[i].lo >= 800);
+        assert_true(c[i].hi <= 1200);
+        assert_true(c[i].hi > c[i].lo);
+    }
+}
+
+/* ---- concurrency ------------------------------------------------------- */
+
+/* A barrier with a deadline, so a dispatch that does not run handlers in
+ * parallel fails the test instead of hanging it. */
+typedef struct meet {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned arrived, expected;
+    struct timespec deadline; /* one for all calls: a serial run fails in one wait */
+    atomic_int calls;
+} meet;
+
+static ib_verdict meet_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                              const ib_raw_event *ev)
+{
+    meet *m = state;
+    bool met = true;
+    (void)payload;
+    (void)len;
+    (void)bus;
+    (void)ev;
+    atomic_fetch_add(&m->calls, 1);
+    pthread_mutex_lock(&m->mu);
+    if (++m->arrived >= m->expected)
+        pthread_cond_broadcast(&m->cv);
+    while (m->arrived < m->expected && met)
+        met = pthread_cond_timedwait(&m->cv, &m->mu, &m->deadline) != ETIMEDOUT;
+    met = m->arrived >= m->expected;
+    pthread_mutex_unlock(&m->mu);
+    return met ? IB_HANDLER_OK : IB_HANDLER_RETRY;
+}
+
+/* Eight handler calls that can only all finish if all eight run at once. */
+static void eight_threads_run_in_parallel(fx *f)
+{
+    meet m = {.expected = 8};
+    ib_event ev[8];
+    ib_delivery dl[8];
+    ib_dispatch_options o = fx_default_options();
+    o.concurrency = 8;
+    pthread_mutex_init(&m.mu, NULL);
+    pthread_cond_init(&m.cv, NULL);
+    atomic_init(&m.calls, 0);
+    clock_gettime(CLOCK_REALTIME, &m.deadline);
+    m.deadline.tv_sec += 20;
+    fx_dispatch(f, &o);
+    const char *types[] = {TYPE, NULL};
+    ib_dispatch_handler hd = {
+        .consumer = "c/p/meet", .event_types = types, .handle = meet_handle, .state = &m};
+    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+    for (unsigned i = 0; i < 8; i++) {
+        fx_event(&ev[i], 100 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+
+    assert_int_equal(ib_dispatch_run(f->d, dl, 8, NULL, NULL), IB_OK);
+    assert_int_equal(atomic_load(&m.calls), 8);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+        assert_int_equal(dl[i].counts.handled, 1);
+        assert_true(fx_marked(f, "c/p/meet", ev[i].id));
+    }
+    assert_int_equal(atomic_load(&f->calls->mark_batch), 1);
+    pthread_cond_destroy(&m.cv);
+    pthread_mutex_destroy(&m.mu);
+}
+
+/* concurrency 0 and 1: every handler call on the caller's thread */
+static void one_thread_runs_on_caller(fx *f)
+{
+    for (unsigned conc = 0; conc <= 1; conc++) {
+        fx_handler h;
+        ib_event ev[50];
+        ib_delivery dl[50];
+        ib_dispatch_options o = fx_default_options();
+        o.concurrency = conc;
+        fx_handler_init(&h, IB_HANDLER_OK);
+        fx_dispatch(f, &o);
+        fx_add(f, "c/p/h", TYPE, &h);
+        for (unsigned i = 0; i < 50; i++) {
+            fx_event(&ev[i], 200 + 50 * conc + i, TYPE);
+            fx_delivery(&dl[i], &ev[i], 1);
+        }
+        assert_int_equal(ib_dispatch_run(f->d, dl, 50, NULL, NULL), IB_OK);
+        assert_int_equal(atomic_load(&h.calls), 50);
+        assert_false(atomic_load(&h.other_thread));
+        assert_true(pthread_equal(h.thread, pthread_self()));
+        for (int i = 0; i < 50; i++)
+            assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+        ib_dispatch_free(f->d);
+        f->d = NULL;
+        fx_handler_destroy(&h);
+    }
+}
+
+/* A verdict per event, so one batch mixes every path. */
+typedef struct mixed {
+    atomic_int calls;
+    atomic_int ok_calls;
+} mixed;
+
+static unsigned id_number(const char *id)
+{
+    return (unsigned)strtoul((char[9]){id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], 0},
+                             NULL, 16);
+}
+
+static ib_verdict mixed_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                               const ib_raw_event *ev)
+{
+    mixed *m = state;
+    (void)payload;
+    (void)len;
+    (void)bus;
+    atomic_fetch_add(&m->calls, 1);
+    switch (id_number(ib_raw_event_id(ev)) % 5) {
+    case 0:
+        return IB_HANDLER_RETRY;
+    case 1:
+        return IB_HANDLER_REJECT;
+    default:
+        atomic_fetch_add(&m->ok_calls, 1);
+        return IB_HANDLER_OK;
+    }
+}
+
+/* Three handlers per event, intra-batch copies and every verdict, on a
+ * pool of 4: outcomes and markers are what the serial rules say. */
+static void pool_mixed_batch(fx *f)
+{
+    size_t n = fx_scale(2000, 300);
+    ib_event *ev = calloc(n, sizeof(*ev));
+    ib_delivery *dl = calloc(n, sizeof(*dl));
+    fx_handler plain;
+    mixed mx[2];
+    ib_dispatch_options o = fx_default_options();
+    o.concurrency = 4;
+    assert_non_null(ev);
+    assert_non_null(dl);
+    fx_handler_init(&plain, IB_HANDLER_OK);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/plain", TYPE, &plain);
+    const char *types[] = {TYPE, NULL};
+    for (int k = 0; k < 2; k++) {
+        char consumer[16];
+        snprintf(consumer, sizeof(consumer), "c/p/mixed%d", k);
+        atomic_init(&mx[k].calls, 0);
+        atomic_init(&mx[k].ok_calls, 0);
+        ib_dispatch_handler hd = {
+            .consumer = consumer, .event_types = types, .handle = mixed_handle, .state = &mx[k]};
+        assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+    }
+    /* every fourth delivery repeats the event before it */
+    size_t distinct = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 4 == 3) {
+            ev[i] = ev[i - 1];
+        } else {
+            fx_event(&ev[i], 1000 + (unsigned)i, TYPE);
+            distinct++;
+        }
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+
+    assert_int_equal(ib_dispatch_run(f->d, dl, n, NULL, NULL), IB_OK);
+    assert_int_equal(atomic_load(&plain.calls), (int)distinct);
+    assert_int_equal(atomic_load(&mx[0].calls), (int)distinct);
+    assert_int_equal(atomic_load(&mx[1].calls), (int)distinct);
+    assert_false(pthread_equal(plain.thread, pthread_self()));
+    for (size_t i = 0; i < n; i++) {
+        unsigned r = id_number(ev[i].id) % 5;
+        bool copy = i % 4 == 3;
+        const ib_delivery_counts *c = &dl[i].counts;
+        assert_true(fx_marked(f, "c/p/plain", ev[i].id));
+        if (r == 0) {
+            assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+            assert_int_equal(copy ? c->coalesced : c->retried, 2);
+        } else if (r == 1) {
+            assert_int_equal(dl[i].outcome, IB_OUTCOME_DEAD_LETTER);
+            assert_string_equal(dl[i].dead_letter_reason, "rejected");
+            assert_int_equal(copy ? c->coalesced : c->rejected, 2);
+        } else {
+            assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+            assert_true(fx_marked(f, "c/p/mixed0", ev[i].id));
+            assert_true(fx_marked(f, "c/p/mixed1", ev[i].id));
+        }
+        assert_int_equal(copy ? c->duplicates : c->handled, r <= 1 ? 1 : 3);
+        if (r <= 1)
+            assert_false(fx_marked(f, "c/p/mixed0", ev[i].id));
+    }
+    assert_int_equal(atomic_load(&f->calls->claim_batch), 1);
+    assert_int_equal(atomic_load(&f->calls->mark_batch), 1);
+    assert_int_equal(atomic_load(&f->calls->release_batch), 1);
+    fx_handler_destroy(&plain);
+    free(ev);
+    free(dl);
+}
+
+/* ---- group commit at scale --------------------------------------------- */
+
+/* Two batches of 10,000 events: every event marked, with one claim call and
+ * one mark call (one transaction) per ib_dispatch_run(). */
+static void one_mark_call_per_batch(fx *f)
+{
+    size_t n = fx_scale(10000, 1000);
+    ib_event *ev = calloc(n, sizeof(*ev));
+    ib_delivery *dl = calloc(n, sizeof(*dl));
+    ib_marker_key *keys = calloc(n, sizeof(*keys));
+    bool *done = calloc(n, sizeof(*done));
+    fx_handler h;
+    assert_true(ev != NULL && dl != NULL && keys != NULL && done != NULL);
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    fx_add(f, "c/p/h", TYPE, &h);
+
+    for (int batch = 0; batch < 2; batch++) {
+        for (size_t i = 0; i < n; i++) {
+            fx_event(&ev[i], (unsigned)(batch * n + i), TYPE);
+            fx_delivery(&dl[i], &ev[i], 1);
+            keys[i] = (ib_marker_key){"c/p/h", ev[i].id};
+        }
+        assert_int_equal(ib_dispatch_run(f->d, dl, n, NULL, NULL), IB_OK);
+        assert_int_equal(atomic_load(&f->calls->mark_batch), batch + 1);
+        assert_int_equal(atomic_load(&f->calls->claim_batch), batch + 1);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+        assert_int_equal(ib_recorder_check_batch(f->inner, done, keys, n, NULL), IB_OK);
+        for (size_t i = 0; i < n; i++)
+            assert_true(done[i]);
+    }
+    assert_int_equal(atomic_load(&h.calls), (int)(2 * n));
+    fx_handler_destroy(&h);
+    free(done);
+    free(keys);
+    free(dl);
+    free(ev);
+}
+
+typedef void (*fx_case)(fx *f);
+
+static void run_case(const char *kind, fx_case fn)
+{
+    fx f;
+    fx_open(&f, kind);
+    fn(&f);
+    fx_close(&f);
+}
+
+#define BOTH_KINDS(name)                                                                           \
+    static void name##_memory(void **state)                                                        \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_case("memory", name);                                                                  \
+    }                                                                                              \
+    static void name##_sqlite(void **state)                                                        \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_case("sqlite", name);                                                                  \
+    }
+
+BOTH_KINDS(eight_threads_run_in_parallel)
+BOTH_KINDS(one_thread_runs_on_caller)
+BOTH_KINDS(pool_mixed_batch)
+BOTH_KINDS(one_mark_call_per_batch)
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(backoff_bounded_growing_capped),
+    cmocka_unit_test(backoff_defaults),
+    cmocka_unit_test(backoff_thread_safe),
+    cmocka_unit_test(eight_threads_run_in_parallel_memory),
+    cmocka_unit_test(eight_threads_run_in_parallel_sqlite),
+    cmocka_unit_test(one_thread_runs_on_caller_memory),
+    cmocka_unit_test(one_thread_runs_on_caller_sqlite),
+    cmocka_unit_test(pool_mixed_batch_memory),
+    cmocka_unit_test(pool_mixed_batch_sqlite),
+    cmocka_unit_test(one_mark_call_per_batch_memory),
+    cmocka_unit_test(one_mark_call_per_batch_sqlite),
+};
+
+IB_TEST_MAIN(tests)
