@@ -9,8 +9,15 @@
  * Keys are (consumer, event_id). `consumer` is any non-empty string of at
  * most IB_CONSUMER_MAX bytes; `event_id` must be normalised (32 lowercase
  * hex, see core/uuid.h): recorders refuse anything else with
- * IB_ERR_INVALID_ARG. "Not found" is an answer (false / IB_CLAIM_ACQUIRED),
- * never an error.
+ * IB_ERR_INVALID_ARG. The ib_recorder_* wrappers check every key (a batch
+ * with one bad key is refused whole, before anything is written), so the
+ * kinds' ops may rely on valid keys. "Not found" is an answer (false /
+ * IB_CLAIM_ACQUIRED), never an error. Every string argument is BORROWED
+ * for the duration of the call.
+ *
+ * Errors: IB_ERR_INVALID_ARG for a bad argument, IB_ERR_RECORDER when the
+ * storage fails (message "recorder sqlite:PATH: <reason>"), IB_ERR_NOMEM,
+ * IB_ERR_UNSUPPORTED for an admin call a kind lacks.
  *
  * Thread safety: every kind may be called from several threads at once. */
 #ifndef IB_RECORDER_H
@@ -47,16 +54,18 @@ typedef struct ib_marker_info {
     int64_t ts_ms; /* unix ms when marked */
 } ib_marker_info;
 
-/* Return non-zero to stop a listing early. */
+/* Return non-zero to stop a listing early. Runs with the recorder locked
+ * (and, for sqlite, a read snapshot open): it must not call the same
+ * recorder, and should be quick. */
 typedef int (*ib_marker_visit_fn)(void *ctx, const ib_marker_info *marker);
 
 typedef struct ib_recorder_stats {
-    uint64_t markers;        /* done markers */
-    uint64_t claims;         /* claims currently held (any lease state) */
-    uint64_t consumers;      /* distinct consumers with markers */
-    int64_t oldest_ts_ms;    /* 0 when empty */
-    int64_t newest_ts_ms;    /* 0 when empty */
-    uint64_t storage_bytes;  /* file size or memory in use; 0 if unknown */
+    uint64_t markers;       /* done markers */
+    uint64_t claims;        /* claims currently held (any lease state) */
+    uint64_t consumers;     /* distinct consumers with markers */
+    int64_t oldest_ts_ms;   /* 0 when empty */
+    int64_t newest_ts_ms;   /* 0 when empty */
+    uint64_t storage_bytes; /* file size or memory in use; 0 if unknown */
 } ib_recorder_stats;
 
 typedef struct ib_recorder_ops {
@@ -70,8 +79,11 @@ typedef struct ib_recorder_ops {
                                 ib_error *err);
     void (*close)(ib_recorder *r);
 
-    /* Optional: NULL when not offered. Batches are atomic where the kind
-     * can make them so (one transaction). */
+    /* Optional: NULL (or past `size`) when not offered. Batches are atomic
+     * where the kind can make them so: sqlite runs each in one transaction;
+     * memory runs it under one lock, and a mark batch cut short by an
+     * allocation failure keeps the marks made before it (marking is
+     * idempotent, so the caller simply retries). */
     ib_status (*check_batch)(ib_recorder *r, bool *processed, const ib_marker_key *keys, size_t n,
                              ib_error *err);
     ib_status (*mark_batch)(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err);
@@ -104,13 +116,13 @@ struct ib_recorder {
 /* Options for ib_recorder_open(); zero-initialise, then set what you need.
  * URI query parameters override these (see ib_recorder_open). */
 typedef struct ib_recorder_options {
-    size_t size;              /* sizeof(ib_recorder_options) */
-    size_t memory_capacity;   /* memory: max markers, oldest evicted; 0 = unbounded */
-    int sqlite_busy_timeout_ms; /* sqlite: 0 = 10000 */
+    size_t size;                    /* sizeof(ib_recorder_options) */
+    size_t memory_capacity;         /* memory: max markers, oldest evicted; 0 = unbounded */
+    int sqlite_busy_timeout_ms;     /* sqlite: 0 = 10000 */
     const char *sqlite_synchronous; /* sqlite: "off"|"normal"|"full"|"extra"; NULL = "normal" */
-    unsigned sqlite_file_mode;  /* sqlite: mode for a new file; 0 = 0600 */
-    int64_t (*now_ms)(void);   /* NULL = realtime clock */
-    void *nats_connection;     /* kv: a connected natsConnection* (BORROWED) */
+    unsigned sqlite_file_mode;      /* sqlite: mode for a new file; 0 = 0600 */
+    int64_t (*now_ms)(void);        /* NULL = realtime clock */
+    void *nats_connection;          /* kv: a connected natsConnection* (BORROWED) */
 } ib_recorder_options;
 
 /* Opens a recorder from a URI:
@@ -120,10 +132,20 @@ typedef struct ib_recorder_options {
  *   sqlite::memory:         private in-memory SQLite database (tests)
  *   sqlite:PATH?synchronous=full&busy_timeout_ms=5000&mode=0640
  *   kv:BUCKET               NATS JetStream key-value bucket (needs
- *                           options->nats_connection)
- * `options` may be NULL. On success `*out` is owned by the caller and closed
- * with ib_recorder_close(). A bad URI gives IB_ERR_CONFIG with a message that
- * names the URI and the reason. */
+ *                           options->nats_connection); not built yet:
+ *                           IB_ERR_UNSUPPORTED
+ * The scheme ignores case; the first '?' starts the parameters (so a path
+ * cannot contain '?'); there is no percent-decoding; each parameter may be
+ * given once. capacity is 1..2^30, busy_timeout_ms 1..86400000, mode is
+ * octal, at most 0777, and must give the owner read and write. A new
+ * SQLite file gets `mode` whatever the umask, and SQLite gives its -wal and
+ * -shm files the same mode; an existing file keeps its own.
+ * `options` may be NULL (size 0 is read as the current layout). On success
+ * `*out` is owned by the caller and closed with ib_recorder_close(); on
+ * failure it is NULL. A bad URI or option gives IB_ERR_CONFIG with a
+ * message that names the URI and the reason; a SQLite file with a newer
+ * schema than this build knows gives IB_ERR_SCHEMA; a file that cannot be
+ * created IB_ERR_IO; a file SQLite cannot use IB_ERR_RECORDER. */
 ib_status ib_recorder_open(ib_recorder **out, const char *uri, const ib_recorder_options *options,
                            ib_error *err);
 
@@ -139,25 +161,28 @@ ib_status ib_recorder_is_processed(ib_recorder *r, bool *processed, const char *
 ib_status ib_recorder_mark(ib_recorder *r, const char *consumer, const char *event_id,
                            ib_error *err);
 
-/* Batch forms; fall back to loops over the single calls. */
+/* Batch forms: processed[i] answers keys[i]. n == 0 is a no-op (keys and
+ * processed may then be NULL). Fall back to loops over the single calls. */
 ib_status ib_recorder_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
                                   size_t n, ib_error *err);
 ib_status ib_recorder_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                  ib_error *err);
 
-/* Claims (consumer, event_id) for `owner` for `lease_ms`:
+/* Claims (consumer, event_id) for `owner` (non-empty, at most IB_OWNER_MAX
+ * bytes) for `lease_ms` (> 0):
  *   done                           -> IB_CLAIM_DONE
  *   free, or lease expired, or
  *   already held by `owner`        -> IB_CLAIM_ACQUIRED (lease (re)started)
  *   held by another, unexpired     -> IB_CLAIM_BUSY
- * Without claim support in the kind: DONE if processed, else ACQUIRED (no
- * mutual exclusion). Marking an id clears its claim. */
+ * A lease taken at time t with lease_ms L has expired from t + L on (the
+ * recorder's now_ms clock). Without claim support in the kind: DONE if
+ * processed, else ACQUIRED (no mutual exclusion). Marking an id clears its
+ * claim, whoever held it. */
 ib_status ib_recorder_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
                             const char *event_id, const char *owner, int64_t lease_ms,
                             ib_error *err);
-ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states,
-                                  const ib_marker_key *keys, size_t n, const char *owner,
-                                  int64_t lease_ms, ib_error *err);
+ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                                  size_t n, const char *owner, int64_t lease_ms, ib_error *err);
 
 /* Frees a claim held by `owner` (after a failed handler) so any process may
  * take it at once. A claim held by someone else, or none, is left alone. */
@@ -166,24 +191,31 @@ ib_status ib_recorder_release(ib_recorder *r, const char *consumer, const char *
 ib_status ib_recorder_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                     const char *owner, ib_error *err);
 
-/* Admin calls; IB_ERR_UNSUPPORTED when the kind does not offer them. */
+/* Admin calls; IB_ERR_UNSUPPORTED when the kind does not offer them.
+ * lookup: `*found` and the time it was marked (`ts_ms` may be NULL; 0 when
+ * not found). forget: removes one marker (`existed` may be NULL); a claim
+ * on the id is left alone. */
 ib_status ib_recorder_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
                              const char *event_id, ib_error *err);
 ib_status ib_recorder_forget(ib_recorder *r, bool *existed, const char *consumer,
                              const char *event_id, ib_error *err);
-/* Removes done markers marked before `older_than_ms` (unix ms) and expired
- * claims; SQLite deletes in bounded batches so the write lock is never held
- * for long. */
+/* Removes done markers marked before `older_than_ms` (unix ms) and claims
+ * whose lease has ended; `*removed` (may be NULL) counts the markers, and
+ * holds the count so far if an error stops the prune. SQLite deletes in
+ * bounded batches, one transaction each, so the write lock is never held
+ * for long; memory gives the freed memory back. */
 ib_status ib_recorder_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms,
                             ib_error *err);
 /* Visits markers of `consumer` (NULL = all), newest first, at most `limit`
- * (0 = no limit). */
+ * (0 = no limit). memory orders by marking order, sqlite by ts. See
+ * ib_marker_visit_fn for what the callback may do. */
 ib_status ib_recorder_list(ib_recorder *r, const char *consumer, size_t limit,
                            ib_marker_visit_fn visit, void *ctx, ib_error *err);
 ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
 
 /* Validates a key the way every kind must: non-empty consumer up to
- * IB_CONSUMER_MAX bytes, normalised id. Shared by the kinds (internal). */
+ * IB_CONSUMER_MAX bytes, normalised id. IB_ERR_INVALID_ARG with a message
+ * saying which part is wrong (the id itself is not quoted). Internal. */
 ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err);
 
 /* Realtime clock in unix ms (the default now_ms). */

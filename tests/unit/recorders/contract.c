@@ -1,0 +1,651 @@
+/* The recorder contract, one suite for every kind.
+ *
+ * Each test runs against the kinds of the table below. CMake builds this
+ * file once per kind and sets IB_RECORDER_KIND, so ctest names say which
+ * kind failed (recorder_contract_sqlite_file.test_release_frees); run by
+ * hand without the variable, a test runs against every kind in turn. */
+#include <pthread.h>
+
+#include "ib_test.h"
+#include "rtest.h"
+
+#define T0 1700000000000LL
+#define LEASE 30000
+
+typedef struct kind {
+    const char *name;
+    const char *uri; /* %s = a scratch directory */
+} kind;
+
+static const kind kinds[] = {
+    {"memory", "memory:"},
+    {"memory_capped", "memory:?capacity=100000"},
+    {"sqlite_memory", "sqlite::memory:"},
+    {"sqlite_file", "sqlite:%s/contract.db"},
+};
+
+static ib_error err;
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        ib_status st_ = (call);                                                                    \
+        if (st_ != IB_OK)                                                                          \
+            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
+    } while (0)
+
+typedef void (*case_fn)(ib_recorder *r);
+
+static void run_kind(const kind *k, case_fn fn)
+{
+    char uri[4200];
+    char *dir = NULL;
+    ib_recorder *r = NULL;
+    if (strstr(k->uri, "%s") != NULL) {
+        dir = rt_tempdir();
+        assert_non_null(dir);
+        snprintf(uri, sizeof(uri), k->uri, dir);
+    } else {
+        snprintf(uri, sizeof(uri), "%s", k->uri);
+    }
+    rt_clock_set(T0);
+    ib_recorder_options o = {.size = sizeof(o), .now_ms = rt_clock};
+    print_message("[ kind     ] %s (%s)\n", k->name, k->uri);
+    CHECK(ib_recorder_open(&r, uri, &o, &err));
+    fn(r);
+    ib_recorder_close(r);
+    if (dir != NULL) {
+        rt_rmtree(dir);
+        free(dir);
+    }
+}
+
+static void for_each_kind(case_fn fn)
+{
+    const char *only = getenv("IB_RECORDER_KIND");
+    int ran = 0;
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (only != NULL && strcmp(only, kinds[i].name) != 0)
+            continue;
+        run_kind(&kinds[i], fn);
+        ran++;
+    }
+    if (ran == 0)
+        fail_msg("IB_RECORDER_KIND=%s names no kind", only);
+}
+
+#define CONTRACT(name)                                                                             \
+    static void name##_case(ib_recorder *r);                                                       \
+    static void name(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        for_each_kind(name##_case);                                                                \
+    }                                                                                              \
+    static void name##_case(ib_recorder *r)
+
+static bool processed(ib_recorder *r, const char *consumer, const char *id)
+{
+    bool p = true;
+    CHECK(ib_recorder_is_processed(r, &p, consumer, id, &err));
+    return p;
+}
+
+static ib_claim_state claim(ib_recorder *r, const char *consumer, const char *id, const char *owner,
+                            int64_t lease)
+{
+    ib_claim_state s = (ib_claim_state)-1;
+    CHECK(ib_recorder_claim(r, &s, consumer, id, owner, lease, &err));
+    return s;
+}
+
+static ib_recorder_stats stats(ib_recorder *r)
+{
+    ib_recorder_stats s;
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    return s;
+}
+
+/* --- the seed protocol ------------------------------------------------ */
+
+CONTRACT(test_unmarked_is_not_processed)
+{
+    char id[IB_ID_BUF_SIZE];
+    for (uint64_t i = 0; i < 50; i++) {
+        rt_id(id, i);
+        assert_false(processed(r, "svc/plugin/handler", id));
+    }
+    assert_int_equal(stats(r).markers, 0);
+}
+
+CONTRACT(test_mark_then_processed)
+{
+    char id[IB_ID_BUF_SIZE], other[IB_ID_BUF_SIZE];
+    rt_id(id, 1);
+    rt_id(other, 2);
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    assert_true(processed(r, "c", id));
+    assert_false(processed(r, "c", other));
+    assert_int_equal(stats(r).markers, 1);
+}
+
+CONTRACT(test_mark_twice_harmless)
+{
+    char id[IB_ID_BUF_SIZE];
+    bool found = false;
+    int64_t ts = 0;
+    rt_id(id, 7);
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    rt_clock_advance(5000);
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    assert_true(processed(r, "c", id));
+    assert_int_equal(stats(r).markers, 1);
+    /* The first mark's time stays: a replay does not look fresh. */
+    CHECK(ib_recorder_lookup(r, &found, &ts, "c", id, &err));
+    assert_true(found);
+    assert_int_equal(ts, T0);
+}
+
+CONTRACT(test_consumers_independent)
+{
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 3);
+    CHECK(ib_recorder_mark(r, "durable/a/h", id, &err));
+    assert_true(processed(r, "durable/a/h", id));
+    assert_false(processed(r, "durable/b/h", id));
+    assert_false(processed(r, "durable/a/h2", id));
+    CHECK(ib_recorder_mark(r, "durable/b/h", id, &err));
+    assert_true(processed(r, "durable/b/h", id));
+    ib_recorder_stats s = stats(r);
+    assert_int_equal(s.markers, 2);
+    assert_int_equal(s.consumers, 2);
+}
+
+CONTRACT(test_invalid_keys_refused)
+{
+    char id[IB_ID_BUF_SIZE], longc[IB_CONSUMER_MAX + 2], longo[IB_OWNER_MAX + 2];
+    bool p = false;
+    ib_claim_state cs;
+    rt_id(id, 9);
+    memset(longc, 'c', sizeof(longc) - 1);
+    longc[sizeof(longc) - 1] = '\0'; /* IB_CONSUMER_MAX + 1 bytes */
+    memset(longo, 'o', sizeof(longo) - 1);
+    longo[sizeof(longo) - 1] = '\0';
+    char upper[IB_ID_BUF_SIZE];
+    memcpy(upper, id, sizeof(upper));
+    for (char *c = upper; *c; c++)
+        if (*c >= 'a' && *c <= 'f')
+            *c = (char)(*c - 'a' + 'A');
+    const char *bad_ids[] = {
+        upper,                                  /* upper case */
+        "6ba7b810-9dad-41d1-80b4-00c04fd430c8", /* dashed */
+        "6ba7b8109dad41d180b400c04fd430c",      /* 31 */
+        "6ba7b8109dad41d180b400c04fd430c8a",    /* 33 */
+        "6ba7b8109dad41d180b400c04fd430cg",     /* non-hex */
+        "",
+        NULL,
+    };
+    for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
+        assert_int_equal(ib_recorder_is_processed(r, &p, "c", bad_ids[i], &err),
+                         IB_ERR_INVALID_ARG);
+        assert_int_equal(ib_recorder_mark(r, "c", bad_ids[i], &err), IB_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.msg, "event id"));
+        assert_int_equal(ib_recorder_claim(r, &cs, "c", bad_ids[i], "o", LEASE, &err),
+                         IB_ERR_INVALID_ARG);
+        assert_int_equal(ib_recorder_release(r, "c", bad_ids[i], "o", &err), IB_ERR_INVALID_ARG);
+    }
+    const char *bad_consumers[] = {"", NULL, longc};
+    for (size_t i = 0; i < sizeof(bad_consumers) / sizeof(bad_consumers[0]); i++) {
+        assert_int_equal(ib_recorder_mark(r, bad_consumers[i], id, &err), IB_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.msg, "consumer"));
+        assert_int_equal(ib_recorder_is_processed(r, &p, bad_consumers[i], id, &err),
+                         IB_ERR_INVALID_ARG);
+    }
+    /* The longest consumer allowed works. */
+    longc[IB_CONSUMER_MAX] = '\0';
+    CHECK(ib_recorder_mark(r, longc, id, &err));
+    assert_true(processed(r, longc, id));
+    /* Owners and leases are checked too. */
+    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, "", LEASE, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, NULL, LEASE, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, longo, LEASE, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, "o", 0, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, "o", -5, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_recorder_is_processed(r, NULL, "c", id, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_recorder_is_processed(NULL, &p, "c", id, &err), IB_ERR_INVALID_ARG);
+
+    /* One bad key refuses the whole batch before anything is written. */
+    char good[IB_ID_BUF_SIZE];
+    rt_id(good, 10);
+    ib_marker_key keys[3] = {{"c", good}, {"c", "nothex"}, {"c", id}};
+    assert_int_equal(ib_recorder_mark_batch(r, keys, 3, &err), IB_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "key 1 of 3"));
+    assert_false(processed(r, "c", good));
+    bool out[3];
+    ib_claim_state states[3];
+    assert_int_equal(ib_recorder_check_batch(r, out, keys, 3, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_recorder_claim_batch(r, states, keys, 3, "o", LEASE, &err),
+                     IB_ERR_INVALID_ARG);
+    assert_false(processed(r, "c", good));
+    assert_int_equal(stats(r).claims, 0);
+}
+
+CONTRACT(test_batch_agrees_with_single)
+{
+    enum { N = 300 };
+    static char ids[N][IB_ID_BUF_SIZE];
+    ib_marker_key keys[N];
+    bool batch[N];
+    for (unsigned i = 0; i < N; i++) {
+        rt_id(ids[i], 100 + i);
+        keys[i].consumer = i % 2 ? "odd" : "even";
+        keys[i].event_id = ids[i];
+    }
+    /* A third marked one by one, a third in a batch, a third never. */
+    for (unsigned i = 0; i < N / 3; i++)
+        CHECK(ib_recorder_mark(r, keys[i].consumer, keys[i].event_id, &err));
+    CHECK(ib_recorder_mark_batch(r, &keys[N / 3], N / 3, &err));
+    CHECK(ib_recorder_check_batch(r, batch, keys, N, &err));
+    for (unsigned i = 0; i < N; i++) {
+        assert_int_equal(batch[i], i < 2 * N / 3);
+        assert_int_equal(batch[i], processed(r, keys[i].consumer, keys[i].event_id));
+    }
+    /* A batch that repeats a key, and an empty batch, are fine. */
+    ib_marker_key twice[2] = {keys[N - 1], keys[N - 1]};
+    CHECK(ib_recorder_mark_batch(r, twice, 2, &err));
+    CHECK(ib_recorder_mark_batch(r, NULL, 0, &err));
+    CHECK(ib_recorder_check_batch(r, NULL, NULL, 0, &err));
+    assert_int_equal(stats(r).markers, 2 * N / 3 + 1);
+}
+
+/* --- claims -------------------------------------------------------------- */
+
+CONTRACT(test_claim_free_then_same_owner_extends)
+{
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 20);
+    assert_int_equal(claim(r, "c", id, "A", LEASE), IB_CLAIM_ACQUIRED);
+    assert_int_equal(stats(r).claims, 1);
+    rt_clock_advance(LEASE - 10000);
+    assert_int_equal(claim(r, "c", id, "A", LEASE), IB_CLAIM_ACQUIRED);
+    assert_int_equal(stats(r).claims, 1);
+    /* Past the first lease but inside the renewed one. */
+    rt_clock_advance(20000);
+    assert_int_equal(claim(r, "c", id, "B", LEASE), IB_CLAIM_BUSY);
+    /* A claim is not a marker. */
+    assert_false(processed(r, "c", id));
+    assert_int_equal(stats(r).markers, 0);
+}
+
+CONTRACT(test_claim_other_owner_busy)
+{
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 21);
+    assert_int_equal(claim(r, "c", id, "A", LEASE), IB_CLAIM_ACQUIRED);
+    assert_int_equal(claim(r, "c", id, "B", LEASE), IB_CLAIM_BUSY);
+    assert_int_equal(claim(r, "c", id, "B", LEASE), IB_CLAIM_BUSY);
+    /* Another consumer's claim on the same id is its own. */
+    assert_int_equal(claim(r, "other", id, "B", LEASE), IB_CLAIM_ACQUIRED);
+    assert_int_equal(stats(r).claims, 2);
+}
+
+CONTRACT(test_claim_after_mark_done)
+{
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 22);
+    assert_int_equal(claim(r, "c", id, "A", LEASE), IB_CLAIM_ACQUIRED);
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    /* Marking cleared the claim. */
+    assert_int_equal(stats(r).claims, 0);
+    assert_int_equal(claim(r, "c", id, "A", LEASE), IB_CLAIM_DONE);
+    assert_int_equal(claim(r, "c", id, "B", LEASE), IB_CLAIM_DONE);
+    rt_clock_advance(10 * LEASE);
+    assert_int_equal(claim(r, "c", id, "B", LEASE), IB_CLAIM_DONE);
+    assert_int_equal(stats(r).claims, 0);
+}
+
+CONTRACT(test_release_frees)
+{
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 23);
+    assert_int_equal(claim(r, "c", id, "A", LEASE), IB_CLAIM_ACQUIRED);
+    /* Only the holder can release. */
+    CHECK(ib_recorder_release(r, "c", id, "B", &err));
+    assert_int_equal(claim(r, "c", id, "B", LEASE), IB_CLAIM_BUSY);
+    CHECK(ib_recorder_release(r, "c", id, "A", &err));
+    assert_int_equal(stats(r).claims, 0);
+    assert_false(processed(r, "c", id));
+    assert_int_equal(claim(r, "c", id, "B", LEASE), IB_CLAIM_ACQUIRED);
+    assert_int_equal(claim(r, "c", id, "A", LEASE), IB_CLAIM_BUSY);
+    /* Releasing what nobody holds is harmless. */
+    char free_id[IB_ID_BUF_SIZE];
+    rt_id(free_id, 24);
+    CHECK(ib_recorder_release(r, "c", free_id, "A", &err));
+    CHECK(ib_recorder_release(r, "unknown-consumer", free_id, "A", &err));
+}
+
+CONTRACT(test_release_batch_frees)
+{
+    enum { N = 20 };
+    char ids[N][IB_ID_BUF_SIZE];
+    ib_marker_key keys[N];
+    ib_claim_state states[N];
+    for (unsigned i = 0; i < N; i++) {
+        rt_id(ids[i], 500 + i);
+        keys[i] = (ib_marker_key){"c", ids[i]};
+    }
+    CHECK(ib_recorder_claim_batch(r, states, keys, N, "A", LEASE, &err));
+    for (unsigned i = 0; i < N; i++)
+        assert_int_equal(states[i], IB_CLAIM_ACQUIRED);
+    CHECK(ib_recorder_release_batch(r, keys, N / 2, "A", &err));
+    assert_int_equal(stats(r).claims, N - N / 2);
+    CHECK(ib_recorder_claim_batch(r, states, keys, N, "B", LEASE, &err));
+    for (unsigned i = 0; i < N; i++)
+        assert_int_equal(states[i], i < N / 2 ? IB_CLAIM_ACQUIRED : IB_CLAIM_BUSY);
+}
+
+CONTRACT(test_expired_lease_taken_over)
+{
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 25);
+    assert_int_equal(claim(r, "c", id, "A", 1000), IB_CLAIM_ACQUIRED);
+    rt_clock_advance(999);
+    assert_int_equal(claim(r, "c", id, "B", 1000), IB_CLAIM_BUSY);
+    rt_clock_advance(1);
+    /* The lease ends at exactly claim time + lease. */
+    assert_int_equal(claim(r, "c", id, "B", 1000), IB_CLAIM_ACQUIRED);
+    assert_int_equal(claim(r, "c", id, "A", 1000), IB_CLAIM_BUSY);
+    assert_int_equal(stats(r).claims, 1);
+    /* The old holder's release no longer touches the new claim. */
+    CHECK(ib_recorder_release(r, "c", id, "A", &err));
+    assert_int_equal(claim(r, "c", id, "A", 1000), IB_CLAIM_BUSY);
+}
+
+CONTRACT(test_claim_batch_states)
+{
+    char done[IB_ID_BUF_SIZE], busy[IB_ID_BUF_SIZE], fresh[IB_ID_BUF_SIZE];
+    rt_id(done, 30);
+    rt_id(busy, 31);
+    rt_id(fresh, 32);
+    CHECK(ib_recorder_mark(r, "c", done, &err));
+    assert_int_equal(claim(r, "c", busy, "B", LEASE), IB_CLAIM_ACQUIRED);
+    ib_marker_key keys[4] = {{"c", done}, {"c", busy}, {"c", fresh}, {"c2", busy}};
+    ib_claim_state states[4];
+    CHECK(ib_recorder_claim_batch(r, states, keys, 4, "A", LEASE, &err));
+    assert_int_equal(states[0], IB_CLAIM_DONE);
+    assert_int_equal(states[1], IB_CLAIM_BUSY);
+    assert_int_equal(states[2], IB_CLAIM_ACQUIRED);
+    assert_int_equal(states[3], IB_CLAIM_ACQUIRED);
+    /* Single claims agree. */
+    assert_int_equal(claim(r, "c", done, "A", LEASE), IB_CLAIM_DONE);
+    assert_int_equal(claim(r, "c", busy, "A", LEASE), IB_CLAIM_BUSY);
+    assert_int_equal(claim(r, "c", fresh, "A", LEASE), IB_CLAIM_ACQUIRED);
+    assert_int_equal(stats(r).claims, 3);
+}
+
+typedef struct racer {
+    ib_recorder *r;
+    pthread_barrier_t *barrier;
+    const char *owner;
+    unsigned n;
+    ib_claim_state *states;
+    int errors;
+} racer;
+
+static void *race(void *arg)
+{
+    racer *x = arg;
+    char id[IB_ID_BUF_SIZE];
+    ib_error e;
+    for (unsigned i = 0; i < x->n; i++) {
+        rt_id(id, 10000 + i);
+        pthread_barrier_wait(x->barrier);
+        if (ib_recorder_claim(x->r, &x->states[i], "race", id, x->owner, 60000, &e) != IB_OK)
+            x->errors++;
+    }
+    return NULL;
+}
+
+CONTRACT(test_concurrent_claim_one_winner)
+{
+    unsigned n = rt_scale(2000);
+    pthread_barrier_t barrier;
+    pthread_t ta, tb;
+    racer a = {r, &barrier, "owner-A", n, calloc(n, sizeof(ib_claim_state)), 0};
+    racer b = {r, &barrier, "owner-B", n, calloc(n, sizeof(ib_claim_state)), 0};
+    assert_non_null(a.states);
+    assert_non_null(b.states);
+    assert_int_equal(pthread_barrier_init(&barrier, NULL, 2), 0);
+    assert_int_equal(pthread_create(&ta, NULL, race, &a), 0);
+    assert_int_equal(pthread_create(&tb, NULL, race, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_barrier_destroy(&barrier);
+    assert_int_equal(a.errors, 0);
+    assert_int_equal(b.errors, 0);
+    unsigned wins_a = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int acquired = (a.states[i] == IB_CLAIM_ACQUIRED) + (b.states[i] == IB_CLAIM_ACQUIRED);
+        int busy = (a.states[i] == IB_CLAIM_BUSY) + (b.states[i] == IB_CLAIM_BUSY);
+        if (acquired != 1 || busy != 1)
+            fail_msg("id %u: A=%d B=%d", i, a.states[i], b.states[i]);
+        wins_a += a.states[i] == IB_CLAIM_ACQUIRED;
+    }
+    print_message("[ race     ] %u ids, A won %u, B won %u\n", n, wins_a, n - wins_a);
+    assert_int_equal(stats(r).claims, n);
+    free(a.states);
+    free(b.states);
+}
+
+typedef struct marker_thread {
+    ib_recorder *r;
+    unsigned first, count;
+    int errors;
+} marker_thread;
+
+static void *mark_range(void *arg)
+{
+    marker_thread *x = arg;
+    char id[IB_ID_BUF_SIZE];
+    ib_error e;
+    for (unsigned i = x->first; i < x->first + x->count; i++) {
+        rt_id(id, i);
+        if (ib_recorder_mark(x->r, i % 3 ? "m1" : "m2", id, &e) != IB_OK)
+            x->errors++;
+    }
+    return NULL;
+}
+
+CONTRACT(test_concurrent_marks_all_kept)
+{
+    enum { THREADS = 4 };
+    unsigned per = rt_scale(5000);
+    pthread_t t[THREADS];
+    marker_thread m[THREADS];
+    /* Ranges overlap by half: every id is marked by two threads. */
+    for (unsigned i = 0; i < THREADS; i++) {
+        m[i] = (marker_thread){r, i * per / 2, per, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, mark_range, &m[i]), 0);
+    }
+    for (unsigned i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(m[i].errors, 0);
+    }
+    unsigned total = (THREADS - 1) * per / 2 + per;
+    char id[IB_ID_BUF_SIZE];
+    for (unsigned i = 0; i < total; i++) {
+        rt_id(id, i);
+        assert_true(processed(r, i % 3 ? "m1" : "m2", id));
+    }
+    assert_int_equal(stats(r).markers, total);
+}
+
+/* --- admin calls ------------------------------------------------------------ */
+
+CONTRACT(test_lookup_and_forget)
+{
+    char id[IB_ID_BUF_SIZE];
+    bool found = true, existed = false;
+    int64_t ts = -1;
+    rt_id(id, 40);
+    CHECK(ib_recorder_lookup(r, &found, &ts, "c", id, &err));
+    assert_false(found);
+    assert_int_equal(ts, 0);
+    rt_clock_advance(1234);
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    CHECK(ib_recorder_lookup(r, &found, &ts, "c", id, &err));
+    assert_true(found);
+    assert_int_equal(ts, T0 + 1234);
+    CHECK(ib_recorder_forget(r, &existed, "c", id, &err));
+    assert_true(existed);
+    assert_false(processed(r, "c", id));
+    CHECK(ib_recorder_forget(r, &existed, "c", id, &err));
+    assert_false(existed);
+    /* Forgotten means it can be processed and marked again. */
+    assert_int_equal(claim(r, "c", id, "A", LEASE), IB_CLAIM_ACQUIRED);
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    assert_true(processed(r, "c", id));
+    assert_int_equal(stats(r).markers, 1);
+}
+
+CONTRACT(test_prune_removes_only_old)
+{
+    enum { OLD = 40, NEW = 25 };
+    char id[IB_ID_BUF_SIZE];
+    uint64_t removed = 0;
+    for (unsigned i = 0; i < OLD; i++) {
+        rt_id(id, 1000 + i);
+        CHECK(ib_recorder_mark(r, i % 2 ? "p1" : "p2", id, &err));
+    }
+    rt_clock_advance(60000);
+    for (unsigned i = 0; i < NEW; i++) {
+        rt_id(id, 2000 + i);
+        CHECK(ib_recorder_mark(r, i % 2 ? "p1" : "p2", id, &err));
+    }
+    /* A claim whose lease has ended, and one still running. */
+    char c1[IB_ID_BUF_SIZE], c2[IB_ID_BUF_SIZE];
+    rt_id(c1, 3000);
+    rt_id(c2, 3001);
+    assert_int_equal(claim(r, "p1", c1, "A", 1000), IB_CLAIM_ACQUIRED);
+    assert_int_equal(claim(r, "p1", c2, "A", 100000), IB_CLAIM_ACQUIRED);
+    rt_clock_advance(5000);
+
+    CHECK(ib_recorder_prune(r, &removed, T0 + 60000, &err));
+    assert_int_equal(removed, OLD);
+    for (unsigned i = 0; i < OLD; i++) {
+        rt_id(id, 1000 + i);
+        assert_false(processed(r, i % 2 ? "p1" : "p2", id));
+    }
+    for (unsigned i = 0; i < NEW; i++) {
+        rt_id(id, 2000 + i);
+        assert_true(processed(r, i % 2 ? "p1" : "p2", id));
+    }
+    ib_recorder_stats s = stats(r);
+    assert_int_equal(s.markers, NEW);
+    assert_int_equal(s.claims, 1);
+    assert_int_equal(s.oldest_ts_ms, T0 + 60000);
+    /* The live claim survived. */
+    assert_int_equal(claim(r, "p1", c2, "B", 1000), IB_CLAIM_BUSY);
+    /* Nothing more to prune. */
+    CHECK(ib_recorder_prune(r, &removed, T0 + 60000, &err));
+    assert_int_equal(removed, 0);
+}
+
+typedef struct listing {
+    unsigned n, stop_after;
+    char consumers[16][16];
+    char ids[16][IB_ID_BUF_SIZE];
+    int64_t ts[16];
+} listing;
+
+static int collect(void *ctx, const ib_marker_info *m)
+{
+    listing *l = ctx;
+    if (l->n < 16) {
+        snprintf(l->consumers[l->n], sizeof(l->consumers[0]), "%s", m->consumer);
+        memcpy(l->ids[l->n], m->event_id, IB_ID_BUF_SIZE);
+        l->ts[l->n] = m->ts_ms;
+    }
+    l->n++;
+    return l->stop_after != 0 && l->n >= l->stop_after;
+}
+
+CONTRACT(test_list_newest_first)
+{
+    char id[IB_ID_BUF_SIZE];
+    for (unsigned i = 0; i < 6; i++) {
+        rt_id(id, 4000 + i);
+        CHECK(ib_recorder_mark(r, i % 2 ? "l1" : "l2", id, &err));
+        rt_clock_advance(10);
+    }
+    listing all = {0};
+    CHECK(ib_recorder_list(r, NULL, 0, collect, &all, &err));
+    assert_int_equal(all.n, 6);
+    for (unsigned i = 0; i < 6; i++) {
+        rt_id(id, 4000 + 5 - i);
+        assert_string_equal(all.ids[i], id);
+        assert_string_equal(all.consumers[i], (5 - i) % 2 ? "l1" : "l2");
+        assert_int_equal(all.ts[i], T0 + 10 * (5 - i));
+    }
+    listing one = {0};
+    CHECK(ib_recorder_list(r, "l1", 2, collect, &one, &err));
+    assert_int_equal(one.n, 2);
+    rt_id(id, 4005);
+    assert_string_equal(one.ids[0], id);
+    rt_id(id, 4003);
+    assert_string_equal(one.ids[1], id);
+    listing stop = {.stop_after = 3};
+    CHECK(ib_recorder_list(r, NULL, 0, collect, &stop, &err));
+    assert_int_equal(stop.n, 3);
+    listing none = {0};
+    CHECK(ib_recorder_list(r, "nobody", 0, collect, &none, &err));
+    assert_int_equal(none.n, 0);
+}
+
+CONTRACT(test_stats_counts)
+{
+    char id[IB_ID_BUF_SIZE];
+    ib_recorder_stats s = stats(r);
+    assert_int_equal(s.markers, 0);
+    assert_int_equal(s.consumers, 0);
+    assert_int_equal(s.oldest_ts_ms, 0);
+    assert_int_equal(s.newest_ts_ms, 0);
+    for (unsigned i = 0; i < 9; i++) {
+        rt_id(id, 5000 + i);
+        CHECK(ib_recorder_mark(r, i < 3 ? "s1" : i < 6 ? "s2" : "s3", id, &err));
+        rt_clock_advance(100);
+    }
+    rt_id(id, 5999);
+    assert_int_equal(claim(r, "s1", id, "A", LEASE), IB_CLAIM_ACQUIRED);
+    s = stats(r);
+    assert_int_equal(s.markers, 9);
+    assert_int_equal(s.consumers, 3);
+    assert_int_equal(s.claims, 1);
+    assert_int_equal(s.oldest_ts_ms, T0);
+    assert_int_equal(s.newest_ts_ms, T0 + 800);
+    assert_true(s.storage_bytes > 0);
+    assert_string_equal(ib_recorder_kind(r),
+                        strncmp(ib_recorder_kind(r), "memory", 6) == 0 ? "memory" : "sqlite");
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_unmarked_is_not_processed),
+    cmocka_unit_test(test_mark_then_processed),
+    cmocka_unit_test(test_mark_twice_harmless),
+    cmocka_unit_test(test_consumers_independent),
+    cmocka_unit_test(test_invalid_keys_refused),
+    cmocka_unit_test(test_batch_agrees_with_single),
+    cmocka_unit_test(test_claim_free_then_same_owner_extends),
+    cmocka_unit_test(test_claim_other_owner_busy),
+    cmocka_unit_test(test_claim_after_mark_done),
+    cmocka_unit_test(test_release_frees),
+    cmocka_unit_test(test_release_batch_frees),
+    cmocka_unit_test(test_expired_lease_taken_over),
+    cmocka_unit_test(test_claim_batch_states),
+    cmocka_unit_test(test_concurrent_claim_one_winner),
+    cmocka_unit_test(test_concurrent_marks_all_kept),
+    cmocka_unit_test(test_lookup_and_forget),
+    cmocka_unit_test(test_prune_removes_only_old),
+    cmocka_unit_test(test_list_newest_first),
+    cmocka_unit_test(test_stats_counts),
+};
+
+IB_TEST_MAIN(tests)

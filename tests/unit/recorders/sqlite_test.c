@@ -1,0 +1,518 @@
+/* sqlite: the file itself. Mode of a new file, pragmas, schema layout,
+ * migration of the seed's layout, refusal of a newer schema, pruning in
+ * batches, waiting out a held write lock, sharing one file between
+ * connections, and error messages that name the file. */
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "ib_test.h"
+#include "rtest.h"
+#include "sqlite_internal.h"
+
+static ib_error err;
+static char *dir;
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        ib_status st_ = (call);                                                                    \
+        if (st_ != IB_OK)                                                                          \
+            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
+    } while (0)
+
+#define SQL_OK(call)                                                                               \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != SQLITE_OK)                                                                      \
+            fail_msg("%s -> %s", #call, sqlite3_errstr(rc_));                                      \
+    } while (0)
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = rt_tempdir();
+    rt_clock_set(1700000000000LL);
+    return dir == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rt_rmtree(dir);
+    free(dir);
+    dir = NULL;
+    return 0;
+}
+
+static void path_of(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+}
+
+static ib_recorder *open_uri(const char *fmt, const char *name)
+{
+    char path[4096], uri[4200];
+    ib_recorder *r = NULL;
+    path_of(path, sizeof(path), name);
+    snprintf(uri, sizeof(uri), fmt, path);
+    ib_recorder_options o = {.size = sizeof(o), .now_ms = rt_clock};
+    CHECK(ib_recorder_open(&r, uri, &o, &err));
+    return r;
+}
+
+static long long query_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    SQL_OK(sqlite3_prepare_v2(db, sql, -1, &st, NULL));
+    if (sqlite3_step(st) != SQLITE_ROW)
+        fail_msg("%s: no row (%s)", sql, sqlite3_errmsg(db));
+    long long v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static char *query_text(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    SQL_OK(sqlite3_prepare_v2(db, sql, -1, &st, NULL));
+    if (sqlite3_step(st) != SQLITE_ROW)
+        fail_msg("%s: no row (%s)", sql, sqlite3_errmsg(db));
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    char *copy = strdup(t != NULL ? (const char *)t : "");
+    sqlite3_finalize(st);
+    return copy;
+}
+
+/* A second, plain connection: what another tool would see. */
+static sqlite3 *raw_open(const char *name)
+{
+    char path[4096];
+    sqlite3 *db = NULL;
+    path_of(path, sizeof(path), name);
+    SQL_OK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
+    sqlite3_busy_timeout(db, 10000);
+    return db;
+}
+
+static unsigned mode_of(const char *name)
+{
+    char path[4096];
+    struct stat sb;
+    path_of(path, sizeof(path), name);
+    if (stat(path, &sb) != 0)
+        fail_msg("stat %s failed", name);
+    return (unsigned)sb.st_mode & 07777;
+}
+
+static void mark_n(ib_recorder *r, const char *consumer, uint64_t first, uint64_t n)
+{
+    char id[IB_ID_BUF_SIZE];
+    for (uint64_t i = first; i < first + n; i++) {
+        rt_id(id, i);
+        CHECK(ib_recorder_mark(r, consumer, id, &err));
+    }
+}
+
+static void test_new_file_mode_0600(void **state)
+{
+    (void)state;
+    mode_t old = umask(022);
+    ib_recorder *r = open_uri("sqlite:%s", "m.db");
+    mark_n(r, "c", 0, 10);
+    assert_int_equal(mode_of("m.db"), 0600);
+    /* SQLite gives its side files the database's mode. */
+    assert_int_equal(mode_of("m.db-wal"), 0600);
+    assert_int_equal(mode_of("m.db-shm"), 0600);
+    ib_recorder_close(r);
+
+    /* A configured mode wins over a restrictive umask, too. */
+    umask(077);
+    r = open_uri("sqlite:%s?mode=0640", "g.db");
+    mark_n(r, "c", 0, 10);
+    assert_int_equal(mode_of("g.db"), 0640);
+    assert_int_equal(mode_of("g.db-wal"), 0640);
+    ib_recorder_close(r);
+    umask(old);
+}
+
+static void test_existing_file_keeps_its_mode(void **state)
+{
+    (void)state;
+    char path[4096];
+    path_of(path, sizeof(path), "e.db");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(chmod(path, 0644), 0);
+    ib_recorder *r = open_uri("sqlite:%s", "e.db");
+    mark_n(r, "c", 0, 3);
+    assert_int_equal(mode_of("e.db"), 0644);
+    ib_recorder_close(r);
+}
+
+static void test_pragmas_applied(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"off", "normal", "full", "extra"};
+    for (int level = 0; level < 4; level++) {
+        char fmt[128];
+        snprintf(fmt, sizeof(fmt), "sqlite:%%s?synchronous=%s&busy_timeout_ms=%d", names[level],
+                 1000 + level);
+        ib_recorder *r = open_uri(fmt, "p.db");
+        sqlite3 *db = ib__sqlite_db(r);
+        assert_non_null(db);
+        assert_int_equal(query_int(db, "PRAGMA synchronous"), level);
+        assert_int_equal(query_int(db, "PRAGMA busy_timeout"), 1000 + level);
+        char *mode = query_text(db, "PRAGMA journal_mode");
+        assert_string_equal(mode, "wal");
+        free(mode);
+        ib_recorder_close(r);
+    }
+    /* Defaults: NORMAL and 10 s. */
+    ib_recorder *r = open_uri("sqlite:%s", "p.db");
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA synchronous"), 1);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA busy_timeout"), 10000);
+    ib_recorder_close(r);
+    /* The hook answers only for sqlite recorders. */
+    ib_recorder *m = NULL;
+    CHECK(ib_recorder_open(&m, "memory:", NULL, &err));
+    assert_null(ib__sqlite_db(m));
+    ib_recorder_close(m);
+}
+
+static void test_schema_layout(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_uri("sqlite:%s", "s.db");
+    mark_n(r, "durable/p/h", 0, 5);
+    ib_recorder_close(r);
+    sqlite3 *db = raw_open("s.db");
+    assert_int_equal(query_int(db, "PRAGMA user_version"), IB__SQLITE_SCHEMA_VERSION);
+    char *sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_log'");
+    assert_non_null(strstr(sql, "WITHOUT ROWID"));
+    assert_non_null(strstr(sql, "consumer TEXT NOT NULL"));
+    assert_non_null(strstr(sql, "event_id TEXT NOT NULL"));
+    assert_non_null(strstr(sql, "ts INTEGER NOT NULL"));
+    assert_non_null(strstr(sql, "PRIMARY KEY (consumer, event_id)"));
+    free(sql);
+    sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_claims'");
+    assert_non_null(strstr(sql, "WITHOUT ROWID"));
+    free(sql);
+    /* No separate index: the primary key is the table. */
+    assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
+    /* Another tool reads plain rows with ts in unix ms. */
+    assert_int_equal(query_int(db,
+                               "SELECT count(*) FROM processed_log WHERE consumer = "
+                               "'durable/p/h' AND length(event_id) = 32 AND ts = 1700000000000"),
+                     5);
+    sqlite3_close(db);
+}
+
+static void exec_raw(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg);
+}
+
+static void test_migrates_seed_schema(void **state)
+{
+    (void)state;
+    char a[IB_ID_BUF_SIZE], b[IB_ID_BUF_SIZE], c[IB_ID_BUF_SIZE], d[IB_ID_BUF_SIZE],
+        e[IB_ID_BUF_SIZE], f[IB_ID_BUF_SIZE];
+    rt_id(a, 1);
+    rt_id(b, 2);
+    rt_id(c, 3);
+    rt_id(d, 4);
+    rt_id(e, 5);
+    rt_id(f, 6);
+    /* The Python template's layout and values: REAL seconds from
+     * time.time(), in a rowid table. */
+    sqlite3 *db = raw_open("seed.db");
+    exec_raw(db, "CREATE TABLE processed_log (consumer TEXT NOT NULL, event_id TEXT NOT NULL, "
+                 "ts REAL NOT NULL, PRIMARY KEY (consumer, event_id))");
+    char *sql = sqlite3_mprintf(
+        "INSERT INTO processed_log VALUES "
+        "('svc', '%s', 1700000000.123), ('svc', '%s', 1600000000), "
+        "('other', '%s', 1700000000456), ('svc', '%s', '2024-01-02 03:04:05'), "
+        /* the same uuid in dashed upper case: normalised on the way */
+        "('svc', upper(substr('%s',1,8)||'-'||substr('%s',9,4)||'-'||substr('%s',13,4)||'-'||"
+        "substr('%s',17,4)||'-'||substr('%s',21)), 1650000000.5), "
+        "('svc', '%s', 'soon')",
+        a, b, c, d, e, e, e, e, e, f);
+    exec_raw(db, sql);
+    sqlite3_free(sql);
+    exec_raw(db, "BEGIN");
+    for (int i = 0; i < 500; i++) {
+        char id[IB_ID_BUF_SIZE];
+        rt_id(id, 1000 + (uint64_t)i);
+        sql = sqlite3_mprintf("INSERT INTO processed_log VALUES ('bulk', '%s', %d.25)", id,
+                              1690000000 + i);
+        exec_raw(db, sql);
+        sqlite3_free(sql);
+    }
+    exec_raw(db, "COMMIT");
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 0);
+    sqlite3_close(db);
+
+    rt_clock_set(1800000000000LL);
+    ib_recorder *r = open_uri("sqlite:%s", "seed.db");
+    struct {
+        const char *consumer, *id;
+        int64_t ts;
+    } want[] = {
+        {"svc", a, 1700000000123LL}, {"svc", b, 1600000000000LL}, {"other", c, 1700000000456LL},
+        {"svc", d, 1704164645000LL}, {"svc", e, 1650000000500LL}, {"svc", f, 1800000000000LL},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        bool found = false;
+        int64_t ts = 0;
+        CHECK(ib_recorder_lookup(r, &found, &ts, want[i].consumer, want[i].id, &err));
+        if (!found || ts != want[i].ts)
+            fail_msg("row %zu: found=%d ts=%lld, want %lld", i, found, (long long)ts,
+                     (long long)want[i].ts);
+    }
+    for (int i = 0; i < 500; i++) {
+        char id[IB_ID_BUF_SIZE];
+        bool found = false;
+        int64_t ts = 0;
+        rt_id(id, 1000 + (uint64_t)i);
+        CHECK(ib_recorder_lookup(r, &found, &ts, "bulk", id, &err));
+        assert_true(found);
+        assert_int_equal(ts, (1690000000LL + i) * 1000 + 250);
+    }
+    ib_recorder_stats s;
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    assert_int_equal(s.markers, 506);
+    /* Claims work on the migrated file. */
+    ib_claim_state cs;
+    CHECK(ib_recorder_claim(r, &cs, "svc", a, "A", 1000, &err));
+    assert_int_equal(cs, IB_CLAIM_DONE);
+    ib_recorder_close(r);
+
+    db = raw_open("seed.db");
+    assert_int_equal(query_int(db, "PRAGMA user_version"), IB__SQLITE_SCHEMA_VERSION);
+    sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_log'");
+    assert_non_null(strstr(sql, "WITHOUT ROWID"));
+    free(sql);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log WHERE typeof(ts) <> "
+                                   "'integer'"),
+                     0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name LIKE "
+                                   "'processed_log_%'"),
+                     0);
+    sqlite3_close(db);
+
+    /* Opening again changes nothing. */
+    r = open_uri("sqlite:%s", "seed.db");
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    assert_int_equal(s.markers, 506);
+    ib_recorder_close(r);
+}
+
+static void test_migrates_untyped_seed_with_nulls(void **state)
+{
+    (void)state;
+    char a[IB_ID_BUF_SIZE];
+    rt_id(a, 1);
+    sqlite3 *db = raw_open("loose.db");
+    exec_raw(db, "CREATE TABLE processed_log (consumer, event_id, ts, "
+                 "PRIMARY KEY (consumer, event_id))");
+    char *sql = sqlite3_mprintf("INSERT INTO processed_log VALUES ('svc', '%s', 1700000000), "
+                                "(NULL, '%s', 1), ('svc', NULL, 1), ('', '%s', 1), "
+                                "('svc2', '%s', NULL)",
+                                a, a, a, a);
+    exec_raw(db, sql);
+    sqlite3_free(sql);
+    sqlite3_close(db);
+    rt_clock_set(1750000000000LL);
+    ib_recorder *r = open_uri("sqlite:%s", "loose.db");
+    ib_recorder_stats s;
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    /* Rows that can never match (NULL or empty key) are gone. */
+    assert_int_equal(s.markers, 2);
+    bool found = false;
+    int64_t ts = 0;
+    CHECK(ib_recorder_lookup(r, &found, &ts, "svc2", a, &err));
+    assert_true(found);
+    assert_int_equal(ts, 1750000000000LL);
+    ib_recorder_close(r);
+}
+
+static void test_newer_schema_refused(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_uri("sqlite:%s", "new.db");
+    mark_n(r, "c", 0, 3);
+    ib_recorder_close(r);
+    sqlite3 *db = raw_open("new.db");
+    exec_raw(db, "PRAGMA user_version = 2");
+    sqlite3_close(db);
+
+    char path[4096], uri[4200];
+    path_of(path, sizeof(path), "new.db");
+    snprintf(uri, sizeof(uri), "sqlite:%s", path);
+    r = (ib_recorder *)&r;
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_SCHEMA);
+    assert_null(r);
+    assert_non_null(strstr(err.msg, "schema version 2 is newer than this build understands (1)"));
+    assert_non_null(strstr(err.msg, "new.db"));
+    /* Left untouched. */
+    db = raw_open("new.db");
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 3);
+    sqlite3_close(db);
+}
+
+static void test_unknown_layout_refused(void **state)
+{
+    (void)state;
+    sqlite3 *db = raw_open("odd.db");
+    exec_raw(db, "CREATE TABLE processed_log (key TEXT PRIMARY KEY, at INTEGER)");
+    exec_raw(db, "INSERT INTO processed_log VALUES ('k', 1)");
+    sqlite3_close(db);
+    char path[4096], uri[4200];
+    path_of(path, sizeof(path), "odd.db");
+    snprintf(uri, sizeof(uri), "sqlite:%s", path);
+    ib_recorder *r = NULL;
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_SCHEMA);
+    assert_non_null(strstr(err.msg, "not a layout this build can migrate"));
+    db = raw_open("odd.db");
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 1);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 0);
+    sqlite3_close(db);
+}
+
+static void test_prune_in_batches(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_uri("sqlite:%s", "prune.db");
+    /* Old and new markers interleaved in key order, over three consumers. */
+    for (uint64_t i = 0; i < 145; i++) {
+        char id[IB_ID_BUF_SIZE];
+        const char *consumer = i % 3 == 0 ? "a" : i % 3 == 1 ? "b" : "c";
+        rt_id(id, i);
+        rt_clock_set(i < 95 ? 1000 + (int64_t)i : 900000 + (int64_t)i);
+        CHECK(ib_recorder_mark(r, consumer, id, &err));
+    }
+    ib__sqlite_set_prune_batch(r, 10);
+    uint64_t removed = 0;
+    CHECK(ib_recorder_prune(r, &removed, 900000, &err));
+    assert_int_equal(removed, 95);
+    /* 145 rows in ranges of 10: 15 transactions, plus one for claims. */
+    assert_int_equal(ib__sqlite_prune_transactions(r), 16);
+    for (uint64_t i = 0; i < 145; i++) {
+        char id[IB_ID_BUF_SIZE];
+        bool p = true;
+        rt_id(id, i);
+        CHECK(ib_recorder_is_processed(r, &p, i % 3 == 0 ? "a" : i % 3 == 1 ? "b" : "c", id, &err));
+        assert_int_equal(p, i >= 95);
+    }
+    ib_recorder_close(r);
+    sqlite3 *db = raw_open("prune.db");
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 50);
+    assert_int_equal(query_int(db, "SELECT min(ts) FROM processed_log"), 900095);
+    sqlite3_close(db);
+}
+
+typedef struct holder {
+    sqlite3 *db;
+    int hold_ms;
+} holder;
+
+static void *hold_then_commit(void *arg)
+{
+    holder *h = arg;
+    struct timespec ts = {.tv_sec = h->hold_ms / 1000, .tv_nsec = (h->hold_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    exec_raw(h->db, "COMMIT");
+    return NULL;
+}
+
+/* With a busy timeout of 1 ms, SQLite gives up at once; the recorder's own
+ * retry loop must carry the call until the lock is free. */
+static void test_held_write_lock_is_waited_out(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_uri("sqlite:%s?busy_timeout_ms=1", "busy.db");
+    sqlite3 *db = raw_open("busy.db");
+    sqlite3_busy_timeout(db, 0);
+    exec_raw(db, "BEGIN IMMEDIATE");
+    exec_raw(db, "INSERT INTO processed_log VALUES ('other', 'x', 1)");
+    holder h = {db, rt_under_valgrind() ? 1500 : 400};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_then_commit, &h), 0);
+    char id[IB_ID_BUF_SIZE];
+    ib_claim_state cs;
+    rt_id(id, 1);
+    CHECK(ib_recorder_claim(r, &cs, "c", id, "A", 1000, &err));
+    assert_int_equal(cs, IB_CLAIM_ACQUIRED);
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    pthread_join(t, NULL);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 2);
+    sqlite3_close(db);
+    ib_recorder_close(r);
+}
+
+static void test_two_connections_share_markers_and_claims(void **state)
+{
+    (void)state;
+    ib_recorder *r1 = open_uri("sqlite:%s", "shared.db");
+    ib_recorder *r2 = open_uri("sqlite:%s", "shared.db");
+    char id[IB_ID_BUF_SIZE];
+    bool p = false;
+    ib_claim_state cs;
+    rt_id(id, 77);
+    CHECK(ib_recorder_claim(r1, &cs, "c", id, "one", 60000, &err));
+    assert_int_equal(cs, IB_CLAIM_ACQUIRED);
+    CHECK(ib_recorder_claim(r2, &cs, "c", id, "two", 60000, &err));
+    assert_int_equal(cs, IB_CLAIM_BUSY);
+    CHECK(ib_recorder_mark(r1, "c", id, &err));
+    CHECK(ib_recorder_is_processed(r2, &p, "c", id, &err));
+    assert_true(p);
+    CHECK(ib_recorder_claim(r2, &cs, "c", id, "two", 60000, &err));
+    assert_int_equal(cs, IB_CLAIM_DONE);
+    ib_recorder_close(r1);
+    ib_recorder_close(r2);
+}
+
+static void test_errors_name_the_file(void **state)
+{
+    (void)state;
+    char path[4096], uri[4200];
+    ib_recorder *r = NULL;
+    path_of(path, sizeof(path), "missing-dir/x.db");
+    snprintf(uri, sizeof(uri), "sqlite:%s", path);
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_IO);
+    assert_non_null(strstr(err.msg, uri));
+    assert_non_null(strstr(err.msg, "No such file or directory"));
+
+    path_of(path, sizeof(path), "junk.db");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 512; i++)
+        fputs("this is not a database ", f);
+    fclose(f);
+    snprintf(uri, sizeof(uri), "sqlite:%s", path);
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_RECORDER);
+    assert_non_null(strstr(err.msg, uri));
+    assert_non_null(strstr(err.msg, "not a database"));
+    assert_null(r);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_new_file_mode_0600, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_existing_file_keeps_its_mode, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_pragmas_applied, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_schema_layout, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_migrates_seed_schema, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_migrates_untyped_seed_with_nulls, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_unknown_layout_refused, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_prune_in_batches, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_held_write_lock_is_waited_out, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_two_connections_share_markers_and_claims, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_errors_name_the_file, setup, teardown),
+};
+
+IB_TEST_MAIN(tests)
