@@ -26,7 +26,10 @@ typedef enum ib_log_sev {
 } ib_log_sev;
 
 /* Sets the format, the lowest severity written and the stream (NULL =
- * stderr; BORROWED, must stay open). Call before threads start logging. */
+ * stderr; BORROWED, must stay open). AUTO is resolved here, once, from
+ * isatty() of the stream. Before the first call: AUTO, info, stderr. Call
+ * it at startup, before other threads log: a record racing with it may
+ * still be written to the previous stream, which must then be open. */
 void ib_log_configure(ib_log_format format, ib_log_sev min_sev, FILE *stream);
 
 /* Parses "json"/"text"/"auto" and "debug"/"info"/"warn"/"error"; return 0
@@ -35,8 +38,11 @@ int ib_log_format_parse(ib_log_format *out, const char *name);
 int ib_log_sev_parse(ib_log_sev *out, const char *name);
 
 /* Writes one record: `msg` plus key/value string pairs, terminated by a
- * NULL key. Values may be NULL (written as null / "-"). Strings are escaped
- * for JSON. Example:
+ * NULL key. Values may be NULL (written as null / "-"). Any bytes are safe:
+ * JSON escapes control characters and replaces invalid UTF-8 with U+FFFD;
+ * text shows them as \xNN and quotes values holding spaces, quotes or '='.
+ * Strings longer than 8 KiB are cut with "...(truncated)". A key named ts,
+ * level or msg is written as _ts, _level, _msg. Example:
  *   ib_log_kv(IB_SEV_WARN, "dead-lettered", "consumer", c, "event_id", id,
  *             "reason", "rejected", NULL); */
 void ib_log_kv(ib_log_sev sev, const char *msg, ...);

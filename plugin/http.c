@@ -39,8 +39,8 @@ typedef struct ib_http_addr {
 
 static ib_status bad_addr(ib_error *err, const char *addr, const char *why)
 {
-    return ib_error_set(err, IB_ERR_CONFIG, "--http '%s': %s (expected HOST:PORT, e.g. 127.0.0.1:9090)",
-                        addr, why);
+    return ib_error_set(err, IB_ERR_CONFIG,
+                        "--http '%s': %s (expected HOST:PORT, e.g. 127.0.0.1:9090)", addr, why);
 }
 
 /* HOST:PORT with a numeric IPv4 host, "localhost", an empty host (all IPv4
@@ -160,8 +160,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     ib_log_kv(IB_SEV_WARN, "http server", "component", "http", "detail", msg, NULL);
 }
 
-static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status,
-                             struct MHD_Response *r, const char *content_type)
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status, struct MHD_Response *r,
+                             const char *content_type)
 {
     if (r == NULL)
         return MHD_NO;
@@ -173,8 +173,7 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status,
     return ret;
 }
 
-static enum MHD_Result queue_static(struct MHD_Connection *c, unsigned int status,
-                                    const char *body)
+static enum MHD_Result queue_static(struct MHD_Connection *c, unsigned int status, const char *body)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
