@@ -1,6 +1,7 @@
 /* The health/metrics HTTP server, exercised over real loopback sockets. */
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,7 +249,7 @@ typedef struct race {
     ib_metrics *m;
     uint16_t port;
     atomic_int *stop;
-    long adds; /* incrementer: how many it made */
+    _Atomic long adds; /* incrementer: how many it made */
     int scrapes;
     int failures;
 } race;
@@ -261,7 +262,7 @@ static void *incrementer(void *p)
         ib_metrics_add(r->m, IB_METRIC_EVENTS_RECEIVED, 1);
         ib_metrics_add(r->m, IB_METRIC_ACKS, 1);
         ib_metrics_observe(r->m, IB_METRIC_HANDLE_SECONDS, 0.01);
-        r->adds++;
+        atomic_fetch_add(&r->adds, 1);
     }
     return NULL;
 }
@@ -305,15 +306,19 @@ static void concurrent_scrapes_see_consistent_totals(void **state)
                    {m, ib_http_port(h), &stop, 0, scrapes, 0}};
     pthread_t t[4];
     assert_int_equal(pthread_create(&t[0], NULL, incrementer, &inc[0]), 0);
-    assert_int_equal(pthread_create(&t[1], NULL, scraper, &scr[0]), 0);
     assert_int_equal(pthread_create(&t[2], NULL, incrementer, &inc[1]), 0);
+    /* scrape only once both incrementers run, however loaded the machine */
+    while (atomic_load(&inc[0].adds) == 0 || atomic_load(&inc[1].adds) == 0)
+        sched_yield();
+    assert_int_equal(pthread_create(&t[1], NULL, scraper, &scr[0]), 0);
     assert_int_equal(pthread_create(&t[3], NULL, scraper, &scr[1]), 0);
     pthread_join(t[1], NULL);
     pthread_join(t[3], NULL);
     atomic_store(&stop, 1);
     pthread_join(t[0], NULL);
     pthread_join(t[2], NULL);
-    assert_true(inc[0].adds > 0 && inc[1].adds > 0);
+    long adds0 = atomic_load(&inc[0].adds), adds1 = atomic_load(&inc[1].adds);
+    assert_true(adds0 > 0 && adds1 > 0);
     assert_int_equal(scr[0].failures, 0);
     assert_int_equal(scr[1].failures, 0);
 
@@ -322,7 +327,7 @@ static void concurrent_scrapes_see_consistent_totals(void **state)
     assert_int_equal(r.status, 200);
     prom_text p;
     parse_metrics(&p, &r);
-    double total = (double)(inc[0].adds + inc[1].adds);
+    double total = (double)(adds0 + adds1);
     assert_true(prom_text_value(&p, "ibus_events_received_total", "") == total);
     assert_true(prom_text_value(&p, "ibus_acks_total", "") == total);
     assert_true(prom_text_value(&p, "ibus_handle_seconds_count", "") == total);

@@ -2,6 +2,7 @@
  * back to the values added, and lock-free updates from many threads. */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,7 +230,7 @@ static void exposition_checker_rejects_malformed_text(void **state)
 typedef struct writer_arg {
     ib_metrics *m;
     atomic_int *stop;
-    uint64_t done;
+    _Atomic uint64_t done;
 } writer_arg;
 
 /* Updates until told to stop, so the renders below overlap with writes. */
@@ -242,7 +243,7 @@ static void *writer(void *arg)
         ib_metrics_gauge_add(w->m, IB_METRIC_HANDLERS_IN_FLIGHT, 1);
         ib_metrics_observe(w->m, IB_METRIC_HANDLE_SECONDS, 0.001);
         ib_metrics_gauge_add(w->m, IB_METRIC_HANDLERS_IN_FLIGHT, -1);
-        w->done++;
+        atomic_fetch_add(&w->done, 1);
     }
     return NULL;
 }
@@ -256,9 +257,15 @@ static void concurrent_updates_lose_nothing(void **state)
     writer_arg w[WRITERS];
     pthread_t t[WRITERS];
     for (int i = 0; i < WRITERS; i++) {
-        w[i] = (writer_arg){m, &stop, 0};
+        w[i].m = m;
+        w[i].stop = &stop;
+        atomic_init(&w[i].done, 0);
         assert_int_equal(pthread_create(&t[i], NULL, writer, &w[i]), 0);
     }
+    /* on a loaded machine a writer may start late: wait until all write */
+    for (int i = 0; i < WRITERS; i++)
+        while (atomic_load(&w[i].done) == 0)
+            sched_yield();
     /* render while the writers run: every scrape must stay well-formed and
      * counters must never go backwards */
     double last = 0;
@@ -274,7 +281,7 @@ static void concurrent_updates_lose_nothing(void **state)
     uint64_t total = 0;
     for (int i = 0; i < WRITERS; i++) {
         pthread_join(t[i], NULL);
-        total += w[i].done;
+        total += atomic_load(&w[i].done);
     }
     assert_true(total > 0);
     ib_metrics_snapshot s;
