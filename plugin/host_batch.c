@@ -175,8 +175,16 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
         if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
                             (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
             it->event = NULL;
-            it->reject_reason =
-                ib_event_reject_str(why != IB_EVENT_OK ? why : IB_EVENT_REJECT_DECODE);
+            if (why == IB_EVENT_OK) {
+                /* Not the message's fault (out of memory): nak it and
+                 * let it come back, rather than dead-letter good bytes. */
+                ib_log_kv(IB_SEV_ERROR, "cannot decode for lack of resources; nak'ed", "error",
+                          e.msg, NULL);
+                it->reject_reason = "ignored";
+                settle_nak(h, it, h->cfg->retry_base_ms);
+                continue;
+            }
+            it->reject_reason = ib_event_reject_str(why);
             snprintf(it->reject_detail, sizeof(it->reject_detail), "%s", e.msg);
             continue;
         }
