@@ -192,7 +192,9 @@ static int run_loop(ib_host *h, natsMsg **buf)
 
     while (!ib__host_signalled) {
         if (ib_nats_is_closed(h->nats)) {
-            ib_log_kv(IB_SEV_ERROR, "nats connection closed for good; exiting 1", NULL);
+            char why[256];
+            ib_log_kv(IB_SEV_ERROR, "nats connection closed for good; exiting 1", "error",
+                      ib_nats_last_error(h->nats, why, sizeof(why)), NULL);
             return 1;
         }
         size_t n = 0;
@@ -283,6 +285,13 @@ int ib_host_run(const ib_host_config *cfg)
     h.bus.js = ib_nats_jetstream(h.nats);
     if (!ib_nats_wait_connected(h.nats, (const volatile int *)&ib__host_signalled, -1)) {
         code = ib__host_signalled ? 0 : 1;
+        /* Closed before it ever connected (nats.c gave up on every
+         * server): say why, so exit 1 is not silent. */
+        if (code == 1) {
+            char why[256];
+            ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", nc.url, "error",
+                      ib_nats_last_error(h.nats, why, sizeof(why)), NULL);
+        }
         goto out;
     }
     if (bind_consumer(&h, &e) != 0 || setup_dispatch(&h, &e) != 0) {

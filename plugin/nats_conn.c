@@ -130,6 +130,23 @@ static ib_status apply_tls(natsOptions *o, const ib_nats_config *c, ib_error *er
     return IB_OK;
 }
 
+/* With retry_initial_connect, nats.c keeps retrying whatever made the first
+ * attempt fail, and after a refused login it ends up closing the
+ * connection with only "no server available". A refused login cannot heal
+ * by retrying, so it is a failure now, with the server's reason. */
+static bool refused_login(natsConnection *nc, const char *url, ib_error *err)
+{
+    const char *why = NULL;
+    natsStatus ls = natsConnection_GetLastError(nc, &why);
+    if (ls != NATS_CONNECTION_AUTH_FAILED && ls != NATS_NOT_PERMITTED)
+        return false;
+    ib_error_set(err, IB_ERR_NATS,
+                 "cannot connect to %s: %s (login refused: check --user/--password, --token, "
+                 "--creds or --nkey)",
+                 url, why != NULL && why[0] != '\0' ? why : natsStatus_GetText(ls));
+    return true;
+}
+
 ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
 {
     natsOptions *o = NULL;
@@ -176,6 +193,10 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
         char detail[200];
         st = ib_error_set(err, IB_ERR_NATS, "cannot connect to %s: %s", url,
                           ib_nats_strerror(detail, sizeof(detail), s));
+        goto fail;
+    }
+    if (s == NATS_NOT_YET_CONNECTED && refused_login(n->nc, url, err)) {
+        st = IB_ERR_NATS;
         goto fail;
     }
     if ((s = natsConnection_JetStream(&n->js, n->nc, NULL)) != NATS_OK) {
@@ -232,6 +253,20 @@ bool ib_nats_wait_connected(ib_nats *n, const volatile int *stop, int64_t timeou
         waited += 20;
     }
     return true;
+}
+
+const char *ib_nats_last_error(ib_nats *n, char *buf, size_t len)
+{
+    const char *text = NULL;
+    buf[0] = '\0';
+    if (n == NULL || n->nc == NULL)
+        return buf;
+    natsStatus s = natsConnection_GetLastError(n->nc, &text);
+    if (text != NULL && text[0] != '\0')
+        snprintf(buf, len, "%s", text);
+    else if (s != NATS_OK)
+        snprintf(buf, len, "%s", natsStatus_GetText(s));
+    return buf;
 }
 
 void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms)

@@ -54,6 +54,12 @@ uint64_t ib_nats_reconnects(const ib_nats *n);
  * passes (<0 = forever). Returns true when connected. */
 bool ib_nats_wait_connected(ib_nats *n, const volatile int *stop, int64_t timeout_ms);
 
+/* Why the connection last failed, in nats.c's words (for example
+ * "Authorization Violation"), copied into `buf`; "" when it reports none.
+ * Meant for the message of a process that gives up because the connection
+ * was closed for good. Returns `buf`. */
+const char *ib_nats_last_error(ib_nats *n, char *buf, size_t len);
+
 /* Flushes pending publishes (acks) with a timeout, drains and frees.
  * NULL is a no-op. */
 void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms);
