@@ -1,5 +1,6 @@
 #include "puller.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,18 +8,22 @@
 #include "nats_conn.h"
 
 /* Margin past a request's server-side expiry before we consider it gone
- * (lost to a server restart or a dropped status message). */
-#define LOCAL_EXPIRY_MARGIN_MS 500
+ * (its status lost to a server restart or a dropped connection): as long
+ * as the expiry itself, at most this. A fixed 500 ms would idle a consumer
+ * that pulls with 10 ms requests for fifty request lifetimes. */
+#define LOCAL_EXPIRY_MARGIN_MAX_MS 500
 
 struct ib_puller {
     natsConnection *nc;
     natsSubscription *sub;
-    char *inbox;
+    char *inbox;        /* request k replies to "<inbox>.<k>" */
     char *next_subject; /* $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable> */
     size_t batch;
     int64_t expires_ms;
     int64_t flush_ms;
-    /* the request in flight: messages still expected and when it ends */
+    /* the request in flight: its number, messages still expected and when
+     * it ends locally; outstanding 0 = none in flight */
+    uint64_t request_no;
     size_t outstanding;
     int64_t request_deadline;
     ib_puller_stats stats;
@@ -59,7 +64,9 @@ ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_
     }
     natsInbox_Destroy(inbox);
     inbox = NULL;
-    if ((s = natsConnection_SubscribeSync(&p->sub, nc, p->inbox)) != NATS_OK) {
+    char wildcard[256];
+    snprintf(wildcard, sizeof(wildcard), "%s.*", p->inbox);
+    if ((s = natsConnection_SubscribeSync(&p->sub, nc, wildcard)) != NATS_OK) {
         char d[200];
         st = ib_error_set(err, IB_ERR_NATS, "puller: subscribe: %s",
                           ib_nats_strerror(d, sizeof(d), s));
@@ -77,32 +84,76 @@ fail:
 
 static ib_status send_request(ib_puller *p, ib_error *err)
 {
-    char body[96];
+    char body[96], reply[300];
     int len = snprintf(body, sizeof(body), "{\"batch\":%zu,\"expires\":%lld}", p->batch,
                        (long long)p->expires_ms * 1000000LL);
-    natsStatus s = natsConnection_PublishRequest(p->nc, p->next_subject, p->inbox, body, len);
+    snprintf(reply, sizeof(reply), "%s.%" PRIu64, p->inbox, p->request_no + 1);
+    natsStatus s = natsConnection_PublishRequest(p->nc, p->next_subject, reply, body, len);
     if (s != NATS_OK) {
         char d[200];
         return ib_error_set(err, IB_ERR_NATS, "pull request to %s: %s", p->next_subject,
                             ib_nats_strerror(d, sizeof(d), s));
     }
+    int64_t margin =
+        p->expires_ms < LOCAL_EXPIRY_MARGIN_MAX_MS ? p->expires_ms : LOCAL_EXPIRY_MARGIN_MAX_MS;
+    p->request_no++;
     p->outstanding = p->batch;
-    p->request_deadline = now_ms() + p->expires_ms + LOCAL_EXPIRY_MARGIN_MS;
+    p->request_deadline = now_ms() + p->expires_ms + margin;
     p->stats.requests++;
     return IB_OK;
 }
 
-/* Returns true for a status message (no payload, a "Status" header):
- * 404/408/409 end the request in flight; 100 is a heartbeat. */
-static bool handle_status(ib_puller *p, natsMsg *m)
+typedef enum status_kind {
+    NOT_STATUS,     /* a message to hand out */
+    STATUS_ENDED,   /* 404/408/409 of the request in flight: it is over */
+    STATUS_IGNORED, /* a heartbeat, or a late status of an earlier request */
+} status_kind;
+
+/* Status messages have no payload and a "Status" header, and arrive on the
+ * reply subject of the request they answer. */
+static status_kind handle_status(ib_puller *p, natsMsg *m)
 {
     const char *status = NULL;
     if (natsMsg_GetDataLength(m) != 0 || natsMsgHeader_Get(m, "Status", &status) != NATS_OK ||
         status == NULL)
-        return false;
+        return NOT_STATUS;
     p->stats.statuses++;
-    if (strcmp(status, "100") != 0)
-        p->outstanding = 0;
+    if (strcmp(status, "100") == 0)
+        return STATUS_IGNORED;
+    const char *subject = natsMsg_GetSubject(m);
+    size_t il = strlen(p->inbox);
+    if (subject == NULL || strncmp(subject, p->inbox, il) != 0 || subject[il] != '.' ||
+        strtoull(subject + il + 1, NULL, 10) != p->request_no)
+        return STATUS_IGNORED;
+    p->outstanding = 0;
+    return STATUS_ENDED;
+}
+
+/* Hands a message out, counting it against the request in flight, or as a
+ * leftover when that request has already ended locally. */
+static void take(ib_puller *p, natsMsg **msgs, size_t *n, natsMsg *m)
+{
+    if (p->outstanding > 0)
+        p->outstanding--;
+    else
+        p->stats.leftovers++;
+    p->stats.messages++;
+    msgs[(*n)++] = m;
+}
+
+/* With no request in flight: takes one message already queued (it answers
+ * a request that has ended). Returns false when nothing is queued. */
+static bool take_queued(ib_puller *p, natsMsg **msgs, size_t *n)
+{
+    int queued = 0;
+    natsMsg *m = NULL;
+    if (natsSubscription_GetPending(p->sub, &queued, NULL) != NATS_OK || queued <= 0 ||
+        natsSubscription_NextMsg(&m, p->sub, 1) != NATS_OK)
+        return false;
+    if (handle_status(p, m) != NOT_STATUS)
+        natsMsg_Destroy(m);
+    else
+        take(p, msgs, n, m);
     return true;
 }
 
@@ -117,7 +168,15 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
         max = p->batch;
     for (;;) {
         int64_t now = now_ms();
-        if (p->outstanding == 0 || now >= p->request_deadline) {
+        if (p->outstanding > 0 && now >= p->request_deadline)
+            p->outstanding = 0; /* expired locally; its status never came */
+        if (p->outstanding == 0) {
+            /* Hand out what is already queued before asking for more. */
+            if (take_queued(p, msgs, n)) {
+                if (*n == max)
+                    return IB_OK;
+                continue;
+            }
             ib_status st = send_request(p, err);
             if (st != IB_OK)
                 return *n > 0 ? IB_OK : st;
@@ -144,18 +203,14 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
                 return IB_OK;
             return ib_error_set(err, IB_ERR_NATS, "pull: %s", ib_nats_strerror(d, sizeof(d), s));
         }
-        if (handle_status(p, m)) {
+        status_kind k = handle_status(p, m);
+        if (k != NOT_STATUS) {
             natsMsg_Destroy(m);
-            if (*n > 0)
+            if (k == STATUS_ENDED && *n > 0)
                 return IB_OK;
             continue;
         }
-        if (p->outstanding > 0)
-            p->outstanding--;
-        else
-            p->stats.leftovers++;
-        p->stats.messages++;
-        msgs[(*n)++] = m;
+        take(p, msgs, n, m);
         last_arrival = now_ms();
         if (*n == max)
             return IB_OK;
@@ -177,13 +232,11 @@ ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
         natsMsg *m = NULL;
         if (natsSubscription_NextMsg(&m, p->sub, until > now ? until - now : 1) != NATS_OK)
             break;
-        if (handle_status(p, m)) {
+        if (handle_status(p, m) != NOT_STATUS) {
             natsMsg_Destroy(m);
             continue;
         }
-        if (p->outstanding > 0)
-            p->outstanding--;
-        msgs[(*n)++] = m;
+        take(p, msgs, n, m);
     }
     natsSubscription_Unsubscribe(p->sub);
     natsSubscription_Destroy(p->sub);

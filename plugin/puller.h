@@ -3,14 +3,24 @@
  * Debian's nats.c 3.4.1 overflows a heap buffer in natsSubscription_Fetch /
  * _FetchRequest when messages left over from an expired pull exceed half of
  * the next batch (fixed upstream in 3.9.0). We therefore do not use Fetch:
- * the puller subscribes to its own inbox with a plain core-NATS subscription
+ * the puller subscribes to "<inbox>.*" with a plain core-NATS subscription
  * and publishes pull requests ({"batch":N,"expires":ns}) to
- * $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable> with that inbox as the reply.
- * Every message that reaches the inbox is handed out, whichever request it
- * answers, so leftovers from an expired request are simply the next
- * messages; nothing is copied into a fixed-size array sized by the request.
+ * $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>, request number k with the
+ * reply subject "<inbox>.<k>". Every message that reaches the inbox is
+ * handed out, whichever request it answers, so leftovers from an expired
+ * request are simply the next messages; nothing is copied into a
+ * fixed-size array sized by the request.
  * Status messages (404 no messages, 408 request expired, 409 conflicts, 100
- * heartbeats) end or skip a request and are never handed out.
+ * heartbeats) are never handed out. They arrive on their request's reply
+ * subject, so a late status of an earlier request is told apart and does
+ * not end the request in flight. (Messages keep their stream subject, so
+ * only statuses can be attributed this way.)
+ *
+ * A request ends locally when its batch has arrived, when its status
+ * arrives, or at its expiry plus a margin (as long as the expiry, at most
+ * 500 ms) in case the status was lost. Messages still queued, or arriving,
+ * after that are leftovers: the situation that breaks Fetch, counted in the
+ * stats and handed out like any other message.
  *
  * Acks go to each message's reply subject over core NATS (ack.h).
  * Not thread-safe: one thread pulls. */
@@ -61,7 +71,7 @@ typedef struct ib_puller_stats {
     uint64_t requests;  /* pull requests sent */
     uint64_t messages;  /* messages handed out */
     uint64_t statuses;  /* status messages seen */
-    uint64_t leftovers; /* messages that arrived after their request had expired locally */
+    uint64_t leftovers; /* messages taken after the request in flight had ended locally */
 } ib_puller_stats;
 void ib_puller_stats_get(const ib_puller *p, ib_puller_stats *out);
 
