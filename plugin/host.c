@@ -141,14 +141,19 @@ static int bind_consumer(ib_host *h, ib_error *err)
 static void write_summary(const ib_host *h, int exit_code)
 {
     const ib_host_totals *t = &h->totals;
-    char line[768];
+    const ib_puller_stats *ps = &h->pull_stats;
+    char line[896];
+    /* pull_requests and leftovers (messages that reached the inbox after
+     * their pull request had ended) show the consumption design at work. */
     snprintf(line, sizeof(line),
              "{\"pid\":%ld,\"durable\":\"%s\",\"exit\":%d,\"received\":%" PRIu64
              ",\"handled\":%" PRIu64 ",\"duplicates\":%" PRIu64 ",\"retried\":%" PRIu64
              ",\"rejected\":%" PRIu64 ",\"unhandled\":%" PRIu64 ",\"dead_lettered\":%" PRIu64
-             ",\"acked\":%" PRIu64 ",\"naked\":%" PRIu64 ",\"busy\":%" PRIu64 "}\n",
+             ",\"acked\":%" PRIu64 ",\"naked\":%" PRIu64 ",\"busy\":%" PRIu64
+             ",\"pull_requests\":%" PRIu64 ",\"leftovers\":%" PRIu64 "}\n",
              (long)getpid(), h->cfg->durable, exit_code, t->received, t->handled, t->duplicates,
-             t->retried, t->rejected, t->unhandled, t->dead_lettered, t->acked, t->naked, t->busy);
+             t->retried, t->rejected, t->unhandled, t->dead_lettered, t->acked, t->naked, t->busy,
+             ps->requests, ps->leftovers);
     if (h->cfg->summary_file != NULL && h->cfg->summary_file[0] != '\0') {
         int fd = open(h->cfg->summary_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (fd >= 0) {
@@ -157,14 +162,15 @@ static void write_summary(const ib_host *h, int exit_code)
             close(fd);
         }
     }
-    char n[10][24];
-    const uint64_t v[10] = {t->received,  t->handled,       t->duplicates, t->retried, t->rejected,
-                            t->unhandled, t->dead_lettered, t->acked,      t->naked,   t->busy};
-    for (int i = 0; i < 10; i++)
+    char n[12][24];
+    const uint64_t v[12] = {t->received, t->handled,   t->duplicates,    t->retried,
+                            t->rejected, t->unhandled, t->dead_lettered, t->acked,
+                            t->naked,    t->busy,      ps->requests,     ps->leftovers};
+    for (int i = 0; i < 12; i++)
         snprintf(n[i], sizeof(n[i]), "%" PRIu64, v[i]);
     ib_log_kv(IB_SEV_INFO, "stopped", "received", n[0], "handled", n[1], "duplicates", n[2],
               "retried", n[3], "rejected", n[4], "unhandled", n[5], "dead_lettered", n[6], "acked",
-              n[7], "naked", n[8], "busy", n[9], NULL);
+              n[7], "naked", n[8], "busy", n[9], "pull_requests", n[10], "leftovers", n[11], NULL);
 }
 
 /* Stop taking messages: collect what still arrives for the request in
@@ -329,6 +335,8 @@ int ib_host_run(const ib_host_config *cfg)
 out:
     ib__host_watch_stop(&h);
     atomic_store(&h.bound, 0);
+    if (h.puller != NULL)
+        ib_puller_stats_get(h.puller, &h.pull_stats);
     ib_puller_free(h.puller);
     /* Acks are fire-and-forget: flush so the last ones reach the server. */
     ib_nats_close(h.nats, 5000);

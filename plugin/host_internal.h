@@ -45,6 +45,7 @@ typedef struct ib_host {
     atomic_int bound;
     atomic_int stopping;
     ib_host_totals totals;
+    ib_puller_stats pull_stats; /* copied from the puller before it is freed */
 
     /* working arrays of one batch (host_batch.c), batch_cap entries each */
     void *batch_items;
