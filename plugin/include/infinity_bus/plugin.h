@@ -1,18 +1,30 @@
 /* infinity-bus plugin ABI: the only header a handler plugin needs.
  *
  * A plugin is a shared object that exports one function, ib_plugin_entry(),
- * returning a pointer to a constant ib_plugin_desc. The host checks the
+ * returning a pointer to a constant ib_plugin_desc. The host loads it with
+ * dlopen(RTLD_NOW | RTLD_LOCAL), calls ib_plugin_entry() and checks the
  * descriptor (magic, size, ABI major, handler list) before it calls any other
- * plugin code, then calls init(), registers the handlers, and calls fini() at
- * shutdown after the last handler call has returned.
+ * plugin code; then it calls init(), registers the handlers, and calls fini()
+ * at shutdown after the last handler call has returned. Keep ELF
+ * constructors (__attribute__((constructor)), C++ static initialisers) free
+ * of work: they run inside dlopen, before the host has checked anything.
+ *
+ * Build a plugin with hidden visibility so that ib_plugin_entry is its only
+ * exported symbol, and link nothing of infinity-bus:
+ *
+ *     cc -shared -fPIC -fvisibility=hidden \
+ *        $(pkg-config --cflags infinity-bus-plugin) -o hello.so hello.c
  *
  * Compatibility rules:
  *   - IB_ABI_MAJOR changes when an existing field or signature changes; the
  *     host refuses a plugin built for another major.
  *   - IB_ABI_MINOR changes when fields are appended to a struct. Every
- *     versioned struct starts with its size, so the host reads only what an
- *     older plugin provided, and a plugin checks ib_host_api.size before it
- *     uses a slot newer than the host it runs in (IB_HOST_API_HAS()).
+ *     versioned struct records its size, so each side reads only what the
+ *     other provided: a host reads an older plugin's descriptor up to its
+ *     `size` (missing fields count as NULL/0) and ignores what a newer
+ *     plugin appended; a plugin checks ib_host_api.size (IB_HOST_API_HAS)
+ *     and ib_raw_event.size (IB_RAW_EVENT_HAS) before it reads a slot newer
+ *     than the host it runs in.
  *
  * Minimal plugin:
  *
@@ -42,13 +54,20 @@ extern "C" {
 
 #if defined(__GNUC__)
 #define IB_PLUGIN_EXPORT __attribute__((visibility("default")))
+#define IB_PLUGIN_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #else
 #define IB_PLUGIN_EXPORT
+#define IB_PLUGIN_PRINTF(fmt, args)
 #endif
+
+/* Limits the host enforces on names (see ib_handler_desc, ib_plugin_desc). */
+#define IB_PLUGIN_NAME_MAX 64    /* plugin and handler names: [A-Za-z0-9._-], 1..64 bytes */
+#define IB_EVENT_TYPE_MAX 255    /* event types: 1..255 bytes, no whitespace or control bytes */
+#define IB_PLUGIN_ERRBUF_MIN 256 /* init()'s errbuf is at least this large */
 
 /* What a handler says about one event. */
 typedef enum ib_verdict {
-    IB_HANDLER_OK = 0,     /* done: the host marks it processed and acks when all handlers are done */
+    IB_HANDLER_OK = 0, /* done: the host marks it processed and acks when all handlers are done */
     IB_HANDLER_RETRY = 1,  /* transient failure: not marked, redelivered after a back-off */
     IB_HANDLER_REJECT = 2, /* permanent failure: not marked, dead-lettered with reason "rejected" */
 } ib_verdict;
@@ -67,38 +86,59 @@ typedef struct ib_header {
 } ib_header;
 
 /* The decoded event and its delivery facts, as the host hands it to a
- * handler. Read-only. BORROWED: valid only during the handle() call; copy
- * what you need to keep. Read it through the accessors below, which check
- * `size` for fields newer than the host. */
+ * handler. Read-only. BORROWED: the struct and every string and array it
+ * points to are valid only during the handle() call; copy what you need to
+ * keep. Read it through the accessors below. All fields here are ABI 1.0;
+ * fields appended later will be read through accessors that check `size`
+ * (IB_RAW_EVENT_HAS) and answer NULL/0 on an older host. */
 typedef struct ib_raw_event {
-    uint32_t size;        /* sizeof(ib_raw_event) as the host built it */
-    const char *id;       /* normalised: 32 lowercase hex */
-    const char *type;
-    const uint8_t *payload; /* same bytes as handle()'s payload argument */
+    uint32_t size;          /* sizeof(ib_raw_event) as the host built it */
+    const char *id;         /* normalised: 32 lowercase hex */
+    const char *type;       /* non-empty */
+    const uint8_t *payload; /* same bytes as handle()'s payload argument; may be NULL if empty */
     size_t payload_len;
     int64_t created_at_ms; /* producer clock, unix ms; 0 = unknown */
     const char *source;    /* "" when the producer gave none */
     const ib_header *headers;
     size_t header_count;
     /* delivery facts */
-    const char *subject;     /* NATS subject the event was published on */
+    const char *subject;     /* NATS subject the event was published on; "" if unknown */
     uint64_t stream_seq;     /* JetStream stream sequence; 0 outside JetStream */
     uint64_t delivery_count; /* 1 on the first delivery */
     const char *consumer;    /* consumer identity of the handler being called */
 } ib_raw_event;
 
-static inline const char *ib_raw_event_id(const ib_raw_event *ev) { return ev->id; }
-static inline const char *ib_raw_event_type(const ib_raw_event *ev) { return ev->type; }
+#define IB_RAW_EVENT_HAS(ev, field)                                                                \
+    ((ev)->size >= offsetof(ib_raw_event, field) + sizeof((ev)->field))
+
+static inline const char *ib_raw_event_id(const ib_raw_event *ev)
+{
+    return ev->id;
+}
+static inline const char *ib_raw_event_type(const ib_raw_event *ev)
+{
+    return ev->type;
+}
+/* Returns the payload and stores its length in *len (if len is non-NULL). */
 static inline const uint8_t *ib_raw_event_payload(const ib_raw_event *ev, size_t *len)
 {
     if (len != NULL)
         *len = ev->payload_len;
     return ev->payload;
 }
-static inline int64_t ib_raw_event_created_at_ms(const ib_raw_event *ev) { return ev->created_at_ms; }
-static inline const char *ib_raw_event_source(const ib_raw_event *ev) { return ev->source; }
-static inline size_t ib_raw_event_header_count(const ib_raw_event *ev) { return ev->header_count; }
-/* Returns the value of the first header named `key`, or NULL when absent. */
+static inline int64_t ib_raw_event_created_at_ms(const ib_raw_event *ev)
+{
+    return ev->created_at_ms;
+}
+static inline const char *ib_raw_event_source(const ib_raw_event *ev)
+{
+    return ev->source;
+}
+static inline size_t ib_raw_event_header_count(const ib_raw_event *ev)
+{
+    return ev->header_count;
+}
+/* Returns the value of the header named `key`, or NULL when absent. */
 static inline const char *ib_raw_event_header(const ib_raw_event *ev, const char *key)
 {
     for (size_t i = 0; i < ev->header_count; i++) {
@@ -112,23 +152,35 @@ static inline const char *ib_raw_event_header(const ib_raw_event *ev, const char
     }
     return NULL;
 }
+/* Returns header number `i` (0-based), or NULL past the end. */
 static inline const ib_header *ib_raw_event_header_at(const ib_raw_event *ev, size_t i)
 {
     return i < ev->header_count ? &ev->headers[i] : NULL;
 }
-static inline const char *ib_raw_event_subject(const ib_raw_event *ev) { return ev->subject; }
-static inline uint64_t ib_raw_event_stream_seq(const ib_raw_event *ev) { return ev->stream_seq; }
+static inline const char *ib_raw_event_subject(const ib_raw_event *ev)
+{
+    return ev->subject;
+}
+static inline uint64_t ib_raw_event_stream_seq(const ib_raw_event *ev)
+{
+    return ev->stream_seq;
+}
 static inline uint64_t ib_raw_event_delivery_count(const ib_raw_event *ev)
 {
     return ev->delivery_count;
 }
-static inline const char *ib_raw_event_consumer(const ib_raw_event *ev) { return ev->consumer; }
+static inline const char *ib_raw_event_consumer(const ib_raw_event *ev)
+{
+    return ev->consumer;
+}
 
 /* Opaque handle through which a handler publishes new events; BORROWED,
- * valid only during the handle() call. Use it with ib_host_api.publish. */
+ * valid only during the handle() call it was passed to. Use it with
+ * ib_host_api.publish. */
 typedef struct ib_bus_proxy ib_bus_proxy;
 
-/* A new event for ib_host_api.publish(). */
+/* A new event for ib_host_api.publish(). Every pointer is BORROWED for the
+ * publish() call only; the host copies what it sends. */
 typedef struct ib_publish_request {
     uint32_t size;       /* sizeof(ib_publish_request) as the plugin built it */
     const char *subject; /* NULL: the host's default subject for `type` */
@@ -141,23 +193,29 @@ typedef struct ib_publish_request {
 } ib_publish_request;
 
 /* Services the host offers a plugin. Passed to init(); BORROWED, valid until
- * fini() returns. Slots are only ever appended: check `size` (with
- * IB_HOST_API_HAS) before using a slot newer than ABI 1.0. */
+ * fini() returns, so a plugin may keep the pointer in its state. Slots are
+ * only ever appended: check `size` (with IB_HOST_API_HAS) before using a
+ * slot newer than ABI 1.0. Every slot may be called from any thread. */
 typedef struct ib_host_api {
     uint32_t size; /* sizeof(ib_host_api) as the host built it */
     uint16_t abi_major;
     uint16_t abi_minor;
-    /* Logs one line through the host's logger (text or JSON), tagged with the
-     * plugin's name. Never pass payload bytes you would not want in logs. */
+    /* Logs one line through the host's logger (text or JSON), tagged with
+     * `plugin` (pass your plugin's name). Never log payload bytes you would
+     * not want in logs. */
     void (*log)(ib_log_level level, const char *plugin, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-    /* Publishes an event through the bus and waits for JetStream's ack.
-     * Returns 0 on success; otherwise a negative value and, if `id_out` is
-     * non-NULL, it is left empty. `id_out` (33 bytes, may be NULL) receives
-     * the id used. Errors mean: retry later (return IB_HANDLER_RETRY). */
+        IB_PLUGIN_PRINTF(3, 4);
+    /* Publishes an event through `bus` (the proxy handle() received; only
+     * during that call) and waits for JetStream's ack. Returns 0 on success
+     * and, if `id_out` (33 bytes) is non-NULL, writes the id used into it.
+     * Returns a negative value on failure (id_out then holds ""): the event
+     * may not have been stored, so return IB_HANDLER_RETRY; a retried
+     * publish with the same `id` is dropped by JetStream's duplicate window. */
     int (*publish)(ib_bus_proxy *bus, const ib_publish_request *req, char id_out[33]);
-    /* Writes into `out` (33 bytes) a deterministic id derived from a parent
-     * id and a name, for derived events that must keep a stable dedup key. */
+    /* Writes into `out` (33 bytes: 32 lowercase hex and NUL) a deterministic
+     * uuid4-shaped id derived from a parent id and a name, the same in every
+     * process and host version, for derived events that must keep a stable
+     * dedup key across replays. */
     void (*derive_id)(char out[33], const char *parent_id, const char *name);
 } ib_host_api;
 
@@ -165,41 +223,55 @@ typedef struct ib_host_api {
     ((api)->size >= offsetof(ib_host_api, field) + sizeof((api)->field))
 
 /* Handles one event. `state` is what init() returned (NULL without init).
- * `payload`/`payload_len` and `ev` are BORROWED for the call. May run on
- * several threads at once when the host runs with --concurrency > 1: keep
- * `state` thread-safe. Must not longjmp out or call exit(). */
+ * `payload`/`payload_len`, `bus` and `ev` are BORROWED for the call. May run
+ * on several threads at once when the host runs handlers concurrently: keep
+ * `state` thread-safe. Must not longjmp out, call exit() or unload itself.
+ * Idempotence is the host's job: a handler that returned OK for an event
+ * is not called again for it under the same consumer identity. */
 typedef ib_verdict (*ib_handle_fn)(void *state, const uint8_t *payload, size_t payload_len,
                                    ib_bus_proxy *bus, const ib_raw_event *ev);
 
-/* One handler. `name` is unique within the plugin ([A-Za-z0-9._-], 1..64).
- * `event_types` is a NULL-terminated list of at least one non-empty type
- * without whitespace. All pointers must stay valid while the plugin is
- * loaded (static storage is the norm). */
+/* One handler. `name` is unique within the plugin ([A-Za-z0-9._-],
+ * 1..IB_PLUGIN_NAME_MAX bytes). `event_types` is a NULL-terminated list of
+ * at least one distinct event type (1..IB_EVENT_TYPE_MAX bytes, no
+ * whitespace or control bytes, matched exactly: no wildcards). All pointers
+ * must stay valid while the plugin is loaded (static storage is the norm).
+ * The host reads `handler_size` bytes per entry (see ib_plugin_desc). */
 typedef struct ib_handler_desc {
     const char *name;
     const char *const *event_types;
     ib_handle_fn handle;
 } ib_handler_desc;
 
-/* Called once after the checks pass. `config` is the plugin's configuration
- * string (never NULL; "" when none was given), BORROWED for the call. On
- * success returns 0 and may set *state. On failure returns non-zero and
- * writes a reason into errbuf (errlen bytes, NUL-terminated); the host then
- * unloads the plugin and does not call fini(). */
+/* Size of an ABI 1.0 handler entry: the smallest stride the host accepts. */
+#define IB_HANDLER_DESC_SIZE_1_0 (offsetof(ib_handler_desc, handle) + sizeof(ib_handle_fn))
+
+/* Called once, after the checks pass and before any handler runs.
+ * `config` is the plugin's configuration string (never NULL; "" when none
+ * was given), BORROWED for the call. `api` is BORROWED until fini() returns.
+ * On success returns 0 and may set *state (passed to every handle() and to
+ * fini()). On failure returns non-zero and writes a one-line reason into
+ * errbuf (errlen >= IB_PLUGIN_ERRBUF_MIN bytes; NUL-terminated); the host
+ * then reports "plugin <file>: init failed: <reason>", unloads the plugin
+ * and does not call fini(), so free what you allocated before returning. */
 typedef int (*ib_plugin_init_fn)(void **state, const ib_host_api *api, const char *config,
                                  char *errbuf, size_t errlen);
-/* Called once at shutdown after every handler call has returned. */
+/* Called once at shutdown after every handler call has returned and before
+ * the library is unloaded; frees `state`. Only called if init succeeded
+ * (or the plugin has no init). */
 typedef void (*ib_plugin_fini_fn)(void *state);
 
-/* The plugin descriptor. Fill the first four fields with IB_PLUGIN_DESC_HEADER. */
+/* The plugin descriptor. Fill the first five fields with
+ * IB_PLUGIN_DESC_HEADER. The first five fields keep their offsets in every
+ * ABI version, so any host can tell what it is looking at. */
 typedef struct ib_plugin_desc {
-    uint32_t magic;        /* IB_PLUGIN_MAGIC */
-    uint32_t size;         /* sizeof(ib_plugin_desc) as the plugin built it */
-    uint16_t abi_major;    /* IB_ABI_MAJOR */
-    uint16_t abi_minor;    /* IB_ABI_MINOR */
-    uint32_t handler_size; /* sizeof(ib_handler_desc): stride of `handlers` */
-    const char *name;      /* [A-Za-z0-9._-], 1..64 */
-    const char *version;
+    uint32_t magic;         /* IB_PLUGIN_MAGIC */
+    uint32_t size;          /* sizeof(ib_plugin_desc) as the plugin built it */
+    uint16_t abi_major;     /* IB_ABI_MAJOR */
+    uint16_t abi_minor;     /* IB_ABI_MINOR */
+    uint32_t handler_size;  /* sizeof(ib_handler_desc): stride of `handlers` */
+    const char *name;       /* [A-Za-z0-9._-], 1..IB_PLUGIN_NAME_MAX bytes; part of consumer ids */
+    const char *version;    /* printable, no spaces, 1..64 bytes, e.g. "1.2.0" */
     ib_plugin_init_fn init; /* optional */
     ib_plugin_fini_fn fini; /* optional */
     const ib_handler_desc *handlers;
@@ -215,8 +287,11 @@ typedef struct ib_plugin_desc {
     .magic = IB_PLUGIN_MAGIC, .size = sizeof(ib_plugin_desc), .abi_major = IB_ABI_MAJOR,           \
     .abi_minor = IB_ABI_MINOR, .handler_size = sizeof(ib_handler_desc)
 
-/* The one symbol a plugin exports. Returns a pointer to a descriptor with
- * static storage duration; the host never writes through it. */
+/* The one symbol a plugin exports (functions, not data, are looked up).
+ * Called once, right after dlopen; must do nothing but return a pointer to
+ * a descriptor with static storage duration, which the host never writes
+ * through and reads while the plugin is loaded. Declared here with default
+ * visibility so the definition is exported even under -fvisibility=hidden. */
 typedef const ib_plugin_desc *(*ib_plugin_entry_fn)(void);
 #define IB_PLUGIN_ENTRY_SYMBOL "ib_plugin_entry"
 IB_PLUGIN_EXPORT const ib_plugin_desc *ib_plugin_entry(void);

@@ -1,0 +1,143 @@
+/* The plugin loader: opens handler plugins (infinity_bus/plugin.h), checks
+ * them, initialises them and registers their handlers with the idempotent
+ * core (dispatch.h).
+ *
+ * Lifecycle, as the host drives it:
+ *
+ *     ib_plugin_open()      trust check of the file, dlopen, descriptor checks
+ *     ib_plugin_init()      the plugin's init() with the host API and config
+ *     ib_plugin_register()  every handler joins the dispatch table
+ *     ...                   dispatch runs handlers
+ *     ib_dispatch_free()    the host stops dispatch first: no handler may run
+ *     ib_plugin_close()     fini(), then dlclose
+ *
+ * A plugin is never unloaded while one of its handlers may run: the host
+ * closes plugins only after dispatch has stopped and been freed, because
+ * the dispatch table borrows the handlers' functions and state.
+ *
+ * Plugin configuration. Each plugin receives one configuration string,
+ * found by the plugin's NAME (the descriptor's, not the file's):
+ *   1. the last `--plugin-config NAME=STRING` option naming it, else
+ *   2. the environment variable IB_PLUGIN_CONFIG_<NAME>, with NAME upper-cased
+ *      and every byte other than [A-Z0-9] replaced by '_' (plugin "my-audit"
+ *      reads IB_PLUGIN_CONFIG_MY_AUDIT), else
+ *   3. "" (no configuration).
+ * The string's syntax belongs to the plugin; the example plugins use
+ * comma-separated key=value pairs ("file=/var/log/audit.log,mode=x").
+ * ib_plugin_config_lookup() implements this lookup for the CLI.
+ *
+ * Consumer identity. A handler's markers are kept under
+ * "<durable>/<plugin>/<handler>" unless an override "plugin/handler=IDENTITY"
+ * (the CLI's repeatable option) names it; overrides keep a handler's markers
+ * when a plugin or durable is renamed.
+ *
+ * Thread safety: open/init/register/close run on the host's main thread
+ * while it starts and stops; the accessors may be called from any thread. */
+#ifndef IB_LOADER_H
+#define IB_LOADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dispatch.h"
+#include "error.h"
+#include "infinity_bus/plugin.h"
+
+typedef struct ib_plugin ib_plugin;
+
+typedef struct ib_plugin_open_options {
+    /* Development only (--allow-insecure-plugins): skip the ownership and
+     * permission checks of the plugin file and its directory. A path that is
+     * missing or not a regular file is still refused. */
+    bool allow_insecure_files;
+} ib_plugin_open_options;
+
+/* Loads the plugin at `path` and checks it, calling no plugin code except
+ * ib_plugin_entry() (and, unavoidably, the library's ELF constructors):
+ *   - the file: a regular file, owned by root or the running user, not
+ *     writable by group or others, in a directory that passes the same
+ *     ownership and permission test (unless opts->allow_insecure_files);
+ *   - an ELF shared object that dlopen(RTLD_NOW | RTLD_LOCAL) accepts and
+ *     that defines ib_plugin_entry;
+ *   - the descriptor: magic, then size (at least IB_PLUGIN_DESC_SIZE_1_0),
+ *     then ABI major (equal to the host's), handler stride, name and
+ *     version, a non-empty handler list with well-formed, unique names,
+ *     non-NULL handle functions and well-formed event type lists.
+ * A descriptor from an older minor is read up to its size (later fields are
+ * absent); one from a newer minor is accepted and only the fields this host
+ * knows are read. `opts` may be NULL (all checks on).
+ *
+ * On success `*out` owns the library; free it with ib_plugin_close(). On
+ * failure the library is unloaded, `*out` is NULL and `err` says
+ * "plugin <path>: <reason>" (IB_ERR_PLUGIN; IB_ERR_NOMEM when memory runs
+ * out). */
+ib_status ib_plugin_open(ib_plugin **out, const char *path, const ib_plugin_open_options *opts,
+                         ib_error *err);
+
+/* Runs the plugin's init() (if any) with the host API table `api`
+ * (BORROWED; must outlive the plugin) and `config` (NULL means ""). Call
+ * exactly once, before ib_plugin_register(). On failure returns IB_ERR_PLUGIN
+ * with "plugin <path>: init failed: <the plugin's reason>"; the plugin stays
+ * un-initialised (fini() will not run) and the caller closes it. */
+ib_status ib_plugin_init(ib_plugin *p, const ib_host_api *api, const char *config, ib_error *err);
+
+/* Adds every handler of an initialised plugin to `d` (each subscribed to its
+ * event types), with consumer identity "<durable>/<plugin>/<handler>" unless
+ * an entry "plugin/handler=IDENTITY" of `overrides` (NULL-terminated; NULL
+ * for none; entries naming other plugins are ignored) names it. The
+ * dispatch table borrows the plugin's functions and state: free `d` before
+ * closing `p`. Errors: IB_ERR_INVALID_ARG before ib_plugin_init(),
+ * IB_ERR_CONFIG for an identity longer than IB_CONSUMER_MAX or one that
+ * another handler already uses (ib_dispatch_add); handlers added before a
+ * failure stay in `d`, so treat a failure as fatal for `d`. */
+ib_status ib_plugin_register(ib_plugin *p, ib_dispatch *d, const char *durable,
+                             const char *const *overrides, ib_error *err);
+
+/* Calls fini() (if init succeeded), unloads the library and frees `p`.
+ * Every pointer obtained from the plugin (names, handler descriptors) dies
+ * with it. The caller guarantees that no handler of `p` runs or will run.
+ * NULL is a no-op. */
+void ib_plugin_close(ib_plugin *p);
+
+/* Accessors. Strings are owned by the plugin and valid until
+ * ib_plugin_close(). */
+const char *ib_plugin_name(const ib_plugin *p);
+const char *ib_plugin_version(const ib_plugin *p);
+/* One-line description (ABI 1.1); "" when the plugin has none. */
+const char *ib_plugin_description(const ib_plugin *p);
+/* The path as given to ib_plugin_open(). */
+const char *ib_plugin_path(const ib_plugin *p);
+/* ABI version the plugin was built against. */
+unsigned ib_plugin_abi_major(const ib_plugin *p);
+unsigned ib_plugin_abi_minor(const ib_plugin *p);
+size_t ib_plugin_handler_count(const ib_plugin *p);
+/* Handler `i` (0-based) as this host reads it, or NULL past the end. */
+const ib_handler_desc *ib_plugin_handler(const ib_plugin *p, size_t i);
+
+/* Finds the configuration string of plugin `name`: the value of the last
+ * "NAME=STRING" entry of `cli_pairs` (NULL-terminated; may be NULL) whose
+ * NAME equals `name`, else the environment variable
+ * IB_PLUGIN_CONFIG_<NAME> (see the top of this file). Stores a copy in
+ * `*out` (caller frees with free()), or NULL when neither gives one: not
+ * found is an answer, and the caller passes "" to init. Errors:
+ * IB_ERR_CONFIG for a cli entry without '=' or with an empty NAME,
+ * IB_ERR_NOMEM. */
+ib_status ib_plugin_config_lookup(char **out, const char *const *cli_pairs, const char *name,
+                                  ib_error *err);
+
+/* Writes into `out` (`out_len` bytes) the environment variable name that
+ * carries the configuration of plugin `name`, e.g. "IB_PLUGIN_CONFIG_MY_AUDIT".
+ * Returns false if it does not fit. */
+bool ib_plugin_config_env_name(char *out, size_t out_len, const char *name);
+
+/* Checks consumer identity overrides before registration: each entry of
+ * `overrides` (NULL-terminated; may be NULL) must read
+ * "plugin/handler=IDENTITY" with a non-empty IDENTITY of at most
+ * IB_CONSUMER_MAX bytes, name a handler of one of the `n` loaded `plugins`,
+ * and appear once. Catches a mistyped override, which would otherwise
+ * silently give a handler a fresh identity and re-run every event.
+ * Errors: IB_ERR_CONFIG naming the entry and the reason. */
+ib_status ib_plugin_overrides_check(const char *const *overrides, ib_plugin *const *plugins,
+                                    size_t n, ib_error *err);
+
+#endif

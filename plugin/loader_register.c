@@ -1,0 +1,140 @@
+/* Handlers joining dispatch, and their consumer identities (loader.h). */
+#include "loader.h"
+#include "loader_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Matches "plugin/handler=..." against a plugin and handler name; returns
+ * the identity after '=' or NULL. */
+static const char *override_for(const char *entry, const char *plugin, const char *handler)
+{
+    size_t pl = strlen(plugin), hl = strlen(handler);
+
+    if (strncmp(entry, plugin, pl) != 0 || entry[pl] != '/')
+        return NULL;
+    entry += pl + 1;
+    if (strncmp(entry, handler, hl) != 0 || entry[hl] != '=')
+        return NULL;
+    return entry + hl + 1;
+}
+
+/* The last matching override wins, as with every repeatable option. */
+static const char *find_override(const char *const *overrides, const char *plugin,
+                                 const char *handler)
+{
+    const char *found = NULL;
+    for (size_t i = 0; overrides != NULL && overrides[i] != NULL; i++) {
+        const char *id = override_for(overrides[i], plugin, handler);
+        if (id != NULL)
+            found = id;
+    }
+    return found;
+}
+
+ib_status ib_plugin_register(ib_plugin *p, ib_dispatch *d, const char *durable,
+                             const char *const *overrides, ib_error *err)
+{
+    if (p == NULL || d == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "plugin register: no plugin or no dispatch");
+    if (!p->initialised)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "plugin %s: registered before init", p->path);
+    if (durable == NULL || durable[0] == '\0')
+        return ib_error_set(err, IB_ERR_INVALID_ARG,
+                            "plugin %s: no durable name to build consumer identities", p->path);
+
+    for (size_t i = 0; i < p->handler_count; i++) {
+        const ib_handler_desc *h = &p->handlers[i];
+        const char *id = find_override(overrides, p->desc.name, h->name);
+        char consumer[IB_CONSUMER_MAX + 2];
+        char name[2 * IB_PLUGIN_NAME_MAX + 2];
+        ib_dispatch_handler dh;
+        ib_error inner;
+        int n;
+
+        if (id != NULL)
+            n = snprintf(consumer, sizeof(consumer), "%s", id);
+        else
+            n = snprintf(consumer, sizeof(consumer), "%s/%s/%s", durable, p->desc.name, h->name);
+        if (n <= 0 || n > IB_CONSUMER_MAX)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "plugin %s: consumer identity of handler %s/%s must be 1-%d "
+                                "bytes, got %d",
+                                p->path, p->desc.name, h->name, IB_CONSUMER_MAX, n);
+        snprintf(name, sizeof(name), "%s/%s", p->desc.name, h->name);
+        dh = (ib_dispatch_handler){
+            .consumer = consumer,
+            .name = name,
+            .event_types = h->event_types,
+            .handle = h->handle,
+            .state = p->state,
+        };
+        ib_error_clear(&inner);
+        if (ib_dispatch_add(d, &dh, &inner) != IB_OK)
+            return ib_error_set(err, inner.status, "plugin %s: %s", p->path, inner.msg);
+    }
+    return IB_OK;
+}
+
+static const char *plugin_named(ib_plugin *const *plugins, size_t n, const char *name, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *pn = plugins[i]->desc.name;
+        if (strlen(pn) == len && memcmp(pn, name, len) == 0)
+            return pn;
+    }
+    return NULL;
+}
+
+static bool plugin_has_handler(ib_plugin *const *plugins, size_t n, const char *plugin,
+                               const char *handler, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(plugins[i]->desc.name, plugin) != 0)
+            continue;
+        for (size_t j = 0; j < plugins[i]->handler_count; j++) {
+            const char *hn = plugins[i]->handlers[j].name;
+            if (strlen(hn) == len && memcmp(hn, handler, len) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+ib_status ib_plugin_overrides_check(const char *const *overrides, ib_plugin *const *plugins,
+                                    size_t n, ib_error *err)
+{
+    for (size_t i = 0; overrides != NULL && overrides[i] != NULL; i++) {
+        const char *e = overrides[i];
+        const char *eq = strchr(e, '=');
+        const char *slash = eq != NULL ? memchr(e, '/', (size_t)(eq - e)) : NULL;
+        const char *plugin;
+        size_t key_len;
+
+        if (eq == NULL || slash == NULL || slash == e || slash + 1 == eq)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "consumer override \"%s\": expected PLUGIN/HANDLER=IDENTITY", e);
+        if (eq[1] == '\0')
+            return ib_error_set(err, IB_ERR_CONFIG, "consumer override \"%s\": empty identity", e);
+        if (strlen(eq + 1) > IB_CONSUMER_MAX)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "consumer override \"%.40s...\": identity longer than %d bytes", e,
+                                IB_CONSUMER_MAX);
+        plugin = plugin_named(plugins, n, e, (size_t)(slash - e));
+        if (plugin == NULL)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "consumer override \"%s\": no loaded plugin is named \"%.*s\"", e,
+                                (int)(slash - e), e);
+        if (!plugin_has_handler(plugins, n, plugin, slash + 1, (size_t)(eq - slash - 1)))
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "consumer override \"%s\": plugin %s has no handler \"%.*s\"", e,
+                                plugin, (int)(eq - slash - 1), slash + 1);
+        key_len = (size_t)(eq - e) + 1;
+        for (size_t j = 0; j < i; j++)
+            if (strncmp(overrides[j], e, key_len) == 0)
+                return ib_error_set(err, IB_ERR_CONFIG,
+                                    "consumer override \"%s\": handler %.*s is overridden twice", e,
+                                    (int)(eq - e), e);
+    }
+    return IB_OK;
+}
