@@ -1,0 +1,145 @@
+/* flaky: fails a fixed fraction of first deliveries, to show redelivery.
+ *
+ * Handler "flaky" on order.created, order.paid and payment.settled returns
+ * RETRY on the first delivery of an event whose id hashes below the
+ * configured fraction, and OK otherwise (so every event succeeds on its
+ * second delivery). The choice depends on the id alone (FNV-1a), so every
+ * process agrees on which events fail. On OK it can append the same line
+ * as the audit plugin, "<consumer> <event id> <type>\n", to a file.
+ *
+ * Config (comma-separated key=value):
+ *   fraction=F  share of events failed on first delivery, 0..1 (default 0.3)
+ *   file=PATH   optional audit line per success (created 0600)
+ *   --plugin-config flaky=fraction=0.5,file=flaky.log
+ */
+#include <infinity_bus/plugin.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct flaky {
+    uint64_t threshold; /* ids hashing below it fail their first delivery */
+    int all;            /* fraction 1: 2^64 does not fit in the threshold */
+    int fd;             /* -1 without file= */
+} flaky;
+
+/* Finds `key` in "k=v,k=v" and copies its value into out; 1 found, 0 absent,
+ * -1 too long. */
+static int config_get(const char *config, const char *key, char *out, size_t out_len)
+{
+    size_t kl = strlen(key);
+    for (const char *p = config; *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (len > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            if (len - kl - 1 >= out_len)
+                return -1;
+            memcpy(out, p + kl + 1, len - kl - 1);
+            out[len - kl - 1] = '\0';
+            return 1;
+        }
+        p += len + (end != NULL);
+    }
+    return 0;
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (; *s != '\0'; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int flaky_init(void **state, const ib_host_api *api, const char *config, char *errbuf,
+                      size_t errlen)
+{
+    char value[4096], *end;
+    double fraction = 0.3;
+    flaky *f;
+    (void)api;
+
+    if (config_get(config, "fraction", value, sizeof(value)) == 1) {
+        fraction = strtod(value, &end);
+        if (end == value || *end != '\0' || !(fraction >= 0.0 && fraction <= 1.0)) {
+            snprintf(errbuf, errlen, "fraction=%s: expected a number from 0 to 1", value);
+            return -1;
+        }
+    }
+    f = malloc(sizeof(*f));
+    if (f == NULL) {
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
+    f->all = fraction >= 1.0;
+    f->threshold = f->all ? 0 : (uint64_t)(fraction * 18446744073709551616.0);
+    f->fd = -1;
+    if (config_get(config, "file", value, sizeof(value)) == 1) {
+        f->fd = open(value, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (f->fd < 0) {
+            snprintf(errbuf, errlen, "cannot open %s: %s", value, strerror(errno));
+            free(f);
+            return -1;
+        }
+    }
+    *state = f;
+    return 0;
+}
+
+static void flaky_fini(void *state)
+{
+    flaky *f = state;
+    if (f->fd >= 0)
+        close(f->fd);
+    free(f);
+}
+
+static ib_verdict flaky_handle(void *state, const uint8_t *payload, size_t payload_len,
+                               ib_bus_proxy *bus, const ib_raw_event *ev)
+{
+    flaky *f = state;
+    char line[1024];
+    int n;
+    (void)payload;
+    (void)payload_len;
+    (void)bus;
+
+    if (ib_raw_event_delivery_count(ev) <= 1 &&
+        (f->all || fnv1a(ib_raw_event_id(ev)) < f->threshold))
+        return IB_HANDLER_RETRY;
+    if (f->fd < 0)
+        return IB_HANDLER_OK;
+    n = snprintf(line, sizeof(line), "%s %s %s\n", ib_raw_event_consumer(ev), ib_raw_event_id(ev),
+                 ib_raw_event_type(ev));
+    if (n < 0 || (size_t)n >= sizeof(line) || write(f->fd, line, (size_t)n) != n)
+        return IB_HANDLER_RETRY;
+    return IB_HANDLER_OK;
+}
+
+static const char *const flaky_types[] = {"order.created", "order.paid", "payment.settled", NULL};
+
+static const ib_handler_desc flaky_handlers[] = {
+    {.name = "flaky", .event_types = flaky_types, .handle = flaky_handle},
+};
+
+static const ib_plugin_desc flaky_desc = {
+    IB_PLUGIN_DESC_HEADER,
+    .name = "flaky",
+    .version = "1.0.0",
+    .description = "returns RETRY for a fixed fraction of first deliveries",
+    .init = flaky_init,
+    .fini = flaky_fini,
+    .handlers = flaky_handlers,
+    .handler_count = 1,
+};
+
+IB_PLUGIN_EXPORT const ib_plugin_desc *ib_plugin_entry(void)
+{
+    return &flaky_desc;
+}
