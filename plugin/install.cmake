@@ -1,1 +1,59 @@
-# Installation of the plugin ABI (header, pkg-config, CMake package): written with the loader.
+# Installation of the plugin ABI, so plugins build out of tree from the
+# installed header alone:
+#   ${CMAKE_INSTALL_INCLUDEDIR}/infinity_bus/plugin.h
+#   ${CMAKE_INSTALL_LIBDIR}/pkgconfig/infinity-bus-plugin.pc     (Cflags only)
+#   ${CMAKE_INSTALL_LIBDIR}/cmake/InfinityBusPlugin/             (InfinityBus::plugin)
+#   ${CMAKE_INSTALL_LIBDIR}/infinity-bus/plugins/{audit,flaky,relay}.so
+# Both package files carry the ABI version (IB_ABI_MAJOR.IB_ABI_MINOR), not
+# the product's: that is what a plugin depends on, so
+# find_package(InfinityBusPlugin 1.0) accepts any 1.x host header.
+include(CMakePackageConfigHelpers)
+
+# The package's target name works in-tree too, so the examples are built
+# exactly as a third party builds a plugin.
+add_library(InfinityBus::plugin ALIAS ib_plugin_abi)
+set_target_properties(ib_plugin_abi PROPERTIES EXPORT_NAME plugin)
+
+file(STRINGS ${CMAKE_CURRENT_SOURCE_DIR}/include/infinity_bus/plugin.h _ib_abi_lines
+     REGEX "^#define IB_ABI_(MAJOR|MINOR) [0-9]+")
+string(REGEX REPLACE ".*IB_ABI_MAJOR ([0-9]+).*" "\\1" _ib_abi_major "${_ib_abi_lines}")
+string(REGEX REPLACE ".*IB_ABI_MINOR ([0-9]+).*" "\\1" _ib_abi_minor "${_ib_abi_lines}")
+set(IB_ABI_VERSION "${_ib_abi_major}.${_ib_abi_minor}")
+
+set(_ib_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/InfinityBusPlugin)
+
+install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/include/infinity_bus/plugin.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/infinity_bus COMPONENT plugin-dev)
+
+# pkg-config: the prefix is found from the .pc file's own place, so
+# `cmake --install --prefix` elsewhere still yields a correct file.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(IB_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+  set(IB_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
+else()
+  file(RELATIVE_PATH _ib_up "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
+  string(REGEX REPLACE "/$" "" _ib_up "${_ib_up}")
+  set(IB_PC_PREFIX "\${pcfiledir}/${_ib_up}")
+  set(IB_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/infinity-bus-plugin.pc.in
+               ${CMAKE_CURRENT_BINARY_DIR}/infinity-bus-plugin.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/infinity-bus-plugin.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT plugin-dev)
+
+# CMake package: an INTERFACE target carrying the include directory.
+install(TARGETS ib_plugin_abi EXPORT InfinityBusPluginTargets COMPONENT plugin-dev)
+install(EXPORT InfinityBusPluginTargets NAMESPACE InfinityBus::
+        DESTINATION ${_ib_cmake_dir} COMPONENT plugin-dev)
+configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/InfinityBusPluginConfig.cmake.in
+                              ${CMAKE_CURRENT_BINARY_DIR}/InfinityBusPluginConfig.cmake
+                              INSTALL_DESTINATION ${_ib_cmake_dir})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/InfinityBusPluginConfigVersion.cmake
+                                 VERSION ${IB_ABI_VERSION} COMPATIBILITY SameMajorVersion
+                                 ARCH_INDEPENDENT)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/InfinityBusPluginConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/InfinityBusPluginConfigVersion.cmake
+        DESTINATION ${_ib_cmake_dir} COMPONENT plugin-dev)
+
+install(TARGETS ib_plugin_audit ib_plugin_flaky ib_plugin_relay
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/infinity-bus/plugins COMPONENT plugins)
