@@ -1,0 +1,281 @@
+/* The example plugins, loaded by the loader and driven through dispatch:
+ * what each promises in its header comment. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_test.h"
+
+#include "dispatch.h"
+#include "event.h"
+#include "fixture.h"
+#include "loader.h"
+#include "recorder.h"
+#include "uuid.h"
+
+#define EXAMPLES IB_EXAMPLE_PLUGINS_DIR
+
+typedef struct world {
+    ib_recorder *rec;
+    ib_dispatch *d;
+    ib_plugin *p;
+} world;
+
+static int teardown(void **state)
+{
+    world *w = *state;
+    if (w != NULL) {
+        ib_dispatch_free(w->d);
+        ib_plugin_close(w->p);
+        ib_recorder_close(w->rec);
+        free(w);
+    }
+    fx_cleanup();
+    fx_publish_result = 0;
+    fx_publish_calls = 0;
+    fx_log[0] = '\0';
+    return 0;
+}
+
+/* Loads example `name` with `config` and registers it under "orders". */
+static world *load(void **state, const char *name, const char *config)
+{
+    world *w = calloc(1, sizeof(*w));
+    char *file = fx_fmt("%s.so", name);
+    char *path = fx_stage(EXAMPLES, file, NULL, 0755);
+    ib_error err;
+
+    assert_non_null(w);
+    *state = w;
+    ib_error_clear(&err);
+    assert_int_equal(ib_plugin_open(&w->p, path, NULL, &err), IB_OK);
+    assert_int_equal(ib_plugin_init(w->p, &fx_host, config, &err), IB_OK);
+    assert_int_equal(ib_recorder_open(&w->rec, "memory:", NULL, &err), IB_OK);
+    assert_int_equal(ib_dispatch_create(&w->d, w->rec, NULL, &err), IB_OK);
+    assert_int_equal(ib_plugin_register(w->p, w->d, "orders", NULL, &err), IB_OK);
+    free(path);
+    free(file);
+    return w;
+}
+
+/* Opens example `name` and expects init to fail with `reason`. */
+static void expect_init_failure(const char *name, const char *config, const char *reason)
+{
+    char *file = fx_fmt("%s.so", name);
+    char *path = fx_stage(EXAMPLES, file, NULL, 0755);
+    char *expected = fx_fmt("plugin %s: init failed: %s", path, reason);
+    ib_plugin *p = NULL;
+    ib_error err;
+
+    assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+    assert_int_equal(ib_plugin_init(p, &fx_host, config, &err), IB_ERR_PLUGIN);
+    assert_string_equal(err.msg, expected);
+    ib_plugin_close(p);
+    free(expected);
+    free(path);
+    free(file);
+}
+
+static void audit_appends_one_line_per_event(void **state)
+{
+    char *log = fx_fmt("%s/audit.log", fx_dir());
+    char *config = fx_fmt("file=%s", log);
+    world *w = load(state, "audit", config);
+    const char *types[] = {"order.created", "order.paid", "payment.settled"};
+    char expected[512] = "";
+    ib_delivery dl;
+    char *got;
+
+    assert_string_equal(ib_plugin_description(w->p),
+                        "appends consumer, id and type of each event to a file");
+    for (size_t i = 0; i < 3; i++) {
+        ib_event *ev = NULL;
+        fx_run_event(w->d, &dl, &ev, types[i], "{}", 1);
+        assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+        snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected),
+                 "orders/audit/audit %s %s\n", ev->id, types[i]);
+        /* A redelivery is a duplicate: no second line. */
+        fx_rerun_event(w->d, &dl, ev, 2);
+        assert_int_equal(dl.counts.duplicates, 1);
+        ib_event_free(ev);
+    }
+    got = fx_read(log);
+    assert_string_equal(got, expected);
+    free(got);
+    free(config);
+    free(log);
+}
+
+static void audit_retries_when_the_write_fails(void **state)
+{
+    /* Every write to /dev/full fails with ENOSPC. */
+    world *w = load(state, "audit", "file=/dev/full");
+    ib_delivery dl;
+    ib_event *ev = NULL;
+
+    fx_run_event(w->d, &dl, &ev, "order.created", "{}", 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    assert_int_equal(dl.counts.retried, 1);
+    ib_event_free(ev);
+}
+
+static void audit_needs_a_file(void **state)
+{
+    (void)state;
+    expect_init_failure("audit", "", "config needs file=PATH (got \"\")");
+    expect_init_failure("audit", "path=x", "config needs file=PATH (got \"path=x\")");
+}
+
+/* Returns how many of `n` fresh events flaky (with `config`) fails on
+ * their first delivery; each event that fails must pass on its second. */
+static int flaky_failures(void **state, const char *config, int n, char ids[][IB_ID_BUF_SIZE])
+{
+    world *w = load(state, "flaky", config);
+    int failed = 0;
+
+    for (int i = 0; i < n; i++) {
+        ib_delivery dl;
+        ib_event *ev = NULL;
+        fx_run_event(w->d, &dl, &ev, "order.created", "{}", 1);
+        strcpy(ids[i], ev->id);
+        if (dl.outcome == IB_OUTCOME_NAK) {
+            failed++;
+            fx_rerun_event(w->d, &dl, ev, 2);
+            assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+        } else {
+            assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+        }
+        ib_event_free(ev);
+    }
+    return failed;
+}
+
+static void flaky_fails_the_configured_fraction(void **state)
+{
+    char ids[200][IB_ID_BUF_SIZE];
+
+    assert_int_equal(flaky_failures(state, "fraction=0", 50, ids), 0);
+    teardown(state);
+    *state = NULL;
+    assert_int_equal(flaky_failures(state, "fraction=1", 50, ids), 50);
+    teardown(state);
+    *state = NULL;
+    /* Random ids: outside 20..180 of 200 has a probability below 1e-20. */
+    int half = flaky_failures(state, "fraction=0.5", 200, ids);
+    assert_in_range(half, 20, 180);
+}
+
+/* The choice depends on the id alone, so every process agrees: the same
+ * ids through a second, independently initialised instance fail alike. */
+static void flaky_agrees_across_instances(void **state)
+{
+    enum { N = 64 };
+    char ids[N][IB_ID_BUF_SIZE];
+    bool first[N];
+    world *w;
+
+    flaky_failures(state, "fraction=0.5", N, ids);
+    w = *state;
+    for (int round = 0; round < 2; round++) {
+        ib_recorder *rec = NULL;
+        ib_dispatch *d = NULL;
+        ib_error err;
+
+        /* Fresh markers, same plugin state: only the id decides. */
+        assert_int_equal(ib_recorder_open(&rec, "memory:", NULL, &err), IB_OK);
+        assert_int_equal(ib_dispatch_create(&d, rec, NULL, &err), IB_OK);
+        assert_int_equal(ib_plugin_register(w->p, d, round == 0 ? "a" : "b", NULL, &err), IB_OK);
+        for (int i = 0; i < N; i++) {
+            ib_event_fields f = {
+                .id = ids[i], .type = "order.paid", .payload = "", .payload_len = 0};
+            uint8_t *buf = NULL;
+            size_t len = 0;
+            ib_event *ev = NULL;
+            ib_delivery dl;
+
+            assert_int_equal(ib_event_encode(&buf, &len, &f, &err), IB_OK);
+            assert_int_equal(ib_event_decode(&ev, NULL, buf, len, NULL, &err), IB_OK);
+            free(buf);
+            fx_rerun_event(d, &dl, ev, 1);
+            if (round == 0)
+                first[i] = dl.outcome == IB_OUTCOME_NAK;
+            else
+                assert_int_equal(dl.outcome == IB_OUTCOME_NAK, first[i]);
+            ib_event_free(ev);
+        }
+        ib_dispatch_free(d);
+        ib_recorder_close(rec);
+    }
+}
+
+static void flaky_checks_its_config(void **state)
+{
+    (void)state;
+    expect_init_failure("flaky", "fraction=2", "fraction=2: expected a number from 0 to 1");
+    expect_init_failure("flaky", "fraction=half", "fraction=half: expected a number from 0 to 1");
+}
+
+static void relay_republishes_under_a_derived_id(void **state)
+{
+    world *w = load(state, "relay", "");
+    char derived[IB_ID_BUF_SIZE], *header;
+    ib_delivery dl;
+    ib_event *ev = NULL;
+
+    fx_run_event(w->d, &dl, &ev, "order.created", "{\"order\":42}", 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_int_equal(fx_publish_calls, 1);
+    ib_uuid_derive(derived, ev->id, "order.relayed");
+    assert_string_equal(fx_published_id, derived);
+    assert_string_equal(fx_published_type, "order.relayed");
+    assert_string_equal(fx_published_payload, "{\"order\":42}");
+    header = fx_fmt("relayed-from=%s", ev->id);
+    assert_string_equal(fx_published_header, header);
+    free(header);
+    ib_event_free(ev);
+}
+
+static void relay_retries_a_failed_publish(void **state)
+{
+    world *w = load(state, "relay", "to=order.mirrored");
+    char derived[IB_ID_BUF_SIZE];
+    ib_delivery dl;
+    ib_event *ev = NULL;
+
+    fx_publish_result = -1;
+    fx_run_event(w->d, &dl, &ev, "order.created", "x", 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    assert_non_null(strstr(fx_log, "failed; will retry"));
+    /* The retry derives the same id: JetStream drops a copy that did land. */
+    fx_publish_result = 0;
+    fx_rerun_event(w->d, &dl, ev, 2);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_int_equal(fx_publish_calls, 2);
+    ib_uuid_derive(derived, ev->id, "order.mirrored");
+    assert_string_equal(fx_published_id, derived);
+    assert_string_equal(fx_published_type, "order.mirrored");
+    ib_event_free(ev);
+}
+
+static void relay_checks_its_config(void **state)
+{
+    (void)state;
+    expect_init_failure("relay", "to=order.created",
+                        "to=TYPE needs 1-255 bytes without spaces, other than order.created");
+    expect_init_failure(
+        "relay", "to=", "to=TYPE needs 1-255 bytes without spaces, other than order.created");
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_teardown(audit_appends_one_line_per_event, teardown),
+    cmocka_unit_test_teardown(audit_retries_when_the_write_fails, teardown),
+    cmocka_unit_test_teardown(audit_needs_a_file, teardown),
+    cmocka_unit_test_teardown(flaky_fails_the_configured_fraction, teardown),
+    cmocka_unit_test_teardown(flaky_agrees_across_instances, teardown),
+    cmocka_unit_test_teardown(flaky_checks_its_config, teardown),
+    cmocka_unit_test_teardown(relay_republishes_under_a_derived_id, teardown),
+    cmocka_unit_test_teardown(relay_retries_a_failed_publish, teardown),
+    cmocka_unit_test_teardown(relay_checks_its_config, teardown),
+};
+
+IB_TEST_MAIN(tests)
