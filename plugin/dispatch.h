@@ -24,7 +24,8 @@
  *     max_deliver, no handler runs. The markers of its handlers are checked
  *     (one check_batch call for all such deliveries of the batch): all done
  *     -> ACK; otherwise DEAD_LETTER "max-deliver". A handler that crashes the
- *     process every time is thus never run again on that delivery.
+ *     process every time is thus never run again on that delivery. Such a
+ *     delivery takes no part in the duplicate rule below.
  *   - Duplicates inside one batch: when the same (consumer, event id) pair
  *     occurs in several deliveries of a batch, only the first occurrence is
  *     claimed and run; the later ones follow its result. Done (marked now or

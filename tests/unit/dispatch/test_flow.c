@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fixture.h"
 #include "ib_test.h"
@@ -473,6 +474,108 @@ static void claim_failure_naks(fx *f)
     fx_handler_destroy(&h);
 }
 
+/* ---- what a handler sees ---------------------------------------------- */
+
+typedef struct probe {
+    bool payload_non_null;
+    size_t payload_len;
+    bool subject_empty;
+    size_t header_count;
+    bool header_absent;
+    const char *source;
+} probe;
+
+static ib_verdict probe_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                               const ib_raw_event *ev)
+{
+    probe *p = state;
+    (void)bus;
+    p->payload_non_null = payload != NULL && ib_raw_event_payload(ev, NULL) != NULL;
+    p->payload_len = len;
+    p->subject_empty = ib_raw_event_subject(ev) != NULL && ib_raw_event_subject(ev)[0] == '\0';
+    p->header_count = ib_raw_event_header_count(ev);
+    p->header_absent = ib_raw_event_header(ev, "trace") == NULL;
+    p->source = ib_raw_event_source(ev);
+    return IB_HANDLER_OK;
+}
+
+/* An empty event still gives handlers usable pointers: a payload pointer
+ * they may pass to memcpy with length 0, "" for a missing subject. */
+static void empty_event_fields_are_safe(void **state)
+{
+    (void)state;
+    fx f;
+    probe p = {0};
+    ib_event ev;
+    ib_delivery dl;
+    const char *types[] = {TYPE, NULL};
+    fx_open(&f, "memory");
+    fx_dispatch(&f, NULL);
+    ib_dispatch_handler hd = {
+        .consumer = "c/p/probe", .event_types = types, .handle = probe_handle, .state = &p};
+    assert_int_equal(ib_dispatch_add(f.d, &hd, NULL), IB_OK);
+    fx_event(&ev, 50, TYPE);
+    ev.payload = NULL;
+    ev.payload_len = 0;
+    ev.headers = NULL;
+    ev.header_count = 0;
+    fx_delivery(&dl, &ev, 1);
+    dl.subject = NULL;
+
+    run_ok(&f, &dl, 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_true(p.payload_non_null);
+    assert_int_equal(p.payload_len, 0);
+    assert_true(p.subject_empty);
+    assert_int_equal(p.header_count, 0);
+    assert_true(p.header_absent);
+    assert_string_equal(p.source, "fixture");
+    fx_close(&f);
+}
+
+static ib_verdict sleepy_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                                const ib_raw_event *ev)
+{
+    struct timespec ts = {0, 3 * 1000 * 1000};
+    (void)state;
+    (void)payload;
+    (void)len;
+    (void)bus;
+    (void)ev;
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    return IB_HANDLER_OK;
+}
+
+/* handle_seconds is the time spent in the delivery's own handlers: a lower
+ * bound (the handler sleeps at least 3 ms each), not a speed assertion. */
+static void handle_seconds_measured(void **state)
+{
+    (void)state;
+    fx f;
+    ib_event a, b;
+    ib_delivery dl[3];
+    const char *types[] = {TYPE, NULL};
+    fx_open(&f, "memory");
+    fx_dispatch(&f, NULL);
+    ib_dispatch_handler h1 = {.consumer = "c/p/s1", .event_types = types, .handle = sleepy_handle};
+    ib_dispatch_handler h2 = {.consumer = "c/p/s2", .event_types = types, .handle = sleepy_handle};
+    assert_int_equal(ib_dispatch_add(f.d, &h1, NULL), IB_OK);
+    assert_int_equal(ib_dispatch_add(f.d, &h2, NULL), IB_OK);
+    fx_event(&a, 51, TYPE);
+    fx_event(&b, 52, "nobody.listens");
+    fx_delivery(&dl[0], &a, 1);
+    fx_delivery(&dl[1], &a, 1); /* a copy: its handlers do not run */
+    fx_delivery(&dl[2], &b, 1);
+
+    run_ok(&f, dl, 3);
+    assert_true(dl[0].handle_seconds >= 0.006);
+    assert_true(dl[1].handle_seconds == 0.0);
+    assert_true(dl[2].handle_seconds == 0.0);
+    assert_int_equal(dl[1].counts.duplicates, 2);
+    fx_close(&f);
+}
+
 /* ---- the table: every case against every recorder kind --------------- */
 
 typedef void (*fx_case)(fx *f);
@@ -700,6 +803,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(many_types_lookup),
     cmocka_unit_test(run_refuses_misuse),
     cmocka_unit_test(create_checks_options),
+    cmocka_unit_test(empty_event_fields_are_safe),
+    cmocka_unit_test(handle_seconds_measured),
 };
 
 IB_TEST_MAIN(tests)
