@@ -90,7 +90,11 @@ static ib_status create_consumer(jsConsumerInfo **ci, jsCtx *js, const ib_consum
     cc.AckPolicy = js_AckExplicit;
     cc.DeliverPolicy = js_DeliverAll;
     cc.AckWait = s->ack_wait_ms * 1000000LL; /* nanoseconds */
-    cc.MaxDeliver = s->max_deliver;
+    /* The server may redeliver without limit: ibus enforces --max-deliver
+     * itself (the poison rule), so a dead-letter publish that fails on the
+     * last delivery can nak and be tried again instead of being stranded
+     * by a server that will not deliver it any more. */
+    cc.MaxDeliver = -1;
     cc.MaxAckPending = s->max_ack_pending;
     if (s->filter_subject != NULL && s->filter_subject[0] != '\0')
         cc.FilterSubject = s->filter_subject;

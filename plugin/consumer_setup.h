@@ -24,7 +24,7 @@ typedef struct ib_consumer_setup {
     const char *stream_subjects;     /* comma-separated subjects for a new stream */
     const char *dead_letter_subject; /* with create: also ensure a stream captures it */
     int64_t ack_wait_ms;
-    int64_t max_deliver;
+    int64_t max_deliver;       /* informational: a created consumer is unlimited */
     const int64_t *backoff_ms; /* may be NULL */
     size_t backoff_len;
     int64_t max_ack_pending;

@@ -124,11 +124,20 @@ static int bind_consumer(ib_host *h, ib_error *err)
     };
     if (ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, err) != IB_OK)
         return -1;
-    /* The server's settings rule: the lease follows its AckWait and the
-     * poison rule its MaxDeliver (ours only when it has none). */
+    /* The lease follows the server's AckWait. The poison rule fires on
+     * --max-deliver, or on the consumer's own MaxDeliver when an operator
+     * set one (then a dead-letter publish that fails on that last delivery
+     * strands the message: say so). */
     h->ack_wait_ms = facts.ack_wait_ms > 0 ? facts.ack_wait_ms : h->cfg->ack_wait_ms;
-    h->max_deliver =
-        facts.max_deliver > 0 ? (uint64_t)facts.max_deliver : (uint64_t)h->cfg->max_deliver;
+    h->max_deliver = (uint64_t)h->cfg->max_deliver;
+    if (facts.max_deliver > 0) {
+        h->max_deliver = (uint64_t)facts.max_deliver;
+        ib_log_kv(IB_SEV_WARN,
+                  "consumer has a MaxDeliver limit: a message whose dead-letter publish fails on "
+                  "the last delivery is not redelivered; prefer MaxDeliver -1 (ibus enforces "
+                  "--max-deliver itself)",
+                  "durable", h->cfg->durable, NULL);
+    }
     ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)facts.num_pending);
     char aw[24], md[24];
     snprintf(aw, sizeof(aw), "%" PRId64 "ms", h->ack_wait_ms);

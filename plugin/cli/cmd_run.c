@@ -42,7 +42,7 @@ int ib_cmd_run(int argc, char **argv)
         {"dead-letter", IB_OPT_STRING, &c.dead_letter, "SUBJECT", NULL,
          "dead-letter subject (default ibus.dlq.<durable>)", 0, 0},
         {"max-deliver", IB_OPT_INT, &c.max_deliver, "N", "5",
-         "deliveries before dead-lettering (when creating, or if the consumer has none)", 1, 10000},
+         "the delivery on which an event is dead-lettered instead of handled", 2, 10000},
         {"ack-wait", IB_OPT_DURATION, &c.ack_wait_ms, "DURATION", "30s",
          "AckWait when creating the consumer", 100, 86400000},
         {"backoff", IB_OPT_LIST, &backoff, "DURATION", NULL,
