@@ -83,7 +83,10 @@ typedef struct mem_recorder {
     bucket *buckets;
     unsigned bucket_bits;
 
-    /* interned consumers, with their own little index */
+    /* interned consumers, with their own little index; `last` remembers
+     * the consumer of the previous call, since a caller usually asks for
+     * one consumer many times in a row (a string compare beats hashing) */
+    uint32_t last;
     consumer_rec *consumers;
     uint32_t nconsumers, consumers_cap;
     uint32_t *cindex; /* consumer number + 1; 0 = empty */
@@ -164,7 +167,7 @@ static inline void entry_set_ts(entry *e, int64_t ts)
 /* --- consumers ---------------------------------------------------------- */
 
 /* Number of `name`, or HOLE if it was never interned. */
-static uint32_t consumer_find(const mem_recorder *m, const char *name, uint64_t h)
+static uint32_t consumer_find_hashed(const mem_recorder *m, const char *name, uint64_t h)
 {
     size_t mask = ((size_t)1 << m->cindex_bits) - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
@@ -175,6 +178,16 @@ static uint32_t consumer_find(const mem_recorder *m, const char *name, uint64_t 
         if (c->hash == h && strcmp(c->name, name) == 0)
             return v - 1;
     }
+}
+
+static uint32_t consumer_find(mem_recorder *m, const char *name)
+{
+    if (m->last < m->nconsumers && strcmp(m->consumers[m->last].name, name) == 0)
+        return m->last;
+    uint32_t c = consumer_find_hashed(m, name, name_hash(m, name));
+    if (c != HOLE)
+        m->last = c;
+    return c;
 }
 
 static void cindex_put(uint32_t *cindex, unsigned bits, uint64_t h, uint32_t number)
@@ -188,8 +201,7 @@ static void cindex_put(uint32_t *cindex, unsigned bits, uint64_t h, uint32_t num
 
 static ib_status consumer_intern(mem_recorder *m, uint32_t *out, const char *name, ib_error *err)
 {
-    uint64_t h = name_hash(m, name);
-    uint32_t c = consumer_find(m, name, h);
+    uint32_t c = consumer_find(m, name);
     if (c != HOLE) {
         *out = c;
         return IB_OK;
@@ -217,6 +229,7 @@ static ib_status consumer_intern(mem_recorder *m, uint32_t *out, const char *nam
         m->cindex = ni;
         m->cindex_bits = bits;
     }
+    uint64_t h = name_hash(m, name);
     char *copy = strdup(name);
     if (copy == NULL)
         goto nomem;
@@ -523,7 +536,7 @@ static void claim_clear(mem_recorder *m, uint32_t consumer, const uint8_t id[16]
 static bool find_locked(mem_recorder *m, size_t *bi, uint32_t *consumer, const char *name,
                         const uint8_t id[16])
 {
-    uint32_t c = consumer_find(m, name, name_hash(m, name));
+    uint32_t c = consumer_find(m, name);
     if (consumer != NULL)
         *consumer = c;
     if (c == HOLE)
@@ -538,7 +551,7 @@ static ib_status mark_locked(mem_recorder *m, const char *name, const char *even
 {
     uint8_t id[16];
     uint32_t c;
-    ib_id_pack(id, event_id);
+    ib__recorder_id_pack(id, event_id);
     ib_status st = consumer_intern(m, &c, name, err);
     if (st != IB_OK)
         return st;
@@ -568,7 +581,7 @@ static ib_status claim_locked(mem_recorder *m, ib_claim_state *state, const char
 {
     uint8_t id[16];
     uint32_t c;
-    ib_id_pack(id, event_id);
+    ib__recorder_id_pack(id, event_id);
     if (find_locked(m, NULL, NULL, name, id)) {
         *state = IB_CLAIM_DONE;
         return IB_OK;
@@ -627,10 +640,10 @@ static void release_locked(mem_recorder *m, const char *name, const char *event_
     uint8_t id[16];
     if (m->nclaims == 0)
         return;
-    uint32_t c = consumer_find(m, name, name_hash(m, name));
+    uint32_t c = consumer_find(m, name);
     if (c == HOLE)
         return;
-    ib_id_pack(id, event_id);
+    ib__recorder_id_pack(id, event_id);
     size_t i = claim_probe(m, c, id);
     if (m->claims[i].owner != NULL && strcmp(m->claims[i].owner, owner) == 0)
         claim_delete(m, i);
@@ -644,7 +657,7 @@ static ib_status mem_is_processed(ib_recorder *r, bool *processed, const char *c
     mem_recorder *m = mem(r);
     uint8_t id[16];
     (void)err;
-    ib_id_pack(id, event_id);
+    ib__recorder_id_pack(id, event_id);
     pthread_mutex_lock(&m->mu);
     *processed = find_locked(m, NULL, NULL, consumer, id);
     pthread_mutex_unlock(&m->mu);
@@ -659,7 +672,7 @@ static ib_status mem_check_batch(ib_recorder *r, bool *processed, const ib_marke
     (void)err;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n; i++) {
-        ib_id_pack(id, keys[i].event_id);
+        ib__recorder_id_pack(id, keys[i].event_id);
         processed[i] = find_locked(m, NULL, NULL, keys[i].consumer, id);
     }
     pthread_mutex_unlock(&m->mu);
@@ -740,7 +753,7 @@ static ib_status mem_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const c
     uint8_t id[16];
     size_t bi = 0;
     (void)err;
-    ib_id_pack(id, event_id);
+    ib__recorder_id_pack(id, event_id);
     pthread_mutex_lock(&m->mu);
     *found = find_locked(m, &bi, NULL, consumer, id);
     *ts_ms = *found ? entry_ts(at_slot(m, m->buckets[bi].slot)) : 0;
@@ -761,7 +774,7 @@ static ib_status mem_forget(ib_recorder *r, bool *existed, const char *consumer,
     uint8_t id[16];
     size_t bi = 0;
     (void)err;
-    ib_id_pack(id, event_id);
+    ib__recorder_id_pack(id, event_id);
     pthread_mutex_lock(&m->mu);
     *existed = find_locked(m, &bi, NULL, consumer, id);
     if (*existed)
@@ -817,7 +830,7 @@ static ib_status mem_list(ib_recorder *r, const char *consumer, size_t limit,
     pthread_mutex_lock(&m->mu);
     uint32_t only = HOLE;
     if (consumer != NULL) {
-        only = consumer_find(m, consumer, name_hash(m, consumer));
+        only = consumer_find(m, consumer);
         if (only == HOLE)
             goto out;
     }

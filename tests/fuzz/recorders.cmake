@@ -1,1 +1,6 @@
-# fuzz targets for recorders: being written
+# Fuzz target for recorder URIs (recorders/uri.c). Seeds live in corpus/uri.
+ib_add_fuzz_target(fuzz_recorder_uri
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/recorders/fuzz_recorder_uri.c
+  LIBS ib_recorders
+  CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/uri
+  ITERATIONS 100000)

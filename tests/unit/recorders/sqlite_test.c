@@ -113,6 +113,8 @@ static void mark_n(ib_recorder *r, const char *consumer, uint64_t first, uint64_
     }
 }
 
+static void exec_raw(sqlite3 *db, const char *sql);
+
 static void test_new_file_mode_0600(void **state)
 {
     (void)state;
@@ -172,6 +174,21 @@ static void test_pragmas_applied(void **state)
     ib_recorder *r = open_uri("sqlite:%s", "p.db");
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA synchronous"), 1);
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA busy_timeout"), 10000);
+    ib_recorder_close(r);
+    /* Write-cost tuning: a new file gets 1 KiB pages, a 32 MiB checkpoint
+     * window and a 64 MiB cache. */
+    r = open_uri("sqlite:%s", "tuned.db");
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 1024);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 32768);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA cache_size"), -65536);
+    ib_recorder_close(r);
+    /* An existing file keeps its page size; the window stays 32 MiB. */
+    sqlite3 *old = raw_open("old.db");
+    exec_raw(old, "PRAGMA page_size = 4096; CREATE TABLE unrelated (x)");
+    sqlite3_close(old);
+    r = open_uri("sqlite:%s", "old.db");
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 4096);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 8192);
     ib_recorder_close(r);
     /* The hook answers only for sqlite recorders. */
     ib_recorder *m = NULL;
