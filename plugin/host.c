@@ -203,6 +203,7 @@ static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
 static int run_loop(ib_host *h, natsMsg **buf)
 {
     int64_t last_activity = ib__host_now_ms();
+    int64_t last_batch_ms = 0;
     int64_t backoff = 50;
 
     while (!ib__host_signalled) {
@@ -230,8 +231,17 @@ static int run_loop(ib_host *h, natsMsg **buf)
             }
             continue;
         }
+        /* Ask for the next batch before working on this one, so the server
+         * delivers it while the handlers and the recorder run instead of
+         * idling for a round trip per batch. Not when the last batch took
+         * a good part of AckWait: prefetched messages wait unseen by the
+         * watcher's +WPI and could be redelivered elsewhere meanwhile. */
+        if (last_batch_ms < h->ack_wait_ms / 4)
+            ib_puller_prefetch(h->puller, NULL);
+        int64_t started = ib__host_now_ms();
         ib__host_process_batch(h, buf, n);
         last_activity = ib__host_now_ms();
+        last_batch_ms = last_activity - started;
     }
     return 0;
 }

@@ -217,6 +217,13 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
     }
 }
 
+ib_status ib_puller_prefetch(ib_puller *p, ib_error *err)
+{
+    if (p->outstanding > 0 && now_ms() < p->request_deadline)
+        return IB_OK;
+    return send_request(p, err);
+}
+
 ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms)
 {
     int64_t give_up = now_ms() + wait_ms;

@@ -59,6 +59,15 @@ ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_
 ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms,
                          ib_error *err);
 
+/* Sends the next pull request now unless one is still in flight, so the
+ * server delivers the next batch while the caller works on the one it
+ * holds (ib_puller_next would otherwise send it only when called again).
+ * Messages that arrive meanwhile wait in the subscription, where nobody
+ * sends +WPI for them: only prefetch when the batch at hand will be done
+ * well within AckWait. Errors as ib_puller_next; on error the next call to
+ * ib_puller_next sends the request. */
+ib_status ib_puller_prefetch(ib_puller *p, ib_error *err);
+
 /* Sends no further request and collects, in `msgs` (up to `max`), the
  * messages that still arrive for the request in flight, until it ends (a
  * status message or its expiry) or `wait_ms` passes; then unsubscribes.
