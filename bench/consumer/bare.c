@@ -1,0 +1,180 @@
+/* bench_bare: the limit the consumer benchmark compares `ibus run` with.
+ *
+ * A JetStream pull consumer written directly on nats.c that does nothing
+ * but ack (optionally decoding each event first with ib_event_decode). It
+ * pulls the way the host does: a core-NATS subscription on its own inbox
+ * and pull requests {"batch":N,"expires":ns} published to
+ * $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>, one request in flight,
+ * the next sent when the last message of the current one has arrived.
+ * natsSubscription_Fetch is avoided on purpose (heap overflow in nats.c
+ * 3.4.1 with leftovers of an expired pull). Each message is acked ("+ACK"
+ * on its reply subject, fire-and-forget) as soon as it arrives.
+ *
+ *   bench_bare --url URL --stream S --durable D [--batch 64] [--decode]
+ *
+ * Runs until SIGTERM or SIGINT, then flushes its acks, prints
+ * "received=N acked=N decode_failed=N" and exits 0. */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nats/nats.h>
+
+#include "event.h"
+
+#define LOCAL_EXPIRY_MARGIN_MS 500
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+typedef struct bare_args {
+    const char *url, *stream, *durable;
+    long batch;
+    long expires_ms;
+    bool decode;
+} bare_args;
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: bench_bare --url URL --stream NAME --durable NAME [--batch N] "
+                    "[--expires-ms MS] [--decode]\n");
+    return 2;
+}
+
+static int parse_args(bare_args *a, int argc, char **argv)
+{
+    memset(a, 0, sizeof(*a));
+    a->batch = 64;
+    a->expires_ms = 1000;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--decode") == 0) {
+            a->decode = true;
+            continue;
+        }
+        if (v == NULL)
+            return -1;
+        if (strcmp(argv[i], "--url") == 0)
+            a->url = v;
+        else if (strcmp(argv[i], "--stream") == 0)
+            a->stream = v;
+        else if (strcmp(argv[i], "--durable") == 0)
+            a->durable = v;
+        else if (strcmp(argv[i], "--batch") == 0)
+            a->batch = strtol(v, NULL, 10);
+        else if (strcmp(argv[i], "--expires-ms") == 0)
+            a->expires_ms = strtol(v, NULL, 10);
+        else
+            return -1;
+        i++;
+    }
+    if (a->url == NULL || a->stream == NULL || a->durable == NULL || a->batch < 1 ||
+        a->batch > 4096 || a->expires_ms < 10)
+        return -1;
+    return 0;
+}
+
+/* A status message (no data, a Status header): 404/408/409 end the
+ * request in flight, 100 is a heartbeat. */
+static bool is_status(natsMsg *m, bool *ends_request)
+{
+    const char *status = NULL;
+    if (natsMsg_GetDataLength(m) != 0 || natsMsgHeader_Get(m, "Status", &status) != NATS_OK ||
+        status == NULL)
+        return false;
+    *ends_request = strcmp(status, "100") != 0;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    bare_args a;
+    natsConnection *nc = NULL;
+    natsSubscription *sub = NULL;
+    natsInbox *inbox = NULL;
+    char next_subject[512], request[96];
+    uint64_t received = 0, acked = 0, decode_failed = 0;
+    long outstanding = 0;
+    int64_t request_deadline = 0;
+    natsStatus s;
+    int code = 1;
+
+    if (parse_args(&a, argc, argv) != 0)
+        return usage();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    snprintf(next_subject, sizeof(next_subject), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", a.stream,
+             a.durable);
+    int request_len = snprintf(request, sizeof(request), "{\"batch\":%ld,\"expires\":%lld}",
+                               a.batch, (long long)a.expires_ms * 1000000LL);
+    if ((s = natsConnection_ConnectTo(&nc, a.url)) != NATS_OK ||
+        (s = natsInbox_Create(&inbox)) != NATS_OK ||
+        (s = natsConnection_SubscribeSync(&sub, nc, inbox)) != NATS_OK) {
+        fprintf(stderr, "bench_bare: %s: %s\n", a.url, natsStatus_GetText(s));
+        goto out;
+    }
+
+    while (!stop_requested) {
+        if (outstanding == 0 || nats_Now() >= request_deadline) {
+            s = natsConnection_PublishRequest(nc, next_subject, inbox, request, request_len);
+            if (s != NATS_OK) {
+                fprintf(stderr, "bench_bare: pull request: %s\n", natsStatus_GetText(s));
+                goto out;
+            }
+            outstanding = a.batch;
+            request_deadline = nats_Now() + a.expires_ms + LOCAL_EXPIRY_MARGIN_MS;
+        }
+        natsMsg *m = NULL;
+        s = natsSubscription_NextMsg(&m, sub, 100);
+        if (s == NATS_TIMEOUT)
+            continue;
+        if (s != NATS_OK) {
+            fprintf(stderr, "bench_bare: next message: %s\n", natsStatus_GetText(s));
+            goto out;
+        }
+        bool ends = false;
+        if (is_status(m, &ends)) {
+            if (ends)
+                outstanding = 0;
+            natsMsg_Destroy(m);
+            continue;
+        }
+        received++;
+        if (outstanding > 0)
+            outstanding--;
+        if (a.decode) {
+            ib_event *ev = NULL;
+            ib_event_reject why = IB_EVENT_OK;
+            if (ib_event_decode(&ev, &why, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                                NULL, NULL) != IB_OK)
+                decode_failed++;
+            ib_event_free(ev);
+        }
+        const char *reply = natsMsg_GetReply(m);
+        if (reply != NULL && natsConnection_PublishString(nc, reply, "+ACK") == NATS_OK)
+            acked++;
+        natsMsg_Destroy(m);
+    }
+    code = 0;
+out:
+    if (nc != NULL)
+        natsConnection_FlushTimeout(nc, 5000);
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    natsConnection_Destroy(nc);
+    nats_Close();
+    printf("received=%llu acked=%llu decode_failed=%llu\n", (unsigned long long)received,
+           (unsigned long long)acked, (unsigned long long)decode_failed);
+    return code;
+}
