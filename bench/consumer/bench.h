@@ -1,0 +1,240 @@
+/* Internals shared by the files of the consumer benchmark driver
+ * (consumer_bench): child processes, the nats-server it starts, the event
+ * streams it publishes, and the measurements it takes from the outside.
+ * Not installed, not part of any contract. */
+#ifndef IB_BENCH_H
+#define IB_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <nats/nats.h>
+
+#include "error.h"
+
+#define IB__BENCH_EVENT_TYPE "bench.event"
+#define IB__BENCH_PAYLOAD_BYTES 128
+
+/* ---- time (bench_proc.c) ---------------------------------------------- */
+
+/* CLOCK_MONOTONIC in nanoseconds and milliseconds. */
+int64_t ib__bench_now_ns(void);
+int64_t ib__bench_now_ms(void);
+void ib__bench_sleep_ms(int64_t ms);
+
+/* ---- child processes (bench_proc.c) ----------------------------------- */
+
+/* Starts argv (argv[0] a path, NULL-terminated) with stdout and stderr
+ * appended to `log_path`, stdin from /dev/null, and a parent-death signal
+ * so nothing outlives the driver. Returns the pid, or -1 (message on
+ * stderr). */
+pid_t ib__bench_spawn(const char *log_path, char *const argv[]);
+
+/* Waits up to timeout_ms for `pid`; returns its exit code, 128 + signal when
+ * a signal ended it, or -1 when it is still running at the deadline. */
+int ib__bench_wait(pid_t pid, int64_t timeout_ms);
+
+/* SIGTERM, wait up to grace_ms, then SIGKILL; returns as ib__bench_wait
+ * (never -1). */
+int ib__bench_stop(pid_t pid, int64_t grace_ms);
+
+/* Reads a "Vm...:" line (e.g. "VmHWM", "VmRSS") of /proc/<pid>/status in
+ * KiB; -1 when unreadable. */
+long ib__bench_proc_kib(pid_t pid, const char *field);
+
+/* Runs argv to completion (ib__bench_spawn + wait, killed after
+ * timeout_ms). Returns the exit code or -1 on a timeout. */
+int ib__bench_run(const char *log_path, char *const argv[], int64_t timeout_ms);
+
+/* ---- the nats-server (bench_server.c) ----------------------------------- */
+
+typedef struct ib__bench_server {
+    pid_t pid;
+    char url[64];
+    char dir[512]; /* store and ports directory */
+} ib__bench_server;
+
+/* Starts `exe` on 127.0.0.1 with a free port and JetStream storage under
+ * `dir`, and waits until it accepts connections. */
+ib_status ib__bench_server_start(ib__bench_server *s, const char *exe, const char *dir,
+                                 ib_error *err);
+/* Stops it by its pid. */
+void ib__bench_server_stop(ib__bench_server *s);
+
+/* Connects with settings fit for measuring (large buffers, no reconnect
+ * noise). `*nc` and `*js` are freed by the caller. */
+ib_status ib__bench_connect(natsConnection **nc, jsCtx **js, const char *url, ib_error *err);
+
+/* ---- event streams (bench_publish.c) ------------------------------------ */
+
+/* How a stream's messages are generated. The same (seed, duplicates) gives
+ * the same ids and payloads in every run and every stream. */
+typedef struct ib__bench_stream_spec {
+    const char *name;    /* stream name */
+    const char *subject; /* its only subject */
+    size_t messages;     /* total, duplicates included */
+    double duplicates;   /* fraction of messages that repeat an earlier id */
+    uint64_t seed;
+} ib__bench_stream_spec;
+
+/* Deterministic event generator: message i of a spec. */
+typedef struct ib__bench_gen {
+    uint64_t state;
+    double duplicates;
+    char (*recent)[33]; /* ring of recent unique ids, duplicates pick from it */
+    size_t recent_cap, recent_len, recent_next;
+    size_t made, unique;
+} ib__bench_gen;
+
+ib_status ib__bench_gen_init(ib__bench_gen *g, double duplicates, uint64_t seed, ib_error *err);
+void ib__bench_gen_free(ib__bench_gen *g);
+/* Encodes the next event (created_at_ms = now) into `*buf` (malloc'd; the
+ * caller frees it) and its length into `*len`. */
+ib_status ib__bench_gen_next(uint8_t **buf, size_t *len, ib__bench_gen *g, ib_error *err);
+
+/* Creates the stream (file storage, replaced if it exists) and publishes
+ * every message of `spec`; returns when the stream holds all of them. */
+ib_status ib__bench_stream_fill(natsConnection *nc, jsCtx *js, const ib__bench_stream_spec *spec,
+                                ib_error *err);
+
+/* Creates the stream empty (replacing one of that name). */
+ib_status ib__bench_stream_create(jsCtx *js, const char *name, const char *subject, ib_error *err);
+
+/* Creates a durable pull consumer with explicit acks over the whole stream
+ * (deleting one of that name first), with the settings every row shares. */
+ib_status ib__bench_consumer_create(jsCtx *js, const char *stream, const char *durable,
+                                    ib_error *err);
+
+/* ---- consumer processes of a row (bench_launch.c) ------------------------ */
+
+#define IB__BENCH_MAX_PROCS 4
+
+typedef enum ib__bench_kind {
+    IB__BENCH_BARE,        /* bench_bare: ack only */
+    IB__BENCH_BARE_DECODE, /* bench_bare --decode */
+    IB__BENCH_IBUS,        /* ibus run with the no-op plugin */
+} ib__bench_kind;
+
+typedef enum ib__bench_recorder {
+    IB__BENCH_MEMORY,
+    IB__BENCH_SQLITE_NORMAL,
+    IB__BENCH_SQLITE_FULL,
+} ib__bench_recorder;
+
+/* One way of consuming a stream: a row of the table. */
+typedef struct ib__bench_config {
+    const char *label;
+    ib__bench_kind kind;
+    ib__bench_recorder recorder; /* ibus only */
+    int processes;               /* 1..IB__BENCH_MAX_PROCS, sharing one durable (and file) */
+    int concurrency;             /* ibus --concurrency; 0 = its default */
+    int sleep_ms;                /* handler time per event; 0 = none */
+} ib__bench_config;
+
+/* What every launch needs: programs, server, scratch directory. */
+typedef struct ib__bench_env {
+    const char *ibus, *plugin, *bare, *valgrind;
+    const char *url;
+    const char *dir;
+    long batch;
+} ib__bench_env;
+
+/* The processes of one row on one stream. */
+typedef struct ib__bench_launch {
+    pid_t pids[IB__BENCH_MAX_PROCS];
+    int n;
+    ib__bench_kind kind;
+    char summary[600]; /* ibus --summary-file, shared by the row's processes */
+    char logs[IB__BENCH_MAX_PROCS][600];
+} ib__bench_launch;
+
+/* Starts config `c` on `durable` of `stream`. With `callgrind_out` (ibus,
+ * one process) the process runs under valgrind --tool=callgrind writing
+ * that file. */
+ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
+                                 const ib__bench_config *c, const char *stream, const char *durable,
+                                 const char *callgrind_out, ib_error *err);
+
+/* Sends SIGTERM to every process of `l` and leaves them to exit while the
+ * next row runs (a host hands back its last pull request, which takes up to
+ * its expiry); ib__bench_reap_all() later checks that they exited 0 having
+ * acked `expected` messages between them, and clears `*ok` if not. */
+void ib__bench_launch_retire(const ib__bench_launch *l, uint64_t expected, bool *ok);
+
+/* Stops `l` now and waits for it (callgrind must write its file). Returns
+ * true when every process exited 0. */
+bool ib__bench_launch_stop(const ib__bench_launch *l);
+
+/* Waits for every retired process; returns how many failed a check. */
+int ib__bench_reap_all(void);
+
+/* ---- throughput from the outside (bench_measure.c) ---------------------- */
+
+typedef struct ib__bench_rate {
+    double msgs_per_s;    /* (total - acked_first) / (t_done - t_first) */
+    uint64_t total;       /* messages the consumer had to ack */
+    uint64_t acked_first; /* acks seen by the first poll that saw any */
+    int64_t t_first_ns, t_done_ns;
+    long rss_first_kib; /* VmRSS of `watch_pid` at the first poll with acks; -1 if none */
+    long rss_done_kib;  /* VmRSS when done */
+    long hwm_done_kib;  /* VmHWM when done */
+} ib__bench_rate;
+
+/* Polls consumer info every poll_ms until the consumer has acked all `total`
+ * messages (nothing pending, nothing waiting for an ack), and derives the
+ * rate between the first poll that saw an ack and the poll that saw the
+ * last one. `watch_pid` (0 = none) is sampled for memory along the way.
+ * IB_ERR_TIMEOUT when no progress was seen for `stall_ms`. */
+ib_status ib__bench_measure(ib__bench_rate *out, jsCtx *js, const char *stream, const char *durable,
+                            uint64_t total, int64_t poll_ms, int64_t stall_ms, pid_t watch_pid,
+                            ib_error *err);
+
+/* Waits until the consumer has a pull request waiting on the server (the
+ * process is bound and pulling), up to timeout_ms. */
+ib_status ib__bench_wait_pulling(jsCtx *js, const char *stream, const char *durable,
+                                 int64_t timeout_ms, ib_error *err);
+
+/* ---- latency (bench_latency.c) ------------------------------------------ */
+
+typedef struct ib__bench_latency {
+    double p50_ms, p99_ms, max_ms;
+    double rate; /* achieved publish rate, msgs/s */
+    size_t messages;
+} ib__bench_latency;
+
+/* Publishes `messages` events of `gen` to `subject` at `rate` per second
+ * while a core subscription taps the consumer's acks
+ * ($JS.ACK.<stream>.<durable>.>), and reports publish-to-ack latency
+ * percentiles. The stream must be empty before (stream sequence n is
+ * message n). */
+ib_status ib__bench_latency_run(ib__bench_latency *out, natsConnection *nc, const char *stream,
+                                const char *subject, const char *durable, ib__bench_gen *gen,
+                                size_t messages, double rate, ib_error *err);
+
+/* ---- instruction counts (bench_callgrind.c) ------------------------------ */
+
+typedef struct ib__bench_instr {
+    uint64_t total;    /* every thread of the process */
+    uint64_t hot_path; /* inclusive cost of the host's batch function */
+} ib__bench_instr;
+
+/* Reads a callgrind output file: the total instruction count and the
+ * inclusive count of `function` (via callgrind_annotate). */
+ib_status ib__bench_callgrind_read(ib__bench_instr *out, const char *file, const char *function,
+                                   ib_error *err);
+
+/* ---- the recorders in process (bench_recorder.c) ------------------------- */
+
+/* Claims and marks `markers` fresh ids in recorder `uri` in batches of
+ * `batch` (the host's calls per batch, without NATS or handlers) and
+ * reports markers per second. */
+ib_status ib__bench_recorder_rate(double *msgs_per_s, const char *uri, size_t markers, size_t batch,
+                                  ib_error *err);
+
+/* Marks `markers` fresh ids in a memory: recorder, in batches like the
+ * host's, and reports the recorder's own storage_bytes per marker. */
+ib_status ib__bench_memrec_bytes(double *bytes_per_marker, size_t markers, ib_error *err);
+
+#endif

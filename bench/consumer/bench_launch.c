@@ -1,0 +1,198 @@
+/* Starting the consumer processes of a row, and checking afterwards that
+ * they really consumed what the server says they acked. */
+#include "bench.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RETIRED 256
+#define REAP_TIMEOUT_MS 30000
+
+typedef struct retired {
+    ib__bench_launch launch;
+    uint64_t expected;
+    bool *ok;
+} retired;
+
+static retired retired_list[MAX_RETIRED];
+static size_t retired_count;
+
+static const char *recorder_uri(char *buf, size_t len, const ib__bench_env *env,
+                                const ib__bench_config *c, const char *durable)
+{
+    switch (c->recorder) {
+    case IB__BENCH_SQLITE_NORMAL:
+        snprintf(buf, len, "sqlite:%s/%s.db?synchronous=normal", env->dir, durable);
+        break;
+    case IB__BENCH_SQLITE_FULL:
+        snprintf(buf, len, "sqlite:%s/%s.db?synchronous=full", env->dir, durable);
+        break;
+    default:
+        snprintf(buf, len, "memory:");
+        break;
+    }
+    return buf;
+}
+
+ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
+                                 const ib__bench_config *c, const char *stream, const char *durable,
+                                 const char *callgrind_out, ib_error *err)
+{
+    char batch[24], recorder[700], plugin_config[64], concurrency[24], cg_file[700];
+    char *argv[48];
+    int a = 0;
+
+    memset(l, 0, sizeof(*l));
+    l->kind = c->kind;
+    snprintf(batch, sizeof(batch), "%ld", env->batch);
+    snprintf(l->summary, sizeof(l->summary), "%s/%s.summary", env->dir, durable);
+    if (c->processes < 1 || c->processes > IB__BENCH_MAX_PROCS)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "%s: 1..%d processes", c->label,
+                            IB__BENCH_MAX_PROCS);
+
+    if (c->kind != IB__BENCH_IBUS) {
+        argv[a++] = (char *)env->bare;
+        argv[a++] = "--url";
+        argv[a++] = (char *)env->url;
+        argv[a++] = "--stream";
+        argv[a++] = (char *)stream;
+        argv[a++] = "--durable";
+        argv[a++] = (char *)durable;
+        argv[a++] = "--batch";
+        argv[a++] = batch;
+        if (c->kind == IB__BENCH_BARE_DECODE)
+            argv[a++] = "--decode";
+    } else {
+        if (callgrind_out != NULL) {
+            snprintf(cg_file, sizeof(cg_file), "--callgrind-out-file=%s", callgrind_out);
+            argv[a++] = (char *)env->valgrind;
+            argv[a++] = "--tool=callgrind";
+            argv[a++] = "--quiet";
+            argv[a++] = cg_file;
+        }
+        argv[a++] = (char *)env->ibus;
+        argv[a++] = "run";
+        argv[a++] = "--nats-url";
+        argv[a++] = (char *)env->url;
+        argv[a++] = "--stream";
+        argv[a++] = (char *)stream;
+        argv[a++] = "--durable";
+        argv[a++] = (char *)durable;
+        argv[a++] = "--plugin";
+        argv[a++] = (char *)env->plugin;
+        argv[a++] = "--recorder";
+        argv[a++] = (char *)recorder_uri(recorder, sizeof(recorder), env, c, durable);
+        argv[a++] = "--batch";
+        argv[a++] = batch;
+        argv[a++] = "--summary-file";
+        argv[a++] = l->summary;
+        argv[a++] = "--log-format";
+        argv[a++] = "text";
+        argv[a++] = "--log-level";
+        argv[a++] = "warn";
+        if (c->concurrency > 0) {
+            snprintf(concurrency, sizeof(concurrency), "%d", c->concurrency);
+            argv[a++] = "--concurrency";
+            argv[a++] = concurrency;
+        }
+        if (c->sleep_ms > 0) {
+            snprintf(plugin_config, sizeof(plugin_config), "bench_noop=sleep_ms=%d", c->sleep_ms);
+            argv[a++] = "--plugin-config";
+            argv[a++] = plugin_config;
+        }
+    }
+    argv[a] = NULL;
+
+    for (int i = 0; i < c->processes; i++) {
+        snprintf(l->logs[i], sizeof(l->logs[i]), "%s/%s.%d.log", env->dir, durable, i);
+        pid_t pid = ib__bench_spawn(l->logs[i], argv);
+        if (pid < 0) {
+            ib__bench_launch_stop(l);
+            return ib_error_set(err, IB_ERR_IO, "%s: cannot start %s", c->label, argv[0]);
+        }
+        l->pids[l->n++] = pid;
+    }
+    return IB_OK;
+}
+
+/* Sums `key` (e.g. "\"acked\":" or "acked=") over every line of a file. */
+static uint64_t sum_key(const char *path, const char *key)
+{
+    char line[2048];
+    uint64_t sum = 0;
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        const char *p = strstr(line, key);
+        if (p != NULL)
+            sum += strtoull(p + strlen(key), NULL, 10);
+    }
+    fclose(f);
+    return sum;
+}
+
+static uint64_t acked_by(const ib__bench_launch *l)
+{
+    if (l->kind == IB__BENCH_IBUS)
+        return sum_key(l->summary, "\"acked\":");
+    uint64_t sum = 0;
+    for (int i = 0; i < l->n; i++)
+        sum += sum_key(l->logs[i], "acked=");
+    return sum;
+}
+
+void ib__bench_launch_retire(const ib__bench_launch *l, uint64_t expected, bool *ok)
+{
+    for (int i = 0; i < l->n; i++)
+        kill(l->pids[i], SIGTERM);
+    if (retired_count == MAX_RETIRED) {
+        /* Never expected; stay correct by waiting now. */
+        ib__bench_reap_all();
+    }
+    retired_list[retired_count++] = (retired){.launch = *l, .expected = expected, .ok = ok};
+}
+
+bool ib__bench_launch_stop(const ib__bench_launch *l)
+{
+    bool ok = true;
+    for (int i = 0; i < l->n; i++)
+        kill(l->pids[i], SIGTERM);
+    for (int i = 0; i < l->n; i++)
+        if (ib__bench_stop(l->pids[i], REAP_TIMEOUT_MS) != 0)
+            ok = false;
+    return ok;
+}
+
+int ib__bench_reap_all(void)
+{
+    int failed = 0;
+    for (size_t k = 0; k < retired_count; k++) {
+        retired *r = &retired_list[k];
+        bool ok = true;
+        for (int i = 0; i < r->launch.n; i++) {
+            int rc = ib__bench_stop(r->launch.pids[i], REAP_TIMEOUT_MS);
+            if (rc != 0) {
+                fprintf(stderr, "consumer_bench: pid %ld exited %d (log %s)\n",
+                        (long)r->launch.pids[i], rc, r->launch.logs[i]);
+                ok = false;
+            }
+        }
+        uint64_t acked = acked_by(&r->launch);
+        if (acked < r->expected) {
+            fprintf(stderr, "consumer_bench: %s acked %llu of %llu messages\n",
+                    r->launch.kind == IB__BENCH_IBUS ? r->launch.summary : r->launch.logs[0],
+                    (unsigned long long)acked, (unsigned long long)r->expected);
+            ok = false;
+        }
+        if (!ok) {
+            failed++;
+            if (r->ok != NULL)
+                *r->ok = false;
+        }
+    }
+    retired_count = 0;
+    return failed;
+}

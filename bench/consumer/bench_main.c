@@ -1,0 +1,571 @@
+/* consumer_bench: `ibus run` side by side with a bare nats.c consumer.
+ *
+ * One command, one nats-server (started here on 127.0.0.1 with a free port
+ * and a temporary store, stopped by its pid at the end), one run. The
+ * streams are published once; every configuration then reads the same
+ * messages through its own durable consumer. See bench/README.md for what
+ * each row measures and how.
+ *
+ *   consumer_bench [--quick] [--messages N] [--batch N] [--no-callgrind] ...
+ *
+ * Exit status: 0 when every row produced a number, 1 otherwise, 2 on bad
+ * usage. Goals are reported, not enforced. */
+#include "bench.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "bench_report.h"
+
+#ifndef IB_BENCH_IBUS
+#define IB_BENCH_IBUS "ibus"
+#endif
+#ifndef IB_BENCH_PLUGIN
+#define IB_BENCH_PLUGIN "bench_noop.so"
+#endif
+#ifndef IB_BENCH_BARE
+#define IB_BENCH_BARE "bench_bare"
+#endif
+
+#define STALL_MS 30000
+#define CALLGRIND_STALL_MS 120000
+#define HOT_PATH_FUNCTION "ib__host_process_batch"
+
+static const double ratios[IB__BENCH_COLUMNS] = {0.0, 0.10, 0.50};
+
+/* The throughput rows, in table order; the first is the baseline. */
+static const ib__bench_config rows[] = {
+    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0},
+    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0},
+    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0},
+    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0},
+    {"ibus run, sqlite synchronous=full", IB__BENCH_IBUS, IB__BENCH_SQLITE_FULL, 1, 0, 0},
+    {"2 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 2, 0, 0},
+    {"3 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3, 0, 0},
+};
+#define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
+
+static const ib__bench_config slow_rows[] = {
+    {"ibus run --concurrency 1, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 1, 5},
+    {"ibus run --concurrency 16, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 16, 5},
+};
+
+static const ib__bench_config latency_rows[] = {
+    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0},
+    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0},
+    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0},
+};
+
+static const ib__bench_config callgrind_rows[] = {
+    {"memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0},
+    {"sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0},
+};
+
+typedef struct bench_opts {
+    size_t messages, slow_messages, markers, callgrind_events;
+    double latency_seconds;
+    long batch;
+    int64_t poll_ms;
+    bool quick, no_callgrind, keep;
+    const char *only; /* comma-separated sections; NULL = all */
+    const char *rows; /* comma-separated throughput row numbers; NULL = all */
+    const char *ibus, *plugin, *bare, *nats_server, *valgrind, *tmp;
+} bench_opts;
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: consumer_bench [options]\n"
+            "  --quick               small run (a few thousand messages), for a smoke test\n"
+            "  --messages N          messages per duplicate ratio (default 200000)\n"
+            "  --slow-messages N     messages for the 5 ms handler rows (default 2000)\n"
+            "  --markers N           markers for the memory rows (default 1000000)\n"
+            "  --callgrind-events N  events of the smaller callgrind run (default 20000)\n"
+            "  --latency-seconds S   length of each paced latency run (default 3)\n"
+            "  --batch N             pull batch of every consumer (default 64, ibus' default)\n"
+            "  --poll-ms MS          consumer info poll interval (default 5)\n"
+            "  --no-callgrind        skip the instruction counts\n"
+            "  --keep                keep the temporary directory (logs, databases)\n"
+            "  --only LIST           run only these sections (comma-separated): throughput,\n"
+            "                        recorders, slow, latency, memory, callgrind (latency needs "
+            "throughput)\n"
+            "  --rows LIST           throughput rows to run, numbered from 0 (e.g. 0,2)\n"
+            "  --ibus PATH --plugin PATH --bare PATH --nats-server PATH --valgrind PATH\n"
+            "  --tmp DIR             parent of the temporary directory (default $TMPDIR or "
+            "/tmp)\n");
+    return 2;
+}
+
+static int parse_opts(bench_opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof(*o));
+    o->messages = 200000;
+    o->slow_messages = 2000;
+    o->markers = 1000000;
+    o->callgrind_events = 20000;
+    o->latency_seconds = 3;
+    o->batch = 64;
+    o->poll_ms = 5;
+    o->ibus = IB_BENCH_IBUS;
+    o->plugin = IB_BENCH_PLUGIN;
+    o->bare = IB_BENCH_BARE;
+    o->nats_server = "nats-server";
+    o->valgrind = "valgrind";
+    o->tmp = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
+    bool set_messages = false, set_slow = false, set_markers = false, set_cg = false,
+         set_lat = false;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(f, "--quick") == 0) {
+            o->quick = true;
+            continue;
+        }
+        if (strcmp(f, "--no-callgrind") == 0) {
+            o->no_callgrind = true;
+            continue;
+        }
+        if (strcmp(f, "--keep") == 0) {
+            o->keep = true;
+            continue;
+        }
+        if (strcmp(f, "--help") == 0 || v == NULL)
+            return -1;
+        i++;
+        if (strcmp(f, "--messages") == 0)
+            o->messages = strtoull(v, NULL, 10), set_messages = true;
+        else if (strcmp(f, "--slow-messages") == 0)
+            o->slow_messages = strtoull(v, NULL, 10), set_slow = true;
+        else if (strcmp(f, "--markers") == 0)
+            o->markers = strtoull(v, NULL, 10), set_markers = true;
+        else if (strcmp(f, "--callgrind-events") == 0)
+            o->callgrind_events = strtoull(v, NULL, 10), set_cg = true;
+        else if (strcmp(f, "--latency-seconds") == 0)
+            o->latency_seconds = strtod(v, NULL), set_lat = true;
+        else if (strcmp(f, "--batch") == 0)
+            o->batch = strtol(v, NULL, 10);
+        else if (strcmp(f, "--poll-ms") == 0)
+            o->poll_ms = strtol(v, NULL, 10);
+        else if (strcmp(f, "--ibus") == 0)
+            o->ibus = v;
+        else if (strcmp(f, "--plugin") == 0)
+            o->plugin = v;
+        else if (strcmp(f, "--bare") == 0)
+            o->bare = v;
+        else if (strcmp(f, "--nats-server") == 0)
+            o->nats_server = v;
+        else if (strcmp(f, "--valgrind") == 0)
+            o->valgrind = v;
+        else if (strcmp(f, "--tmp") == 0)
+            o->tmp = v;
+        else if (strcmp(f, "--only") == 0)
+            o->only = v;
+        else if (strcmp(f, "--rows") == 0)
+            o->rows = v;
+        else
+            return -1;
+    }
+    if (o->quick) {
+        if (!set_messages)
+            o->messages = 3000;
+        if (!set_slow)
+            o->slow_messages = 200;
+        if (!set_markers)
+            o->markers = 20000;
+        if (!set_cg)
+            o->callgrind_events = 1000;
+        if (!set_lat)
+            o->latency_seconds = 0.5;
+    }
+    if (o->messages < 100 || o->slow_messages < 20 || o->markers < 100 ||
+        o->callgrind_events < 100 || o->latency_seconds <= 0 || o->batch < 1 || o->batch > 4096 ||
+        o->poll_ms < 1)
+        return -1;
+    return 0;
+}
+
+/* Whether `name` is in the comma-separated `list` (NULL lists everything). */
+static bool listed(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    if (list == NULL)
+        return true;
+    for (const char *p = list; *p != '\0';) {
+        size_t n = strcspn(p, ",");
+        if (n == len && strncmp(p, name, len) == 0)
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
+static bool wanted(const bench_opts *o, const char *name)
+{
+    return listed(o->only, name);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* ---- sections ------------------------------------------------------------ */
+
+typedef struct bench {
+    bench_opts o;
+    ib__bench_env env;
+    ib__bench_server server;
+    natsConnection *nc;
+    jsCtx *js;
+    ib__bench_report r;
+    int runs; /* durable names are unique within a run */
+} bench;
+
+static void progress(const char *what, const char *detail)
+{
+    fprintf(stderr, "consumer_bench: %s%s%s\n", what, detail != NULL ? ": " : "",
+            detail != NULL ? detail : "");
+}
+
+/* Runs config `c` over `stream` (`total` messages) and measures it. */
+static bool measure_row(bench *b, ib__bench_rate *rate, bool *verified, const ib__bench_config *c,
+                        const char *stream, uint64_t total)
+{
+    char durable[64];
+    ib__bench_launch l;
+    ib_error e;
+    snprintf(durable, sizeof(durable), "run%d", ++b->runs);
+    *verified = true;
+    if (ib__bench_consumer_create(b->js, stream, durable, &e) != IB_OK ||
+        ib__bench_launch_start(&l, &b->env, c, stream, durable, NULL, &e) != IB_OK) {
+        progress(c->label, e.msg);
+        return false;
+    }
+    ib_status st = ib__bench_measure(rate, b->js, stream, durable, total, b->o.poll_ms, STALL_MS,
+                                     l.pids[0], &e);
+    ib__bench_launch_retire(&l, total, verified);
+    if (st != IB_OK) {
+        progress(c->label, e.msg);
+        return false;
+    }
+    return true;
+}
+
+static bool fill(bench *b, const char *name, const char *subject, size_t messages, double dups,
+                 uint64_t seed)
+{
+    ib_error e;
+    ib__bench_stream_spec spec = {name, subject, messages, dups, seed};
+    if (ib__bench_stream_fill(b->nc, b->js, &spec, &e) != IB_OK) {
+        progress("publish", e.msg);
+        return false;
+    }
+    return true;
+}
+
+static void throughput(bench *b)
+{
+    char name[16], subject[32];
+    for (size_t k = 0; k < IB__BENCH_COLUMNS; k++) {
+        snprintf(name, sizeof(name), "B%d", (int)(ratios[k] * 100 + 0.5));
+        snprintf(subject, sizeof(subject), "bench.b%d", (int)(ratios[k] * 100 + 0.5));
+        progress("publishing", name);
+        b->r.published[k] = fill(b, name, subject, b->o.messages, ratios[k], 1);
+    }
+    for (size_t i = 0; i < ROW_COUNT; i++) {
+        char number[8];
+        b->r.rows[i].label = rows[i].label;
+        snprintf(number, sizeof(number), "%zu", i);
+        if (!listed(b->o.rows, number))
+            continue;
+        b->r.rows[i].ran = true;
+        for (size_t k = 0; k < IB__BENCH_COLUMNS; k++) {
+            ib__bench_cell *cell = &b->r.rows[i].cells[k];
+            if (!b->r.published[k])
+                continue;
+            snprintf(name, sizeof(name), "B%d", (int)(ratios[k] * 100 + 0.5));
+            progress(rows[i].label, name);
+            ib__bench_rate rate;
+            cell->ok = measure_row(b, &rate, &cell->verified, &rows[i], name, b->o.messages);
+            cell->msgs_per_s = rate.msgs_per_s;
+        }
+    }
+    b->r.row_count = ROW_COUNT;
+}
+
+static void recorders(bench *b)
+{
+    static const char *const labels[3] = {"memory:", "sqlite synchronous=normal",
+                                          "sqlite synchronous=full"};
+    static const char *const query[3] = {NULL, "normal", "full"};
+    for (int i = 0; i < 3; i++) {
+        char uri[700];
+        ib_error e;
+        b->r.recorder_labels[i] = labels[i];
+        if (query[i] == NULL)
+            snprintf(uri, sizeof(uri), "memory:");
+        else
+            snprintf(uri, sizeof(uri), "sqlite:%s/recorder-%s.db?synchronous=%s", b->env.dir,
+                     query[i], query[i]);
+        progress("recorder in process", labels[i]);
+        b->r.recorder_ok[i] = ib__bench_recorder_rate(&b->r.recorder_rate[i], uri, b->o.messages,
+                                                      (size_t)b->o.batch, &e) == IB_OK;
+        if (!b->r.recorder_ok[i])
+            progress(labels[i], e.msg);
+    }
+}
+
+static void slow(bench *b)
+{
+    if (!fill(b, "SLOW", "bench.slow", b->o.slow_messages, 0.10, 2))
+        return;
+    for (size_t i = 0; i < 2; i++) {
+        ib__bench_cell *cell = &b->r.slow[i];
+        ib__bench_rate rate;
+        b->r.slow_labels[i] = slow_rows[i].label;
+        progress(slow_rows[i].label, "SLOW");
+        cell->ok =
+            measure_row(b, &rate, &cell->verified, &slow_rows[i], "SLOW", b->o.slow_messages);
+        cell->msgs_per_s = rate.msgs_per_s;
+    }
+}
+
+static void latency(bench *b)
+{
+    /* Half the rate of the production setting measured above. */
+    const ib__bench_cell *base = &b->r.rows[3].cells[1];
+    if (!base->ok)
+        return;
+    b->r.latency_rate = base->msgs_per_s / 2;
+    size_t messages = (size_t)(b->r.latency_rate * b->o.latency_seconds);
+    if (messages < 200)
+        messages = 200;
+    for (size_t i = 0; i < 3; i++) {
+        const ib__bench_config *c = &latency_rows[i];
+        char stream[16], subject[32], durable[64];
+        ib__bench_launch l;
+        ib__bench_gen gen;
+        ib_error e;
+        ib__bench_latency *out = &b->r.latency[i];
+        b->r.latency_labels[i] = c->label;
+        snprintf(stream, sizeof(stream), "LAT%zu", i);
+        snprintf(subject, sizeof(subject), "bench.lat%zu", i);
+        snprintf(durable, sizeof(durable), "run%d", ++b->runs);
+        progress(c->label, "latency");
+        if (ib__bench_stream_create(b->js, stream, subject, &e) != IB_OK ||
+            ib__bench_consumer_create(b->js, stream, durable, &e) != IB_OK ||
+            ib__bench_gen_init(&gen, 0.10, 3, &e) != IB_OK) {
+            progress(c->label, e.msg);
+            continue;
+        }
+        if (ib__bench_launch_start(&l, &b->env, c, stream, durable, NULL, &e) != IB_OK) {
+            ib__bench_gen_free(&gen);
+            progress(c->label, e.msg);
+            continue;
+        }
+        if (ib__bench_wait_pulling(b->js, stream, durable, 20000, &e) == IB_OK &&
+            ib__bench_latency_run(out, b->nc, stream, subject, durable, &gen, messages,
+                                  b->r.latency_rate, &e) == IB_OK)
+            b->r.latency_ok[i] = true;
+        else
+            progress(c->label, e.msg);
+        ib__bench_launch_retire(&l, messages, &b->r.latency_ok[i]);
+        ib__bench_gen_free(&gen);
+    }
+}
+
+static void memory(bench *b)
+{
+    static const ib__bench_config sqlite_row = {
+        "ibus run, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0};
+    static const ib__bench_config memory_row = {
+        "ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0};
+    ib__bench_rate rate;
+    ib_error e;
+
+    b->r.markers = b->o.markers;
+    progress("publishing", "MARKERS");
+    if (fill(b, "MARKERS", "bench.markers", b->o.markers, 0, 4)) {
+        progress(sqlite_row.label, "MARKERS");
+        b->r.sqlite_rss_ok = measure_row(b, &rate, &b->r.sqlite_rss_verified, &sqlite_row,
+                                         "MARKERS", b->o.markers) &&
+                             rate.hwm_done_kib > 0;
+        b->r.sqlite_hwm_kib = rate.hwm_done_kib;
+        b->r.sqlite_markers_rate = rate.msgs_per_s;
+
+        progress(memory_row.label, "MARKERS");
+        b->r.memory_rss_ok = measure_row(b, &rate, &b->r.memory_rss_verified, &memory_row,
+                                         "MARKERS", b->o.markers) &&
+                             rate.rss_first_kib > 0 && rate.rss_done_kib > 0;
+        if (b->r.memory_rss_ok)
+            b->r.memory_bytes_rss = (double)(rate.rss_done_kib - rate.rss_first_kib) * 1024.0 /
+                                    (double)(b->o.markers - rate.acked_first);
+        b->r.memory_hwm_kib = rate.hwm_done_kib;
+    }
+    progress("memory recorder in process", NULL);
+    b->r.memory_stats_ok =
+        ib__bench_memrec_bytes(&b->r.memory_bytes_stats, b->o.markers, &e) == IB_OK;
+    if (!b->r.memory_stats_ok)
+        progress("memory recorder in process", e.msg);
+}
+
+/* One callgrind run over `stream`; the instruction counts in `out`. */
+static bool callgrind_one(bench *b, ib__bench_instr *out, const ib__bench_config *c,
+                          const char *stream, uint64_t total)
+{
+    char durable[64], file[700];
+    ib__bench_launch l;
+    ib__bench_rate rate;
+    ib_error e;
+    snprintf(durable, sizeof(durable), "run%d", ++b->runs);
+    snprintf(file, sizeof(file), "%s/callgrind.%s.out", b->env.dir, durable);
+    if (ib__bench_consumer_create(b->js, stream, durable, &e) != IB_OK ||
+        ib__bench_launch_start(&l, &b->env, c, stream, durable, file, &e) != IB_OK) {
+        progress(c->label, e.msg);
+        return false;
+    }
+    ib_status st =
+        ib__bench_measure(&rate, b->js, stream, durable, total, 50, CALLGRIND_STALL_MS, 0, &e);
+    bool stopped = ib__bench_launch_stop(&l);
+    if (st != IB_OK || !stopped) {
+        progress(c->label, st != IB_OK ? e.msg : "ibus under callgrind did not exit 0");
+        return false;
+    }
+    if (ib__bench_callgrind_read(out, file, HOT_PATH_FUNCTION, &e) != IB_OK) {
+        progress(c->label, e.msg);
+        return false;
+    }
+    return true;
+}
+
+static void callgrind(bench *b)
+{
+    size_t n = b->o.callgrind_events;
+    b->r.callgrind_events = n;
+    /* Same seed: the first n messages of CG2 are those of CG1. */
+    if (!fill(b, "CG1", "bench.cg1", n, 0.10, 5) || !fill(b, "CG2", "bench.cg2", 2 * n, 0.10, 5))
+        return;
+    for (size_t i = 0; i < 2; i++) {
+        ib__bench_instr one, two;
+        b->r.callgrind_labels[i] = callgrind_rows[i].label;
+        progress("callgrind", callgrind_rows[i].label);
+        if (!callgrind_one(b, &one, &callgrind_rows[i], "CG1", n) ||
+            !callgrind_one(b, &two, &callgrind_rows[i], "CG2", 2 * n))
+            continue;
+        if (two.total <= one.total || two.hot_path <= one.hot_path) {
+            progress("callgrind", "the larger run cost fewer instructions; discarded");
+            continue;
+        }
+        b->r.instr_total[i] = (double)(two.total - one.total) / (double)n;
+        b->r.instr_hot[i] = (double)(two.hot_path - one.hot_path) / (double)n;
+        b->r.callgrind_ok[i] = true;
+    }
+}
+
+/* First line of `nats-server --version`, e.g. "nats-server: v2.9.10". */
+static void server_version(char *out, size_t len, const bench *b)
+{
+    char path[700];
+    snprintf(out, len, "nats-server (version unknown)");
+    snprintf(path, sizeof(path), "%s/nats-server.version", b->env.dir);
+    char *argv[] = {(char *)b->o.nats_server, "--version", NULL};
+    if (ib__bench_run(path, argv, 10000) != 0)
+        return;
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    if (fgets(out, (int)len, f) != NULL)
+        out[strcspn(out, "\n")] = '\0';
+    fclose(f);
+}
+
+static void describe_machine(bench *b)
+{
+    struct utsname u;
+    time_t now = time(NULL);
+    struct tm tm;
+    char day[32], server[128];
+    gmtime_r(&now, &tm);
+    strftime(day, sizeof(day), "%Y-%m-%d %H:%M UTC", &tm);
+    uname(&u);
+    server_version(server, sizeof(server), b);
+    snprintf(b->r.header, sizeof(b->r.header), "%s, %s %s, %ld CPUs, %s, nats.c %s, SQLite %s", day,
+             u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN), server, nats_GetVersion(),
+             sqlite3_libversion());
+}
+
+int main(int argc, char **argv)
+{
+    static bench b;
+    char dir[600];
+    ib_error e;
+    int code = 1;
+
+    if (parse_opts(&b.o, argc, argv) != 0)
+        return usage();
+    snprintf(dir, sizeof(dir), "%s/consumer_bench.XXXXXX", b.o.tmp);
+    if (mkdtemp(dir) == NULL) {
+        perror("consumer_bench: mkdtemp");
+        return 1;
+    }
+    b.env = (ib__bench_env){.ibus = b.o.ibus,
+                            .plugin = b.o.plugin,
+                            .bare = b.o.bare,
+                            .valgrind = b.o.valgrind,
+                            .dir = dir,
+                            .batch = b.o.batch};
+    progress("starting nats-server in", dir);
+    if (ib__bench_server_start(&b.server, b.o.nats_server, dir, &e) != IB_OK) {
+        progress("nats-server", e.msg);
+        goto out_dir;
+    }
+    b.env.url = b.server.url;
+    if (ib__bench_connect(&b.nc, &b.js, b.server.url, &e) != IB_OK) {
+        progress("connect", e.msg);
+        goto out_server;
+    }
+    describe_machine(&b);
+    b.r.messages = b.o.messages;
+    b.r.slow_messages = b.o.slow_messages;
+    b.r.batch = b.o.batch;
+    b.r.poll_ms = b.o.poll_ms;
+    b.r.callgrind_skipped = b.o.no_callgrind && wanted(&b.o, "callgrind");
+
+    if ((b.r.ran_throughput = wanted(&b.o, "throughput")))
+        throughput(&b);
+    if ((b.r.ran_recorders = wanted(&b.o, "recorders")))
+        recorders(&b);
+    if ((b.r.ran_slow = wanted(&b.o, "slow")))
+        slow(&b);
+    if ((b.r.ran_latency = wanted(&b.o, "latency") && b.r.ran_throughput))
+        latency(&b);
+    if ((b.r.ran_memory = wanted(&b.o, "memory")))
+        memory(&b);
+    if ((b.r.ran_callgrind = wanted(&b.o, "callgrind") && !b.o.no_callgrind))
+        callgrind(&b);
+    progress("waiting for the consumers to exit", NULL);
+    ib__bench_reap_all();
+
+    code = ib__bench_report_print(stdout, &b.r) ? 0 : 1;
+
+    jsCtx_Destroy(b.js);
+    natsConnection_Destroy(b.nc);
+out_server:
+    ib__bench_server_stop(&b.server);
+out_dir:
+    if (b.o.keep)
+        progress("kept", dir);
+    else
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nats_Close();
+    return code;
+}

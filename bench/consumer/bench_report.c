@@ -1,0 +1,251 @@
+/* Printing a consumer_bench run: Markdown tables, then the goals of
+ * issue 5 judged on the numbers of this run only. */
+#include "bench_report.h"
+
+#include <stdio.h>
+
+static const char *const column_names[IB__BENCH_COLUMNS] = {"0% dups", "10% dups", "50% dups"};
+
+static bool cell_good(const ib__bench_cell *c)
+{
+    return c->ok && c->verified && c->msgs_per_s > 0;
+}
+
+/* "123456" or "n/a"; a number whose processes failed their check gets a
+ * trailing "?" and fails the run. */
+static const char *fmt_rate(char *buf, size_t len, const ib__bench_cell *c)
+{
+    if (!c->ok || c->msgs_per_s <= 0)
+        snprintf(buf, len, "n/a");
+    else
+        snprintf(buf, len, "%.0f%s", c->msgs_per_s, c->verified ? "" : "?");
+    return buf;
+}
+
+static bool print_throughput(FILE *out, const ib__bench_report *r)
+{
+    bool all = true;
+    char a[32], b[32];
+    fprintf(out,
+            "Throughput: %zu messages per stream (128-byte payloads), pull batch %ld; "
+            "msg/s = acks between the first and the last consumer-info poll (every %lld ms) "
+            "that saw them.\n\n",
+            r->messages, r->batch, (long long)r->poll_ms);
+    fprintf(out, "| config |");
+    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
+        fprintf(out, " %s msg/s | ratio |", column_names[k]);
+    fprintf(out, "\n|---|");
+    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
+        fprintf(out, "---:|---:|");
+    fprintf(out, "\n");
+    for (size_t i = 0; i < r->row_count; i++) {
+        if (!r->rows[i].ran)
+            continue;
+        fprintf(out, "| %s |", r->rows[i].label);
+        for (int k = 0; k < IB__BENCH_COLUMNS; k++) {
+            const ib__bench_cell *c = &r->rows[i].cells[k], *base = &r->rows[0].cells[k];
+            if (cell_good(c) && cell_good(base))
+                snprintf(b, sizeof(b), "%.2f", c->msgs_per_s / base->msgs_per_s);
+            else
+                snprintf(b, sizeof(b), "n/a");
+            fprintf(out, " %s | %s |", fmt_rate(a, sizeof(a), c), b);
+            all = all && cell_good(c);
+        }
+        fprintf(out, "\n");
+    }
+    return all;
+}
+
+static bool print_recorders(FILE *out, const ib__bench_report *r)
+{
+    bool all = true;
+    fprintf(out,
+            "\nRecorders alone, in process: claim_batch then mark_batch of %ld fresh ids per "
+            "call, %zu ids (no NATS, no handler): the ceiling of the ibus rows.\n\n"
+            "| recorder | ids/s | ratio to the bare consumer (10%% dups) |\n|---|---:|---:|\n",
+            r->batch, r->messages);
+    for (int i = 0; i < 3; i++) {
+        const char *label = r->recorder_labels[i] != NULL ? r->recorder_labels[i] : "?";
+        const ib__bench_cell *bare = &r->rows[0].cells[1];
+        if (!r->recorder_ok[i]) {
+            fprintf(out, "| %s | n/a | n/a |\n", label);
+            all = false;
+        } else if (cell_good(bare)) {
+            fprintf(out, "| %s | %.0f | %.2f |\n", label, r->recorder_rate[i],
+                    r->recorder_rate[i] / bare->msgs_per_s);
+        } else {
+            fprintf(out, "| %s | %.0f | - |\n", label, r->recorder_rate[i]);
+        }
+    }
+    return all;
+}
+
+static bool print_slow(FILE *out, const ib__bench_report *r)
+{
+    char a[32], b[32];
+    fprintf(out,
+            "\nSlow handler: 5 ms per event, %zu messages (10%% dups; a duplicate does not run "
+            "the handler).\n\n| config | msg/s | ratio to --concurrency 1 |\n|---|---:|---:|\n",
+            r->slow_messages);
+    for (int i = 0; i < 2; i++) {
+        if (cell_good(&r->slow[i]) && cell_good(&r->slow[0]))
+            snprintf(b, sizeof(b), "%.1f", r->slow[i].msgs_per_s / r->slow[0].msgs_per_s);
+        else
+            snprintf(b, sizeof(b), "n/a");
+        fprintf(out, "| %s | %s | %s |\n", r->slow_labels[i] != NULL ? r->slow_labels[i] : "?",
+                fmt_rate(a, sizeof(a), &r->slow[i]), b);
+    }
+    return cell_good(&r->slow[0]) && cell_good(&r->slow[1]);
+}
+
+static bool print_latency(FILE *out, const ib__bench_report *r)
+{
+    bool all = true;
+    fprintf(out,
+            "\nLatency, publish to ack: paced publisher at %.0f msg/s (half the sqlite normal "
+            "rate at 10%% dups), 10%% dups; acks seen by a core subscription on $JS.ACK.<stream>."
+            "<durable>.>.\n\n| config | messages | publish rate | p50 ms | p99 ms | max ms |\n"
+            "|---|---:|---:|---:|---:|---:|\n",
+            r->latency_rate);
+    for (int i = 0; i < 3; i++) {
+        const ib__bench_latency *l = &r->latency[i];
+        const char *label = r->latency_labels[i] != NULL ? r->latency_labels[i] : "?";
+        if (!r->latency_ok[i]) {
+            fprintf(out, "| %s | n/a | n/a | n/a | n/a | n/a |\n", label);
+            all = false;
+            continue;
+        }
+        fprintf(out, "| %s | %zu | %.0f | %.2f | %.2f | %.2f |\n", label, l->messages, l->rate,
+                l->p50_ms, l->p99_ms, l->max_ms);
+    }
+    return all;
+}
+
+static bool print_memory(FILE *out, const ib__bench_report *r)
+{
+    bool sqlite_good = r->sqlite_rss_ok && r->sqlite_rss_verified;
+    bool memory_good = r->memory_rss_ok && r->memory_rss_verified;
+    fprintf(out,
+            "\nMemory, one `ibus run` over %zu unique events (one marker each).\n\n"
+            "| measure | value |\n|---|---:|\n",
+            r->markers);
+    if (sqlite_good)
+        fprintf(out, "| sqlite normal: peak RSS (VmHWM) when all are marked | %.1f MiB |\n",
+                (double)r->sqlite_hwm_kib / 1024.0);
+    else
+        fprintf(out, "| sqlite normal: peak RSS (VmHWM) when all are marked | n/a |\n");
+    if (sqlite_good)
+        fprintf(out, "| sqlite normal: rate over those events | %.0f msg/s |\n",
+                r->sqlite_markers_rate);
+    if (memory_good)
+        fprintf(out,
+                "| memory recorder: RSS growth per marker, first ack to last | %.1f B |\n"
+                "| memory recorder: peak RSS (VmHWM) | %.1f MiB |\n",
+                r->memory_bytes_rss, (double)r->memory_hwm_kib / 1024.0);
+    else
+        fprintf(out, "| memory recorder: RSS growth per marker, first ack to last | n/a |\n");
+    if (r->memory_stats_ok)
+        fprintf(out,
+                "| memory recorder: its own storage_bytes per marker (in process) | %.1f B |\n",
+                r->memory_bytes_stats);
+    else
+        fprintf(out, "| memory recorder: its own storage_bytes per marker (in process) | n/a |\n");
+    return sqlite_good && memory_good && r->memory_stats_ok;
+}
+
+static bool print_callgrind(FILE *out, const ib__bench_report *r)
+{
+    bool all = true;
+    if (r->callgrind_skipped) {
+        fprintf(out, "\nInstructions per event: skipped (--no-callgrind).\n");
+        return true;
+    }
+    fprintf(out,
+            "\nInstructions per event (valgrind --tool=callgrind; runs over %zu and %zu events, "
+            "10%% dups, difference / %zu). Hot path = inclusive cost of ib__host_process_batch "
+            "(decode, dispatch, claim/mark, ack bookkeeping); whole process = every thread, "
+            "nats.c's reader included.\n\n| ibus run | hot path | whole process |\n"
+            "|---|---:|---:|\n",
+            r->callgrind_events, 2 * r->callgrind_events, r->callgrind_events);
+    for (int i = 0; i < 2; i++) {
+        const char *label = r->callgrind_labels[i] != NULL ? r->callgrind_labels[i] : "?";
+        if (r->callgrind_ok[i])
+            fprintf(out, "| %s | %.0f | %.0f |\n", label, r->instr_hot[i], r->instr_total[i]);
+        else
+            fprintf(out, "| %s | n/a | n/a |\n", label);
+        all = all && r->callgrind_ok[i];
+    }
+    return all;
+}
+
+static void goal(FILE *out, const char *what, bool known, bool met, const char *fmt, double v)
+{
+    char measured[64];
+    if (known)
+        snprintf(measured, sizeof(measured), fmt, v);
+    else
+        snprintf(measured, sizeof(measured), "n/a");
+    fprintf(out, "| %s | %s | %s |\n", what, measured, !known ? "unknown" : met ? "yes" : "NO");
+}
+
+static void print_goals(FILE *out, const ib__bench_report *r)
+{
+    const ib__bench_cell *bare = &r->rows[0].cells[1], *sql = &r->rows[3].cells[1];
+    bool k;
+    double v;
+
+    fprintf(out,
+            "\nGoals (issue 5), from this run.\n\n| goal | measured | met |\n|---|---:|---|\n");
+    k = cell_good(bare) && cell_good(sql);
+    v = k ? sql->msgs_per_s / bare->msgs_per_s : 0;
+    goal(out, "sqlite normal, 10% dups >= 0.8 x bare", k, v >= 0.8, "%.2f x", v);
+
+    /* The memory goal holds at every duplicate ratio, so take the worst. */
+    k = true;
+    v = 1e9;
+    for (int c = 0; c < IB__BENCH_COLUMNS; c++) {
+        const ib__bench_cell *m = &r->rows[2].cells[c], *d = &r->rows[1].cells[c];
+        if (!cell_good(m) || !cell_good(d)) {
+            k = false;
+            break;
+        }
+        if (m->msgs_per_s / d->msgs_per_s < v)
+            v = m->msgs_per_s / d->msgs_per_s;
+    }
+    goal(out, "memory >= 0.9 x bare + decode (worst ratio of the three)", k, v >= 0.9, "%.2f x", v);
+
+    k = cell_good(&r->slow[0]) && cell_good(&r->slow[1]);
+    v = k ? r->slow[1].msgs_per_s / r->slow[0].msgs_per_s : 0;
+    goal(out, "slow handler: 16 threads >= 10 x 1 thread", k, v >= 10, "%.1f x", v);
+
+    k = r->sqlite_rss_ok && r->sqlite_rss_verified;
+    v = (double)r->sqlite_hwm_kib / 1024.0;
+    char what[128];
+    snprintf(what, sizeof(what), "sqlite, %zu markers: RSS < 32 MiB", r->markers);
+    goal(out, what, k, v < 32, "%.1f MiB", v);
+
+    k = r->memory_rss_ok && r->memory_rss_verified;
+    goal(out, "memory recorder < 64 B per marker (RSS growth)", k, r->memory_bytes_rss < 64,
+         "%.1f B", r->memory_bytes_rss);
+}
+
+bool ib__bench_report_print(FILE *out, const ib__bench_report *r)
+{
+    fprintf(out, "\n## consumer_bench, %s\n\n", r->header);
+    bool ok = true;
+    if (r->ran_throughput)
+        ok = print_throughput(out, r) && ok;
+    if (r->ran_recorders)
+        ok = print_recorders(out, r) && ok;
+    if (r->ran_slow)
+        ok = print_slow(out, r) && ok;
+    if (r->ran_latency)
+        ok = print_latency(out, r) && ok;
+    if (r->ran_memory)
+        ok = print_memory(out, r) && ok;
+    if (r->ran_callgrind || r->callgrind_skipped)
+        ok = print_callgrind(out, r) && ok;
+    print_goals(out, r);
+    fflush(out);
+    return ok;
+}

@@ -1,0 +1,71 @@
+/* The results of one consumer_bench run and their printing as Markdown
+ * tables (so a run can be pasted into the README as it is). */
+#ifndef IB_BENCH_REPORT_H
+#define IB_BENCH_REPORT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "bench.h"
+
+#define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
+#define IB__BENCH_MAX_ROWS 8
+
+typedef struct ib__bench_cell {
+    bool ok;       /* measured */
+    bool verified; /* the processes exited 0 having acked everything */
+    double msgs_per_s;
+} ib__bench_cell;
+
+typedef struct ib__bench_row {
+    const char *label;
+    bool ran; /* selected (consumer_bench --rows) */
+    ib__bench_cell cells[IB__BENCH_COLUMNS];
+} ib__bench_row;
+
+typedef struct ib__bench_report {
+    char header[512];
+    size_t messages, slow_messages, markers, callgrind_events;
+    long batch;
+    int64_t poll_ms;
+
+    bool published[IB__BENCH_COLUMNS];
+    ib__bench_row rows[IB__BENCH_MAX_ROWS]; /* rows[0] is the baseline, rows[1] bare +
+                                               decode, rows[2] memory, rows[3] sqlite normal */
+    size_t row_count;
+
+    const char *slow_labels[2]; /* concurrency 1, 16 */
+    ib__bench_cell slow[2];
+
+    double latency_rate;
+    const char *latency_labels[3];
+    ib__bench_latency latency[3];
+    bool latency_ok[3];
+
+    bool sqlite_rss_ok, sqlite_rss_verified;
+    long sqlite_hwm_kib;
+    double sqlite_markers_rate;
+    bool memory_rss_ok, memory_rss_verified;
+    double memory_bytes_rss;
+    long memory_hwm_kib;
+    bool memory_stats_ok;
+    double memory_bytes_stats;
+
+    const char *recorder_labels[3];
+    bool recorder_ok[3];
+    double recorder_rate[3];
+
+    /* sections that ran (consumer_bench --only) */
+    bool ran_throughput, ran_recorders, ran_slow, ran_latency, ran_memory, ran_callgrind;
+
+    bool callgrind_skipped;
+    const char *callgrind_labels[2];
+    bool callgrind_ok[2];
+    double instr_total[2], instr_hot[2];
+} ib__bench_report;
+
+/* Prints every table and the goals. Returns true when every row produced
+ * a verified number (rows skipped on request excepted). */
+bool ib__bench_report_print(FILE *out, const ib__bench_report *r);
+
+#endif
