@@ -229,9 +229,10 @@ ib_status ib__bench_callgrind_read(ib__bench_instr *out, const char *file, const
 
 /* Claims and marks `markers` fresh ids in recorder `uri` in batches of
  * `batch` (the host's calls per batch, without NATS or handlers) and
- * reports markers per second. */
+ * reports markers per second. With `check_only` it checks instead of
+ * claiming: what the flow would cost without claims. */
 ib_status ib__bench_recorder_rate(double *msgs_per_s, const char *uri, size_t markers, size_t batch,
-                                  ib_error *err);
+                                  bool check_only, ib_error *err);
 
 /* Marks `markers` fresh ids in a memory: recorder, in batches like the
  * host's, and reports the recorder's own storage_bytes per marker. */

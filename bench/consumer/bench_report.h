@@ -51,9 +51,10 @@ typedef struct ib__bench_report {
     bool memory_stats_ok;
     double memory_bytes_stats;
 
-    const char *recorder_labels[3];
-    bool recorder_ok[3];
-    double recorder_rate[3];
+#define IB__BENCH_RECORDER_ROWS 4
+    const char *recorder_labels[IB__BENCH_RECORDER_ROWS];
+    bool recorder_ok[IB__BENCH_RECORDER_ROWS];
+    double recorder_rate[IB__BENCH_RECORDER_ROWS];
 
     /* sections that ran (consumer_bench --only) */
     bool ran_throughput, ran_recorders, ran_slow, ran_latency, ran_memory, ran_callgrind;
