@@ -78,18 +78,40 @@ typedef struct ib_dispatch ib_dispatch;
 #define IB_DISPATCH_DEFAULT_NAK_MAX_MS 60000
 #define IB_DISPATCH_MAX_CONCURRENCY 1024
 
+/* What became of one handler call, as reported to an observer. */
+typedef enum ib_handler_result {
+    IB_RESULT_HANDLED = 0,         /* ran, said OK, and its mark is durable */
+    IB_RESULT_RETRY = 1,           /* ran and said RETRY */
+    IB_RESULT_REJECT = 2,          /* ran and said REJECT */
+    IB_RESULT_MARK_FAILED = 3,     /* ran and said OK, but the mark was not written */
+    IB_RESULT_RECORDER_FAILED = 4, /* not run: the claim or check call failed */
+} ib_handler_result;
+
+struct ib_delivery;
+
+/* Called on the thread of ib_dispatch_run(), after the batch's marks, once
+ * for every handler call that ran or failed to start for a recorder error
+ * (not for duplicates, busy claims or followers of a failed first
+ * occurrence). `consumer` and `delivery` are BORROWED for the call;
+ * `seconds` is the handler's run time (0 when it did not run). */
+typedef void (*ib_dispatch_observer)(void *ctx, const struct ib_delivery *delivery,
+                                     const char *consumer, ib_handler_result result,
+                                     double seconds);
+
 typedef struct ib_dispatch_options {
-    const char *owner;         /* claim owner token, unique per process; copied;
-                                  NULL or "" = a fresh random token */
-    int64_t lease_ms;          /* claim lease; should match the consumer's AckWait;
-                                  <= 0 = IB_DISPATCH_DEFAULT_LEASE_MS */
-    uint64_t max_deliver;      /* the poison rule fires on this delivery; 0 = never */
-    int64_t nak_base_delay_ms; /* first retry delay; doubles per delivery;
-                                  <= 0 = IB_DISPATCH_DEFAULT_NAK_BASE_MS */
-    int64_t nak_max_delay_ms;  /* cap of the back-off; <= 0 = IB_DISPATCH_DEFAULT_NAK_MAX_MS;
-                                  raised to the base delay if below it */
-    unsigned concurrency;      /* handler threads; 0 or 1 = run on the caller's thread;
-                                  at most IB_DISPATCH_MAX_CONCURRENCY */
+    const char *owner;             /* claim owner token, unique per process; copied;
+                                      NULL or "" = a fresh random token */
+    int64_t lease_ms;              /* claim lease; should match the consumer's AckWait;
+                                      <= 0 = IB_DISPATCH_DEFAULT_LEASE_MS */
+    uint64_t max_deliver;          /* the poison rule fires on this delivery; 0 = never */
+    int64_t nak_base_delay_ms;     /* first retry delay; doubles per delivery;
+                                      <= 0 = IB_DISPATCH_DEFAULT_NAK_BASE_MS */
+    int64_t nak_max_delay_ms;      /* cap of the back-off; <= 0 = IB_DISPATCH_DEFAULT_NAK_MAX_MS;
+                                      raised to the base delay if below it */
+    unsigned concurrency;          /* handler threads; 0 or 1 = run on the caller's thread;
+                                      at most IB_DISPATCH_MAX_CONCURRENCY */
+    ib_dispatch_observer observer; /* optional: per-handler results, for logs and metrics */
+    void *observer_ctx;            /* BORROWED; passed to observer */
 } ib_dispatch_options;
 
 /* One handler as registered. Strings are copied; `handle`/`state` are

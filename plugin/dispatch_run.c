@@ -390,6 +390,35 @@ static void run_handlers(run_ctx *c, size_t nwork)
 
 /* ---- outcomes ----------------------------------------------------------- */
 
+/* Reports one leader item's result to the observer, if it ran or failed
+ * to start for a recorder error. */
+static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it, unsigned char r)
+{
+    const ib_dispatch_options *o = &c->d->opts;
+    ib_handler_result res;
+    switch (r) {
+    case R_MARKED:
+        res = IB_RESULT_HANDLED;
+        break;
+    case R_RETRY:
+        res = IB_RESULT_RETRY;
+        break;
+    case R_REJECT:
+        res = IB_RESULT_REJECT;
+        break;
+    case R_MARK_FAILED:
+        res = IB_RESULT_MARK_FAILED;
+        break;
+    case R_CHECK_FAILED:
+    case R_CLAIM_FAILED:
+        res = IB_RESULT_RECORDER_FAILED;
+        break;
+    default:
+        return; /* duplicate, busy, poisoned: no handler call to report */
+    }
+    o->observer(o->observer_ctx, dl, it->h->consumer, res, it->seconds);
+}
+
 static void decide(run_ctx *c, size_t i)
 {
     ib_delivery *dl = &c->dl[i];
@@ -408,6 +437,8 @@ static void decide(run_ctx *c, size_t i)
         bool follower = it->result == R_FOLLOW;
         unsigned char r = follower ? c->items[it->leader].result : it->result;
         dl->handle_seconds += it->seconds;
+        if (!follower && o->observer != NULL)
+            observe(c, dl, it, r);
         switch (r) {
         case R_POISON_DONE:
         case R_DONE:

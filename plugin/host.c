@@ -96,6 +96,8 @@ static int setup_dispatch(ib_host *h, ib_error *err)
         .nak_base_delay_ms = h->cfg->retry_base_ms,
         .nak_max_delay_ms = h->cfg->retry_max_ms,
         .concurrency = (unsigned)h->cfg->concurrency,
+        .observer = ib__host_observe,
+        .observer_ctx = h,
     };
     if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
         return -1;

@@ -105,17 +105,29 @@ static void count_delivery(ib_host *h, const item *it)
         h->totals.unhandled++;
         ib_metrics_add(h->metrics, IB_METRIC_EVENTS_UNHANDLED, 1);
     }
-    if (c->handled + c->retried + c->rejected > 0)
-        ib_metrics_observe(h->metrics, IB_METRIC_HANDLE_SECONDS, d->handle_seconds);
-    if (c->retried + c->rejected + c->mark_failed + c->recorder_failed > 0) {
-        char dc[24], counts[96];
-        snprintf(dc, sizeof(dc), "%" PRIu64, d->delivery_count);
-        snprintf(counts, sizeof(counts), "retry=%u reject=%u mark_failed=%u recorder_failed=%u",
-                 c->retried, c->rejected, c->mark_failed, c->recorder_failed);
-        ib_log_kv(IB_SEV_WARN, "handler failure", "consumer", h->cfg->durable, "event_id",
-                  d->event->id, "type", d->event->type, "delivery_count", dc, "results", counts,
-                  NULL);
-    }
+}
+
+/* Dispatch observer: one histogram sample per handler call, and one log
+ * line per handler failure naming the handler's consumer identity. */
+void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
+                      ib_handler_result result, double seconds)
+{
+    static const char *const what[] = {
+        [IB_RESULT_HANDLED] = "handled",
+        [IB_RESULT_RETRY] = "retry",
+        [IB_RESULT_REJECT] = "rejected",
+        [IB_RESULT_MARK_FAILED] = "mark-failed",
+        [IB_RESULT_RECORDER_FAILED] = "recorder-failed",
+    };
+    ib_host *h = ctx;
+    if (result != IB_RESULT_RECORDER_FAILED)
+        ib_metrics_observe(h->metrics, IB_METRIC_HANDLE_SECONDS, seconds);
+    if (result == IB_RESULT_HANDLED)
+        return;
+    char dc[24];
+    snprintf(dc, sizeof(dc), "%" PRIu64, d->delivery_count);
+    ib_log_kv(IB_SEV_WARN, "handler failure", "consumer", consumer, "event_id", d->event->id,
+              "type", d->event->type, "reason", what[result], "delivery_count", dc, NULL);
 }
 
 static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)

@@ -73,6 +73,10 @@ extern volatile sig_atomic_t ib__host_signalled;
 int ib__host_batch_alloc(ib_host *h, size_t batch);
 void ib__host_batch_free(ib_host *h);
 
+/* The dispatch observer (host_batch.c); ctx is the ib_host. */
+void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
+                      ib_handler_result result, double seconds);
+
 /* Processes one pulled batch: decode, dispatch, ack/nak/dead-letter, and
  * destroys the messages. */
 void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);

@@ -576,6 +576,68 @@ static void handle_seconds_measured(void **state)
     fx_close(&f);
 }
 
+/* The observer hears every handler call that ran (and recorder failures),
+ * with the handler's consumer identity; duplicates are not reported. */
+typedef struct seen_results {
+    int count[5];
+    char last_consumer[IB_CONSUMER_MAX + 1];
+} seen_results;
+
+static void record_result(void *ctx, const ib_delivery *d, const char *consumer,
+                          ib_handler_result result, double seconds)
+{
+    seen_results *s = ctx;
+    assert_non_null(d->event);
+    assert_true(seconds >= 0);
+    s->count[result]++;
+    snprintf(s->last_consumer, sizeof(s->last_consumer), "%s", consumer);
+}
+
+static void observer_hears_each_call(fx *f)
+{
+    fx_handler ok, bad;
+    ib_event ev[2];
+    ib_delivery dl[2];
+    seen_results seen;
+    memset(&seen, 0, sizeof(seen));
+    ib_dispatch_options o = fx_default_options();
+    o.observer = record_result;
+    o.observer_ctx = &seen;
+    fx_handler_init(&ok, IB_HANDLER_OK);
+    fx_handler_init(&bad, IB_HANDLER_RETRY);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/ok", TYPE, &ok);
+    fx_add(f, "c/p/bad", TYPE, &bad);
+    for (unsigned i = 0; i < 2; i++) {
+        fx_event(&ev[i], 70 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    assert_int_equal(ib_dispatch_run(f->d, dl, 2, NULL, NULL), IB_OK);
+    assert_int_equal(seen.count[IB_RESULT_HANDLED], 2);
+    assert_int_equal(seen.count[IB_RESULT_RETRY], 2);
+    assert_string_equal(seen.last_consumer, "c/p/bad");
+
+    /* redelivery: "ok" is a duplicate now (not reported), "bad" rejects */
+    atomic_store(&bad.verdict, IB_HANDLER_REJECT);
+    memset(&seen, 0, sizeof(seen));
+    fx_delivery(&dl[0], &ev[0], 2);
+    assert_int_equal(ib_dispatch_run(f->d, dl, 1, NULL, NULL), IB_OK);
+    assert_int_equal(seen.count[IB_RESULT_HANDLED], 0);
+    assert_int_equal(seen.count[IB_RESULT_REJECT], 1);
+
+    /* a failing mark is reported as such */
+    atomic_store(&bad.verdict, IB_HANDLER_OK);
+    atomic_store(&f->calls->fail_mark, true);
+    memset(&seen, 0, sizeof(seen));
+    fx_delivery(&dl[1], &ev[1], 2);
+    assert_int_equal(ib_dispatch_run(f->d, &dl[1], 1, NULL, NULL), IB_OK);
+    assert_int_equal(seen.count[IB_RESULT_MARK_FAILED], 1);
+    assert_int_equal(seen.count[IB_RESULT_HANDLED], 0);
+    atomic_store(&f->calls->fail_mark, false);
+    fx_handler_destroy(&ok);
+    fx_handler_destroy(&bad);
+}
+
 /* ---- the table: every case against every recorder kind --------------- */
 
 typedef void (*fx_case)(fx *f);
@@ -615,6 +677,7 @@ BOTH_KINDS(batch_duplicates_run_once)
 BOTH_KINDS(batch_duplicates_follow_failure)
 BOTH_KINDS(mark_failure_naks)
 BOTH_KINDS(claim_failure_naks)
+BOTH_KINDS(observer_hears_each_call)
 
 /* ---- the table itself -------------------------------------------------- */
 
@@ -799,6 +862,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(mark_failure_naks_sqlite),
     cmocka_unit_test(claim_failure_naks_memory),
     cmocka_unit_test(claim_failure_naks_sqlite),
+    cmocka_unit_test(observer_hears_each_call_memory),
+    cmocka_unit_test(observer_hears_each_call_sqlite),
     cmocka_unit_test(add_refuses_bad_handlers),
     cmocka_unit_test(many_types_lookup),
     cmocka_unit_test(run_refuses_misuse),
