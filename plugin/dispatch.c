@@ -288,6 +288,10 @@ ib_status ib_dispatch_create(ib_dispatch **out, ib_recorder *recorder,
         st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the run mutex");
         goto fail_mutex;
     }
+    if (pthread_mutex_init(&d->lease_mu, NULL) != 0) {
+        st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the lease mutex");
+        goto fail_lease_mutex;
+    }
     if (d->opts.concurrency > 1) {
         st = ib__pool_create(&d->pool, d->opts.concurrency, err);
         if (st != IB_OK)
@@ -297,6 +301,8 @@ ib_status ib_dispatch_create(ib_dispatch **out, ib_recorder *recorder,
     return IB_OK;
 
 fail_pool:
+    pthread_mutex_destroy(&d->lease_mu);
+fail_lease_mutex:
     pthread_mutex_destroy(&d->run_mu);
 fail_mutex:
     free(d->owner);
@@ -311,6 +317,7 @@ void ib_dispatch_free(ib_dispatch *d)
         return;
     ib__pool_free(d->pool);
     pthread_mutex_destroy(&d->run_mu);
+    pthread_mutex_destroy(&d->lease_mu);
     ib__dispatch_scratch_free(&d->scratch);
     for (size_t i = 0; i < d->type_cap; i++) {
         free(d->types[i].type);

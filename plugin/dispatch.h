@@ -203,6 +203,15 @@ size_t ib_dispatch_count_for(const ib_dispatch *d, const char *type);
 ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
                           ib_error *err);
 
+/* Restarts the leases of the claims held by the batch whose handlers are
+ * running now (same owner, lease_ms), so a handler that outlives the lease
+ * is not taken over by another process that receives the same id. Safe to
+ * call from any thread while ib_dispatch_run() runs on another; a no-op
+ * between batches. `*extended` counts leases restarted, `*lost` claims
+ * another owner took over after expiry (their handler may run twice).
+ * Errors: the recorder's. */
+ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err);
+
 /* The back-off delay for a RETRY seen on delivery `delivery_count`:
  * base * 2^(delivery_count - 1), capped at the maximum, then spread by
  * +-20% jitter (so processes that failed together do not retry together)

@@ -42,7 +42,8 @@ typedef struct ib__dscratch {
     size_t *key_items; /* the item each key belongs to */
     ib_claim_state *states;
     bool *processed;
-    size_t *work; /* items whose handler runs */
+    size_t *work;              /* items whose handler runs */
+    ib_marker_key *lease_keys; /* claims held while handlers run (see lease_mu) */
     size_t icap;
     /* open-addressing set of (handler, id) pairs seen in the batch */
     uint32_t *seen;
@@ -66,6 +67,13 @@ struct ib_dispatch {
      * scratch buffers are shared. */
     pthread_mutex_t run_mu;
     ib__dscratch scratch;
+
+    /* The claims held by the batch in flight while its handlers run, so
+     * another thread can extend their leases (ib_dispatch_extend_leases)
+     * without taking run_mu, which the running batch holds. */
+    pthread_mutex_t lease_mu;
+    const ib_marker_key *lease_keys;
+    size_t lease_n;
 };
 
 /* Handlers subscribed to `type` (NULL-terminated string); sets *count. */

@@ -96,11 +96,17 @@ static bool scratch_reserve(ib__dscratch *s, size_t n, size_t total)
     }
     if (total > s->icap) {
         size_t cap = grown(s->icap, total);
-        void **bufs[] = {&s->items,           (void **)&s->keys,      (void **)&s->key_items,
-                         (void **)&s->states, (void **)&s->processed, (void **)&s->work};
-        const size_t sizes[] = {sizeof(run_item),   sizeof(*s->keys),      sizeof(*s->key_items),
-                                sizeof(*s->states), sizeof(*s->processed), sizeof(*s->work)};
-        if (!regrow(bufs, sizes, 6, cap))
+        void **bufs[] = {&s->items,
+                         (void **)&s->keys,
+                         (void **)&s->key_items,
+                         (void **)&s->states,
+                         (void **)&s->processed,
+                         (void **)&s->work,
+                         (void **)&s->lease_keys};
+        const size_t sizes[] = {sizeof(run_item),      sizeof(*s->keys),      sizeof(*s->key_items),
+                                sizeof(*s->states),    sizeof(*s->processed), sizeof(*s->work),
+                                sizeof(*s->lease_keys)};
+        if (!regrow(bufs, sizes, 7, cap))
             return false;
         s->icap = cap;
     }
@@ -126,6 +132,7 @@ void ib__dispatch_scratch_free(ib__dscratch *s)
     free(s->states);
     free(s->processed);
     free(s->work);
+    free(s->lease_keys);
     free(s->seen);
     memset(s, 0, sizeof(*s));
 }
@@ -287,7 +294,53 @@ static size_t claim(run_ctx *c)
     }
     if (st != IB_OK)
         keep_first_error(c, &e, st);
+    for (size_t w = 0; w < nwork; w++) {
+        const run_item *it = &c->items[s->work[w]];
+        s->lease_keys[w] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+    }
+    pthread_mutex_lock(&d->lease_mu);
+    d->lease_keys = s->lease_keys;
+    d->lease_n = nwork;
+    pthread_mutex_unlock(&d->lease_mu);
     return nwork;
+}
+
+/* The handlers have returned: their claims are about to be marked or
+ * released, so nobody may extend them any more. */
+static void leases_done(ib_dispatch *d)
+{
+    pthread_mutex_lock(&d->lease_mu);
+    d->lease_keys = NULL;
+    d->lease_n = 0;
+    pthread_mutex_unlock(&d->lease_mu);
+}
+
+ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err)
+{
+    ib_status st = IB_OK;
+    *extended = 0;
+    *lost = 0;
+    pthread_mutex_lock(&d->lease_mu);
+    size_t n = d->lease_n;
+    if (n > 0) {
+        ib_claim_state *states = malloc(n * sizeof(*states));
+        if (states == NULL) {
+            st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to extend %zu leases", n);
+        } else {
+            /* the same owner claiming again restarts its lease */
+            st = ib_recorder_claim_batch(d->recorder, states, d->lease_keys, n, d->owner,
+                                         d->opts.lease_ms, err);
+            for (size_t k = 0; st == IB_OK && k < n; k++) {
+                if (states[k] == IB_CLAIM_ACQUIRED)
+                    (*extended)++;
+                else if (states[k] == IB_CLAIM_BUSY)
+                    (*lost)++;
+            }
+            free(states);
+        }
+    }
+    pthread_mutex_unlock(&d->lease_mu);
+    return st;
 }
 
 /* The group commit: one mark call for every OK handler of the batch. */
@@ -561,6 +614,7 @@ static ib_status run_locked(run_ctx *c)
         check_poisoned(c);
         size_t nwork = claim(c);
         run_handlers(c, nwork);
+        leases_done(c->d);
         mark(c);
         release(c);
     }

@@ -32,6 +32,17 @@ static void send_in_progress(ib_host *h, int64_t now, int64_t *last_wpi)
                 if (h->inflight[i] != NULL)
                     ib_in_progress(ib_nats_connection(h->nats), h->inflight[i], NULL);
             *last_wpi = now;
+            /* JetStream will not redeliver now; keep our claims as long, so
+             * a duplicate of the same id elsewhere does not run meanwhile. */
+            size_t extended = 0, lost = 0;
+            ib_error e;
+            if (ib_dispatch_extend_leases(h->dispatch, &extended, &lost, &e) != IB_OK)
+                ib_log_kv(IB_SEV_WARN, "cannot extend claim leases", "error", e.msg, NULL);
+            else if (lost > 0)
+                ib_log_kv(IB_SEV_WARN,
+                          "claims expired while their handlers ran and were taken over; a "
+                          "duplicate may run twice",
+                          NULL);
         }
     }
     pthread_mutex_unlock(&h->inflight_lock);

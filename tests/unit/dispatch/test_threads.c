@@ -345,6 +345,66 @@ static void one_mark_call_per_batch(fx *f)
     free(ev);
 }
 
+/* A handler that outlives its lease: with ib_dispatch_extend_leases called
+ * meanwhile (as the host's watcher does), another owner finds the claim
+ * busy; without it, the other owner takes the claim over. */
+typedef struct lease_probe {
+    fx *f;
+    bool extend;
+    size_t extended, lost;
+    ib_claim_state other; /* what another owner's claim got mid-handler */
+} lease_probe;
+
+static ib_verdict lease_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                               const ib_raw_event *ev)
+{
+    lease_probe *p = state;
+    (void)payload;
+    (void)len;
+    (void)bus;
+    fx_clock_set(fx_clock_now() + 5000); /* the 1 s lease has run out */
+    if (p->extend)
+        assert_int_equal(ib_dispatch_extend_leases(p->f->d, &p->extended, &p->lost, NULL), IB_OK);
+    assert_int_equal(
+        ib_recorder_claim(p->f->rec, &p->other, ev->consumer, ev->id, "other-owner", 60000, NULL),
+        IB_OK);
+    return IB_HANDLER_OK;
+}
+
+static void long_handler_keeps_its_lease(fx *f)
+{
+    lease_probe p = {.f = f, .extend = true};
+    ib_event ev[2];
+    ib_delivery dl[2];
+    size_t extended = 7, lost = 7;
+    ib_dispatch_options o = fx_default_options();
+    o.lease_ms = 1000;
+    fx_dispatch(f, &o);
+    const char *types[] = {TYPE, NULL};
+    ib_dispatch_handler hd = {
+        .consumer = "c/p/slow", .event_types = types, .handle = lease_handle, .state = &p};
+    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+    /* between batches there is nothing to extend */
+    assert_int_equal(ib_dispatch_extend_leases(f->d, &extended, &lost, NULL), IB_OK);
+    assert_int_equal(extended, 0);
+    assert_int_equal(lost, 0);
+
+    fx_event(&ev[0], 900, TYPE);
+    fx_delivery(&dl[0], &ev[0], 1);
+    assert_int_equal(ib_dispatch_run(f->d, dl, 1, NULL, NULL), IB_OK);
+    assert_int_equal(p.extended, 1);
+    assert_int_equal(p.lost, 0);
+    assert_int_equal(p.other, IB_CLAIM_BUSY);
+    assert_int_equal(dl[0].outcome, IB_OUTCOME_ACK);
+
+    /* control: without the extension the other owner takes it over */
+    p.extend = false;
+    fx_event(&ev[1], 901, TYPE);
+    fx_delivery(&dl[1], &ev[1], 1);
+    assert_int_equal(ib_dispatch_run(f->d, &dl[1], 1, NULL, NULL), IB_OK);
+    assert_int_equal(p.other, IB_CLAIM_ACQUIRED);
+}
+
 typedef void (*fx_case)(fx *f);
 
 static void run_case(const char *kind, fx_case fn)
@@ -371,6 +431,7 @@ BOTH_KINDS(eight_threads_run_in_parallel)
 BOTH_KINDS(one_thread_runs_on_caller)
 BOTH_KINDS(pool_mixed_batch)
 BOTH_KINDS(one_mark_call_per_batch)
+BOTH_KINDS(long_handler_keeps_its_lease)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(backoff_bounded_growing_capped),
@@ -384,6 +445,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(pool_mixed_batch_sqlite),
     cmocka_unit_test(one_mark_call_per_batch_memory),
     cmocka_unit_test(one_mark_call_per_batch_sqlite),
+    cmocka_unit_test(long_handler_keeps_its_lease_memory),
+    cmocka_unit_test(long_handler_keeps_its_lease_sqlite),
 };
 
 IB_TEST_MAIN(tests)
