@@ -50,12 +50,29 @@ static void on_reconnected(natsConnection *nc, void *closure)
     ib_log_kv(IB_SEV_INFO, "nats reconnected", "url", url, NULL);
 }
 
+/* The last callback nats.c runs for a connection. Its final store is the
+ * last touch of `n`: close_and_wait() frees `n` once it sees it. */
 static void on_closed(natsConnection *nc, void *closure)
 {
     (void)nc;
     ib_nats *n = closure;
     atomic_store(&n->connected, 0);
     atomic_store(&n->closed, 1);
+}
+
+/* natsConnection_Close only queues the closed callback for nats.c's
+ * callback thread, which then writes to `n`: freeing `n` before it ran was
+ * a use-after-free (seen under ASan at every exit). Waits for it; returns
+ * false if it did not come, and then `n` must be leaked, not freed. */
+static bool close_and_wait(ib_nats *n)
+{
+    natsConnection_Close(n->nc);
+    for (int waited = 0; !atomic_load(&n->closed); waited++) {
+        if (waited >= 5000)
+            return false;
+        nats_Sleep(1);
+    }
+    return true;
 }
 
 static void on_error(natsConnection *nc, natsSubscription *sub, natsStatus s, void *closure)
@@ -208,11 +225,13 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
     return IB_OK;
 
 fail:
-    if (n->nc != NULL) {
-        natsConnection_Close(n->nc);
-        natsConnection_Destroy(n->nc);
-    }
     natsOptions_Destroy(o);
+    if (n->nc != NULL) {
+        bool closed = close_and_wait(n);
+        natsConnection_Destroy(n->nc);
+        if (!closed)
+            return st;
+    }
     free(n);
     return st;
 }
@@ -274,12 +293,14 @@ void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms)
     if (n == NULL)
         return;
     atomic_store(&n->closing, 1);
+    bool closed = true;
     if (n->nc != NULL) {
         if (ib_nats_is_connected(n) && flush_timeout_ms > 0)
             natsConnection_FlushTimeout(n->nc, flush_timeout_ms);
-        natsConnection_Close(n->nc);
+        closed = close_and_wait(n);
     }
     jsCtx_Destroy(n->js);
     natsConnection_Destroy(n->nc);
-    free(n);
+    if (closed)
+        free(n);
 }
