@@ -114,7 +114,7 @@ bool it_sanitized(void)
 
 long it_scaled(long n, long min)
 {
-    long div = it_sanitized() ? 2 : 1;
+    long div = 1;
     const char *env = getenv("IB_IT_SCALE_DIV");
     if (env != NULL && atol(env) > 0)
         div = atol(env);

@@ -63,9 +63,9 @@ const char *it_ibus(void);
 const char *it_plugin(const char *name);
 
 /* True in a sanitizer build (the test is built with the same flags as
- * ibus). Counts and deadlines adapt: it_scaled() divides a count by
- * IB_IT_SCALE_DIV (default 1, or 2 under a sanitizer), never below `min`;
- * it_timeout() triples a deadline under a sanitizer. */
+ * ibus). it_scaled() divides a count by the environment's IB_IT_SCALE_DIV
+ * (default 1: full counts in every build), never below `min`, for slow
+ * machines; it_timeout() triples a deadline under a sanitizer. */
 bool it_sanitized(void);
 long it_scaled(long n, long min);
 int64_t it_timeout(int64_t ms);
