@@ -123,6 +123,15 @@ static void tls_client_certificates(void **state)
     start_server(e, &o);
     assert_non_null(strstr(e->server.url, "tls://127.0.0.1:"));
     round_trip(e, "tls");
+
+    /* without a client certificate the server refuses the handshake */
+    it_argv a;
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "publish", "--nats-url", e->server.url, "--tls-ca", e->server.ca,
+                 "--type", "order.paid", "x", NULL);
+    int st = it_proc_run(NULL, e->dir, "publish-nocert", NULL, a.v, it_timeout(30000));
+    it_argv_free(&a);
+    assert_int_equal(st, 1);
     it_done(e);
 }
 
