@@ -25,7 +25,7 @@ static void round_trip(it_env *e, const char *durable)
     assert_true(it_spawn(&host, e, "host", &a));
     it_argv_free(&a);
     assert_true(it_wait_consumer(&e->server, IT_STREAM, durable, it_timeout(60000)));
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", "order.paid", "--count", "20",
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "order.paid", "--count", "20",
                                 "--ids-file", it_path(ids, e, "ids.txt"), NULL),
                      0);
     assert_int_equal(it_wait_lines(audit, 20, it_timeout(60000)), 20);
@@ -99,7 +99,7 @@ static void expect_refused(it_env *e, const char *sub)
         fail_msg("ibus %s kept running with a wrong password", sub);
     }
     assert_int_equal(st, 1);
-    char *err = it_file_read(p.err_path, NULL);
+    char *err = it_file_read(NULL, p.err_path);
     assert_non_null(err);
     if (strcasestr(err, "authorization") == NULL)
         fail_msg("ibus %s: no clear message about the refused login: %s", sub, err);

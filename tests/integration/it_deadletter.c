@@ -93,7 +93,7 @@ static void reject_dead_lettered(void **state)
     it_summary sum;
 
     start_host(&host, e, "rej", it_path(log, e, "calls.log"), NULL);
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", TYPE_SCRIPTED, "--ids-file",
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", TYPE_SCRIPTED, "--ids-file",
                                 it_path(ids, e, "ids.txt"), "reject", NULL),
                      0);
     size_t n = wait_dead_letters(&dl, e, "rej", 1);
@@ -132,7 +132,7 @@ static void poison_crash_dead_lettered(void **state)
 
     start_host(&host, e, "poison", log, extra);
     starts++;
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", TYPE_SCRIPTED, "--ids-file",
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", TYPE_SCRIPTED, "--ids-file",
                                 it_path(ids, e, "ids.txt"), "crash", NULL),
                      0);
     int64_t deadline = it_now_ms() + it_timeout(120000);
@@ -189,7 +189,7 @@ static void raw_bytes_dead_lettered(void **state)
     const char *payloads[] = {"this is not an event", "\x08\x96\x01"};
 
     start_host(&host, e, "raw", it_path(log, e, "calls.log"), NULL);
-    assert_int_equal(it_publish(e, NULL, NULL, "--raw", "--subject", "events.raw", payloads[0],
+    assert_int_equal(it_publish(NULL, e, NULL, "--raw", "--subject", "events.raw", payloads[0],
                                 payloads[1], NULL),
                      0);
     size_t n = wait_dead_letters(&dl, e, "raw", 2);
@@ -215,10 +215,10 @@ static void malformed_id_dead_lettered(void **state)
     start_host(&host, e, "badid", it_path(log, e, "calls.log"), NULL);
     /* not a UUID at all; then a well-formed uuid1, which the host (uuid4
      * only by default) refuses too */
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", TYPE_SCRIPTED, "--unchecked-id", "--id",
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", TYPE_SCRIPTED, "--unchecked-id", "--id",
                                 "not-a-uuid", "ok", NULL),
                      0);
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", TYPE_SCRIPTED, "--id",
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", TYPE_SCRIPTED, "--id",
                                 "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "ok", NULL),
                      0);
     size_t n = wait_dead_letters(&dl, e, "badid", 2);

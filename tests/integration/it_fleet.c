@@ -113,7 +113,7 @@ static void kill9_midstream(void **state)
 
     start_host(&host, e, "host", "k9", "scripted", cfg, extra);
     assert_true(it_wait_consumer(&e->server, IT_STREAM, "k9", it_timeout(30000)));
-    assert_int_equal(it_publish(e, NULL, jsonl, NULL), 0);
+    assert_int_equal(it_publish(NULL, e, jsonl, NULL), 0);
 
     /* two lines per event (handlers scripted and second) */
     assert_true(it_wait_lines(log, n / 2, it_timeout(120000)) >= n / 2);
@@ -160,7 +160,7 @@ static void server_restart_midstream(void **state)
     start_host(&hosts[0], e, "host1", "restart", "audit", cfg, extra);
     start_host(&hosts[1], e, "host2", "restart", "audit", cfg, extra);
     assert_true(it_wait_consumer(&e->server, IT_STREAM, "restart", it_timeout(30000)));
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", "order.created", "--count", count1,
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "order.created", "--count", count1,
                                 "--ids-file", it_path(ids1, e, "ids1.txt"), NULL),
                      0);
     assert_true(it_wait_lines(audit, (size_t)n1 / 4, it_timeout(120000)) >= (size_t)n1 / 4);
@@ -168,14 +168,14 @@ static void server_restart_midstream(void **state)
     assert_true(it_server_restart(&e->server));
     printf("nats-server restarted after %zu of %ld events\n", before, n1);
     assert_true(it_wait_consumer(&e->server, IT_STREAM, "restart", it_timeout(30000)));
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", "order.created", "--count", count2,
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "order.created", "--count", count2,
                                 "--ids-file", it_path(ids2, e, "ids2.txt"), NULL),
                      0);
     assert_int_equal(it_wait_lines(audit, (size_t)(n1 + n2), it_timeout(180000)), n1 + n2);
     it_finish_hosts(e, "restart", hosts, 2, it_timeout(120000));
 
     /* both id lists together */
-    char *a = it_file_read(ids1, NULL), *b = it_file_read(ids2, NULL);
+    char *a = it_file_read(NULL, ids1), *b = it_file_read(NULL, ids2);
     assert_non_null(a);
     assert_non_null(b);
     size_t la = strlen(a), lb = strlen(b);
@@ -240,7 +240,7 @@ static void sigterm_drains(void **state)
 
     start_host(&host, e, "host", "term", "scripted", cfg, extra);
     assert_true(it_wait_consumer(&e->server, IT_STREAM, "term", it_timeout(30000)));
-    assert_int_equal(it_publish(e, NULL, jsonl, NULL), 0);
+    assert_int_equal(it_publish(NULL, e, jsonl, NULL), 0);
     assert_true(it_wait_lines(log, 40, it_timeout(60000)) >= 40);
     assert_true(it_proc_signal(&host, SIGTERM));
     assert_int_equal(it_proc_wait(&host, it_timeout(60000)), 0);

@@ -36,7 +36,7 @@ static void happy_path(void **state)
 
     snprintf(cfg, sizeof(cfg), "file=%s", it_path(audit, e, "audit.log"));
     start_host(&host, e, "happy", "audit", cfg, NULL);
-    assert_int_equal(it_publish(e, &pub, NULL, "--type", "order.created", "--count", "200",
+    assert_int_equal(it_publish(&pub, e, NULL, "--type", "order.created", "--count", "200",
                                 "--ids-file", it_path(ids, e, "ids.txt"), NULL),
                      0);
     assert_int_equal(pub.published, n);
@@ -83,7 +83,7 @@ static void duplicates_exact_counts(void **state)
     snprintf(cfg, sizeof(cfg), "file=%s", it_path(audit, e, "audit.log"));
     snprintf(count, sizeof(count), "%ld", n);
     start_host(&host, e, "dups", "audit", cfg, NULL);
-    assert_int_equal(it_publish(e, &pub, NULL, "--type", "order.created", "--count", count,
+    assert_int_equal(it_publish(&pub, e, NULL, "--type", "order.created", "--count", count,
                                 "--duplicates", "0.25", "--ids-file", it_path(ids, e, "ids.txt"),
                                 NULL),
                      0);
@@ -147,7 +147,7 @@ static void retry_backoff_then_marked(void **state)
 
     snprintf(cfg, sizeof(cfg), "file=%s", it_path(log, e, "calls.log"));
     start_host(&host, e, "retry", "scripted", cfg, extra);
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", TYPE_SCRIPTED, "--ids-file",
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", TYPE_SCRIPTED, "--ids-file",
                                 it_path(ids, e, "ids.txt"), "retry:1", NULL),
                      0);
 
@@ -202,7 +202,7 @@ static void two_handlers_one_failing(void **state)
 
     snprintf(cfg, sizeof(cfg), "file=%s,second=retry:1", it_path(log, e, "calls.log"));
     start_host(&host, e, "two", "scripted", cfg, extra);
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", TYPE_SCRIPTED, "--ids-file",
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", TYPE_SCRIPTED, "--ids-file",
                                 it_path(ids, e, "ids.txt"), "ok", NULL),
                      0);
     assert_int_equal(it_wait_lines(log, 3, it_timeout(60000)), 3);
@@ -232,9 +232,9 @@ static void unhandled_type_acked(void **state)
 
     snprintf(cfg, sizeof(cfg), "file=%s", it_path(log, e, "calls.log"));
     start_host(&host, e, "nobody", "scripted", cfg, NULL);
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", "nobody.listens", "--count", "10", NULL),
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "nobody.listens", "--count", "10", NULL),
                      0);
-    assert_true(it_wait_consumer_idle(&e->server, IT_STREAM, "nobody", it_timeout(60000), &cs));
+    assert_true(it_wait_consumer_idle(&cs, &e->server, IT_STREAM, "nobody", it_timeout(60000)));
     assert_int_equal(cs.pending, 0);
     assert_int_equal(cs.ack_pending, 0);
     assert_int_equal(cs.redelivered, 0);
@@ -263,7 +263,7 @@ static void expect_config_error(it_env *e, const char *what, const char *const *
         it_argv_add(&a, *args);
     int st = it_proc_run(&p, e->dir, "ibus", NULL, a.v, it_timeout(30000));
     it_argv_free(&a);
-    char *err = it_file_read(p.err_path, NULL);
+    char *err = it_file_read(NULL, p.err_path);
     if (st != 2 || err == NULL || strstr(err, what) == NULL)
         fail_msg("expected exit 2 naming '%s', got %d: %s", what, st, err != NULL ? err : "");
     free(err);

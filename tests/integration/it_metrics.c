@@ -48,19 +48,19 @@ static void metrics_scrape(void **state)
     /* alive, and ready once bound */
     int64_t deadline = it_now_ms() + it_timeout(30000);
     int ready = 0;
-    while ((ready = it_http_get(e, port, "/readyz", NULL)) != 200 && it_now_ms() < deadline)
+    while ((ready = it_http_get(NULL, e, port, "/readyz")) != 200 && it_now_ms() < deadline)
         it_sleep_ms(100);
     assert_int_equal(ready, 200);
-    assert_int_equal(it_http_get(e, port, "/healthz", NULL), 200);
-    assert_int_equal(it_http_get(e, port, "/no-such-page", NULL), 404);
+    assert_int_equal(it_http_get(NULL, e, port, "/healthz"), 200);
+    assert_int_equal(it_http_get(NULL, e, port, "/no-such-page"), 404);
 
     snprintf(count, sizeof(count), "%ld", n);
-    assert_int_equal(it_publish(e, &orders, NULL, "--type", "order.created", "--count", count,
+    assert_int_equal(it_publish(&orders, e, NULL, "--type", "order.created", "--count", count,
                                 "--duplicates", "0.2", NULL),
                      0);
     /* scrape during the run */
     assert_true(it_wait_lines(audit, (size_t)n / 10, it_timeout(60000)) >= (size_t)n / 10);
-    assert_int_equal(it_http_get(e, port, "/metrics", &body), 200);
+    assert_int_equal(it_http_get(&body, e, port, "/metrics"), 200);
     assert_non_null(body);
     double during = metric(body, "ibus_events_received_total");
     assert_true(during >= 1 && during <= (double)orders.published);
@@ -69,21 +69,21 @@ static void metrics_scrape(void **state)
 
     /* what goes wrong, counted by reason */
     assert_int_equal(
-        it_publish(e, NULL, NULL, "--type", "test.scripted", "reject", "reject", "reject", NULL),
+        it_publish(NULL, e, NULL, "--type", "test.scripted", "reject", "reject", "reject", NULL),
         0);
     assert_int_equal(
-        it_publish(e, NULL, NULL, "--raw", "--subject", "events.raw", "junk-1", "junk-2", NULL), 0);
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", "test.scripted", "--unchecked-id", "--id",
+        it_publish(NULL, e, NULL, "--raw", "--subject", "events.raw", "junk-1", "junk-2", NULL), 0);
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "test.scripted", "--unchecked-id", "--id",
                                 "0000", "ok", NULL),
                      0);
-    assert_int_equal(it_publish(e, NULL, NULL, "--type", "nobody.listens", "--count", "4", NULL),
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "nobody.listens", "--count", "4", NULL),
                      0);
     assert_int_equal(it_wait_stream_count(&e->server, "DLQ_metrics", 6, it_timeout(60000)), 6);
     it_consumer_state cs;
-    assert_true(it_wait_consumer_idle(&e->server, IT_STREAM, "metrics", it_timeout(120000), &cs));
+    assert_true(it_wait_consumer_idle(&cs, &e->server, IT_STREAM, "metrics", it_timeout(120000)));
 
     /* scrape after the run, while the process still serves */
-    assert_int_equal(it_http_get(e, port, "/metrics", &body), 200);
+    assert_int_equal(it_http_get(&body, e, port, "/metrics"), 200);
     assert_non_null(body);
     const long received = orders.published + 3 + 2 + 1 + 4;
     printf("published %ld orders (%ld unique) + 10 others\n", orders.published, orders.unique);
@@ -104,7 +104,7 @@ static void metrics_scrape(void **state)
     /* no unbounded labels: an event id never becomes one */
     assert_null(strstr(body, "event_id"));
     free(body);
-    assert_int_equal(it_http_get(e, port, "/readyz", NULL), 200);
+    assert_int_equal(it_http_get(NULL, e, port, "/readyz"), 200);
 
     it_finish_hosts(e, "metrics", &host, 1, it_timeout(60000));
     it_summary sum;

@@ -82,7 +82,7 @@ static const char *curl_path(void)
 #endif
 }
 
-int it_http_get(it_env *e, int port, const char *path, char **body)
+int it_http_get(char **body, it_env *e, int port, const char *path)
 {
     char url[128], body_path[PATH_MAX], name[64];
     static unsigned counter;
@@ -95,11 +95,11 @@ int it_http_get(it_env *e, int port, const char *path, char **body)
     if (body != NULL)
         *body = NULL;
     int st = it_proc_run(&p, e->dir, "curl", NULL, argv, it_timeout(20000));
-    char *code = it_file_read(p.out_path, NULL);
+    char *code = it_file_read(NULL, p.out_path);
     int status = st == 0 && code != NULL ? atoi(code) : 0;
     free(code);
     if (body != NULL)
-        *body = it_file_read(body_path, NULL);
+        *body = it_file_read(NULL, body_path);
     unlink(body_path);
     return status;
 }

@@ -50,7 +50,7 @@ void it_tmpdir_remove(const char *dir)
     nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-char *it_file_read(const char *path, size_t *len)
+char *it_file_read(size_t *len, const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -112,7 +112,7 @@ bool it_file_write(const char *path, const void *data, size_t len)
 size_t it_file_lines(const char *path)
 {
     size_t len = 0, n = 0;
-    char *buf = it_file_read(path, &len);
+    char *buf = it_file_read(&len, path);
     if (buf == NULL)
         return 0;
     for (size_t i = 0; i < len; i++)
@@ -132,7 +132,7 @@ size_t it_wait_lines(const char *path, size_t n, int64_t timeout_ms)
 
 bool it_file_contains(const char *path, const char *needle)
 {
-    char *buf = it_file_read(path, NULL);
+    char *buf = it_file_read(NULL, path);
     bool found = buf != NULL && strstr(buf, needle) != NULL;
     free(buf);
     return found;
@@ -141,7 +141,7 @@ bool it_file_contains(const char *path, const char *needle)
 size_t it_file_read_lines(char ***lines, const char *path)
 {
     size_t len = 0, n = 0, cap = 0;
-    char *buf = it_file_read(path, &len);
+    char *buf = it_file_read(&len, path);
     *lines = NULL;
     if (buf == NULL)
         return 0;

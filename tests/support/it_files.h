@@ -20,7 +20,7 @@ void it_tmpdir_remove(const char *dir);
 /* Reads a whole file into a NUL-terminated malloc'd buffer (the caller
  * frees it); `*len` (may be NULL) gets its size. NULL if it cannot be read;
  * a missing file is not an error here, just NULL. */
-char *it_file_read(const char *path, size_t *len);
+char *it_file_read(size_t *len, const char *path);
 
 /* Writes `len` bytes to `path` (created 0600, truncated). */
 bool it_file_write(const char *path, const void *data, size_t len);

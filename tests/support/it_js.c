@@ -35,8 +35,8 @@ bool it_wait_consumer(it_server *s, const char *stream, const char *durable, int
     return true;
 }
 
-bool it_wait_consumer_idle(it_server *s, const char *stream, const char *durable,
-                           int64_t timeout_ms, it_consumer_state *last)
+bool it_wait_consumer_idle(it_consumer_state *last, it_server *s, const char *stream,
+                           const char *durable, int64_t timeout_ms)
 {
     it_consumer_state st;
     int64_t deadline = it_now_ms() + timeout_ms;

@@ -30,8 +30,8 @@ bool it_wait_consumer(it_server *s, const char *stream, const char *durable, int
 /* Polls until the consumer has nothing pending and nothing awaiting an
  * ack, several readings in a row (a nak'ed message with a delay counts as
  * awaiting an ack). `last` (may be NULL) gets the last reading. */
-bool it_wait_consumer_idle(it_server *s, const char *stream, const char *durable,
-                           int64_t timeout_ms, it_consumer_state *last);
+bool it_wait_consumer_idle(it_consumer_state *last, it_server *s, const char *stream,
+                           const char *durable, int64_t timeout_ms);
 
 /* Number of messages in a stream; 0 if it does not exist. */
 uint64_t it_stream_count(it_server *s, const char *stream);

@@ -102,9 +102,12 @@ static void child(const char *const paths[3], char *const argv[], pid_t parent)
     close_range(3, ~0u, 0);
     /* The test's own signal dispositions must not leak into the child. */
     sigset_t none;
+    struct sigaction dfl;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, NULL);
     execv(argv[0], argv);
     _exit(127);
 }

@@ -108,7 +108,7 @@ static bool read_port(it_server *s)
     if (path[0] == '\0')
         return false;
     /* {"nats":["nats://127.0.0.1:PORT"]}: the number after 127.0.0.1: */
-    char *text = it_file_read(path, NULL);
+    char *text = it_file_read(NULL, path);
     if (text == NULL)
         return false;
     const char *at = strstr(text, "127.0.0.1:");

@@ -243,7 +243,7 @@ static void publish_argv(it_argv *a, it_env *e, va_list ap)
 bool it_published_read(it_published *out, const it_proc *p)
 {
     memset(out, 0, sizeof(*out));
-    char *text = it_file_read(p->out_path, NULL);
+    char *text = it_file_read(NULL, p->out_path);
     const char *line = text != NULL ? strstr(text, "published=") : NULL;
     bool ok =
         line != NULL && sscanf(line, "published=%ld unique=%ld duplicates=%ld failed=%ld",
@@ -252,7 +252,7 @@ bool it_published_read(it_published *out, const it_proc *p)
     return ok;
 }
 
-int it_publish(it_env *e, it_published *out, const char *stdin_path, ...)
+int it_publish(it_published *out, it_env *e, const char *stdin_path, ...)
 {
     it_argv a;
     it_proc p;
@@ -295,7 +295,7 @@ int it_marker_lookup(it_env *e, const char *consumer, const char *id)
 void it_finish_hosts(it_env *e, const char *durable, it_proc *hosts, size_t n, int64_t timeout_ms)
 {
     it_consumer_state st;
-    if (!it_wait_consumer_idle(&e->server, IT_STREAM, durable, timeout_ms, &st))
+    if (!it_wait_consumer_idle(&st, &e->server, IT_STREAM, durable, timeout_ms))
         fail_msg("consumer %s not idle after %lld ms: pending=%llu ack_pending=%llu", durable,
                  (long long)timeout_ms, (unsigned long long)st.pending,
                  (unsigned long long)st.ack_pending);

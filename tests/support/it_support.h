@@ -110,7 +110,7 @@ typedef struct it_published {
 /* Runs `ibus publish` with the connection flags, then the arguments given
  * (NULL-terminated), stdin from `stdin_path` (may be NULL). Returns its
  * exit status; `out` (may be NULL) gets its totals line. */
-int it_publish(it_env *e, it_published *out, const char *stdin_path, ...) __attribute__((sentinel));
+int it_publish(it_published *out, it_env *e, const char *stdin_path, ...) __attribute__((sentinel));
 
 /* Like it_publish, but only starts the process (for concurrent
  * publishers); read its totals after it_proc_wait with it_published_read. */
@@ -137,7 +137,7 @@ int it_free_port(void);
 
 /* GET http://127.0.0.1:PORT/PATH with curl; returns the HTTP status (0 when
  * curl failed) and the body in *body (malloc'd; may be NULL). */
-int it_http_get(it_env *e, int port, const char *path, char **body);
+int it_http_get(char **body, it_env *e, int port, const char *path);
 
 /* Value of one Prometheus series, e.g. "ibus_events_handled_total" or
  * "ibus_dead_lettered_total{reason=\"decode\"}"; false when absent. */
