@@ -5,7 +5,8 @@
  * pulls the way the host does: a core-NATS subscription on its own inbox
  * and pull requests {"batch":N,"expires":ns} published to
  * $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>, one request in flight,
- * the next sent when the last message of the current one has arrived.
+ * the next sent (and flushed at once) when the last message of the current
+ * one has arrived.
  * natsSubscription_Fetch is avoided on purpose (heap overflow in nats.c
  * 3.4.1 with leftovers of an expired pull). Each message is acked ("+ACK"
  * on its reply subject, fire-and-forget) as soon as it arrives.
@@ -128,6 +129,12 @@ int main(int argc, char **argv)
     while (!stop_requested) {
         if (outstanding == 0 || nats_Now() >= request_deadline) {
             s = natsConnection_PublishRequest(nc, next_subject, inbox, request, request_len);
+            /* nats.c's flusher holds a publish back for up to 1 ms to batch
+             * writes; a pull request held back is a millisecond per batch in
+             * which the server has nothing to deliver. A flush sends it now
+             * (and waits for the server's PONG). */
+            if (s == NATS_OK)
+                s = natsConnection_FlushTimeout(nc, 1000);
             if (s != NATS_OK) {
                 fprintf(stderr, "bench_bare: pull request: %s\n", natsStatus_GetText(s));
                 goto out;

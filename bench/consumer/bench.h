@@ -177,19 +177,33 @@ typedef struct ib__bench_rate {
     uint64_t total;       /* messages the consumer had to ack */
     uint64_t acked_first; /* acks seen by the first poll that saw any */
     int64_t t_first_ns, t_done_ns;
-    long rss_first_kib; /* VmRSS of `watch_pid` at the first poll with acks; -1 if none */
-    long rss_done_kib;  /* VmRSS when done */
-    long hwm_done_kib;  /* VmHWM when done */
+    long rss_first_kib;  /* VmRSS of the first consumer at the first poll with acks; -1 if none */
+    long rss_done_kib;   /* VmRSS when done */
+    long hwm_done_kib;   /* VmHWM when done */
+    double consumer_cpu; /* CPU seconds per second of all consumers, first ack to done */
+    double server_cpu;   /* the same for nats-server */
 } ib__bench_rate;
+
+/* The processes whose memory and CPU a measurement samples. */
+typedef struct ib__bench_watch {
+    const pid_t *pids; /* the consumers; pids[0] is sampled for memory */
+    int n;
+    pid_t server; /* 0 = none */
+} ib__bench_watch;
+
+/* CPU time (user + system) a process has used so far, in seconds; -1 when
+ * unreadable. */
+double ib__bench_proc_cpu_s(pid_t pid);
 
 /* Polls consumer info every poll_ms until the consumer has acked all `total`
  * messages (nothing pending, nothing waiting for an ack), and derives the
  * rate between the first poll that saw an ack and the poll that saw the
- * last one. `watch_pid` (0 = none) is sampled for memory along the way.
- * IB_ERR_TIMEOUT when no progress was seen for `stall_ms`. */
+ * last one. The processes of `w` (may be NULL) are sampled for memory and
+ * CPU at those two polls. IB_ERR_TIMEOUT when no progress was seen for
+ * `stall_ms`. */
 ib_status ib__bench_measure(ib__bench_rate *out, jsCtx *js, const char *stream, const char *durable,
-                            uint64_t total, int64_t poll_ms, int64_t stall_ms, pid_t watch_pid,
-                            ib_error *err);
+                            uint64_t total, int64_t poll_ms, int64_t stall_ms,
+                            const ib__bench_watch *w, ib_error *err);
 
 /* Waits until the consumer has a pull request waiting on the server (the
  * process is bound and pulling), up to timeout_ms. */

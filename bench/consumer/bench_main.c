@@ -250,8 +250,9 @@ static bool measure_row(bench *b, ib__bench_rate *rate, bool *verified, const ib
         progress(c->label, e.msg);
         return false;
     }
-    ib_status st = ib__bench_measure(rate, b->js, stream, durable, total, b->o.poll_ms, STALL_MS,
-                                     l.pids[0], &e);
+    ib__bench_watch w = {.pids = l.pids, .n = l.n, .server = b->server.pid};
+    ib_status st =
+        ib__bench_measure(rate, b->js, stream, durable, total, b->o.poll_ms, STALL_MS, &w, &e);
     ib__bench_launch_retire(&l, total, verified);
     if (st != IB_OK) {
         progress(c->label, e.msg);
@@ -297,6 +298,8 @@ static void throughput(bench *b)
             ib__bench_rate rate;
             cell->ok = measure_row(b, &rate, &cell->verified, &rows[i], name, b->o.messages);
             cell->msgs_per_s = rate.msgs_per_s;
+            cell->consumer_cpu = rate.consumer_cpu;
+            cell->server_cpu = rate.server_cpu;
         }
     }
     b->r.row_count = ROW_COUNT;
@@ -343,6 +346,8 @@ static void slow(bench *b)
         cell->ok =
             measure_row(b, &rate, &cell->verified, &slow_rows[i], "SLOW", b->o.slow_messages);
         cell->msgs_per_s = rate.msgs_per_s;
+        cell->consumer_cpu = rate.consumer_cpu;
+        cell->server_cpu = rate.server_cpu;
     }
 }
 
@@ -441,7 +446,7 @@ static bool callgrind_one(bench *b, ib__bench_instr *out, const ib__bench_config
         return false;
     }
     ib_status st =
-        ib__bench_measure(&rate, b->js, stream, durable, total, 50, CALLGRIND_STALL_MS, 0, &e);
+        ib__bench_measure(&rate, b->js, stream, durable, total, 50, CALLGRIND_STALL_MS, NULL, &e);
     bool stopped = ib__bench_launch_stop(&l);
     if (st != IB_OK || !stopped) {
         progress(c->label, st != IB_OK ? e.msg : "ibus under callgrind did not exit 0");

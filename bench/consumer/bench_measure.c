@@ -33,13 +33,31 @@ static ib_status poll_once(poll_view *v, jsCtx *js, const char *stream, const ch
     return IB_OK;
 }
 
+/* CPU seconds used so far by the consumers and by the server. */
+static void sample_cpu(double *consumers, double *server, const ib__bench_watch *w)
+{
+    *consumers = 0;
+    *server = 0;
+    if (w == NULL)
+        return;
+    for (int i = 0; i < w->n; i++) {
+        double s = ib__bench_proc_cpu_s(w->pids[i]);
+        if (s > 0)
+            *consumers += s;
+    }
+    if (w->server > 0)
+        *server = ib__bench_proc_cpu_s(w->server);
+}
+
 ib_status ib__bench_measure(ib__bench_rate *out, jsCtx *js, const char *stream, const char *durable,
-                            uint64_t total, int64_t poll_ms, int64_t stall_ms, pid_t watch_pid,
-                            ib_error *err)
+                            uint64_t total, int64_t poll_ms, int64_t stall_ms,
+                            const ib__bench_watch *w, ib_error *err)
 {
     poll_view v;
     uint64_t last_acked = 0;
     int64_t last_progress = ib__bench_now_ms();
+    pid_t mem_pid = w != NULL && w->n > 0 ? w->pids[0] : 0;
+    double cpu_first = 0, server_first = 0;
 
     memset(out, 0, sizeof(*out));
     out->total = total;
@@ -54,14 +72,22 @@ ib_status ib__bench_measure(ib__bench_rate *out, jsCtx *js, const char *stream, 
         if (out->t_first_ns == 0 && v.acked > 0) {
             out->t_first_ns = now_ns;
             out->acked_first = v.acked;
-            if (watch_pid > 0)
-                out->rss_first_kib = ib__bench_proc_kib(watch_pid, "VmRSS");
+            sample_cpu(&cpu_first, &server_first, w);
+            if (mem_pid > 0)
+                out->rss_first_kib = ib__bench_proc_kib(mem_pid, "VmRSS");
         }
         if (v.done) {
+            double cpu_done, server_done;
             out->t_done_ns = now_ns;
-            if (watch_pid > 0) {
-                out->rss_done_kib = ib__bench_proc_kib(watch_pid, "VmRSS");
-                out->hwm_done_kib = ib__bench_proc_kib(watch_pid, "VmHWM");
+            sample_cpu(&cpu_done, &server_done, w);
+            if (out->t_done_ns > out->t_first_ns) {
+                double wall = (double)(out->t_done_ns - out->t_first_ns) / 1e9;
+                out->consumer_cpu = (cpu_done - cpu_first) / wall;
+                out->server_cpu = (server_done - server_first) / wall;
+            }
+            if (mem_pid > 0) {
+                out->rss_done_kib = ib__bench_proc_kib(mem_pid, "VmRSS");
+                out->hwm_done_kib = ib__bench_proc_kib(mem_pid, "VmHWM");
             }
             break;
         }

@@ -133,3 +133,24 @@ int ib__bench_run(const char *log_path, char *const argv[], int64_t timeout_ms)
     }
     return rc;
 }
+
+double ib__bench_proc_cpu_s(pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    /* The command name may hold spaces and parentheses: count fields from
+     * the last ')'. utime and stime are fields 14 and 15. */
+    const char *p = strrchr(text, ')');
+    if (p == NULL)
+        return -1;
+    unsigned long long utime = 0, stime = 0;
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}

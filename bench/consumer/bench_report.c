@@ -56,6 +56,33 @@ static bool print_throughput(FILE *out, const ib__bench_report *r)
     return all;
 }
 
+/* Where the cores went: a consumer near 1.0 is CPU-bound on its main
+ * thread; the two together near 2.0 means the machine is. */
+static void print_cpu(FILE *out, const ib__bench_report *r)
+{
+    fprintf(out, "\nCPU between the first and the last ack, in cores (consumer processes / "
+                 "nats-server; this machine has 2).\n\n| config |");
+    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
+        fprintf(out, " %s |", column_names[k]);
+    fprintf(out, "\n|---|");
+    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
+        fprintf(out, "---:|");
+    fprintf(out, "\n");
+    for (size_t i = 0; i < r->row_count; i++) {
+        if (!r->rows[i].ran)
+            continue;
+        fprintf(out, "| %s |", r->rows[i].label);
+        for (int k = 0; k < IB__BENCH_COLUMNS; k++) {
+            const ib__bench_cell *c = &r->rows[i].cells[k];
+            if (cell_good(c))
+                fprintf(out, " %.2f / %.2f |", c->consumer_cpu, c->server_cpu);
+            else
+                fprintf(out, " n/a |");
+        }
+        fprintf(out, "\n");
+    }
+}
+
 static bool print_recorders(FILE *out, const ib__bench_report *r)
 {
     bool all = true;
@@ -234,8 +261,10 @@ bool ib__bench_report_print(FILE *out, const ib__bench_report *r)
 {
     fprintf(out, "\n## consumer_bench, %s\n\n", r->header);
     bool ok = true;
-    if (r->ran_throughput)
+    if (r->ran_throughput) {
         ok = print_throughput(out, r) && ok;
+        print_cpu(out, r);
+    }
     if (r->ran_recorders)
         ok = print_recorders(out, r) && ok;
     if (r->ran_slow)

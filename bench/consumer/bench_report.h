@@ -15,6 +15,7 @@ typedef struct ib__bench_cell {
     bool ok;       /* measured */
     bool verified; /* the processes exited 0 having acked everything */
     double msgs_per_s;
+    double consumer_cpu, server_cpu; /* cores busy between the first and the last ack */
 } ib__bench_cell;
 
 typedef struct ib__bench_row {
