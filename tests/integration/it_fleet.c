@@ -279,11 +279,62 @@ static void sigterm_drains(void **state)
     it_done(e);
 }
 
+/* The claim race: every event published twice back to back, two hosts
+ * pulling one message at a time, and a handler slow enough that the second
+ * copy reaches the other host while the first still runs. The other host's
+ * claim must come back busy (the copy is nak'ed, never acked as done while
+ * the first may still fail) and the handler must run once per event. */
+static void concurrent_copies_claimed_once(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX], ids_path[PATH_MAX], jsonl[PATH_MAX], cfg[PATH_MAX + 8];
+    char **ids = NULL;
+    const size_t n = (size_t)it_scaled(200, 100);
+    const char *extra[] = {"--batch", "1", "--retry-delay", "100ms", "--retry-max-delay",
+                           "500ms",   NULL};
+    it_proc hosts[2];
+
+    it_path(log, e, "calls.log");
+    snprintf(cfg, sizeof(cfg), "file=%s", log);
+    assert_true(it_make_ids(&ids, n, it_path(ids_path, e, "ids.txt")));
+    char **twice = calloc(2 * n, sizeof(char *));
+    assert_non_null(twice);
+    for (size_t i = 0; i < n; i++)
+        twice[2 * i] = twice[2 * i + 1] = ids[i];
+    assert_true(it_write_jsonl(it_path(jsonl, e, "events.jsonl"), twice, 2 * n, "test.scripted",
+                               "sleep:30"));
+    free(twice);
+
+    start_host(&hosts[0], e, "host1", "race", "scripted", cfg, extra);
+    start_host(&hosts[1], e, "host2", "race", "scripted", cfg, extra);
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, "race", it_timeout(30000)));
+    assert_int_equal(it_publish(NULL, e, jsonl, NULL), 0);
+    /* two handlers (scripted, second) per event */
+    assert_true(it_wait_lines(log, 2 * n, it_timeout(120000)) >= 2 * n);
+    it_finish_hosts(e, "race", hosts, 2, it_timeout(120000));
+
+    it_tally t;
+    assert_true(it_tally_file(&t, log, ids_path, "race/scripted/scripted", "ok", 10));
+    assert_int_equal(t.missing, 0);
+    assert_int_equal(t.repeated, 0);
+    it_summary sum;
+    assert_true(it_summary_read(&sum, it_path(log, e, "summary.jsonl")));
+    printf("claim race: %zu events twice over 2 hosts: handled=%ld duplicates=%ld busy=%ld "
+           "naked=%ld\n",
+           n, sum.handled, sum.duplicates, sum.busy, sum.naked);
+    assert_int_equal(sum.handled, 2 * n);    /* two handlers per event, once each */
+    assert_int_equal(sum.duplicates, 2 * n); /* the second copy of each, eventually */
+    assert_true(sum.busy > 0);               /* the race really happened */
+    it_lines_free(ids, n);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(three_hosts_concurrent_duplicates, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(kill9_midstream, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(server_restart_midstream, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(sigterm_drains, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(concurrent_copies_claimed_once, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)
