@@ -313,7 +313,38 @@ static void config_errors_exit_2(void **state)
     it_done(e);
 }
 
+/* A handler that runs three times longer than AckWait, with a second host
+ * idle and pulling: the first host's +WPI keeps JetStream from redelivering
+ * the message to the second, and its extended claim would keep the second
+ * from running it anyway. The handler runs once and the message is received
+ * once. */
+static void slow_handler_kept_in_progress(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX], cfg[PATH_MAX + 8];
+    it_proc hosts[2];
+    it_summary sum;
+    const char *extra[] = {"--ack-wait", "1s", "--batch", "1", NULL};
+
+    snprintf(cfg, sizeof(cfg), "file=%s", it_path(log, e, "calls.log"));
+    start_host(&hosts[0], e, "slow", "scripted", cfg, extra);
+    start_host(&hosts[1], e, "slow", "scripted", cfg, extra);
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "test.scripted", "sleep:3000", NULL), 0);
+    /* two handlers (scripted sleeps 3 s, second is quick) */
+    assert_int_equal(it_wait_lines(log, 2, it_timeout(60000)), 2);
+    it_finish_hosts(e, "slow", hosts, 2, it_timeout(60000));
+    assert_int_equal(it_file_lines(log), 2);
+    assert_true(it_summary_read(&sum, it_path(log, e, "summary.jsonl")));
+    assert_int_equal(sum.received, 1);
+    assert_int_equal(sum.handled, 2);
+    assert_int_equal(sum.duplicates, 0);
+    assert_int_equal(sum.busy, 0);
+    assert_int_equal(sum.acked, 1);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(slow_handler_kept_in_progress, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(happy_path, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(duplicates_exact_counts, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(retry_backoff_then_marked, it_setup, it_teardown),
