@@ -70,6 +70,7 @@ static const ib__bench_config callgrind_rows[] = {
 
 typedef struct bench_opts {
     size_t messages, slow_messages, markers, callgrind_events;
+    int repeat;
     double latency_seconds;
     long batch;
     int64_t poll_ms;
@@ -89,6 +90,7 @@ static int usage(void)
             "  --markers N           markers for the memory rows (default 1000000)\n"
             "  --callgrind-events N  events of the smaller callgrind run (default 20000)\n"
             "  --latency-seconds S   length of each paced latency run (default 3)\n"
+            "  --repeat N            runs of each throughput cell, median reported (default 3)\n"
             "  --batch N             pull batch of every consumer (default 64, ibus' default)\n"
             "  --poll-ms MS          consumer info poll interval (default 5)\n"
             "  --no-callgrind        skip the instruction counts\n"
@@ -111,6 +113,7 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
     o->markers = 1000000;
     o->callgrind_events = 20000;
     o->latency_seconds = 3;
+    o->repeat = 3;
     o->batch = 64;
     o->poll_ms = 5;
     o->ibus = IB_BENCH_IBUS;
@@ -120,7 +123,7 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
     o->valgrind = "valgrind";
     o->tmp = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
     bool set_messages = false, set_slow = false, set_markers = false, set_cg = false,
-         set_lat = false;
+         set_lat = false, set_repeat = false;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(f, "--quick") == 0) {
@@ -150,6 +153,8 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             o->latency_seconds = strtod(v, NULL), set_lat = true;
         else if (strcmp(f, "--batch") == 0)
             o->batch = strtol(v, NULL, 10);
+        else if (strcmp(f, "--repeat") == 0)
+            o->repeat = (int)strtol(v, NULL, 10), set_repeat = true;
         else if (strcmp(f, "--poll-ms") == 0)
             o->poll_ms = strtol(v, NULL, 10);
         else if (strcmp(f, "--ibus") == 0)
@@ -182,10 +187,12 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             o->callgrind_events = 1000;
         if (!set_lat)
             o->latency_seconds = 0.5;
+        if (!set_repeat)
+            o->repeat = 1;
     }
     if (o->messages < 100 || o->slow_messages < 20 || o->markers < 100 ||
-        o->callgrind_events < 100 || o->latency_seconds <= 0 || o->batch < 1 || o->batch > 4096 ||
-        o->poll_ms < 1)
+        o->callgrind_events < 100 || o->latency_seconds <= 0 || o->repeat < 1 ||
+        o->repeat > IB__BENCH_MAX_REPEAT || o->batch < 1 || o->batch > 4096 || o->poll_ms < 1)
         return -1;
     return 0;
 }
@@ -236,7 +243,9 @@ static void progress(const char *what, const char *detail)
             detail != NULL ? detail : "");
 }
 
-/* Runs config `c` over `stream` (`total` messages) and measures it. */
+/* Runs config `c` over `stream` (`total` messages) and measures it.
+ * `*verified` is cleared later, by ib__bench_reap_all(), if the processes
+ * turn out not to have exited cleanly: the caller sets it first. */
 static bool measure_row(bench *b, ib__bench_rate *rate, bool *verified, const ib__bench_config *c,
                         const char *stream, uint64_t total)
 {
@@ -244,7 +253,6 @@ static bool measure_row(bench *b, ib__bench_rate *rate, bool *verified, const ib
     ib__bench_launch l;
     ib_error e;
     snprintf(durable, sizeof(durable), "run%d", ++b->runs);
-    *verified = true;
     if (ib__bench_consumer_create(b->js, stream, durable, &e) != IB_OK ||
         ib__bench_launch_start(&l, &b->env, c, stream, durable, NULL, &e) != IB_OK) {
         progress(c->label, e.msg);
@@ -273,6 +281,32 @@ static bool fill(bench *b, const char *name, const char *subject, size_t message
     return true;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Folds the samples of a cell into its median rate and mean CPU. */
+static void cell_summarise(ib__bench_cell *c)
+{
+    double sorted[IB__BENCH_MAX_REPEAT];
+    if (c->nsamples == 0) {
+        c->ok = false;
+        return;
+    }
+    memcpy(sorted, c->samples, sizeof(double) * (size_t)c->nsamples);
+    qsort(sorted, (size_t)c->nsamples, sizeof(double), cmp_double);
+    c->msgs_per_s = c->nsamples % 2 == 1
+                        ? sorted[c->nsamples / 2]
+                        : (sorted[c->nsamples / 2 - 1] + sorted[c->nsamples / 2]) / 2;
+    c->consumer_cpu /= c->nsamples;
+    c->server_cpu /= c->nsamples;
+}
+
+/* Every row over every stream, `repeat` times, the repetitions interleaved
+ * so that a burst of load elsewhere on the machine hits one sample of many
+ * cells rather than every sample of one; each cell reports its median. */
 static void throughput(bench *b)
 {
     char name[16], subject[32];
@@ -286,22 +320,39 @@ static void throughput(bench *b)
         char number[8];
         b->r.rows[i].label = rows[i].label;
         snprintf(number, sizeof(number), "%zu", i);
-        if (!listed(b->o.rows, number))
-            continue;
-        b->r.rows[i].ran = true;
+        b->r.rows[i].ran = listed(b->o.rows, number);
         for (size_t k = 0; k < IB__BENCH_COLUMNS; k++) {
-            ib__bench_cell *cell = &b->r.rows[i].cells[k];
-            if (!b->r.published[k])
-                continue;
-            snprintf(name, sizeof(name), "B%d", (int)(ratios[k] * 100 + 0.5));
-            progress(rows[i].label, name);
-            ib__bench_rate rate;
-            cell->ok = measure_row(b, &rate, &cell->verified, &rows[i], name, b->o.messages);
-            cell->msgs_per_s = rate.msgs_per_s;
-            cell->consumer_cpu = rate.consumer_cpu;
-            cell->server_cpu = rate.server_cpu;
+            b->r.rows[i].cells[k].ok = b->r.published[k];
+            b->r.rows[i].cells[k].verified = true;
         }
     }
+    for (int rep = 0; rep < b->o.repeat; rep++) {
+        for (size_t i = 0; i < ROW_COUNT; i++) {
+            if (!b->r.rows[i].ran)
+                continue;
+            for (size_t k = 0; k < IB__BENCH_COLUMNS; k++) {
+                ib__bench_cell *cell = &b->r.rows[i].cells[k];
+                ib__bench_rate rate;
+                char what[64];
+                if (!cell->ok)
+                    continue;
+                snprintf(name, sizeof(name), "B%d", (int)(ratios[k] * 100 + 0.5));
+                snprintf(what, sizeof(what), "%s, repetition %d", name, rep + 1);
+                progress(rows[i].label, what);
+                if (!measure_row(b, &rate, &cell->verified, &rows[i], name, b->o.messages)) {
+                    cell->ok = false;
+                    continue;
+                }
+                cell->samples[cell->nsamples++] = rate.msgs_per_s;
+                cell->consumer_cpu += rate.consumer_cpu;
+                cell->server_cpu += rate.server_cpu;
+            }
+        }
+    }
+    for (size_t i = 0; i < ROW_COUNT; i++)
+        for (size_t k = 0; k < IB__BENCH_COLUMNS; k++)
+            if (b->r.rows[i].ran && b->r.rows[i].cells[k].ok)
+                cell_summarise(&b->r.rows[i].cells[k]);
     b->r.row_count = ROW_COUNT;
 }
 
@@ -342,6 +393,7 @@ static void slow(bench *b)
         ib__bench_cell *cell = &b->r.slow[i];
         ib__bench_rate rate;
         b->r.slow_labels[i] = slow_rows[i].label;
+        cell->verified = true;
         progress(slow_rows[i].label, "SLOW");
         cell->ok =
             measure_row(b, &rate, &cell->verified, &slow_rows[i], "SLOW", b->o.slow_messages);
@@ -405,6 +457,8 @@ static void memory(bench *b)
     ib_error e;
 
     b->r.markers = b->o.markers;
+    b->r.sqlite_rss_verified = true;
+    b->r.memory_rss_verified = true;
     progress("publishing", "MARKERS");
     if (fill(b, "MARKERS", "bench.markers", b->o.markers, 0, 4)) {
         progress(sqlite_row.label, "MARKERS");
@@ -547,6 +601,7 @@ int main(int argc, char **argv)
     }
     describe_machine(&b);
     b.r.messages = b.o.messages;
+    b.r.repeat = b.o.repeat;
     b.r.slow_messages = b.o.slow_messages;
     b.r.batch = b.o.batch;
     b.r.poll_ms = b.o.poll_ms;

@@ -29,8 +29,8 @@ static bool print_throughput(FILE *out, const ib__bench_report *r)
     fprintf(out,
             "Throughput: %zu messages per stream (128-byte payloads), pull batch %ld; "
             "msg/s = acks between the first and the last consumer-info poll (every %lld ms) "
-            "that saw them.\n\n",
-            r->messages, r->batch, (long long)r->poll_ms);
+            "that saw them; median of %d interleaved runs.\n\n",
+            r->messages, r->batch, (long long)r->poll_ms, r->repeat);
     fprintf(out, "| config |");
     for (int k = 0; k < IB__BENCH_COLUMNS; k++)
         fprintf(out, " %s msg/s | ratio |", column_names[k]);

@@ -11,11 +11,15 @@
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
 #define IB__BENCH_MAX_ROWS 8
 
+#define IB__BENCH_MAX_REPEAT 9
+
 typedef struct ib__bench_cell {
-    bool ok;       /* measured */
-    bool verified; /* the processes exited 0 having acked everything */
-    double msgs_per_s;
-    double consumer_cpu, server_cpu; /* cores busy between the first and the last ack */
+    bool ok;                         /* measured (every repetition) */
+    bool verified;                   /* the processes exited 0 having acked everything */
+    double msgs_per_s;               /* median of the repetitions */
+    double consumer_cpu, server_cpu; /* cores busy between the first and the last ack, mean */
+    double samples[IB__BENCH_MAX_REPEAT];
+    int nsamples;
 } ib__bench_cell;
 
 typedef struct ib__bench_row {
@@ -27,6 +31,7 @@ typedef struct ib__bench_row {
 typedef struct ib__bench_report {
     char header[512];
     size_t messages, slow_messages, markers, callgrind_events;
+    int repeat;
     long batch;
     int64_t poll_ms;
 
