@@ -150,9 +150,9 @@ typedef struct ib__bench_launch {
     char logs[IB__BENCH_MAX_PROCS][600];
 } ib__bench_launch;
 
-/* Starts config `c` on `durable` of `stream`. With `callgrind_out` (ibus,
- * one process) the process runs under valgrind --tool=callgrind writing
- * that file. */
+/* Starts config `c` on `durable` of `stream`. With `callgrind_out` (one
+ * process) the process runs under valgrind --tool=callgrind writing that
+ * file. */
 ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
                                  const ib__bench_config *c, const char *stream, const char *durable,
                                  const char *callgrind_out, ib_error *err);
@@ -235,7 +235,8 @@ typedef struct ib__bench_instr {
 } ib__bench_instr;
 
 /* Reads a callgrind output file: the total instruction count and the
- * inclusive count of `function` (via callgrind_annotate). */
+ * inclusive count of `function` (via callgrind_annotate; NULL = only the
+ * total, hot_path 0). */
 ib_status ib__bench_callgrind_read(ib__bench_instr *out, const char *file, const char *function,
                                    ib_error *err);
 

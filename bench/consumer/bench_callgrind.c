@@ -46,7 +46,7 @@ ib_status ib__bench_callgrind_read(ib__bench_instr *out, const char *file, const
     char report[1100], pattern[200], line[8192];
     memset(out, 0, sizeof(*out));
     ib_status st = read_total(&out->total, file, err);
-    if (st != IB_OK)
+    if (st != IB_OK || function == NULL)
         return st;
 
     snprintf(report, sizeof(report), "%s.annotated", file);

@@ -52,6 +52,13 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
         return ib_error_set(err, IB_ERR_INVALID_ARG, "%s: 1..%d processes", c->label,
                             IB__BENCH_MAX_PROCS);
 
+    if (callgrind_out != NULL) {
+        snprintf(cg_file, sizeof(cg_file), "--callgrind-out-file=%s", callgrind_out);
+        argv[a++] = (char *)env->valgrind;
+        argv[a++] = "--tool=callgrind";
+        argv[a++] = "--quiet";
+        argv[a++] = cg_file;
+    }
     if (c->kind != IB__BENCH_IBUS) {
         argv[a++] = (char *)env->bare;
         argv[a++] = "--url";
@@ -65,13 +72,6 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
         if (c->kind == IB__BENCH_BARE_DECODE)
             argv[a++] = "--decode";
     } else {
-        if (callgrind_out != NULL) {
-            snprintf(cg_file, sizeof(cg_file), "--callgrind-out-file=%s", callgrind_out);
-            argv[a++] = (char *)env->valgrind;
-            argv[a++] = "--tool=callgrind";
-            argv[a++] = "--quiet";
-            argv[a++] = cg_file;
-        }
         argv[a++] = (char *)env->ibus;
         argv[a++] = "run";
         argv[a++] = "--nats-url";

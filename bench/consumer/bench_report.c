@@ -192,15 +192,17 @@ static bool print_callgrind(FILE *out, const ib__bench_report *r)
             "\nInstructions per event (valgrind --tool=callgrind; runs over %zu and %zu events, "
             "10%% dups, difference / %zu). Hot path = inclusive cost of ib__host_process_batch "
             "(decode, dispatch, claim/mark, ack bookkeeping); whole process = every thread, "
-            "nats.c's reader included.\n\n| ibus run | hot path | whole process |\n"
+            "nats.c's reader included.\n\n| consumer | hot path | whole process |\n"
             "|---|---:|---:|\n",
             r->callgrind_events, 2 * r->callgrind_events, r->callgrind_events);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < IB__BENCH_CALLGRIND_ROWS; i++) {
         const char *label = r->callgrind_labels[i] != NULL ? r->callgrind_labels[i] : "?";
-        if (r->callgrind_ok[i])
+        if (!r->callgrind_ok[i])
+            fprintf(out, "| %s | n/a | n/a |\n", label);
+        else if (r->callgrind_has_hot[i])
             fprintf(out, "| %s | %.0f | %.0f |\n", label, r->instr_hot[i], r->instr_total[i]);
         else
-            fprintf(out, "| %s | n/a | n/a |\n", label);
+            fprintf(out, "| %s | - | %.0f |\n", label, r->instr_total[i]);
         all = all && r->callgrind_ok[i];
     }
     return all;

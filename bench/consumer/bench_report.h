@@ -66,9 +66,11 @@ typedef struct ib__bench_report {
     bool ran_throughput, ran_recorders, ran_slow, ran_latency, ran_memory, ran_callgrind;
 
     bool callgrind_skipped;
-    const char *callgrind_labels[2];
-    bool callgrind_ok[2];
-    double instr_total[2], instr_hot[2];
+#define IB__BENCH_CALLGRIND_ROWS 3
+    const char *callgrind_labels[IB__BENCH_CALLGRIND_ROWS];
+    bool callgrind_ok[IB__BENCH_CALLGRIND_ROWS];
+    bool callgrind_has_hot[IB__BENCH_CALLGRIND_ROWS]; /* ibus rows */
+    double instr_total[IB__BENCH_CALLGRIND_ROWS], instr_hot[IB__BENCH_CALLGRIND_ROWS];
 } ib__bench_report;
 
 /* Prints every table and the goals. Returns true when every row produced
