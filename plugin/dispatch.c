@@ -263,6 +263,8 @@ ib_status ib_dispatch_create(ib_dispatch **out, ib_recorder *recorder,
         d->opts.nak_base_delay_ms = IB_DISPATCH_DEFAULT_NAK_BASE_MS;
     if (d->opts.nak_max_delay_ms <= 0)
         d->opts.nak_max_delay_ms = IB_DISPATCH_DEFAULT_NAK_MAX_MS;
+    if (d->opts.busy_delay_ms <= 0)
+        d->opts.busy_delay_ms = IB_DISPATCH_DEFAULT_BUSY_MS;
     if (d->opts.nak_max_delay_ms < d->opts.nak_base_delay_ms)
         d->opts.nak_max_delay_ms = d->opts.nak_base_delay_ms;
 

@@ -35,8 +35,9 @@
  *     running the handler again. Such followers of a failed first occurrence
  *     are counted in counts.coalesced.
  *   - A claim held by another owner (BUSY) is never acked: that process may
- *     still fail, and then this delivery must run it. It is NAK'ed with the
- *     base delay.
+ *     still fail, and then this delivery must run it. It is NAK'ed with
+ *     options.busy_delay_ms, short because the other owner is usually about
+ *     to mark it and the redelivery is then dropped as a duplicate.
  *   - REJECT wins over everything else; the OK handlers of that event are
  *     still marked, so a replay of the dead letter does not rerun them.
  *   - A failed claim or check (recorder error) NAKs the deliveries affected
@@ -76,6 +77,7 @@ typedef struct ib_dispatch ib_dispatch;
 #define IB_DISPATCH_DEFAULT_LEASE_MS 30000 /* JetStream's default AckWait */
 #define IB_DISPATCH_DEFAULT_NAK_BASE_MS 1000
 #define IB_DISPATCH_DEFAULT_NAK_MAX_MS 60000
+#define IB_DISPATCH_DEFAULT_BUSY_MS 100 /* about one batch: the other owner is nearly done */
 #define IB_DISPATCH_MAX_CONCURRENCY 1024
 
 /* What became of one handler call, as reported to an observer. */
@@ -110,6 +112,8 @@ typedef struct ib_dispatch_options {
                                       raised to the base delay if below it */
     unsigned concurrency;          /* handler threads; 0 or 1 = run on the caller's thread;
                                       at most IB_DISPATCH_MAX_CONCURRENCY */
+    int64_t busy_delay_ms;         /* nak delay when another owner holds the claim;
+                                      <= 0 = IB_DISPATCH_DEFAULT_BUSY_MS */
     ib_dispatch_observer observer; /* optional: per-handler results, for logs and metrics */
     void *observer_ctx;            /* BORROWED; passed to observer */
 } ib_dispatch_options;

@@ -555,7 +555,7 @@ static void decide(run_ctx *c, size_t i)
         dl->dead_letter_reason = "max-deliver";
     } else if (busy) {
         dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_backoff_ms(o, 1);
+        dl->nak_delay_ms = o->busy_delay_ms;
     } else {
         dl->outcome = IB_OUTCOME_ACK;
     }

@@ -54,7 +54,10 @@
 #define BACKOFF_MAX_US 100000
 #define NEW_FILE_PAGE_SIZE 1024
 #define WAL_WINDOW_BYTES (32 * 1024 * 1024)
-#define CACHE_KIB 65536
+/* Page cache per connection. 8 MiB keeps a host with a million markers
+ * near 20 MiB peak RSS (64 MiB let it reach 85 MiB) and measured no slower:
+ * with random ids, commits touch scattered pages either way. */
+#define CACHE_KIB 8192
 
 enum query {
     Q_BEGIN_READ,

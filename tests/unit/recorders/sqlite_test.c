@@ -180,7 +180,7 @@ static void test_pragmas_applied(void **state)
     r = open_uri("sqlite:%s", "tuned.db");
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 1024);
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 32768);
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA cache_size"), -65536);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA cache_size"), -8192);
     ib_recorder_close(r);
     /* An existing file keeps its page size; the window stays 32 MiB. */
     sqlite3 *old = raw_open("old.db");
