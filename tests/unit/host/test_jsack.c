@@ -18,11 +18,11 @@ static const jsack_case cases[] = {
      1700000000000000000},
     {"$JS.ACK._.HASH.EVENTS.ibus.2.7.5.17.0.tok", IB_OK, "EVENTS", "ibus", 2, 7, 5, 0, 17},
     {"$JS.ACK.dom.HASH.S.C.3.1.1.1.9", IB_OK, "S", "C", 3, 1, 1, 9, 1},
-    {"$JS.ACK.S.C.1.2.3.4", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},      /* 6 tokens */
-    {"$JS.ACK.S.C.1.2.3.4.5.6", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},  /* 8 tokens */
-    {"$JS.ACK.S..1.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},     /* empty token */
-    {"$JS.ACK.S.C.x.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},    /* not a number */
-    {"$JS.ACK.S.C.-1.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},   /* sign */
+    {"$JS.ACK.S.C.1.2.3.4", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},     /* 6 tokens */
+    {"$JS.ACK.S.C.1.2.3.4.5.6", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0}, /* 8 tokens */
+    {"$JS.ACK.S..1.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},    /* empty token */
+    {"$JS.ACK.S.C.x.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},   /* not a number */
+    {"$JS.ACK.S.C.-1.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},  /* sign */
     {"$JS.ACK.S.C.1.2.3.99999999999999999999.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
     {"$JS.ACK.S.C.1.2.3.18446744073709551615.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
     {"$JS.NAK.S.C.1.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},

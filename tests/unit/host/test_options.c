@@ -69,7 +69,7 @@ static void env_then_flags(void **state)
     bool help;
     assert_int_equal(ib_opts_parse(opts, nopts, 4, argv, NULL, &help, NULL), IB_OK);
     assert_string_equal(c.url, "nats://127.0.0.1:1"); /* env over default */
-    assert_int_equal(c.batch, 16);                     /* flag over env */
+    assert_int_equal(c.batch, 16);                    /* flag over env */
     assert_int_equal(c.wait_ms, 250);
     assert_true(c.create);
     assert_int_equal(c.plugins.count, 2);
@@ -164,9 +164,9 @@ static void durations(void **state)
         int rc;
         int64_t ms;
     } d[] = {
-        {"250ms", 0, 250}, {"30s", 0, 30000},  {"30", 0, 30000}, {"1.5s", 0, 1500},
+        {"250ms", 0, 250}, {"30s", 0, 30000},  {"30", 0, 30000},    {"1.5s", 0, 1500},
         {"2m", 0, 120000}, {"1h", 0, 3600000}, {"1d", 0, 86400000}, {"0", 0, 0},
-        {"", -1, 0},       {"s", -1, 0},       {"-1s", -1, 0},   {"5x", -1, 0},
+        {"", -1, 0},       {"s", -1, 0},       {"-1s", -1, 0},      {"5x", -1, 0},
         {"5 s", -1, 0},    {"1e30d", -1, 0},
     };
     for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
