@@ -390,47 +390,52 @@ void ib_log_configure(ib_log_format format, ib_log_sev min_sev, FILE *stream)
     atomic_store_explicit(&g_stream, stream, memory_order_release);
 }
 
-int ib_log_format_parse(ib_log_format *out, const char *name)
+/* A name and the enum value it stands for, for the two parsers below. */
+typedef struct log_name {
+    const char *name;
+    int value;
+} log_name;
+
+static int lookup_name(int *out, const log_name *names, size_t n, const char *name)
 {
-    static const struct {
-        const char *name;
-        ib_log_format value;
-    } names[] = {
-        {"json", IB_LOG_FORMAT_JSON},
-        {"text", IB_LOG_FORMAT_TEXT},
-        {"auto", IB_LOG_FORMAT_AUTO},
-    };
     if (name == NULL)
         return -1;
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    for (size_t i = 0; i < n; i++) {
         if (strcasecmp(name, names[i].name) == 0) {
-            if (out != NULL)
-                *out = names[i].value;
+            *out = names[i].value;
             return 0;
         }
     }
     return -1;
 }
 
+int ib_log_format_parse(ib_log_format *out, const char *name)
+{
+    static const log_name names[] = {
+        {"json", IB_LOG_FORMAT_JSON},
+        {"text", IB_LOG_FORMAT_TEXT},
+        {"auto", IB_LOG_FORMAT_AUTO},
+    };
+    int v;
+    if (lookup_name(&v, names, sizeof(names) / sizeof(names[0]), name) != 0)
+        return -1;
+    if (out != NULL)
+        *out = (ib_log_format)v;
+    return 0;
+}
+
 int ib_log_sev_parse(ib_log_sev *out, const char *name)
 {
-    static const struct {
-        const char *name;
-        ib_log_sev value;
-    } names[] = {
+    static const log_name names[] = {
         {"debug", IB_SEV_DEBUG},  {"info", IB_SEV_INFO},   {"warn", IB_SEV_WARN},
         {"warning", IB_SEV_WARN}, {"error", IB_SEV_ERROR},
     };
-    if (name == NULL)
+    int v;
+    if (lookup_name(&v, names, sizeof(names) / sizeof(names[0]), name) != 0)
         return -1;
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strcasecmp(name, names[i].name) == 0) {
-            if (out != NULL)
-                *out = names[i].value;
-            return 0;
-        }
-    }
-    return -1;
+    if (out != NULL)
+        *out = (ib_log_sev)v;
+    return 0;
 }
 
 int ib_log_enabled(ib_log_sev sev)

@@ -305,3 +305,11 @@ size_t fx_scale(size_t normal, size_t under_valgrind)
     const char *v = getenv("IB_UNDER_VALGRIND");
     return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0 ? under_valgrind : normal;
 }
+
+void fx_run_case(const char *kind, fx_case fn)
+{
+    fx f;
+    fx_open(&f, kind);
+    fn(&f);
+    fx_close(&f);
+}

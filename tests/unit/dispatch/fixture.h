@@ -87,4 +87,21 @@ void fx_add(fx *f, const char *consumer, const char *type, fx_handler *h);
 /* Iteration count scaled down under valgrind. */
 size_t fx_scale(size_t normal, size_t under_valgrind);
 
+/* A test body run once per recorder kind: BOTH_KINDS(name) defines the
+ * cmocka tests name_memory and name_sqlite, each with a fresh fixture. */
+typedef void (*fx_case)(fx *f);
+void fx_run_case(const char *kind, fx_case fn);
+
+#define BOTH_KINDS(name)                                                                           \
+    static void name##_memory(void **state)                                                        \
+    {                                                                                              \
+        (void)state;                                                                               \
+        fx_run_case("memory", name);                                                               \
+    }                                                                                              \
+    static void name##_sqlite(void **state)                                                        \
+    {                                                                                              \
+        (void)state;                                                                               \
+        fx_run_case("sqlite", name);                                                               \
+    }
+
 #endif

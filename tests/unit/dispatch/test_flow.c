@@ -642,28 +642,6 @@ static void observer_hears_each_call(fx *f)
 
 /* ---- the table: every case against every recorder kind --------------- */
 
-typedef void (*fx_case)(fx *f);
-
-static void run_case(const char *kind, fx_case fn)
-{
-    fx f;
-    fx_open(&f, kind);
-    fn(&f);
-    fx_close(&f);
-}
-
-#define BOTH_KINDS(name)                                                                           \
-    static void name##_memory(void **state)                                                        \
-    {                                                                                              \
-        (void)state;                                                                               \
-        run_case("memory", name);                                                                  \
-    }                                                                                              \
-    static void name##_sqlite(void **state)                                                        \
-    {                                                                                              \
-        (void)state;                                                                               \
-        run_case("sqlite", name);                                                                  \
-    }
-
 BOTH_KINDS(success_marks)
 BOTH_KINDS(retry_naks_with_backoff)
 BOTH_KINDS(duplicate_dropped)

@@ -405,28 +405,6 @@ static void long_handler_keeps_its_lease(fx *f)
     assert_int_equal(p.other, IB_CLAIM_ACQUIRED);
 }
 
-typedef void (*fx_case)(fx *f);
-
-static void run_case(const char *kind, fx_case fn)
-{
-    fx f;
-    fx_open(&f, kind);
-    fn(&f);
-    fx_close(&f);
-}
-
-#define BOTH_KINDS(name)                                                                           \
-    static void name##_memory(void **state)                                                        \
-    {                                                                                              \
-        (void)state;                                                                               \
-        run_case("memory", name);                                                                  \
-    }                                                                                              \
-    static void name##_sqlite(void **state)                                                        \
-    {                                                                                              \
-        (void)state;                                                                               \
-        run_case("sqlite", name);                                                                  \
-    }
-
 BOTH_KINDS(eight_threads_run_in_parallel)
 BOTH_KINDS(one_thread_runs_on_caller)
 BOTH_KINDS(pool_mixed_batch)
