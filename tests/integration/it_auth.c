@@ -9,6 +9,7 @@
 
 #include "ib_test.h"
 #include "it_support.h"
+#include "nkey.h"
 
 /* Runs one host against the env's server with its credentials, publishes
  * 20 events and checks each was handled once. */
@@ -135,8 +136,77 @@ static void tls_client_certificates(void **state)
     it_done(e);
 }
 
+/* An NKey user: ibus derives the public key from the seed file and signs
+ * the server's nonce; a seed the server does not know is refused. */
+static void write_seed(char path[PATH_MAX], it_env *e, const char *name, uint8_t fill)
+{
+    uint8_t raw[32];
+    char seed[59];
+    memset(raw, fill, sizeof(raw));
+    raw[0] = (uint8_t)(fill ^ 0x5a);
+    ib_nkey_encode_user_seed(seed, raw);
+    it_path(path, e, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", seed);
+    fclose(f);
+}
+
+static void nkey_auth(void **state)
+{
+    it_env *e = *state;
+    char seed_file[PATH_MAX], other_seed[PATH_MAX], pub[IB_NKEY_PUBLIC_LEN + 1];
+    char audit[PATH_MAX], ids[PATH_MAX], cfg[PATH_MAX + 8], path[PATH_MAX];
+    it_argv a;
+    it_proc host;
+    it_tally t;
+
+    write_seed(seed_file, e, "user.nk", 0x21);
+    write_seed(other_seed, e, "other.nk", 0x42);
+    assert_int_equal(ib_nkey_public_from_seed_file(pub, seed_file, NULL), IB_OK);
+    /* the harness and publisher log in with a password, ibus run with the NKey */
+    it_server_opts o = {.user = "harness", .password = "it-pass-77aa", .nkey = pub};
+    start_server(e, &o);
+    it_server nk = e->server;
+    nk.user[0] = nk.password[0] = '\0';
+    nk.nc = NULL;
+    nk.js = NULL;
+
+    snprintf(cfg, sizeof(cfg), "file=%s", it_path(audit, e, "audit.log"));
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "run", "--nkey", seed_file, NULL);
+    it_argv_connect(&a, &nk);
+    it_argv_addl(&a, "--create", "--stream", IT_STREAM, "--stream-subjects", IT_SUBJECTS,
+                 "--durable", "nkey", "--log-format", "json", NULL);
+    it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, "markers.db"));
+    it_argv_addf(&a, "--summary-file=%s", it_path(path, e, "summary.jsonl"));
+    it_argv_plugin(&a, "audit", cfg);
+    assert_true(it_spawn(&host, e, "host", &a));
+    it_argv_free(&a);
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, "nkey", it_timeout(60000)));
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "order.paid", "--count", "20",
+                                "--ids-file", it_path(ids, e, "ids.txt"), NULL),
+                     0);
+    assert_int_equal(it_wait_lines(audit, 20, it_timeout(60000)), 20);
+    it_finish_hosts(e, "nkey", &host, 1, it_timeout(60000));
+    assert_true(it_tally_file(&t, audit, ids, "nkey/audit/audit", NULL, 10));
+    assert_int_equal(t.missing, 0);
+    assert_int_equal(t.repeated, 0);
+
+    /* a seed the server does not know: refused, exit 1 */
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "publish", "--nkey", other_seed, NULL);
+    it_argv_connect(&a, &nk);
+    it_argv_addl(&a, "--type", "order.paid", "x", NULL);
+    int st = it_proc_run(NULL, e->dir, "publish-other-nkey", NULL, a.v, it_timeout(30000));
+    it_argv_free(&a);
+    assert_int_equal(st, 1);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(token_auth, it_setup_no_server, it_teardown),
+    cmocka_unit_test_setup_teardown(nkey_auth, it_setup_no_server, it_teardown),
     cmocka_unit_test_setup_teardown(user_password_auth, it_setup_no_server, it_teardown),
     cmocka_unit_test_setup_teardown(wrong_password_exits_1, it_setup_no_server, it_teardown),
     cmocka_unit_test_setup_teardown(tls_client_certificates, it_setup_no_server, it_teardown),

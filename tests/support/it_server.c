@@ -63,10 +63,14 @@ static bool write_config(it_server *s)
     } else if (s->user[0] != '\0') {
         if (!conf_value_ok(s->user) || !conf_value_ok(s->password))
             return false;
+        if (s->nkey[0] != '\0' && !conf_value_ok(s->nkey))
+            return false;
         n += (size_t)snprintf(text + n, sizeof(text) - n,
-                              "authorization {\n  users: [\n    {user: \"%s\", password: \"%s\"}\n"
-                              "  ]\n}\n",
+                              "authorization {\n  users: [\n    {user: \"%s\", password: \"%s\"}\n",
                               s->user, s->password);
+        if (s->nkey[0] != '\0')
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "    {nkey: \"%s\"}\n", s->nkey);
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "  ]\n}\n");
     }
     if (s->tls) {
         char tls_dir[PATH_MAX];
@@ -177,6 +181,7 @@ bool it_server_start(it_server *s, const char *dir, const it_server_opts *o)
         snprintf(s->token, sizeof(s->token), "%s", o->token != NULL ? o->token : "");
         snprintf(s->user, sizeof(s->user), "%s", o->user != NULL ? o->user : "");
         snprintf(s->password, sizeof(s->password), "%s", o->password != NULL ? o->password : "");
+        snprintf(s->nkey, sizeof(s->nkey), "%s", o->nkey != NULL ? o->nkey : "");
         s->tls = o->tls;
     }
     if (!write_config(s)) {

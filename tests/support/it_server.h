@@ -24,7 +24,8 @@ typedef struct it_server_opts {
     const char *token; /* require this token (NULL = no) */
     const char *user;  /* require this user and password (NULL = no) */
     const char *password;
-    bool tls; /* TLS only, client certificates required */
+    const char *nkey; /* with user: also admit this NKey user (public key) */
+    bool tls;         /* TLS only, client certificates required */
 } it_server_opts;
 
 typedef struct it_server {
@@ -32,7 +33,7 @@ typedef struct it_server {
     char store[PATH_MAX];
     char ports_dir[PATH_MAX];
     char conf[PATH_MAX]; /* "" without a config file */
-    char token[128], user[64], password[64];
+    char token[128], user[64], password[64], nkey[64];
     bool tls;
     char ca[PATH_MAX], client_cert[PATH_MAX], client_key[PATH_MAX]; /* with tls */
     int port;
