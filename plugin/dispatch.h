@@ -207,6 +207,10 @@ size_t ib_dispatch_count_for(const ib_dispatch *d, const char *type);
 ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
                           ib_error *err);
 
+/* Time the last ib_dispatch_run() spent in recorder calls (check, claim,
+ * mark, release), in seconds. Read it on the thread that ran the batch. */
+double ib_dispatch_recorder_seconds(const ib_dispatch *d);
+
 /* Restarts the leases of the claims held by the batch whose handlers are
  * running now (same owner, lease_ms), so a handler that outlives the lease
  * is not taken over by another process that receives the same id. Safe to

@@ -67,6 +67,7 @@ struct ib_dispatch {
      * scratch buffers are shared. */
     pthread_mutex_t run_mu;
     ib__dscratch scratch;
+    double last_recorder_seconds; /* of the last run (under run_mu) */
 
     /* The claims held by the batch in flight while its handlers run, so
      * another thread can extend their leases (ib_dispatch_extend_leases)

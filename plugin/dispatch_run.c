@@ -315,6 +315,11 @@ static void leases_done(ib_dispatch *d)
     pthread_mutex_unlock(&d->lease_mu);
 }
 
+double ib_dispatch_recorder_seconds(const ib_dispatch *d)
+{
+    return d->last_recorder_seconds;
+}
+
 ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err)
 {
     ib_status st = IB_OK;
@@ -609,14 +614,21 @@ static ib_status run_locked(run_ctx *c)
         memset(&dl->counts, 0, sizeof(dl->counts));
         dl->handle_seconds = 0;
     }
+    c->d->last_recorder_seconds = 0;
     if (total > 0) {
+        struct timespec t0, t1, t2, t3;
         plan(c);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         check_poisoned(c);
         size_t nwork = claim(c);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
         run_handlers(c, nwork);
         leases_done(c->d);
+        clock_gettime(CLOCK_MONOTONIC, &t2);
         mark(c);
         release(c);
+        clock_gettime(CLOCK_MONOTONIC, &t3);
+        c->d->last_recorder_seconds = elapsed(&t0, &t1) + elapsed(&t2, &t3);
     }
     for (size_t i = 0; i < c->n; i++)
         decide(c, i);

@@ -25,13 +25,6 @@ typedef struct item {
     ib_delivery *delivery; /* NULL unless dispatched */
 } item;
 
-static double mono_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void settle_dead_letter(ib_host *h, item *it, const char *reason, const char *detail)
 {
     char seq[24], dc[24];
@@ -213,9 +206,7 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
         ib_error e;
         publish_inflight(h, msgs, n);
         ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
-        double t0 = mono_seconds();
         ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->bus, &e);
-        double spent = mono_seconds() - t0;
         ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)nd);
         publish_inflight(h, NULL, 0);
         if (st != IB_OK) {
@@ -230,11 +221,9 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
             ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
                       h->cfg->recorder, "error", e.msg, NULL);
         }
-        double handlers = 0;
-        for (size_t i = 0; i < nd; i++)
-            handlers += deliveries[i].handle_seconds;
-        double rec = spent - handlers;
-        ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS, rec > 0 ? rec : 0);
+        if (st == IB_OK)
+            ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
+                               ib_dispatch_recorder_seconds(h->dispatch));
     }
 
     for (size_t i = 0; i < n; i++) {

@@ -642,6 +642,31 @@ static void observer_hears_each_call(fx *f)
 
 /* ---- the table: every case against every recorder kind --------------- */
 
+/* The recorder time of a run is measured apart from the handlers' time. */
+static void recorder_time_measured(fx *f)
+{
+    fx_handler h;
+    ib_event ev[8];
+    ib_delivery dl[8];
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, NULL);
+    assert_true(ib_dispatch_recorder_seconds(f->d) == 0);
+    fx_add(f, "c/p/h", TYPE, &h);
+    for (unsigned i = 0; i < 8; i++) {
+        fx_event(&ev[i], 300 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    assert_int_equal(ib_dispatch_run(f->d, dl, 8, NULL, NULL), IB_OK);
+    assert_true(ib_dispatch_recorder_seconds(f->d) > 0);
+    /* a batch of nobody's type makes no recorder call */
+    ib_event other;
+    fx_event(&other, 400, "nobody.handles");
+    fx_delivery(&dl[0], &other, 1);
+    assert_int_equal(ib_dispatch_run(f->d, dl, 1, NULL, NULL), IB_OK);
+    assert_true(ib_dispatch_recorder_seconds(f->d) == 0);
+    fx_handler_destroy(&h);
+}
+
 BOTH_KINDS(success_marks)
 BOTH_KINDS(retry_naks_with_backoff)
 BOTH_KINDS(duplicate_dropped)
@@ -658,6 +683,7 @@ BOTH_KINDS(batch_duplicates_follow_failure)
 BOTH_KINDS(mark_failure_naks)
 BOTH_KINDS(claim_failure_naks)
 BOTH_KINDS(observer_hears_each_call)
+BOTH_KINDS(recorder_time_measured)
 
 /* ---- the table itself -------------------------------------------------- */
 
@@ -844,6 +870,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(claim_failure_naks_sqlite),
     cmocka_unit_test(observer_hears_each_call_memory),
     cmocka_unit_test(observer_hears_each_call_sqlite),
+    cmocka_unit_test(recorder_time_measured_memory),
+    cmocka_unit_test(recorder_time_measured_sqlite),
     cmocka_unit_test(add_refuses_bad_handlers),
     cmocka_unit_test(many_types_lookup),
     cmocka_unit_test(run_refuses_misuse),
