@@ -24,9 +24,9 @@
  *    page rewritten by many commits is copied back once, and the fsyncs
  *    of a checkpoint are paid far less often. The WAL file stays that
  *    large between checkpoints;
- *  - a page cache of up to 64 MiB per connection keeps the tree's pages
- *    between transactions (SQLite keeps its cache while no other
- *    connection writes).
+ *  - a page cache of up to 8 MiB per connection keeps the tree's upper
+ *    pages between transactions (SQLite keeps its cache while no other
+ *    connection writes); a larger one only raised peak memory.
  *
  * A new file is created with open(O_CREAT|O_EXCL) and fchmod to the
  * configured mode (0600 by default, whatever the umask) before SQLite opens
