@@ -4,6 +4,7 @@
  * nak with a delay, or dead-letter. Acks are sent only after dispatch has
  * returned, i.e. after the marks are durable. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ typedef struct item {
     natsMsg *msg;
     ib_jsack_meta meta;
     ib_event *event;
+    bool settled;              /* nothing left to do: not JetStream, or already nak'ed */
     const char *reject_reason; /* decode / invalid-id, before dispatch */
     char reject_detail[IB_ERROR_MSG_MAX];
     ib_delivery *delivery; /* NULL unless dispatched */
@@ -167,7 +169,7 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
              * nothing to ack, nothing to lose. */
             ib_log_kv(IB_SEV_WARN, "ignoring a message that is not a JetStream delivery", "subject",
                       natsMsg_GetSubject(it->msg), NULL);
-            it->reject_reason = "ignored";
+            it->settled = true;
             continue;
         }
         h->totals.received++;
@@ -185,8 +187,8 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
                  * let it come back, rather than dead-letter good bytes. */
                 ib_log_kv(IB_SEV_ERROR, "cannot decode for lack of resources; nak'ed", "error",
                           e.msg, NULL);
-                it->reject_reason = "ignored";
                 settle_nak(h, it, h->cfg->retry_base_ms);
+                it->settled = true;
                 continue;
             }
             it->reject_reason = ib_event_reject_str(why);
@@ -228,9 +230,10 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
 
     for (size_t i = 0; i < n; i++) {
         item *it = &items[i];
-        if (it->reject_reason != NULL) {
-            if (strcmp(it->reject_reason, "ignored") != 0)
-                settle_dead_letter(h, it, it->reject_reason, it->reject_detail);
+        if (it->settled) {
+            /* done above */
+        } else if (it->reject_reason != NULL) {
+            settle_dead_letter(h, it, it->reject_reason, it->reject_detail);
         } else {
             ib_delivery *d = it->delivery;
             count_delivery(h, it);
