@@ -4,6 +4,9 @@
 #include "trust.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,9 @@ _Static_assert(sizeof(ib_handler_desc) == IB_HANDLER_DESC_SIZE_1_0, "ABI: handle
 #define MAX_EVENT_TYPES 256
 #define MAX_VERSION 64
 #define NAME_RULE "use 1-64 characters of A-Z a-z 0-9 . _ -"
+/* Descriptor numbers tried for a name no loaded object holds: each plugin
+ * loaded at the time holds at most one. */
+#define MAX_FD_TRIES 256
 
 static bool is_name_char(unsigned char c)
 {
@@ -209,18 +215,88 @@ static void plugin_free(ib_plugin *p)
     free(p);
 }
 
+/* See loader_internal.h. */
+void (*ib__plugin_before_load)(const char *path);
+
+/* Whether an object already loaded answers to `name` itself. glibc finds
+ * an object by name before it looks at the file, so one loaded earlier
+ * through a descriptor with the same number (closed since) would be handed
+ * back instead of the file behind ours. An object that is the same file
+ * under another name is found too, but that one is the right answer. */
+static bool name_taken(const char *name)
+{
+    struct link_map *lm = NULL;
+    void *h = dlopen(name, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    bool taken;
+
+    if (h == NULL) {
+        dlerror();
+        return false;
+    }
+    taken = dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_name != NULL &&
+            strcmp(lm->l_name, name) == 0;
+    dlclose(h);
+    return taken;
+}
+
+/* Loads the checked file through its descriptor `fd` (BORROWED) into
+ * `*dl`: dlopen maps what the descriptor holds, whatever the path names by
+ * now. The object keeps the name /proc/self/fd/N after the descriptor is
+ * closed; while that name is taken, a copy of the descriptor under a higher
+ * number is tried. */
+static ib_status load_fd(void **dl, const ib_plugin *p, int fd, ib_error *err)
+{
+    char name[48];
+    int cur = fd;
+    bool free_name = false;
+
+    *dl = NULL;
+    for (int tries = 0; tries < MAX_FD_TRIES && !free_name; tries++) {
+        snprintf(name, sizeof(name), "/proc/self/fd/%d", cur);
+        free_name = !name_taken(name);
+        if (!free_name) {
+            int next = fcntl(cur, F_DUPFD_CLOEXEC, cur + 1);
+            if (cur != fd)
+                close(cur);
+            cur = next;
+            if (cur < 0)
+                return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot load: %s", p->path,
+                                    strerror(errno));
+        }
+    }
+    if (free_name)
+        *dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (cur != fd)
+        close(cur);
+    if (!free_name)
+        return ib_error_set(err, IB_ERR_PLUGIN,
+                            "plugin %s: cannot load: more than %d libraries loaded through "
+                            "descriptors",
+                            p->path, MAX_FD_TRIES);
+    if (*dl == NULL) {
+        const char *why = dlerror();
+        size_t len = strlen(name);
+        /* dlerror names the descriptor; the user knows the file. */
+        if (why != NULL && strncmp(why, name, len) == 0 && why[len] == ':' && why[len + 1] == ' ')
+            why += len + 2;
+        return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot load: %s", p->path,
+                            why != NULL ? why : "unknown dlopen error");
+    }
+    return IB_OK;
+}
+
 ib_status ib_plugin_open(ib_plugin **out, const char *path, const ib_plugin_open_options *opts,
                          ib_error *err)
 {
     ib_plugin *p;
-    char *resolved = NULL;
+    int fd = -1;
     void *sym;
     ib_plugin_entry_fn entry;
     ib_status rc;
 
     *out = NULL;
-    rc = ib__plugin_trust_check(&resolved, path, opts != NULL && opts->allow_insecure_files,
-                                geteuid(), err);
+    rc = ib__plugin_trust_open(&fd, path, opts != NULL && opts->allow_insecure_files, geteuid(),
+                               err);
     if (rc != IB_OK)
         return rc;
     p = calloc(1, sizeof(*p));
@@ -228,15 +304,13 @@ ib_status ib_plugin_open(ib_plugin **out, const char *path, const ib_plugin_open
         rc = ib_error_set(err, IB_ERR_NOMEM, "plugin %s: out of memory", path);
         goto fail;
     }
-    /* The resolved path, never a bare name: dlopen would search the library
-     * path for one and load a file nobody checked. */
-    p->dl = dlopen(resolved, RTLD_NOW | RTLD_LOCAL);
-    if (p->dl == NULL) {
-        const char *why = dlerror();
-        rc = ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot load: %s", path,
-                          why != NULL ? why : "unknown dlopen error");
+    if (ib__plugin_before_load != NULL)
+        ib__plugin_before_load(path);
+    rc = load_fd(&p->dl, p, fd, err);
+    close(fd);
+    fd = -1;
+    if (rc != IB_OK)
         goto fail;
-    }
     dlerror();
     sym = dlsym(p->dl, IB_PLUGIN_ENTRY_SYMBOL);
     if (sym == NULL) {
@@ -250,14 +324,14 @@ ib_status ib_plugin_open(ib_plugin **out, const char *path, const ib_plugin_open
     rc = read_descriptor(p, entry(), err);
     if (rc != IB_OK)
         goto fail;
-    free(resolved);
     *out = p;
     return IB_OK;
 
 fail:
     if (p != NULL)
         plugin_free(p);
-    free(resolved);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 

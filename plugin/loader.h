@@ -47,7 +47,7 @@ typedef struct ib_plugin ib_plugin;
 
 typedef struct ib_plugin_open_options {
     /* Development only (--allow-insecure-plugins): skip the ownership and
-     * permission checks of the plugin file and its directory. A path that is
+     * permission checks of the plugin file and its directories. A path that is
      * missing or not a regular file is still refused. */
     bool allow_insecure_files;
 } ib_plugin_open_options;
@@ -55,8 +55,11 @@ typedef struct ib_plugin_open_options {
 /* Loads the plugin at `path` and checks it, calling no plugin code except
  * ib_plugin_entry() (and, unavoidably, the library's ELF constructors):
  *   - the file: a regular file, owned by root or the running user, not
- *     writable by group or others, in a directory that passes the same
- *     ownership and permission test (unless opts->allow_insecure_files);
+ *     writable by group or others, and every directory of its resolved
+ *     path up to "/" passes the same test, a sticky one (/tmp) whatever
+ *     its mode (unless opts->allow_insecure_files);
+ *   - the file is opened once; the checks and dlopen go through that
+ *     descriptor, so replacing the file after the checks changes nothing;
  *   - an ELF shared object that dlopen(RTLD_NOW | RTLD_LOCAL) accepts and
  *     that defines ib_plugin_entry;
  *   - the descriptor: magic, then size (at least IB_PLUGIN_DESC_SIZE_1_0),

@@ -22,4 +22,10 @@ struct ib_plugin {
     bool initialised; /* init() succeeded (or there is none): fini() is due */
 };
 
+/* Test hook: when set, ib_plugin_open() calls it with the path as given
+ * after the file passed its checks and before it is loaded, so a test can
+ * swap the file there and see that the one checked is the one loaded.
+ * NULL outside tests. */
+extern void (*ib__plugin_before_load)(const char *path);
+
 #endif

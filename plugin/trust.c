@@ -34,20 +34,10 @@ static ib_status check_file_perms(const char *path, const struct stat *st, uid_t
     return IB_OK;
 }
 
-/* The directory of an absolute, resolved path: whoever may write there may
- * swap the file after we checked it. */
-static ib_status check_dir_perms(const char *path, const char *resolved, uid_t self_uid,
-                                 ib_error *err)
+static ib_status check_dir_perms(const char *path, const char *dir, uid_t self_uid, ib_error *err)
 {
-    char dir[PATH_MAX];
-    const char *slash = strrchr(resolved, '/');
-    size_t len = slash == NULL || slash == resolved ? 1 : (size_t)(slash - resolved);
     struct stat st;
 
-    if (len >= sizeof(dir))
-        return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: path too long", path);
-    memcpy(dir, slash == NULL ? "/" : resolved, len);
-    dir[len] = '\0';
     if (stat(dir, &st) != 0)
         return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot inspect directory %s: %s", path,
                             dir, strerror(errno));
@@ -56,12 +46,41 @@ static ib_status check_dir_perms(const char *path, const char *resolved, uid_t s
                             "plugin %s: directory %s is owned by uid %u, not by root or the "
                             "running user (uid %u); fix with chown or " OPT_OUT,
                             path, dir, (unsigned)st.st_uid, (unsigned)self_uid);
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    /* Others may add entries to a sticky directory (/tmp) but not rename or
+     * delete the ones they do not own, and the entry below it is checked
+     * in its turn: its mode may pass, its owner may not. */
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
         return ib_error_set(err, IB_ERR_PLUGIN,
                             "plugin %s: directory %s is writable by group or others (mode %04o); "
                             "fix with chmod go-w or " OPT_OUT,
                             path, dir, (unsigned)(st.st_mode & 07777));
     return IB_OK;
+}
+
+/* Every directory from the file's own up to "/", nearest first, as sshd's
+ * safe_path walks them: whoever may write to any of them may put another
+ * file, or another directory, where the resolved path leads. `real` is
+ * absolute and canonical. */
+static ib_status check_ancestors(const char *path, const char *real, uid_t self_uid, ib_error *err)
+{
+    char dir[PATH_MAX];
+    size_t len = strlen(real);
+
+    if (len >= sizeof(dir) || real[0] != '/')
+        return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: path too long", path);
+    memcpy(dir, real, len + 1);
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        ib_status rc;
+
+        if (slash == dir)
+            slash[1] = '\0';
+        else
+            slash[0] = '\0';
+        rc = check_dir_perms(path, dir, self_uid, err);
+        if (rc != IB_OK || slash == dir)
+            return rc;
+    }
 }
 
 /* dlopen's own message for a stray file depends on the C library; this one
@@ -91,15 +110,31 @@ static ib_status check_elf_header(const char *path, int fd, ib_error *err)
     return IB_OK;
 }
 
-ib_status ib__plugin_trust_check(char **resolved, const char *path, bool allow_insecure,
-                                 uid_t self_uid, ib_error *err)
+/* Refuses what `st` (the opened file) shows is no plugin, or not a trusted
+ * one, before any byte of it is read. */
+static ib_status check_opened(const char *path, const char *real, const struct stat *st,
+                              bool allow_insecure, uid_t self_uid, ib_error *err)
 {
-    char *real = NULL;
-    int fd = -1;
+    ib_status rc;
+
+    if (!S_ISREG(st->st_mode))
+        return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: not a regular file", path);
+    if (allow_insecure)
+        return IB_OK;
+    rc = check_file_perms(path, st, self_uid, err);
+    if (rc != IB_OK)
+        return rc;
+    return check_ancestors(path, real, self_uid, err);
+}
+
+ib_status ib__plugin_trust_open(int *fd, const char *path, bool allow_insecure, uid_t self_uid,
+                                ib_error *err)
+{
+    char *real;
     struct stat st;
     ib_status rc;
 
-    *resolved = NULL;
+    *fd = -1;
     if (path == NULL || path[0] == '\0')
         return ib_error_set(err, IB_ERR_INVALID_ARG, "plugin: empty path");
     real = realpath(path, NULL);
@@ -109,39 +144,26 @@ ib_status ib__plugin_trust_check(char **resolved, const char *path, bool allow_i
         return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot open: %s", path,
                             strerror(errno));
     }
-    /* O_NONBLOCK: a FIFO must be refused below, not block the host here. */
-    fd = open(real, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
+    /* O_NONBLOCK: a FIFO must be refused below, not block the host here.
+     * O_NOFOLLOW: the canonical path has no link at its end; one that
+     * appeared since is refused, not followed. */
+    int f = open(real, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+    if (f < 0) {
         rc = ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot open: %s", path, strerror(errno));
-        goto fail_real;
+        goto out;
     }
-    if (fstat(fd, &st) != 0) {
+    if (fstat(f, &st) != 0)
         rc = ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot inspect: %s", path,
                           strerror(errno));
-        goto fail_fd;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: not a regular file", path);
-        goto fail_fd;
-    }
-    if (!allow_insecure) {
-        rc = check_file_perms(path, &st, self_uid, err);
-        if (rc != IB_OK)
-            goto fail_fd;
-        rc = check_dir_perms(path, real, self_uid, err);
-        if (rc != IB_OK)
-            goto fail_fd;
-    }
-    rc = check_elf_header(path, fd, err);
-    if (rc != IB_OK)
-        goto fail_fd;
-    close(fd);
-    *resolved = real;
-    return IB_OK;
-
-fail_fd:
-    close(fd);
-fail_real:
+    else
+        rc = check_opened(path, real, &st, allow_insecure, self_uid, err);
+    if (rc == IB_OK)
+        rc = check_elf_header(path, f, err);
+    if (rc == IB_OK)
+        *fd = f;
+    else
+        close(f);
+out:
     free(real);
     return rc;
 }

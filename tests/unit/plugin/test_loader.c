@@ -12,6 +12,7 @@
 
 #include "fixture.h"
 #include "loader.h"
+#include "loader_internal.h"
 #include "trust.h"
 
 #define PLUGINS IB_TEST_PLUGINS_DIR
@@ -305,15 +306,14 @@ static void refuses_foreign_owned_file(void **state)
                                     "running user (uid 0); fix with chown or " OPT_OUT,
                                     path));
     } else {
-        char *resolved = (char *)&resolved;
+        int fd = 0;
         ib_error err;
         uid_t me = geteuid();
         char *expected = fx_fmt("plugin %s: file is owned by uid %u, not by root or the running "
                                 "user (uid %u); fix with chown or " OPT_OUT,
                                 path, (unsigned)me, (unsigned)me + 1);
-        assert_int_equal(ib__plugin_trust_check(&resolved, path, false, me + 1, &err),
-                         IB_ERR_PLUGIN);
-        assert_null(resolved);
+        assert_int_equal(ib__plugin_trust_open(&fd, path, false, me + 1, &err), IB_ERR_PLUGIN);
+        assert_int_equal(fd, -1);
         assert_string_equal(err.msg, expected);
         free(expected);
         free(path);
@@ -334,21 +334,148 @@ static void refuses_foreign_owned_directory(void **state)
     } else {
         /* Without root the file cannot be trusted while its directory is
          * not: judged for another user, the file's owner is refused first. */
-        char *resolved = (char *)&resolved;
+        int fd = 0;
         ib_error err;
         uid_t me = geteuid();
         char *expected = fx_fmt("plugin %s: file is owned by uid %u, not by root or the running "
                                 "user (uid %u); fix with chown or " OPT_OUT,
                                 path, (unsigned)me, (unsigned)me + 1);
-        assert_int_equal(ib__plugin_trust_check(&resolved, path, false, me + 1, &err),
-                         IB_ERR_PLUGIN);
-        assert_null(resolved);
+        assert_int_equal(ib__plugin_trust_open(&fd, path, false, me + 1, &err), IB_ERR_PLUGIN);
+        assert_int_equal(fd, -1);
         assert_string_equal(err.msg, expected);
         free(expected);
         free(path);
     }
     free(dir);
     free(real_dir);
+}
+
+/* Stages good.so in fx_dir()/a/b with a/ and a/b/ given `a_mode` and
+ * 0755; returns its path and the canonical path of a/ in `*real_a`. */
+static char *staged_under_a(mode_t a_mode, char **real_a)
+{
+    char *a = fx_fmt("%s/a", fx_dir());
+    char *b = fx_fmt("%s/a/b", fx_dir());
+    char *path;
+
+    assert_int_equal(mkdir(a, 0700), 0);
+    path = fx_stage(PLUGINS, "good.so", "a/b", 0755);
+    assert_int_equal(chmod(b, 0755), 0);
+    assert_int_equal(chmod(a, a_mode), 0);
+    *real_a = realpath(a, NULL);
+    assert_non_null(*real_a);
+    free(a);
+    free(b);
+    return path;
+}
+
+/* Not only the file's own directory: whoever may write to a/ may rename
+ * a/b away and put their own b/ in its place. */
+static void refuses_world_writable_ancestor(void **state)
+{
+    char *real_a;
+    char *path = staged_under_a(0777, &real_a);
+    (void)state;
+    expect_refusal(path, fx_fmt("plugin %s: directory %s is writable by group or others (mode "
+                                "0777); fix with chmod go-w or " OPT_OUT,
+                                path, real_a));
+    free(real_a);
+}
+
+/* A sticky directory (/tmp) lets nobody else rename or delete a/b. */
+static void accepts_sticky_world_writable_ancestor(void **state)
+{
+    char *real_a;
+    char *path = staged_under_a(01777, &real_a);
+    ib_plugin *p = NULL;
+    ib_error err;
+    (void)state;
+    ib_error_clear(&err);
+    assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+    assert_string_equal(ib_plugin_name(p), "broken");
+    ib_plugin_close(p);
+    free(real_a);
+    free(path);
+}
+
+/* The sticky bit waives the mode test only: the owner of a sticky
+ * directory may still delete whatever is in it. */
+static void refuses_foreign_owned_sticky_ancestor(void **state)
+{
+    char *real_a;
+    char *path = staged_under_a(01777, &real_a);
+    (void)state;
+    if (geteuid() != 0) {
+        free(real_a);
+        free(path);
+        skip();
+    }
+    assert_int_equal(chown(real_a, 4242, (gid_t)-1), 0);
+    expect_refusal(path, fx_fmt("plugin %s: directory %s is owned by uid 4242, not by root or the "
+                                "running user (uid 0); fix with chown or " OPT_OUT,
+                                path, real_a));
+    free(real_a);
+}
+
+static char *swap_with;
+
+/* Runs between the checks and dlopen: puts another plugin where the
+ * checked one was, as someone racing the host would. */
+static void swap_file(const char *path)
+{
+    assert_int_equal(rename(swap_with, path), 0);
+}
+
+/* The file checked is the file loaded: it is loaded through the
+ * descriptor the checks used, not by its path again. */
+static void loads_the_checked_file_not_its_replacement(void **state)
+{
+    char *path = staged("good.so");
+    ib_plugin *p = NULL;
+    ib_error err;
+    (void)state;
+
+    swap_with = fx_stage(PLUGINS, "old_minor.so", NULL, 0755);
+    ib__plugin_before_load = swap_file;
+    ib_error_clear(&err);
+    assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+    ib__plugin_before_load = NULL;
+    assert_string_equal(ib_plugin_name(p), "broken");
+    ib_plugin_close(p);
+    /* The path now names the other plugin, and that is what loads now. */
+    assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+    assert_string_equal(ib_plugin_name(p), "old");
+    ib_plugin_close(p);
+    free(swap_with);
+    swap_with = NULL;
+    free(path);
+}
+
+/* Each plugin is loaded as /proc/self/fd/N and its descriptor closed, so
+ * the next one opened gets the same number: the C library, which finds
+ * objects by name first, must not hand back the first plugin. */
+static void plugins_loaded_together_stay_apart(void **state)
+{
+    char *paths[3] = {staged("good.so"), staged("old_minor.so"), staged("newer_minor.so")};
+    const char *names[3] = {"broken", "old", "future"};
+    ib_plugin *p[3] = {NULL, NULL, NULL};
+    ib_error err;
+    (void)state;
+
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ib_plugin_open(&p[i], paths[i], NULL, &err), IB_OK);
+        assert_string_equal(ib_plugin_name(p[i]), names[i]);
+    }
+    /* Closing the first frees its name; a reload of the same file under
+     * another name is the same library. */
+    ib_plugin_close(p[0]);
+    assert_int_equal(ib_plugin_open(&p[0], paths[2], NULL, &err), IB_OK);
+    assert_string_equal(ib_plugin_name(p[0]), "future");
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(ib_plugin_name(p[i]), i == 0 ? "future" : names[i]);
+        ib_plugin_close(p[i]);
+        free(paths[i]);
+    }
 }
 
 static void insecure_option_allows_writable_files(void **state)
@@ -603,6 +730,11 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(checks_the_symlink_target_directory, teardown),
     cmocka_unit_test_teardown(refuses_foreign_owned_file, teardown),
     cmocka_unit_test_teardown(refuses_foreign_owned_directory, teardown),
+    cmocka_unit_test_teardown(refuses_world_writable_ancestor, teardown),
+    cmocka_unit_test_teardown(accepts_sticky_world_writable_ancestor, teardown),
+    cmocka_unit_test_teardown(refuses_foreign_owned_sticky_ancestor, teardown),
+    cmocka_unit_test_teardown(loads_the_checked_file_not_its_replacement, teardown),
+    cmocka_unit_test_teardown(plugins_loaded_together_stay_apart, teardown),
     cmocka_unit_test_teardown(insecure_option_allows_writable_files, teardown),
     cmocka_unit_test_teardown(loads_a_good_plugin, teardown),
     cmocka_unit_test_teardown(loads_an_older_minor_descriptor, teardown),
