@@ -1,0 +1,855 @@
+/* The chaos test of the crash-safety promise: after crashes, restarts,
+ * redeliveries and a recorder that cannot write, every valid event's
+ * handler runs, and runs once outside a bounded window per crash.
+ *
+ * Per seed: one nats-server, several `ibus run` processes on one durable
+ * and one SQLite marker file, the scripted plugin with a slow handler
+ * (payload sleep:T) that appends one line per call to effects.log, and a
+ * backlog published before the subscribers start, with 10 % duplicates
+ * (half of them sent at the same moment by a second publisher). While the
+ * backlog drains: kill -9 of a random subscriber at random moments, each
+ * restarted after a short delay; nats-server restarts; and a recorder
+ * outage, in which the LD_PRELOAD shim (enospc_shim.c) fails every write
+ * and sync on the marker files with ENOSPC while a flag file exists.
+ *
+ * The moments are chosen as fractions of the backlog handled (read from
+ * effects.log), so every action lands while there is work in flight,
+ * whatever the speed of the machine; a small random delay on top makes
+ * the moment within a handler call random too.
+ *
+ * Counted from effects.log and the dead-letter stream: lost events (ids
+ * without an ok line), dead letters (every event published is valid, so
+ * each one counts), and repeated side effects (ok lines beyond the first
+ * per consumer and id), which a kill may cause only within the bound of
+ * repeat_bound_per_kill().
+ *
+ * Every parameter has a default per test case and can be changed through
+ * the environment (IB_CHAOS_SEEDS="1,2,3", IB_CHAOS_EVENTS, ...; see
+ * params_from_env). Each seed prints a row; with IB_CHAOS_REPORT=FILE the
+ * rows are also appended to FILE as JSON lines. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ib_test.h"
+#include "it_support.h"
+
+#define DURABLE "chaos"
+#define DLQ_STREAM "DLQ_" DURABLE
+/* The handler whose calls are counted: "other" runs on test.other and
+ * follows the payload; one handler per event keeps one line per effect. */
+#define EVENT_TYPE "test.other"
+#define CONSUMER DURABLE "/scripted/other"
+#define MAX_SUBSCRIBERS 16
+#define MAX_SEEDS 64
+#define MAX_ACTIONS 256
+/* `ibus run`'s default --batch, the crash window of a host that commits
+ * marks once per batch. */
+#define DEFAULT_BATCH 64
+/* How long the backlog may make no progress outside an outage before the
+ * remaining actions fire anyway (the backlog is gone, or stuck). */
+#define STALL_MS 3000
+
+typedef struct chaos_params {
+    const char *name;
+    const char *default_seeds;
+    unsigned long seeds[MAX_SEEDS];
+    size_t seed_count;
+    long events;          /* unique events; 10 % more are published as duplicates */
+    int subscribers;      /* `ibus run` processes */
+    int kills;            /* kill -9 per seed */
+    int restarts;         /* nats-server restarts per seed */
+    long sleep_ms;        /* handler time t */
+    long outage_ms;       /* flag file present this long (0: no outage) */
+    long respawn_ms;      /* a killed subscriber comes back after this */
+    long settle_ms;       /* deadline for the consumer to become idle */
+    int concurrency;      /* --concurrency C (passed only when not 1) */
+    double commit_ms;     /* I: commit interval the bound assumes */
+    char commit_flag[32]; /* value for --commit-interval; "" when unsupported */
+} chaos_params;
+
+typedef struct chaos_result {
+    unsigned long seed;
+    int kills, kills_in_backlog, restarts, unplanned_exits;
+    size_t lost, dead_lettered, dl_never_handled, repeats, unexpected;
+    double bound;
+    bool settled;
+    int64_t elapsed_ms;
+} chaos_result;
+
+/* ---- parameters ---------------------------------------------------------- */
+
+static long env_long(const char *name, long def)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0')
+        return def;
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n < 0)
+        fail_msg("%s: expected a non-negative integer, got '%s'", name, v);
+    return n;
+}
+
+static void parse_seeds(chaos_params *p, const char *text)
+{
+    char *copy = strdup(text), *save = NULL;
+    assert_non_null(copy);
+    p->seed_count = 0;
+    for (char *t = strtok_r(copy, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+        if (p->seed_count == MAX_SEEDS)
+            fail_msg("IB_CHAOS_SEEDS: more than %d seeds", MAX_SEEDS);
+        p->seeds[p->seed_count++] = strtoul(t, NULL, 10);
+    }
+    free(copy);
+    if (p->seed_count == 0)
+        fail_msg("IB_CHAOS_SEEDS: no seed in '%s'", text);
+}
+
+/* Milliseconds of a duration as `ibus` prints it ("2ms", "500us", "1s"). */
+static double duration_ms(const char *text)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text)
+        return -1;
+    if (strncmp(end, "us", 2) == 0)
+        return v / 1000.0;
+    if (strncmp(end, "ms", 2) == 0)
+        return v;
+    if (strncmp(end, "s", 1) == 0 || *end == '\0')
+        return v * 1000.0;
+    return -1;
+}
+
+/* Reads the default of --commit-interval from `ibus run --help`; leaves
+ * p->commit_flag empty when the binary has no such option. */
+static void probe_commit_interval(chaos_params *p, const char *dir)
+{
+    it_argv a;
+    it_proc help;
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "run", "--help", NULL);
+    int st = it_proc_run(&help, dir, "help", NULL, a.v, it_timeout(30000));
+    it_argv_free(&a);
+    char *text = it_file_read(NULL, help.out_path);
+    char *err = it_file_read(NULL, help.err_path);
+    const char *all[2] = {text, err};
+    p->commit_flag[0] = '\0';
+    for (int i = 0; i < 2 && st == 0; i++) {
+        const char *opt = all[i] != NULL ? strstr(all[i], "--commit-interval") : NULL;
+        const char *def = opt != NULL ? strstr(opt, "default ") : NULL;
+        if (def == NULL)
+            continue;
+        def += strlen("default ");
+        size_t len = strcspn(def, "]\n ");
+        snprintf(p->commit_flag, sizeof(p->commit_flag), "%.*s", (int)len, def);
+        break;
+    }
+    free(text);
+    free(err);
+    const char *override = getenv("IB_CHAOS_COMMIT_INTERVAL");
+    if (p->commit_flag[0] != '\0' && override != NULL && override[0] != '\0')
+        snprintf(p->commit_flag, sizeof(p->commit_flag), "%s", override);
+    p->commit_ms = p->commit_flag[0] != '\0' ? duration_ms(p->commit_flag) : -1;
+    if (p->commit_ms < 0) {
+        /* No committer: marks are committed once per batch. */
+        p->commit_flag[0] = '\0';
+        p->commit_ms = (double)DEFAULT_BATCH * (double)p->sleep_ms;
+    }
+}
+
+/* The case's defaults, then the environment's overrides. */
+static void params_from_env(chaos_params *p, const char *dir)
+{
+    const char *seeds = getenv("IB_CHAOS_SEEDS");
+    parse_seeds(p, seeds != NULL && seeds[0] != '\0' ? seeds : p->default_seeds);
+    p->events = env_long("IB_CHAOS_EVENTS", p->events);
+    p->subscribers = (int)env_long("IB_CHAOS_SUBSCRIBERS", p->subscribers);
+    p->kills = (int)env_long("IB_CHAOS_KILLS", p->kills);
+    p->restarts = (int)env_long("IB_CHAOS_SERVER_RESTARTS", p->restarts);
+    p->sleep_ms = env_long("IB_CHAOS_SLEEP_MS", p->sleep_ms);
+    p->outage_ms = env_long("IB_CHAOS_OUTAGE_MS", p->outage_ms);
+    p->respawn_ms = env_long("IB_CHAOS_RESPAWN_MS", p->respawn_ms);
+    p->settle_ms = it_timeout(env_long("IB_CHAOS_SETTLE_MS", p->settle_ms));
+    p->concurrency = (int)env_long("IB_CHAOS_CONCURRENCY", 1);
+    if (p->events < 20 || p->subscribers < 1 || p->subscribers > MAX_SUBSCRIBERS ||
+        p->sleep_ms < 1 || p->concurrency < 1)
+        fail_msg("chaos %s: need >= 20 events, 1..%d subscribers, a handler of >= 1 ms and "
+                 "concurrency >= 1",
+                 p->name, MAX_SUBSCRIBERS);
+    probe_commit_interval(p, dir);
+}
+
+/* The crash window the README promises. A kill repeats at most the
+ * handlers running at that moment (C, one per handler thread) plus those
+ * that finished within one commit interval and were not committed yet (C
+ * threads finishing one handler per t: ceil(C * I / t)), plus one for a
+ * handler that finishes on the edge of the interval. */
+static double repeat_bound_per_kill(int concurrency, double commit_interval_ms, double handler_ms)
+{
+    double c = (double)concurrency;
+    return c + ceil(c * commit_interval_ms / handler_ms) + 1.0;
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+/* splitmix64: small, fast, and the same sequence on every machine. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) / 9007199254740992.0;
+}
+
+static long rng_range(uint64_t *s, long lo, long hi)
+{
+    return hi <= lo ? lo : lo + (long)(rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+/* A uuid4 in 32 hex digits whose last 12 digits are `index`, so a line of
+ * effects.log leads straight back to its event. */
+static void make_id(char out[33], uint64_t *rng, size_t index)
+{
+    uint8_t b[16];
+    uint64_t r1 = rng_next(rng), r2 = rng_next(rng);
+    memcpy(b, &r1, 8);
+    memcpy(b + 8, &r2, 2);
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    for (int i = 0; i < 6; i++)
+        b[10 + i] = (uint8_t)((uint64_t)index >> (8 * (5 - i)));
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/* The index an id carries, or -1 when it is not one of ours. */
+static long id_index(const char *id, char *const *ids, size_t n)
+{
+    if (strlen(id) != 32)
+        return -1;
+    char *end = NULL;
+    unsigned long long idx = strtoull(id + 20, &end, 16);
+    if (*end != '\0' || idx >= n || strcmp(ids[idx], id) != 0)
+        return -1;
+    return (long)idx;
+}
+
+typedef struct order_entry {
+    double key;
+    char *id;
+} order_entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    double ka = ((const order_entry *)a)->key, kb = ((const order_entry *)b)->key;
+    return ka < kb ? -1 : ka > kb;
+}
+
+/* Publisher A: every id once, and half of the duplicates a little later,
+ * as a producer's retry would send them. Publisher B: the other half of
+ * the duplicates, in A's order and from A's first ids, started at the same
+ * moment as A, so the two copies land close together in the stream. */
+static void write_backlog(it_env *e, char *const *ids, size_t n, uint64_t *rng, const char *payload,
+                          char *a_path, char *b_path)
+{
+    size_t dups = n / 10, dups_b = dups / 2, dups_a = dups - dups_b;
+    order_entry *a = calloc(n + dups_a, sizeof(*a));
+    char **a_ids = calloc(n + dups_a, sizeof(char *));
+    char **b_ids = calloc(dups_b + 1, sizeof(char *));
+    assert_true(a != NULL && a_ids != NULL && b_ids != NULL);
+    for (size_t i = 0; i < n; i++)
+        a[i] = (order_entry){(double)i, ids[i]};
+    for (size_t k = 0; k < dups_a; k++) {
+        size_t j = (size_t)rng_range(rng, 0, (long)n - 1);
+        double later = (double)rng_range(rng, 1, 500);
+        a[n + k] = (order_entry){(double)j + later + 0.5, ids[j]};
+    }
+    qsort(a, n + dups_a, sizeof(*a), cmp_entry);
+    for (size_t i = 0; i < n + dups_a; i++)
+        a_ids[i] = a[i].id;
+    size_t nb = 0;
+    for (size_t i = 0; i < n && nb < dups_b; i++)
+        if (rng_next(rng) & 1)
+            b_ids[nb++] = ids[i];
+    assert_true(it_write_jsonl(it_path(a_path, e, "publish-a.jsonl"), a_ids, n + dups_a, EVENT_TYPE,
+                               payload));
+    assert_true(
+        it_write_jsonl(it_path(b_path, e, "publish-b.jsonl"), b_ids, nb, EVENT_TYPE, payload));
+    free(a);
+    free(a_ids);
+    free(b_ids);
+}
+
+/* ---- processes ----------------------------------------------------------- */
+
+typedef struct chaos_run {
+    it_env *e;
+    const chaos_params *p;
+    chaos_result *r;
+    uint64_t rng;
+    char effects[PATH_MAX], flag[PATH_MAX], db[PATH_MAX];
+    it_proc subs[MAX_SUBSCRIBERS];
+    int64_t respawn_at[MAX_SUBSCRIBERS]; /* 0: running or never killed */
+    long effect_lines;                   /* complete lines of effects.log read so far */
+    off_t effects_off;
+} chaos_run;
+
+/* The subscriber's command line: `env` puts the shim in front of ibus, so
+ * the PID we kill is the ibus process itself (env execs it). */
+static void subscriber_argv(it_argv *a, chaos_run *c, bool shim)
+{
+    it_argv run;
+    char cfg[PATH_MAX + 8];
+    it_argv_init(a);
+    if (shim) {
+        const char *pre = getenv("LD_PRELOAD");
+        it_argv_add(a, "/usr/bin/env");
+        if (pre != NULL && pre[0] != '\0')
+            it_argv_addf(a, "LD_PRELOAD=%s:%s", CHAOS_SHIM, pre);
+        else
+            it_argv_addf(a, "LD_PRELOAD=%s", CHAOS_SHIM);
+        it_argv_addf(a, "IB_SHIM_DB=%s", c->db);
+        it_argv_addf(a, "IB_SHIM_FLAG=%s", c->flag);
+        if (it_sanitized()) {
+            /* The shim comes before the ASan runtime in the link order. */
+            const char *asan = getenv("ASAN_OPTIONS");
+            it_argv_addf(a, "ASAN_OPTIONS=%s%sverify_asan_link_order=0", asan != NULL ? asan : "",
+                         asan != NULL && asan[0] != '\0' ? ":" : "");
+        }
+    }
+    it_argv_run(&run, c->e, DURABLE);
+    snprintf(cfg, sizeof(cfg), "file=%s", c->effects);
+    it_argv_plugin(&run, "scripted", cfg);
+    it_argv_addl(&run, "--retry-delay", "200ms", NULL);
+    if (c->p->concurrency != 1)
+        it_argv_addf(&run, "--concurrency=%d", c->p->concurrency);
+    if (c->p->commit_flag[0] != '\0')
+        it_argv_addf(&run, "--commit-interval=%s", c->p->commit_flag);
+    for (size_t i = 0; i < run.n; i++)
+        it_argv_add(a, run.v[i]);
+    it_argv_free(&run);
+}
+
+static void spawn_subscriber(chaos_run *c, int i)
+{
+    it_argv a;
+    char name[16];
+    snprintf(name, sizeof(name), "sub%d", i + 1);
+    subscriber_argv(&a, c, true);
+    assert_true(it_spawn(&c->subs[i], c->e, name, &a));
+    it_argv_free(&a);
+    c->respawn_at[i] = 0;
+}
+
+/* `ibus run --create` once, without a backlog, then SIGTERM: the stream,
+ * the dead-letter stream and the durable exist as the product makes them
+ * before the backlog is published. */
+static void create_consumer(chaos_run *c)
+{
+    it_argv a;
+    it_proc p;
+    subscriber_argv(&a, c, false);
+    assert_true(it_spawn(&p, c->e, "create", &a));
+    it_argv_free(&a);
+    assert_true(it_wait_consumer(&c->e->server, IT_STREAM, DURABLE, it_timeout(30000)));
+    assert_int_equal(it_proc_stop(&p, SIGTERM, it_timeout(30000)), 0);
+}
+
+static void publish_backlog(chaos_run *c, const char *a_path, const char *b_path)
+{
+    it_proc pub[2];
+    it_published pa, pb;
+    assert_true(it_publish_start(&pub[0], c->e, "publish-a", a_path, NULL));
+    assert_true(it_publish_start(&pub[1], c->e, "publish-b", b_path, NULL));
+    assert_int_equal(it_proc_wait(&pub[0], it_timeout(300000)), 0);
+    assert_int_equal(it_proc_wait(&pub[1], it_timeout(300000)), 0);
+    assert_true(it_published_read(&pa, &pub[0]));
+    assert_true(it_published_read(&pb, &pub[1]));
+    assert_int_equal(pa.failed + pb.failed, 0);
+    assert_int_equal(it_stream_count(&c->e->server, IT_STREAM), pa.published + pb.published);
+}
+
+/* ---- the chaos ------------------------------------------------------------ */
+
+/* Complete lines appended to effects.log since the last call, added to
+ * c->effect_lines; reads only the new bytes. */
+static long effects_progress(chaos_run *c)
+{
+    FILE *f = fopen(c->effects, "r");
+    if (f == NULL)
+        return c->effect_lines;
+    char buf[65536];
+    if (fseeko(f, c->effects_off, SEEK_SET) == 0) {
+        size_t got;
+        while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
+            size_t last_nl = 0;
+            bool any = false;
+            for (size_t i = 0; i < got; i++)
+                if (buf[i] == '\n') {
+                    c->effect_lines++;
+                    last_nl = i + 1;
+                    any = true;
+                }
+            /* Keep a partial last line for the next call. */
+            c->effects_off += any ? (off_t)last_nl : 0;
+            if (!any || last_nl < got)
+                break;
+        }
+    }
+    fclose(f);
+    return c->effect_lines;
+}
+
+typedef enum action_kind { ACT_KILL, ACT_SERVER_RESTART, ACT_OUTAGE } action_kind;
+
+typedef struct action {
+    action_kind kind;
+    double at;      /* fraction of the backlog handled */
+    int64_t jitter; /* extra ms after the fraction is reached */
+} action;
+
+static int cmp_action(const void *a, const void *b)
+{
+    double x = ((const action *)a)->at, y = ((const action *)b)->at;
+    return x < y ? -1 : x > y;
+}
+
+/* Kills anywhere in the backlog's first 80 %, restarts in its middle, the
+ * outage early enough that a backlog remains behind it. */
+static size_t plan_actions(action *out, chaos_run *c)
+{
+    const chaos_params *p = c->p;
+    size_t n = 0;
+    for (int i = 0; i < p->kills; i++)
+        out[n++] = (action){ACT_KILL, 0.03 + 0.77 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+    for (int i = 0; i < p->restarts; i++)
+        out[n++] =
+            (action){ACT_SERVER_RESTART, 0.15 + 0.6 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+    if (p->outage_ms > 0)
+        out[n++] = (action){ACT_OUTAGE, 0.1 + 0.4 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+    qsort(out, n, sizeof(*out), cmp_action);
+    return n;
+}
+
+static bool kill_random(chaos_run *c, long progress)
+{
+    int running[MAX_SUBSCRIBERS], n = 0;
+    for (int i = 0; i < c->p->subscribers; i++)
+        if (c->respawn_at[i] == 0 && it_proc_running(&c->subs[i]))
+            running[n++] = i;
+    if (n == 0)
+        return false;
+    int i = running[rng_range(&c->rng, 0, n - 1)];
+    assert_true(it_proc_signal(&c->subs[i], SIGKILL));
+    assert_int_equal(it_proc_wait(&c->subs[i], it_timeout(30000)), -SIGKILL);
+    c->respawn_at[i] = it_now_ms() + c->p->respawn_ms;
+    c->r->kills++;
+    if (progress < c->p->events)
+        c->r->kills_in_backlog++;
+    printf("  kill -9 %s after %ld of %ld effects\n", c->subs[i].name, progress, c->p->events);
+    return true;
+}
+
+/* Brings back subscribers whose respawn time came, and any that ended on
+ * its own (as a supervisor would; counted as an unplanned exit). */
+static bool supervise(chaos_run *c)
+{
+    bool pending = false;
+    for (int i = 0; i < c->p->subscribers; i++) {
+        if (c->respawn_at[i] != 0) {
+            if (it_now_ms() >= c->respawn_at[i])
+                spawn_subscriber(c, i);
+            else
+                pending = true;
+        } else if (!it_proc_running(&c->subs[i])) {
+            c->r->unplanned_exits++;
+            printf("  %s exited on its own with status %d; restarted\n", c->subs[i].name,
+                   c->subs[i].status);
+            spawn_subscriber(c, i);
+        }
+    }
+    return pending;
+}
+
+static void flag_set(chaos_run *c, bool on)
+{
+    if (on)
+        assert_true(it_file_write(c->flag, "outage\n", 7));
+    else
+        assert_true(unlink(c->flag) == 0 || errno == ENOENT);
+}
+
+/* Fires one due action; returns false when it must wait (a server restart
+ * waits for respawns, so a starting subscriber never meets a dead server). */
+static bool fire(chaos_run *c, action *a, long progress, bool respawn_pending, int64_t *outage_end)
+{
+    switch (a->kind) {
+    case ACT_KILL:
+        return kill_random(c, progress);
+    case ACT_SERVER_RESTART:
+        if (respawn_pending)
+            return false;
+        printf("  nats-server restart after %ld of %ld effects\n", progress, c->p->events);
+        assert_true(it_server_restart(&c->e->server));
+        c->r->restarts++;
+        return true;
+    case ACT_OUTAGE:
+        printf("  recorder outage of %ld ms after %ld of %ld effects\n", c->p->outage_ms, progress,
+               c->p->events);
+        flag_set(c, true);
+        *outage_end = it_now_ms() + c->p->outage_ms;
+        return true;
+    }
+    return true;
+}
+
+static void run_chaos(chaos_run *c)
+{
+    action plan[MAX_ACTIONS];
+    if ((size_t)c->p->kills + (size_t)c->p->restarts + 1 > sizeof(plan) / sizeof(plan[0]))
+        fail_msg("chaos: too many kills and restarts");
+    size_t n = plan_actions(plan, c), next = 0;
+    int64_t outage_end = 0, last_move = it_now_ms(), reached_at = 0;
+    long last_progress = -1;
+    for (;;) {
+        long progress = effects_progress(c);
+        int64_t now = it_now_ms();
+        if (progress != last_progress) {
+            last_progress = progress;
+            last_move = now;
+        }
+        if (outage_end != 0 && now >= outage_end) {
+            flag_set(c, false);
+            outage_end = 0;
+            last_move = now;
+        }
+        bool respawn_pending = supervise(c);
+        if (next == n && outage_end == 0 && !respawn_pending)
+            break;
+        bool stalled = outage_end == 0 && now - last_move >= STALL_MS;
+        if (next < n && (progress >= (long)(plan[next].at * (double)c->p->events) || stalled)) {
+            if (reached_at == 0)
+                reached_at = now;
+            if (now - reached_at >= plan[next].jitter &&
+                fire(c, &plan[next], progress, respawn_pending, &outage_end)) {
+                next++;
+                reached_at = 0;
+                last_move = it_now_ms();
+            }
+        }
+        it_sleep_ms(2);
+    }
+}
+
+/* ---- counting ------------------------------------------------------------- */
+
+static void count_effects(chaos_run *c, char *const *ids, size_t n)
+{
+    unsigned *ok = calloc(n, sizeof(unsigned));
+    char **lines = NULL;
+    size_t nl = it_file_read_lines(&lines, c->effects);
+    assert_non_null(ok);
+    for (size_t i = 0; i < nl; i++) {
+        char consumer[128], id[64], verdict[16];
+        if (!it_field(consumer, sizeof(consumer), lines[i], 0) ||
+            !it_field(id, sizeof(id), lines[i], 1) ||
+            !it_field(verdict, sizeof(verdict), lines[i], 4) || strcmp(consumer, CONSUMER) != 0 ||
+            strcmp(verdict, "ok") != 0)
+            continue;
+        long idx = id_index(id, ids, n);
+        if (idx < 0)
+            c->r->unexpected++;
+        else if (ok[idx]++ > 0)
+            c->r->repeats++;
+    }
+    for (size_t i = 0; i < n; i++)
+        c->r->lost += ok[i] == 0;
+    it_lines_free(lines, nl);
+
+    it_msg *dl = NULL;
+    size_t nd = it_stream_read_all(&dl, &c->e->server, DLQ_STREAM);
+    c->r->dead_lettered = nd;
+    for (size_t i = 0; i < nd; i++) {
+        const char *id = it_msg_header(&dl[i], "Ibus-Event-Id");
+        long idx = id != NULL ? id_index(id, ids, n) : -1;
+        if (idx < 0 || ok[idx] == 0)
+            c->r->dl_never_handled++;
+    }
+    if (nd > 0) {
+        const char *reason = it_msg_header(&dl[0], "Ibus-Reason");
+        const char *count = it_msg_header(&dl[0], "Ibus-Delivery-Count");
+        printf("  first dead letter: reason %s, delivery %s\n", reason != NULL ? reason : "?",
+               count != NULL ? count : "?");
+    }
+    it_msgs_free(dl, nd);
+    free(ok);
+}
+
+/* Waits for the consumer to be idle, then stops the subscribers. A
+ * subscriber that does not exit 0 on SIGTERM counts as an unplanned exit. */
+static void settle(chaos_run *c)
+{
+    it_consumer_state st;
+    c->r->settled = it_wait_consumer_idle(&st, &c->e->server, IT_STREAM, DURABLE, c->p->settle_ms);
+    if (!c->r->settled)
+        printf("  not idle after %ld ms: pending %" PRIu64 ", ack pending %" PRIu64 "\n",
+               c->p->settle_ms, st.pending, st.ack_pending);
+    for (int i = 0; i < c->p->subscribers; i++)
+        it_proc_signal(&c->subs[i], SIGTERM);
+    for (int i = 0; i < c->p->subscribers; i++) {
+        int status = it_proc_wait(&c->subs[i], it_timeout(60000));
+        if (status != 0) {
+            c->r->unplanned_exits++;
+            printf("  %s ended with status %d after SIGTERM\n", c->subs[i].name, status);
+            it_proc_stop(&c->subs[i], SIGKILL, 1000);
+        }
+    }
+}
+
+/* ---- one seed --------------------------------------------------------------- */
+
+static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
+{
+    void *state = NULL;
+    assert_int_equal(it_setup(&state), 0);
+    chaos_run c = {.e = state, .p = p, .r = r, .rng = seed * 0x2545f4914f6cdd1dull + 1};
+    char a_path[PATH_MAX], b_path[PATH_MAX], payload[32];
+    memset(r, 0, sizeof(*r));
+    r->seed = seed;
+    r->bound = repeat_bound_per_kill(p->concurrency, p->commit_ms, (double)p->sleep_ms);
+    it_path(c.effects, c.e, "effects.log");
+    it_path(c.flag, c.e, "recorder-outage.flag");
+    it_path(c.db, c.e, "markers.db");
+
+    size_t n = (size_t)p->events;
+    char **ids = calloc(n, sizeof(char *));
+    assert_non_null(ids);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = malloc(33);
+        assert_non_null(ids[i]);
+        make_id(ids[i], &c.rng, i);
+    }
+    snprintf(payload, sizeof(payload), "sleep:%ld", p->sleep_ms);
+    write_backlog(c.e, ids, n, &c.rng, payload, a_path, b_path);
+    create_consumer(&c);
+    publish_backlog(&c, a_path, b_path);
+
+    int64_t t0 = it_now_ms();
+    for (int i = 0; i < p->subscribers; i++)
+        spawn_subscriber(&c, i);
+    run_chaos(&c);
+    settle(&c);
+    r->elapsed_ms = it_now_ms() - t0;
+    count_effects(&c, ids, n);
+
+    it_lines_free(ids, n);
+    it_done(c.e);
+    it_teardown(&state);
+}
+
+/* ---- reporting ---------------------------------------------------------- */
+
+static double per_kill(const chaos_result *r)
+{
+    return r->kills > 0 ? (double)r->repeats / r->kills : (double)r->repeats;
+}
+
+static void print_header(const chaos_params *p)
+{
+    printf("chaos %s: %d subscribers, %ld events (+%ld duplicates), handler %ld ms, %d kills, "
+           "%d server restart(s), outage %ld ms\n",
+           p->name, p->subscribers, p->events, p->events / 10, p->sleep_ms, p->kills, p->restarts,
+           p->outage_ms);
+    printf("bound: %.0f repeats per kill (C=%d, I=%.3g ms%s, t=%ld ms)\n",
+           repeat_bound_per_kill(p->concurrency, p->commit_ms, (double)p->sleep_ms), p->concurrency,
+           p->commit_ms,
+           p->commit_flag[0] != '\0' ? " from --commit-interval"
+                                     : ": one batch of 64, no committer",
+           p->sleep_ms);
+}
+
+static void print_table(const chaos_params *p, const chaos_result *rs, size_t n)
+{
+    printf("\n%-12s | seed | kills | lost | dead-lettered | repeats | repeats/kill | bound | "
+           "settled | exits | seconds\n",
+           "case");
+    for (size_t i = 0; i < n; i++) {
+        const chaos_result *r = &rs[i];
+        printf("%-12s | %4lu | %5d | %4zu | %13zu | %7zu | %12.2f | %5.0f | %7s | %5d | %7.1f\n",
+               p->name, r->seed, r->kills, r->lost, r->dead_lettered, r->repeats, per_kill(r),
+               r->bound, r->settled ? "yes" : "no", r->unplanned_exits,
+               (double)r->elapsed_ms / 1000.0);
+    }
+    fflush(stdout);
+}
+
+static void report_json(const chaos_params *p, const chaos_result *r)
+{
+    const char *path = getenv("IB_CHAOS_REPORT");
+    if (path == NULL || path[0] == '\0')
+        return;
+    FILE *f = fopen(path, "a");
+    if (f == NULL) {
+        fprintf(stderr, "chaos: cannot append to %s: %s\n", path, strerror(errno));
+        return;
+    }
+    fprintf(f,
+            "{\"case\":\"%s\",\"seed\":%lu,\"events\":%ld,\"duplicates\":%ld,\"subscribers\":%d,"
+            "\"handler_ms\":%ld,\"concurrency\":%d,\"commit_interval_ms\":%.3f,\"kills\":%d,"
+            "\"kills_in_backlog\":%d,\"server_restarts\":%d,\"outage_ms\":%ld,\"lost\":%zu,"
+            "\"dead_lettered\":%zu,\"dead_lettered_never_handled\":%zu,\"repeats\":%zu,"
+            "\"repeats_per_kill\":%.3f,\"bound_per_kill\":%.0f,\"unexpected\":%zu,"
+            "\"settled\":%s,\"unplanned_exits\":%d,\"elapsed_ms\":%" PRId64 "}\n",
+            p->name, r->seed, p->events, p->events / 10, p->subscribers, p->sleep_ms,
+            p->concurrency, p->commit_ms, r->kills, r->kills_in_backlog, r->restarts, p->outage_ms,
+            r->lost, r->dead_lettered, r->dl_never_handled, r->repeats, per_kill(r), r->bound,
+            r->unexpected, r->settled ? "true" : "false", r->unplanned_exits, r->elapsed_ms);
+    fclose(f);
+}
+
+/* Why a seed broke the promise, in words; "" when it kept it. A run
+ * without kills may repeat nothing at all. */
+static void verdict(char *out, size_t cap, const chaos_result *r)
+{
+    size_t used = 0;
+    out[0] = '\0';
+#define SAY(...) used += (size_t)snprintf(out + used, used < cap ? cap - used : 0, __VA_ARGS__)
+    if (r->lost > 0)
+        SAY(" %zu lost;", r->lost);
+    if (r->dead_lettered > 0)
+        SAY(" %zu valid events dead-lettered (%zu never handled);", r->dead_lettered,
+            r->dl_never_handled);
+    if (r->kills == 0 && r->repeats > 0)
+        SAY(" %zu repeated effects without a kill;", r->repeats);
+    if (r->kills > 0 && per_kill(r) > r->bound)
+        SAY(" %.2f repeats per kill > bound %.0f;", per_kill(r), r->bound);
+    if (r->unexpected > 0)
+        SAY(" %zu effects of ids never published;", r->unexpected);
+    if (!r->settled)
+        SAY(" the consumer never became idle;");
+    if (r->unplanned_exits > 0)
+        SAY(" %d unplanned exits;", r->unplanned_exits);
+#undef SAY
+}
+
+static void run_case(chaos_params *p)
+{
+    char dir[PATH_MAX];
+    assert_true(it_tmpdir_create(dir, sizeof(dir)));
+    params_from_env(p, dir);
+    it_tmpdir_remove(dir);
+    print_header(p);
+    chaos_result rs[MAX_SEEDS];
+    for (size_t i = 0; i < p->seed_count; i++) {
+        printf("seed %lu:\n", p->seeds[i]);
+        fflush(stdout);
+        run_seed(&rs[i], p, p->seeds[i]);
+        print_table(p, &rs[i], 1);
+        report_json(p, &rs[i]);
+    }
+    print_table(p, rs, p->seed_count);
+    int failed = 0;
+    for (size_t i = 0; i < p->seed_count; i++) {
+        char why[512];
+        verdict(why, sizeof(why), &rs[i]);
+        if (why[0] != '\0') {
+            printf("seed %lu broke the promise:%s\n", rs[i].seed, why);
+            failed++;
+        }
+    }
+    fflush(stdout);
+    if (failed > 0)
+        fail_msg("chaos %s: %d of %zu seeds broke the promise (table above)", p->name, failed,
+                 p->seed_count);
+}
+
+/* ---- the cases ------------------------------------------------------------ */
+
+/* The run of scripts/test.sh: short enough for every build. */
+static void short_run(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "short_run",
+                      .default_seeds = "1,2,3,4,5",
+                      .events = 3000,
+                      .subscribers = 3,
+                      .kills = 3,
+                      .restarts = 1,
+                      .sleep_ms = 1,
+                      .outage_ms = 3000,
+                      .respawn_ms = 500,
+                      .settle_ms = 180000};
+    run_case(&p);
+}
+
+/* The run of the issue: a backlog of 20,000 events. */
+static void long_run(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "long_run",
+                      .default_seeds = "1,2,3,4,5",
+                      .events = 20000,
+                      .subscribers = 3,
+                      .kills = 6,
+                      .restarts = 1,
+                      .sleep_ms = 1,
+                      .outage_ms = 10000,
+                      .respawn_ms = 500,
+                      .settle_ms = 600000};
+    run_case(&p);
+}
+
+/* A recorder outage alone: nothing may repeat, be lost or dead-lettered. */
+static void outage_short(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "outage_short",
+                      .default_seeds = "1",
+                      .events = 3000,
+                      .subscribers = 3,
+                      .kills = 0,
+                      .restarts = 0,
+                      .sleep_ms = 1,
+                      .outage_ms = 5000,
+                      .respawn_ms = 500,
+                      .settle_ms = 180000};
+    run_case(&p);
+}
+
+static void outage_long(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "outage_long",
+                      .default_seeds = "1",
+                      .events = 20000,
+                      .subscribers = 3,
+                      .kills = 0,
+                      .restarts = 0,
+                      .sleep_ms = 1,
+                      .outage_ms = 30000,
+                      .respawn_ms = 500,
+                      .settle_ms = 600000};
+    run_case(&p);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(short_run),
+    cmocka_unit_test(long_run),
+    cmocka_unit_test(outage_short),
+    cmocka_unit_test(outage_long),
+};
+
+IB_TEST_MAIN(tests)
