@@ -289,7 +289,7 @@ int ib_host_run(const ib_host_config *cfg)
     }
     ib_metrics_set_version(h.metrics, IB_VERSION);
 
-    ib_recorder_options ro = {.size = sizeof(ro)};
+    ib_recorder_options ro = {.size = sizeof(ro), .sqlite_allow_insecure = cfg->allow_insecure_db};
     if (ib_recorder_open(&h.recorder, cfg->recorder, &ro, &e) != IB_OK) {
         code = fail(&e);
         goto out;

@@ -47,6 +47,9 @@ typedef struct ib_host_config {
     int64_t max_event_bytes;
     const char *publish_prefix; /* subject prefix for events handlers publish */
     const char *summary_file;   /* append a JSON summary line at exit; may be NULL */
+    /* sqlite recorder: accept a marker file of another owner or writable by
+     * group or others (never a symbolic link) */
+    bool allow_insecure_db;
 } ib_host_config;
 
 /* Runs the host until a signal, an idle exit or a fatal error. Returns the

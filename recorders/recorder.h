@@ -123,6 +123,10 @@ typedef struct ib_recorder_options {
     unsigned sqlite_file_mode;      /* sqlite: mode for a new file; 0 = 0600 */
     int64_t (*now_ms)(void);        /* NULL = realtime clock */
     void *nats_connection;          /* kv: a connected natsConnection* (BORROWED) */
+    /* sqlite: accept a file (or -wal/-shm) owned by another user or writable
+     * by group or others (--allow-insecure-db); a symbolic link is refused
+     * whatever this says. */
+    bool sqlite_allow_insecure;
 } ib_recorder_options;
 
 /* Opens a recorder from a URI:

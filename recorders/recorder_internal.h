@@ -34,6 +34,8 @@ typedef struct ib__recorder_config {
     int busy_timeout_ms;              /* > 0 */
     ib__sqlite_sync synchronous;
     unsigned file_mode; /* permission bits for a new file */
+    /* sqlite: accept a file of another owner, or writable by others */
+    bool allow_insecure;
     int64_t (*now_ms)(void);
     void *nats_connection;
 } ib__recorder_config;

@@ -923,13 +923,19 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
 
     bool fresh = s->in_memory;
     if (!s->in_memory) {
-        st = create_file(s, &fresh, cfg->file_mode, err);
+        st = ib__sqlite_check_file(s->path, s->name, cfg->file_mode, cfg->allow_insecure, geteuid(),
+                                   err);
+        if (st == IB_OK)
+            st = create_file(s, &fresh, cfg->file_mode, err);
         if (st != IB_OK)
             goto fail_mutex;
     }
     /* No SQLITE_OPEN_CREATE for a file: it exists now, and if it vanished
-     * in between, SQLite must not recreate it with default permissions. */
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
+     * in between, SQLite must not recreate it with default permissions.
+     * NOFOLLOW: a link put in place since the check is refused, not
+     * followed. */
+    int flags =
+        SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOFOLLOW;
     if (s->in_memory)
         flags |= SQLITE_OPEN_CREATE;
     int rc = sqlite3_open_v2(s->path, &s->db, flags, NULL);

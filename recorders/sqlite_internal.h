@@ -3,6 +3,8 @@
 #define IB_SQLITE_INTERNAL_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
+#include <sys/types.h>
 
 #include "recorder.h"
 
@@ -24,6 +26,20 @@
  * SQLITE_OK, an SQLite error code (the caller rolls back; BUSY may be
  * retried) or IB__SQLITE_REFUSED. */
 int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err);
+
+/* Checks the marker file at `path` (not ":memory:") before SQLite opens it
+ * (sqlite_file.c). Always refused: a symbolic link as the file, as its -wal
+ * or -shm file or as a directory of `path`, and a file that is not a
+ * regular one. Unless `allow_insecure`: an existing file, -wal or -shm file
+ * owned by anyone but `self_uid` (root included, unless that is us) or
+ * writable by group or others, and, when there is no file yet, a
+ * `new_mode` that would make it so. `self_uid` is the running user
+ * (geteuid()); tests pass another. `name` ("sqlite:PATH") is for messages:
+ * "recorder <name>: <reason>; fix with chown/chmod or pass
+ * --allow-insecure-db". Returns IB_OK, IB_ERR_CONFIG for a refusal or
+ * IB_ERR_IO when a file cannot be inspected. */
+ib_status ib__sqlite_check_file(const char *path, const char *name, unsigned new_mode,
+                                bool allow_insecure, uid_t self_uid, ib_error *err);
 
 /* Test and diagnostics hooks; NULL / no-op for other kinds. */
 

@@ -131,6 +131,7 @@ int ib_cmd_markers(int argc, char **argv)
     const char *uri = NULL, *consumer = NULL;
     int64_t limit = 0, older_than = 0;
     ib_strlist args;
+    ib_recorder_options ro = {.size = sizeof(ro)};
     bool help = false;
     ib_error e;
     int code = 2;
@@ -138,6 +139,8 @@ int ib_cmd_markers(int argc, char **argv)
     memset(&args, 0, sizeof(args));
     const ib_opt opts[] = {
         {"recorder", IB_OPT_STRING, &uri, "URI", "sqlite:processed.db", "marker store", 0, 0},
+        {"allow-insecure-db", IB_OPT_FLAG, &ro.sqlite_allow_insecure, NULL, NULL,
+         "open a marker file of another user or writable by others (never a symlink)", 0, 0},
         {"consumer", IB_OPT_STRING, &consumer, "ID", NULL,
          "consumer identity (<durable>/<plugin>/<handler>)", 0, 0},
         {"limit", IB_OPT_INT, &limit, "N", "100", "list at most N markers (0 = all)", 0,
@@ -157,7 +160,7 @@ int ib_cmd_markers(int argc, char **argv)
         goto out;
     }
     ib_recorder *r = NULL;
-    if (ib_recorder_open(&r, uri, NULL, &e) != IB_OK) {
+    if (ib_recorder_open(&r, uri, &ro, &e) != IB_OK) {
         fprintf(stderr, "ibus markers: %s\n", e.msg);
         code = e.status == IB_ERR_CONFIG || e.status == IB_ERR_SCHEMA ? 2 : 1;
         goto out;

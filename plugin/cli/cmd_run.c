@@ -39,6 +39,8 @@ int ib_cmd_run(int argc, char **argv)
          "load plugin files writable by others (development only)", 0, 0},
         {"recorder", IB_OPT_STRING, &c.recorder, "URI", "sqlite:processed.db",
          "marker store: memory:, sqlite:PATH", 0, 0},
+        {"allow-insecure-db", IB_OPT_FLAG, &c.allow_insecure_db, NULL, NULL,
+         "open a marker file of another user or writable by others (never a symlink)", 0, 0},
         {"dead-letter", IB_OPT_STRING, &c.dead_letter, "SUBJECT", NULL,
          "dead-letter subject (default ibus.dlq.<durable>)", 0, 0},
         {"max-deliver", IB_OPT_INT, &c.max_deliver, "N", "5",
