@@ -2,7 +2,10 @@
  * dead-letter subject without losing it.
  *
  * The message is published to the dead-letter subject with its original
- * bytes untouched and headers that give the reason and where it came from:
+ * bytes untouched, the original's own headers (except Nats-Msg-Id,
+ * Nats-Expected-*, Nats-Rollup and Nats-TTL, which JetStream would act on
+ * when the dead letter is published, and any Ibus-* ones), and headers
+ * that give the reason and where it came from:
  *   Ibus-Reason          decode | invalid-id | max-deliver | rejected
  *   Ibus-Error           a one-line description (never payload bytes)
  *   Ibus-Subject         the subject it was published on
@@ -14,9 +17,10 @@
  * Only once JetStream acknowledges that publish is the original terminated
  * (+TERM). If the publish fails (no stream captures the subject, timeout,
  * disconnection) the original is nak'ed with a delay and comes back later:
- * nothing is lost. The publish carries Nats-Msg-Id "<stream>:<seq>", so a
- * repeat after a lost +TERM is dropped by the dead-letter stream's duplicate
- * window. */
+ * nothing is lost. The publish carries Nats-Msg-Id
+ * "<stream>:<durable>:<seq>", so a repeat after a lost +TERM is dropped by
+ * the dead-letter stream's duplicate window, while two durables that
+ * dead-letter the same message into one stream both keep theirs. */
 #ifndef IB_DEADLETTER_H
 #define IB_DEADLETTER_H
 
