@@ -60,6 +60,7 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
 
 static void facts_from(ib_consumer_facts *out, const jsConsumerInfo *ci)
 {
+    out->exists = true;
     out->ack_wait_ms = ci->Config->AckWait / 1000000;
     out->max_deliver = ci->Config->MaxDeliver;
     out->num_pending = ci->NumPending;
@@ -71,7 +72,10 @@ ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *s
 {
     jsConsumerInfo *ci = NULL;
     jsErrCode jerr = 0;
+    memset(out, 0, sizeof(*out));
     natsStatus s = js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JS_ERR_CONSUMER_NOT_FOUND || jerr == JS_ERR_STREAM_NOT_FOUND)
+        return IB_OK; /* an answer: it does not exist */
     if (s != NATS_OK)
         return js_fail(err, "consumer info", s, jerr);
     facts_from(out, ci);
@@ -111,6 +115,39 @@ static ib_status create_consumer(jsConsumerInfo **ci, jsCtx *js, const ib_consum
         snprintf(what, sizeof(what), "create consumer %s on stream %s", s->durable, s->stream);
         return js_fail(err, what, st, jerr);
     }
+    return IB_OK;
+}
+
+/* A consumer refuses pull requests beyond its limits with a 409 each, so
+ * a host that asks for more than they allow would consume nothing: fail at
+ * bind instead, naming the option to change. */
+static ib_status check_pull_limits(const jsConsumerConfig *cc, const ib_consumer_setup *s,
+                                   ib_error *err)
+{
+    if (s->batch > 0 && cc->MaxRequestBatch > 0 && (int64_t)s->batch > cc->MaxRequestBatch)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "--batch %zu exceeds the consumer's MaxRequestBatch %lld (consumer "
+                            "%s on stream %s)",
+                            s->batch, (long long)cc->MaxRequestBatch, s->durable, s->stream);
+    /* MaxRequestExpires is in nanoseconds; a request may last exactly as
+     * long */
+    if (s->pull_expires_ms > 0 && cc->MaxRequestExpires > 0 &&
+        s->pull_expires_ms * 1000000LL > cc->MaxRequestExpires)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "--pull-expires %lldms exceeds the consumer's MaxRequestExpires "
+                            "%lldms (consumer %s on stream %s)",
+                            (long long)s->pull_expires_ms,
+                            (long long)(cc->MaxRequestExpires / 1000000), s->durable, s->stream);
+    /* One more than this process needs, so a second process, or a request
+     * of this one that the server has not yet dropped, is not refused at
+     * once. */
+    if (s->waiting_requests > 0 && cc->MaxWaiting > 0 && cc->MaxWaiting < s->waiting_requests + 1)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "--durable: the consumer's MaxWaiting %lld is too small: ibus keeps "
+                            "up to %lld pull requests waiting and needs at least %lld (consumer "
+                            "%s on stream %s)",
+                            (long long)cc->MaxWaiting, (long long)s->waiting_requests,
+                            (long long)s->waiting_requests + 1, s->durable, s->stream);
     return IB_OK;
 }
 
@@ -172,6 +209,10 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
         jsConsumerInfo_Destroy(ci);
         return ib_error_set(err, IB_ERR_CONFIG, "--durable: consumer %s must use explicit acks",
                             s->durable);
+    }
+    if ((st = check_pull_limits(ci->Config, s, err)) != IB_OK) {
+        jsConsumerInfo_Destroy(ci);
+        return st;
     }
     facts_from(out, ci);
     jsConsumerInfo_Destroy(ci);
