@@ -12,10 +12,19 @@
 #include "consumer_setup.h"
 #include "host_internal.h"
 #include "log.h"
+#include "owner.h"
 
 #ifndef IB_VERSION
 #define IB_VERSION "0.0.0"
 #endif
+
+/* How long the shutdown hand-back collects messages to nak. */
+#define HAND_BACK_WAIT_MS 1500
+
+/* A deleted consumer: how often to look it up, and how long to wait for it
+ * to come back before exiting 1. */
+#define CONSUMER_LOOKUP_INTERVAL_MS 1000
+#define CONSUMER_GONE_GRACE_MS 10000
 
 volatile sig_atomic_t ib__host_signalled = 0;
 
@@ -41,7 +50,8 @@ static int ready(void *ctx)
     ib_host *h = ctx;
     if (h->nats == NULL)
         return 0;
-    return ib_nats_is_connected(h->nats) && atomic_load(&h->bound) && !atomic_load(&h->stopping);
+    return ib_nats_is_connected(h->nats) && atomic_load(&h->bound) && !atomic_load(&h->stopping) &&
+           !atomic_load(&h->recorder_down);
 }
 
 /* Fatal setup errors: configuration problems exit 2, the rest 1. */
@@ -98,6 +108,9 @@ static int setup_dispatch(ib_host *h, ib_error *err)
         .concurrency = (unsigned)h->cfg->concurrency,
         .observer = ib__host_observe,
         .observer_ctx = h,
+        .commit_interval_ms = h->cfg->commit_interval_ms,
+        .on_settled = ib__host_on_settled,
+        .on_recorder = ib__host_on_recorder,
     };
     if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
         return -1;
@@ -123,6 +136,10 @@ static int bind_consumer(ib_host *h, ib_error *err)
         .backoff_ms = h->cfg->backoff_ms,
         .backoff_len = h->cfg->backoff_len,
         .max_ack_pending = h->cfg->max_ack_pending,
+        .batch = (size_t)h->cfg->batch,
+        .pull_expires_ms =
+            h->cfg->pull_expires_ms > 0 ? h->cfg->pull_expires_ms : IB_PULLER_DEFAULT_EXPIRES_MS,
+        .waiting_requests = IB_PULLER_MAX_WAITING,
     };
     if (ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, err) != IB_OK)
         return -1;
@@ -184,22 +201,85 @@ static void write_summary(const ib_host *h, int exit_code)
               n[7], "naked", n[8], "busy", n[9], "pull_requests", n[10], "leftovers", n[11], NULL);
 }
 
-/* Stop taking messages: collect what still arrives for the request in
- * flight and nak it at once so another process takes it now, not after
- * AckWait. */
+/* Stop taking messages: collect what is queued and what still arrives for
+ * the request in flight, and nak all of it at once so another process
+ * takes it now, not after AckWait. `buf` holds `cap` messages: keep
+ * collecting until nothing more comes, within one deadline. */
 static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
 {
-    size_t n = 0;
-    ib_puller_stop(h->puller, buf, &n, cap, 1500);
-    for (size_t i = 0; i < n; i++) {
-        ib_nak(ib_nats_connection(h->nats), buf[i], 0, NULL);
-        natsMsg_Destroy(buf[i]);
-    }
-    if (n > 0) {
+    const int64_t deadline = ib__host_now_ms() + HAND_BACK_WAIT_MS;
+    size_t n = 0, total = 0;
+    do {
+        int64_t left = deadline - ib__host_now_ms();
+        ib_puller_stop(h->puller, buf, &n, cap, left > 0 ? left : 0);
+        for (size_t i = 0; i < n; i++) {
+            ib_nak(ib_nats_connection(h->nats), buf[i], 0, NULL);
+            natsMsg_Destroy(buf[i]);
+            buf[i] = NULL;
+        }
+        total += n;
+    } while (n == cap);
+    if (total > 0) {
         char c[24];
-        snprintf(c, sizeof(c), "%zu", n);
+        snprintf(c, sizeof(c), "%zu", total);
         ib_log_kv(IB_SEV_INFO, "handed back undelivered messages", "count", c, NULL);
     }
+}
+
+/* Whether the durable still exists, as far as the pull answers and the
+ * server's consumer info tell. The puller only suspects (409 "Consumer
+ * Deleted", 503 no responders); a lookup that answers "not found" decides.
+ * While it is gone /readyz is false; if it does not come back within
+ * CONSUMER_GONE_GRACE_MS the process exits 1, so its supervisor notices
+ * instead of it idling forever. */
+typedef struct consumer_watch {
+    int64_t gone_since; /* 0 = present */
+    int64_t next_lookup;
+} consumer_watch;
+
+/* Returns 1 when the process should exit, else 0. */
+static int watch_consumer(ib_host *h, consumer_watch *w)
+{
+    int64_t now = ib__host_now_ms();
+    ib_puller_condition c = ib_puller_condition_get(h->puller);
+    if (w->gone_since == 0 && c != IB_PULLER_CONSUMER_GONE)
+        return 0;
+    if (w->gone_since != 0 && c == IB_PULLER_OK) {
+        /* a message or a normal end of a request: it answers again */
+        w->gone_since = 0;
+        atomic_store(&h->bound, 1);
+        ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
+        return 0;
+    }
+    if (now < w->next_lookup)
+        goto check_grace;
+    w->next_lookup = now + CONSUMER_LOOKUP_INTERVAL_MS;
+    ib_consumer_facts f;
+    ib_error e;
+    if (ib_consumer_facts_get(&f, ib_nats_jetstream(h->nats), h->cfg->stream, h->cfg->durable,
+                              &e) != IB_OK)
+        goto check_grace; /* cannot tell now (disconnected, timeout) */
+    if (f.exists && w->gone_since != 0) {
+        w->gone_since = 0;
+        atomic_store(&h->bound, 1);
+        ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
+    } else if (!f.exists && w->gone_since == 0) {
+        char grace[24];
+        snprintf(grace, sizeof(grace), "%dms", CONSUMER_GONE_GRACE_MS);
+        w->gone_since = now;
+        atomic_store(&h->bound, 0);
+        ib_log_kv(IB_SEV_ERROR,
+                  "consumer deleted: not ready; exiting 1 unless it comes back within the grace "
+                  "period",
+                  "stream", h->cfg->stream, "durable", h->cfg->durable, "grace", grace, NULL);
+    }
+check_grace:
+    if (w->gone_since != 0 && now - w->gone_since >= CONSUMER_GONE_GRACE_MS) {
+        ib_log_kv(IB_SEV_ERROR, "consumer still deleted after the grace period; exiting 1",
+                  "stream", h->cfg->stream, "durable", h->cfg->durable, NULL);
+        return 1;
+    }
+    return 0;
 }
 
 static int run_loop(ib_host *h, natsMsg **buf)
@@ -207,6 +287,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
     int64_t last_activity = ib__host_now_ms();
     int64_t last_batch_ms = 0;
     int64_t backoff = 50;
+    consumer_watch watch = {0};
 
     while (!ib__host_signalled) {
         if (ib_nats_is_closed(h->nats)) {
@@ -215,6 +296,8 @@ static int run_loop(ib_host *h, natsMsg **buf)
                       ib_nats_last_error(h->nats, why, sizeof(why)), NULL);
             return 1;
         }
+        if (watch_consumer(h, &watch) != 0)
+            return 1;
         size_t n = 0;
         ib_error e;
         if (ib_puller_next(h->puller, buf, &n, h->batch_cap, 250, &e) != IB_OK) {
@@ -248,12 +331,16 @@ static int run_loop(ib_host *h, natsMsg **buf)
     return 0;
 }
 
-static void make_owner(ib_host *h)
+/* The claim owner token of this process incarnation (core/owner.h):
+ * readable as <durable>@<host>, unique even where containers share the
+ * hostname and PID 1. */
+static int make_owner(ib_host *h, ib_error *err)
 {
-    char host[128] = "host";
+    char host[64] = "host", label[96];
     gethostname(host, sizeof(host) - 1);
     host[sizeof(host) - 1] = '\0';
-    snprintf(h->owner, sizeof(h->owner), "%s@%s:%ld", h->cfg->durable, host, (long)getpid());
+    snprintf(label, sizeof(label), "%.24s@%.32s", h->cfg->durable, host);
+    return ib_owner_make(h->owner, sizeof(h->owner), label, err) == IB_OK ? 0 : -1;
 }
 
 int ib_host_run(const ib_host_config *cfg)
@@ -267,7 +354,6 @@ int ib_host_run(const ib_host_config *cfg)
     h.cfg = cfg;
     pthread_mutex_init(&h.inflight_lock, NULL);
     install_signals();
-    make_owner(&h);
     if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
         snprintf(h.dead_letter_subject, sizeof(h.dead_letter_subject), "%s", cfg->dead_letter);
     else
@@ -280,6 +366,10 @@ int ib_host_run(const ib_host_config *cfg)
     h.bus.source = cfg->durable;
     h.bus.timeout_ms = 5000;
 
+    if (make_owner(&h, &e) != 0) {
+        code = fail(&e);
+        goto out;
+    }
     h.metrics = ib_metrics_create();
     if (h.metrics == NULL || ib__host_batch_alloc(&h, (size_t)cfg->batch) != 0 ||
         (buf = calloc((size_t)cfg->batch, sizeof(*buf))) == NULL) {
@@ -294,6 +384,7 @@ int ib_host_run(const ib_host_config *cfg)
         code = fail(&e);
         goto out;
     }
+    ib_metrics_gauge_set(h.metrics, IB_METRIC_RECORDER_UP, 1);
     if (load_plugins(&h, &e) != 0) {
         code = fail(&e);
         goto out;
@@ -354,6 +445,9 @@ int ib_host_run(const ib_host_config *cfg)
         hand_back(&h, buf, h.batch_cap);
 
 out:
+    /* HTTP first: /readyz reads the NATS handle, which ib_nats_close frees. */
+    ib_http_stop(h.http);
+    h.http = NULL;
     ib__host_watch_stop(&h);
     atomic_store(&h.bound, 0);
     if (h.puller != NULL)
@@ -361,7 +455,6 @@ out:
     ib_puller_free(h.puller);
     /* Acks are fire-and-forget: flush so the last ones reach the server. */
     ib_nats_close(h.nats, 5000);
-    ib_http_stop(h.http);
     ib_dispatch_free(h.dispatch);
     for (size_t i = h.plugin_count; i > 0; i--)
         ib_plugin_close(h.plugins[i - 1]);
