@@ -1,15 +1,22 @@
 /* Dead letters: REJECT, the poison rule (a handler that crashes the process
- * on every delivery), bytes that are not an Event and a malformed id. Each
- * dead letter must carry the original bytes, byte for byte, and headers
- * naming the reason, subject, stream, sequence and delivery count. */
+ * on every delivery), bytes that are not an Event, a malformed id, and a
+ * delivery that looks like a server status. Each dead letter must carry
+ * the original bytes, byte for byte, the original's own headers, and
+ * headers naming the reason, subject, stream, sequence and delivery count;
+ * two durables dead-lettering the same message into one stream both keep
+ * theirs (issue 9). */
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "event.h"
 #include "ib_test.h"
 #include "it_support.h"
+#include "uuid.h"
 
 #define TYPE_SCRIPTED "test.scripted"
 
@@ -241,11 +248,114 @@ static void malformed_id_dead_lettered(void **state)
     it_done(e);
 }
 
+/* Publishes from the test's own connection, with headers given as
+ * key/value pairs (NULL-terminated). */
+static void publish_with_headers(it_env *e, const char *subject, const void *data, size_t len, ...)
+{
+    natsMsg *m = NULL;
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    va_list ap;
+    assert_int_equal(natsMsg_Create(&m, subject, NULL, data, (int)len), NATS_OK);
+    va_start(ap, len);
+    for (const char *k; (k = va_arg(ap, const char *)) != NULL;)
+        assert_int_equal(natsMsgHeader_Add(m, k, va_arg(ap, const char *)), NATS_OK);
+    va_end(ap);
+    assert_non_null(it_server_js(&e->server));
+    assert_int_equal(js_PublishMsg(&pa, it_server_js(&e->server), m, NULL, &jerr), NATS_OK);
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+}
+
+/* An empty body with a Status header, stored in the stream like any
+ * message: it comes with a $JS.ACK reply subject, so it is a delivery, not
+ * a server status, and must end as a decode dead letter (cause 5). It used
+ * to be destroyed unacked, redelivered forever. */
+static void status_lookalike_dead_lettered(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX];
+    it_proc host;
+    it_msg *dl = NULL;
+    it_summary sum;
+
+    start_host(&host, e, "status", it_path(log, e, "calls.log"), NULL);
+    publish_with_headers(e, "events.status", NULL, 0, "Status", "503", "Description",
+                         "No Responders", NULL);
+    size_t n = wait_dead_letters(&dl, e, "status", 1);
+    check_dead_letter(e, &dl[0], "status", "decode", "events.status", "1");
+    assert_int_equal(dl[0].len, 0);
+    /* the original's headers travel with it */
+    assert_non_null(it_msg_header(&dl[0], "Status"));
+    assert_string_equal(it_msg_header(&dl[0], "Status"), "503");
+    it_msgs_free(dl, n);
+    it_finish_hosts(e, "status", &host, 1, it_timeout(60000));
+    assert_int_equal(it_file_lines(log), 0);
+    assert_true(it_summary_read(&sum, it_path(log, e, "summary.jsonl")));
+    assert_int_equal(sum.received, 1);
+    assert_int_equal(sum.dead_lettered, 1);
+    it_done(e);
+}
+
+/* Two durables on one stream REJECT the same message into one DLQ stream
+ * (cause 7). Both dead letters must arrive: their Nats-Msg-Id names the
+ * durable, so the DLQ stream's duplicate window does not drop the second.
+ * Each keeps the original's headers, but not its Nats-Msg-Id. */
+static void two_durables_one_dead_letter_stream(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX], id[IB_ID_BUF_SIZE], want[128];
+    const char *durables[2] = {"dla", "dlb"};
+    const char *extra[] = {"--dead-letter", "ibus.dlq.shared", NULL};
+    it_proc hosts[2];
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    ib_error err;
+
+    it_path(log, e, "calls.log");
+    for (int i = 0; i < 2; i++)
+        start_host(&hosts[i], e, durables[i], log, extra);
+    /* the first host's --create made DLQ_dla capture the shared subject */
+    assert_int_equal(ib_uuid4_generate(id), IB_OK);
+    ib_event_fields f = {.id = id, .type = TYPE_SCRIPTED, .payload = "reject", .payload_len = 6};
+    assert_int_equal(ib_event_encode(&bytes, &len, &f, &err), IB_OK);
+    publish_with_headers(e, "events." TYPE_SCRIPTED, bytes, len, "Trace-Id", "trace-77", "X-Multi",
+                         "one", "X-Multi", "two", "Nats-Msg-Id", id, NULL);
+    free(bytes);
+
+    assert_int_equal(it_wait_stream_count(&e->server, "DLQ_dla", 2, it_timeout(30000)), 2);
+    it_msg *dl = NULL;
+    size_t n = it_stream_read_all(&dl, &e->server, "DLQ_dla");
+    assert_int_equal(n, 2);
+    bool seen[2] = {false, false};
+    for (size_t i = 0; i < n; i++) {
+        const char *durable = it_msg_header(&dl[i], "Ibus-Consumer");
+        assert_non_null(durable);
+        int which = strcmp(durable, "dla") == 0 ? 0 : 1;
+        assert_string_equal(durable, durables[which]);
+        seen[which] = true;
+        assert_string_equal(it_msg_header(&dl[i], "Ibus-Reason"), "rejected");
+        assert_string_equal(it_msg_header(&dl[i], "Ibus-Event-Id"), id);
+        snprintf(want, sizeof(want), "%s:%s:%s", IT_STREAM, durable,
+                 it_msg_header(&dl[i], "Ibus-Stream-Seq"));
+        assert_string_equal(it_msg_header(&dl[i], "Nats-Msg-Id"), want);
+        assert_string_equal(it_msg_header(&dl[i], "Trace-Id"), "trace-77");
+        assert_string_equal(it_msg_header(&dl[i], "X-Multi"), "one");
+    }
+    assert_true(seen[0] && seen[1]);
+    it_msgs_free(dl, n);
+    for (int i = 0; i < 2; i++)
+        it_finish_hosts(e, durables[i], &hosts[i], 1, it_timeout(60000));
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(reject_dead_lettered, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(poison_crash_dead_lettered, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(raw_bytes_dead_lettered, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(malformed_id_dead_lettered, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(status_lookalike_dead_lettered, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(two_durables_one_dead_letter_stream, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)

@@ -1,0 +1,207 @@
+/* Server replies to pull requests (issue 9, cause 6): a consumer whose
+ * limits would refuse every pull request is refused at bind with exit 2
+ * naming the option; refusals at run time are logged with the server's
+ * text and backed off instead of resent at once; a deleted consumer makes
+ * /readyz false and ends the process with exit 1 after a grace period. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_test.h"
+#include "it_support.h"
+
+/* The stream, and a pull consumer `durable` on it with the given request
+ * limits (0 = the server's default), made by the test itself. */
+static void make_consumer(it_env *e, const char *durable, int64_t max_batch, int64_t max_expires_ms,
+                          int64_t max_waiting)
+{
+    jsCtx *js = it_server_js(&e->server);
+    jsStreamInfo *si = NULL;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    assert_non_null(js);
+    if (js_GetStreamInfo(&si, js, IT_STREAM, NULL, &jerr) != NATS_OK) {
+        const char *subjects[] = {IT_SUBJECTS};
+        jsStreamConfig sc;
+        jsStreamConfig_Init(&sc);
+        sc.Name = IT_STREAM;
+        sc.Subjects = subjects;
+        sc.SubjectsLen = 1;
+        assert_int_equal(js_AddStream(&si, js, &sc, NULL, &jerr), NATS_OK);
+    }
+    jsStreamInfo_Destroy(si);
+    jsConsumerConfig cc;
+    jsConsumerConfig_Init(&cc);
+    cc.Durable = durable;
+    cc.AckPolicy = js_AckExplicit;
+    cc.MaxDeliver = -1;
+    cc.MaxRequestBatch = max_batch;
+    cc.MaxRequestExpires = max_expires_ms * 1000000LL;
+    cc.MaxWaiting = max_waiting;
+    assert_int_equal(js_AddConsumer(&ci, js, IT_STREAM, &cc, NULL, &jerr), NATS_OK);
+    jsConsumerInfo_Destroy(ci);
+}
+
+static void host_argv(it_argv *a, it_env *e, const char *durable, const char *log)
+{
+    char cfg[PATH_MAX + 8];
+    it_argv_run(a, e, durable);
+    snprintf(cfg, sizeof(cfg), "file=%s", log);
+    it_argv_plugin(a, "scripted", cfg);
+}
+
+/* Each limit, exceeded by the host's options, fails the bind with exit 2
+ * and a message naming the option and both values. On the old code the
+ * host ran, every pull request refused at once. */
+static void request_limits_refused_at_bind(void **state)
+{
+    static const struct {
+        const char *durable;
+        int64_t max_batch, max_expires_ms, max_waiting;
+        const char *options[5];
+        const char *expect;
+    } cases[] = {
+        {"rb",
+         8,
+         0,
+         0,
+         {"--batch", "64", NULL},
+         "--batch 64 exceeds the consumer's MaxRequestBatch 8"},
+        {"re",
+         0,
+         500,
+         0,
+         {"--pull-expires", "2s", NULL},
+         "--pull-expires 2000ms exceeds the consumer's MaxRequestExpires 500ms"},
+        {"rw", 0, 0, 2, {NULL}, "MaxWaiting 2 is too small"},
+    };
+    it_env *e = *state;
+    char log[PATH_MAX];
+    it_path(log, e, "calls.log");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        it_argv a;
+        it_proc host;
+        make_consumer(e, cases[i].durable, cases[i].max_batch, cases[i].max_expires_ms,
+                      cases[i].max_waiting);
+        host_argv(&a, e, cases[i].durable, log);
+        for (const char *const *o = cases[i].options; *o != NULL; o++)
+            it_argv_add(&a, *o);
+        int status = it_proc_run(&host, e->dir, "host", NULL, a.v, it_timeout(20000));
+        it_argv_free(&a);
+        printf("%s: exit %d\n", cases[i].durable, status);
+        assert_int_equal(status, 2);
+        if (!it_file_contains(host.err_path, cases[i].expect))
+            fail_msg("%s: no '%s' in %s", cases[i].durable, cases[i].expect, host.err_path);
+    }
+    it_done(e);
+}
+
+/* Occupies every waiting slot of a consumer with pull requests of the
+ * test's own that last a minute, so the host's requests are refused with
+ * 409 "Exceeded MaxWaiting". */
+static natsSubscription *occupy_waiting(it_env *e, const char *durable, int slots)
+{
+    natsConnection *nc = it_server_client(&e->server);
+    natsSubscription *sub = NULL;
+    char subject[128];
+    const char *body = "{\"batch\":1,\"expires\":60000000000}";
+    assert_non_null(nc);
+    assert_int_equal(natsConnection_SubscribeSync(&sub, nc, "it.occupy"), NATS_OK);
+    snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", IT_STREAM, durable);
+    for (int i = 0; i < slots; i++)
+        assert_int_equal(
+            natsConnection_PublishRequest(nc, subject, "it.occupy", body, (int)strlen(body)),
+            NATS_OK);
+    assert_int_equal(natsConnection_FlushTimeout(nc, 5000), NATS_OK);
+    return sub;
+}
+
+/* Refused pull requests are logged with the server's text and backed off:
+ * a few dozen requests in 4 s, not tens of thousands, and one log line per
+ * 10 s for the same refusal. */
+static void refused_pulls_backed_off(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX], summary[PATH_MAX];
+    it_argv a;
+    it_proc host;
+    it_summary sum;
+
+    make_consumer(e, "mw", 0, 0, 3);
+    natsSubscription *occupied = occupy_waiting(e, "mw", 3);
+    host_argv(&a, e, "mw", it_path(log, e, "calls.log"));
+    assert_true(it_spawn(&host, e, "host", &a));
+    it_argv_free(&a);
+    it_sleep_ms(4000);
+    assert_true(it_proc_running(&host));
+    assert_int_equal(it_proc_stop(&host, SIGTERM, it_timeout(30000)), 0);
+    natsSubscription_Destroy(occupied);
+
+    assert_true(it_summary_read(&sum, it_path(summary, e, "summary.jsonl")));
+    printf("pull requests in 4 s: %ld\n", sum.pull_requests);
+    assert_true(sum.pull_requests >= 2);
+    assert_true(sum.pull_requests < 100);
+    assert_true(it_file_contains(host.err_path, "pull request refused by the server"));
+    assert_true(it_file_contains(host.err_path, "Exceeded MaxWaiting"));
+    /* rate-limited: the same refusal is logged once in 10 s */
+    char **lines = NULL;
+    size_t n = it_file_read_lines(&lines, host.err_path), refusals = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strstr(lines[i], "pull request refused") != NULL)
+            refusals++;
+    it_lines_free(lines, n);
+    assert_int_equal(refusals, 1);
+    it_done(e);
+}
+
+/* The consumer is deleted under a running host: /readyz turns 503, an
+ * error is logged, and the process exits 1 once the grace period (10 s)
+ * has passed. On the old code it idled forever, ready. */
+static void deleted_consumer_exits_1(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX], addr[64];
+    it_argv a;
+    it_proc host;
+    int port = it_free_port();
+    assert_true(port > 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+
+    host_argv(&a, e, "gone", it_path(log, e, "calls.log"));
+    it_argv_addl(&a, "--http", addr, NULL);
+    assert_true(it_spawn(&host, e, "host", &a));
+    it_argv_free(&a);
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, "gone", it_timeout(30000)));
+    int64_t deadline = it_now_ms() + it_timeout(30000);
+    while (it_http_get(NULL, e, port, "/readyz") != 200 && it_now_ms() < deadline)
+        it_sleep_ms(100);
+    assert_int_equal(it_http_get(NULL, e, port, "/readyz"), 200);
+
+    jsErrCode jerr = 0;
+    assert_int_equal(js_DeleteConsumer(it_server_js(&e->server), IT_STREAM, "gone", NULL, &jerr),
+                     NATS_OK);
+    int64_t deleted_at = it_now_ms();
+    int ready = 200;
+    deadline = deleted_at + it_timeout(8000);
+    while ((ready = it_http_get(NULL, e, port, "/readyz")) == 200 && it_now_ms() < deadline)
+        it_sleep_ms(100);
+    printf("/readyz %d after %lld ms\n", ready, (long long)(it_now_ms() - deleted_at));
+    assert_int_equal(ready, 503);
+
+    int status = it_proc_wait(&host, it_timeout(30000));
+    int64_t lived = it_now_ms() - deleted_at;
+    printf("exit %d, %lld ms after the deletion\n", status, (long long)lived);
+    assert_int_equal(status, 1);
+    assert_true(lived >= 9000);
+    assert_true(it_file_contains(host.err_path, "consumer deleted"));
+    it_done(e);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(request_limits_refused_at_bind, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(refused_pulls_backed_off, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(deleted_consumer_exits_1, it_setup, it_teardown),
+};
+
+IB_TEST_MAIN(tests)
