@@ -54,6 +54,9 @@
 /* How long the backlog may make no progress outside an outage before the
  * remaining actions fire anyway (the backlog is gone, or stuck). */
 #define STALL_MS 3000
+/* A new `ibus run` counts as started once it logs "running", or after
+ * this long. */
+#define STARTUP_MS 10000
 
 typedef struct chaos_params {
     const char *name;
@@ -71,6 +74,7 @@ typedef struct chaos_params {
     int concurrency;      /* --concurrency C (passed only when not 1) */
     double commit_ms;     /* I: commit interval the bound assumes */
     char commit_flag[32]; /* value for --commit-interval; "" when unsupported */
+    char ack_wait[32];    /* value for --ack-wait; "" keeps the default */
 } chaos_params;
 
 typedef struct chaos_result {
@@ -165,7 +169,20 @@ static void probe_commit_interval(chaos_params *p, const char *dir)
     }
 }
 
-/* The case's defaults, then the environment's overrides. */
+/* The case's defaults, then the environment's overrides:
+ *   IB_CHAOS_SEEDS           comma-separated seeds ("1,2,3,4,5")
+ *   IB_CHAOS_EVENTS          unique events in the backlog
+ *   IB_CHAOS_SUBSCRIBERS     `ibus run` processes
+ *   IB_CHAOS_KILLS           kill -9 per seed
+ *   IB_CHAOS_SERVER_RESTARTS nats-server restarts per seed
+ *   IB_CHAOS_SLEEP_MS        handler time t
+ *   IB_CHAOS_OUTAGE_MS       recorder outage (0: none)
+ *   IB_CHAOS_RESPAWN_MS      delay before a killed subscriber comes back
+ *   IB_CHAOS_SETTLE_MS       deadline for the consumer to become idle
+ *   IB_CHAOS_CONCURRENCY     --concurrency C (default 1, not passed)
+ *   IB_CHAOS_COMMIT_INTERVAL --commit-interval, if the binary has it
+ *   IB_CHAOS_ACK_WAIT        --ack-wait (default: not passed)
+ *   IB_CHAOS_REPORT          append one JSON line per seed to this file */
 static void params_from_env(chaos_params *p, const char *dir)
 {
     const char *seeds = getenv("IB_CHAOS_SEEDS");
@@ -179,6 +196,8 @@ static void params_from_env(chaos_params *p, const char *dir)
     p->respawn_ms = env_long("IB_CHAOS_RESPAWN_MS", p->respawn_ms);
     p->settle_ms = it_timeout(env_long("IB_CHAOS_SETTLE_MS", p->settle_ms));
     p->concurrency = (int)env_long("IB_CHAOS_CONCURRENCY", 1);
+    const char *ack_wait = getenv("IB_CHAOS_ACK_WAIT");
+    snprintf(p->ack_wait, sizeof(p->ack_wait), "%s", ack_wait != NULL ? ack_wait : "");
     if (p->events < 20 || p->subscribers < 1 || p->subscribers > MAX_SUBSCRIBERS ||
         p->sleep_ms < 1 || p->concurrency < 1)
         fail_msg("chaos %s: need >= 20 events, 1..%d subscribers, a handler of >= 1 ms and "
@@ -303,7 +322,9 @@ typedef struct chaos_run {
     char effects[PATH_MAX], flag[PATH_MAX], db[PATH_MAX];
     it_proc subs[MAX_SUBSCRIBERS];
     int64_t respawn_at[MAX_SUBSCRIBERS]; /* 0: running or never killed */
-    long effect_lines;                   /* complete lines of effects.log read so far */
+    int64_t spawned_at[MAX_SUBSCRIBERS];
+    bool up[MAX_SUBSCRIBERS]; /* logged "running": connected and bound */
+    long effect_lines;        /* complete lines of effects.log read so far */
     off_t effects_off;
 } chaos_run;
 
@@ -338,6 +359,8 @@ static void subscriber_argv(it_argv *a, chaos_run *c, bool shim)
         it_argv_addf(&run, "--concurrency=%d", c->p->concurrency);
     if (c->p->commit_flag[0] != '\0')
         it_argv_addf(&run, "--commit-interval=%s", c->p->commit_flag);
+    if (c->p->ack_wait[0] != '\0')
+        it_argv_addf(&run, "--ack-wait=%s", c->p->ack_wait);
     for (size_t i = 0; i < run.n; i++)
         it_argv_add(a, run.v[i]);
     it_argv_free(&run);
@@ -352,6 +375,8 @@ static void spawn_subscriber(chaos_run *c, int i)
     assert_true(it_spawn(&c->subs[i], c->e, name, &a));
     it_argv_free(&a);
     c->respawn_at[i] = 0;
+    c->spawned_at[i] = it_now_ms();
+    c->up[i] = false;
 }
 
 /* `ibus run --create` once, without a backlog, then SIGTERM: the stream,
@@ -457,31 +482,46 @@ static bool kill_random(chaos_run *c, long progress)
     assert_int_equal(it_proc_wait(&c->subs[i], it_timeout(30000)), -SIGKILL);
     c->respawn_at[i] = it_now_ms() + c->p->respawn_ms;
     c->r->kills++;
-    if (progress < c->p->events)
+    it_consumer_state st;
+    if (it_consumer_get(&st, &c->e->server, IT_STREAM, DURABLE) && st.pending > 0)
         c->r->kills_in_backlog++;
     printf("  kill -9 %s after %ld of %ld effects\n", c->subs[i].name, progress, c->p->events);
     return true;
 }
 
+/* Prints the last line a process wrote to stderr: why it ended. */
+static void print_last_words(const it_proc *p)
+{
+    char **lines = NULL;
+    size_t n = it_file_read_lines(&lines, p->err_path);
+    if (n > 0)
+        printf("    %s: %s\n", p->name, lines[n - 1]);
+    it_lines_free(lines, n);
+}
+
 /* Brings back subscribers whose respawn time came, and any that ended on
- * its own (as a supervisor would; counted as an unplanned exit). */
+ * its own (as a supervisor would; counted as an unplanned exit). Returns
+ * true while a respawn is due or a subscriber is still starting. */
 static bool supervise(chaos_run *c)
 {
-    bool pending = false;
+    bool starting = false;
     for (int i = 0; i < c->p->subscribers; i++) {
         if (c->respawn_at[i] != 0) {
             if (it_now_ms() >= c->respawn_at[i])
                 spawn_subscriber(c, i);
-            else
-                pending = true;
         } else if (!it_proc_running(&c->subs[i])) {
             c->r->unplanned_exits++;
             printf("  %s exited on its own with status %d; restarted\n", c->subs[i].name,
                    c->subs[i].status);
+            print_last_words(&c->subs[i]);
             spawn_subscriber(c, i);
         }
+        if (c->respawn_at[i] == 0 && !c->up[i])
+            c->up[i] = it_file_contains(c->subs[i].err_path, "\"msg\":\"running\"") ||
+                       it_now_ms() - c->spawned_at[i] >= it_timeout(STARTUP_MS);
+        starting = starting || c->respawn_at[i] != 0 || !c->up[i];
     }
-    return pending;
+    return starting;
 }
 
 static void flag_set(chaos_run *c, bool on)
@@ -492,15 +532,16 @@ static void flag_set(chaos_run *c, bool on)
         assert_true(unlink(c->flag) == 0 || errno == ENOENT);
 }
 
-/* Fires one due action; returns false when it must wait (a server restart
- * waits for respawns, so a starting subscriber never meets a dead server). */
-static bool fire(chaos_run *c, action *a, long progress, bool respawn_pending, int64_t *outage_end)
+/* Fires one due action; returns false when it must wait. A server
+ * restart waits until no subscriber is starting: one that cannot connect
+ * at start exits 1 by design, which is not the failure looked for here. */
+static bool fire(chaos_run *c, action *a, long progress, bool starting, int64_t *outage_end)
 {
     switch (a->kind) {
     case ACT_KILL:
         return kill_random(c, progress);
     case ACT_SERVER_RESTART:
-        if (respawn_pending)
+        if (starting)
             return false;
         printf("  nats-server restart after %ld of %ld effects\n", progress, c->p->events);
         assert_true(it_server_restart(&c->e->server));
@@ -536,15 +577,15 @@ static void run_chaos(chaos_run *c)
             outage_end = 0;
             last_move = now;
         }
-        bool respawn_pending = supervise(c);
-        if (next == n && outage_end == 0 && !respawn_pending)
+        bool starting = supervise(c);
+        if (next == n && outage_end == 0 && !starting)
             break;
         bool stalled = outage_end == 0 && now - last_move >= STALL_MS;
         if (next < n && (progress >= (long)(plan[next].at * (double)c->p->events) || stalled)) {
             if (reached_at == 0)
                 reached_at = now;
             if (now - reached_at >= plan[next].jitter &&
-                fire(c, &plan[next], progress, respawn_pending, &outage_end)) {
+                fire(c, &plan[next], progress, starting, &outage_end)) {
                 next++;
                 reached_at = 0;
                 last_move = it_now_ms();
@@ -555,6 +596,32 @@ static void run_chaos(chaos_run *c)
 }
 
 /* ---- counting ------------------------------------------------------------- */
+
+/* Dead letters by their Ibus-Reason header, e.g. "max-deliver 805". */
+static void print_reasons(const it_msg *dl, size_t n)
+{
+    const char *reasons[8];
+    size_t counts[8], kinds = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *r = it_msg_header(&dl[i], "Ibus-Reason");
+        r = r != NULL ? r : "?";
+        size_t k = 0;
+        while (k < kinds && strcmp(reasons[k], r) != 0)
+            k++;
+        if (k == kinds && kinds < 8) {
+            reasons[kinds] = r;
+            counts[kinds++] = 0;
+        }
+        if (k < kinds)
+            counts[k]++;
+    }
+    if (kinds > 0)
+        printf("  dead letters by reason:");
+    for (size_t k = 0; k < kinds; k++)
+        printf(" %s %zu", reasons[k], counts[k]);
+    if (kinds > 0)
+        printf("\n");
+}
 
 static void count_effects(chaos_run *c, char *const *ids, size_t n)
 {
@@ -588,12 +655,7 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
         if (idx < 0 || ok[idx] == 0)
             c->r->dl_never_handled++;
     }
-    if (nd > 0) {
-        const char *reason = it_msg_header(&dl[0], "Ibus-Reason");
-        const char *count = it_msg_header(&dl[0], "Ibus-Delivery-Count");
-        printf("  first dead letter: reason %s, delivery %s\n", reason != NULL ? reason : "?",
-               count != NULL ? count : "?");
-    }
+    print_reasons(dl, nd);
     it_msgs_free(dl, nd);
     free(ok);
 }
@@ -614,6 +676,7 @@ static void settle(chaos_run *c)
         if (status != 0) {
             c->r->unplanned_exits++;
             printf("  %s ended with status %d after SIGTERM\n", c->subs[i].name, status);
+            print_last_words(&c->subs[i]);
             it_proc_stop(&c->subs[i], SIGKILL, 1000);
         }
     }
@@ -683,14 +746,15 @@ static void print_header(const chaos_params *p)
 
 static void print_table(const chaos_params *p, const chaos_result *rs, size_t n)
 {
-    printf("\n%-12s | seed | kills | lost | dead-lettered | repeats | repeats/kill | bound | "
-           "settled | exits | seconds\n",
+    printf("\n%-12s | seed | kills | in backlog | lost | dead-lettered | repeats | repeats/kill | "
+           "bound | settled | exits | seconds\n",
            "case");
     for (size_t i = 0; i < n; i++) {
         const chaos_result *r = &rs[i];
-        printf("%-12s | %4lu | %5d | %4zu | %13zu | %7zu | %12.2f | %5.0f | %7s | %5d | %7.1f\n",
-               p->name, r->seed, r->kills, r->lost, r->dead_lettered, r->repeats, per_kill(r),
-               r->bound, r->settled ? "yes" : "no", r->unplanned_exits,
+        printf("%-12s | %4lu | %5d | %10d | %4zu | %13zu | %7zu | %12.2f | %5.0f | %7s | %5d | "
+               "%7.1f\n",
+               p->name, r->seed, r->kills, r->kills_in_backlog, r->lost, r->dead_lettered,
+               r->repeats, per_kill(r), r->bound, r->settled ? "yes" : "no", r->unplanned_exits,
                (double)r->elapsed_ms / 1000.0);
     }
     fflush(stdout);
