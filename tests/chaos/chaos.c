@@ -478,14 +478,19 @@ static bool kill_random(chaos_run *c, long progress)
     if (n == 0)
         return false;
     int i = running[rng_range(&c->rng, 0, n - 1)];
+    /* Work in flight just before the kill: messages not delivered yet or
+     * awaiting an ack (the victim's own batch among them). */
+    it_consumer_state st;
+    bool known = it_consumer_get(&st, &c->e->server, IT_STREAM, DURABLE);
     assert_true(it_proc_signal(&c->subs[i], SIGKILL));
     assert_int_equal(it_proc_wait(&c->subs[i], it_timeout(30000)), -SIGKILL);
     c->respawn_at[i] = it_now_ms() + c->p->respawn_ms;
     c->r->kills++;
-    it_consumer_state st;
-    if (it_consumer_get(&st, &c->e->server, IT_STREAM, DURABLE) && st.pending > 0)
+    if (known && st.pending + st.ack_pending > 0)
         c->r->kills_in_backlog++;
-    printf("  kill -9 %s after %ld of %ld effects\n", c->subs[i].name, progress, c->p->events);
+    printf("  kill -9 %s after %ld of %ld effects (pending %" PRIu64 ", ack pending %" PRIu64 ")\n",
+           c->subs[i].name, progress, c->p->events, known ? st.pending : 0,
+           known ? st.ack_pending : 0);
     return true;
 }
 
