@@ -62,7 +62,8 @@ typedef struct consumer_rec {
 typedef struct claim {
     uint8_t id[16];
     uint32_t consumer;
-    int64_t expires_ms;
+    int64_t expires_ms; /* on the lease clock */
+    uint32_t attempts;
     char *owner; /* NULL marks a free cell */
 } claim;
 
@@ -575,42 +576,54 @@ static ib_status mark_locked(mem_recorder *m, const char *name, const char *even
     return IB_OK;
 }
 
-static ib_status claim_locked(mem_recorder *m, ib_claim_state *state, const char *name,
-                              const char *event_id, const char *owner, int64_t lease_ms,
-                              ib_error *err)
+/* Claims one key (ib_recorder_acquire_batch's rules). Attempts are
+ * counted while the claim exists; a release forgets them (the memory kind
+ * does not declare durable attempts, so the host does not rely on them). */
+static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, const char *name,
+                                const char *event_id, const ib_claim_request *req, ib_error *err)
 {
     uint8_t id[16];
     uint32_t c;
+    *info = (ib_claim_info){.state = IB_CLAIM_DONE};
     ib__recorder_id_pack(id, event_id);
-    if (find_locked(m, NULL, NULL, name, id)) {
-        *state = IB_CLAIM_DONE;
+    if (find_locked(m, NULL, NULL, name, id))
         return IB_OK;
-    }
     ib_status st = consumer_intern(m, &c, name, err);
     if (st != IB_OK)
         return st;
-    int64_t now = m->base.now_ms();
-    int64_t expires = lease_ms > INT64_MAX - now ? INT64_MAX : now + lease_ms;
+    int64_t now = m->base.lease_now_ms();
+    int64_t expires = req->lease_ms > INT64_MAX - now ? INT64_MAX : now + req->lease_ms;
     size_t i = claim_probe(m, c, id);
     claim *cl = &m->claims[i];
     if (cl->owner != NULL) {
-        if (strcmp(cl->owner, owner) != 0 && cl->expires_ms > now) {
-            *state = IB_CLAIM_BUSY;
+        int64_t hold = ib__claim_hold_ms(cl->owner, req->owner, cl->expires_ms, now, req->lease_ms,
+                                         req->probe_holders, true);
+        info->attempts = cl->attempts;
+        if (hold > 0) {
+            info->state = IB_CLAIM_BUSY;
+            info->remaining_ms = hold;
             return IB_OK;
         }
-        if (strcmp(cl->owner, owner) != 0) {
-            /* Expired lease: take it over. */
-            char *copy = strdup(owner);
+        if (req->max_attempts > 0 && cl->attempts >= req->max_attempts) {
+            info->state = IB_CLAIM_EXHAUSTED;
+            return IB_OK;
+        }
+        if (strcmp(cl->owner, req->owner) != 0) {
+            /* Ended lease: take it over. */
+            char *copy = strdup(req->owner);
             if (copy == NULL)
                 return ib_error_set(err, IB_ERR_NOMEM,
                                     "recorder memory: out of memory for a claim");
-            m->owner_bytes += strlen(owner) + 1;
+            m->owner_bytes += strlen(req->owner) + 1;
             m->owner_bytes -= strlen(cl->owner) + 1;
             free(cl->owner);
             cl->owner = copy;
         }
         cl->expires_ms = expires;
-        *state = IB_CLAIM_ACQUIRED;
+        if (cl->attempts < UINT32_MAX)
+            cl->attempts++;
+        info->state = IB_CLAIM_ACQUIRED;
+        info->attempts = cl->attempts;
         return IB_OK;
     }
     /* Keep the claim table at most half full. */
@@ -621,17 +634,44 @@ static ib_status claim_locked(mem_recorder *m, ib_claim_state *state, const char
         i = claim_probe(m, c, id);
         cl = &m->claims[i];
     }
-    char *copy = strdup(owner);
+    char *copy = strdup(req->owner);
     if (copy == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: out of memory for a claim");
     memcpy(cl->id, id, 16);
     cl->consumer = c;
     cl->expires_ms = expires;
     cl->owner = copy;
+    cl->attempts = 1;
     m->nclaims++;
-    m->owner_bytes += strlen(owner) + 1;
-    *state = IB_CLAIM_ACQUIRED;
+    m->owner_bytes += strlen(req->owner) + 1;
+    info->state = IB_CLAIM_ACQUIRED;
+    info->attempts = 1;
     return IB_OK;
+}
+
+static ib_status claim_locked(mem_recorder *m, ib_claim_state *state, const char *name,
+                              const char *event_id, const char *owner, int64_t lease_ms,
+                              ib_error *err)
+{
+    ib_claim_request req = {.owner = owner, .lease_ms = lease_ms};
+    ib_claim_info info;
+    ib_status st = acquire_locked(m, &info, name, event_id, &req, err);
+    *state = info.state;
+    return st;
+}
+
+/* The claim cell of a key held by anyone, or NULL. */
+static claim *claim_find(mem_recorder *m, const char *name, const char *event_id)
+{
+    uint8_t id[16];
+    if (m->nclaims == 0)
+        return NULL;
+    uint32_t c = consumer_find(m, name);
+    if (c == HOLE)
+        return NULL;
+    ib__recorder_id_pack(id, event_id);
+    claim *cl = &m->claims[claim_probe(m, c, id)];
+    return cl->owner != NULL ? cl : NULL;
 }
 
 static void release_locked(mem_recorder *m, const char *name, const char *event_id,
@@ -746,6 +786,54 @@ static ib_status mem_release_batch(ib_recorder *r, const ib_marker_key *keys, si
     return IB_OK;
 }
 
+static ib_status mem_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                   size_t n, const ib_claim_request *req, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    ib_status st = IB_OK;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        st = acquire_locked(m, &out[i], keys[i].consumer, keys[i].event_id, req, err);
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
+static ib_status mem_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                                 const char *owner, int64_t lease_ms, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    int64_t now = m->base.lease_now_ms();
+    int64_t expires = lease_ms > INT64_MAX - now ? INT64_MAX : now + lease_ms;
+    for (size_t i = 0; i < n; i++) {
+        claim *cl = claim_find(m, keys[i].consumer, keys[i].event_id);
+        held[i] = cl != NULL && strcmp(cl->owner, owner) == 0;
+        if (held[i])
+            cl->expires_ms = expires;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+/* Not atomic on allocation failure, like mem_mark_batch. */
+static ib_status mem_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                      size_t n, const char *owner, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    ib_status st = IB_OK;
+    pthread_mutex_lock(&m->mu);
+    int64_t now = m->base.lease_now_ms();
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        claim *cl = claim_find(m, keys[i].consumer, keys[i].event_id);
+        marked[i] = cl == NULL || strcmp(cl->owner, owner) == 0 || cl->expires_ms <= now;
+        if (marked[i])
+            st = mark_locked(m, keys[i].consumer, keys[i].event_id, err);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
 static ib_status mem_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
                             const char *event_id, ib_error *err)
 {
@@ -813,7 +901,7 @@ static ib_status mem_prune(ib_recorder *r, uint64_t *removed, int64_t older_than
         unsigned bits = m->claim_bits;
         while (bits > MIN_CLAIM_BITS && ((size_t)m->nclaims * 8) < ((size_t)1 << bits))
             bits--;
-        st = claims_rebuild(m, bits, m->base.now_ms(), err);
+        st = claims_rebuild(m, bits, m->base.lease_now_ms(), err);
     }
     pthread_mutex_unlock(&m->mu);
     *removed = n;
@@ -917,6 +1005,10 @@ static const ib_recorder_ops mem_ops = {
     .prune = mem_prune,
     .list = mem_list,
     .stats = mem_stats,
+    .features = IB_RECORDER_HOST_LOCAL,
+    .acquire_batch = mem_acquire_batch,
+    .renew_batch = mem_renew_batch,
+    .mark_owned_batch = mem_mark_owned_batch,
 };
 
 ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)
@@ -926,6 +1018,7 @@ ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
         goto nomem;
     m->base.ops = &mem_ops;
     m->base.now_ms = cfg->now_ms;
+    m->base.lease_now_ms = cfg->lease_now_ms;
     m->capacity = cfg->memory_capacity;
     /* A failed getrandom only weakens the hash against chosen ids. */
     if (getrandom(&m->seed, sizeof(m->seed), GRND_NONBLOCK) != (ssize_t)sizeof(m->seed))

@@ -3,6 +3,7 @@
  * every call. Kinds may rely on keys having been checked here. */
 #include "recorder_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -344,4 +345,114 @@ ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_err
         return unsupported(r, "stats", err);
     memset(stats, 0, sizeof(*stats));
     return r->ops->stats(r, stats, err);
+}
+
+/* --- attempts, fenced leases and marks ------------------------------------ */
+
+ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                    size_t n, const ib_claim_request *req, ib_error *err)
+{
+    ib_status st = check_recorder(r, n > 0 ? (const void *)out : r, err);
+    if (st == IB_OK && req == NULL)
+        st = ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: claim request is NULL");
+    if (st == IB_OK)
+        st = check_keys(keys, n, err);
+    if (st == IB_OK)
+        st = check_owner(req->owner, err);
+    if (st == IB_OK)
+        st = check_lease(req->lease_ms, err);
+    if (st != IB_OK || n == 0)
+        return st;
+    if (HAS_OP(r, acquire_batch))
+        return r->ops->acquire_batch(r, out, keys, n, req, err);
+    ib_claim_state *states = malloc(n * sizeof(*states));
+    if (states == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder: no memory to claim %zu keys", n);
+    st = ib_recorder_claim_batch(r, states, keys, n, req->owner, req->lease_ms, err);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (ib_claim_info){.state = st == IB_OK ? states[i] : IB_CLAIM_BUSY};
+    free(states);
+    return st;
+}
+
+ib_status ib_recorder_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                                  const char *owner, int64_t lease_ms, ib_error *err)
+{
+    ib_status st = check_recorder(r, n > 0 ? (const void *)held : r, err);
+    if (st == IB_OK)
+        st = check_keys(keys, n, err);
+    if (st == IB_OK)
+        st = check_owner(owner, err);
+    if (st == IB_OK)
+        st = check_lease(lease_ms, err);
+    if (st != IB_OK || n == 0)
+        return st;
+    if (HAS_OP(r, renew_batch))
+        return r->ops->renew_batch(r, held, keys, n, owner, lease_ms, err);
+    ib_claim_state *states = malloc(n * sizeof(*states));
+    if (states == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder: no memory to renew %zu leases", n);
+    st = ib_recorder_claim_batch(r, states, keys, n, owner, lease_ms, err);
+    for (size_t i = 0; i < n; i++)
+        held[i] = st == IB_OK && states[i] == IB_CLAIM_ACQUIRED;
+    free(states);
+    return st;
+}
+
+ib_status ib_recorder_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                       size_t n, const char *owner, ib_error *err)
+{
+    ib_status st = check_recorder(r, n > 0 ? (const void *)marked : r, err);
+    if (st == IB_OK)
+        st = check_keys(keys, n, err);
+    if (st == IB_OK)
+        st = check_owner(owner, err);
+    if (st != IB_OK || n == 0)
+        return st;
+    if (HAS_OP(r, mark_owned_batch))
+        return r->ops->mark_owned_batch(r, marked, keys, n, owner, err);
+    st = ib_recorder_mark_batch(r, keys, n, err);
+    for (size_t i = 0; i < n; i++)
+        marked[i] = st == IB_OK;
+    return st;
+}
+
+bool ib_recorder_has_durable_attempts(const ib_recorder *r)
+{
+    return r != NULL && HAS_OP(r, acquire_batch) &&
+           (r->ops->features & IB_RECORDER_DURABLE_ATTEMPTS) != 0;
+}
+
+bool ib_recorder_is_host_local(const ib_recorder *r)
+{
+    return r != NULL && HAS_OP(r, acquire_batch) &&
+           (r->ops->features & IB_RECORDER_HOST_LOCAL) != 0;
+}
+
+int64_t ib__recorder_boottime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t ib__claim_hold_ms(const char *holder, const char *owner, int64_t expires, int64_t now,
+                          int64_t lease_ms, bool probe, bool host_local)
+{
+    if (holder == NULL || holder[0] == '\0' || strcmp(holder, owner) == 0)
+        return 0;
+    int64_t remaining = expires > now ? expires - now : 0;
+    /* A holder from before a reboot wrote its end on another boot clock;
+     * the probe finds it gone (another boot id) on a host-local store. */
+    ib_owner_liveness live = probe ? ib_owner_liveness_of(holder, host_local) : IB_OWNER_UNKNOWN;
+    if (live == IB_OWNER_GONE)
+        return 0;
+    if (remaining > 0)
+        return remaining;
+    /* Ended, but its holder still runs: its marks may be held up by a
+     * recorder outage that also kept it from renewing. Grant one more
+     * lease before taking the work over. */
+    if (live == IB_OWNER_ALIVE && expires > now - lease_ms)
+        return expires + lease_ms - now;
+    return 0;
 }

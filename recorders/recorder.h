@@ -36,10 +36,37 @@ typedef struct ib_recorder ib_recorder;
 
 /* Answer of a claim. */
 typedef enum ib_claim_state {
-    IB_CLAIM_ACQUIRED = 0, /* the caller holds the lease now: run the handler */
-    IB_CLAIM_DONE = 1,     /* already processed: drop */
-    IB_CLAIM_BUSY = 2,     /* another owner holds an unexpired lease: try again later */
+    IB_CLAIM_ACQUIRED = 0,  /* the caller holds the lease now: run the handler */
+    IB_CLAIM_DONE = 1,      /* already processed: drop */
+    IB_CLAIM_BUSY = 2,      /* another owner holds an unexpired lease: try again later */
+    IB_CLAIM_EXHAUSTED = 3, /* not done, free, but max_attempts handler attempts were made
+                               already: not claimed, not counted (the poison rule) */
 } ib_claim_state;
+
+/* Answer of ib_recorder_acquire_batch() for one key. */
+typedef struct ib_claim_info {
+    ib_claim_state state;
+    uint32_t attempts;    /* handler attempts counted for the key, this one included when
+                             ACQUIRED; 0 when the kind does not count attempts */
+    int64_t remaining_ms; /* BUSY: how long the holder's lease still runs (>= 1); else 0.
+                             0 with BUSY means the kind cannot tell */
+} ib_claim_info;
+
+/* What ib_recorder_acquire_batch() asks for. Strings are BORROWED. */
+typedef struct ib_claim_request {
+    const char *owner;     /* the caller's owner token (core/owner.h), non-empty */
+    int64_t lease_ms;      /* > 0 */
+    uint32_t max_attempts; /* a free key with this many attempts already is EXHAUSTED;
+                              0 = no limit */
+    bool probe_holders;    /* ask core/owner.h whether a foreign holder still runs:
+                              a holder proven gone is taken over at once, a holder
+                              proven alive keeps an expired lease for one more
+                              lease (its marks may be held up by a recorder outage) */
+} ib_claim_request;
+
+/* Features a kind declares in ib_recorder_ops.features. */
+#define IB_RECORDER_DURABLE_ATTEMPTS 0x1u /* attempt counts survive a crash of the caller */
+#define IB_RECORDER_HOST_LOCAL 0x2u       /* only ever shared by processes of one host */
 
 typedef struct ib_marker_key {
     const char *consumer;
@@ -105,12 +132,26 @@ typedef struct ib_recorder_ops {
     ib_status (*list)(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
                       void *ctx, ib_error *err);
     ib_status (*stats)(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
+
+    /* Optional, appended: attempts, fenced leases and fenced marks (see the
+     * ib_recorder_* wrappers of the same names). */
+    unsigned features; /* IB_RECORDER_* bits */
+    ib_status (*acquire_batch)(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                               size_t n, const ib_claim_request *req, ib_error *err);
+    ib_status (*renew_batch)(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                             const char *owner, int64_t lease_ms, ib_error *err);
+    ib_status (*mark_owned_batch)(ib_recorder *r, bool *marked, const ib_marker_key *keys, size_t n,
+                                  const char *owner, ib_error *err);
 } ib_recorder_ops;
 
 /* Every kind embeds this as its first member. */
 struct ib_recorder {
     const ib_recorder_ops *ops;
     int64_t (*now_ms)(void); /* wall clock in unix ms; replaceable for tests */
+    /* Clock of leases, in ms: CLOCK_BOOTTIME by default (never steps, shared
+     * by every process of one kernel); the injected now_ms when a test
+     * replaced that. */
+    int64_t (*lease_now_ms)(void);
 };
 
 /* Options for ib_recorder_open(); zero-initialise, then set what you need.
@@ -194,6 +235,44 @@ ib_status ib_recorder_release(ib_recorder *r, const char *consumer, const char *
                               const char *owner, ib_error *err);
 ib_status ib_recorder_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                     const char *owner, ib_error *err);
+
+/* The claim the host uses: like ib_recorder_claim_batch(), and also
+ *   - counts a handler attempt for every key it ACQUIRES, in the same
+ *     transaction (so a handler that then crashes the process still
+ *     counts), and answers EXHAUSTED instead for a free key that already
+ *     had req->max_attempts attempts;
+ *   - says for BUSY how long the holder's lease still runs;
+ *   - with req->probe_holders, takes over at once a lease whose holder is
+ *     proven gone, and lets a holder proven alive keep an ended lease for
+ *     one more lease_ms.
+ * out[i] answers keys[i]. Without the op in the kind: claim_batch, with
+ * attempts 0 and remaining_ms 0 (never EXHAUSTED). Errors: the
+ * recorder's; nothing is claimed or counted then. */
+ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                    size_t n, const ib_claim_request *req, ib_error *err);
+
+/* Restarts the lease of every key still held by `owner`; held[i] is false
+ * for a key whose claim another owner took over, or that has none (the
+ * lease was lost). Without the op: claim_batch by the same owner. */
+ib_status ib_recorder_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                                  const char *owner, int64_t lease_ms, ib_error *err);
+
+/* Marks every key unless another owner holds an unexpired claim on it:
+ * then marked[i] is false and nothing is written for that key (the caller
+ * lost its lease and must not mark over the new holder). A key already
+ * done gives marked[i] = true. One transaction where the kind can make it
+ * so. Without the op: mark_batch, all true. */
+ib_status ib_recorder_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                       size_t n, const char *owner, ib_error *err);
+
+/* True when the kind keeps attempt counts across a crash of the caller
+ * (sqlite); false for memory and kinds without acquire_batch, where the
+ * poison rule falls back to JetStream's delivery count. */
+bool ib_recorder_has_durable_attempts(const ib_recorder *r);
+
+/* True when the store is only shared by processes of one host, so owner
+ * tokens of another kernel boot are gone (core/owner.h). */
+bool ib_recorder_is_host_local(const ib_recorder *r);
 
 /* Admin calls; IB_ERR_UNSUPPORTED when the kind does not offer them.
  * lookup: `*found` and the time it was marked (`ts_ms` may be NULL; 0 when

@@ -7,6 +7,7 @@
 #ifndef IB_RECORDER_INTERNAL_H
 #define IB_RECORDER_INTERNAL_H
 
+#include "owner.h"
 #include "recorder.h"
 
 /* Longest path a sqlite: URI may name. */
@@ -37,6 +38,7 @@ typedef struct ib__recorder_config {
     /* sqlite: accept a file of another owner, or writable by others */
     bool allow_insecure;
     int64_t (*now_ms)(void);
+    int64_t (*lease_now_ms)(void);
     void *nats_connection;
 } ib__recorder_config;
 
@@ -59,6 +61,17 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
  * 16 bytes; false for anything else. Same answers as ib_id_is_normalised +
  * ib_id_pack (core/uuid.h), without a branch per digit. */
 bool ib__recorder_id_pack(uint8_t out[16], const char *id);
+
+/* How long a claim held by `holder` (lease ending at `expires` on the lease
+ * clock, now `now`) still keeps `owner` out, in ms; 0 when `owner` may take
+ * it: free (holder NULL or ""), its own, ended, or held by a holder proven
+ * gone (with `probe`). A holder proven alive keeps an ended lease for one
+ * more `lease_ms`. `host_local` as for ib_owner_liveness_of(). */
+int64_t ib__claim_hold_ms(const char *holder, const char *owner, int64_t expires, int64_t now,
+                          int64_t lease_ms, bool probe, bool host_local);
+
+/* CLOCK_BOOTTIME in ms: the default lease clock. */
+int64_t ib__recorder_boottime_ms(void);
 
 /* Name of a synchronous level ("off", "normal", "full", "extra"). */
 const char *ib__sqlite_sync_str(ib__sqlite_sync level);

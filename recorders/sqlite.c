@@ -70,6 +70,8 @@ enum query {
     Q_CLAIM_PUT,
     Q_CLAIM_DEL,
     Q_CLAIM_RELEASE,
+    Q_CLAIM_TAKE,
+    Q_CLAIM_RENEW,
     Q_LOOKUP,
     Q_FORGET,
     Q_PRUNE_END,
@@ -93,15 +95,24 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_IS_DONE] = "SELECT 1 FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
     [Q_MARK] = "INSERT OR IGNORE INTO processed_log (consumer, event_id, ts) VALUES (?1, ?2, ?3)",
     /* One row always: the claim (or NULLs) and whether the id is done. */
-    [Q_CLAIM_GET] = "SELECT c.owner, c.expires_ms, EXISTS (SELECT 1 FROM processed_log "
-                    "WHERE consumer = ?1 AND event_id = ?2) FROM (SELECT 1) "
-                    "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
+    [Q_CLAIM_GET] =
+        "SELECT c.owner, c.expires_ms, EXISTS (SELECT 1 FROM processed_log "
+        "WHERE consumer = ?1 AND event_id = ?2), coalesce(c.attempts, 0) FROM (SELECT 1) "
+        "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
     [Q_CLAIM_PUT] = "INSERT INTO processed_claims (consumer, event_id, owner, expires_ms) "
                     "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, event_id) DO UPDATE "
                     "SET owner = excluded.owner, expires_ms = excluded.expires_ms",
     [Q_CLAIM_DEL] = "DELETE FROM processed_claims WHERE consumer = ?1 AND event_id = ?2",
-    [Q_CLAIM_RELEASE] = "DELETE FROM processed_claims WHERE consumer = ?1 AND event_id = ?2 "
-                        "AND owner = ?3",
+    /* A released claim keeps its row, and so its attempt count; its
+     * expiry becomes the release time, which prune reads as its age. */
+    [Q_CLAIM_RELEASE] = "UPDATE processed_claims SET owner = '', expires_ms = ?4 "
+                        "WHERE consumer = ?1 AND event_id = ?2 AND owner = ?3",
+    [Q_CLAIM_TAKE] = "INSERT INTO processed_claims (consumer, event_id, owner, expires_ms, "
+                     "attempts) VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (consumer, event_id) "
+                     "DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms, "
+                     "attempts = attempts + 1",
+    [Q_CLAIM_RENEW] = "UPDATE processed_claims SET expires_ms = ?4 "
+                      "WHERE consumer = ?1 AND event_id = ?2 AND owner = ?3",
     [Q_LOOKUP] = "SELECT ts FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
     [Q_FORGET] = "DELETE FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
     /* Prune walks the primary key in ranges of at most N rows, so a
@@ -121,7 +132,7 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_LIST_ONE] = "SELECT consumer, event_id, ts FROM processed_log WHERE consumer = ?2 "
                    "ORDER BY ts DESC LIMIT ?1",
     [Q_STATS] = "SELECT count(*), count(DISTINCT consumer), min(ts), max(ts) FROM processed_log",
-    [Q_STATS_CLAIMS] = "SELECT count(*) FROM processed_claims",
+    [Q_STATS_CLAIMS] = "SELECT count(*) FROM processed_claims WHERE owner <> ''",
     [Q_STATS_PAGES] = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
 };
 
@@ -345,7 +356,7 @@ static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key 
 static int body_claim(sq_recorder *s, void *vctx, ib_error *local)
 {
     batch_ctx *c = vctx;
-    int64_t now = s->base.now_ms();
+    int64_t now = s->base.lease_now_ms();
     int64_t expires = c->lease_ms > INT64_MAX - now ? INT64_MAX : now + c->lease_ms;
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
@@ -361,14 +372,192 @@ static int body_release(sq_recorder *s, void *vctx, ib_error *local)
     batch_ctx *c = vctx;
     sqlite3_stmt *st = s->q[Q_CLAIM_RELEASE];
     (void)local;
+    int64_t now = s->base.lease_now_ms();
     for (size_t i = 0; i < c->n; i++) {
         int rc = sqlite3_bind_text(st, 3, c->owner, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_bind_int64(st, 4, now);
         if (rc == SQLITE_OK)
             rc = exec_key(st, c->keys[i].consumer, c->keys[i].event_id);
         if (rc != SQLITE_OK)
             return rc;
     }
     return SQLITE_OK;
+}
+
+/* --- attempts, fenced leases and marks ------------------------------------ */
+
+/* The claim row of a key as one statement reads it. `holder` is copied
+ * (the statement is reset before it is used). */
+typedef struct claim_row {
+    bool done;
+    char holder[IB_OWNER_MAX + 1]; /* "" = free */
+    int64_t expires;
+    uint32_t attempts;
+} claim_row;
+
+static int read_claim(sq_recorder *s, claim_row *row, const ib_marker_key *key)
+{
+    sqlite3_stmt *get = s->q[Q_CLAIM_GET];
+    int rc = bind_key(get, key->consumer, key->event_id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(get);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(get);
+        return rc == SQLITE_OK || rc == SQLITE_DONE ? SQLITE_INTERNAL : rc;
+    }
+    const char *holder = (const char *)sqlite3_column_text(get, 0);
+    snprintf(row->holder, sizeof(row->holder), "%s", holder != NULL ? holder : "");
+    row->expires = sqlite3_column_int64(get, 1);
+    row->done = sqlite3_column_int(get, 2) != 0;
+    int64_t attempts = sqlite3_column_int64(get, 3);
+    row->attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    return sqlite3_reset(get);
+}
+
+/* Binds owner (?3) and a lease end (?4), then runs `st` on the key. */
+static int exec_owned(sqlite3_stmt *st, const ib_marker_key *key, const char *owner, int64_t ms)
+{
+    int rc = sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 4, ms);
+    if (rc != SQLITE_OK) {
+        sqlite3_reset(st);
+        return rc;
+    }
+    return exec_key(st, key->consumer, key->event_id);
+}
+
+typedef struct acquire_ctx {
+    const ib_marker_key *keys;
+    size_t n;
+    ib_claim_info *out;
+    const ib_claim_request *req;
+} acquire_ctx;
+
+static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
+{
+    acquire_ctx *c = vctx;
+    const ib_claim_request *req = c->req;
+    int64_t now = s->base.lease_now_ms();
+    int64_t expires = req->lease_ms > INT64_MAX - now ? INT64_MAX : now + req->lease_ms;
+    claim_row row;
+    (void)local;
+    for (size_t i = 0; i < c->n; i++) {
+        ib_claim_info *out = &c->out[i];
+        int rc = read_claim(s, &row, &c->keys[i]);
+        if (rc != SQLITE_OK)
+            return rc;
+        *out = (ib_claim_info){.state = IB_CLAIM_DONE, .attempts = row.attempts};
+        if (row.done)
+            continue;
+        int64_t hold = ib__claim_hold_ms(row.holder, req->owner, row.expires, now, req->lease_ms,
+                                         req->probe_holders, true);
+        if (hold > 0) {
+            out->state = IB_CLAIM_BUSY;
+            out->remaining_ms = hold;
+            continue;
+        }
+        if (req->max_attempts > 0 && row.attempts >= req->max_attempts) {
+            out->state = IB_CLAIM_EXHAUSTED;
+            continue;
+        }
+        rc = exec_owned(s->q[Q_CLAIM_TAKE], &c->keys[i], req->owner, expires);
+        if (rc != SQLITE_OK)
+            return rc;
+        out->state = IB_CLAIM_ACQUIRED;
+        out->attempts = row.attempts == UINT32_MAX ? UINT32_MAX : row.attempts + 1;
+    }
+    return SQLITE_OK;
+}
+
+typedef struct owned_ctx {
+    const ib_marker_key *keys;
+    size_t n;
+    bool *flags; /* held / marked */
+    const char *owner;
+    int64_t lease_ms;
+} owned_ctx;
+
+static int body_renew(sq_recorder *s, void *vctx, ib_error *local)
+{
+    owned_ctx *c = vctx;
+    int64_t now = s->base.lease_now_ms();
+    int64_t expires = c->lease_ms > INT64_MAX - now ? INT64_MAX : now + c->lease_ms;
+    (void)local;
+    for (size_t i = 0; i < c->n; i++) {
+        int rc = exec_owned(s->q[Q_CLAIM_RENEW], &c->keys[i], c->owner, expires);
+        if (rc != SQLITE_OK)
+            return rc;
+        c->flags[i] = sqlite3_changes(s->db) == 1;
+    }
+    return SQLITE_OK;
+}
+
+static int body_mark_owned(sq_recorder *s, void *vctx, ib_error *local)
+{
+    owned_ctx *c = vctx;
+    int64_t lease_now = s->base.lease_now_ms();
+    int64_t ts = s->base.now_ms();
+    claim_row row;
+    (void)local;
+    for (size_t i = 0; i < c->n; i++) {
+        const ib_marker_key *key = &c->keys[i];
+        int rc = read_claim(s, &row, key);
+        if (rc != SQLITE_OK)
+            return rc;
+        c->flags[i] = true;
+        if (row.done)
+            continue;
+        /* Another owner took the claim over and its lease runs: it is
+         * running the handler now, and its result decides. */
+        if (row.holder[0] != '\0' && strcmp(row.holder, c->owner) != 0 && row.expires > lease_now) {
+            c->flags[i] = false;
+            continue;
+        }
+        rc = sqlite3_bind_int64(s->q[Q_MARK], 3, ts);
+        if (rc == SQLITE_OK)
+            rc = exec_key(s->q[Q_MARK], key->consumer, key->event_id);
+        if (rc == SQLITE_OK)
+            rc = exec_key(s->q[Q_CLAIM_DEL], key->consumer, key->event_id);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
+}
+
+static ib_status sq_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                  size_t n, const ib_claim_request *req, ib_error *err)
+{
+    sq_recorder *s = sq(r);
+    acquire_ctx c = {.keys = keys, .n = n, .out = out, .req = req};
+    pthread_mutex_lock(&s->mu);
+    ib_status st = run(s, TX_WRITE, body_acquire, &c, err);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static ib_status with_owned(ib_recorder *r, tx_body body, owned_ctx *c, ib_error *err)
+{
+    sq_recorder *s = sq(r);
+    pthread_mutex_lock(&s->mu);
+    ib_status st = run(s, TX_WRITE, body, c, err);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static ib_status sq_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                                const char *owner, int64_t lease_ms, ib_error *err)
+{
+    owned_ctx c = {.keys = keys, .n = n, .flags = held, .owner = owner, .lease_ms = lease_ms};
+    return with_owned(r, body_renew, &c, err);
+}
+
+static ib_status sq_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                     size_t n, const char *owner, ib_error *err)
+{
+    owned_ctx c = {.keys = keys, .n = n, .flags = marked, .owner = owner};
+    return with_owned(r, body_mark_owned, &c, err);
 }
 
 /* --- vtable: the seed calls, batches, claims ------------------------------ */
@@ -905,6 +1094,7 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
                             NAME_MAX_SHOWN, cfg->path);
     s->base.ops = &sq_ops;
     s->base.now_ms = cfg->now_ms;
+    s->base.lease_now_ms = cfg->lease_now_ms;
     snprintf(s->name, sizeof(s->name), "sqlite:%.*s%s", NAME_MAX_SHOWN, cfg->path,
              strlen(cfg->path) > NAME_MAX_SHOWN ? "..." : "");
     memcpy(s->path, cfg->path, sizeof(s->path));
@@ -998,6 +1188,10 @@ static const ib_recorder_ops sq_ops = {
     .prune = sq_prune,
     .list = sq_list,
     .stats = sq_stats,
+    .features = IB_RECORDER_DURABLE_ATTEMPTS | IB_RECORDER_HOST_LOCAL,
+    .acquire_batch = sq_acquire_batch,
+    .renew_batch = sq_renew_batch,
+    .mark_owned_batch = sq_mark_owned_batch,
 };
 
 /* --- hooks ------------------------------------------------------------------ */

@@ -12,7 +12,7 @@
  *   0: no schema yet, or the seed's layout: a rowid processed_log table,
  *      ts in seconds (possibly REAL); migrated in place.
  *   1: processed_log WITHOUT ROWID, ts INTEGER unix ms; processed_claims. */
-#define IB__SQLITE_SCHEMA_VERSION 1
+#define IB__SQLITE_SCHEMA_VERSION 2
 
 /* Returned by ib__sqlite_schema_ensure when the file cannot be used and
  * retrying will not help; `err` says why (IB_ERR_SCHEMA). Not an SQLite

@@ -7,7 +7,13 @@
  * ranges instead (sqlite.c).
  *
  * Claims in progress live apart in processed_claims, so processed_log only
- * ever holds done markers and its meaning stays the seed's. */
+ * ever holds done markers and its meaning stays the seed's. A claim row
+ * stays after its release (owner '') so that it keeps counting handler
+ * attempts for the poison rule; marking the id deletes it.
+ *
+ * Versions: 0 is an empty file or the seed's layout; 1 had claims without
+ * attempts and with wall-clock expiries; 2 counts attempts and keeps lease
+ * ends on the boot clock. */
 #include "sqlite_internal.h"
 
 #include <stdarg.h>
@@ -28,7 +34,8 @@
     "    consumer TEXT NOT NULL,\n"                                                                \
     "    event_id TEXT NOT NULL,\n"                                                                \
     "    owner TEXT NOT NULL,\n"                                                                   \
-    "    expires_ms INTEGER NOT NULL, -- unix milliseconds when the lease ends\n"                  \
+    "    expires_ms INTEGER NOT NULL, -- lease clock (ms since boot) when the lease ends\n"        \
+    "    attempts INTEGER NOT NULL DEFAULT 0, -- handler attempts, kept across releases\n"         \
     "    PRIMARY KEY (consumer, event_id)\n"                                                       \
     ") WITHOUT ROWID"
 
@@ -143,6 +150,17 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
                   &tables);
     if (rc != SQLITE_OK)
         return rc;
+    if (version == 1 && tables == 2) {
+        /* Expiries of version 1 are wall-clock times: far in the future on
+         * the boot clock, so they are ended rather than honoured. */
+        rc = exec(db, "ALTER TABLE processed_claims ADD COLUMN attempts INTEGER NOT NULL "
+                      "DEFAULT 0");
+        if (rc == SQLITE_OK)
+            rc = exec(db, "UPDATE processed_claims SET expires_ms = 0");
+        if (rc == SQLITE_OK)
+            rc = exec(db, "PRAGMA user_version = 2");
+        return rc;
+    }
     if (version == IB__SQLITE_SCHEMA_VERSION) {
         if (tables != 2)
             return refuse(err, name,

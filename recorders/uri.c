@@ -240,6 +240,8 @@ static ib_status apply_options(parse_ctx *pc, ib__recorder_config *cfg,
     cfg->file_mode = o.sqlite_file_mode == 0 ? DEFAULT_FILE_MODE : o.sqlite_file_mode;
     cfg->allow_insecure = o.sqlite_allow_insecure;
     cfg->now_ms = o.now_ms != NULL ? o.now_ms : ib__recorder_realtime_ms;
+    /* Leases follow an injected clock, so tests can expire them. */
+    cfg->lease_now_ms = o.now_ms != NULL ? o.now_ms : ib__recorder_boottime_ms;
     cfg->nats_connection = o.nats_connection;
 
     if (o.memory_capacity > IB__MEMORY_CAPACITY_MAX)

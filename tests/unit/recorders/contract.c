@@ -626,6 +626,89 @@ CONTRACT(test_stats_counts)
                         strncmp(ib_recorder_kind(r), "memory", 6) == 0 ? "memory" : "sqlite");
 }
 
+/* ---- attempts, fenced leases and marks (the host's calls) ------------- */
+
+static ib_claim_info acquire(ib_recorder *r, const char *consumer, const char *id,
+                             const char *owner, int64_t lease, uint32_t max_attempts)
+{
+    ib_marker_key key = {consumer, id};
+    ib_claim_request req = {.owner = owner, .lease_ms = lease, .max_attempts = max_attempts};
+    ib_claim_info info;
+    memset(&info, 0xff, sizeof(info));
+    CHECK(ib_recorder_acquire_batch(r, &info, &key, 1, &req, &err));
+    return info;
+}
+
+CONTRACT(test_acquire_counts_attempts_and_exhausts)
+{
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 6000);
+    ib_claim_info i1 = acquire(r, "a", id, "A", LEASE, 2);
+    assert_int_equal(i1.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(i1.attempts, 1);
+    /* held: another owner is busy for the rest of the lease */
+    rt_clock_advance(LEASE / 4);
+    ib_claim_info busy = acquire(r, "a", id, "B", LEASE, 2);
+    assert_int_equal(busy.state, IB_CLAIM_BUSY);
+    assert_int_equal(busy.remaining_ms, LEASE - LEASE / 4);
+    /* a busy answer counts no attempt; the holder fails and releases */
+    CHECK(ib_recorder_release(r, "a", id, "A", &err));
+    if (!ib_recorder_has_durable_attempts(r)) {
+        /* memory forgets attempts on release: the host then counts
+         * deliveries instead */
+        assert_int_equal(acquire(r, "a", id, "B", LEASE, 2).state, IB_CLAIM_ACQUIRED);
+        return;
+    }
+    ib_claim_info i2 = acquire(r, "a", id, "B", LEASE, 2);
+    assert_int_equal(i2.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(i2.attempts, 2);
+    CHECK(ib_recorder_release(r, "a", id, "B", &err));
+    /* the budget is spent: not claimed, not counted, for anyone */
+    ib_claim_info ex = acquire(r, "a", id, "C", LEASE, 2);
+    assert_int_equal(ex.state, IB_CLAIM_EXHAUSTED);
+    assert_int_equal(ex.attempts, 2);
+    assert_int_equal(acquire(r, "a", id, "C", LEASE, 3).attempts, 3);
+    /* a crash (no release): the lease must end before another takes it */
+    assert_int_equal(acquire(r, "a", id, "D", LEASE, 9).state, IB_CLAIM_BUSY);
+    rt_clock_advance(LEASE);
+    assert_int_equal(acquire(r, "a", id, "D", LEASE, 9).attempts, 4);
+    /* marking ends it all */
+    CHECK(ib_recorder_mark(r, "a", id, &err));
+    assert_int_equal(acquire(r, "a", id, "E", LEASE, 1).state, IB_CLAIM_DONE);
+}
+
+CONTRACT(test_renew_and_mark_are_fenced)
+{
+    char id[IB_ID_BUF_SIZE];
+    ib_marker_key key;
+    bool held = false, marked = true;
+    rt_id(id, 6100);
+    key = (ib_marker_key){"f", id};
+    assert_int_equal(acquire(r, "f", id, "A", LEASE, 0).state, IB_CLAIM_ACQUIRED);
+    CHECK(ib_recorder_renew_batch(r, &held, &key, 1, "A", LEASE, &err));
+    assert_true(held);
+    /* A's lease ends, B takes the claim over */
+    rt_clock_advance(LEASE + 1);
+    assert_int_equal(acquire(r, "f", id, "B", LEASE, 0).state, IB_CLAIM_ACQUIRED);
+    /* A finds out: no renewal, and no mark over B */
+    CHECK(ib_recorder_renew_batch(r, &held, &key, 1, "A", LEASE, &err));
+    assert_false(held);
+    CHECK(ib_recorder_mark_owned_batch(r, &marked, &key, 1, "A", &err));
+    assert_false(marked);
+    assert_false(processed(r, "f", id));
+    /* B marks */
+    CHECK(ib_recorder_mark_owned_batch(r, &marked, &key, 1, "B", &err));
+    assert_true(marked);
+    assert_true(processed(r, "f", id));
+    /* marked already: true for anyone, nothing changes */
+    CHECK(ib_recorder_mark_owned_batch(r, &marked, &key, 1, "A", &err));
+    assert_true(marked);
+    /* a key nobody claimed is marked */
+    rt_id(id, 6101);
+    CHECK(ib_recorder_mark_owned_batch(r, &marked, &key, 1, "A", &err));
+    assert_true(marked);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_unmarked_is_not_processed),
     cmocka_unit_test(test_mark_then_processed),
@@ -646,6 +729,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_prune_removes_only_old),
     cmocka_unit_test(test_list_newest_first),
     cmocka_unit_test(test_stats_counts),
+    cmocka_unit_test(test_acquire_counts_attempts_and_exhausts),
+    cmocka_unit_test(test_renew_and_mark_are_fenced),
 };
 
 IB_TEST_MAIN(tests)

@@ -363,7 +363,7 @@ static void test_newer_schema_refused(void **state)
     mark_n(r, "c", 0, 3);
     ib_recorder_close(r);
     sqlite3 *db = raw_open("new.db");
-    exec_raw(db, "PRAGMA user_version = 2");
+    exec_raw(db, "PRAGMA user_version = 3");
     sqlite3_close(db);
 
     char path[4096], uri[4200];
@@ -372,11 +372,11 @@ static void test_newer_schema_refused(void **state)
     r = (ib_recorder *)&r;
     assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_SCHEMA);
     assert_null(r);
-    assert_non_null(strstr(err.msg, "schema version 2 is newer than this build understands (1)"));
+    assert_non_null(strstr(err.msg, "schema version 3 is newer than this build understands (2)"));
     assert_non_null(strstr(err.msg, "new.db"));
     /* Left untouched. */
     db = raw_open("new.db");
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
     assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 3);
     sqlite3_close(db);
 }
