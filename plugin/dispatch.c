@@ -1,6 +1,7 @@
 /* The dispatch table: creation, handler registration and the type map.
  * The batch flow itself is in dispatch_run.c. */
 #include "dispatch_internal.h"
+#include "owner.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -239,7 +240,7 @@ ib_status ib_dispatch_create(ib_dispatch **out, ib_recorder *recorder,
 {
     static const ib_dispatch_options defaults = {0};
     ib_status st;
-    char token[IB_ID_BUF_SIZE];
+    char token[IB_OWNER_TOKEN_MAX];
 
     if (out == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "dispatch create: no output");
@@ -267,17 +268,21 @@ ib_status ib_dispatch_create(ib_dispatch **out, ib_recorder *recorder,
         d->opts.busy_delay_ms = IB_DISPATCH_DEFAULT_BUSY_MS;
     if (d->opts.nak_max_delay_ms < d->opts.nak_base_delay_ms)
         d->opts.nak_max_delay_ms = d->opts.nak_base_delay_ms;
+    /* Zero-initialised options get the default window; committing after
+     * every handler is asked for with a negative value. */
+    if (d->opts.commit_interval_ms == 0)
+        d->opts.commit_interval_ms = IB_DISPATCH_DEFAULT_COMMIT_MS;
+    else if (d->opts.commit_interval_ms < 0)
+        d->opts.commit_interval_ms = 0;
 
     if (options->owner != NULL && options->owner[0] != '\0') {
         d->owner = strdup(options->owner);
     } else {
-        /* A random token: two processes must never share one, or each
+        /* A fresh token: two processes must never share one, or each
          * would take the other's claims as its own. */
-        st = ib_uuid4_generate(token);
-        if (st != IB_OK) {
-            st = ib_error_set(err, st, "dispatch: no randomness for a claim owner token");
+        st = ib_owner_make(token, sizeof(token), "dispatch", err);
+        if (st != IB_OK)
             goto fail_owner;
-        }
         d->owner = strdup(token);
     }
     if (d->owner == NULL) {

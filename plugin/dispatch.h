@@ -77,7 +77,8 @@ typedef struct ib_dispatch ib_dispatch;
 #define IB_DISPATCH_DEFAULT_LEASE_MS 30000 /* JetStream's default AckWait */
 #define IB_DISPATCH_DEFAULT_NAK_BASE_MS 1000
 #define IB_DISPATCH_DEFAULT_NAK_MAX_MS 60000
-#define IB_DISPATCH_DEFAULT_BUSY_MS 100 /* about one batch: the other owner is nearly done */
+#define IB_DISPATCH_DEFAULT_BUSY_MS 100 /* floor of the nak delay of a busy copy */
+#define IB_DISPATCH_DEFAULT_COMMIT_MS 2 /* group-commit window of finished handlers */
 #define IB_DISPATCH_MAX_CONCURRENCY 1024
 
 /* What became of one handler call, as reported to an observer. */
@@ -87,6 +88,8 @@ typedef enum ib_handler_result {
     IB_RESULT_REJECT = 2,          /* ran and said REJECT */
     IB_RESULT_MARK_FAILED = 3,     /* ran and said OK, but the mark was not written */
     IB_RESULT_RECORDER_FAILED = 4, /* not run: the claim or check call failed */
+    IB_RESULT_LOST = 5,            /* ran and said OK, but another owner had taken its
+                                      claim over: not marked over the new holder */
 } ib_handler_result;
 
 struct ib_delivery;
@@ -96,6 +99,7 @@ struct ib_delivery;
  * (not for duplicates, busy claims or followers of a failed first
  * occurrence). `consumer` and `delivery` are BORROWED for the call;
  * `seconds` is the handler's run time (0 when it did not run). */
+typedef struct ib_delivery ib_delivery;
 typedef void (*ib_dispatch_observer)(void *ctx, const struct ib_delivery *delivery,
                                      const char *consumer, ib_handler_result result,
                                      double seconds);
@@ -115,7 +119,20 @@ typedef struct ib_dispatch_options {
     int64_t busy_delay_ms;         /* nak delay when another owner holds the claim;
                                       <= 0 = IB_DISPATCH_DEFAULT_BUSY_MS */
     ib_dispatch_observer observer; /* optional: per-handler results, for logs and metrics */
-    void *observer_ctx;            /* BORROWED; passed to observer */
+    void *observer_ctx;            /* BORROWED; passed to observer and the callbacks below */
+    /* appended */
+    int64_t commit_interval_ms; /* group marks of handlers that finished for at most this
+                                   long before committing them; 0 =
+                                   IB_DISPATCH_DEFAULT_COMMIT_MS, < 0 = after every handler */
+    /* Optional: called on the thread of ib_dispatch_run(), during the run,
+     * for a delivery whose outcome is ACK as soon as the commit that holds
+     * its marks is durable, so the caller can ack it at once (the delivery
+     * then has settled_early set and keeps that outcome). */
+    void (*on_settled)(void *ctx, ib_delivery *delivery);
+    /* Optional: called on the thread of ib_dispatch_run() after every
+     * recorder call that failed (healthy false, `e` its error), and once
+     * after the first call that succeeded again (healthy true, `e` NULL). */
+    void (*on_recorder)(void *ctx, bool healthy, const ib_error *e);
 } ib_dispatch_options;
 
 /* One handler as registered. Strings are copied; `handle`/`state` are
@@ -148,11 +165,14 @@ typedef struct ib_delivery_counts {
     unsigned recorder_failed; /* handlers not run: the claim/check call failed */
     unsigned coalesced;       /* handlers not run: they follow a failed first
                                  occurrence of the same id earlier in the batch */
+    unsigned lost;            /* handlers that said OK after another owner had taken
+                                 their claim over: not marked */
+    unsigned exhausted;       /* handlers not run: their attempts were used up */
 } ib_delivery_counts;
 
 /* One delivered message. The caller fills the inputs; ib_dispatch_run()
  * fills the outputs. */
-typedef struct ib_delivery {
+struct ib_delivery {
     /* inputs */
     const ib_event *event; /* BORROWED; must be a decoded, valid event */
     const char *subject;   /* BORROWED; may be NULL (handlers then see "") */
@@ -165,7 +185,10 @@ typedef struct ib_delivery {
     ib_delivery_counts counts;
     double handle_seconds; /* time spent in this delivery's handlers (summed over
                               handlers, CLOCK_MONOTONIC) */
-} ib_delivery;
+    /* appended */
+    void *user;         /* input: the caller's, untouched (e.g. its message) */
+    bool settled_early; /* output: on_settled was called for it during the run */
+};
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive
  * it). `options` may be NULL for the defaults; its strings are copied. With
@@ -227,5 +250,10 @@ ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lo
  * seeded per process; safe from any thread. `o` may be NULL (defaults);
  * delivery_count 0 is taken as 1. */
 int64_t ib_dispatch_backoff_ms(const ib_dispatch_options *o, uint64_t delivery_count);
+
+/* The nak delay for a copy whose id another owner holds: the holder's
+ * remaining lease (at least options.busy_delay_ms), plus up to 20% jitter
+ * (at least 10 ms). `o` may be NULL. Safe from any thread. */
+int64_t ib_dispatch_busy_delay_ms(const ib_dispatch_options *o, int64_t remaining_ms);
 
 #endif

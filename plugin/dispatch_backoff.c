@@ -66,3 +66,14 @@ int64_t ib_dispatch_backoff_ms(const ib_dispatch_options *o, uint64_t delivery_c
         delay = 1;
     return delay;
 }
+
+int64_t ib_dispatch_busy_delay_ms(const ib_dispatch_options *o, int64_t remaining_ms)
+{
+    int64_t floor =
+        o != NULL && o->busy_delay_ms > 0 ? o->busy_delay_ms : IB_DISPATCH_DEFAULT_BUSY_MS;
+    int64_t base = remaining_ms > floor ? remaining_ms : floor;
+    /* up to +20%, and at least a few ms, so copies that waited for the same
+     * lease do not all come back in the same instant */
+    int64_t spread = base / 5 > 10 ? base / 5 : 10;
+    return base + (int64_t)(jitter_next() % (uint64_t)(spread + 1));
+}

@@ -29,22 +29,30 @@ typedef struct ib__dtype {
     size_t count;
 } ib__dtype;
 
+/* One (delivery, handler) pair of a batch; defined in dispatch_run.c. */
+typedef struct ib__ditem ib__ditem;
+
 /* Buffers reused from one batch to the next so the hot path does not
- * allocate; only touched under run_mu. Layout is private to dispatch_run.c. */
+ * allocate; only touched under run_mu (lease_keys/lease_live also under
+ * lease_mu). */
 typedef struct ib__dscratch {
     /* per delivery, capacity dcap */
     size_t *first;               /* index of the delivery's first item; n + 1 entries */
     ib__dhandler *const **lists; /* handlers subscribed to its type */
     size_t dcap;
     /* per item, capacity icap */
-    void *items;
+    ib__ditem *items;
     ib_marker_key *keys;
     size_t *key_items; /* the item each key belongs to */
-    ib_claim_state *states;
-    bool *processed;
+    ib_claim_info *infos;
+    bool *flags;               /* per key: marked */
     size_t *work;              /* items whose handler runs */
     ib_marker_key *lease_keys; /* claims held while handlers run (see lease_mu) */
+    bool *lease_live;          /* lease_keys[w] still to be renewed */
+    ib_marker_key *pend_keys;  /* finished OK handlers whose marks are not committed */
+    size_t *pend_items;
     size_t icap;
+    bool *settled; /* per delivery (capacity dcap) */
     /* open-addressing set of (handler, id) pairs seen in the batch */
     uint32_t *seen;
     size_t seen_cap;
@@ -74,7 +82,14 @@ struct ib_dispatch {
      * without taking run_mu, which the running batch holds. */
     pthread_mutex_t lease_mu;
     const ib_marker_key *lease_keys;
+    const bool *lease_live;
     size_t lease_n;
+
+    /* Recorder health as the run thread last saw it, and when a failed
+     * commit may be tried again (run thread only). */
+    bool recorder_down;
+    int64_t commit_retry_at_ms;
+    int64_t commit_backoff_ms;
 };
 
 /* Handlers subscribed to `type` (NULL-terminated string); sets *count. */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The loop being run. It lives on the caller's stack: the caller does not
  * return before every worker has left it (pool->active reaches 0). */
@@ -95,7 +96,14 @@ ib_status ib__pool_create(ib__pool **out, unsigned threads, ib_error *err)
         st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the pool condition");
         goto fail_work_cv;
     }
-    if (pthread_cond_init(&p->done_cv, NULL) != 0) {
+    /* The caller's timed waits (ib__pool_run_ticking) use the monotonic
+     * clock, so a wall-clock step cannot stretch or skip a tick. */
+    pthread_condattr_t mono;
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(&p->done_cv, &mono);
+    pthread_condattr_destroy(&mono);
+    if (rc != 0) {
         st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the pool condition");
         goto fail_done_cv;
     }
@@ -158,6 +166,39 @@ void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n)
     pthread_cond_broadcast(&p->work_cv);
     while (p->active > 0)
         pthread_cond_wait(&p->done_cv, &p->mu);
+    p->job = NULL;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
+                          ib__pool_tick_fn tick)
+{
+    pool_job job = {.fn = fn, .ctx = ctx, .n = n};
+
+    if (n == 0)
+        return;
+    if (tick_ms < 1)
+        tick_ms = 1;
+    atomic_init(&job.next, 0);
+    pthread_mutex_lock(&p->mu);
+    p->job = &job;
+    p->active = p->nthreads;
+    p->generation++;
+    pthread_cond_broadcast(&p->work_cv);
+    while (p->active > 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += (long)(tick_ms % 1000) * 1000000L;
+        until.tv_sec += (time_t)(tick_ms / 1000) + until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        while (p->active > 0 && pthread_cond_timedwait(&p->done_cv, &p->mu, &until) == 0) {
+        }
+        if (p->active == 0)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        tick(ctx);
+        pthread_mutex_lock(&p->mu);
+    }
     p->job = NULL;
     pthread_mutex_unlock(&p->mu);
 }

@@ -8,6 +8,7 @@
 #define IB_DISPATCH_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -28,5 +29,15 @@ void ib__pool_free(ib__pool *p);
  * concurrently, and returns once every call has returned. Calls are
  * serialised by the caller (one loop at a time per pool). */
 void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
+
+/* Called on the caller's thread while a loop runs. */
+typedef void (*ib__pool_tick_fn)(void *ctx);
+
+/* Like ib__pool_run(), and while the workers run, calls tick(ctx) on the
+ * caller's thread about every `tick_ms` (>= 1), without the pool's lock:
+ * the dispatch core commits the marks of handlers that have finished
+ * meanwhile. tick is not called after the last worker returned. */
+void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
+                          ib__pool_tick_fn tick);
 
 #endif

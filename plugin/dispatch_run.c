@@ -4,6 +4,7 @@
  * are documented in dispatch.h. */
 #include "dispatch_internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,10 +21,9 @@ _Static_assert(offsetof(ib_event_header, value) == offsetof(ib_header, value),
 enum item_result {
     R_CLAIM = 0,    /* to be claimed */
     R_FOLLOW,       /* same (consumer, id) as an earlier item: follows its result */
-    R_CHECK,        /* poison rule: to be checked */
+    R_POISON_CHECK, /* last delivery without durable attempts: claimed, never run */
     R_POISON_DONE,  /* poison rule: already marked */
-    R_POISON_OPEN,  /* poison rule: not marked */
-    R_CHECK_FAILED, /* poison rule: the check call failed */
+    R_POISON_OPEN,  /* poison rule: attempts used up, not marked: dead-letter */
     R_DONE,         /* claim: already processed */
     R_BUSY,         /* claim: held by another owner */
     R_CLAIM_FAILED, /* claim: the call failed */
@@ -31,17 +31,24 @@ enum item_result {
     R_OK,           /* handler said OK, mark pending */
     R_RETRY,
     R_REJECT,
-    R_MARKED,      /* OK and marked */
-    R_MARK_FAILED, /* OK but the mark call failed */
+    R_MARKED, /* OK and marked */
+    R_LOST,   /* OK, but another owner took the claim over: not marked */
 };
 
-typedef struct run_item {
+struct ib__ditem {
     const ib__dhandler *h;
     size_t delivery;
-    size_t leader; /* the item whose result an R_FOLLOW item takes */
-    double seconds;
+    size_t leader;     /* the item whose result an R_FOLLOW item takes */
+    size_t work;       /* its index in s->work when its handler runs */
+    double seconds;    /* handler run time */
+    int64_t busy_ms;   /* R_BUSY: the holder's remaining lease */
+    uint32_t attempts; /* attempts counted, this one included (durable kinds) */
     unsigned char result;
-} run_item;
+    bool taken;           /* its finished handler was seen by the committer */
+    atomic_bool finished; /* written by the thread that ran it, after result */
+};
+
+typedef ib__ditem run_item;
 
 /* One ib_dispatch_run() call. */
 typedef struct run_ctx {
@@ -51,6 +58,11 @@ typedef struct run_ctx {
     size_t n;
     run_item *items;
     size_t total;
+    size_t nwork;
+    size_t npend; /* entries in s->pend_keys */
+    bool durable; /* the recorder counts attempts across crashes */
+    int64_t last_commit_ms;
+    double recorder_seconds;
     ib_bus_proxy *bus;
     ib_error *err; /* first recorder error goes here */
 } run_ctx;
@@ -68,7 +80,7 @@ static size_t grown(size_t cap, size_t need)
 /* Replaces each buffer of a group by a bigger one, or none of them. */
 static bool regrow(void **bufs[], const size_t sizes[], size_t count, size_t cap)
 {
-    void *fresh[8];
+    void *fresh[12];
     for (size_t i = 0; i < count; i++) {
         fresh[i] = malloc(cap * sizes[i]);
         if (fresh[i] == NULL) {
@@ -88,25 +100,24 @@ static bool scratch_reserve(ib__dscratch *s, size_t n, size_t total)
 {
     if (n + 1 > s->dcap) {
         size_t cap = grown(s->dcap, n + 1);
-        void **bufs[] = {(void **)&s->first, (void **)&s->lists};
-        const size_t sizes[] = {sizeof(*s->first), sizeof(*s->lists)};
-        if (!regrow(bufs, sizes, 2, cap))
+        void **bufs[] = {(void **)&s->first, (void **)&s->lists, (void **)&s->settled};
+        const size_t sizes[] = {sizeof(*s->first), sizeof(*s->lists), sizeof(*s->settled)};
+        if (!regrow(bufs, sizes, 3, cap))
             return false;
         s->dcap = cap;
     }
     if (total > s->icap) {
         size_t cap = grown(s->icap, total);
-        void **bufs[] = {&s->items,
-                         (void **)&s->keys,
-                         (void **)&s->key_items,
-                         (void **)&s->states,
-                         (void **)&s->processed,
-                         (void **)&s->work,
-                         (void **)&s->lease_keys};
-        const size_t sizes[] = {sizeof(run_item),      sizeof(*s->keys),      sizeof(*s->key_items),
-                                sizeof(*s->states),    sizeof(*s->processed), sizeof(*s->work),
-                                sizeof(*s->lease_keys)};
-        if (!regrow(bufs, sizes, 7, cap))
+        void **bufs[] = {(void **)&s->items,      (void **)&s->keys,       (void **)&s->key_items,
+                         (void **)&s->infos,      (void **)&s->flags,      (void **)&s->work,
+                         (void **)&s->lease_keys, (void **)&s->lease_live, (void **)&s->pend_keys,
+                         (void **)&s->pend_items};
+        const size_t sizes[] = {sizeof(run_item),       sizeof(*s->keys),
+                                sizeof(*s->key_items),  sizeof(*s->infos),
+                                sizeof(*s->flags),      sizeof(*s->work),
+                                sizeof(*s->lease_keys), sizeof(*s->lease_live),
+                                sizeof(*s->pend_keys),  sizeof(*s->pend_items)};
+        if (!regrow(bufs, sizes, 10, cap))
             return false;
         s->icap = cap;
     }
@@ -126,13 +137,17 @@ void ib__dispatch_scratch_free(ib__dscratch *s)
 {
     free(s->first);
     free(s->lists);
+    free(s->settled);
     free(s->items);
     free(s->keys);
     free(s->key_items);
-    free(s->states);
-    free(s->processed);
+    free(s->infos);
+    free(s->flags);
     free(s->work);
     free(s->lease_keys);
+    free(s->lease_live);
+    free(s->pend_keys);
+    free(s->pend_items);
     free(s->seen);
     memset(s, 0, sizeof(*s));
 }
@@ -192,16 +207,23 @@ static void plan(run_ctx *c)
     memset(s->seen, 0, seen_cap * sizeof(*s->seen));
     for (size_t i = 0; i < c->n; i++) {
         size_t count = s->first[i + 1] - s->first[i];
-        bool poison = max_deliver != 0 && c->dl[i].delivery_count >= max_deliver;
+        /* Without durable attempts the poison rule falls back to
+         * JetStream's delivery count. */
+        bool poison = !c->durable && max_deliver != 0 && c->dl[i].delivery_count >= max_deliver;
         for (size_t k = 0; k < count; k++, total++) {
             run_item *it = &c->items[total];
             it->h = s->lists[i][k];
             it->delivery = i;
             it->leader = total;
+            it->work = 0;
             it->seconds = 0;
+            it->busy_ms = 0;
+            it->attempts = 0;
+            it->taken = false;
+            atomic_init(&it->finished, false);
             if (poison) {
                 /* Poisoned items neither lead nor follow: they never run. */
-                it->result = R_CHECK;
+                it->result = R_POISON_CHECK;
                 continue;
             }
             it->leader = first_occurrence(c, seen_cap, total);
@@ -213,18 +235,45 @@ static void plan(run_ctx *c)
 
 /* ---- recorder calls ----------------------------------------------------- */
 
-static void keep_first_error(run_ctx *c, const ib_error *e, ib_status st)
+static int64_t mono_ms(void)
 {
-    if (c->err == NULL || c->err->status != IB_OK)
-        return;
-    if (e->status != IB_OK)
-        *c->err = *e;
-    else
-        ib_error_set(c->err, st, "recorder %s: %s", ib_recorder_kind(c->d->recorder),
-                     ib_status_str(st));
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Gathers the keys of every item in state `want`; returns how many. */
+static double elapsed(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+/* A recorder call failed: keep its error for the caller and tell the
+ * health callback. */
+static void recorder_failed(run_ctx *c, const ib_error *e, ib_status st)
+{
+    ib_error local = *e;
+    if (local.status == IB_OK)
+        ib_error_set(&local, st, "recorder %s: %s", ib_recorder_kind(c->d->recorder),
+                     ib_status_str(st));
+    if (c->err != NULL && c->err->status == IB_OK)
+        *c->err = local;
+    c->d->recorder_down = true;
+    if (c->d->opts.on_recorder != NULL)
+        c->d->opts.on_recorder(c->d->opts.observer_ctx, false, &local);
+}
+
+static void recorder_worked(run_ctx *c)
+{
+    if (!c->d->recorder_down)
+        return;
+    c->d->recorder_down = false;
+    c->d->commit_backoff_ms = 0;
+    if (c->d->opts.on_recorder != NULL)
+        c->d->opts.on_recorder(c->d->opts.observer_ctx, true, NULL);
+}
+
+/* Gathers the keys of every item in state `want` or `want2`; returns how
+ * many. */
 static size_t gather(run_ctx *c, unsigned char want, unsigned char want2)
 {
     ib__dscratch *s = c->s;
@@ -239,78 +288,83 @@ static size_t gather(run_ctx *c, unsigned char want, unsigned char want2)
     return nk;
 }
 
-/* Poison rule: one check call for every item on its last delivery. */
-static void check_poisoned(run_ctx *c)
+/* What one acquire answer makes of an item. */
+static void take_claim(run_ctx *c, run_item *it, size_t i, const ib_claim_info *info)
 {
-    ib__dscratch *s = c->s;
-    ib_error e = {0};
-    size_t nk = gather(c, R_CHECK, R_CHECK);
-    if (nk == 0)
-        return;
-    ib_status st = ib_recorder_check_batch(c->d->recorder, s->processed, s->keys, nk, &e);
-    for (size_t k = 0; k < nk; k++) {
-        run_item *it = &c->items[s->key_items[k]];
-        if (st != IB_OK)
-            it->result = R_CHECK_FAILED;
-        else
-            it->result = s->processed[k] ? R_POISON_DONE : R_POISON_OPEN;
+    bool poison_check = it->result == R_POISON_CHECK;
+    it->attempts = info->attempts;
+    switch (info->state) {
+    case IB_CLAIM_ACQUIRED:
+        if (poison_check) {
+            it->result = R_POISON_OPEN; /* held, released after the run */
+        } else {
+            it->result = R_RUN;
+            it->work = c->nwork;
+            c->s->work[c->nwork++] = i;
+        }
+        break;
+    case IB_CLAIM_DONE:
+        it->result = poison_check ? R_POISON_DONE : R_DONE;
+        break;
+    case IB_CLAIM_EXHAUSTED:
+        it->result = R_POISON_OPEN;
+        break;
+    default:
+        /* A live claim elsewhere is busy, on the poison delivery too. */
+        it->result = R_BUSY;
+        it->busy_ms = info->remaining_ms;
+        break;
     }
-    if (st != IB_OK)
-        keep_first_error(c, &e, st);
 }
 
-/* One claim call for every first occurrence; returns how many to run (their
- * items are listed in s->work). */
-static size_t claim(run_ctx *c)
+/* One acquire call for every first occurrence (and every poisoned item);
+ * fills s->work with the items whose handler runs. */
+static void claim(run_ctx *c)
 {
     ib__dscratch *s = c->s;
     ib_dispatch *d = c->d;
     ib_error e = {0};
-    size_t nwork = 0;
-    size_t nk = gather(c, R_CLAIM, R_CLAIM);
+    c->nwork = 0;
+    size_t nk = gather(c, R_CLAIM, R_POISON_CHECK);
     if (nk == 0)
-        return 0;
-    ib_status st = ib_recorder_claim_batch(d->recorder, s->states, s->keys, nk, d->owner,
-                                           d->opts.lease_ms, &e);
-    for (size_t k = 0; k < nk; k++) {
-        size_t i = s->key_items[k];
-        run_item *it = &c->items[i];
-        if (st != IB_OK) {
-            it->result = R_CLAIM_FAILED;
-            continue;
-        }
-        switch (s->states[k]) {
-        case IB_CLAIM_ACQUIRED:
-            it->result = R_RUN;
-            s->work[nwork++] = i;
-            break;
-        case IB_CLAIM_DONE:
-            it->result = R_DONE;
-            break;
-        default:
-            it->result = R_BUSY;
-            break;
-        }
+        return;
+    ib_claim_request req = {
+        .owner = d->owner,
+        .lease_ms = d->opts.lease_ms,
+        .max_attempts =
+            c->durable
+                ? (uint32_t)(d->opts.max_deliver > UINT32_MAX ? UINT32_MAX : d->opts.max_deliver)
+                : 0,
+        .probe_holders = ib_recorder_is_host_local(d->recorder),
+    };
+    ib_status st = ib_recorder_acquire_batch(d->recorder, s->infos, s->keys, nk, &req, &e);
+    if (st != IB_OK) {
+        for (size_t k = 0; k < nk; k++)
+            c->items[s->key_items[k]].result = R_CLAIM_FAILED;
+        recorder_failed(c, &e, st);
+        return;
     }
-    if (st != IB_OK)
-        keep_first_error(c, &e, st);
-    for (size_t w = 0; w < nwork; w++) {
+    recorder_worked(c);
+    for (size_t k = 0; k < nk; k++)
+        take_claim(c, &c->items[s->key_items[k]], s->key_items[k], &s->infos[k]);
+    for (size_t w = 0; w < c->nwork; w++) {
         const run_item *it = &c->items[s->work[w]];
         s->lease_keys[w] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->lease_live[w] = true;
     }
     pthread_mutex_lock(&d->lease_mu);
     d->lease_keys = s->lease_keys;
-    d->lease_n = nwork;
+    d->lease_live = s->lease_live;
+    d->lease_n = c->nwork;
     pthread_mutex_unlock(&d->lease_mu);
-    return nwork;
 }
 
-/* The handlers have returned: their claims are about to be marked or
- * released, so nobody may extend them any more. */
+/* The batch is over: nobody may renew its claims any more. */
 static void leases_done(ib_dispatch *d)
 {
     pthread_mutex_lock(&d->lease_mu);
     d->lease_keys = NULL;
+    d->lease_live = NULL;
     d->lease_n = 0;
     pthread_mutex_unlock(&d->lease_mu);
 }
@@ -326,43 +380,29 @@ ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lo
     *extended = 0;
     *lost = 0;
     pthread_mutex_lock(&d->lease_mu);
-    size_t n = d->lease_n;
-    if (n > 0) {
-        ib_claim_state *states = malloc(n * sizeof(*states));
-        if (states == NULL) {
-            st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to extend %zu leases", n);
-        } else {
-            /* the same owner claiming again restarts its lease */
-            st = ib_recorder_claim_batch(d->recorder, states, d->lease_keys, n, d->owner,
-                                         d->opts.lease_ms, err);
-            for (size_t k = 0; st == IB_OK && k < n; k++) {
-                if (states[k] == IB_CLAIM_ACQUIRED)
-                    (*extended)++;
-                else if (states[k] == IB_CLAIM_BUSY)
-                    (*lost)++;
-            }
-            free(states);
+    size_t n = d->lease_n, live = 0;
+    ib_marker_key *keys = n > 0 ? malloc(n * sizeof(*keys)) : NULL;
+    bool *held = n > 0 ? malloc(n * sizeof(*held)) : NULL;
+    if (n > 0 && (keys == NULL || held == NULL)) {
+        st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to extend %zu leases", n);
+    } else {
+        for (size_t w = 0; w < n; w++)
+            if (d->lease_live[w])
+                keys[live++] = d->lease_keys[w];
+        if (live > 0)
+            st = ib_recorder_renew_batch(d->recorder, held, keys, live, d->owner, d->opts.lease_ms,
+                                         err);
+        for (size_t k = 0; st == IB_OK && k < live; k++) {
+            if (held[k])
+                (*extended)++;
+            else
+                (*lost)++;
         }
     }
     pthread_mutex_unlock(&d->lease_mu);
+    free(keys);
+    free(held);
     return st;
-}
-
-/* The group commit: one mark call for every OK handler of the batch. */
-static void mark(run_ctx *c)
-{
-    ib__dscratch *s = c->s;
-    ib_error e = {0};
-    size_t nk = gather(c, R_OK, R_OK);
-    if (nk == 0)
-        return;
-    ib_status st = ib_recorder_mark_batch(c->d->recorder, s->keys, nk, &e);
-    /* Partial success is possible with kinds that mark one by one: treat
-     * all as failed; a redelivery finds the ones that did land as done. */
-    for (size_t k = 0; k < nk; k++)
-        c->items[s->key_items[k]].result = st == IB_OK ? R_MARKED : R_MARK_FAILED;
-    if (st != IB_OK)
-        keep_first_error(c, &e, st);
 }
 
 /* Frees the claims this batch holds but did not turn into marks, so a
@@ -377,7 +417,8 @@ static void release(run_ctx *c)
     size_t more = 0;
     for (size_t i = 0; i < c->total; i++) {
         const run_item *it = &c->items[i];
-        if (it->result == R_MARK_FAILED || it->result == R_CLAIM_FAILED) {
+        /* an exhausted key holds no claim of ours: releasing it is a no-op */
+        if (it->result == R_POISON_OPEN) {
             s->keys[nk + more] = (ib_marker_key){it->h->consumer, item_id(c, it)};
             s->key_items[nk + more] = i;
             more++;
@@ -388,15 +429,129 @@ static void release(run_ctx *c)
         return;
     ib_status st = ib_recorder_release_batch(d->recorder, s->keys, nk, d->owner, &e);
     if (st != IB_OK)
-        keep_first_error(c, &e, st);
+        recorder_failed(c, &e, st);
+}
+
+/* ---- the committer ------------------------------------------------------ */
+
+/* An item is settled for an early ack when it, or the leader it follows,
+ * is marked or was already done. */
+static bool item_acked(const run_ctx *c, const run_item *it)
+{
+    unsigned char r = it->result == R_FOLLOW ? c->items[it->leader].result : it->result;
+    return r == R_MARKED || r == R_DONE || r == R_POISON_DONE;
+}
+
+static void decide(run_ctx *c, size_t i);
+
+/* Settles, through on_settled, every delivery whose items are all marked
+ * or done: its ack may leave now, before the rest of the batch finishes. */
+static void settle_ready(run_ctx *c)
+{
+    const ib_dispatch_options *o = &c->d->opts;
+    if (o->on_settled == NULL)
+        return;
+    for (size_t i = 0; i < c->n; i++) {
+        size_t first = c->s->first[i], end = c->s->first[i + 1];
+        if (c->s->settled[i] || first == end)
+            continue;
+        size_t j = first;
+        while (j < end && item_acked(c, &c->items[j]))
+            j++;
+        if (j < end)
+            continue;
+        decide(c, i);
+        c->s->settled[i] = true;
+        c->dl[i].settled_early = true;
+        o->on_settled(o->observer_ctx, &c->dl[i]);
+    }
+}
+
+/* Moves the handlers that finished since the last look into the pending
+ * marks. Run thread only. */
+static void take_finished(run_ctx *c)
+{
+    ib__dscratch *s = c->s;
+    for (size_t w = 0; w < c->nwork; w++) {
+        run_item *it = &c->items[s->work[w]];
+        if (it->taken || !atomic_load_explicit(&it->finished, memory_order_acquire))
+            continue;
+        it->taken = true;
+        if (it->result != R_OK)
+            continue;
+        s->pend_keys[c->npend] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->pend_items[c->npend++] = s->work[w];
+    }
+}
+
+/* Commits the pending marks in one fenced call. Unless `force`, only once
+ * commit_interval_ms has passed since the last commit, so marks of
+ * handlers finishing close together share one transaction. A failed commit
+ * keeps the marks pending and is tried again after a back-off: the process
+ * that ran a handler never gives its mark up. Returns true when nothing is
+ * left pending. */
+static bool commit(run_ctx *c, bool force)
+{
+    ib__dscratch *s = c->s;
+    ib_dispatch *d = c->d;
+    take_finished(c);
+    if (c->npend == 0)
+        return true;
+    int64_t now = mono_ms();
+    if (now < d->commit_retry_at_ms)
+        return false;
+    if (!force && now - c->last_commit_ms < d->opts.commit_interval_ms)
+        return false;
+
+    ib_error e = {0};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ib_status st =
+        ib_recorder_mark_owned_batch(d->recorder, s->flags, s->pend_keys, c->npend, d->owner, &e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    c->recorder_seconds += elapsed(&t0, &t1);
+    if (st != IB_OK) {
+        int64_t b = d->commit_backoff_ms;
+        d->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
+        d->commit_retry_at_ms = mono_ms() + d->commit_backoff_ms;
+        recorder_failed(c, &e, st);
+        return false;
+    }
+    recorder_worked(c);
+    d->commit_backoff_ms = 0;
+    c->last_commit_ms = mono_ms();
+    pthread_mutex_lock(&d->lease_mu);
+    for (size_t k = 0; k < c->npend; k++) {
+        run_item *it = &c->items[s->pend_items[k]];
+        it->result = s->flags[k] ? R_MARKED : R_LOST;
+        s->lease_live[it->work] = false;
+    }
+    pthread_mutex_unlock(&d->lease_mu);
+    c->npend = 0;
+    settle_ready(c);
+    return true;
+}
+
+/* Commits until nothing is pending, waiting out back-offs in between: the
+ * batch does not end while a handler's success is not durable. The host's
+ * watcher keeps the messages in progress meanwhile. */
+static void commit_all(run_ctx *c)
+{
+    while (!commit(c, true)) {
+        int64_t wait = c->d->commit_retry_at_ms - mono_ms();
+        if (wait < 1)
+            wait = 1;
+        struct timespec ts = {.tv_sec = wait / 1000, .tv_nsec = (wait % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void tick(void *arg)
+{
+    commit(arg, false);
 }
 
 /* ---- handlers ----------------------------------------------------------- */
-
-static double elapsed(const struct timespec *a, const struct timespec *b)
-{
-    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
-}
 
 /* Runs the handler of work entry `w`; on the caller's thread or a worker.
  * Each call writes only its own item. */
@@ -433,17 +588,23 @@ static void run_one(void *arg, size_t w)
     /* An unknown verdict is a plugin bug: take it as transient, so the event
      * is neither marked nor lost (the poison rule ends the loop). */
     it->result = v == IB_HANDLER_OK ? R_OK : v == IB_HANDLER_REJECT ? R_REJECT : R_RETRY;
+    atomic_store_explicit(&it->finished, true, memory_order_release);
 }
 
-static void run_handlers(run_ctx *c, size_t nwork)
+static void run_handlers(run_ctx *c)
 {
+    ib_dispatch *d = c->d;
     /* A single call is not worth two thread hand-offs. */
-    if (c->d->pool != NULL && nwork > 1) {
-        ib__pool_run(c->d->pool, run_one, c, nwork);
-        return;
+    if (d->pool != NULL && c->nwork > 1) {
+        int64_t t = d->opts.commit_interval_ms > 0 ? d->opts.commit_interval_ms : 1;
+        ib__pool_run_ticking(d->pool, run_one, c, c->nwork, t, tick);
+    } else {
+        for (size_t w = 0; w < c->nwork; w++) {
+            run_one(c, w);
+            commit(c, false);
+        }
     }
-    for (size_t w = 0; w < nwork; w++)
-        run_one(c, w);
+    commit_all(c);
 }
 
 /* ---- outcomes ----------------------------------------------------------- */
@@ -464,10 +625,9 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it, unsig
     case R_REJECT:
         res = IB_RESULT_REJECT;
         break;
-    case R_MARK_FAILED:
-        res = IB_RESULT_MARK_FAILED;
+    case R_LOST:
+        res = IB_RESULT_LOST;
         break;
-    case R_CHECK_FAILED:
     case R_CLAIM_FAILED:
         res = IB_RESULT_RECORDER_FAILED;
         break;
@@ -477,90 +637,101 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it, unsig
     o->observer(o->observer_ctx, dl, it->h->consumer, res, it->seconds);
 }
 
+/* What one delivery's items add up to. */
+typedef struct verdicts {
+    bool reject, retry, busy, open;
+    int64_t busy_ms; /* longest remaining lease among the busy ones */
+} verdicts;
+
+/* Counts one item and notes what it asks of the outcome. A follower counts
+ * as a duplicate when its leader succeeded, else as coalesced. */
+static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
+{
+    ib_delivery_counts *n = &dl->counts;
+    bool follower = it->result == R_FOLLOW;
+    const run_item *lead = follower ? &c->items[it->leader] : it;
+    unsigned *own = NULL;
+    switch (lead->result) {
+    case R_POISON_DONE:
+    case R_DONE:
+        n->duplicates++;
+        return;
+    case R_MARKED:
+        if (follower)
+            n->duplicates++;
+        else
+            n->handled++;
+        return;
+    case R_POISON_OPEN:
+        v->open = true;
+        n->exhausted += !follower;
+        return;
+    case R_BUSY:
+        v->busy = true;
+        v->busy_ms = lead->busy_ms > v->busy_ms ? lead->busy_ms : v->busy_ms;
+        own = &n->busy;
+        break;
+    case R_REJECT:
+        v->reject = true;
+        own = &n->rejected;
+        break;
+    case R_LOST:
+        /* the new holder decides; come back when its lease may have ended */
+        v->busy = true;
+        v->busy_ms = c->d->opts.lease_ms > v->busy_ms ? c->d->opts.lease_ms : v->busy_ms;
+        own = &n->lost;
+        break;
+    case R_CLAIM_FAILED:
+        v->retry = true;
+        own = &n->recorder_failed;
+        break;
+    default: /* R_RETRY; nothing else is left after the flow */
+        /* With durable attempts, a RETRY on the last allowed attempt ends
+         * the event's retries here. */
+        if (c->durable && c->d->opts.max_deliver != 0 && lead->attempts >= c->d->opts.max_deliver)
+            v->open = true;
+        else
+            v->retry = true;
+        own = &n->retried;
+        break;
+    }
+    if (follower)
+        n->coalesced++;
+    else
+        (*own)++;
+}
+
 static void decide(run_ctx *c, size_t i)
 {
     ib_delivery *dl = &c->dl[i];
-    ib_delivery_counts *n = &dl->counts;
     const ib_dispatch_options *o = &c->d->opts;
     size_t first = c->s->first[i], end = c->s->first[i + 1];
-    bool reject = false, retry = false, busy = false, open = false;
+    verdicts v = {0};
 
     if (first == end) {
-        n->unhandled = true;
+        dl->counts.unhandled = true;
         dl->outcome = IB_OUTCOME_ACK;
         return;
     }
     for (size_t j = first; j < end; j++) {
         const run_item *it = &c->items[j];
-        bool follower = it->result == R_FOLLOW;
-        unsigned char r = follower ? c->items[it->leader].result : it->result;
         dl->handle_seconds += it->seconds;
-        if (!follower && o->observer != NULL)
-            observe(c, dl, it, r);
-        switch (r) {
-        case R_POISON_DONE:
-        case R_DONE:
-            n->duplicates++;
-            break;
-        case R_MARKED:
-            if (follower)
-                n->duplicates++;
-            else
-                n->handled++;
-            break;
-        case R_POISON_OPEN:
-            open = true;
-            break;
-        case R_BUSY:
-            busy = true;
-            if (follower)
-                n->coalesced++;
-            else
-                n->busy++;
-            break;
-        case R_REJECT:
-            reject = true;
-            if (follower)
-                n->coalesced++;
-            else
-                n->rejected++;
-            break;
-        case R_MARK_FAILED:
-            retry = true;
-            if (follower)
-                n->coalesced++;
-            else
-                n->mark_failed++;
-            break;
-        case R_CHECK_FAILED:
-        case R_CLAIM_FAILED:
-            retry = true;
-            if (follower)
-                n->coalesced++;
-            else
-                n->recorder_failed++;
-            break;
-        default: /* R_RETRY; nothing else is left after the flow */
-            retry = true;
-            if (follower)
-                n->coalesced++;
-            else
-                n->retried++;
-            break;
-        }
+        if (it->result != R_FOLLOW && o->observer != NULL)
+            observe(c, dl, it, it->result);
+        tally(c, dl, it, &v);
     }
-    if (reject) {
+    if (v.reject) {
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
         dl->dead_letter_reason = "rejected";
-    } else if (retry) {
+    } else if (v.retry) {
         dl->outcome = IB_OUTCOME_NAK;
         dl->nak_delay_ms = ib_dispatch_backoff_ms(o, dl->delivery_count);
-    } else if (open) {
+    } else if (v.open) {
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
         dl->dead_letter_reason = "max-deliver";
-    } else if (busy) {
+    } else if (v.busy) {
         dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = o->busy_delay_ms;
+        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, v.busy_ms);
     } else {
         dl->outcome = IB_OUTCOME_ACK;
     }
@@ -582,12 +753,12 @@ static ib_status check_deliveries(const ib_delivery *dl, size_t n, ib_error *err
     return IB_OK;
 }
 
-static ib_status run_locked(run_ctx *c)
+/* Sizes the scratch for the batch: handler lists first, since they give
+ * the number of items. */
+static ib_status prepare(run_ctx *c)
 {
     ib__dscratch *s = c->s;
     size_t total = 0;
-
-    /* Handler lists first: they size the buffers. */
     if (!scratch_reserve(s, c->n, 0))
         return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu deliveries",
                             c->n);
@@ -605,7 +776,6 @@ static ib_status run_locked(run_ctx *c)
         return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu handler calls",
                             total);
     c->items = s->items;
-
     for (size_t i = 0; i < c->n; i++) {
         ib_delivery *dl = &c->dl[i];
         dl->outcome = IB_OUTCOME_ACK;
@@ -613,25 +783,37 @@ static ib_status run_locked(run_ctx *c)
         dl->nak_delay_ms = 0;
         memset(&dl->counts, 0, sizeof(dl->counts));
         dl->handle_seconds = 0;
+        dl->settled_early = false;
+        s->settled[i] = false;
     }
+    return IB_OK;
+}
+
+static ib_status run_locked(run_ctx *c)
+{
+    ib_status st = prepare(c);
+    if (st != IB_OK)
+        return st;
     c->d->last_recorder_seconds = 0;
-    if (total > 0) {
+    if (c->s->first[c->n] > 0) {
         struct timespec t0, t1, t2, t3;
+        c->durable = ib_recorder_has_durable_attempts(c->d->recorder);
+        c->last_commit_ms = mono_ms();
         plan(c);
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        check_poisoned(c);
-        size_t nwork = claim(c);
+        claim(c);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        run_handlers(c, nwork);
+        settle_ready(c);
+        run_handlers(c);
         leases_done(c->d);
         clock_gettime(CLOCK_MONOTONIC, &t2);
-        mark(c);
         release(c);
         clock_gettime(CLOCK_MONOTONIC, &t3);
-        c->d->last_recorder_seconds = elapsed(&t0, &t1) + elapsed(&t2, &t3);
+        c->d->last_recorder_seconds = elapsed(&t0, &t1) + elapsed(&t2, &t3) + c->recorder_seconds;
     }
     for (size_t i = 0; i < c->n; i++)
-        decide(c, i);
+        if (!c->s->settled[i])
+            decide(c, i);
     return IB_OK;
 }
 

@@ -12,6 +12,7 @@
 #include "consumer_setup.h"
 #include "host_internal.h"
 #include "log.h"
+#include "owner.h"
 
 #ifndef IB_VERSION
 #define IB_VERSION "0.0.0"
@@ -49,7 +50,8 @@ static int ready(void *ctx)
     ib_host *h = ctx;
     if (h->nats == NULL)
         return 0;
-    return ib_nats_is_connected(h->nats) && atomic_load(&h->bound) && !atomic_load(&h->stopping);
+    return ib_nats_is_connected(h->nats) && atomic_load(&h->bound) && !atomic_load(&h->stopping) &&
+           !atomic_load(&h->recorder_down);
 }
 
 /* Fatal setup errors: configuration problems exit 2, the rest 1. */
@@ -106,6 +108,10 @@ static int setup_dispatch(ib_host *h, ib_error *err)
         .concurrency = (unsigned)h->cfg->concurrency,
         .observer = ib__host_observe,
         .observer_ctx = h,
+        /* --commit-interval 0 means a commit after every handler */
+        .commit_interval_ms = h->cfg->commit_interval_ms > 0 ? h->cfg->commit_interval_ms : -1,
+        .on_settled = ib__host_on_settled,
+        .on_recorder = ib__host_on_recorder,
     };
     if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
         return -1;
@@ -326,12 +332,16 @@ static int run_loop(ib_host *h, natsMsg **buf)
     return 0;
 }
 
-static void make_owner(ib_host *h)
+/* The claim owner token of this process incarnation (core/owner.h):
+ * readable as <durable>@<host>, unique even where containers share the
+ * hostname and PID 1. */
+static int make_owner(ib_host *h, ib_error *err)
 {
-    char host[128] = "host";
+    char host[64] = "host", label[96];
     gethostname(host, sizeof(host) - 1);
     host[sizeof(host) - 1] = '\0';
-    snprintf(h->owner, sizeof(h->owner), "%s@%s:%ld", h->cfg->durable, host, (long)getpid());
+    snprintf(label, sizeof(label), "%.24s@%.32s", h->cfg->durable, host);
+    return ib_owner_make(h->owner, sizeof(h->owner), label, err) == IB_OK ? 0 : -1;
 }
 
 int ib_host_run(const ib_host_config *cfg)
@@ -345,7 +355,6 @@ int ib_host_run(const ib_host_config *cfg)
     h.cfg = cfg;
     pthread_mutex_init(&h.inflight_lock, NULL);
     install_signals();
-    make_owner(&h);
     if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
         snprintf(h.dead_letter_subject, sizeof(h.dead_letter_subject), "%s", cfg->dead_letter);
     else
@@ -358,6 +367,10 @@ int ib_host_run(const ib_host_config *cfg)
     h.bus.source = cfg->durable;
     h.bus.timeout_ms = 5000;
 
+    if (make_owner(&h, &e) != 0) {
+        code = fail(&e);
+        goto out;
+    }
     h.metrics = ib_metrics_create();
     if (h.metrics == NULL || ib__host_batch_alloc(&h, (size_t)cfg->batch) != 0 ||
         (buf = calloc((size_t)cfg->batch, sizeof(*buf))) == NULL) {
@@ -372,6 +385,7 @@ int ib_host_run(const ib_host_config *cfg)
         code = fail(&e);
         goto out;
     }
+    ib_metrics_gauge_set(h.metrics, IB_METRIC_RECORDER_UP, 1);
     if (load_plugins(&h, &e) != 0) {
         code = fail(&e);
         goto out;

@@ -50,6 +50,7 @@ typedef struct ib_host_config {
     /* sqlite recorder: accept a marker file of another owner or writable by
      * group or others (never a symbolic link) */
     bool allow_insecure_db;
+    int64_t commit_interval_ms; /* group-commit window of finished handlers; 0 = each */
 } ib_host_config;
 
 /* Runs the host until a signal, an idle exit or a fatal error. Returns the

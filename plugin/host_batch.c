@@ -96,6 +96,7 @@ static void count_delivery(ib_host *h, const item *it)
     ib_metrics_add(h->metrics, IB_METRIC_EVENTS_HANDLED, c->handled);
     ib_metrics_add(h->metrics, IB_METRIC_DUPLICATES_DROPPED, c->duplicates);
     ib_metrics_add(h->metrics, IB_METRIC_HANDLER_FAILURES, c->retried + c->rejected);
+    ib_metrics_add(h->metrics, IB_METRIC_CLAIMS_LOST, c->lost);
     if (c->unhandled) {
         h->totals.unhandled++;
         ib_metrics_add(h->metrics, IB_METRIC_EVENTS_UNHANDLED, 1);
@@ -113,16 +114,41 @@ void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
         [IB_RESULT_REJECT] = "rejected",
         [IB_RESULT_MARK_FAILED] = "mark-failed",
         [IB_RESULT_RECORDER_FAILED] = "recorder-failed",
+        [IB_RESULT_LOST] = "claim-lost",
     };
     ib_host *h = ctx;
     if (result != IB_RESULT_RECORDER_FAILED)
         ib_metrics_observe(h->metrics, IB_METRIC_HANDLE_SECONDS, seconds);
-    if (result == IB_RESULT_HANDLED)
+    if (result == IB_RESULT_HANDLED || (unsigned)result >= sizeof(what) / sizeof(what[0]))
         return;
     char dc[24];
     snprintf(dc, sizeof(dc), "%" PRIu64, d->delivery_count);
     ib_log_kv(IB_SEV_WARN, "handler failure", "consumer", consumer, "event_id", d->event->id,
               "type", d->event->type, "reason", what[result], "delivery_count", dc, NULL);
+}
+
+void ib__host_on_settled(void *ctx, ib_delivery *d)
+{
+    ib_host *h = ctx;
+    settle_ack(h, d->user);
+}
+
+void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
+{
+    ib_host *h = ctx;
+    if (!healthy)
+        ib_metrics_add(h->metrics, IB_METRIC_RECORDER_ERRORS, 1);
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
+    /* One line per change of state, not per failed call. */
+    if (atomic_exchange(&h->recorder_down, !healthy) == !healthy)
+        return;
+    if (healthy)
+        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->cfg->recorder, NULL);
+    else
+        ib_log_kv(IB_SEV_ERROR,
+                  "recorder failing: deliveries are nak'ed with back-off, finished handlers' "
+                  "marks are retried, not ready until it works",
+                  "recorder", h->cfg->recorder, "error", e != NULL ? e->msg : "", NULL);
 }
 
 static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
@@ -201,6 +227,7 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
         d->subject = natsMsg_GetSubject(it->msg);
         d->stream_seq = it->meta.stream_seq;
         d->delivery_count = it->meta.delivered;
+        d->user = it;
         it->delivery = d;
     }
 
@@ -239,7 +266,8 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
             count_delivery(h, it);
             switch (d->outcome) {
             case IB_OUTCOME_ACK:
-                settle_ack(h, it);
+                if (!d->settled_early) /* acked as soon as its marks committed */
+                    settle_ack(h, it);
                 break;
             case IB_OUTCOME_NAK:
                 settle_nak(h, it, d->nak_delay_ms);

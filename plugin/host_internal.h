@@ -44,6 +44,7 @@ typedef struct ib_host {
     uint64_t max_deliver;
     atomic_int bound;
     atomic_int stopping;
+    atomic_int recorder_down; /* the last recorder call failed: not ready */
     ib_host_totals totals;
     ib_puller_stats pull_stats; /* copied from the puller before it is freed */
 
@@ -76,6 +77,12 @@ void ib__host_batch_free(ib_host *h);
 /* The dispatch observer (host_batch.c); ctx is the ib_host. */
 void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
                       ib_handler_result result, double seconds);
+
+/* Dispatch callbacks (host_batch.c); ctx is the ib_host. on_settled acks a
+ * delivery whose marks just became durable; on_recorder counts recorder
+ * failures, keeps readiness and logs each change of state. */
+void ib__host_on_settled(void *ctx, ib_delivery *d);
+void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e);
 
 /* Processes one pulled batch: decode, dispatch, ack/nak/dead-letter, and
  * destroys the messages. */

@@ -69,6 +69,11 @@ static const struct {
     [IB_METRIC_ACKS] = {"ibus_acks_total", "Messages acknowledged."},
     [IB_METRIC_REDELIVERIES] = {"ibus_redeliveries_total",
                                 "Messages received with a delivery count above 1."},
+    [IB_METRIC_RECORDER_ERRORS] = {"ibus_recorder_errors_total",
+                                   "Recorder calls that failed (claims, marks, releases)."},
+    [IB_METRIC_CLAIMS_LOST] = {"ibus_claims_lost_total",
+                               "Handlers that succeeded after another owner had taken their "
+                               "claim over (not marked; the new holder decides)."},
 };
 
 static const struct {
@@ -81,6 +86,8 @@ static const struct {
     [IB_METRIC_CONNECTED] = {"ibus_connected", "1 while connected to NATS, else 0."},
     [IB_METRIC_CONSUMER_BOUND] = {"ibus_consumer_bound",
                                   "1 while bound to the durable consumer, else 0."},
+    [IB_METRIC_RECORDER_UP] = {"ibus_recorder_up",
+                               "1 while the recorder's last call worked, else 0."},
 };
 
 static const struct {

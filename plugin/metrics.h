@@ -38,6 +38,8 @@ typedef enum ib_metric_counter {
     IB_METRIC_NAKS = 5,               /* messages nak'ed */
     IB_METRIC_ACKS = 6,               /* messages acked */
     IB_METRIC_REDELIVERIES = 7,       /* messages received with delivery count > 1 */
+    IB_METRIC_RECORDER_ERRORS = 8,    /* recorder calls that failed */
+    IB_METRIC_CLAIMS_LOST = 9,        /* handlers whose claim another owner took over */
     IB_METRIC_COUNTER_COUNT
 } ib_metric_counter;
 
@@ -57,6 +59,7 @@ typedef enum ib_metric_gauge {
     IB_METRIC_CONSUMER_PENDING = 1,   /* messages the consumer has not delivered yet */
     IB_METRIC_CONNECTED = 2,          /* 1 while connected to NATS, else 0 */
     IB_METRIC_CONSUMER_BOUND = 3,     /* 1 while bound to the durable consumer, else 0 */
+    IB_METRIC_RECORDER_UP = 4,        /* 1 while the recorder's last call worked, else 0 */
     IB_METRIC_GAUGE_COUNT
 } ib_metric_gauge;
 

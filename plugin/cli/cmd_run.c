@@ -59,6 +59,10 @@ int ib_cmd_run(int argc, char **argv)
          4096},
         {"flush-interval", IB_OPT_DURATION, &c.flush_ms, "DURATION", "5ms",
          "longest wait for more messages of a batch once one arrived", 1, 10000},
+        {"commit-interval", IB_OPT_DURATION, &c.commit_interval_ms, "DURATION", "2ms",
+         "longest a finished handler's mark waits to share a commit (0 = commit each); a kill -9 "
+         "repeats at most the handlers running plus those finished within this window",
+         0, 10000},
         {"pull-expires", IB_OPT_DURATION, &c.pull_expires_ms, "DURATION", "1s",
          "lifetime of one pull request", 10, 60000},
         {"concurrency", IB_OPT_INT, &c.concurrency, "N", "1", "handler threads", 1, 1024},

@@ -14,6 +14,7 @@ typedef struct counting {
     ib_recorder base;
     ib_recorder *inner;
     fx_calls calls;
+    ib_recorder_ops ops; /* counting_ops with the real kind's features */
 } counting;
 
 static ib_recorder *inner_of(ib_recorder *r)
@@ -88,6 +89,32 @@ static ib_status c_release_batch(ib_recorder *r, const ib_marker_key *keys, size
     return ib_recorder_release_batch(inner_of(r), keys, n, owner, err);
 }
 
+/* The host's calls: counted with the batch calls they stand for (acquire
+ * as a claim, a fenced mark as a mark) and failed by the same switches. */
+static ib_status c_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                 size_t n, const ib_claim_request *req, ib_error *err)
+{
+    atomic_fetch_add(&calls_of(r)->claim_batch, 1);
+    if (atomic_load(&calls_of(r)->fail_claim))
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: claim fails on demand");
+    return ib_recorder_acquire_batch(inner_of(r), out, keys, n, req, err);
+}
+
+static ib_status c_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                               const char *owner, int64_t lease_ms, ib_error *err)
+{
+    return ib_recorder_renew_batch(inner_of(r), held, keys, n, owner, lease_ms, err);
+}
+
+static ib_status c_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                    size_t n, const char *owner, ib_error *err)
+{
+    atomic_fetch_add(&calls_of(r)->mark_batch, 1);
+    if (atomic_load(&calls_of(r)->fail_mark))
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: mark fails on demand");
+    return ib_recorder_mark_owned_batch(inner_of(r), marked, keys, n, owner, err);
+}
+
 static const ib_recorder_ops counting_ops = {
     .size = sizeof(ib_recorder_ops),
     .kind = "counting",
@@ -100,6 +127,9 @@ static const ib_recorder_ops counting_ops = {
     .claim_batch = c_claim_batch,
     .release = c_release,
     .release_batch = c_release_batch,
+    .acquire_batch = c_acquire_batch,
+    .renew_batch = c_renew_batch,
+    .mark_owned_batch = c_mark_owned_batch,
 };
 
 /* ---- clock, directories, fixture --------------------------------------- */
@@ -165,8 +195,12 @@ void fx_open(fx *f, const char *kind)
 
     counting *c = calloc(1, sizeof(*c));
     assert_non_null(c);
-    c->base.ops = &counting_ops;
+    /* The wrapper declares what the real kind declares. */
+    c->ops = counting_ops;
+    c->ops.features = f->inner->ops->features;
+    c->base.ops = &c->ops;
     c->base.now_ms = fx_clock_now;
+    c->base.lease_now_ms = fx_clock_now;
     c->inner = f->inner;
     f->rec = &c->base;
     f->calls = &c->calls;

@@ -308,9 +308,12 @@ static void pool_mixed_batch(fx *f)
 /* ---- group commit at scale --------------------------------------------- */
 
 /* Two batches of 10,000 events: every event marked, with one claim call and
- * one mark call (one transaction) per ib_dispatch_run(). */
+ * one mark call (one transaction) per ib_dispatch_run() when the commit
+ * window is longer than the batch. */
 static void one_mark_call_per_batch(fx *f)
 {
+    ib_dispatch_options o = fx_default_options();
+    o.commit_interval_ms = 600000;
     size_t n = fx_scale(10000, 1000);
     ib_event *ev = calloc(n, sizeof(*ev));
     ib_delivery *dl = calloc(n, sizeof(*dl));
@@ -319,7 +322,7 @@ static void one_mark_call_per_batch(fx *f)
     fx_handler h;
     assert_true(ev != NULL && dl != NULL && keys != NULL && done != NULL);
     fx_handler_init(&h, IB_HANDLER_OK);
-    fx_dispatch(f, NULL);
+    fx_dispatch(f, &o);
     fx_add(f, "c/p/h", TYPE, &h);
 
     for (int batch = 0; batch < 2; batch++) {
