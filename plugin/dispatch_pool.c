@@ -154,20 +154,7 @@ void ib__pool_free(ib__pool *p)
 
 void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n)
 {
-    pool_job job = {.fn = fn, .ctx = ctx, .n = n};
-
-    if (n == 0)
-        return;
-    atomic_init(&job.next, 0);
-    pthread_mutex_lock(&p->mu);
-    p->job = &job;
-    p->active = p->nthreads;
-    p->generation++;
-    pthread_cond_broadcast(&p->work_cv);
-    while (p->active > 0)
-        pthread_cond_wait(&p->done_cv, &p->mu);
-    p->job = NULL;
-    pthread_mutex_unlock(&p->mu);
+    ib__pool_run_ticking(p, fn, ctx, n, 0, NULL);
 }
 
 void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
@@ -185,6 +172,8 @@ void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int6
     p->active = p->nthreads;
     p->generation++;
     pthread_cond_broadcast(&p->work_cv);
+    while (p->active > 0 && tick == NULL)
+        pthread_cond_wait(&p->done_cv, &p->mu);
     while (p->active > 0) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);

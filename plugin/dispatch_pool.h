@@ -36,7 +36,8 @@ typedef void (*ib__pool_tick_fn)(void *ctx);
 /* Like ib__pool_run(), and while the workers run, calls tick(ctx) on the
  * caller's thread about every `tick_ms` (>= 1), without the pool's lock:
  * the dispatch core commits the marks of handlers that have finished
- * meanwhile. tick is not called after the last worker returned. */
+ * meanwhile. tick is not called after the last worker returned; NULL
+ * makes it ib__pool_run(). */
 void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
                           ib__pool_tick_fn tick);
 

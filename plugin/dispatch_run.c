@@ -61,6 +61,11 @@ typedef struct run_ctx {
     size_t nwork;
     size_t npend; /* entries in s->pend_keys */
     bool durable; /* the recorder counts attempts across crashes */
+    /* Closed while a commit has failed: no further handler starts until
+     * the pending marks are durable, so a recorder outage does not let a
+     * whole batch of finished, unmarked handlers pile up for a kill to
+     * repeat. Workers wait on it; the run thread opens it. */
+    atomic_bool gate_closed;
     int64_t last_commit_ms;
     double recorder_seconds;
     ib_bus_proxy *bus;
@@ -514,11 +519,14 @@ static bool commit(run_ctx *c, bool force)
         int64_t b = d->commit_backoff_ms;
         d->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
         d->commit_retry_at_ms = mono_ms() + d->commit_backoff_ms;
+        atomic_store(&c->gate_closed, true);
         recorder_failed(c, &e, st);
         return false;
     }
     recorder_worked(c);
     d->commit_backoff_ms = 0;
+    d->commit_retry_at_ms = 0;
+    atomic_store(&c->gate_closed, false);
     c->last_commit_ms = mono_ms();
     pthread_mutex_lock(&d->lease_mu);
     for (size_t k = 0; k < c->npend; k++) {
@@ -581,6 +589,12 @@ static void run_one(void *arg, size_t w)
     };
     struct timespec t0, t1;
 
+    /* A worker waits while a failed commit is being retried (the run
+     * thread retries it from its ticks and opens the gate). */
+    while (atomic_load(&c->gate_closed)) {
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000};
+        nanosleep(&pause, NULL);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ib_verdict v = it->h->handle(it->h->state, payload, ev->payload_len, c->bus, &raw);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -601,7 +615,10 @@ static void run_handlers(run_ctx *c)
     } else {
         for (size_t w = 0; w < c->nwork; w++) {
             run_one(c, w);
-            commit(c, false);
+            /* a failed commit is retried until it lands before the next
+             * handler starts */
+            if (!commit(c, false) && atomic_load(&c->gate_closed))
+                commit_all(c);
         }
     }
     commit_all(c);
@@ -828,6 +845,7 @@ ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_
     ib_error_clear(err);
 
     run_ctx c = {.d = d, .s = &d->scratch, .dl = deliveries, .n = n, .bus = bus, .err = err};
+    atomic_init(&c.gate_closed, false);
     pthread_mutex_lock(&d->run_mu);
     st = run_locked(&c);
     pthread_mutex_unlock(&d->run_mu);

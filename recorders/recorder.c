@@ -101,6 +101,9 @@ static ib_status check_owner(const char *owner, ib_error *err)
     return IB_OK;
 }
 
+/* check_owned_call() of a call without a lease. */
+#define NO_LEASE INT64_MIN
+
 static ib_status check_lease(int64_t lease_ms, ib_error *err)
 {
     if (lease_ms <= 0)
@@ -213,16 +216,26 @@ ib_status ib_recorder_claim(ib_recorder *r, ib_claim_state *state, const char *c
     return claim_fallback(r, state, consumer, event_id, err);
 }
 
-ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
-                                  size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+/* The checks every batch call with an owner makes: recorder and output,
+ * keys, owner, and (unless lease_ms is NO_LEASE) the lease. */
+static ib_status check_owned_call(const ib_recorder *r, const void *out, size_t n,
+                                  const ib_marker_key *keys, const char *owner, int64_t lease_ms,
+                                  ib_error *err)
 {
-    ib_status st = check_recorder(r, n > 0 ? (const void *)states : r, err);
+    ib_status st = check_recorder(r, n > 0 ? out : (const void *)r, err);
     if (st == IB_OK)
         st = check_keys(keys, n, err);
     if (st == IB_OK)
         st = check_owner(owner, err);
-    if (st == IB_OK)
+    if (st == IB_OK && lease_ms != NO_LEASE)
         st = check_lease(lease_ms, err);
+    return st;
+}
+
+ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                                  size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    ib_status st = check_owned_call(r, states, n, keys, owner, lease_ms, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, claim_batch))
@@ -352,15 +365,9 @@ ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_err
 ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                     size_t n, const ib_claim_request *req, ib_error *err)
 {
-    ib_status st = check_recorder(r, n > 0 ? (const void *)out : r, err);
-    if (st == IB_OK && req == NULL)
-        st = ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: claim request is NULL");
-    if (st == IB_OK)
-        st = check_keys(keys, n, err);
-    if (st == IB_OK)
-        st = check_owner(req->owner, err);
-    if (st == IB_OK)
-        st = check_lease(req->lease_ms, err);
+    if (req == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: claim request is NULL");
+    ib_status st = check_owned_call(r, out, n, keys, req->owner, req->lease_ms, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, acquire_batch))
@@ -378,13 +385,7 @@ ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib
 ib_status ib_recorder_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                   const char *owner, int64_t lease_ms, ib_error *err)
 {
-    ib_status st = check_recorder(r, n > 0 ? (const void *)held : r, err);
-    if (st == IB_OK)
-        st = check_keys(keys, n, err);
-    if (st == IB_OK)
-        st = check_owner(owner, err);
-    if (st == IB_OK)
-        st = check_lease(lease_ms, err);
+    ib_status st = check_owned_call(r, held, n, keys, owner, lease_ms, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, renew_batch))
@@ -402,11 +403,7 @@ ib_status ib_recorder_renew_batch(ib_recorder *r, bool *held, const ib_marker_ke
 ib_status ib_recorder_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
                                        size_t n, const char *owner, ib_error *err)
 {
-    ib_status st = check_recorder(r, n > 0 ? (const void *)marked : r, err);
-    if (st == IB_OK)
-        st = check_keys(keys, n, err);
-    if (st == IB_OK)
-        st = check_owner(owner, err);
+    ib_status st = check_owned_call(r, marked, n, keys, owner, NO_LEASE, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, mark_owned_batch))

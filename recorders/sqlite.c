@@ -322,8 +322,16 @@ static int body_mark(sq_recorder *s, void *vctx, ib_error *local)
     return SQLITE_OK;
 }
 
-static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key *key,
-                     const char *owner, int64_t now, int64_t expires)
+/* The claim row of a key as one statement reads it. `holder` is copied
+ * (the statement is reset before it is used). */
+typedef struct claim_row {
+    bool done;
+    char holder[IB_OWNER_MAX + 1]; /* "" = free */
+    int64_t expires;
+    uint32_t attempts;
+} claim_row;
+
+static int read_claim(sq_recorder *s, claim_row *row, const ib_marker_key *key)
 {
     sqlite3_stmt *get = s->q[Q_CLAIM_GET];
     int rc = bind_key(get, key->consumer, key->event_id);
@@ -334,15 +342,29 @@ static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key 
         return rc == SQLITE_OK || rc == SQLITE_DONE ? SQLITE_INTERNAL : rc;
     }
     const char *holder = (const char *)sqlite3_column_text(get, 0);
-    if (sqlite3_column_int(get, 2) != 0)
+    snprintf(row->holder, sizeof(row->holder), "%s", holder != NULL ? holder : "");
+    row->expires = sqlite3_column_int64(get, 1);
+    row->done = sqlite3_column_int(get, 2) != 0;
+    int64_t attempts = sqlite3_column_int64(get, 3);
+    row->attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    return sqlite3_reset(get);
+}
+
+static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key *key,
+                     const char *owner, int64_t now, int64_t expires)
+{
+    claim_row row;
+    int rc = read_claim(s, &row, key);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (row.done)
         *state = IB_CLAIM_DONE;
-    else if (holder != NULL && strcmp(holder, owner) != 0 && sqlite3_column_int64(get, 1) > now)
+    else if (row.holder[0] != '\0' && strcmp(row.holder, owner) != 0 && row.expires > now)
         *state = IB_CLAIM_BUSY;
     else
         *state = IB_CLAIM_ACQUIRED;
-    rc = sqlite3_reset(get);
-    if (rc != SQLITE_OK || *state != IB_CLAIM_ACQUIRED)
-        return rc;
+    if (*state != IB_CLAIM_ACQUIRED)
+        return SQLITE_OK;
 
     sqlite3_stmt *put = s->q[Q_CLAIM_PUT];
     rc = sqlite3_bind_text(put, 3, owner, -1, SQLITE_STATIC);
@@ -386,34 +408,6 @@ static int body_release(sq_recorder *s, void *vctx, ib_error *local)
 }
 
 /* --- attempts, fenced leases and marks ------------------------------------ */
-
-/* The claim row of a key as one statement reads it. `holder` is copied
- * (the statement is reset before it is used). */
-typedef struct claim_row {
-    bool done;
-    char holder[IB_OWNER_MAX + 1]; /* "" = free */
-    int64_t expires;
-    uint32_t attempts;
-} claim_row;
-
-static int read_claim(sq_recorder *s, claim_row *row, const ib_marker_key *key)
-{
-    sqlite3_stmt *get = s->q[Q_CLAIM_GET];
-    int rc = bind_key(get, key->consumer, key->event_id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(get);
-    if (rc != SQLITE_ROW) {
-        sqlite3_reset(get);
-        return rc == SQLITE_OK || rc == SQLITE_DONE ? SQLITE_INTERNAL : rc;
-    }
-    const char *holder = (const char *)sqlite3_column_text(get, 0);
-    snprintf(row->holder, sizeof(row->holder), "%s", holder != NULL ? holder : "");
-    row->expires = sqlite3_column_int64(get, 1);
-    row->done = sqlite3_column_int(get, 2) != 0;
-    int64_t attempts = sqlite3_column_int64(get, 3);
-    row->attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
-    return sqlite3_reset(get);
-}
 
 /* Binds owner (?3) and a lease end (?4), then runs `st` on the key. */
 static int exec_owned(sqlite3_stmt *st, const ib_marker_key *key, const char *owner, int64_t ms)
