@@ -92,8 +92,11 @@ static void three_hosts_concurrent_duplicates(void **state)
 }
 
 /* kill -9 in the middle of a slow stream, then a restart: nothing is lost,
- * and only events whose handler had run in the killed process's last batch
- * (run, not yet marked) run again. */
+ * and only the handler running at the kill, plus one whose mark was being
+ * committed, run again: with 10 ms handlers and the default 2 ms commit
+ * window every finished handler's mark commits before the next starts
+ * (the README's bound C + ceil(C*I/t) = 1 + 1). Before the committer, a
+ * kill repeated up to a whole batch of 16. */
 static void kill9_midstream(void **state)
 {
     it_env *e = *state;
@@ -133,11 +136,11 @@ static void kill9_midstream(void **state)
            at_kill, t.repeated, t.extra, batch);
     assert_int_equal(t.missing, 0);
     assert_int_equal(t.unexpected, 0);
-    assert_true(t.extra <= (size_t)batch);
     it_tally t2;
     assert_true(it_tally_file(&t2, log, ids_path, "k9/scripted/second", "ok", 0));
     assert_int_equal(t2.missing, 0);
-    assert_true(t2.extra <= (size_t)batch);
+    printf("extra runs: scripted %zu, second %zu (bound 2 in all)\n", t.extra, t2.extra);
+    assert_true(t.extra + t2.extra <= 2);
     it_lines_free(ids, n);
     it_done(e);
 }
