@@ -50,7 +50,7 @@ build() {
 echo "== normal build (RelWithDebInfo, -Wall -Wextra -Werror)"
 if build build -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
   echo "== unit, fuzz, deploy and valgrind tests"
-  run_ctest build -LE integration -j "$jobs"
+  run_ctest build -LE "integration|chaos" -j "$jobs"
   echo "== integration tests (real nats-server, real ibus processes)"
   run_ctest build -L integration
 else
