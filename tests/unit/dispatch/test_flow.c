@@ -539,6 +539,27 @@ static void claim_failure_naks(fx *f)
     assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
     assert_int_equal(dl.counts.recorder_failed, 1);
     assert_int_equal(atomic_load(&h.calls), 0);
+
+    /* deliveries far past --max-deliver on which the recorder failed
+     * spent nothing: once it works, the handler runs (with counted
+     * attempts; memory falls back to the delivery count) */
+    for (uint64_t dc = 6; dc <= 9; dc++) {
+        fx_delivery(&dl, &ev, dc);
+        assert_int_equal(ib_dispatch_run(f->d, &dl, 1, NULL, &err), IB_OK);
+        assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    }
+    atomic_store(&f->calls->fail_claim, false);
+    atomic_store(&f->calls->fail_check, false);
+    fx_delivery(&dl, &ev, 10);
+    assert_int_equal(ib_dispatch_run(f->d, &dl, 1, NULL, &err), IB_OK);
+    if (ib_recorder_has_durable_attempts(f->inner)) {
+        assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+        assert_int_equal(dl.counts.handled, 1);
+        assert_int_equal(atomic_load(&h.calls), 1);
+    } else {
+        assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
+        assert_int_equal(atomic_load(&h.calls), 0);
+    }
     fx_handler_destroy(&h);
 }
 
