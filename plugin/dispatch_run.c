@@ -718,6 +718,23 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         (*own)++;
 }
 
+/* How long a busy copy waits before it comes back. Where attempts are
+ * counted, a busy delivery spends nothing, so it may come back soon: after
+ * busy_delay_ms doubling per delivery, at most the holder's remaining
+ * lease (most holders finish in milliseconds, and a copy that waited out a
+ * whole lease would hold its event back for that long). Where deliveries
+ * are the budget (memory), it waits the whole remaining lease. */
+static int64_t busy_wait_ms(const run_ctx *c, const ib_delivery *dl, int64_t remaining_ms)
+{
+    if (!c->durable)
+        return remaining_ms;
+    uint64_t dc = dl->delivery_count > 1 ? dl->delivery_count - 1 : 0;
+    int64_t step = c->d->opts.busy_delay_ms;
+    for (uint64_t k = 0; k < dc && step < remaining_ms; k++)
+        step *= 2;
+    return step < remaining_ms ? step : remaining_ms;
+}
+
 static void decide(run_ctx *c, size_t i)
 {
     ib_delivery *dl = &c->dl[i];
@@ -748,7 +765,7 @@ static void decide(run_ctx *c, size_t i)
         dl->dead_letter_reason = "max-deliver";
     } else if (v.busy) {
         dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, v.busy_ms);
+        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy_wait_ms(c, dl, v.busy_ms));
     } else {
         dl->outcome = IB_OUTCOME_ACK;
     }

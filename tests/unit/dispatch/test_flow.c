@@ -338,11 +338,16 @@ static void busy_naks_without_running(fx *f)
                      IB_OK);
     assert_int_equal(cs, IB_CLAIM_ACQUIRED);
 
-    /* a copy on a delivery past --max-deliver is busy, never poison, and
-     * comes back when the holder's lease ends (60 s, +20% jitter at most) */
+    /* a copy on a delivery past --max-deliver is busy, never poison. With
+     * counted attempts it comes back after the busy delay doubled per
+     * delivery (150 ms x 2^4), at most the holder's remaining lease; where
+     * deliveries are the budget, after that lease (50 s left); +20% jitter */
     fx_clock_set(fx_clock_now() + 10000);
     ib_delivery dl = run_one(f, &ev, 5);
     assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
+    int64_t wait = ib_recorder_has_durable_attempts(f->inner) ? 2400 : 50000;
+    assert_true(dl.nak_delay_ms >= wait && dl.nak_delay_ms <= wait + wait / 5);
+    dl = run_one(f, &ev, 30);
     assert_true(dl.nak_delay_ms >= 50000 && dl.nak_delay_ms <= 60000);
     assert_int_equal(dl.counts.busy, 1);
     assert_int_equal(atomic_load(&h.calls), 0);
