@@ -41,6 +41,8 @@ void fx_open(fx *f, const char *kind);
 void fx_dispatch(fx *f, const ib_dispatch_options *o);
 /* Frees the table, closes the recorders and removes the directory. */
 void fx_close(fx *f);
+/* Options of the tests: owner "test-owner", a 30 s lease, and a commit
+ * window longer than any batch (one mark call per run). */
 ib_dispatch_options fx_default_options(void);
 
 /* The clock every recorder of the fixture reads (unix ms). */

@@ -449,6 +449,54 @@ static void batch_duplicates_follow_failure(fx *f)
     fx_handler_destroy(&h);
 }
 
+/* The committer: with a window of 0 every handler's mark is committed as
+ * it finishes, and each delivery is settled (acked by the host) right
+ * after the commit holding its marks, before the next handler runs. */
+typedef struct settle_seen {
+    fx_handler *h;
+    int order[4];
+    int calls_at[4];
+    int n;
+    ib_delivery *base;
+} settle_seen;
+
+static void note_settled(void *ctx, ib_delivery *d)
+{
+    settle_seen *ss = ctx;
+    assert_int_equal(d->outcome, IB_OUTCOME_ACK);
+    assert_true(d->settled_early);
+    ss->order[ss->n] = (int)(d - ss->base);
+    ss->calls_at[ss->n++] = atomic_load(&ss->h->calls);
+}
+
+static void marks_commit_as_handlers_finish(fx *f)
+{
+    fx_handler h;
+    ib_event ev[4];
+    ib_delivery dl[4];
+    settle_seen ss = {.h = &h, .base = dl};
+    ib_dispatch_options o = fx_default_options();
+    o.commit_interval_ms = -1; /* commit after every handler */
+    o.on_settled = note_settled;
+    o.observer_ctx = &ss;
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/h", TYPE, &h);
+    for (unsigned i = 0; i < 4; i++) {
+        fx_event(&ev[i], 40 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    run_ok(f, dl, 4);
+    assert_int_equal(ss.n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ss.order[i], i);
+        assert_int_equal(ss.calls_at[i], i + 1); /* before the next handler ran */
+        assert_int_equal(dl[i].counts.handled, 1);
+    }
+    assert_int_equal(atomic_load(&f->calls->mark_batch), 4);
+    fx_handler_destroy(&h);
+}
+
 typedef struct health_seen {
     atomic_int failures, recoveries;
 } health_seen;
@@ -758,6 +806,7 @@ BOTH_KINDS(redelivery_runs_only_failed)
 BOTH_KINDS(reject_still_marks_ok_handlers)
 BOTH_KINDS(poison_not_done_dead_letters)
 BOTH_KINDS(poison_done_acks)
+BOTH_KINDS(marks_commit_as_handlers_finish)
 BOTH_KINDS(unhandled_acks)
 BOTH_KINDS(busy_naks_without_running)
 BOTH_KINDS(expired_lease_runs)
@@ -937,6 +986,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(poison_not_done_dead_letters_sqlite),
     cmocka_unit_test(poison_done_acks_memory),
     cmocka_unit_test(poison_done_acks_sqlite),
+    cmocka_unit_test(marks_commit_as_handlers_finish_memory),
+    cmocka_unit_test(marks_commit_as_handlers_finish_sqlite),
     cmocka_unit_test(unhandled_acks_memory),
     cmocka_unit_test(unhandled_acks_sqlite),
     cmocka_unit_test(busy_naks_without_running_memory),

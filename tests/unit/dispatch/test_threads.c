@@ -244,6 +244,7 @@ static void pool_mixed_batch(fx *f)
     mixed mx[2];
     ib_dispatch_options o = fx_default_options();
     o.concurrency = 4;
+    o.commit_interval_ms = 600000; /* one commit: the count below is exact */
     assert_non_null(ev);
     assert_non_null(dl);
     fx_handler_init(&plain, IB_HANDLER_OK);
