@@ -72,6 +72,7 @@ enum query {
     Q_CLAIM_RELEASE,
     Q_CLAIM_TAKE,
     Q_CLAIM_RENEW,
+    Q_CLAIM_HOLDER,
     Q_LOOKUP,
     Q_FORGET,
     Q_PRUNE_END,
@@ -111,6 +112,10 @@ static const char *const query_sql[Q_COUNT] = {
                      "attempts) VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (consumer, event_id) "
                      "DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms, "
                      "attempts = attempts + 1",
+    /* The claim alone: a fenced mark needs no probe of processed_log,
+     * whose random keys make every probe a B-tree descent. */
+    [Q_CLAIM_HOLDER] = "SELECT owner, expires_ms FROM processed_claims "
+                       "WHERE consumer = ?1 AND event_id = ?2",
     [Q_CLAIM_RENEW] = "UPDATE processed_claims SET expires_ms = ?4 "
                       "WHERE consumer = ?1 AND event_id = ?2 AND owner = ?3",
     [Q_LOOKUP] = "SELECT ts FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
@@ -488,27 +493,42 @@ static int body_renew(sq_recorder *s, void *vctx, ib_error *local)
     return SQLITE_OK;
 }
 
+/* Whether another owner holds an unexpired claim on `key`. */
+static int foreign_holder(sq_recorder *s, bool *foreign, const ib_marker_key *key,
+                          const char *owner, int64_t now)
+{
+    sqlite3_stmt *st = s->q[Q_CLAIM_HOLDER];
+    int rc = bind_key(st, key->consumer, key->event_id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    *foreign = false;
+    if (rc == SQLITE_ROW) {
+        const char *holder = (const char *)sqlite3_column_text(st, 0);
+        *foreign = holder != NULL && holder[0] != '\0' && strcmp(holder, owner) != 0 &&
+                   sqlite3_column_int64(st, 1) > now;
+    }
+    int rrc = sqlite3_reset(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? rrc : rc;
+}
+
 static int body_mark_owned(sq_recorder *s, void *vctx, ib_error *local)
 {
     owned_ctx *c = vctx;
     int64_t lease_now = s->base.lease_now_ms();
     int64_t ts = s->base.now_ms();
-    claim_row row;
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
         const ib_marker_key *key = &c->keys[i];
-        int rc = read_claim(s, &row, key);
+        bool foreign;
+        int rc = foreign_holder(s, &foreign, key, c->owner, lease_now);
         if (rc != SQLITE_OK)
             return rc;
-        c->flags[i] = true;
-        if (row.done)
-            continue;
         /* Another owner took the claim over and its lease runs: it is
-         * running the handler now, and its result decides. */
-        if (row.holder[0] != '\0' && strcmp(row.holder, c->owner) != 0 && row.expires > lease_now) {
-            c->flags[i] = false;
+         * running the handler now, and its result decides. (A key marked
+         * already has no claim row: INSERT OR IGNORE keeps its marker.) */
+        c->flags[i] = !foreign;
+        if (foreign)
             continue;
-        }
         rc = sqlite3_bind_int64(s->q[Q_MARK], 3, ts);
         if (rc == SQLITE_OK)
             rc = exec_key(s->q[Q_MARK], key->consumer, key->event_id);
