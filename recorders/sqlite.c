@@ -73,6 +73,7 @@ enum query {
     Q_CLAIM_TAKE,
     Q_CLAIM_RENEW,
     Q_CLAIM_HOLDER,
+    Q_CLAIM_DEL_OWNED,
     Q_LOOKUP,
     Q_FORGET,
     Q_PRUNE_END,
@@ -116,6 +117,9 @@ static const char *const query_sql[Q_COUNT] = {
      * whose random keys make every probe a B-tree descent. */
     [Q_CLAIM_HOLDER] = "SELECT owner, expires_ms FROM processed_claims "
                        "WHERE consumer = ?1 AND event_id = ?2",
+    /* Ends a claim the marker may end: ours, released, or lapsed. */
+    [Q_CLAIM_DEL_OWNED] = "DELETE FROM processed_claims WHERE consumer = ?1 AND event_id = ?2 "
+                          "AND (owner = ?3 OR owner = '' OR expires_ms <= ?4)",
     [Q_CLAIM_RENEW] = "UPDATE processed_claims SET expires_ms = ?4 "
                       "WHERE consumer = ?1 AND event_id = ?2 AND owner = ?3",
     [Q_LOOKUP] = "SELECT ts FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
@@ -519,21 +523,22 @@ static int body_mark_owned(sq_recorder *s, void *vctx, ib_error *local)
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
         const ib_marker_key *key = &c->keys[i];
-        bool foreign;
-        int rc = foreign_holder(s, &foreign, key, c->owner, lease_now);
+        /* The common case in one statement: our own claim ends. Only when
+         * nothing was deleted is the claim read: none at all (marked
+         * already, or never claimed) is fine; another owner's live claim
+         * means it took the work over, and its result decides. */
+        int rc = exec_owned(s->q[Q_CLAIM_DEL_OWNED], key, c->owner, lease_now);
+        bool foreign = false;
+        if (rc == SQLITE_OK && sqlite3_changes(s->db) == 0)
+            rc = foreign_holder(s, &foreign, key, c->owner, lease_now);
         if (rc != SQLITE_OK)
             return rc;
-        /* Another owner took the claim over and its lease runs: it is
-         * running the handler now, and its result decides. (A key marked
-         * already has no claim row: INSERT OR IGNORE keeps its marker.) */
         c->flags[i] = !foreign;
         if (foreign)
             continue;
         rc = sqlite3_bind_int64(s->q[Q_MARK], 3, ts);
         if (rc == SQLITE_OK)
             rc = exec_key(s->q[Q_MARK], key->consumer, key->event_id);
-        if (rc == SQLITE_OK)
-            rc = exec_key(s->q[Q_CLAIM_DEL], key->consumer, key->event_id);
         if (rc != SQLITE_OK)
             return rc;
     }
