@@ -3,55 +3,63 @@
  * A dispatch table maps event types to handlers, each with its own consumer
  * identity. ib_dispatch_run() takes a batch of deliveries and, for each event
  * and each handler subscribed to its type: claims (consumer, id) in the
- * recorder (one batch call), drops it if already processed, otherwise runs
- * the handler, marks it on OK (one batch call, the group commit), releases
- * the claim on RETRY or REJECT; then decides the message's outcome:
+ * recorder (one acquire call, which also counts a handler attempt), drops it
+ * if already processed, otherwise runs the handler, marks it on OK (the
+ * committer: see below), releases the claim on RETRY or REJECT; then decides
+ * the message's outcome:
  *
  *   every handler done or already marked     -> ACK
  *   any REJECT                               -> DEAD_LETTER "rejected"
- *   any RETRY, or a claim busy elsewhere     -> NAK with back-off delay
+ *   any RETRY, or a claim call that failed   -> NAK with back-off delay
+ *   a claim busy elsewhere                   -> NAK, waiting (part of) the lease
  *   no handler for the type                  -> ACK, counted unhandled
- *   last allowed delivery, some handler not
- *   yet done (the poison rule)               -> DEAD_LETTER "max-deliver",
- *                                               handlers not run
- *
- * Marks are made durable before ib_dispatch_run() returns, so the caller may
- * ack as soon as it has the outcomes.
+ *   attempts used up, some handler not done  -> DEAD_LETTER "max-deliver",
+ *   (the poison rule)                           handlers not run
  *
  * In detail, per delivery (the rules are checked in this order):
  *
- *   - Poison rule: when options.max_deliver > 0 and delivery_count >=
- *     max_deliver, no handler runs. The markers of its handlers are checked
- *     (one check_batch call for all such deliveries of the batch): all done
- *     -> ACK; otherwise DEAD_LETTER "max-deliver". A handler that crashes the
- *     process every time is thus never run again on that delivery. Such a
- *     delivery takes no part in the duplicate rule below.
+ *   - Poison rule. With a recorder that keeps attempts across crashes
+ *     (ib_recorder_has_durable_attempts: sqlite), the recorder counts one
+ *     attempt per acquired claim, before the handler runs, and answers
+ *     EXHAUSTED once options.max_deliver attempts were made: that handler
+ *     is not run and the delivery is dead-lettered "max-deliver". A RETRY
+ *     on the last allowed attempt dead-letters at once. Deliveries on which
+ *     no handler ran (busy, recorder failures) spend nothing. Without
+ *     durable attempts (memory) the rule reads the delivery count: on
+ *     delivery max_deliver no handler runs; a live claim there is busy,
+ *     otherwise the delivery is dead-lettered unless every handler is done.
  *   - Duplicates inside one batch: when the same (consumer, event id) pair
  *     occurs in several deliveries of a batch, only the first occurrence is
- *     claimed and run; the later ones follow its result. Done (marked now or
- *     before) -> they count as duplicates; RETRY, busy or a recorder failure
- *     -> they are NAK'ed too (never acked as done while the work is not
- *     marked); REJECT -> they are dead-lettered "rejected" as well, without
- *     running the handler again. Such followers of a failed first occurrence
- *     are counted in counts.coalesced.
- *   - A claim held by another owner (BUSY) is never acked: that process may
- *     still fail, and then this delivery must run it. It is NAK'ed with
- *     options.busy_delay_ms, short because the other owner is usually about
- *     to mark it and the redelivery is then dropped as a duplicate.
+ *     claimed and run; the later ones follow its result (counted as
+ *     duplicates when it succeeded, else as coalesced).
+ *   - A claim held by another live owner (BUSY) is never acked: that
+ *     process may still fail. It is NAK'ed after options.busy_delay_ms
+ *     doubling per delivery, at most the holder's remaining lease (with
+ *     durable attempts), or after the whole remaining lease (without).
  *   - REJECT wins over everything else; the OK handlers of that event are
  *     still marked, so a replay of the dead letter does not rerun them.
- *   - A failed claim or check (recorder error) NAKs the deliveries affected
- *     with the back-off; a failed mark NAKs every delivery whose marks were in
- *     it (counts.mark_failed): the handlers ran but their work is not durable,
- *     so the message must come back. Unmarked work is never acked.
+ *   - A failed claim NAKs the deliveries affected with the back-off. A
+ *     failed mark is never given up: the committer retries it with back-off
+ *     (no further handler starts meanwhile) until it lands; the run does not
+ *     return before every OK handler's mark is durable. A mark refused
+ *     because another owner took the claim over (LOST) is not written; that
+ *     delivery is NAK'ed and the new holder's result decides.
+ *
+ * The committer: the marks of handlers that finished within
+ * options.commit_interval_ms share one fenced mark call, and each delivery
+ * whose marks are all durable is handed to options.on_settled at once, so
+ * the caller acks it before the rest of the batch is done. A kill -9 thus
+ * repeats at most the handlers running plus those finished within one
+ * window.
  *
  * Ordering: with options.concurrency <= 1 the handlers of a batch run on the
  * caller's thread, in batch order (for each delivery, in registration
  * order). With concurrency N > 1 they run on N worker threads, so within a
  * batch handlers of different events (and different handlers of one event)
  * run in any order and at the same time. Across batches order is kept: a
- * batch is finished (run, marked) before ib_dispatch_run() returns, and the
- * host acks only then. Strict order is not a JetStream promise anyway: a
+ * batch is finished (run, marked) before ib_dispatch_run() returns; the
+ * host acks each message once its marks are durable (on_settled) or when
+ * the run returns. Strict order is not a JetStream promise anyway: a
  * NAK'ed or timed-out message is redelivered after later ones.
  *
  * Thread safety: register every handler (ib_dispatch_add) before the first
@@ -86,7 +94,7 @@ typedef enum ib_handler_result {
     IB_RESULT_HANDLED = 0,         /* ran, said OK, and its mark is durable */
     IB_RESULT_RETRY = 1,           /* ran and said RETRY */
     IB_RESULT_REJECT = 2,          /* ran and said REJECT */
-    IB_RESULT_MARK_FAILED = 3,     /* ran and said OK, but the mark was not written */
+    IB_RESULT_MARK_FAILED = 3,     /* retired: marks are retried until they land */
     IB_RESULT_RECORDER_FAILED = 4, /* not run: the claim or check call failed */
     IB_RESULT_LOST = 5,            /* ran and said OK, but another owner had taken its
                                       claim over: not marked over the new holder */
@@ -159,7 +167,7 @@ typedef struct ib_delivery_counts {
     unsigned retried;     /* handlers that returned RETRY */
     unsigned rejected;    /* handlers that returned REJECT */
     unsigned busy;        /* handlers skipped: claim held by another process */
-    unsigned mark_failed; /* handlers whose mark could not be written */
+    unsigned mark_failed; /* retired, always 0: marks are retried until they land */
     bool unhandled;       /* no handler subscribes to the type */
     /* appended */
     unsigned recorder_failed; /* handlers not run: the claim/check call failed */

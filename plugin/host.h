@@ -3,7 +3,8 @@
  * Connects to NATS, binds the durable pull consumer, loads the plugins,
  * then loops: pull a batch, decode and validate each message, run the batch
  * through the idempotent core (dispatch.h: claim, handle, group-commit the
- * marks), and only then ack, nak with back-off, or dead-letter each message.
+ * marks), and ack each message once its marks are durable, nak it with
+ * back-off, or dead-letter it.
  * SIGTERM/SIGINT stop the pulling, let the batch in flight finish (its marks
  * are durable before its acks), nak what arrived too late, flush and exit 0
  * within the drain deadline. */

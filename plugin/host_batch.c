@@ -1,8 +1,9 @@
 /* One pulled batch through the host: decode and validate every message,
- * run the valid ones through the idempotent core in one call (so claims
- * and marks are one transaction each), then settle every message: ack,
- * nak with a delay, or dead-letter. Acks are sent only after dispatch has
- * returned, i.e. after the marks are durable. */
+ * run the valid ones through the idempotent core in one call (one claim
+ * transaction; marks committed as handlers finish), then settle every
+ * message: ack, nak with a delay, or dead-letter. A message is acked only
+ * once its marks are durable: during the run (ib__host_on_settled, as the
+ * commit holding them lands) or after it. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -112,7 +113,7 @@ void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
         [IB_RESULT_HANDLED] = "handled",
         [IB_RESULT_RETRY] = "retry",
         [IB_RESULT_REJECT] = "rejected",
-        [IB_RESULT_MARK_FAILED] = "mark-failed",
+        [IB_RESULT_MARK_FAILED] = "mark-failed", /* retired, never reported */
         [IB_RESULT_RECORDER_FAILED] = "recorder-failed",
         [IB_RESULT_LOST] = "claim-lost",
     };
