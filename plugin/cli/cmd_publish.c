@@ -19,7 +19,7 @@
 
 #include <jansson.h>
 
-#include "bus.h"
+#include "jetstream.h"
 #include "commands.h"
 #include "nats_options.h"
 #include "options.h"

@@ -2,7 +2,7 @@
 #ifndef IB_CLI_NATS_OPTIONS_H
 #define IB_CLI_NATS_OPTIONS_H
 
-#include "nats_conn.h"
+#include "jetstream.h"
 #include "options.h"
 
 /* Entries for --nats-url, --creds, --nkey, --token, --user, --password,

@@ -1,4 +1,4 @@
-/* Fuzz target: the JetStream ack-subject parser (plugin/jsack.c). Any
+/* Fuzz target: the JetStream ack-subject parser (plugin/nats/jsack.c). Any
  * bytes: never read out of bounds; on success the slices lie inside the
  * input and are non-empty. */
 #include <assert.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsack.h"
+#include "jetstream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

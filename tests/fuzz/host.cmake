@@ -1,9 +1,8 @@
 # Fuzz targets of the host's parsers.
 ib_add_fuzz_target(fuzz_jsack
-  SOURCES fuzz_jsack.c ${PROJECT_SOURCE_DIR}/plugin/jsack.c
-  LIBS ib_core
+  SOURCES fuzz_jsack.c ${PROJECT_SOURCE_DIR}/plugin/nats/jsack.c
+  LIBS ib_nats
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/corpus/jsack)
-target_include_directories(fuzz_jsack PRIVATE ${PROJECT_SOURCE_DIR}/plugin)
 target_compile_options(fuzz_jsack PRIVATE -UNDEBUG)
 
 ib_add_fuzz_target(fuzz_duration

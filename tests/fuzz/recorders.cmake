@@ -4,3 +4,4 @@ ib_add_fuzz_target(fuzz_recorder_uri
   LIBS ib_recorders
   CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/uri
   ITERATIONS 100000)
+target_include_directories(fuzz_recorder_uri PRIVATE ${PROJECT_SOURCE_DIR}/recorders)

@@ -1,5 +1,5 @@
 /* hello: a plugin as a third party writes it, built out of tree from the
- * installed header alone (tests/unit/plugin/install_test.sh). Handler
+ * installed header alone (tests/unit/loader/test_install.sh). Handler
  * "hello" on greeting.sent answers OK for a payload "hello" and REJECT
  * otherwise, and logs through the host API, so a run proves the handler and
  * the host table both work. */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "ops.h"
 #include "http_client.h"
 #include "ib_test.h"
 #include "prom_text.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ib_test.h"
-#include "metrics.h"
+#include "ops.h"
 #include "prom_text.h"
 
 static int under_valgrind(void)

@@ -1,0 +1,469 @@
+#include "host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jetstream.h"
+#include "host_internal.h"
+#include "log.h"
+#include "owner.h"
+
+#ifndef IB_VERSION
+#define IB_VERSION "0.0.0"
+#endif
+
+/* How long the shutdown hand-back collects messages to nak. */
+#define HAND_BACK_WAIT_MS 1500
+
+/* A deleted consumer: how often to look it up, and how long to wait for it
+ * to come back before exiting 1. */
+#define CONSUMER_LOOKUP_INTERVAL_MS 1000
+#define CONSUMER_GONE_GRACE_MS 10000
+
+volatile sig_atomic_t ib__host_signalled = 0;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    ib__host_signalled = 1;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static int ready(void *ctx)
+{
+    ib_host *h = ctx;
+    if (h->nats == NULL)
+        return 0;
+    return ib_nats_is_connected(h->nats) && atomic_load(&h->bound) && !atomic_load(&h->stopping) &&
+           !atomic_load(&h->recorder_down);
+}
+
+/* Fatal setup errors: configuration problems exit 2, the rest 1. */
+static int fail(const ib_error *e)
+{
+    ib_log_kv(IB_SEV_ERROR, e->msg, "status", ib_status_str(e->status), NULL);
+    return e->status == IB_ERR_CONFIG || e->status == IB_ERR_PLUGIN || e->status == IB_ERR_SCHEMA ||
+                   e->status == IB_ERR_INVALID_ARG
+               ? 2
+               : 1;
+}
+
+static int load_plugins(ib_host *h, ib_error *err)
+{
+    ib_plugin_open_options po = {.allow_insecure_files = h->cfg->allow_insecure_plugins};
+    for (const char *const *p = h->cfg->plugins; p != NULL && *p != NULL; p++) {
+        if (h->plugin_count == IB_HOST_MAX_PLUGINS) {
+            ib_error_set(err, IB_ERR_CONFIG, "--plugin: at most %d plugins", IB_HOST_MAX_PLUGINS);
+            return -1;
+        }
+        ib_plugin *pl = NULL;
+        char *config = NULL;
+        if (ib_plugin_open(&pl, *p, &po, err) != IB_OK)
+            return -1;
+        h->plugins[h->plugin_count++] = pl;
+        if (ib_plugin_config_lookup(&config, h->cfg->plugin_configs, ib_plugin_name(pl), err) !=
+            IB_OK)
+            return -1;
+        ib_status st = ib_plugin_init(pl, ib_bus_host_api(), config != NULL ? config : "", err);
+        free(config);
+        if (st != IB_OK)
+            return -1;
+        ib_log_kv(IB_SEV_INFO, "plugin loaded", "plugin", ib_plugin_name(pl), "version",
+                  ib_plugin_version(pl), "path", *p, NULL);
+    }
+    if (h->plugin_count == 0) {
+        ib_error_set(err, IB_ERR_CONFIG, "--plugin: at least one plugin is needed");
+        return -1;
+    }
+    return ib_plugin_overrides_check(h->cfg->consumer_names, h->plugins, h->plugin_count, err) ==
+                   IB_OK
+               ? 0
+               : -1;
+}
+
+static int setup_dispatch(ib_host *h, ib_error *err)
+{
+    ib_dispatch_options o = {
+        .owner = h->owner,
+        .lease_ms = h->ack_wait_ms,
+        .max_deliver = h->max_deliver,
+        .nak_base_delay_ms = h->cfg->retry_base_ms,
+        .nak_max_delay_ms = h->cfg->retry_max_ms,
+        .concurrency = (unsigned)h->cfg->concurrency,
+        .observer = ib__host_observe,
+        .observer_ctx = h,
+        /* --commit-interval 0 means a commit after every handler */
+        .commit_interval_ms = h->cfg->commit_interval_ms > 0 ? h->cfg->commit_interval_ms : -1,
+        .on_settled = ib__host_on_settled,
+        .on_recorder = ib__host_on_recorder,
+    };
+    if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
+        return -1;
+    for (size_t i = 0; i < h->plugin_count; i++)
+        if (ib_plugin_register(h->plugins[i], h->dispatch, h->cfg->durable, h->cfg->consumer_names,
+                               err) != IB_OK)
+            return -1;
+    return 0;
+}
+
+static int bind_consumer(ib_host *h, ib_error *err)
+{
+    ib_consumer_facts facts;
+    ib_consumer_setup s = {
+        .stream = h->cfg->stream,
+        .durable = h->cfg->durable,
+        .filter_subject = h->cfg->subject,
+        .create = h->cfg->create,
+        .stream_subjects = h->cfg->stream_subjects,
+        .dead_letter_subject = h->dead_letter_subject,
+        .ack_wait_ms = h->cfg->ack_wait_ms,
+        .max_deliver = h->cfg->max_deliver,
+        .backoff_ms = h->cfg->backoff_ms,
+        .backoff_len = h->cfg->backoff_len,
+        .max_ack_pending = h->cfg->max_ack_pending,
+        .batch = (size_t)h->cfg->batch,
+        .pull_expires_ms =
+            h->cfg->pull_expires_ms > 0 ? h->cfg->pull_expires_ms : IB_PULLER_DEFAULT_EXPIRES_MS,
+        .waiting_requests = IB_PULLER_MAX_WAITING,
+    };
+    if (ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, err) != IB_OK)
+        return -1;
+    /* The lease follows the server's AckWait. The poison rule fires on
+     * --max-deliver, or on the consumer's own MaxDeliver when an operator
+     * set one (then a dead-letter publish that fails on that last delivery
+     * strands the message: say so). */
+    h->ack_wait_ms = facts.ack_wait_ms > 0 ? facts.ack_wait_ms : h->cfg->ack_wait_ms;
+    h->max_deliver = (uint64_t)h->cfg->max_deliver;
+    if (facts.max_deliver > 0) {
+        h->max_deliver = (uint64_t)facts.max_deliver;
+        ib_log_kv(IB_SEV_WARN,
+                  "consumer has a MaxDeliver limit: a message whose dead-letter publish fails on "
+                  "the last delivery is not redelivered; prefer MaxDeliver -1 (ibus enforces "
+                  "--max-deliver itself)",
+                  "durable", h->cfg->durable, NULL);
+    }
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)facts.num_pending);
+    char aw[24], md[24];
+    snprintf(aw, sizeof(aw), "%" PRId64 "ms", h->ack_wait_ms);
+    snprintf(md, sizeof(md), "%" PRIu64, h->max_deliver);
+    ib_log_kv(IB_SEV_INFO, "consumer bound", "stream", h->cfg->stream, "durable", h->cfg->durable,
+              "ack_wait", aw, "max_deliver", md, NULL);
+    return 0;
+}
+
+static void write_summary(const ib_host *h, int exit_code)
+{
+    const ib_host_totals *t = &h->totals;
+    const ib_puller_stats *ps = &h->pull_stats;
+    char line[896];
+    /* pull_requests and leftovers (messages that reached the inbox after
+     * their pull request had ended) show the consumption design at work. */
+    snprintf(line, sizeof(line),
+             "{\"pid\":%ld,\"durable\":\"%s\",\"exit\":%d,\"received\":%" PRIu64
+             ",\"handled\":%" PRIu64 ",\"duplicates\":%" PRIu64 ",\"retried\":%" PRIu64
+             ",\"rejected\":%" PRIu64 ",\"unhandled\":%" PRIu64 ",\"dead_lettered\":%" PRIu64
+             ",\"acked\":%" PRIu64 ",\"naked\":%" PRIu64 ",\"busy\":%" PRIu64
+             ",\"pull_requests\":%" PRIu64 ",\"leftovers\":%" PRIu64 "}\n",
+             (long)getpid(), h->cfg->durable, exit_code, t->received, t->handled, t->duplicates,
+             t->retried, t->rejected, t->unhandled, t->dead_lettered, t->acked, t->naked, t->busy,
+             ps->requests, ps->leftovers);
+    if (h->cfg->summary_file != NULL && h->cfg->summary_file[0] != '\0') {
+        int fd = open(h->cfg->summary_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            ssize_t w = write(fd, line, strlen(line));
+            (void)w;
+            close(fd);
+        }
+    }
+    char n[12][24];
+    const uint64_t v[12] = {t->received, t->handled,   t->duplicates,    t->retried,
+                            t->rejected, t->unhandled, t->dead_lettered, t->acked,
+                            t->naked,    t->busy,      ps->requests,     ps->leftovers};
+    for (int i = 0; i < 12; i++)
+        snprintf(n[i], sizeof(n[i]), "%" PRIu64, v[i]);
+    ib_log_kv(IB_SEV_INFO, "stopped", "received", n[0], "handled", n[1], "duplicates", n[2],
+              "retried", n[3], "rejected", n[4], "unhandled", n[5], "dead_lettered", n[6], "acked",
+              n[7], "naked", n[8], "busy", n[9], "pull_requests", n[10], "leftovers", n[11], NULL);
+}
+
+/* Stop taking messages: collect what is queued and what still arrives for
+ * the request in flight, and nak all of it at once so another process
+ * takes it now, not after AckWait. `buf` holds `cap` messages: keep
+ * collecting until nothing more comes, within one deadline. */
+static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
+{
+    const int64_t deadline = ib__host_now_ms() + HAND_BACK_WAIT_MS;
+    size_t n = 0, total = 0;
+    do {
+        int64_t left = deadline - ib__host_now_ms();
+        ib_puller_stop(h->puller, buf, &n, cap, left > 0 ? left : 0);
+        for (size_t i = 0; i < n; i++) {
+            ib_nak(ib_nats_connection(h->nats), buf[i], 0, NULL);
+            natsMsg_Destroy(buf[i]);
+            buf[i] = NULL;
+        }
+        total += n;
+    } while (n == cap);
+    if (total > 0) {
+        char c[24];
+        snprintf(c, sizeof(c), "%zu", total);
+        ib_log_kv(IB_SEV_INFO, "handed back undelivered messages", "count", c, NULL);
+    }
+}
+
+/* Whether the durable still exists, as far as the pull answers and the
+ * server's consumer info tell. The puller only suspects (409 "Consumer
+ * Deleted", 503 no responders); a lookup that answers "not found" decides.
+ * While it is gone /readyz is false; if it does not come back within
+ * CONSUMER_GONE_GRACE_MS the process exits 1, so its supervisor notices
+ * instead of it idling forever. */
+typedef struct consumer_watch {
+    int64_t gone_since; /* 0 = present */
+    int64_t next_lookup;
+} consumer_watch;
+
+/* Returns 1 when the process should exit, else 0. */
+static int watch_consumer(ib_host *h, consumer_watch *w)
+{
+    int64_t now = ib__host_now_ms();
+    ib_puller_condition c = ib_puller_condition_get(h->puller);
+    if (w->gone_since == 0 && c != IB_PULLER_CONSUMER_GONE)
+        return 0;
+    if (w->gone_since != 0 && c == IB_PULLER_OK) {
+        /* a message or a normal end of a request: it answers again */
+        w->gone_since = 0;
+        atomic_store(&h->bound, 1);
+        ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
+        return 0;
+    }
+    if (now < w->next_lookup)
+        goto check_grace;
+    w->next_lookup = now + CONSUMER_LOOKUP_INTERVAL_MS;
+    ib_consumer_facts f;
+    ib_error e;
+    if (ib_consumer_facts_get(&f, ib_nats_jetstream(h->nats), h->cfg->stream, h->cfg->durable,
+                              &e) != IB_OK)
+        goto check_grace; /* cannot tell now (disconnected, timeout) */
+    if (f.exists && w->gone_since != 0) {
+        w->gone_since = 0;
+        atomic_store(&h->bound, 1);
+        ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
+    } else if (!f.exists && w->gone_since == 0) {
+        char grace[24];
+        snprintf(grace, sizeof(grace), "%dms", CONSUMER_GONE_GRACE_MS);
+        w->gone_since = now;
+        atomic_store(&h->bound, 0);
+        ib_log_kv(IB_SEV_ERROR,
+                  "consumer deleted: not ready; exiting 1 unless it comes back within the grace "
+                  "period",
+                  "stream", h->cfg->stream, "durable", h->cfg->durable, "grace", grace, NULL);
+    }
+check_grace:
+    if (w->gone_since != 0 && now - w->gone_since >= CONSUMER_GONE_GRACE_MS) {
+        ib_log_kv(IB_SEV_ERROR, "consumer still deleted after the grace period; exiting 1",
+                  "stream", h->cfg->stream, "durable", h->cfg->durable, NULL);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_loop(ib_host *h, natsMsg **buf)
+{
+    int64_t last_activity = ib__host_now_ms();
+    int64_t last_batch_ms = 0;
+    int64_t backoff = 50;
+    consumer_watch watch = {0};
+
+    while (!ib__host_signalled) {
+        if (ib_nats_is_closed(h->nats)) {
+            char why[256];
+            ib_log_kv(IB_SEV_ERROR, "nats connection closed for good; exiting 1", "error",
+                      ib_nats_last_error(h->nats, why, sizeof(why)), NULL);
+            return 1;
+        }
+        if (watch_consumer(h, &watch) != 0)
+            return 1;
+        size_t n = 0;
+        ib_error e;
+        if (ib_puller_next(h->puller, buf, &n, h->batch_cap, 250, &e) != IB_OK) {
+            /* Typically a reconnect in progress: wait and retry. */
+            ib_log_kv(IB_SEV_WARN, "pull failed; retrying", "error", e.msg, NULL);
+            nats_Sleep(backoff);
+            backoff = backoff < 2000 ? backoff * 2 : 2000;
+            continue;
+        }
+        backoff = 50;
+        if (n == 0) {
+            if (h->cfg->idle_exit_ms > 0 &&
+                ib__host_now_ms() - last_activity >= h->cfg->idle_exit_ms) {
+                ib_log_kv(IB_SEV_INFO, "idle; exiting", NULL);
+                return 0;
+            }
+            continue;
+        }
+        /* Ask for the next batch before working on this one, so the server
+         * delivers it while the handlers and the recorder run instead of
+         * idling for a round trip per batch. Not when the last batch took
+         * a good part of AckWait: prefetched messages wait unseen by the
+         * watcher's +WPI and could be redelivered elsewhere meanwhile. */
+        if (last_batch_ms < h->ack_wait_ms / 4)
+            ib_puller_prefetch(h->puller, NULL);
+        int64_t started = ib__host_now_ms();
+        ib__host_process_batch(h, buf, n);
+        last_activity = ib__host_now_ms();
+        last_batch_ms = last_activity - started;
+    }
+    return 0;
+}
+
+/* The claim owner token of this process incarnation (core/owner.h):
+ * readable as <durable>@<host>, unique even where containers share the
+ * hostname and PID 1. */
+static int make_owner(ib_host *h, ib_error *err)
+{
+    char host[64] = "host", label[96];
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    snprintf(label, sizeof(label), "%.24s@%.32s", h->cfg->durable, host);
+    return ib_owner_make(h->owner, sizeof(h->owner), label, err) == IB_OK ? 0 : -1;
+}
+
+int ib_host_run(const ib_host_config *cfg)
+{
+    ib_host h;
+    ib_error e;
+    int code = 0;
+    natsMsg **buf = NULL;
+
+    memset(&h, 0, sizeof(h));
+    h.cfg = cfg;
+    pthread_mutex_init(&h.inflight_lock, NULL);
+    install_signals();
+    if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
+        snprintf(h.dead_letter_subject, sizeof(h.dead_letter_subject), "%s", cfg->dead_letter);
+    else
+        snprintf(h.dead_letter_subject, sizeof(h.dead_letter_subject), "ibus.dlq.%s", cfg->durable);
+    h.limits.max_bytes = (size_t)cfg->max_event_bytes;
+    h.limits.id_flags = cfg->any_uuid_version ? IB_ID_ANY_VERSION : IB_ID_UUID4_ONLY;
+    h.ack_wait_ms = cfg->ack_wait_ms;
+    h.max_deliver = (uint64_t)cfg->max_deliver;
+    h.bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
+    h.bus.source = cfg->durable;
+    h.bus.timeout_ms = 5000;
+
+    if (make_owner(&h, &e) != 0) {
+        code = fail(&e);
+        goto out;
+    }
+    h.metrics = ib_metrics_create();
+    if (h.metrics == NULL || ib__host_batch_alloc(&h, (size_t)cfg->batch) != 0 ||
+        (buf = calloc((size_t)cfg->batch, sizeof(*buf))) == NULL) {
+        ib_error_set(&e, IB_ERR_NOMEM, "out of memory");
+        code = fail(&e);
+        goto out;
+    }
+    ib_metrics_set_version(h.metrics, IB_VERSION);
+
+    ib_recorder_options ro = {.size = sizeof(ro), .sqlite_allow_insecure = cfg->allow_insecure_db};
+    if (ib_recorder_open(&h.recorder, cfg->recorder, &ro, &e) != IB_OK) {
+        code = fail(&e);
+        goto out;
+    }
+    ib_metrics_gauge_set(h.metrics, IB_METRIC_RECORDER_UP, 1);
+    if (load_plugins(&h, &e) != 0) {
+        code = fail(&e);
+        goto out;
+    }
+    if (cfg->http != NULL && cfg->http[0] != '\0' &&
+        ib_http_start(&h.http, cfg->http, h.metrics, ready, &h, &e) != IB_OK) {
+        code = fail(&e);
+        goto out;
+    }
+    ib_nats_config nc = cfg->nats;
+    nc.retry_initial_connect = true;
+    if (ib_nats_connect(&h.nats, &nc, &e) != IB_OK) {
+        code = fail(&e);
+        goto out;
+    }
+    h.bus.js = ib_nats_jetstream(h.nats);
+    if (!ib_nats_wait_connected(h.nats, (const volatile int *)&ib__host_signalled, -1)) {
+        code = ib__host_signalled ? 0 : 1;
+        /* Closed before it ever connected (nats.c gave up on every
+         * server): say why, so exit 1 is not silent. */
+        if (code == 1) {
+            char why[256];
+            ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", nc.url, "error",
+                      ib_nats_last_error(h.nats, why, sizeof(why)), NULL);
+        }
+        goto out;
+    }
+    if (bind_consumer(&h, &e) != 0 || setup_dispatch(&h, &e) != 0) {
+        code = fail(&e);
+        goto out;
+    }
+    ib_puller_options po = {
+        .stream = cfg->stream,
+        .durable = cfg->durable,
+        .batch = (size_t)cfg->batch,
+        .expires_ms = cfg->pull_expires_ms,
+        .flush_ms = cfg->flush_ms,
+    };
+    if (ib_puller_create(&h.puller, ib_nats_connection(h.nats), &po, &e) != IB_OK) {
+        code = fail(&e);
+        goto out;
+    }
+    atomic_store(&h.bound, 1);
+    if (ib__host_watch_start(&h) != 0) {
+        ib_error_set(&e, IB_ERR_IO, "cannot start the watcher thread");
+        code = fail(&e);
+        goto out;
+    }
+    ib_log_kv(IB_SEV_INFO, "running", "owner", h.owner, "recorder", cfg->recorder, "dead_letter",
+              h.dead_letter_subject, NULL);
+
+    code = run_loop(&h, buf);
+
+    atomic_store(&h.stopping, 1);
+    if (atomic_load(&h.stop_requested_at_ms) == 0)
+        atomic_store(&h.stop_requested_at_ms, ib__host_now_ms());
+    if (!ib_nats_is_closed(h.nats))
+        hand_back(&h, buf, h.batch_cap);
+
+out:
+    /* HTTP first: /readyz reads the NATS handle, which ib_nats_close frees. */
+    ib_http_stop(h.http);
+    h.http = NULL;
+    ib__host_watch_stop(&h);
+    atomic_store(&h.bound, 0);
+    if (h.puller != NULL)
+        ib_puller_stats_get(h.puller, &h.pull_stats);
+    ib_puller_free(h.puller);
+    /* Acks are fire-and-forget: flush so the last ones reach the server. */
+    ib_nats_close(h.nats, 5000);
+    ib_dispatch_free(h.dispatch);
+    for (size_t i = h.plugin_count; i > 0; i--)
+        ib_plugin_close(h.plugins[i - 1]);
+    ib_recorder_close(h.recorder);
+    if (h.metrics != NULL && code != 2)
+        write_summary(&h, code);
+    ib_metrics_free(h.metrics);
+    ib__host_batch_free(&h);
+    free(buf);
+    pthread_mutex_destroy(&h.inflight_lock);
+    return code;
+}

@@ -1,0 +1,287 @@
+/* One pulled batch through the host: decode and validate every message,
+ * run the valid ones through the idempotent core in one call (one claim
+ * transaction; marks committed as handlers finish), then settle every
+ * message: ack, nak with a delay, or dead-letter. A message is acked only
+ * once its marks are durable: during the run (ib__host_on_settled, as the
+ * commit holding them lands) or after it. */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jetstream.h"
+#include "host_internal.h"
+#include "log.h"
+
+/* Per-message working state. */
+typedef struct item {
+    natsMsg *msg;
+    ib_jsack_meta meta;
+    ib_event *event;
+    bool settled;              /* nothing left to do: not JetStream, or already nak'ed */
+    const char *reject_reason; /* decode / invalid-id, before dispatch */
+    char reject_detail[IB_ERROR_MSG_MAX];
+    ib_delivery *delivery; /* NULL unless dispatched */
+} item;
+
+static void settle_dead_letter(ib_host *h, item *it, const char *reason, const char *detail)
+{
+    char seq[24], dc[24];
+    ib_error e;
+    ib_dead_letter_info info = {
+        .reason = reason,
+        .detail = detail,
+        .stream = h->cfg->stream,
+        .consumer = h->cfg->durable,
+        .stream_seq = it->meta.stream_seq,
+        .delivery_count = it->meta.delivered,
+        .event_id = it->event != NULL ? it->event->id : NULL,
+        .event_type = it->event != NULL ? it->event->type : NULL,
+    };
+    snprintf(seq, sizeof(seq), "%" PRIu64, it->meta.stream_seq);
+    snprintf(dc, sizeof(dc), "%" PRIu64, it->meta.delivered);
+    if (ib_dead_letter(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
+                       h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
+                       &e) != IB_OK) {
+        h->totals.naked++;
+        ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+        ib_log_kv(IB_SEV_ERROR, "dead-letter failed; message nak'ed", "consumer", h->cfg->durable,
+                  "event_id", info.event_id, "type", info.event_type, "reason", reason,
+                  "delivery_count", dc, "stream_seq", seq, "error", e.msg, NULL);
+        return;
+    }
+    h->totals.dead_lettered++;
+    ib_metrics_dead_letter(h->metrics, reason);
+    ib_log_kv(IB_SEV_WARN, "dead-lettered", "consumer", h->cfg->durable, "event_id", info.event_id,
+              "type", info.event_type, "reason", reason, "delivery_count", dc, "stream_seq", seq,
+              "subject", h->dead_letter_subject, "detail", detail, NULL);
+}
+
+static void settle_ack(ib_host *h, item *it)
+{
+    ib_error e;
+    if (ib_ack(ib_nats_connection(h->nats), it->msg, &e) != IB_OK) {
+        ib_log_kv(IB_SEV_WARN,
+                  "ack failed; the message will be redelivered and dropped as a "
+                  "duplicate",
+                  "error", e.msg, NULL);
+        return;
+    }
+    h->totals.acked++;
+    ib_metrics_add(h->metrics, IB_METRIC_ACKS, 1);
+}
+
+static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
+{
+    ib_error e;
+    if (ib_nak(ib_nats_connection(h->nats), it->msg, delay_ms, &e) != IB_OK)
+        ib_log_kv(IB_SEV_WARN, "nak failed; the message comes back after AckWait", "error", e.msg,
+                  NULL);
+    h->totals.naked++;
+    ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+}
+
+static void count_delivery(ib_host *h, const item *it)
+{
+    const ib_delivery *d = it->delivery;
+    const ib_delivery_counts *c = &d->counts;
+    h->totals.handled += c->handled;
+    h->totals.duplicates += c->duplicates;
+    h->totals.retried += c->retried;
+    h->totals.rejected += c->rejected;
+    h->totals.busy += c->busy;
+    ib_metrics_add(h->metrics, IB_METRIC_EVENTS_HANDLED, c->handled);
+    ib_metrics_add(h->metrics, IB_METRIC_DUPLICATES_DROPPED, c->duplicates);
+    ib_metrics_add(h->metrics, IB_METRIC_HANDLER_FAILURES, c->retried + c->rejected);
+    ib_metrics_add(h->metrics, IB_METRIC_CLAIMS_LOST, c->lost);
+    if (c->unhandled) {
+        h->totals.unhandled++;
+        ib_metrics_add(h->metrics, IB_METRIC_EVENTS_UNHANDLED, 1);
+    }
+}
+
+/* Dispatch observer: one histogram sample per handler call, and one log
+ * line per handler failure naming the handler's consumer identity. */
+void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
+                      ib_handler_result result, double seconds)
+{
+    static const char *const what[] = {
+        [IB_RESULT_HANDLED] = "handled",
+        [IB_RESULT_RETRY] = "retry",
+        [IB_RESULT_REJECT] = "rejected",
+        [IB_RESULT_MARK_FAILED] = "mark-failed", /* retired, never reported */
+        [IB_RESULT_RECORDER_FAILED] = "recorder-failed",
+        [IB_RESULT_LOST] = "claim-lost",
+    };
+    ib_host *h = ctx;
+    if (result != IB_RESULT_RECORDER_FAILED)
+        ib_metrics_observe(h->metrics, IB_METRIC_HANDLE_SECONDS, seconds);
+    if (result == IB_RESULT_HANDLED || (unsigned)result >= sizeof(what) / sizeof(what[0]))
+        return;
+    char dc[24];
+    snprintf(dc, sizeof(dc), "%" PRIu64, d->delivery_count);
+    ib_log_kv(IB_SEV_WARN, "handler failure", "consumer", consumer, "event_id", d->event->id,
+              "type", d->event->type, "reason", what[result], "delivery_count", dc, NULL);
+}
+
+void ib__host_on_settled(void *ctx, ib_delivery *d)
+{
+    ib_host *h = ctx;
+    settle_ack(h, d->user);
+}
+
+void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
+{
+    ib_host *h = ctx;
+    if (!healthy)
+        ib_metrics_add(h->metrics, IB_METRIC_RECORDER_ERRORS, 1);
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
+    /* One line per change of state, not per failed call. */
+    if (atomic_exchange(&h->recorder_down, !healthy) == !healthy)
+        return;
+    if (healthy)
+        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->cfg->recorder, NULL);
+    else
+        ib_log_kv(IB_SEV_ERROR,
+                  "recorder failing: deliveries are nak'ed with back-off, finished handlers' "
+                  "marks are retried, not ready until it works",
+                  "recorder", h->cfg->recorder, "error", e != NULL ? e->msg : "", NULL);
+}
+
+static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
+{
+    pthread_mutex_lock(&h->inflight_lock);
+    h->inflight = msgs;
+    h->inflight_n = n;
+    h->inflight_since_ms = ib__host_now_ms();
+    pthread_mutex_unlock(&h->inflight_lock);
+}
+
+int ib__host_batch_alloc(ib_host *h, size_t batch)
+{
+    h->batch_items = calloc(batch, sizeof(item));
+    h->batch_deliveries = calloc(batch, sizeof(ib_delivery));
+    h->batch_cap = batch;
+    return h->batch_items != NULL && h->batch_deliveries != NULL ? 0 : -1;
+}
+
+void ib__host_batch_free(ib_host *h)
+{
+    free(h->batch_items);
+    free(h->batch_deliveries);
+    h->batch_items = NULL;
+    h->batch_deliveries = NULL;
+}
+
+void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
+{
+    item *items = h->batch_items;
+    ib_delivery *deliveries = h->batch_deliveries;
+    size_t nd = 0;
+
+    if (n > h->batch_cap)
+        n = h->batch_cap;
+    for (size_t i = 0; i < n; i++) {
+        item *it = &items[i];
+        memset(it, 0, sizeof(*it));
+        it->msg = msgs[i];
+        const char *reply = natsMsg_GetReply(it->msg);
+        ib_error e;
+        if (reply == NULL || ib_jsack_parse(&it->meta, reply, strlen(reply), &e) != IB_OK) {
+            /* Not a JetStream delivery (someone published to our inbox):
+             * nothing to ack, nothing to lose. */
+            ib_log_kv(IB_SEV_WARN, "ignoring a message that is not a JetStream delivery", "subject",
+                      natsMsg_GetSubject(it->msg), NULL);
+            it->settled = true;
+            continue;
+        }
+        h->totals.received++;
+        ib_metrics_add(h->metrics, IB_METRIC_EVENTS_RECEIVED, 1);
+        if (it->meta.delivered > 1)
+            ib_metrics_add(h->metrics, IB_METRIC_REDELIVERIES, 1);
+        ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)it->meta.pending);
+
+        ib_event_reject why = IB_EVENT_OK;
+        if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
+                            (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
+            it->event = NULL;
+            if (why == IB_EVENT_OK) {
+                /* Not the message's fault (out of memory): nak it and
+                 * let it come back, rather than dead-letter good bytes. */
+                ib_log_kv(IB_SEV_ERROR, "cannot decode for lack of resources; nak'ed", "error",
+                          e.msg, NULL);
+                settle_nak(h, it, h->cfg->retry_base_ms);
+                it->settled = true;
+                continue;
+            }
+            it->reject_reason = ib_event_reject_str(why);
+            snprintf(it->reject_detail, sizeof(it->reject_detail), "%s", e.msg);
+            continue;
+        }
+        ib_delivery *d = &deliveries[nd++];
+        memset(d, 0, sizeof(*d));
+        d->event = it->event;
+        d->subject = natsMsg_GetSubject(it->msg);
+        d->stream_seq = it->meta.stream_seq;
+        d->delivery_count = it->meta.delivered;
+        d->user = it;
+        it->delivery = d;
+    }
+
+    if (nd > 0) {
+        ib_error e;
+        publish_inflight(h, msgs, n);
+        ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
+        ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->bus, &e);
+        ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)nd);
+        publish_inflight(h, NULL, 0);
+        if (st != IB_OK) {
+            /* Misuse, not recorder trouble: nothing ran. Nak everything so
+             * nothing is lost, and say why. */
+            ib_log_kv(IB_SEV_ERROR, "dispatch refused the batch", "error", e.msg, NULL);
+            for (size_t i = 0; i < nd; i++) {
+                deliveries[i].outcome = IB_OUTCOME_NAK;
+                deliveries[i].nak_delay_ms = h->cfg->retry_base_ms;
+            }
+        } else if (e.status != IB_OK) {
+            ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
+                      h->cfg->recorder, "error", e.msg, NULL);
+        }
+        if (st == IB_OK)
+            ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
+                               ib_dispatch_recorder_seconds(h->dispatch));
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        item *it = &items[i];
+        if (it->settled) {
+            /* done above */
+        } else if (it->reject_reason != NULL) {
+            settle_dead_letter(h, it, it->reject_reason, it->reject_detail);
+        } else {
+            ib_delivery *d = it->delivery;
+            count_delivery(h, it);
+            switch (d->outcome) {
+            case IB_OUTCOME_ACK:
+                if (!d->settled_early) /* acked as soon as its marks committed */
+                    settle_ack(h, it);
+                break;
+            case IB_OUTCOME_NAK:
+                settle_nak(h, it, d->nak_delay_ms);
+                break;
+            case IB_OUTCOME_DEAD_LETTER: {
+                char detail[128];
+                snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries",
+                         d->dead_letter_reason, d->delivery_count);
+                settle_dead_letter(h, it, d->dead_letter_reason, detail);
+                break;
+            }
+            }
+        }
+        ib_event_free(it->event);
+        natsMsg_Destroy(it->msg);
+        msgs[i] = NULL;
+    }
+}

@@ -1,0 +1,96 @@
+/* Internals of the subscriber host shared by host.c, host_batch.c and
+ * host_watch.c. */
+#ifndef IB_HOST_INTERNAL_H
+#define IB_HOST_INTERNAL_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#include "jetstream.h"
+#include "dispatch.h"
+#include "event.h"
+#include "host.h"
+#include "ops.h"
+#include "loader.h"
+#include "recorder.h"
+
+#define IB_HOST_MAX_PLUGINS 64
+
+/* Totals for the final summary line. */
+typedef struct ib_host_totals {
+    uint64_t received, handled, duplicates, retried, rejected, unhandled, dead_lettered, acked,
+        naked, busy;
+} ib_host_totals;
+
+typedef struct ib_host {
+    const ib_host_config *cfg;
+    char dead_letter_subject[512];
+    char owner[256];
+    ib_event_limits limits;
+
+    ib_recorder *recorder;
+    ib_plugin *plugins[IB_HOST_MAX_PLUGINS];
+    size_t plugin_count;
+    ib_dispatch *dispatch;
+    ib_nats *nats;
+    ib_puller *puller;
+    ib_metrics *metrics;
+    ib_http *http;
+    ib_bus_proxy bus;
+    int64_t ack_wait_ms;
+    uint64_t max_deliver;
+    atomic_int bound;
+    atomic_int stopping;
+    atomic_int recorder_down; /* the last recorder call failed: not ready */
+    ib_host_totals totals;
+    ib_puller_stats pull_stats; /* copied from the puller before it is freed */
+
+    /* working arrays of one batch (host_batch.c), batch_cap entries each */
+    void *batch_items;
+    ib_delivery *batch_deliveries;
+    size_t batch_cap;
+
+    /* The batch in flight, for the watcher's in-progress acks. Guarded by
+     * inflight_lock: the main thread publishes and clears it around
+     * dispatch; the watcher reads it. */
+    pthread_mutex_t inflight_lock;
+    natsMsg **inflight;
+    size_t inflight_n;
+    int64_t inflight_since_ms;
+
+    pthread_t watcher;
+    bool watcher_started;
+    atomic_int watcher_quit;
+    atomic_llong stop_requested_at_ms;
+} ib_host;
+
+/* Set by the signal handler; read by the main loop and the watcher. */
+extern volatile sig_atomic_t ib__host_signalled;
+
+/* Allocates and frees the per-batch working arrays. */
+int ib__host_batch_alloc(ib_host *h, size_t batch);
+void ib__host_batch_free(ib_host *h);
+
+/* The dispatch observer (host_batch.c); ctx is the ib_host. */
+void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
+                      ib_handler_result result, double seconds);
+
+/* Dispatch callbacks (host_batch.c); ctx is the ib_host. on_settled acks a
+ * delivery whose marks just became durable; on_recorder counts recorder
+ * failures, keeps readiness and logs each change of state. */
+void ib__host_on_settled(void *ctx, ib_delivery *d);
+void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e);
+
+/* Processes one pulled batch: decode, dispatch, ack/nak/dead-letter, and
+ * destroys the messages. */
+void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);
+
+/* Starts and stops the watcher thread: in-progress acks for a long batch,
+ * metrics gauges, and the drain deadline. */
+int ib__host_watch_start(ib_host *h);
+void ib__host_watch_stop(ib_host *h);
+
+int64_t ib__host_now_ms(void);
+
+#endif

@@ -1,0 +1,102 @@
+/* The watcher thread of the host. While the main thread is inside a batch
+ * (possibly for long, with slow handlers), it
+ *   - sends +WPI for the batch's messages every half AckWait, so JetStream
+ *     does not redeliver work that is still running;
+ *   - keeps the connection gauges current;
+ *   - enforces the drain deadline after SIGTERM: if handlers are still
+ *     running when it passes, the process exits 1 (their messages were not
+ *     acked and come back; their marks, if any, were made). */
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jetstream.h"
+#include "host_internal.h"
+#include "log.h"
+
+int64_t ib__host_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void send_in_progress(ib_host *h, int64_t now, int64_t *last_wpi)
+{
+    pthread_mutex_lock(&h->inflight_lock);
+    if (h->inflight_n > 0) {
+        int64_t since = h->inflight_since_ms > *last_wpi ? h->inflight_since_ms : *last_wpi;
+        if (now - since >= h->ack_wait_ms / 2) {
+            for (size_t i = 0; i < h->inflight_n; i++)
+                if (h->inflight[i] != NULL)
+                    ib_in_progress(ib_nats_connection(h->nats), h->inflight[i], NULL);
+            *last_wpi = now;
+            /* JetStream will not redeliver now; keep our claims as long, so
+             * a duplicate of the same id elsewhere does not run meanwhile. */
+            size_t extended = 0, lost = 0;
+            ib_error e;
+            if (ib_dispatch_extend_leases(h->dispatch, &extended, &lost, &e) != IB_OK)
+                ib_log_kv(IB_SEV_WARN, "cannot extend claim leases", "error", e.msg, NULL);
+            else if (lost > 0)
+                ib_log_kv(IB_SEV_WARN,
+                          "claims expired while their handlers ran and were taken over; a "
+                          "duplicate may run twice",
+                          NULL);
+        }
+    }
+    pthread_mutex_unlock(&h->inflight_lock);
+}
+
+static void *watch_main(void *arg)
+{
+    ib_host *h = arg;
+    int64_t last_wpi = 0;
+    int64_t tick = h->ack_wait_ms / 8;
+    if (tick < 20)
+        tick = 20;
+    if (tick > 250)
+        tick = 250;
+
+    while (!atomic_load(&h->watcher_quit)) {
+        int64_t now = ib__host_now_ms();
+        send_in_progress(h, now, &last_wpi);
+        ib_metrics_gauge_set(h->metrics, IB_METRIC_CONNECTED, ib_nats_is_connected(h->nats));
+        ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_BOUND, atomic_load(&h->bound));
+
+        int64_t stop_at = atomic_load(&h->stop_requested_at_ms);
+        if (stop_at == 0 && ib__host_signalled) {
+            stop_at = now;
+            atomic_store(&h->stop_requested_at_ms, now);
+        }
+        if (stop_at > 0 && h->cfg->drain_timeout_ms > 0 &&
+            now - stop_at > h->cfg->drain_timeout_ms) {
+            ib_log_kv(IB_SEV_ERROR, "drain deadline passed with handlers still running; exiting 1",
+                      NULL);
+            _exit(1);
+        }
+        struct timespec ts = {.tv_sec = tick / 1000, .tv_nsec = (tick % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+int ib__host_watch_start(ib_host *h)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    /* signals stay with the main thread */
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&h->watcher, NULL, watch_main, h);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    h->watcher_started = rc == 0;
+    return rc;
+}
+
+void ib__host_watch_stop(ib_host *h)
+{
+    if (!h->watcher_started)
+        return;
+    atomic_store(&h->watcher_quit, 1);
+    pthread_join(h->watcher, NULL);
+    h->watcher_started = false;
+}

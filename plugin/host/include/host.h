@@ -1,0 +1,62 @@
+/* `ibus run`: the subscriber host.
+ *
+ * Connects to NATS, binds the durable pull consumer, loads the plugins,
+ * then loops: pull a batch, decode and validate each message, run the batch
+ * through the idempotent core (dispatch.h: claim, handle, group-commit the
+ * marks), and ack each message once its marks are durable, nak it with
+ * back-off, or dead-letter it.
+ * SIGTERM/SIGINT stop the pulling, let the batch in flight finish (its marks
+ * are durable before its acks), nak what arrived too late, flush and exit 0
+ * within the drain deadline. */
+#ifndef IB_HOST_H
+#define IB_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jetstream.h"
+
+typedef struct ib_host_config {
+    ib_nats_config nats;
+    const char *stream;
+    const char *subject; /* consumer filter subject (for --create); may be NULL */
+    const char *durable;
+    const char *const *plugins;        /* NULL-terminated paths */
+    const char *const *plugin_configs; /* NULL-terminated "NAME=STRING" */
+    const char *const *consumer_names; /* NULL-terminated "plugin/handler=IDENTITY" */
+    bool allow_insecure_plugins;
+    const char *recorder;    /* URI */
+    const char *dead_letter; /* NULL = "ibus.dlq.<durable>" */
+    int64_t max_deliver;     /* used when creating, and when the consumer has none */
+    int64_t ack_wait_ms;     /* used when creating */
+    const int64_t *backoff_ms;
+    size_t backoff_len;
+    int64_t max_ack_pending;
+    bool create;
+    const char *stream_subjects;
+    int64_t batch;
+    int64_t flush_ms;
+    int64_t pull_expires_ms;
+    int64_t concurrency;
+    int64_t retry_base_ms;
+    int64_t retry_max_ms;
+    int64_t drain_timeout_ms;
+    int64_t idle_exit_ms; /* 0 = never */
+    const char *http;     /* NULL = no HTTP server */
+    bool any_uuid_version;
+    int64_t max_event_bytes;
+    const char *publish_prefix; /* subject prefix for events handlers publish */
+    const char *summary_file;   /* append a JSON summary line at exit; may be NULL */
+    /* sqlite recorder: accept a marker file of another owner or writable by
+     * group or others (never a symbolic link) */
+    bool allow_insecure_db;
+    int64_t commit_interval_ms; /* group-commit window of finished handlers; 0 = each */
+} ib_host_config;
+
+/* Runs the host until a signal, an idle exit or a fatal error. Returns the
+ * process exit status: 0 clean stop, 1 runtime failure, 2 bad
+ * configuration (a message naming the option has been logged). */
+int ib_host_run(const ib_host_config *config);
+
+#endif

@@ -1,0 +1,219 @@
+#include "jetstream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* JetStream API error codes (server's errors.json). */
+#define JS_ERR_STREAM_NOT_FOUND 10059
+#define JS_ERR_CONSUMER_NOT_FOUND 10014
+
+static ib_status js_fail(ib_error *err, const char *what, natsStatus s, jsErrCode jerr)
+{
+    char d[200];
+    return ib_error_set(err, IB_ERR_NATS, "%s: %s (jetstream error %d)", what,
+                        ib_nats_strerror(d, sizeof(d), s), (int)jerr);
+}
+
+/* Creates stream `name` capturing `subjects` (comma-separated) unless it
+ * exists. */
+static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects, ib_error *err)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s = js_GetStreamInfo(&si, js, name, NULL, &jerr);
+    if (s == NATS_OK) {
+        jsStreamInfo_Destroy(si);
+        return IB_OK;
+    }
+    if (s != NATS_NOT_FOUND && jerr != JS_ERR_STREAM_NOT_FOUND)
+        return js_fail(err, "stream info", s, jerr);
+
+    char *copy = strdup(subjects);
+    const char *list[32];
+    int n = 0;
+    if (copy == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "stream %s: out of memory", name);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL && n < 32; t = strtok_r(NULL, ",", &save))
+        list[n++] = t;
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name;
+    cfg.Subjects = list;
+    cfg.SubjectsLen = n;
+    cfg.Storage = js_FileStorage;
+    s = js_AddStream(&si, js, &cfg, NULL, &jerr);
+    free(copy);
+    if (s != NATS_OK) {
+        char what[256];
+        snprintf(what, sizeof(what), "create stream %s (%s)", name, subjects);
+        return js_fail(err, what, s, jerr);
+    }
+    jsStreamInfo_Destroy(si);
+    ib_log_kv(IB_SEV_INFO, "stream created", "stream", name, "subjects", subjects, NULL);
+    return IB_OK;
+}
+
+static void facts_from(ib_consumer_facts *out, const jsConsumerInfo *ci)
+{
+    out->exists = true;
+    out->ack_wait_ms = ci->Config->AckWait / 1000000;
+    out->max_deliver = ci->Config->MaxDeliver;
+    out->num_pending = ci->NumPending;
+    out->num_ack_pending = (uint64_t)ci->NumAckPending;
+}
+
+ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *stream,
+                                const char *durable, ib_error *err)
+{
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    memset(out, 0, sizeof(*out));
+    natsStatus s = js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JS_ERR_CONSUMER_NOT_FOUND || jerr == JS_ERR_STREAM_NOT_FOUND)
+        return IB_OK; /* an answer: it does not exist */
+    if (s != NATS_OK)
+        return js_fail(err, "consumer info", s, jerr);
+    facts_from(out, ci);
+    jsConsumerInfo_Destroy(ci);
+    return IB_OK;
+}
+
+static ib_status create_consumer(jsConsumerInfo **ci, jsCtx *js, const ib_consumer_setup *s,
+                                 ib_error *err)
+{
+    jsConsumerConfig cc;
+    jsErrCode jerr = 0;
+    int64_t backoff_ns[32];
+    jsConsumerConfig_Init(&cc);
+    cc.Durable = s->durable;
+    cc.AckPolicy = js_AckExplicit;
+    cc.DeliverPolicy = js_DeliverAll;
+    cc.AckWait = s->ack_wait_ms * 1000000LL; /* nanoseconds */
+    /* The server may redeliver without limit: ibus enforces --max-deliver
+     * itself (the poison rule), so a dead-letter publish that fails on the
+     * last delivery can nak and be tried again instead of being stranded
+     * by a server that will not deliver it any more. */
+    cc.MaxDeliver = -1;
+    cc.MaxAckPending = s->max_ack_pending;
+    if (s->filter_subject != NULL && s->filter_subject[0] != '\0')
+        cc.FilterSubject = s->filter_subject;
+    if (s->backoff_ms != NULL && s->backoff_len > 0) {
+        size_t n = s->backoff_len < 32 ? s->backoff_len : 32;
+        for (size_t i = 0; i < n; i++)
+            backoff_ns[i] = s->backoff_ms[i] * 1000000LL;
+        cc.BackOff = backoff_ns;
+        cc.BackOffLen = (int)n;
+    }
+    natsStatus st = js_AddConsumer(ci, js, s->stream, &cc, NULL, &jerr);
+    if (st != NATS_OK) {
+        char what[256];
+        snprintf(what, sizeof(what), "create consumer %s on stream %s", s->durable, s->stream);
+        return js_fail(err, what, st, jerr);
+    }
+    return IB_OK;
+}
+
+/* A consumer refuses pull requests beyond its limits with a 409 each, so
+ * a host that asks for more than they allow would consume nothing: fail at
+ * bind instead, naming the option to change. */
+static ib_status check_pull_limits(const jsConsumerConfig *cc, const ib_consumer_setup *s,
+                                   ib_error *err)
+{
+    if (s->batch > 0 && cc->MaxRequestBatch > 0 && (int64_t)s->batch > cc->MaxRequestBatch)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "--batch %zu exceeds the consumer's MaxRequestBatch %lld (consumer "
+                            "%s on stream %s)",
+                            s->batch, (long long)cc->MaxRequestBatch, s->durable, s->stream);
+    /* MaxRequestExpires is in nanoseconds; a request may last exactly as
+     * long */
+    if (s->pull_expires_ms > 0 && cc->MaxRequestExpires > 0 &&
+        s->pull_expires_ms * 1000000LL > cc->MaxRequestExpires)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "--pull-expires %lldms exceeds the consumer's MaxRequestExpires "
+                            "%lldms (consumer %s on stream %s)",
+                            (long long)s->pull_expires_ms,
+                            (long long)(cc->MaxRequestExpires / 1000000), s->durable, s->stream);
+    /* One more than this process needs, so a second process, or a request
+     * of this one that the server has not yet dropped, is not refused at
+     * once. */
+    if (s->waiting_requests > 0 && cc->MaxWaiting > 0 && cc->MaxWaiting < s->waiting_requests + 1)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "--durable: the consumer's MaxWaiting %lld is too small: ibus keeps "
+                            "up to %lld pull requests waiting and needs at least %lld (consumer "
+                            "%s on stream %s)",
+                            (long long)cc->MaxWaiting, (long long)s->waiting_requests,
+                            (long long)s->waiting_requests + 1, s->durable, s->stream);
+    return IB_OK;
+}
+
+ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consumer_setup *s,
+                             ib_error *err)
+{
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    ib_status st;
+
+    memset(out, 0, sizeof(*out));
+    if (s->create) {
+        const char *subjects = s->stream_subjects;
+        char fallback[300];
+        if (subjects == NULL || subjects[0] == '\0') {
+            snprintf(fallback, sizeof(fallback), "%s",
+                     s->filter_subject != NULL && s->filter_subject[0] != '\0' ? s->filter_subject
+                                                                               : "events.>");
+            subjects = fallback;
+        }
+        if ((st = ensure_stream(js, s->stream, subjects, err)) != IB_OK)
+            return st;
+        if (s->dead_letter_subject != NULL && s->dead_letter_subject[0] != '\0') {
+            char dlq[300];
+            /* stream names may not hold '.', '*', '>' or spaces */
+            snprintf(dlq, sizeof(dlq), "DLQ_%s", s->durable);
+            for (char *c = dlq; *c != '\0'; c++)
+                if (*c == '.' || *c == '*' || *c == '>' || *c == ' ')
+                    *c = '_';
+            ib_error e;
+            if (ensure_stream(js, dlq, s->dead_letter_subject, &e) != IB_OK)
+                ib_log_kv(IB_SEV_WARN, "dead-letter stream not created", "error", e.msg, NULL);
+        }
+    }
+    natsStatus ns = js_GetConsumerInfo(&ci, js, s->stream, s->durable, NULL, &jerr);
+    if (ns != NATS_OK && (ns == NATS_NOT_FOUND || jerr == JS_ERR_CONSUMER_NOT_FOUND ||
+                          jerr == JS_ERR_STREAM_NOT_FOUND)) {
+        if (!s->create)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "--durable: consumer %s on stream %s does not exist (create it, "
+                                "or pass --create)",
+                                s->durable, s->stream);
+        if ((st = create_consumer(&ci, js, s, err)) != IB_OK)
+            return st;
+        out->created = true;
+        ib_log_kv(IB_SEV_INFO, "consumer created", "stream", s->stream, "durable", s->durable,
+                  NULL);
+    } else if (ns != NATS_OK) {
+        return js_fail(err, "consumer info", ns, jerr);
+    }
+    if (ci->Config->DeliverSubject != NULL && ci->Config->DeliverSubject[0] != '\0') {
+        jsConsumerInfo_Destroy(ci);
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "--durable: consumer %s on stream %s is a push consumer; ibus needs a "
+                            "pull consumer",
+                            s->durable, s->stream);
+    }
+    if (ci->Config->AckPolicy != js_AckExplicit) {
+        jsConsumerInfo_Destroy(ci);
+        return ib_error_set(err, IB_ERR_CONFIG, "--durable: consumer %s must use explicit acks",
+                            s->durable);
+    }
+    if ((st = check_pull_limits(ci->Config, s, err)) != IB_OK) {
+        jsConsumerInfo_Destroy(ci);
+        return st;
+    }
+    facts_from(out, ci);
+    jsConsumerInfo_Destroy(ci);
+    return IB_OK;
+}

@@ -1,0 +1,363 @@
+/* The NATS part: everything that talks to the server on behalf of one
+ * ibus process. Sections, in the order a message meets them: the
+ * connection, binding the stream and durable consumer, pulling batches,
+ * reading delivery metadata, acknowledging, dead-lettering, and the bus
+ * proxy through which handlers publish. Knows nothing of plugins' handlers
+ * or recorders. */
+#ifndef IB_JETSTREAM_H
+#define IB_JETSTREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nats/nats.h>
+
+#include "error.h"
+#include "event.h"
+#include "infinity_bus/plugin.h"
+
+/* The NATS connection of an ibus process: options, credentials, TLS,
+ * reconnect policy and connection-state tracking.
+ *
+ * nats.c's default reconnect policy gives up after 60 attempts (about two
+ * minutes) and then closes the connection for good; a worker must outlive
+ * any server restart, so we reconnect forever with jitter, and report a
+ * closed connection through ib_nats_closed() so the host can exit non-zero
+ * and let its supervisor restart it. */
+typedef struct ib_nats_config {
+    const char *url;            /* comma-separated server URLs */
+    const char *name;           /* connection name shown by the server */
+    const char *creds_file;     /* JWT + seed credentials file */
+    const char *nkey_seed_file; /* NKey seed file (public key is derived) */
+    const char *token;
+    const char *user;
+    const char *password;
+    const char *tls_ca;   /* CA bundle; implies TLS */
+    const char *tls_cert; /* client certificate chain; needs tls_key */
+    const char *tls_key;
+    int64_t connect_timeout_ms; /* per attempt; 0 = 2000 */
+    int64_t reconnect_wait_ms;  /* 0 = 250 */
+    bool retry_initial_connect; /* keep trying in the background if the server is not up yet */
+} ib_nats_config;
+
+typedef struct ib_nats ib_nats;
+
+/* Connects (or, with retry_initial_connect, starts connecting) and creates
+ * a JetStream context. `*out` is owned by the caller; ib_nats_close()
+ * flushes and frees it. Errors: IB_ERR_CONFIG for unusable credentials or
+ * TLS files (the message names the option), IB_ERR_NATS when the server
+ * cannot be reached. */
+ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *config, ib_error *err);
+
+/* Borrowed handles, valid until ib_nats_close(). */
+natsConnection *ib_nats_connection(ib_nats *n);
+jsCtx *ib_nats_jetstream(ib_nats *n);
+
+/* Connection state, safe from any thread. */
+bool ib_nats_is_connected(const ib_nats *n);
+bool ib_nats_is_closed(const ib_nats *n);
+uint64_t ib_nats_reconnects(const ib_nats *n);
+
+/* Waits until connected, closed, `*stop` becomes true or `timeout_ms`
+ * passes (<0 = forever). Returns true when connected. */
+bool ib_nats_wait_connected(ib_nats *n, const volatile int *stop, int64_t timeout_ms);
+
+/* Why the connection last failed, in nats.c's words (for example
+ * "Authorization Violation"), copied into `buf`; "" when it reports none.
+ * Meant for the message of a process that gives up because the connection
+ * was closed for good. Returns `buf`. */
+const char *ib_nats_last_error(ib_nats *n, char *buf, size_t len);
+
+/* Flushes pending publishes (acks) with a timeout, drains and frees.
+ * NULL is a no-op. */
+void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms);
+
+/* Describes a nats.c status with the library's last error text, for error
+ * messages: "<status text>: <detail>". Returns `buf`. */
+const char *ib_nats_strerror(char *buf, size_t len, natsStatus s);
+
+/* Binding to (and on request creating) the stream and durable consumer.
+ *
+ * A durable created by js_PullSubscribe belongs to that subscription and
+ * is deleted when it unsubscribes or drains, for every process. We never
+ * let nats.c own the durable: it is created explicitly with js_AddConsumer
+ * (only with --create) and otherwise looked up by stream and name, so a
+ * subscriber's shutdown never deletes a shared durable. */
+typedef struct ib_consumer_setup {
+    const char *stream;
+    const char *durable;
+    const char *filter_subject;      /* may be NULL: the whole stream */
+    bool create;                     /* create what is missing */
+    const char *stream_subjects;     /* comma-separated subjects for a new stream */
+    const char *dead_letter_subject; /* with create: also ensure a stream captures it */
+    int64_t ack_wait_ms;
+    int64_t max_deliver;       /* informational: a created consumer is unlimited */
+    const int64_t *backoff_ms; /* may be NULL */
+    size_t backoff_len;
+    int64_t max_ack_pending;
+    /* How the host will pull, checked against the consumer's limits, which
+     * would otherwise refuse every pull request with a 409: */
+    size_t batch;             /* messages per pull request (--batch); 0 = not checked */
+    int64_t pull_expires_ms;  /* lifetime of a pull request (--pull-expires); 0 = not checked */
+    int64_t waiting_requests; /* pull requests that may wait on the server at once */
+} ib_consumer_setup;
+
+/* What the host needs to know of the consumer as the server has it. */
+typedef struct ib_consumer_facts {
+    int64_t ack_wait_ms;
+    int64_t max_deliver; /* -1 or 0 = unlimited */
+    uint64_t num_pending;
+    uint64_t num_ack_pending;
+    bool created; /* this call created the consumer */
+    bool exists;  /* ib_consumer_facts_get: false when the server says there is no such
+                     consumer (or stream); the other fields are 0 then */
+} ib_consumer_facts;
+
+/* Looks the consumer up (creating stream, dead-letter stream and consumer
+ * first when `s->create` and they are missing) and reports its facts.
+ * Errors: IB_ERR_CONFIG when the consumer does not exist and creation was
+ * not asked for, when it is a push consumer or does not use explicit acks,
+ * or when its MaxRequestBatch, MaxRequestExpires or MaxWaiting would
+ * refuse the pull requests described by `s->batch`, `s->pull_expires_ms`
+ * and `s->waiting_requests` (the message names the ibus option and both
+ * values); IB_ERR_NATS for server errors. */
+ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consumer_setup *s,
+                             ib_error *err);
+
+/* Reads the consumer's current facts (pending counts), for metrics, and
+ * whether it still exists. A consumer or stream that is not found is an
+ * answer: IB_OK with `out->exists` false. Errors: IB_ERR_NATS when the
+ * server cannot be asked (disconnected, timeout): existence unknown. */
+ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *stream,
+                                const char *durable, ib_error *err);
+
+/* Pulling messages from a JetStream durable pull consumer in batches.
+ *
+ * Debian's nats.c 3.4.1 overflows a heap buffer in natsSubscription_Fetch /
+ * _FetchRequest when messages left over from an expired pull exceed half of
+ * the next batch (fixed upstream in 3.9.0). We therefore do not use Fetch:
+ * the puller subscribes to "<inbox>.*" with a plain core-NATS subscription
+ * (asynchronous, queueing into the puller: natsSubscription_NextMsg would
+ * destroy any empty message with a "Status: 503" header) and publishes pull requests
+ * ({"batch":N,"expires":ns}) to $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>, request number k with
+ * the reply subject "<inbox>.<k>". Every message that reaches the inbox is handed out, whichever
+ * request it answers, so leftovers from an expired request are simply the next messages; nothing is
+ * copied into a fixed-size array sized by the request. Status messages (404 no messages, 408
+ * request expired, 409 conflicts, 100 heartbeats) are never handed out. A status is a message
+ * WITHOUT a $JS.ACK reply subject: a delivery that looks like one (an empty body with a Status
+ * header, published by anyone) is handed out like any other, so the host can dead-letter it.
+ * Statuses arrive on their request's reply subject, so a late status of an earlier request is told
+ * apart and does not end the request in flight. (Messages keep their
+ * stream subject, so only statuses can be attributed this way.)
+ *
+ * A refused request (409 such as "Exceeded MaxRequestBatch of 8", or any
+ * status other than 100, 404 and 408) is logged with the server's text,
+ * at most once per 10 s for each distinct text, and the next request waits
+ * 50 ms, doubling up to 5 s, until a message or a normal 404/408 arrives.
+ * ib_puller_condition_get() tells the host whether the consumer may be
+ * gone.
+ *
+ * A request ends locally when its batch has arrived, when its status
+ * arrives, or at its expiry plus a margin (as long as the expiry, at most
+ * 500 ms) in case the status was lost. Messages still queued, or arriving,
+ * after that are leftovers: the situation that breaks Fetch, counted in the
+ * stats and handed out like any other message.
+ *
+ * Acks go to each message's reply subject over core NATS (see acknowledging below).
+ * Not thread-safe: one thread pulls. */
+typedef struct ib_puller ib_puller;
+
+/* Lifetime of a pull request when the options give none. */
+#define IB_PULLER_DEFAULT_EXPIRES_MS 1000
+
+/* The most pull requests of one puller that can wait on the server at
+ * once: the one in flight, and one that ended locally at its deadline but
+ * reached the server late (buffered across a reconnect). A consumer's
+ * MaxWaiting must leave room for them. */
+#define IB_PULLER_MAX_WAITING 2
+
+typedef struct ib_puller_options {
+    const char *stream;
+    const char *durable;
+    size_t batch;       /* messages per pull request, 1..4096 */
+    int64_t expires_ms; /* lifetime of one pull request on the server; 0 = default */
+    int64_t flush_ms;   /* once a message arrived, wait at most this for more; 0 = 5 */
+} ib_puller_options;
+
+/* Subscribes to a new inbox on `nc` (BORROWED; must outlive the puller).
+ * `*out` is freed with ib_puller_free(). */
+ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_options *options,
+                           ib_error *err);
+
+/* Collects up to `max` (<= batch) messages into `msgs`, waiting up to
+ * `wait_ms` for the first one and then at most flush_ms for each further
+ * one; sends pull requests as needed. `*n` is the count (0 after a quiet
+ * wait). The caller owns the messages and destroys them with
+ * natsMsg_Destroy after acking. Errors: IB_ERR_NATS when publishing a
+ * request fails (the caller waits and retries: the connection may be
+ * reconnecting). */
+ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms,
+                         ib_error *err);
+
+/* Sends the next pull request now unless one is still in flight, so the
+ * server delivers the next batch while the caller works on the one it
+ * holds (ib_puller_next would otherwise send it only when called again).
+ * Messages that arrive meanwhile wait in the subscription, where nobody
+ * sends +WPI for them: only prefetch when the batch at hand will be done
+ * well within AckWait. Errors as ib_puller_next; on error the next call to
+ * ib_puller_next sends the request. */
+ib_status ib_puller_prefetch(ib_puller *p, ib_error *err);
+
+/* Sends no further request and collects, in `msgs` (up to `max`), the
+ * messages still queued or still arriving for the request in flight,
+ * until it ends (a status message or its expiry) or `wait_ms` passes.
+ * When `*n` < `max` it has unsubscribed: nothing more will come. When
+ * `*n` == `max` more may be waiting: call again (with the time left).
+ * The caller naks what it gets back, so those messages are redelivered to
+ * another process at once instead of after AckWait. */
+ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms);
+
+/* What the latest answers said about the consumer. */
+typedef enum ib_puller_condition {
+    IB_PULLER_OK = 0,        /* messages, or a request that ended normally (404/408) */
+    IB_PULLER_REFUSED,       /* the last request was refused (409...); backing off */
+    IB_PULLER_CONSUMER_GONE, /* 409 "Consumer Deleted", or 503 (nobody answers the request
+                                subject): the consumer may be gone; backing off */
+} ib_puller_condition;
+
+/* The condition since the last message or status of a request in flight. */
+ib_puller_condition ib_puller_condition_get(const ib_puller *p);
+
+/* Counters for metrics and tests. */
+typedef struct ib_puller_stats {
+    uint64_t requests;  /* pull requests sent */
+    uint64_t messages;  /* messages handed out */
+    uint64_t statuses;  /* status messages seen */
+    uint64_t leftovers; /* messages taken after the request in flight had ended locally */
+    uint64_t refusals;  /* requests the server refused (409 and other errors) */
+} ib_puller_stats;
+void ib_puller_stats_get(const ib_puller *p, ib_puller_stats *out);
+
+/* Unsubscribes and frees. NULL is a no-op. */
+void ib_puller_free(ib_puller *p);
+
+/* JetStream delivery metadata, read from a message's ack reply subject.
+ *
+ * We consume with pull requests sent over core NATS (see pulling above), so
+ * nats.c's natsMsg_GetMetaData (which needs a JetStream subscription) is not
+ * available: this parser reads the same facts from the reply subject
+ *   $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+ * or the newer form with a domain and account hash
+ *   $JS.ACK.<domain>.<hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>[.<token>...]
+ */
+typedef struct ib_jsack_meta {
+    const char *stream; /* BORROWED slice of the subject; not NUL-terminated */
+    size_t stream_len;
+    const char *consumer; /* BORROWED slice; not NUL-terminated */
+    size_t consumer_len;
+    uint64_t delivered; /* delivery count, 1 on the first delivery */
+    uint64_t stream_seq;
+    uint64_t consumer_seq;
+    int64_t timestamp_ns; /* server time of the original publish */
+    uint64_t pending;     /* messages left for the consumer after this one */
+} ib_jsack_meta;
+
+/* Parses `len` bytes of `reply` (an ack subject). Returns IB_OK, or
+ * IB_ERR_DECODE with a reason in `err` when it is not an ack subject. The
+ * slices in `*out` point into `reply`. */
+ib_status ib_jsack_parse(ib_jsack_meta *out, const char *reply, size_t len, ib_error *err);
+
+/* Acknowledging JetStream messages over core NATS.
+ *
+ * The puller receives messages on a plain subscription, so nats.c's
+ * natsMsg_Ack family (which needs a JetStream subscription) does not apply;
+ * these publish the JetStream ack protocol to the message's reply subject.
+ * Acks are fire-and-forget like nats.c's natsMsg_Ack: a lost ack means a
+ * redelivery, which the recorder turns into a dropped duplicate. Flush the
+ * connection before exit so the last acks are not left in a buffer.
+ * Thread-safe (nats.c publishes are). */
+/* "+ACK": done. */
+ib_status ib_ack(natsConnection *nc, natsMsg *msg, ib_error *err);
+
+/* "-NAK": redeliver after `delay_ms` (0 = at once). A plain nak ignores the
+ * consumer's BackOff, hence the explicit delay. */
+ib_status ib_nak(natsConnection *nc, natsMsg *msg, int64_t delay_ms, ib_error *err);
+
+/* "+TERM": never redeliver (after a successful dead-letter publish). */
+ib_status ib_term(natsConnection *nc, natsMsg *msg, ib_error *err);
+
+/* "+WPI": still working; restarts the AckWait timer. */
+ib_status ib_in_progress(natsConnection *nc, natsMsg *msg, ib_error *err);
+
+/* Dead-lettering: moving a message that can never succeed to the
+ * dead-letter subject without losing it.
+ *
+ * The message is published to the dead-letter subject with its original
+ * bytes untouched, the original's own headers (except Nats-Msg-Id,
+ * Nats-Expected-*, Nats-Rollup and Nats-TTL, which JetStream would act on
+ * when the dead letter is published, and any Ibus-* ones), and headers
+ * that give the reason and where it came from:
+ *   Ibus-Reason          decode | invalid-id | max-deliver | rejected
+ *   Ibus-Error           a one-line description (never payload bytes)
+ *   Ibus-Subject         the subject it was published on
+ *   Ibus-Stream          the stream it was read from
+ *   Ibus-Consumer        the durable consumer that read it
+ *   Ibus-Stream-Seq      its stream sequence
+ *   Ibus-Delivery-Count  the delivery on which it was dead-lettered
+ *   Ibus-Event-Id, Ibus-Event-Type   when the event could be decoded
+ * Only once JetStream acknowledges that publish is the original terminated
+ * (+TERM). If the publish fails (no stream captures the subject, timeout,
+ * disconnection) the original is nak'ed with a delay and comes back later:
+ * nothing is lost. The publish carries Nats-Msg-Id
+ * "<stream>:<durable>:<seq>", so a repeat after a lost +TERM is dropped by
+ * the dead-letter stream's duplicate window, while two durables that
+ * dead-letter the same message into one stream both keep theirs. */
+typedef struct ib_dead_letter_info {
+    const char *reason; /* required */
+    const char *detail; /* may be NULL */
+    const char *stream; /* required */
+    const char *consumer;
+    uint64_t stream_seq;
+    uint64_t delivery_count;
+    const char *event_id;   /* may be NULL */
+    const char *event_type; /* may be NULL */
+} ib_dead_letter_info;
+
+/* Publishes `msg`'s bytes to `subject` and, once acknowledged, terminates
+ * `msg`; on failure naks it with `retry_delay_ms` and returns the error
+ * (IB_ERR_NATS). `msg` stays owned by the caller. */
+ib_status ib_dead_letter(natsConnection *nc, jsCtx *js, const char *subject, natsMsg *msg,
+                         const ib_dead_letter_info *info, int64_t retry_delay_ms,
+                         int64_t publish_timeout_ms, ib_error *err);
+
+/* The bus proxy handed to handlers, and the host API table plugins get.
+ *
+ * A handler publishes derived events through ib_host_api.publish with the
+ * ib_bus_proxy it was given. Events are encoded as protobuf Events and
+ * published to JetStream with Nats-Msg-Id set to the event id, so a
+ * republish with the same id inside the stream's duplicate window is
+ * dropped by the server, and any later one by the consumer's recorder. */
+struct ib_bus_proxy {
+    jsCtx *js;                  /* BORROWED */
+    const char *subject_prefix; /* default subject: "<prefix>.<type>" */
+    const char *source;         /* Event.source of published events */
+    int64_t timeout_ms;         /* wait for JetStream's ack */
+};
+
+/* The host's API table (static storage; valid for the process lifetime). */
+const ib_host_api *ib_bus_host_api(void);
+
+/* Builds a NATS message carrying `fields` encoded as an Event on `subject`.
+ * With `set_msg_id`, the Nats-Msg-Id header is the event id. `*out` is
+ * owned by the caller (natsMsg_Destroy). */
+ib_status ib_bus_build_msg(natsMsg **out, const char *subject, const ib_event_fields *fields,
+                           bool set_msg_id, ib_error *err);
+
+/* Publishes one event through `bus` and waits for the ack; `id` NULL means
+ * a fresh uuid4. `id_out` receives the id used. This is what the API
+ * table's publish slot calls. */
+ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
+                         char id_out[IB_ID_BUF_SIZE], ib_error *err);
+
+#endif

@@ -1,0 +1,306 @@
+#include "jetstream.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "nkey.h"
+
+struct ib_nats {
+    natsConnection *nc;
+    jsCtx *js;
+    atomic_int connected;
+    atomic_int closed;
+    atomic_int closing; /* set by ib_nats_close: disconnects are expected */
+    atomic_ullong reconnects;
+    char nkey_public[IB_NKEY_PUBLIC_LEN + 1];
+};
+
+const char *ib_nats_strerror(char *buf, size_t len, natsStatus s)
+{
+    const char *last = nats_GetLastError(NULL);
+    if (last != NULL && last[0] != '\0' && strcmp(last, natsStatus_GetText(s)) != 0)
+        snprintf(buf, len, "%s: %s", natsStatus_GetText(s), last);
+    else
+        snprintf(buf, len, "%s", natsStatus_GetText(s));
+    return buf;
+}
+
+/* nats.c runs every connection callback on one library-wide thread: these
+ * only flip flags and log, never block. */
+static void on_disconnected(natsConnection *nc, void *closure)
+{
+    (void)nc;
+    ib_nats *n = closure;
+    atomic_store(&n->connected, 0);
+    if (!atomic_load(&n->closing))
+        ib_log_kv(IB_SEV_WARN, "nats disconnected; reconnecting", NULL);
+}
+
+static void on_reconnected(natsConnection *nc, void *closure)
+{
+    char url[256] = "";
+    ib_nats *n = closure;
+    natsConnection_GetConnectedUrl(nc, url, sizeof(url));
+    atomic_store(&n->connected, 1);
+    atomic_fetch_add(&n->reconnects, 1);
+    ib_log_kv(IB_SEV_INFO, "nats reconnected", "url", url, NULL);
+}
+
+/* The last callback nats.c runs for a connection. Its final store is the
+ * last touch of `n`: close_and_wait() frees `n` once it sees it. */
+static void on_closed(natsConnection *nc, void *closure)
+{
+    (void)nc;
+    ib_nats *n = closure;
+    atomic_store(&n->connected, 0);
+    atomic_store(&n->closed, 1);
+}
+
+/* natsConnection_Close only queues the closed callback for nats.c's
+ * callback thread, which then writes to `n`: freeing `n` before it ran was
+ * a use-after-free (seen under ASan at every exit). Waits for it; returns
+ * false if it did not come, and then `n` must be leaked, not freed. */
+static bool close_and_wait(ib_nats *n)
+{
+    natsConnection_Close(n->nc);
+    for (int waited = 0; !atomic_load(&n->closed); waited++) {
+        if (waited >= 5000)
+            return false;
+        nats_Sleep(1);
+    }
+    return true;
+}
+
+static void on_error(natsConnection *nc, natsSubscription *sub, natsStatus s, void *closure)
+{
+    (void)nc;
+    (void)sub;
+    (void)closure;
+    ib_log_kv(IB_SEV_WARN, "nats asynchronous error", "error", natsStatus_GetText(s), NULL);
+}
+
+/* nats.c calls this once the background retry of a first connect succeeds. */
+static void on_connected(natsConnection *nc, void *closure)
+{
+    (void)nc;
+    ib_nats *n = closure;
+    atomic_store(&n->connected, 1);
+    ib_log_kv(IB_SEV_INFO, "nats connected", NULL);
+}
+
+static ib_status nats_fail(ib_error *err, ib_status code, const char *what, natsStatus s)
+{
+    char detail[200];
+    return ib_error_set(err, code, "%s: %s", what, ib_nats_strerror(detail, sizeof(detail), s));
+}
+
+static ib_status apply_auth(natsOptions *o, ib_nats *n, const ib_nats_config *c, ib_error *err)
+{
+    natsStatus s = NATS_OK;
+    if (c->creds_file != NULL && c->creds_file[0] != '\0') {
+        s = natsOptions_SetUserCredentialsFromFiles(o, c->creds_file, NULL);
+        if (s != NATS_OK)
+            return nats_fail(err, IB_ERR_CONFIG, "--creds", s);
+    }
+    if (c->nkey_seed_file != NULL && c->nkey_seed_file[0] != '\0') {
+        ib_error e;
+        if (ib_nkey_public_from_seed_file(n->nkey_public, c->nkey_seed_file, &e) != IB_OK)
+            return ib_error_set(err, IB_ERR_CONFIG, "--nkey: %s", e.msg);
+        s = natsOptions_SetNKeyFromSeed(o, n->nkey_public, c->nkey_seed_file);
+        if (s != NATS_OK)
+            return nats_fail(err, IB_ERR_CONFIG, "--nkey", s);
+    }
+    if (c->token != NULL && c->token[0] != '\0') {
+        s = natsOptions_SetToken(o, c->token);
+        if (s != NATS_OK)
+            return nats_fail(err, IB_ERR_CONFIG, "--token", s);
+    }
+    if (c->user != NULL && c->user[0] != '\0') {
+        s = natsOptions_SetUserInfo(o, c->user, c->password != NULL ? c->password : "");
+        if (s != NATS_OK)
+            return nats_fail(err, IB_ERR_CONFIG, "--user", s);
+    }
+    return IB_OK;
+}
+
+static ib_status apply_tls(natsOptions *o, const ib_nats_config *c, ib_error *err)
+{
+    bool have_ca = c->tls_ca != NULL && c->tls_ca[0] != '\0';
+    bool have_cert = c->tls_cert != NULL && c->tls_cert[0] != '\0';
+    bool have_key = c->tls_key != NULL && c->tls_key[0] != '\0';
+    natsStatus s;
+
+    if (have_cert != have_key)
+        return ib_error_set(err, IB_ERR_CONFIG, "--tls-cert and --tls-key: give both or neither");
+    if (!have_ca && !have_cert)
+        return IB_OK;
+    if ((s = natsOptions_SetSecure(o, true)) != NATS_OK)
+        return nats_fail(err, IB_ERR_CONFIG, "TLS", s);
+    if (have_ca && (s = natsOptions_LoadCATrustedCertificates(o, c->tls_ca)) != NATS_OK)
+        return nats_fail(err, IB_ERR_CONFIG, "--tls-ca", s);
+    if (have_cert && (s = natsOptions_LoadCertificatesChain(o, c->tls_cert, c->tls_key)) != NATS_OK)
+        return nats_fail(err, IB_ERR_CONFIG, "--tls-cert/--tls-key", s);
+    return IB_OK;
+}
+
+/* With retry_initial_connect, nats.c keeps retrying whatever made the first
+ * attempt fail, and after a refused login it ends up closing the
+ * connection with only "no server available". A refused login cannot heal
+ * by retrying, so it is a failure now, with the server's reason. */
+static bool refused_login(natsConnection *nc, const char *url, ib_error *err)
+{
+    const char *why = NULL;
+    natsStatus ls = natsConnection_GetLastError(nc, &why);
+    if (ls != NATS_CONNECTION_AUTH_FAILED && ls != NATS_NOT_PERMITTED)
+        return false;
+    ib_error_set(err, IB_ERR_NATS,
+                 "cannot connect to %s: %s (login refused: check --user/--password, --token, "
+                 "--creds or --nkey)",
+                 url, why != NULL && why[0] != '\0' ? why : natsStatus_GetText(ls));
+    return true;
+}
+
+ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
+{
+    natsOptions *o = NULL;
+    natsStatus s;
+    ib_status st;
+    ib_nats *n = calloc(1, sizeof(*n));
+
+    *out = NULL;
+    if (n == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "nats: out of memory");
+    if ((s = natsOptions_Create(&o)) != NATS_OK) {
+        st = nats_fail(err, IB_ERR_NOMEM, "nats options", s);
+        goto fail;
+    }
+    const char *url = c->url != NULL && c->url[0] != '\0' ? c->url : "nats://127.0.0.1:4222";
+    if ((s = natsOptions_SetURL(o, url)) != NATS_OK) {
+        st = nats_fail(err, IB_ERR_CONFIG, "--nats-url", s);
+        goto fail;
+    }
+    if (c->name != NULL)
+        natsOptions_SetName(o, c->name);
+    natsOptions_SetTimeout(o, c->connect_timeout_ms > 0 ? c->connect_timeout_ms : 2000);
+    /* Reconnect forever, with jitter so a fleet does not stampede a
+     * restarted server; keep acks published while disconnected. */
+    natsOptions_SetMaxReconnect(o, -1);
+    natsOptions_SetReconnectWait(o, c->reconnect_wait_ms > 0 ? c->reconnect_wait_ms : 250);
+    natsOptions_SetReconnectJitter(o, 100, 1000);
+    natsOptions_SetReconnectBufSize(o, 32 * 1024 * 1024);
+    natsOptions_SetPingInterval(o, 5000);
+    natsOptions_SetMaxPingsOut(o, 3);
+    natsOptions_SetDisconnectedCB(o, on_disconnected, n);
+    natsOptions_SetReconnectedCB(o, on_reconnected, n);
+    natsOptions_SetClosedCB(o, on_closed, n);
+    natsOptions_SetErrorHandler(o, on_error, n);
+    if (c->retry_initial_connect)
+        natsOptions_SetRetryOnFailedConnect(o, true, on_connected, n);
+    if ((st = apply_auth(o, n, c, err)) != IB_OK || (st = apply_tls(o, c, err)) != IB_OK)
+        goto fail;
+
+    s = natsConnection_Connect(&n->nc, o);
+    if (s == NATS_OK) {
+        atomic_store(&n->connected, 1);
+    } else if (!(s == NATS_NOT_YET_CONNECTED && c->retry_initial_connect)) {
+        char detail[200];
+        st = ib_error_set(err, IB_ERR_NATS, "cannot connect to %s: %s", url,
+                          ib_nats_strerror(detail, sizeof(detail), s));
+        goto fail;
+    }
+    if (s == NATS_NOT_YET_CONNECTED && refused_login(n->nc, url, err)) {
+        st = IB_ERR_NATS;
+        goto fail;
+    }
+    if ((s = natsConnection_JetStream(&n->js, n->nc, NULL)) != NATS_OK) {
+        st = nats_fail(err, IB_ERR_NATS, "jetstream context", s);
+        goto fail;
+    }
+    natsOptions_Destroy(o);
+    *out = n;
+    return IB_OK;
+
+fail:
+    natsOptions_Destroy(o);
+    if (n->nc != NULL) {
+        bool closed = close_and_wait(n);
+        natsConnection_Destroy(n->nc);
+        if (!closed)
+            return st;
+    }
+    free(n);
+    return st;
+}
+
+natsConnection *ib_nats_connection(ib_nats *n)
+{
+    return n->nc;
+}
+
+jsCtx *ib_nats_jetstream(ib_nats *n)
+{
+    return n->js;
+}
+
+bool ib_nats_is_connected(const ib_nats *n)
+{
+    return atomic_load(&((ib_nats *)n)->connected) != 0;
+}
+
+bool ib_nats_is_closed(const ib_nats *n)
+{
+    return atomic_load(&((ib_nats *)n)->closed) != 0;
+}
+
+uint64_t ib_nats_reconnects(const ib_nats *n)
+{
+    return atomic_load(&((ib_nats *)n)->reconnects);
+}
+
+bool ib_nats_wait_connected(ib_nats *n, const volatile int *stop, int64_t timeout_ms)
+{
+    int64_t waited = 0;
+    while (!ib_nats_is_connected(n)) {
+        if (ib_nats_is_closed(n) || (stop != NULL && *stop) ||
+            (timeout_ms >= 0 && waited >= timeout_ms))
+            return false;
+        nats_Sleep(20);
+        waited += 20;
+    }
+    return true;
+}
+
+const char *ib_nats_last_error(ib_nats *n, char *buf, size_t len)
+{
+    const char *text = NULL;
+    buf[0] = '\0';
+    if (n == NULL || n->nc == NULL)
+        return buf;
+    natsStatus s = natsConnection_GetLastError(n->nc, &text);
+    if (text != NULL && text[0] != '\0')
+        snprintf(buf, len, "%s", text);
+    else if (s != NATS_OK)
+        snprintf(buf, len, "%s", natsStatus_GetText(s));
+    return buf;
+}
+
+void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms)
+{
+    if (n == NULL)
+        return;
+    atomic_store(&n->closing, 1);
+    bool closed = true;
+    if (n->nc != NULL) {
+        if (ib_nats_is_connected(n) && flush_timeout_ms > 0)
+            natsConnection_FlushTimeout(n->nc, flush_timeout_ms);
+        closed = close_and_wait(n);
+    }
+    jsCtx_Destroy(n->js);
+    natsConnection_Destroy(n->nc);
+    if (closed)
+        free(n);
+}

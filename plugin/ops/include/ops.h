@@ -1,0 +1,187 @@
+/* The operations part: the Prometheus metrics registry of one ibus
+ * process and the health/metrics HTTP endpoint that serves it. Knows
+ * nothing of NATS or plugins; the host feeds it. */
+#ifndef IB_OPS_H
+#define IB_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* Prometheus metrics of one ibus process.
+ *
+ * A fixed registry: every series is known at compile time and the only
+ * labels are bounded sets (the dead-letter reason, the build version), so no
+ * event id or subject can ever become a label. Updates are lock-free C11
+ * atomics (relaxed), cheap enough to call per event from any thread; only
+ * rendering walks the whole registry.
+ *
+ * Series (text format 0.0.4):
+ *   ibus_events_received_total, ibus_events_handled_total,
+ *   ibus_duplicates_dropped_total, ibus_handler_failures_total,
+ *   ibus_events_unhandled_total, ibus_naks_total, ibus_acks_total,
+ *   ibus_redeliveries_total                                    counters
+ *   ibus_dead_lettered_total{reason="decode|invalid-id|max-deliver|rejected|other"}
+ *   ibus_handlers_in_flight, ibus_consumer_pending,
+ *   ibus_connected, ibus_consumer_bound                        gauges
+ *   ibus_handle_seconds, ibus_recorder_seconds                 histograms
+ *   ibus_build_info{version="..."} 1                           gauge
+ */
+typedef struct ib_metrics ib_metrics;
+
+/* Monotonic counters. Values are never renumbered; new ones go before
+ * IB_METRIC_COUNTER_COUNT. */
+typedef enum ib_metric_counter {
+    IB_METRIC_EVENTS_RECEIVED = 0,    /* every message fetched, valid or not */
+    IB_METRIC_EVENTS_HANDLED = 1,     /* handler runs that returned OK */
+    IB_METRIC_DUPLICATES_DROPPED = 2, /* handler runs skipped: already marked */
+    IB_METRIC_HANDLER_FAILURES = 3,   /* handler runs that returned RETRY or REJECT */
+    IB_METRIC_EVENTS_UNHANDLED = 4,   /* events no handler subscribes to (acked) */
+    IB_METRIC_NAKS = 5,               /* messages nak'ed */
+    IB_METRIC_ACKS = 6,               /* messages acked */
+    IB_METRIC_REDELIVERIES = 7,       /* messages received with delivery count > 1 */
+    IB_METRIC_RECORDER_ERRORS = 8,    /* recorder calls that failed */
+    IB_METRIC_CLAIMS_LOST = 9,        /* handlers whose claim another owner took over */
+    IB_METRIC_COUNTER_COUNT
+} ib_metric_counter;
+
+/* Labels of ibus_dead_lettered_total; the reason strings are the ones the
+ * dead-letter headers carry. */
+typedef enum ib_dead_letter_reason {
+    IB_DLQ_DECODE = 0,      /* "decode" */
+    IB_DLQ_INVALID_ID = 1,  /* "invalid-id" */
+    IB_DLQ_MAX_DELIVER = 2, /* "max-deliver" */
+    IB_DLQ_REJECTED = 3,    /* "rejected" */
+    IB_DLQ_OTHER = 4,       /* "other": any reason not listed above */
+    IB_DLQ_REASON_COUNT
+} ib_dead_letter_reason;
+
+typedef enum ib_metric_gauge {
+    IB_METRIC_HANDLERS_IN_FLIGHT = 0, /* handler calls running now */
+    IB_METRIC_CONSUMER_PENDING = 1,   /* messages the consumer has not delivered yet */
+    IB_METRIC_CONNECTED = 2,          /* 1 while connected to NATS, else 0 */
+    IB_METRIC_CONSUMER_BOUND = 3,     /* 1 while bound to the durable consumer, else 0 */
+    IB_METRIC_RECORDER_UP = 4,        /* 1 while the recorder's last call worked, else 0 */
+    IB_METRIC_GAUGE_COUNT
+} ib_metric_gauge;
+
+typedef enum ib_metric_histogram {
+    IB_METRIC_HANDLE_SECONDS = 0,   /* one handler call, seconds */
+    IB_METRIC_RECORDER_SECONDS = 1, /* one recorder call (check, mark or claim), seconds */
+    IB_METRIC_HISTOGRAM_COUNT
+} ib_metric_histogram;
+
+/* Upper bounds (le) of the finite histogram buckets, in seconds:
+ * 0.0005 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10.
+ * A last, implicit bucket is +Inf. */
+#define IB_METRICS_BUCKETS 14
+
+/* Returns the upper bound of finite bucket `i` (0 <= i < IB_METRICS_BUCKETS),
+ * or +Inf for any other index. */
+double ib_metrics_bucket_bound(size_t i);
+
+/* A consistent-enough copy of every value, for tests and the host's final
+ * summary. Bucket counts are per bucket (not cumulative); buckets[last] is
+ * the +Inf overflow bucket and count is the sum of all buckets. */
+typedef struct ib_metrics_snapshot {
+    uint64_t counters[IB_METRIC_COUNTER_COUNT];
+    uint64_t dead_lettered[IB_DLQ_REASON_COUNT];
+    int64_t gauges[IB_METRIC_GAUGE_COUNT];
+    struct {
+        uint64_t buckets[IB_METRICS_BUCKETS + 1];
+        uint64_t count;
+        double sum_seconds;
+    } histograms[IB_METRIC_HISTOGRAM_COUNT];
+} ib_metrics_snapshot;
+
+/* Creates a registry with every value at zero and version "unknown".
+ * Returns NULL when out of memory. Free with ib_metrics_free(). */
+ib_metrics *ib_metrics_create(void);
+
+/* Frees the registry. No-op on NULL. Stop the HTTP server that renders it
+ * first. */
+void ib_metrics_free(ib_metrics *m);
+
+/* Sets the version label of ibus_build_info (copied; cut at 63 bytes).
+ * Call once, before the registry is shared with other threads. */
+void ib_metrics_set_version(ib_metrics *m, const char *version);
+
+/* Adds `n` to a counter. Lock-free; no-op on a NULL registry or an unknown
+ * counter, so call sites need no checks when metrics are off. */
+void ib_metrics_add(ib_metrics *m, ib_metric_counter which, uint64_t n);
+
+/* Counts one dead-lettered message. `reason` is "decode", "invalid-id",
+ * "max-deliver" or "rejected"; anything else (including NULL) counts as
+ * "other". */
+void ib_metrics_dead_letter(ib_metrics *m, const char *reason);
+
+/* Same, by enum (out-of-range values count as IB_DLQ_OTHER). */
+void ib_metrics_dead_letter_reason(ib_metrics *m, ib_dead_letter_reason reason);
+
+/* Maps a reason string to its label value ("other" for unknown or NULL).
+ * The returned string is static. */
+const char *ib_metrics_dead_letter_label(const char *reason);
+
+/* Sets a gauge, or adds a (possibly negative) delta to it. Lock-free. */
+void ib_metrics_gauge_set(ib_metrics *m, ib_metric_gauge which, int64_t value);
+void ib_metrics_gauge_add(ib_metrics *m, ib_metric_gauge which, int64_t delta);
+
+/* Records one observation of `seconds` into a histogram. Negative and NaN
+ * values count as 0; values above a million seconds are clamped. The sum is
+ * kept in integer nanoseconds, so it is exact and needs no lock. */
+void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds);
+
+/* Copies every value into `out`. Each value is read atomically; values are
+ * not read at one instant, so a snapshot taken while other threads update
+ * may mix slightly different moments (each counter is still monotonic). */
+void ib_metrics_snapshot_get(ib_metrics_snapshot *out, const ib_metrics *m);
+
+/* Renders every series in the Prometheus text exposition format 0.0.4.
+ * On success *out is a NUL-terminated string the caller frees with free()
+ * and *len its length. Within one histogram, _count always equals the +Inf
+ * bucket. Errors: IB_ERR_INVALID_ARG (NULL argument), IB_ERR_NOMEM. */
+ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_error *err);
+
+/* Health and metrics HTTP endpoint (`ibus run --http ADDR`), on libmicrohttpd.
+ *
+ *   GET /healthz  200 "ok"            the process is alive and serving
+ *   GET /readyz   200 "ready" when ready(ctx) returns non-zero, else 503
+ *   GET /metrics  200, Prometheus text format 0.0.4 of the registry
+ *   other paths   404; methods other than GET and HEAD: 405
+ *
+ * One internal thread serves every request (a scrape is a short render);
+ * connections are capped and idle ones time out, so a slow or hostile client
+ * cannot tie up the process.
+ */
+typedef struct ib_http ib_http;
+
+/* Readiness probe callback. Called on the server thread for each /readyz
+ * request: must be thread-safe and must not block (read atomics). */
+typedef int (*ib_http_ready_fn)(void *ctx);
+
+/* Starts serving on `addr`:
+ *   "127.0.0.1:9090"  one IPv4 address
+ *   "[::1]:9090"      one IPv6 address
+ *   "localhost:9090"  same as 127.0.0.1
+ *   ":9090"           every IPv4 interface (0.0.0.0); only for a pod or a
+ *                     host whose firewall you control: /metrics is unauthenticated
+ * Addresses are numeric (no DNS). Port 0 picks a free port: read it with
+ * ib_http_port().
+ * `m` (BORROWED; must outlive the server) may be NULL: /metrics then answers
+ * 503. `ready` may be NULL: /readyz then always answers 200.
+ * Errors: IB_ERR_CONFIG when `addr` is malformed (message names --http),
+ * IB_ERR_IO when the socket cannot be bound (in use, not a local address),
+ * IB_ERR_NOMEM. On error *out is NULL. Stop with ib_http_stop(). */
+ib_status ib_http_start(ib_http **out, const char *addr, ib_metrics *m, ib_http_ready_fn ready,
+                        void *ctx, ib_error *err);
+
+/* The port the server listens on (the one picked when 0 was asked). */
+uint16_t ib_http_port(const ib_http *h);
+
+/* Stops the server: waits for a request in progress to finish, closes the
+ * socket and frees everything. No-op on NULL. After it returns, `ready` is
+ * never called again. */
+void ib_http_stop(ib_http *h);
+
+#endif

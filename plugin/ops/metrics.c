@@ -1,0 +1,363 @@
+/* The fixed metrics registry and its Prometheus text rendering. */
+#include "ops.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Each hot value sits on its own cache line: handler threads that bump
+ * different counters must not bounce one line between cores. */
+typedef struct ib_cell_u64 {
+    _Alignas(64) _Atomic uint64_t v;
+} ib_cell_u64;
+
+typedef struct ib_cell_i64 {
+    _Alignas(64) _Atomic int64_t v;
+} ib_cell_i64;
+
+/* No separate count: rendering derives it from the buckets, so _count and
+ * the +Inf bucket always agree even while observations land mid-scrape. */
+typedef struct ib_hist {
+    _Alignas(64) _Atomic uint64_t sum_ns;
+    _Atomic uint64_t buckets[IB_METRICS_BUCKETS + 1];
+} ib_hist;
+
+struct ib_metrics {
+    ib_cell_u64 counters[IB_METRIC_COUNTER_COUNT];
+    ib_cell_u64 dead[IB_DLQ_REASON_COUNT];
+    ib_cell_i64 gauges[IB_METRIC_GAUGE_COUNT];
+    ib_hist hist[IB_METRIC_HISTOGRAM_COUNT];
+    char version[64];
+};
+
+static const double bucket_bounds[IB_METRICS_BUCKETS] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+/* The le label values, spelled once so rendering never depends on printf's
+ * float formatting or the locale. */
+static const char *const bucket_le[IB_METRICS_BUCKETS + 1] = {
+    "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+    "0.25",   "0.5",   "1",      "2.5",   "5",    "10",    "+Inf"};
+
+static const char *const dead_reason_names[IB_DLQ_REASON_COUNT] = {
+    [IB_DLQ_DECODE] = "decode",
+    [IB_DLQ_INVALID_ID] = "invalid-id",
+    [IB_DLQ_MAX_DELIVER] = "max-deliver",
+    [IB_DLQ_REJECTED] = "rejected",
+    [IB_DLQ_OTHER] = "other",
+};
+
+static const struct {
+    const char *name;
+    const char *help;
+} counter_info[IB_METRIC_COUNTER_COUNT] = {
+    [IB_METRIC_EVENTS_RECEIVED] = {"ibus_events_received_total",
+                                   "Messages fetched from the consumer, valid or not."},
+    [IB_METRIC_EVENTS_HANDLED] = {"ibus_events_handled_total",
+                                  "Handler runs that succeeded and were marked processed."},
+    [IB_METRIC_DUPLICATES_DROPPED] = {"ibus_duplicates_dropped_total",
+                                      "Handler runs skipped because the event was already marked."},
+    [IB_METRIC_HANDLER_FAILURES] = {"ibus_handler_failures_total",
+                                    "Handler runs that returned RETRY or REJECT."},
+    [IB_METRIC_EVENTS_UNHANDLED] = {"ibus_events_unhandled_total",
+                                    "Events acked because no handler subscribes to their type."},
+    [IB_METRIC_NAKS] = {"ibus_naks_total", "Messages negatively acknowledged for redelivery."},
+    [IB_METRIC_ACKS] = {"ibus_acks_total", "Messages acknowledged."},
+    [IB_METRIC_REDELIVERIES] = {"ibus_redeliveries_total",
+                                "Messages received with a delivery count above 1."},
+    [IB_METRIC_RECORDER_ERRORS] = {"ibus_recorder_errors_total",
+                                   "Recorder calls that failed (claims, marks, releases)."},
+    [IB_METRIC_CLAIMS_LOST] = {"ibus_claims_lost_total",
+                               "Handlers that succeeded after another owner had taken their "
+                               "claim over (not marked; the new holder decides)."},
+};
+
+static const struct {
+    const char *name;
+    const char *help;
+} gauge_info[IB_METRIC_GAUGE_COUNT] = {
+    [IB_METRIC_HANDLERS_IN_FLIGHT] = {"ibus_handlers_in_flight", "Handler calls running now."},
+    [IB_METRIC_CONSUMER_PENDING] = {"ibus_consumer_pending",
+                                    "Messages the consumer has not delivered yet."},
+    [IB_METRIC_CONNECTED] = {"ibus_connected", "1 while connected to NATS, else 0."},
+    [IB_METRIC_CONSUMER_BOUND] = {"ibus_consumer_bound",
+                                  "1 while bound to the durable consumer, else 0."},
+    [IB_METRIC_RECORDER_UP] = {"ibus_recorder_up",
+                               "1 while the recorder's last call worked, else 0."},
+};
+
+static const struct {
+    const char *name;
+    const char *help;
+} hist_info[IB_METRIC_HISTOGRAM_COUNT] = {
+    [IB_METRIC_HANDLE_SECONDS] = {"ibus_handle_seconds", "Time spent in one handler call."},
+    [IB_METRIC_RECORDER_SECONDS] = {"ibus_recorder_seconds",
+                                    "Time spent in one recorder call (check, mark or claim)."},
+};
+
+double ib_metrics_bucket_bound(size_t i)
+{
+    return i < IB_METRICS_BUCKETS ? bucket_bounds[i] : INFINITY;
+}
+
+ib_metrics *ib_metrics_create(void)
+{
+    ib_metrics *m = aligned_alloc(_Alignof(ib_metrics), sizeof(ib_metrics));
+    if (m == NULL)
+        return NULL;
+    for (size_t i = 0; i < IB_METRIC_COUNTER_COUNT; i++)
+        atomic_init(&m->counters[i].v, 0);
+    for (size_t i = 0; i < IB_DLQ_REASON_COUNT; i++)
+        atomic_init(&m->dead[i].v, 0);
+    for (size_t i = 0; i < IB_METRIC_GAUGE_COUNT; i++)
+        atomic_init(&m->gauges[i].v, 0);
+    for (size_t h = 0; h < IB_METRIC_HISTOGRAM_COUNT; h++) {
+        atomic_init(&m->hist[h].sum_ns, 0);
+        for (size_t i = 0; i <= IB_METRICS_BUCKETS; i++)
+            atomic_init(&m->hist[h].buckets[i], 0);
+    }
+    snprintf(m->version, sizeof(m->version), "%s", "unknown");
+    return m;
+}
+
+void ib_metrics_free(ib_metrics *m)
+{
+    free(m);
+}
+
+void ib_metrics_set_version(ib_metrics *m, const char *version)
+{
+    if (m != NULL)
+        snprintf(m->version, sizeof(m->version), "%s", version != NULL ? version : "unknown");
+}
+
+void ib_metrics_add(ib_metrics *m, ib_metric_counter which, uint64_t n)
+{
+    if (m == NULL || (unsigned)which >= IB_METRIC_COUNTER_COUNT)
+        return;
+    atomic_fetch_add_explicit(&m->counters[which].v, n, memory_order_relaxed);
+}
+
+const char *ib_metrics_dead_letter_label(const char *reason)
+{
+    if (reason != NULL) {
+        for (size_t i = 0; i < IB_DLQ_OTHER; i++) {
+            if (strcmp(reason, dead_reason_names[i]) == 0)
+                return dead_reason_names[i];
+        }
+    }
+    return dead_reason_names[IB_DLQ_OTHER];
+}
+
+void ib_metrics_dead_letter_reason(ib_metrics *m, ib_dead_letter_reason reason)
+{
+    if (m == NULL)
+        return;
+    if ((unsigned)reason >= IB_DLQ_REASON_COUNT)
+        reason = IB_DLQ_OTHER;
+    atomic_fetch_add_explicit(&m->dead[reason].v, 1, memory_order_relaxed);
+}
+
+void ib_metrics_dead_letter(ib_metrics *m, const char *reason)
+{
+    ib_dead_letter_reason r = IB_DLQ_OTHER;
+    if (reason != NULL) {
+        for (size_t i = 0; i < IB_DLQ_OTHER; i++) {
+            if (strcmp(reason, dead_reason_names[i]) == 0) {
+                r = (ib_dead_letter_reason)i;
+                break;
+            }
+        }
+    }
+    ib_metrics_dead_letter_reason(m, r);
+}
+
+void ib_metrics_gauge_set(ib_metrics *m, ib_metric_gauge which, int64_t value)
+{
+    if (m == NULL || (unsigned)which >= IB_METRIC_GAUGE_COUNT)
+        return;
+    atomic_store_explicit(&m->gauges[which].v, value, memory_order_relaxed);
+}
+
+void ib_metrics_gauge_add(ib_metrics *m, ib_metric_gauge which, int64_t delta)
+{
+    if (m == NULL || (unsigned)which >= IB_METRIC_GAUGE_COUNT)
+        return;
+    atomic_fetch_add_explicit(&m->gauges[which].v, delta, memory_order_relaxed);
+}
+
+void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds)
+{
+    if (m == NULL || (unsigned)which >= IB_METRIC_HISTOGRAM_COUNT)
+        return;
+    if (!(seconds > 0)) /* also catches NaN */
+        seconds = 0;
+    if (seconds > 1e6)
+        seconds = 1e6;
+    size_t b = 0;
+    while (b < IB_METRICS_BUCKETS && seconds > bucket_bounds[b])
+        b++;
+    ib_hist *h = &m->hist[which];
+    /* bucket first, then the sum with release: a reader that acquires the
+     * sum sees the bucket too, so a scrape never shows time without count */
+    atomic_fetch_add_explicit(&h->buckets[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)(seconds * 1e9 + 0.5), memory_order_release);
+}
+
+void ib_metrics_snapshot_get(ib_metrics_snapshot *out, const ib_metrics *m)
+{
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof(*out));
+    if (m == NULL)
+        return;
+    /* the registry is logically const here; atomics need a non-const pointer */
+    ib_metrics *mm = (ib_metrics *)m;
+    for (size_t i = 0; i < IB_METRIC_COUNTER_COUNT; i++)
+        out->counters[i] = atomic_load_explicit(&mm->counters[i].v, memory_order_relaxed);
+    for (size_t i = 0; i < IB_DLQ_REASON_COUNT; i++)
+        out->dead_lettered[i] = atomic_load_explicit(&mm->dead[i].v, memory_order_relaxed);
+    for (size_t i = 0; i < IB_METRIC_GAUGE_COUNT; i++)
+        out->gauges[i] = atomic_load_explicit(&mm->gauges[i].v, memory_order_relaxed);
+    for (size_t h = 0; h < IB_METRIC_HISTOGRAM_COUNT; h++) {
+        uint64_t sum_ns = atomic_load_explicit(&mm->hist[h].sum_ns, memory_order_acquire);
+        uint64_t count = 0;
+        for (size_t i = 0; i <= IB_METRICS_BUCKETS; i++) {
+            uint64_t c = atomic_load_explicit(&mm->hist[h].buckets[i], memory_order_relaxed);
+            out->histograms[h].buckets[i] = c;
+            count += c;
+        }
+        out->histograms[h].count = count;
+        out->histograms[h].sum_seconds = (double)sum_ns / 1e9;
+    }
+}
+
+/* ---- rendering ---- */
+
+typedef struct ib_strbuf {
+    char *p;
+    size_t len;
+    size_t cap;
+    int oom;
+} ib_strbuf;
+
+static void sb_printf(ib_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(ib_strbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2;
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+static void sb_family(ib_strbuf *b, const char *name, const char *help, const char *type)
+{
+    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Label values escape backslash, double quote and newline (format 0.0.4). */
+static void sb_label_value(ib_strbuf *b, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '\\')
+            sb_printf(b, "\\\\");
+        else if (*s == '"')
+            sb_printf(b, "\\\"");
+        else if (*s == '\n')
+            sb_printf(b, "\\n");
+        else
+            sb_printf(b, "%c", *s);
+    }
+}
+
+/* Seconds from integer nanoseconds, printed without floating point. */
+static void sb_seconds(ib_strbuf *b, uint64_t ns)
+{
+    sb_printf(b, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u, ns % 1000000000u);
+}
+
+ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_error *err)
+{
+    if (out == NULL || len == NULL || m == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "metrics render: NULL argument");
+    ib_metrics *mm = (ib_metrics *)m;
+    ib_strbuf b = {.p = malloc(4096), .len = 0, .cap = 4096, .oom = 0};
+    if (b.p == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "metrics render: out of memory");
+    b.p[0] = '\0';
+
+    for (size_t i = 0; i < IB_METRIC_COUNTER_COUNT; i++) {
+        sb_family(&b, counter_info[i].name, counter_info[i].help, "counter");
+        sb_printf(&b, "%s %" PRIu64 "\n", counter_info[i].name,
+                  atomic_load_explicit(&mm->counters[i].v, memory_order_relaxed));
+    }
+
+    sb_family(&b, "ibus_dead_lettered_total",
+              "Messages published to the dead-letter subject, by reason.", "counter");
+    for (size_t i = 0; i < IB_DLQ_REASON_COUNT; i++)
+        sb_printf(&b, "ibus_dead_lettered_total{reason=\"%s\"} %" PRIu64 "\n", dead_reason_names[i],
+                  atomic_load_explicit(&mm->dead[i].v, memory_order_relaxed));
+
+    for (size_t i = 0; i < IB_METRIC_GAUGE_COUNT; i++) {
+        sb_family(&b, gauge_info[i].name, gauge_info[i].help, "gauge");
+        sb_printf(&b, "%s %" PRId64 "\n", gauge_info[i].name,
+                  atomic_load_explicit(&mm->gauges[i].v, memory_order_relaxed));
+    }
+
+    for (size_t h = 0; h < IB_METRIC_HISTOGRAM_COUNT; h++) {
+        const char *name = hist_info[h].name;
+        sb_family(&b, name, hist_info[h].help, "histogram");
+        /* sum first (acquire, pairing with observe's release): a racing
+         * observation may show in the buckets without its time, never the
+         * reverse, which would look like one impossibly slow sample */
+        uint64_t sum_ns = atomic_load_explicit(&mm->hist[h].sum_ns, memory_order_acquire);
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i <= IB_METRICS_BUCKETS; i++) {
+            cumulative += atomic_load_explicit(&mm->hist[h].buckets[i], memory_order_relaxed);
+            sb_printf(&b, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name, bucket_le[i], cumulative);
+        }
+        sb_printf(&b, "%s_sum ", name);
+        sb_seconds(&b, sum_ns);
+        sb_printf(&b, "\n%s_count %" PRIu64 "\n", name, cumulative);
+    }
+
+    sb_family(&b, "ibus_build_info", "Build of this ibus process; the value is always 1.", "gauge");
+    sb_printf(&b, "ibus_build_info{version=\"");
+    sb_label_value(&b, m->version);
+    sb_printf(&b, "\"} 1\n");
+
+    if (b.oom) {
+        free(b.p);
+        return ib_error_set(err, IB_ERR_NOMEM, "metrics render: out of memory");
+    }
+    *out = b.p;
+    *len = b.len;
+    return IB_OK;
+}
