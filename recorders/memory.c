@@ -30,6 +30,7 @@
 #include <sys/random.h>
 
 #include "uuid.h"
+#include "clock.h"
 
 #define CHUNK_BITS 10
 #define CHUNK_SLOTS (1u << CHUNK_BITS)
@@ -1022,7 +1023,7 @@ ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
     m->capacity = cfg->memory_capacity;
     /* A failed getrandom only weakens the hash against chosen ids. */
     if (getrandom(&m->seed, sizeof(m->seed), GRND_NONBLOCK) != (ssize_t)sizeof(m->seed))
-        m->seed = (uint64_t)(uintptr_t)m ^ (uint64_t)ib__recorder_realtime_ms();
+        m->seed = (uint64_t)(uintptr_t)m ^ (uint64_t)ib_clock_realtime_ms();
     m->space = CHUNK_SLOTS;
     m->chunks = calloc(1, sizeof(*m->chunks));
     if (m->chunks == NULL)

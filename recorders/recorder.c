@@ -8,19 +8,13 @@
 #include <time.h>
 
 #include "uuid.h"
+#include "clock.h"
 
 /* A slot counts only if the kind's ops table is large enough to hold it, so
  * a kind built against an older, shorter table is never read past its end. */
 #define HAS_OP(r, field)                                                                           \
     ((r)->ops->size >= offsetof(ib_recorder_ops, field) + sizeof((r)->ops->field) &&               \
      (r)->ops->field != NULL)
-
-int64_t ib__recorder_realtime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Hex digit value + 1 for '0'-'9' and 'a'-'f', 0 for every other byte.
  * A table instead of comparisons: ids are random, so per-digit branches
@@ -424,13 +418,6 @@ bool ib_recorder_is_host_local(const ib_recorder *r)
 {
     return r != NULL && HAS_OP(r, acquire_batch) &&
            (r->ops->features & IB_RECORDER_HOST_LOCAL) != 0;
-}
-
-int64_t ib__recorder_boottime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int64_t ib__claim_hold_ms(const char *holder, const char *owner, int64_t expires, int64_t now,

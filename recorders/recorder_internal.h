@@ -70,8 +70,6 @@ bool ib__recorder_id_pack(uint8_t out[16], const char *id);
 int64_t ib__claim_hold_ms(const char *holder, const char *owner, int64_t expires, int64_t now,
                           int64_t lease_ms, bool probe, bool host_local);
 
-/* CLOCK_BOOTTIME in ms: the default lease clock. */
-int64_t ib__recorder_boottime_ms(void);
 
 /* Name of a synchronous level ("off", "normal", "full", "extra"). */
 const char *ib__sqlite_sync_str(ib__sqlite_sync level);

@@ -37,6 +37,7 @@
 #include "recorder_internal.h"
 #include "sqlite_internal.h"
 #include "uuid.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -179,13 +180,6 @@ typedef enum tx_kind {
  * than once, so it must only write to its context what it recomputes. */
 typedef int (*tx_body)(sq_recorder *s, void *ctx, ib_error *local);
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static bool retryable(int rc)
 {
     int primary = rc & 0xff;
@@ -220,7 +214,7 @@ static ib_status run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
 {
     ib_error local;
     unsigned delay_us = 1000;
-    int64_t start = mono_ms();
+    int64_t start = ib_clock_monotonic_ms();
     ib_error_clear(&local);
     for (;;) {
         int rc = SQLITE_OK;
@@ -244,7 +238,7 @@ static ib_status run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
                 *err = local;
             return local.status;
         }
-        int64_t spent = mono_ms() - start;
+        int64_t spent = ib_clock_monotonic_ms() - start;
         if (retryable(rc) && spent < s->retry_budget_ms) {
             backoff(s, &delay_us);
             continue;
@@ -1122,7 +1116,8 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
     s->retry_budget_ms = (int64_t)cfg->busy_timeout_ms * 6;
     if (s->retry_budget_ms < RETRY_FLOOR_MS)
         s->retry_budget_ms = RETRY_FLOOR_MS;
-    s->jitter = ((uint64_t)getpid() << 32) ^ (uint64_t)mono_ms() ^ (uint64_t)(uintptr_t)s;
+    s->jitter =
+        ((uint64_t)getpid() << 32) ^ (uint64_t)ib_clock_monotonic_ms() ^ (uint64_t)(uintptr_t)s;
     s->jitter |= 1;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
         st = ib_error_set(err, IB_ERR_NOMEM, "recorder %s: cannot create a mutex", s->name);

@@ -10,6 +10,7 @@
  * Every parameter may appear once. Parsing touches nothing outside its
  * arguments, which is what lets it be fuzzed. */
 #include "recorder_internal.h"
+#include "clock.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -239,9 +240,9 @@ static ib_status apply_options(parse_ctx *pc, ib__recorder_config *cfg,
     cfg->synchronous = IB__SQLITE_SYNC_NORMAL;
     cfg->file_mode = o.sqlite_file_mode == 0 ? DEFAULT_FILE_MODE : o.sqlite_file_mode;
     cfg->allow_insecure = o.sqlite_allow_insecure;
-    cfg->now_ms = o.now_ms != NULL ? o.now_ms : ib__recorder_realtime_ms;
+    cfg->now_ms = o.now_ms != NULL ? o.now_ms : ib_clock_realtime_ms;
     /* Leases follow an injected clock, so tests can expire them. */
-    cfg->lease_now_ms = o.now_ms != NULL ? o.now_ms : ib__recorder_boottime_ms;
+    cfg->lease_now_ms = o.now_ms != NULL ? o.now_ms : ib_clock_boottime_ms;
     cfg->nats_connection = o.nats_connection;
 
     if (o.memory_capacity > IB__MEMORY_CAPACITY_MAX)

@@ -14,6 +14,7 @@
 #include "options.h"
 #include "recorder.h"
 #include "uuid.h"
+#include "clock.h"
 
 static void format_ts(char *buf, size_t cap, int64_t ms)
 {
@@ -96,9 +97,7 @@ static int run_action(ib_recorder *r, const char *action, const ib_strlist *args
             fprintf(stderr, "ibus markers prune: --older-than is required (e.g. 30d)\n");
             return 2;
         }
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        int64_t cutoff = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - older_than_ms;
+        int64_t cutoff = ib_clock_realtime_ms() - older_than_ms;
         if ((st = ib_recorder_prune(r, &removed, cutoff, &e)) != IB_OK)
             goto fail;
         printf("pruned=%" PRIu64 "\n", removed);

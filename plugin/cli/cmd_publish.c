@@ -24,6 +24,7 @@
 #include "nats_options.h"
 #include "options.h"
 #include "uuid.h"
+#include "clock.h"
 
 typedef struct publish_cfg {
     ib_nats_config nats;
@@ -65,13 +66,6 @@ static uint64_t next_rand(publisher *p)
     return p->state = x;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_async_error(jsCtx *js, jsPubAckErr *pae, void *closure)
 {
     (void)js;
@@ -86,7 +80,7 @@ static void show_progress(publisher *p, bool final)
 {
     if (!p->progress)
         return;
-    int64_t now = mono_ms();
+    int64_t now = ib_clock_monotonic_ms();
     if (!final && now - p->last_progress < 250)
         return;
     p->last_progress = now;
@@ -151,14 +145,12 @@ static int publish_event(publisher *p, const char *type, const void *payload, si
     else
         snprintf(subject, sizeof(subject), "%s.%s", c->prefix, type);
 
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
     ib_event_fields f = {
         .id = id,
         .type = type,
         .payload = payload,
         .payload_len = len,
-        .created_at_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+        .created_at_ms = ib_clock_realtime_ms(),
         .source = c->source,
     };
     if (ib_event_encode(&buf, &blen, &f, &e) != IB_OK) {

@@ -1,4 +1,5 @@
 #include "dispatch_pool.h"
+#include "clock.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -175,11 +176,7 @@ void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int6
     while (p->active > 0 && tick == NULL)
         pthread_cond_wait(&p->done_cv, &p->mu);
     while (p->active > 0) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += (long)(tick_ms % 1000) * 1000000L;
-        until.tv_sec += (time_t)(tick_ms / 1000) + until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = ib_clock_monotonic_deadline(tick_ms);
         while (p->active > 0 && pthread_cond_timedwait(&p->done_cv, &p->mu, &until) == 0) {
         }
         if (p->active == 0)

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "uuid.h"
+#include "clock.h"
 
 /* The event's header array is handed to plugins as it is. */
 _Static_assert(sizeof(ib_event_header) == sizeof(ib_header), "header layouts differ");
@@ -240,16 +241,9 @@ static void plan(run_ctx *c)
 
 /* ---- recorder calls ----------------------------------------------------- */
 
-static int64_t mono_ms(void)
+static double seconds_since(int64_t t0_ns)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static double elapsed(const struct timespec *a, const struct timespec *b)
-{
-    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
+    return (double)(ib_clock_monotonic_ns() - t0_ns) * 1e-9;
 }
 
 /* A recorder call failed: keep its error for the caller and tell the
@@ -501,7 +495,7 @@ static bool commit(run_ctx *c, bool force)
     ib_dispatch *d = c->d;
     /* The clock first: looking for finished handlers walks the batch, and
      * the inline loop asks after every handler. */
-    int64_t now = mono_ms();
+    int64_t now = ib_clock_monotonic_ms();
     if (!force && now - c->last_commit_ms < d->opts.commit_interval_ms)
         return c->npend == 0;
     take_finished(c);
@@ -511,16 +505,14 @@ static bool commit(run_ctx *c, bool force)
         return false;
 
     ib_error e = {0};
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t t0 = ib_clock_monotonic_ns();
     ib_status st =
         ib_recorder_mark_owned_batch(d->recorder, s->flags, s->pend_keys, c->npend, d->owner, &e);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    c->recorder_seconds += elapsed(&t0, &t1);
+    c->recorder_seconds += seconds_since(t0);
     if (st != IB_OK) {
         int64_t b = d->commit_backoff_ms;
         d->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
-        d->commit_retry_at_ms = mono_ms() + d->commit_backoff_ms;
+        d->commit_retry_at_ms = ib_clock_monotonic_ms() + d->commit_backoff_ms;
         atomic_store(&c->gate_closed, true);
         recorder_failed(c, &e, st);
         return false;
@@ -529,7 +521,7 @@ static bool commit(run_ctx *c, bool force)
     d->commit_backoff_ms = 0;
     d->commit_retry_at_ms = 0;
     atomic_store(&c->gate_closed, false);
-    c->last_commit_ms = mono_ms();
+    c->last_commit_ms = ib_clock_monotonic_ms();
     pthread_mutex_lock(&d->lease_mu);
     for (size_t k = 0; k < c->npend; k++) {
         run_item *it = &c->items[s->pend_items[k]];
@@ -548,7 +540,7 @@ static bool commit(run_ctx *c, bool force)
 static void commit_all(run_ctx *c)
 {
     while (!commit(c, true)) {
-        int64_t wait = c->d->commit_retry_at_ms - mono_ms();
+        int64_t wait = c->d->commit_retry_at_ms - ib_clock_monotonic_ms();
         if (wait < 1)
             wait = 1;
         struct timespec ts = {.tv_sec = wait / 1000, .tv_nsec = (wait % 1000) * 1000000};
@@ -589,7 +581,6 @@ static void run_one(void *arg, size_t w)
         .delivery_count = dl->delivery_count != 0 ? dl->delivery_count : 1,
         .consumer = it->h->consumer,
     };
-    struct timespec t0, t1;
 
     /* A worker waits while a failed commit is being retried (the run
      * thread retries it from its ticks and opens the gate). */
@@ -597,10 +588,9 @@ static void run_one(void *arg, size_t w)
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000};
         nanosleep(&pause, NULL);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t t0 = ib_clock_monotonic_ns();
     ib_verdict v = it->h->handle(it->h->state, payload, ev->payload_len, c->bus, &raw);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    it->seconds = elapsed(&t0, &t1);
+    it->seconds = seconds_since(t0);
     /* An unknown verdict is a plugin bug: take it as transient, so the event
      * is neither marked nor lost (the poison rule ends the loop). */
     it->result = v == IB_HANDLER_OK ? R_OK : v == IB_HANDLER_REJECT ? R_REJECT : R_RETRY;
@@ -832,20 +822,18 @@ static ib_status run_locked(run_ctx *c)
         return st;
     c->d->last_recorder_seconds = 0;
     if (c->s->first[c->n] > 0) {
-        struct timespec t0, t1, t2, t3;
         c->durable = ib_recorder_has_durable_attempts(c->d->recorder);
-        c->last_commit_ms = mono_ms();
+        c->last_commit_ms = ib_clock_monotonic_ms();
         plan(c);
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int64_t t0 = ib_clock_monotonic_ns();
         claim(c);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double claim_seconds = seconds_since(t0);
         settle_ready(c);
         run_handlers(c);
         leases_done(c->d);
-        clock_gettime(CLOCK_MONOTONIC, &t2);
+        int64_t t2 = ib_clock_monotonic_ns();
         release(c);
-        clock_gettime(CLOCK_MONOTONIC, &t3);
-        c->d->last_recorder_seconds = elapsed(&t0, &t1) + elapsed(&t2, &t3) + c->recorder_seconds;
+        c->d->last_recorder_seconds = claim_seconds + seconds_since(t2) + c->recorder_seconds;
     }
     for (size_t i = 0; i < c->n; i++)
         if (!c->s->settled[i])

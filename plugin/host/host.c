@@ -12,6 +12,7 @@
 #include "host_internal.h"
 #include "log.h"
 #include "owner.h"
+#include "clock.h"
 
 #ifndef IB_VERSION
 #define IB_VERSION "0.0.0"
@@ -207,10 +208,10 @@ static void write_summary(const ib_host *h, int exit_code)
  * collecting until nothing more comes, within one deadline. */
 static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
 {
-    const int64_t deadline = ib__host_now_ms() + HAND_BACK_WAIT_MS;
+    const int64_t deadline = ib_clock_monotonic_ms() + HAND_BACK_WAIT_MS;
     size_t n = 0, total = 0;
     do {
-        int64_t left = deadline - ib__host_now_ms();
+        int64_t left = deadline - ib_clock_monotonic_ms();
         ib_puller_stop(h->puller, buf, &n, cap, left > 0 ? left : 0);
         for (size_t i = 0; i < n; i++) {
             ib_nak(ib_nats_connection(h->nats), buf[i], 0, NULL);
@@ -240,7 +241,7 @@ typedef struct consumer_watch {
 /* Returns 1 when the process should exit, else 0. */
 static int watch_consumer(ib_host *h, consumer_watch *w)
 {
-    int64_t now = ib__host_now_ms();
+    int64_t now = ib_clock_monotonic_ms();
     ib_puller_condition c = ib_puller_condition_get(h->puller);
     if (w->gone_since == 0 && c != IB_PULLER_CONSUMER_GONE)
         return 0;
@@ -284,7 +285,7 @@ check_grace:
 
 static int run_loop(ib_host *h, natsMsg **buf)
 {
-    int64_t last_activity = ib__host_now_ms();
+    int64_t last_activity = ib_clock_monotonic_ms();
     int64_t last_batch_ms = 0;
     int64_t backoff = 50;
     consumer_watch watch = {0};
@@ -310,7 +311,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         backoff = 50;
         if (n == 0) {
             if (h->cfg->idle_exit_ms > 0 &&
-                ib__host_now_ms() - last_activity >= h->cfg->idle_exit_ms) {
+                ib_clock_monotonic_ms() - last_activity >= h->cfg->idle_exit_ms) {
                 ib_log_kv(IB_SEV_INFO, "idle; exiting", NULL);
                 return 0;
             }
@@ -323,9 +324,9 @@ static int run_loop(ib_host *h, natsMsg **buf)
          * watcher's +WPI and could be redelivered elsewhere meanwhile. */
         if (last_batch_ms < h->ack_wait_ms / 4)
             ib_puller_prefetch(h->puller, NULL);
-        int64_t started = ib__host_now_ms();
+        int64_t started = ib_clock_monotonic_ms();
         ib__host_process_batch(h, buf, n);
-        last_activity = ib__host_now_ms();
+        last_activity = ib_clock_monotonic_ms();
         last_batch_ms = last_activity - started;
     }
     return 0;
@@ -440,7 +441,7 @@ int ib_host_run(const ib_host_config *cfg)
 
     atomic_store(&h.stopping, 1);
     if (atomic_load(&h.stop_requested_at_ms) == 0)
-        atomic_store(&h.stop_requested_at_ms, ib__host_now_ms());
+        atomic_store(&h.stop_requested_at_ms, ib_clock_monotonic_ms());
     if (!ib_nats_is_closed(h.nats))
         hand_back(&h, buf, h.batch_cap);
 

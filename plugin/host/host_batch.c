@@ -14,6 +14,7 @@
 #include "jetstream.h"
 #include "host_internal.h"
 #include "log.h"
+#include "clock.h"
 
 /* Per-message working state. */
 typedef struct item {
@@ -155,7 +156,7 @@ static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
     pthread_mutex_lock(&h->inflight_lock);
     h->inflight = msgs;
     h->inflight_n = n;
-    h->inflight_since_ms = ib__host_now_ms();
+    h->inflight_since_ms = ib_clock_monotonic_ms();
     pthread_mutex_unlock(&h->inflight_lock);
 }
 

@@ -91,6 +91,4 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);
 int ib__host_watch_start(ib_host *h);
 void ib__host_watch_stop(ib_host *h);
 
-int64_t ib__host_now_ms(void);
-
 #endif

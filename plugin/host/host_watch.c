@@ -13,13 +13,7 @@
 #include "jetstream.h"
 #include "host_internal.h"
 #include "log.h"
-
-int64_t ib__host_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "clock.h"
 
 static void send_in_progress(ib_host *h, int64_t now, int64_t *last_wpi)
 {
@@ -58,7 +52,7 @@ static void *watch_main(void *arg)
         tick = 250;
 
     while (!atomic_load(&h->watcher_quit)) {
-        int64_t now = ib__host_now_ms();
+        int64_t now = ib_clock_monotonic_ms();
         send_in_progress(h, now, &last_wpi);
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONNECTED, ib_nats_is_connected(h->nats));
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_BOUND, atomic_load(&h->bound));

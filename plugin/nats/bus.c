@@ -9,13 +9,7 @@
 
 #include "log.h"
 #include "uuid.h"
-
-static int64_t realtime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "clock.h"
 
 ib_status ib_bus_build_msg(natsMsg **out, const char *subject, const ib_event_fields *fields,
                            bool set_msg_id, ib_error *err)
@@ -73,7 +67,7 @@ ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
         .type = req->type,
         .payload = req->payload,
         .payload_len = req->payload_len,
-        .created_at_ms = realtime_ms(),
+        .created_at_ms = ib_clock_realtime_ms(),
         .source = bus->source,
         /* ib_header and ib_event_header have the same layout by design */
         .headers = (const ib_event_header *)req->headers,

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "clock.h"
 
 /* Margin past a request's server-side expiry before we consider it gone
  * (its status lost to a server restart or a dropped connection): as long
@@ -239,14 +240,7 @@ static void inbox_free(inbox *in)
  * subscription is closed (the connection closed) and the queue is empty. */
 static natsStatus inbox_next(natsMsg **out, inbox *in, int64_t timeout_ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = ib_clock_monotonic_deadline(timeout_ms);
     *out = NULL;
     pthread_mutex_lock(&in->mu);
     while (in->count == 0 && !in->done && timeout_ms > 0)
@@ -272,9 +266,7 @@ static void close_subscription(ib_puller *p)
     if (p->sub == NULL)
         return;
     natsSubscription_Unsubscribe(p->sub);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += 2;
+    struct timespec until = ib_clock_monotonic_deadline(2000);
     pthread_mutex_lock(&p->in->mu);
     while (!p->in->done)
         if (pthread_cond_timedwait(&p->in->cv, &p->in->mu, &until) != 0)

@@ -147,7 +147,7 @@ typedef struct ib_recorder_ops {
 /* Every kind embeds this as its first member. */
 struct ib_recorder {
     const ib_recorder_ops *ops;
-    int64_t (*now_ms)(void); /* wall clock in unix ms; replaceable for tests */
+    int64_t (*now_ms)(void); /* wall clock in unix ms (ib_clock_realtime_ms); replaceable for tests */
     /* Clock of leases, in ms: CLOCK_BOOTTIME by default (never steps, shared
      * by every process of one kernel); the injected now_ms when a test
      * replaced that. */
@@ -300,8 +300,5 @@ ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_err
  * IB_CONSUMER_MAX bytes, normalised id. IB_ERR_INVALID_ARG with a message
  * saying which part is wrong (the id itself is not quoted). Internal. */
 ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err);
-
-/* Realtime clock in unix ms (the default now_ms). */
-int64_t ib__recorder_realtime_ms(void);
 
 #endif

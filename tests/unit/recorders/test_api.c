@@ -4,6 +4,7 @@
 #include "ib_test.h"
 #include "recorder_internal.h"
 #include "rtest.h"
+#include "clock.h"
 
 /* --- URIs -------------------------------------------------------------- */
 
@@ -124,7 +125,7 @@ static void test_uri_table(void **state)
         assert_int_equal(cfg.synchronous, c->sync);
         assert_int_equal(cfg.busy_timeout_ms, c->busy_ms);
         assert_int_equal(cfg.file_mode, c->mode);
-        assert_ptr_equal(cfg.now_ms, ib__recorder_realtime_ms);
+        assert_ptr_equal(cfg.now_ms, ib_clock_realtime_ms);
     }
 }
 
@@ -188,7 +189,7 @@ static void test_options_and_uri_precedence(void **state)
     ib_recorder_options old = o;
     old.size = offsetof(ib_recorder_options, now_ms);
     assert_int_equal(ib__recorder_config_parse(&cfg, "memory:", &old, &err), IB_OK);
-    assert_ptr_equal(cfg.now_ms, ib__recorder_realtime_ms);
+    assert_ptr_equal(cfg.now_ms, ib_clock_realtime_ms);
     assert_int_equal(cfg.memory_capacity, 77);
 
     /* Bad options are configuration errors too. */
@@ -297,7 +298,7 @@ static const ib_recorder_ops seed_ops = {
 static void test_fallbacks_for_minimal_kind(void **state)
 {
     (void)state;
-    seed_recorder s = {.base = {.ops = &seed_ops, .now_ms = ib__recorder_realtime_ms}};
+    seed_recorder s = {.base = {.ops = &seed_ops, .now_ms = ib_clock_realtime_ms}};
     ib_recorder *r = &s.base;
     ib_error err;
     char a[IB_ID_BUF_SIZE], b[IB_ID_BUF_SIZE];
@@ -395,7 +396,7 @@ static void test_id_pack_matches_core(void **state)
 static void test_realtime_clock(void **state)
 {
     (void)state;
-    int64_t now = ib__recorder_realtime_ms();
+    int64_t now = ib_clock_realtime_ms();
     /* After 2020-01-01 and before 2100-01-01, in ms. */
     assert_true(now > 1577836800000LL);
     assert_true(now < 4102444800000LL);
