@@ -10,6 +10,7 @@
 
 #include "jetstream.h"
 #include "host_internal.h"
+#include "host_signal.h"
 #include "log.h"
 #include "owner.h"
 #include "clock.h"
@@ -25,25 +26,6 @@
  * to come back before exiting 1. */
 #define CONSUMER_LOOKUP_INTERVAL_MS 1000
 #define CONSUMER_GONE_GRACE_MS 10000
-
-volatile sig_atomic_t ib__host_signalled = 0;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    ib__host_signalled = 1;
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 static int ready(void *ctx)
 {
@@ -91,35 +73,10 @@ static int load_plugins(ib_host *h, ib_error *err)
         ib_error_set(err, IB_ERR_CONFIG, "--plugin: at least one plugin is needed");
         return -1;
     }
-    return ib_plugin_overrides_check(h->cfg->consumer_names, h->plugins, h->plugin_count, err) ==
+    return ib_host_overrides_check(h->cfg->consumer_names, h->plugins, h->plugin_count, err) ==
                    IB_OK
                ? 0
                : -1;
-}
-
-static int setup_dispatch(ib_host *h, ib_error *err)
-{
-    ib_dispatch_options o = {
-        .owner = h->owner,
-        .lease_ms = h->ack_wait_ms,
-        .max_deliver = h->max_deliver,
-        .nak_base_delay_ms = h->cfg->retry_base_ms,
-        .nak_max_delay_ms = h->cfg->retry_max_ms,
-        .concurrency = (unsigned)h->cfg->concurrency,
-        .observer = ib__host_observe,
-        .observer_ctx = h,
-        /* --commit-interval 0 means a commit after every handler */
-        .commit_interval_ms = h->cfg->commit_interval_ms > 0 ? h->cfg->commit_interval_ms : -1,
-        .on_settled = ib__host_on_settled,
-        .on_recorder = ib__host_on_recorder,
-    };
-    if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
-        return -1;
-    for (size_t i = 0; i < h->plugin_count; i++)
-        if (ib_plugin_register(h->plugins[i], h->dispatch, h->cfg->durable, h->cfg->consumer_names,
-                               err) != IB_OK)
-            return -1;
-    return 0;
 }
 
 static int bind_consumer(ib_host *h, ib_error *err)
@@ -290,7 +247,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
     int64_t backoff = 50;
     consumer_watch watch = {0};
 
-    while (!ib__host_signalled) {
+    while (!ib__host_signal_received()) {
         if (ib_nats_is_closed(h->nats)) {
             char why[256];
             ib_log_kv(IB_SEV_ERROR, "nats connection closed for good; exiting 1", "error",
@@ -344,79 +301,87 @@ static int make_owner(ib_host *h, ib_error *err)
     return ib_owner_make(h->owner, sizeof(h->owner), label, err) == IB_OK ? 0 : -1;
 }
 
-int ib_host_run(const ib_host_config *cfg)
+/* Fills in what the host derives from its configuration alone. */
+static void host_init(ib_host *h, const ib_host_config *cfg)
 {
-    ib_host h;
-    ib_error e;
-    int code = 0;
-    natsMsg **buf = NULL;
-
-    memset(&h, 0, sizeof(h));
-    h.cfg = cfg;
-    pthread_mutex_init(&h.inflight_lock, NULL);
-    install_signals();
+    memset(h, 0, sizeof(*h));
+    h->cfg = cfg;
+    pthread_mutex_init(&h->inflight_lock, NULL);
     if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
-        snprintf(h.dead_letter_subject, sizeof(h.dead_letter_subject), "%s", cfg->dead_letter);
+        snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "%s", cfg->dead_letter);
     else
-        snprintf(h.dead_letter_subject, sizeof(h.dead_letter_subject), "ibus.dlq.%s", cfg->durable);
-    h.limits.max_bytes = (size_t)cfg->max_event_bytes;
-    h.limits.id_flags = cfg->any_uuid_version ? IB_ID_ANY_VERSION : IB_ID_UUID4_ONLY;
-    h.ack_wait_ms = cfg->ack_wait_ms;
-    h.max_deliver = (uint64_t)cfg->max_deliver;
-    h.bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
-    h.bus.source = cfg->durable;
-    h.bus.timeout_ms = 5000;
+        snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "ibus.dlq.%s",
+                 cfg->durable);
+    h->limits.max_bytes = (size_t)cfg->max_event_bytes;
+    h->limits.id_flags = cfg->any_uuid_version ? IB_ID_ANY_VERSION : IB_ID_UUID4_ONLY;
+    h->ack_wait_ms = cfg->ack_wait_ms;
+    h->max_deliver = (uint64_t)cfg->max_deliver;
+    h->bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
+    h->bus.source = cfg->durable;
+    h->bus.timeout_ms = 5000;
+}
 
-    if (make_owner(&h, &e) != 0) {
-        code = fail(&e);
-        goto out;
+/* Open, first half: what needs no NATS (owner, metrics, batch arrays,
+ * recorder, plugins, HTTP). Returns 0, or -1 with `e` set. */
+static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
+{
+    const ib_host_config *cfg = h->cfg;
+    if (make_owner(h, e) != 0)
+        return -1;
+    h->metrics = ib_metrics_create();
+    if (h->metrics == NULL || ib__host_batch_alloc(h, (size_t)cfg->batch) != 0 ||
+        (*buf = calloc((size_t)cfg->batch, sizeof(**buf))) == NULL) {
+        ib_error_set(e, IB_ERR_NOMEM, "out of memory");
+        return -1;
     }
-    h.metrics = ib_metrics_create();
-    if (h.metrics == NULL || ib__host_batch_alloc(&h, (size_t)cfg->batch) != 0 ||
-        (buf = calloc((size_t)cfg->batch, sizeof(*buf))) == NULL) {
-        ib_error_set(&e, IB_ERR_NOMEM, "out of memory");
-        code = fail(&e);
-        goto out;
-    }
-    ib_metrics_set_version(h.metrics, IB_VERSION);
+    ib_metrics_set_version(h->metrics, IB_VERSION);
 
     ib_recorder_options ro = {.size = sizeof(ro), .sqlite_allow_insecure = cfg->allow_insecure_db};
-    if (ib_recorder_open(&h.recorder, cfg->recorder, &ro, &e) != IB_OK) {
-        code = fail(&e);
-        goto out;
-    }
-    ib_metrics_gauge_set(h.metrics, IB_METRIC_RECORDER_UP, 1);
-    if (load_plugins(&h, &e) != 0) {
-        code = fail(&e);
-        goto out;
-    }
+    if (ib_recorder_open(&h->recorder, cfg->recorder, &ro, e) != IB_OK)
+        return -1;
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, 1);
+    if (load_plugins(h, e) != 0)
+        return -1;
     if (cfg->http != NULL && cfg->http[0] != '\0' &&
-        ib_http_start(&h.http, cfg->http, h.metrics, ready, &h, &e) != IB_OK) {
-        code = fail(&e);
-        goto out;
-    }
-    ib_nats_config nc = cfg->nats;
+        ib_http_start(&h->http, cfg->http, h->metrics, ready, h, e) != IB_OK)
+        return -1;
+    return 0;
+}
+
+/* Connects and waits for the connection. Returns true when connected;
+ * otherwise `*code` is the exit code: 0 for a signal while waiting, 1 when
+ * nats.c gave up on every server (said why), or fail()'s for a setup
+ * error. */
+static bool open_connection(ib_host *h, int *code)
+{
+    ib_nats_config nc = h->cfg->nats;
+    ib_error e;
     nc.retry_initial_connect = true;
-    if (ib_nats_connect(&h.nats, &nc, &e) != IB_OK) {
-        code = fail(&e);
-        goto out;
+    if (ib_nats_connect(&h->nats, &nc, &e) != IB_OK) {
+        *code = fail(&e);
+        return false;
     }
-    h.bus.js = ib_nats_jetstream(h.nats);
-    if (!ib_nats_wait_connected(h.nats, (const volatile int *)&ib__host_signalled, -1)) {
-        code = ib__host_signalled ? 0 : 1;
-        /* Closed before it ever connected (nats.c gave up on every
-         * server): say why, so exit 1 is not silent. */
-        if (code == 1) {
-            char why[256];
-            ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", nc.url, "error",
-                      ib_nats_last_error(h.nats, why, sizeof(why)), NULL);
-        }
-        goto out;
+    h->bus.js = ib_nats_jetstream(h->nats);
+    if (ib_nats_wait_connected(h->nats, ib__host_signal_flag(), -1))
+        return true;
+    *code = ib__host_signal_received() ? 0 : 1;
+    /* Closed before it ever connected (nats.c gave up on every server):
+     * say why, so exit 1 is not silent. */
+    if (*code == 1) {
+        char why[256];
+        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", nc.url, "error",
+                  ib_nats_last_error(h->nats, why, sizeof(why)), NULL);
     }
-    if (bind_consumer(&h, &e) != 0 || setup_dispatch(&h, &e) != 0) {
-        code = fail(&e);
-        goto out;
-    }
+    return false;
+}
+
+/* Open, last part: the consumer, dispatch, the puller and the watcher.
+ * Returns 0, or -1 with `e` set. */
+static int open_consumer(ib_host *h, ib_error *e)
+{
+    const ib_host_config *cfg = h->cfg;
+    if (bind_consumer(h, e) != 0 || ib__host_dispatch_open(h, e) != 0)
+        return -1;
     ib_puller_options po = {
         .stream = cfg->stream,
         .durable = cfg->durable,
@@ -424,47 +389,89 @@ int ib_host_run(const ib_host_config *cfg)
         .expires_ms = cfg->pull_expires_ms,
         .flush_ms = cfg->flush_ms,
     };
-    if (ib_puller_create(&h.puller, ib_nats_connection(h.nats), &po, &e) != IB_OK) {
-        code = fail(&e);
-        goto out;
+    if (ib_puller_create(&h->puller, ib_nats_connection(h->nats), &po, e) != IB_OK)
+        return -1;
+    atomic_store(&h->bound, 1);
+    if (ib__host_watch_start(h) != 0) {
+        ib_error_set(e, IB_ERR_IO, "cannot start the watcher thread");
+        return -1;
     }
-    atomic_store(&h.bound, 1);
-    if (ib__host_watch_start(&h) != 0) {
-        ib_error_set(&e, IB_ERR_IO, "cannot start the watcher thread");
-        code = fail(&e);
-        goto out;
+    ib_log_kv(IB_SEV_INFO, "running", "owner", h->owner, "recorder", cfg->recorder, "dead_letter",
+              h->dead_letter_subject, NULL);
+    return 0;
+}
+
+/* Open: everything the loop needs, in order. Returns true when the host
+ * can serve; otherwise `*code` is the exit code and host_close() frees
+ * what was opened. */
+static bool host_open(ib_host *h, natsMsg ***buf, int *code)
+{
+    ib_error e;
+    *code = 0;
+    if (open_local(h, buf, &e) != 0) {
+        *code = fail(&e);
+        return false;
     }
-    ib_log_kv(IB_SEV_INFO, "running", "owner", h.owner, "recorder", cfg->recorder, "dead_letter",
-              h.dead_letter_subject, NULL);
+    if (!open_connection(h, code))
+        return false;
+    if (open_consumer(h, &e) != 0) {
+        *code = fail(&e);
+        return false;
+    }
+    return true;
+}
 
-    code = run_loop(&h, buf);
+/* Serve: the loop until a signal, an idle exit or a fatal error, then the
+ * hand-back of what was pulled but not started. Returns the exit code. */
+static int host_serve(ib_host *h, natsMsg **buf)
+{
+    int code = run_loop(h, buf);
 
-    atomic_store(&h.stopping, 1);
-    if (atomic_load(&h.stop_requested_at_ms) == 0)
-        atomic_store(&h.stop_requested_at_ms, ib_clock_monotonic_ms());
-    if (!ib_nats_is_closed(h.nats))
-        hand_back(&h, buf, h.batch_cap);
+    atomic_store(&h->stopping, 1);
+    if (atomic_load(&h->stop_requested_at_ms) == 0)
+        atomic_store(&h->stop_requested_at_ms, ib_clock_monotonic_ms());
+    if (!ib_nats_is_closed(h->nats))
+        hand_back(h, buf, h->batch_cap);
+    return code;
+}
 
-out:
+/* Close: frees whatever host_open() got to, in the order the parts depend
+ * on each other, and writes the summary unless configuration failed. */
+static void host_close(ib_host *h, natsMsg **buf, int code)
+{
     /* HTTP first: /readyz reads the NATS handle, which ib_nats_close frees. */
-    ib_http_stop(h.http);
-    h.http = NULL;
-    ib__host_watch_stop(&h);
-    atomic_store(&h.bound, 0);
-    if (h.puller != NULL)
-        ib_puller_stats_get(h.puller, &h.pull_stats);
-    ib_puller_free(h.puller);
+    ib_http_stop(h->http);
+    h->http = NULL;
+    ib__host_watch_stop(h);
+    atomic_store(&h->bound, 0);
+    if (h->puller != NULL)
+        ib_puller_stats_get(h->puller, &h->pull_stats);
+    ib_puller_free(h->puller);
     /* Acks are fire-and-forget: flush so the last ones reach the server. */
-    ib_nats_close(h.nats, 5000);
-    ib_dispatch_free(h.dispatch);
-    for (size_t i = h.plugin_count; i > 0; i--)
-        ib_plugin_close(h.plugins[i - 1]);
-    ib_recorder_close(h.recorder);
-    if (h.metrics != NULL && code != 2)
-        write_summary(&h, code);
-    ib_metrics_free(h.metrics);
-    ib__host_batch_free(&h);
+    ib_nats_close(h->nats, 5000);
+    /* Dispatch borrows the plugins' handlers: it goes before them. */
+    ib_dispatch_free(h->dispatch);
+    for (size_t i = h->plugin_count; i > 0; i--)
+        ib_plugin_close(h->plugins[i - 1]);
+    ib_recorder_close(h->recorder);
+    if (h->metrics != NULL && code != 2)
+        write_summary(h, code);
+    ib_metrics_free(h->metrics);
+    ib__host_batch_free(h);
     free(buf);
-    pthread_mutex_destroy(&h.inflight_lock);
+    pthread_mutex_destroy(&h->inflight_lock);
+}
+
+int ib_host_run(const ib_host_config *cfg)
+{
+    ib_host h;
+    natsMsg **buf = NULL;
+    int code;
+
+    host_init(&h, cfg);
+    ib__host_signal_install();
+    if (host_open(&h, &buf, &code))
+        code = host_serve(&h, buf);
+    host_close(&h, buf, code);
     return code;
 }

@@ -16,8 +16,8 @@
 #include "log.h"
 #include "clock.h"
 
-/* Per-message working state. */
-typedef struct item {
+/* Per-message working state (host_internal.h). */
+struct ib_host_item {
     natsMsg *msg;
     ib_jsack_meta meta;
     ib_event *event;
@@ -25,7 +25,8 @@ typedef struct item {
     const char *reject_reason; /* decode / invalid-id, before dispatch */
     char reject_detail[IB_ERROR_MSG_MAX];
     ib_delivery *delivery; /* NULL unless dispatched */
-} item;
+};
+typedef ib_host_item item;
 
 static void settle_dead_letter(ib_host *h, item *it, const char *reason, const char *detail)
 {
@@ -105,8 +106,8 @@ static void count_delivery(ib_host *h, const item *it)
 
 /* Dispatch observer: one histogram sample per handler call, and one log
  * line per handler failure naming the handler's consumer identity. */
-void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
-                      ib_handler_result result, double seconds)
+static void observe(void *ctx, const ib_delivery *d, const char *consumer, ib_handler_result result,
+                    double seconds)
 {
     static const char *const what[] = {
         [IB_RESULT_HANDLED] = "handled",
@@ -127,13 +128,16 @@ void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
               "type", d->event->type, "reason", what[result], "delivery_count", dc, NULL);
 }
 
-void ib__host_on_settled(void *ctx, ib_delivery *d)
+/* Acks a delivery whose marks just became durable, during the run. */
+static void on_settled(void *ctx, ib_delivery *d)
 {
     ib_host *h = ctx;
     settle_ack(h, d->user);
 }
 
-void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
+/* Counts recorder failures, keeps readiness and logs each change of
+ * state. */
+static void on_recorder(void *ctx, bool healthy, const ib_error *e)
 {
     ib_host *h = ctx;
     if (!healthy)
@@ -176,6 +180,139 @@ void ib__host_batch_free(ib_host *h)
     h->batch_deliveries = NULL;
 }
 
+int ib__host_dispatch_open(ib_host *h, ib_error *err)
+{
+    ib_dispatch_options o = {
+        .owner = h->owner,
+        .lease_ms = h->ack_wait_ms,
+        .max_deliver = h->max_deliver,
+        .nak_base_delay_ms = h->cfg->retry_base_ms,
+        .nak_max_delay_ms = h->cfg->retry_max_ms,
+        .concurrency = (unsigned)h->cfg->concurrency,
+        .observer = observe,
+        .observer_ctx = h,
+        /* --commit-interval 0 means a commit after every handler */
+        .commit_interval_ms = h->cfg->commit_interval_ms > 0 ? h->cfg->commit_interval_ms : -1,
+        .on_settled = on_settled,
+        .on_recorder = on_recorder,
+    };
+    if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
+        return -1;
+    for (size_t i = 0; i < h->plugin_count; i++)
+        if (ib_host_plugin_register(h->plugins[i], h->dispatch, h->cfg->durable,
+                                    h->cfg->consumer_names, err) != IB_OK)
+            return -1;
+    return 0;
+}
+
+/* Decode: reads the JetStream metadata of message `i` and decodes its
+ * event. A message that is not a delivery, or that cannot be decoded for
+ * lack of resources, is settled here; an invalid one is marked for the
+ * dead-letter subject; a valid one gets a delivery in `deliveries[*nd]`. */
+static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveries, size_t *nd)
+{
+    memset(it, 0, sizeof(*it));
+    it->msg = msg;
+    const char *reply = natsMsg_GetReply(it->msg);
+    ib_error e;
+    if (reply == NULL || ib_jsack_parse(&it->meta, reply, strlen(reply), &e) != IB_OK) {
+        /* Not a JetStream delivery (someone published to our inbox):
+         * nothing to ack, nothing to lose. */
+        ib_log_kv(IB_SEV_WARN, "ignoring a message that is not a JetStream delivery", "subject",
+                  natsMsg_GetSubject(it->msg), NULL);
+        it->settled = true;
+        return;
+    }
+    h->totals.received++;
+    ib_metrics_add(h->metrics, IB_METRIC_EVENTS_RECEIVED, 1);
+    if (it->meta.delivered > 1)
+        ib_metrics_add(h->metrics, IB_METRIC_REDELIVERIES, 1);
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)it->meta.pending);
+
+    ib_event_reject why = IB_EVENT_OK;
+    if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
+                        (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
+        it->event = NULL;
+        if (why == IB_EVENT_OK) {
+            /* Not the message's fault (out of memory): nak it and let it
+             * come back, rather than dead-letter good bytes. */
+            ib_log_kv(IB_SEV_ERROR, "cannot decode for lack of resources; nak'ed", "error", e.msg,
+                      NULL);
+            settle_nak(h, it, h->cfg->retry_base_ms);
+            it->settled = true;
+            return;
+        }
+        it->reject_reason = ib_event_reject_str(why);
+        snprintf(it->reject_detail, sizeof(it->reject_detail), "%s", e.msg);
+        return;
+    }
+    ib_delivery *d = &deliveries[(*nd)++];
+    memset(d, 0, sizeof(*d));
+    d->event = it->event;
+    d->subject = natsMsg_GetSubject(it->msg);
+    d->stream_seq = it->meta.stream_seq;
+    d->delivery_count = it->meta.delivered;
+    d->user = it;
+    it->delivery = d;
+}
+
+/* Dispatch: runs the `nd` valid deliveries through the idempotent core,
+ * with the batch published for the watcher's in-progress acks. */
+static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *deliveries, size_t nd)
+{
+    ib_error e;
+    publish_inflight(h, msgs, n);
+    ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
+    ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->bus, &e);
+    ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)nd);
+    publish_inflight(h, NULL, 0);
+    if (st != IB_OK) {
+        /* Misuse, not recorder trouble: nothing ran. Nak everything so
+         * nothing is lost, and say why. */
+        ib_log_kv(IB_SEV_ERROR, "dispatch refused the batch", "error", e.msg, NULL);
+        for (size_t i = 0; i < nd; i++) {
+            deliveries[i].outcome = IB_OUTCOME_NAK;
+            deliveries[i].nak_delay_ms = h->cfg->retry_base_ms;
+        }
+        return;
+    }
+    if (e.status != IB_OK)
+        ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
+                  h->cfg->recorder, "error", e.msg, NULL);
+    ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
+                       ib_dispatch_recorder_seconds(h->dispatch));
+}
+
+/* Settle: acks, naks or dead-letters one message as decode and dispatch
+ * decided. */
+static void settle_one(ib_host *h, item *it)
+{
+    if (it->settled)
+        return; /* done while decoding */
+    if (it->reject_reason != NULL) {
+        settle_dead_letter(h, it, it->reject_reason, it->reject_detail);
+        return;
+    }
+    ib_delivery *d = it->delivery;
+    count_delivery(h, it);
+    switch (d->outcome) {
+    case IB_OUTCOME_ACK:
+        if (!d->settled_early) /* acked as soon as its marks committed */
+            settle_ack(h, it);
+        break;
+    case IB_OUTCOME_NAK:
+        settle_nak(h, it, d->nak_delay_ms);
+        break;
+    case IB_OUTCOME_DEAD_LETTER: {
+        char detail[128];
+        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries", d->dead_letter_reason,
+                 d->delivery_count);
+        settle_dead_letter(h, it, d->dead_letter_reason, detail);
+        break;
+    }
+    }
+}
+
 void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
 {
     item *items = h->batch_items;
@@ -184,105 +321,14 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
 
     if (n > h->batch_cap)
         n = h->batch_cap;
+    for (size_t i = 0; i < n; i++)
+        decode_one(h, &items[i], msgs[i], deliveries, &nd);
+    if (nd > 0)
+        dispatch_batch(h, msgs, n, deliveries, nd);
     for (size_t i = 0; i < n; i++) {
-        item *it = &items[i];
-        memset(it, 0, sizeof(*it));
-        it->msg = msgs[i];
-        const char *reply = natsMsg_GetReply(it->msg);
-        ib_error e;
-        if (reply == NULL || ib_jsack_parse(&it->meta, reply, strlen(reply), &e) != IB_OK) {
-            /* Not a JetStream delivery (someone published to our inbox):
-             * nothing to ack, nothing to lose. */
-            ib_log_kv(IB_SEV_WARN, "ignoring a message that is not a JetStream delivery", "subject",
-                      natsMsg_GetSubject(it->msg), NULL);
-            it->settled = true;
-            continue;
-        }
-        h->totals.received++;
-        ib_metrics_add(h->metrics, IB_METRIC_EVENTS_RECEIVED, 1);
-        if (it->meta.delivered > 1)
-            ib_metrics_add(h->metrics, IB_METRIC_REDELIVERIES, 1);
-        ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)it->meta.pending);
-
-        ib_event_reject why = IB_EVENT_OK;
-        if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
-                            (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
-            it->event = NULL;
-            if (why == IB_EVENT_OK) {
-                /* Not the message's fault (out of memory): nak it and
-                 * let it come back, rather than dead-letter good bytes. */
-                ib_log_kv(IB_SEV_ERROR, "cannot decode for lack of resources; nak'ed", "error",
-                          e.msg, NULL);
-                settle_nak(h, it, h->cfg->retry_base_ms);
-                it->settled = true;
-                continue;
-            }
-            it->reject_reason = ib_event_reject_str(why);
-            snprintf(it->reject_detail, sizeof(it->reject_detail), "%s", e.msg);
-            continue;
-        }
-        ib_delivery *d = &deliveries[nd++];
-        memset(d, 0, sizeof(*d));
-        d->event = it->event;
-        d->subject = natsMsg_GetSubject(it->msg);
-        d->stream_seq = it->meta.stream_seq;
-        d->delivery_count = it->meta.delivered;
-        d->user = it;
-        it->delivery = d;
-    }
-
-    if (nd > 0) {
-        ib_error e;
-        publish_inflight(h, msgs, n);
-        ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
-        ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->bus, &e);
-        ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)nd);
-        publish_inflight(h, NULL, 0);
-        if (st != IB_OK) {
-            /* Misuse, not recorder trouble: nothing ran. Nak everything so
-             * nothing is lost, and say why. */
-            ib_log_kv(IB_SEV_ERROR, "dispatch refused the batch", "error", e.msg, NULL);
-            for (size_t i = 0; i < nd; i++) {
-                deliveries[i].outcome = IB_OUTCOME_NAK;
-                deliveries[i].nak_delay_ms = h->cfg->retry_base_ms;
-            }
-        } else if (e.status != IB_OK) {
-            ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
-                      h->cfg->recorder, "error", e.msg, NULL);
-        }
-        if (st == IB_OK)
-            ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
-                               ib_dispatch_recorder_seconds(h->dispatch));
-    }
-
-    for (size_t i = 0; i < n; i++) {
-        item *it = &items[i];
-        if (it->settled) {
-            /* done above */
-        } else if (it->reject_reason != NULL) {
-            settle_dead_letter(h, it, it->reject_reason, it->reject_detail);
-        } else {
-            ib_delivery *d = it->delivery;
-            count_delivery(h, it);
-            switch (d->outcome) {
-            case IB_OUTCOME_ACK:
-                if (!d->settled_early) /* acked as soon as its marks committed */
-                    settle_ack(h, it);
-                break;
-            case IB_OUTCOME_NAK:
-                settle_nak(h, it, d->nak_delay_ms);
-                break;
-            case IB_OUTCOME_DEAD_LETTER: {
-                char detail[128];
-                snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries",
-                         d->dead_letter_reason, d->delivery_count);
-                settle_dead_letter(h, it, d->dead_letter_reason, detail);
-                break;
-            }
-            }
-        }
-        ib_event_free(it->event);
-        natsMsg_Destroy(it->msg);
+        settle_one(h, &items[i]);
+        ib_event_free(items[i].event);
+        natsMsg_Destroy(items[i].msg);
         msgs[i] = NULL;
     }
 }

@@ -1,10 +1,11 @@
 /* Internals of the subscriber host shared by host.c, host_batch.c and
- * host_watch.c. */
+ * host_watch.c. Calls go one way: host.c drives host_batch.c (dispatch and
+ * batches) and host_watch.c (the watcher thread); neither calls back into
+ * host.c, and the stop signal lives in host_signal.c. */
 #ifndef IB_HOST_INTERNAL_H
 #define IB_HOST_INTERNAL_H
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 
 #include "jetstream.h"
@@ -16,6 +17,10 @@
 #include "recorder.h"
 
 #define IB_HOST_MAX_PLUGINS 64
+
+/* Per-message working state of one batch; defined and used by
+ * host_batch.c alone. */
+typedef struct ib_host_item ib_host_item;
 
 /* Totals for the final summary line. */
 typedef struct ib_host_totals {
@@ -47,7 +52,7 @@ typedef struct ib_host {
     ib_puller_stats pull_stats; /* copied from the puller before it is freed */
 
     /* working arrays of one batch (host_batch.c), batch_cap entries each */
-    void *batch_items;
+    ib_host_item *batch_items;
     ib_delivery *batch_deliveries;
     size_t batch_cap;
 
@@ -65,22 +70,19 @@ typedef struct ib_host {
     atomic_llong stop_requested_at_ms;
 } ib_host;
 
-/* Set by the signal handler; read by the main loop and the watcher. */
-extern volatile sig_atomic_t ib__host_signalled;
-
-/* Allocates and frees the per-batch working arrays. */
+/* Allocates and frees the per-batch working arrays (h->batch_cap entries
+ * each). Returns 0, or -1 when out of memory. Free is a no-op when nothing
+ * was allocated. */
 int ib__host_batch_alloc(ib_host *h, size_t batch);
 void ib__host_batch_free(ib_host *h);
 
-/* The dispatch observer (host_batch.c); ctx is the ib_host. */
-void ib__host_observe(void *ctx, const ib_delivery *d, const char *consumer,
-                      ib_handler_result result, double seconds);
-
-/* Dispatch callbacks (host_batch.c); ctx is the ib_host. on_settled acks a
- * delivery whose marks just became durable; on_recorder counts recorder
- * failures, keeps readiness and logs each change of state. */
-void ib__host_on_settled(void *ctx, ib_delivery *d);
-void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e);
+/* Creates h->dispatch over h->recorder, with host_batch.c's observer and
+ * callbacks (which own the handler metrics, the failure log lines, early
+ * acks and readiness after recorder failures), and registers every loaded
+ * plugin's handlers under their consumer identities (host_consumers.c).
+ * Returns 0, or -1 with `err` set; h->dispatch may then be non-NULL and
+ * is freed by the caller. */
+int ib__host_dispatch_open(ib_host *h, ib_error *err);
 
 /* Processes one pulled batch: decode, dispatch, ack/nak/dead-letter, and
  * destroys the messages. */

@@ -6,12 +6,14 @@
  *   - enforces the drain deadline after SIGTERM: if handlers are still
  *     running when it passes, the process exits 1 (their messages were not
  *     acked and come back; their marks, if any, were made). */
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "jetstream.h"
 #include "host_internal.h"
+#include "host_signal.h"
 #include "log.h"
 #include "clock.h"
 
@@ -58,7 +60,7 @@ static void *watch_main(void *arg)
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_BOUND, atomic_load(&h->bound));
 
         int64_t stop_at = atomic_load(&h->stop_requested_at_ms);
-        if (stop_at == 0 && ib__host_signalled) {
+        if (stop_at == 0 && ib__host_signal_received()) {
             stop_at = now;
             atomic_store(&h->stop_requested_at_ms, now);
         }

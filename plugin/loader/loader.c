@@ -422,3 +422,13 @@ const ib_handler_desc *ib_plugin_handler(const ib_plugin *p, size_t i)
 {
     return i < p->handler_count ? &p->handlers[i] : NULL;
 }
+
+bool ib_plugin_is_initialised(const ib_plugin *p)
+{
+    return p->initialised;
+}
+
+void *ib_plugin_state(const ib_plugin *p)
+{
+    return p->state;
+}

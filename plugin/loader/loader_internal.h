@@ -1,4 +1,4 @@
-/* Loader internals shared by loader.c and loader_register.c. */
+/* Loader internals: the plugin struct (loader.c) and a test hook. */
 #ifndef IB_LOADER_INTERNAL_H
 #define IB_LOADER_INTERNAL_H
 

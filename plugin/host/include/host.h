@@ -15,7 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dispatch.h"
+#include "error.h"
 #include "jetstream.h"
+#include "loader.h"
 
 typedef struct ib_host_config {
     ib_nats_config nats;
@@ -58,5 +61,33 @@ typedef struct ib_host_config {
  * process exit status: 0 clean stop, 1 runtime failure, 2 bad
  * configuration (a message naming the option has been logged). */
 int ib_host_run(const ib_host_config *config);
+
+/* Consumer identities. A handler's markers are kept under
+ * "<durable>/<plugin>/<handler>" unless an override "plugin/handler=IDENTITY"
+ * (the CLI's repeatable option) names it; overrides keep a handler's
+ * markers when a plugin or durable is renamed. Deciding this is host
+ * policy: the loader only hands the handlers out. */
+
+/* Adds every handler of the initialised plugin `p` to `d` (each subscribed
+ * to its event types) under its consumer identity, built from `durable`
+ * and `overrides` (NULL-terminated; NULL for none; entries naming other
+ * plugins are ignored). The dispatch table borrows the plugin's functions
+ * and state: free `d` before closing `p`. Errors: IB_ERR_INVALID_ARG for a
+ * NULL plugin or dispatch, a plugin not yet initialised or no durable;
+ * IB_ERR_CONFIG for an identity longer than IB_CONSUMER_MAX or one that
+ * another handler already uses (ib_dispatch_add). Handlers added before a
+ * failure stay in `d`, so treat a failure as fatal for `d`. */
+ib_status ib_host_plugin_register(ib_plugin *p, ib_dispatch *d, const char *durable,
+                                  const char *const *overrides, ib_error *err);
+
+/* Checks consumer identity overrides before registration: each entry of
+ * `overrides` (NULL-terminated; may be NULL) must read
+ * "plugin/handler=IDENTITY" with a non-empty IDENTITY of at most
+ * IB_CONSUMER_MAX bytes, name a handler of one of the `n` loaded `plugins`,
+ * and appear once. Catches a mistyped override, which would otherwise
+ * silently give a handler a fresh identity and re-run every event.
+ * Errors: IB_ERR_CONFIG naming the entry and the reason. */
+ib_status ib_host_overrides_check(const char *const *overrides, ib_plugin *const *plugins, size_t n,
+                                  ib_error *err);
 
 #endif

@@ -1,12 +1,13 @@
 /* The plugin loader: opens handler plugins (infinity_bus/plugin.h), checks
- * them, initialises them and registers their handlers with the idempotent
- * core (dispatch.h).
+ * them, initialises them and hands out their handlers. What the handlers
+ * are called and where they run is the host's business (host.h), so the
+ * loader knows nothing of dispatch.
  *
  * Lifecycle, as the host drives it:
  *
  *     ib_plugin_open()      trust check of the file, dlopen, descriptor checks
  *     ib_plugin_init()      the plugin's init() with the host API and config
- *     ib_plugin_register()  every handler joins the dispatch table
+ *     ib_plugin_handler()   the host registers every handler with dispatch
  *     ...                   dispatch runs handlers
  *     ib_dispatch_free()    the host stops dispatch first: no handler may run
  *     ib_plugin_close()     fini(), then dlclose
@@ -26,12 +27,7 @@
  * comma-separated key=value pairs ("file=/var/log/audit.log,mode=x").
  * ib_plugin_config_lookup() implements this lookup for the CLI.
  *
- * Consumer identity. A handler's markers are kept under
- * "<durable>/<plugin>/<handler>" unless an override "plugin/handler=IDENTITY"
- * (the CLI's repeatable option) names it; overrides keep a handler's markers
- * when a plugin or durable is renamed.
- *
- * Thread safety: open/init/register/close run on the host's main thread
+ * Thread safety: open/init/close run on the host's main thread
  * while it starts and stops; the accessors may be called from any thread. */
 #ifndef IB_LOADER_H
 #define IB_LOADER_H
@@ -39,7 +35,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "dispatch.h"
 #include "error.h"
 #include "infinity_bus/plugin.h"
 
@@ -79,22 +74,10 @@ ib_status ib_plugin_open(ib_plugin **out, const char *path, const ib_plugin_open
 
 /* Runs the plugin's init() (if any) with the host API table `api`
  * (BORROWED; must outlive the plugin) and `config` (NULL means ""). Call
- * exactly once, before ib_plugin_register(). On failure returns IB_ERR_PLUGIN
+ * exactly once, before its handlers are registered. On failure returns IB_ERR_PLUGIN
  * with "plugin <path>: init failed: <the plugin's reason>"; the plugin stays
  * un-initialised (fini() will not run) and the caller closes it. */
 ib_status ib_plugin_init(ib_plugin *p, const ib_host_api *api, const char *config, ib_error *err);
-
-/* Adds every handler of an initialised plugin to `d` (each subscribed to its
- * event types), with consumer identity "<durable>/<plugin>/<handler>" unless
- * an entry "plugin/handler=IDENTITY" of `overrides` (NULL-terminated; NULL
- * for none; entries naming other plugins are ignored) names it. The
- * dispatch table borrows the plugin's functions and state: free `d` before
- * closing `p`. Errors: IB_ERR_INVALID_ARG before ib_plugin_init(),
- * IB_ERR_CONFIG for an identity longer than IB_CONSUMER_MAX or one that
- * another handler already uses (ib_dispatch_add); handlers added before a
- * failure stay in `d`, so treat a failure as fatal for `d`. */
-ib_status ib_plugin_register(ib_plugin *p, ib_dispatch *d, const char *durable,
-                             const char *const *overrides, ib_error *err);
 
 /* Calls fini() (if init succeeded), unloads the library and frees `p`.
  * Every pointer obtained from the plugin (names, handler descriptors) dies
@@ -116,6 +99,12 @@ unsigned ib_plugin_abi_minor(const ib_plugin *p);
 size_t ib_plugin_handler_count(const ib_plugin *p);
 /* Handler `i` (0-based) as this host reads it, or NULL past the end. */
 const ib_handler_desc *ib_plugin_handler(const ib_plugin *p, size_t i);
+/* Whether init() succeeded (or the plugin has none): only then may its
+ * handlers run. */
+bool ib_plugin_is_initialised(const ib_plugin *p);
+/* What the plugin's init() returned, passed to every handler call; NULL
+ * before init and for plugins without state. */
+void *ib_plugin_state(const ib_plugin *p);
 
 /* Finds the configuration string of plugin `name`: the value of the last
  * "NAME=STRING" entry of `cli_pairs` (NULL-terminated; may be NULL) whose
@@ -132,15 +121,5 @@ ib_status ib_plugin_config_lookup(char **out, const char *const *cli_pairs, cons
  * carries the configuration of plugin `name`, e.g. "IB_PLUGIN_CONFIG_MY_AUDIT".
  * Returns false if it does not fit. */
 bool ib_plugin_config_env_name(char *out, size_t out_len, const char *name);
-
-/* Checks consumer identity overrides before registration: each entry of
- * `overrides` (NULL-terminated; may be NULL) must read
- * "plugin/handler=IDENTITY" with a non-empty IDENTITY of at most
- * IB_CONSUMER_MAX bytes, name a handler of one of the `n` loaded `plugins`,
- * and appear once. Catches a mistyped override, which would otherwise
- * silently give a handler a fresh identity and re-run every event.
- * Errors: IB_ERR_CONFIG naming the entry and the reason. */
-ib_status ib_plugin_overrides_check(const char *const *overrides, ib_plugin *const *plugins,
-                                    size_t n, ib_error *err);
 
 #endif

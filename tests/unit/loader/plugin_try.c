@@ -16,6 +16,7 @@
 #include "dispatch.h"
 #include "event.h"
 #include "fixture.h"
+#include "host.h"
 #include "loader.h"
 #include "recorder.h"
 
@@ -89,7 +90,7 @@ int main(int argc, char **argv)
         fail("dispatch", &err);
         goto close_recorder;
     }
-    if (ib_plugin_register(p, d, "try", NULL, &err) != IB_OK) {
+    if (ib_host_plugin_register(p, d, "try", NULL, &err) != IB_OK) {
         fail("register", &err);
         goto free_dispatch;
     }

@@ -9,6 +9,7 @@
 #include "dispatch.h"
 #include "event.h"
 #include "fixture.h"
+#include "host.h"
 #include "loader.h"
 #include "recorder.h"
 #include "uuid.h"
@@ -52,7 +53,7 @@ static world *load(void **state, const char *name, const char *config)
     assert_int_equal(ib_plugin_init(w->p, &fx_host, config, &err), IB_OK);
     assert_int_equal(ib_recorder_open(&w->rec, "memory:", NULL, &err), IB_OK);
     assert_int_equal(ib_dispatch_create(&w->d, w->rec, NULL, &err), IB_OK);
-    assert_int_equal(ib_plugin_register(w->p, w->d, "orders", NULL, &err), IB_OK);
+    assert_int_equal(ib_host_plugin_register(w->p, w->d, "orders", NULL, &err), IB_OK);
     free(path);
     free(file);
     return w;
@@ -184,7 +185,8 @@ static void flaky_agrees_across_instances(void **state)
         /* Fresh markers, same plugin state: only the id decides. */
         assert_int_equal(ib_recorder_open(&rec, "memory:", NULL, &err), IB_OK);
         assert_int_equal(ib_dispatch_create(&d, rec, NULL, &err), IB_OK);
-        assert_int_equal(ib_plugin_register(w->p, d, round == 0 ? "a" : "b", NULL, &err), IB_OK);
+        assert_int_equal(ib_host_plugin_register(w->p, d, round == 0 ? "a" : "b", NULL, &err),
+                         IB_OK);
         for (int i = 0; i < N; i++) {
             ib_event_fields f = {
                 .id = ids[i], .type = "order.paid", .payload = "", .payload_len = 0};

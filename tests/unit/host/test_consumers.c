@@ -1,5 +1,6 @@
-/* Registration: handlers of loaded plugins join the idempotent core's
- * dispatch, under "<durable>/<plugin>/<handler>" or an override. */
+/* Consumer identities (host_consumers.c): handlers of loaded plugins join
+ * the idempotent core's dispatch under "<durable>/<plugin>/<handler>" or
+ * an override, and a mistyped override is refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "dispatch.h"
 #include "event.h"
 #include "fixture.h"
+#include "host.h"
 #include "loader.h"
 #include "recorder.h"
 #include "uuid.h"
@@ -97,8 +99,8 @@ static void handlers_of_two_plugins_on_one_type_both_run(void **state)
     ib_error err;
     char *got, *expected;
 
-    assert_int_equal(ib_plugin_register(w->scripted, w->d, "orders", NULL, &err), IB_OK);
-    assert_int_equal(ib_plugin_register(w->probe, w->d, "orders", NULL, &err), IB_OK);
+    assert_int_equal(ib_host_plugin_register(w->scripted, w->d, "orders", NULL, &err), IB_OK);
+    assert_int_equal(ib_host_plugin_register(w->probe, w->d, "orders", NULL, &err), IB_OK);
     /* scripted/scripted, scripted/second and probe/probe. */
     assert_int_equal(ib_dispatch_count_for(w->d, "test.scripted"), 3);
     assert_int_equal(ib_dispatch_count_for(w->d, "test.other"), 1);
@@ -131,7 +133,7 @@ static void default_identity_is_durable_plugin_handler(void **state)
     ib_event *ev = NULL;
     ib_error err;
 
-    assert_int_equal(ib_plugin_register(w->scripted, w->d, "billing", NULL, &err), IB_OK);
+    assert_int_equal(ib_host_plugin_register(w->scripted, w->d, "billing", NULL, &err), IB_OK);
     run_event(w, &dl, &ev, "test.other", "ok");
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_true(marked(w, "billing/scripted/other", ev->id));
@@ -153,11 +155,11 @@ static void an_override_names_the_identity(void **state)
     both[0] = w->scripted;
     both[1] = w->probe;
     /* Registration ignores overrides of other plugins; the check does not. */
-    assert_int_equal(ib_plugin_overrides_check(overrides, both, 2, &err), IB_ERR_CONFIG);
+    assert_int_equal(ib_host_overrides_check(overrides, both, 2, &err), IB_ERR_CONFIG);
     assert_string_equal(err.msg, "consumer override \"ghost/handler=ignored-here\": no loaded "
                                  "plugin is named \"ghost\"");
-    assert_int_equal(ib_plugin_register(w->scripted, w->d, "orders", overrides, &err), IB_OK);
-    assert_int_equal(ib_plugin_register(w->probe, w->d, "orders", overrides, &err), IB_OK);
+    assert_int_equal(ib_host_plugin_register(w->scripted, w->d, "orders", overrides, &err), IB_OK);
+    assert_int_equal(ib_host_plugin_register(w->probe, w->d, "orders", overrides, &err), IB_OK);
 
     run_event(w, &dl, &ev, "test.other", "ok");
     assert_true(marked(w, "legacy-other", ev->id));
@@ -184,7 +186,7 @@ static void registering_before_init_is_refused(void **state)
     ib_error err;
 
     assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
-    assert_int_equal(ib_plugin_register(p, w->d, "orders", NULL, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_host_plugin_register(p, w->d, "orders", NULL, &err), IB_ERR_INVALID_ARG);
     assert_string_equal(err.msg, expected);
     assert_int_equal(ib_dispatch_count_for(w->d, "test.good"), 0);
     ib_plugin_close(p);
@@ -206,7 +208,8 @@ static void an_overlong_identity_is_refused(void **state)
     expected = fx_fmt("plugin %s: consumer identity of handler scripted/scripted must be 1-%d "
                       "bytes, got %d",
                       path, IB_CONSUMER_MAX, (int)sizeof(durable) - 1 + 18);
-    assert_int_equal(ib_plugin_register(w->scripted, w->d, durable, NULL, &err), IB_ERR_CONFIG);
+    assert_int_equal(ib_host_plugin_register(w->scripted, w->d, durable, NULL, &err),
+                     IB_ERR_CONFIG);
     assert_string_equal(err.msg, expected);
     free(expected);
     free(path);
@@ -219,8 +222,9 @@ static void clashing_identities_are_refused(void **state)
     char *prefix = fx_fmt("plugin %s/probe.so: ", fx_dir());
     ib_error err;
 
-    assert_int_equal(ib_plugin_register(w->scripted, w->d, "orders", overrides, &err), IB_OK);
-    assert_int_equal(ib_plugin_register(w->probe, w->d, "orders", overrides, &err), IB_ERR_CONFIG);
+    assert_int_equal(ib_host_plugin_register(w->scripted, w->d, "orders", overrides, &err), IB_OK);
+    assert_int_equal(ib_host_plugin_register(w->probe, w->d, "orders", overrides, &err),
+                     IB_ERR_CONFIG);
     /* The rest of the message is dispatch's; it names the identity. */
     assert_memory_equal(err.msg, prefix, strlen(prefix));
     assert_non_null(strstr(err.msg, "\"orders/scripted/other\""));
@@ -255,18 +259,18 @@ static void override_checks(void **state)
     both[1] = w->probe;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         const char *list[] = {"probe/probe=ok", table[i].entry, NULL};
-        assert_int_equal(ib_plugin_overrides_check(list, both, 2, &err), IB_ERR_CONFIG);
+        assert_int_equal(ib_host_overrides_check(list, both, 2, &err), IB_ERR_CONFIG);
         assert_string_equal(err.msg, table[i].msg);
     }
-    assert_int_equal(ib_plugin_overrides_check(twice, both, 2, &err), IB_ERR_CONFIG);
+    assert_int_equal(ib_host_overrides_check(twice, both, 2, &err), IB_ERR_CONFIG);
     assert_string_equal(err.msg, "consumer override \"scripted/other=c\": handler scripted/other "
                                  "is overridden twice");
     snprintf(long_entry, sizeof(long_entry), "probe/probe=%0*d", IB_CONSUMER_MAX + 1, 0);
-    assert_int_equal(ib_plugin_overrides_check(too_long, both, 2, &err), IB_ERR_CONFIG);
+    assert_int_equal(ib_host_overrides_check(too_long, both, 2, &err), IB_ERR_CONFIG);
     assert_string_equal(err.msg, "consumer override \"probe/probe=0000000000000000000000000000..."
                                  "\": identity longer than 255 bytes");
-    assert_int_equal(ib_plugin_overrides_check(fine, both, 2, &err), IB_OK);
-    assert_int_equal(ib_plugin_overrides_check(NULL, both, 2, &err), IB_OK);
+    assert_int_equal(ib_host_overrides_check(fine, both, 2, &err), IB_OK);
+    assert_int_equal(ib_host_overrides_check(NULL, both, 2, &err), IB_OK);
 }
 
 static const struct CMUnitTest tests[] = {

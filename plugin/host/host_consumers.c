@@ -1,6 +1,7 @@
-/* Handlers joining dispatch, and their consumer identities (loader.h). */
-#include "loader.h"
-#include "loader_internal.h"
+/* Consumer identities and registration (host.h): the host's policy for
+ * naming the marker store of each handler, kept out of the loader, which
+ * only loads plugins and hands out their handlers. */
+#include "host.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -32,46 +33,57 @@ static const char *find_override(const char *const *overrides, const char *plugi
     return found;
 }
 
-ib_status ib_plugin_register(ib_plugin *p, ib_dispatch *d, const char *durable,
-                             const char *const *overrides, ib_error *err)
+/* Adds handler `h` of plugin `p` to `d` under its consumer identity. */
+static ib_status register_handler(ib_plugin *p, const ib_handler_desc *h, ib_dispatch *d,
+                                  const char *durable, const char *const *overrides, ib_error *err)
+{
+    const char *plugin = ib_plugin_name(p);
+    const char *id = find_override(overrides, plugin, h->name);
+    char consumer[IB_CONSUMER_MAX + 2];
+    char name[2 * IB_PLUGIN_NAME_MAX + 2];
+    ib_dispatch_handler dh;
+    ib_error inner;
+    int n;
+
+    if (id != NULL)
+        n = snprintf(consumer, sizeof(consumer), "%s", id);
+    else
+        n = snprintf(consumer, sizeof(consumer), "%s/%s/%s", durable, plugin, h->name);
+    if (n <= 0 || n > IB_CONSUMER_MAX)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "plugin %s: consumer identity of handler %s/%s must be 1-%d "
+                            "bytes, got %d",
+                            ib_plugin_path(p), plugin, h->name, IB_CONSUMER_MAX, n);
+    snprintf(name, sizeof(name), "%s/%s", plugin, h->name);
+    dh = (ib_dispatch_handler){
+        .consumer = consumer,
+        .name = name,
+        .event_types = h->event_types,
+        .handle = h->handle,
+        .state = ib_plugin_state(p),
+    };
+    ib_error_clear(&inner);
+    if (ib_dispatch_add(d, &dh, &inner) != IB_OK)
+        return ib_error_set(err, inner.status, "plugin %s: %s", ib_plugin_path(p), inner.msg);
+    return IB_OK;
+}
+
+ib_status ib_host_plugin_register(ib_plugin *p, ib_dispatch *d, const char *durable,
+                                  const char *const *overrides, ib_error *err)
 {
     if (p == NULL || d == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "plugin register: no plugin or no dispatch");
-    if (!p->initialised)
-        return ib_error_set(err, IB_ERR_INVALID_ARG, "plugin %s: registered before init", p->path);
+    if (!ib_plugin_is_initialised(p))
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "plugin %s: registered before init",
+                            ib_plugin_path(p));
     if (durable == NULL || durable[0] == '\0')
         return ib_error_set(err, IB_ERR_INVALID_ARG,
-                            "plugin %s: no durable name to build consumer identities", p->path);
-
-    for (size_t i = 0; i < p->handler_count; i++) {
-        const ib_handler_desc *h = &p->handlers[i];
-        const char *id = find_override(overrides, p->desc.name, h->name);
-        char consumer[IB_CONSUMER_MAX + 2];
-        char name[2 * IB_PLUGIN_NAME_MAX + 2];
-        ib_dispatch_handler dh;
-        ib_error inner;
-        int n;
-
-        if (id != NULL)
-            n = snprintf(consumer, sizeof(consumer), "%s", id);
-        else
-            n = snprintf(consumer, sizeof(consumer), "%s/%s/%s", durable, p->desc.name, h->name);
-        if (n <= 0 || n > IB_CONSUMER_MAX)
-            return ib_error_set(err, IB_ERR_CONFIG,
-                                "plugin %s: consumer identity of handler %s/%s must be 1-%d "
-                                "bytes, got %d",
-                                p->path, p->desc.name, h->name, IB_CONSUMER_MAX, n);
-        snprintf(name, sizeof(name), "%s/%s", p->desc.name, h->name);
-        dh = (ib_dispatch_handler){
-            .consumer = consumer,
-            .name = name,
-            .event_types = h->event_types,
-            .handle = h->handle,
-            .state = p->state,
-        };
-        ib_error_clear(&inner);
-        if (ib_dispatch_add(d, &dh, &inner) != IB_OK)
-            return ib_error_set(err, inner.status, "plugin %s: %s", p->path, inner.msg);
+                            "plugin %s: no durable name to build consumer identities",
+                            ib_plugin_path(p));
+    for (size_t i = 0; i < ib_plugin_handler_count(p); i++) {
+        ib_status st = register_handler(p, ib_plugin_handler(p, i), d, durable, overrides, err);
+        if (st != IB_OK)
+            return st;
     }
     return IB_OK;
 }
@@ -79,7 +91,7 @@ ib_status ib_plugin_register(ib_plugin *p, ib_dispatch *d, const char *durable,
 static const char *plugin_named(ib_plugin *const *plugins, size_t n, const char *name, size_t len)
 {
     for (size_t i = 0; i < n; i++) {
-        const char *pn = plugins[i]->desc.name;
+        const char *pn = ib_plugin_name(plugins[i]);
         if (strlen(pn) == len && memcmp(pn, name, len) == 0)
             return pn;
     }
@@ -90,10 +102,10 @@ static bool plugin_has_handler(ib_plugin *const *plugins, size_t n, const char *
                                const char *handler, size_t len)
 {
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(plugins[i]->desc.name, plugin) != 0)
+        if (strcmp(ib_plugin_name(plugins[i]), plugin) != 0)
             continue;
-        for (size_t j = 0; j < plugins[i]->handler_count; j++) {
-            const char *hn = plugins[i]->handlers[j].name;
+        for (size_t j = 0; j < ib_plugin_handler_count(plugins[i]); j++) {
+            const char *hn = ib_plugin_handler(plugins[i], j)->name;
             if (strlen(hn) == len && memcmp(hn, handler, len) == 0)
                 return true;
         }
@@ -101,8 +113,8 @@ static bool plugin_has_handler(ib_plugin *const *plugins, size_t n, const char *
     return false;
 }
 
-ib_status ib_plugin_overrides_check(const char *const *overrides, ib_plugin *const *plugins,
-                                    size_t n, ib_error *err)
+ib_status ib_host_overrides_check(const char *const *overrides, ib_plugin *const *plugins, size_t n,
+                                  ib_error *err)
 {
     for (size_t i = 0; overrides != NULL && overrides[i] != NULL; i++) {
         const char *e = overrides[i];

@@ -1,0 +1,37 @@
+/* The stop flag set by SIGTERM/SIGINT (host_signal.h). */
+#include "host_signal.h"
+
+#include <signal.h>
+#include <string.h>
+
+/* Waits poll it through a `const volatile int *`: glibc's sig_atomic_t is
+ * an int, and the assertion keeps that cast honest. */
+_Static_assert(sizeof(sig_atomic_t) == sizeof(int), "sig_atomic_t is read as an int");
+static volatile sig_atomic_t signalled = 0;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    signalled = 1;
+}
+
+void ib__host_signal_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+bool ib__host_signal_received(void)
+{
+    return signalled != 0;
+}
+
+const volatile int *ib__host_signal_flag(void)
+{
+    return (const volatile int *)&signalled;
+}

@@ -1,0 +1,21 @@
+/* The stop signal of `ibus run`: SIGTERM and SIGINT set one flag that the
+ * main loop and the watcher thread read. Its own module so that neither of
+ * them owns what the other reads. */
+#ifndef IB_HOST_SIGNAL_H
+#define IB_HOST_SIGNAL_H
+
+#include <stdbool.h>
+
+/* Installs the SIGTERM/SIGINT handler that sets the flag, and ignores
+ * SIGPIPE (a peer closing a socket must not kill the process). Call once,
+ * from the main thread, before any other thread starts. */
+void ib__host_signal_install(void);
+
+/* Whether SIGTERM or SIGINT has arrived. Safe from any thread. */
+bool ib__host_signal_received(void);
+
+/* The flag itself, for waits that poll a stop flag
+ * (ib_nats_wait_connected); valid for the life of the process. */
+const volatile int *ib__host_signal_flag(void);
+
+#endif
