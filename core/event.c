@@ -346,19 +346,6 @@ void ib_event_free(ib_event *event)
     free(impl);
 }
 
-const char *ib_event_reject_str(ib_event_reject reject)
-{
-    switch (reject) {
-    case IB_EVENT_OK:
-        return "none";
-    case IB_EVENT_REJECT_DECODE:
-        return "decode";
-    case IB_EVENT_REJECT_INVALID_ID:
-        return "invalid-id";
-    }
-    return "unknown";
-}
-
 /* Checks one string for ib_event_encode: present and valid UTF-8. */
 static bool encodable(const char *s)
 {

@@ -41,8 +41,8 @@
 /* Why a message was refused; the host maps these to dead-letter reasons. */
 typedef enum ib_event_reject {
     IB_EVENT_OK = 0,
-    IB_EVENT_REJECT_DECODE,     /* dead-letter reason "decode" */
-    IB_EVENT_REJECT_INVALID_ID, /* dead-letter reason "invalid-id" */
+    IB_EVENT_REJECT_DECODE,     /* dead-letter reason IB_DLQ_DECODE */
+    IB_EVENT_REJECT_INVALID_ID, /* dead-letter reason IB_DLQ_INVALID_ID */
 } ib_event_reject;
 
 /* Default unpack memory budget for a message of `len` bytes: four times its
@@ -114,9 +114,5 @@ typedef struct ib_event_fields {
  * consumer's ib_event_decode judges it). IB_ERR_NOMEM if allocation fails. */
 ib_status ib_event_encode(uint8_t **out, size_t *out_len, const ib_event_fields *fields,
                           ib_error *err);
-
-/* Dead-letter reason name of a refusal: "decode" or "invalid-id"; "none" for
- * IB_EVENT_OK and "unknown" for anything else. Static; never NULL. */
-const char *ib_event_reject_str(ib_event_reject reject);
 
 #endif

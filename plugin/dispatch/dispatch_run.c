@@ -748,13 +748,13 @@ static void decide(run_ctx *c, size_t i)
     }
     if (v.reject) {
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
-        dl->dead_letter_reason = "rejected";
+        dl->dead_letter_reason = IB_DLQ_REJECTED;
     } else if (v.retry) {
         dl->outcome = IB_OUTCOME_NAK;
         dl->nak_delay_ms = ib_dispatch_backoff_ms(o, dl->delivery_count);
     } else if (v.open) {
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
-        dl->dead_letter_reason = "max-deliver";
+        dl->dead_letter_reason = IB_DLQ_MAX_DELIVER;
     } else if (v.busy) {
         dl->outcome = IB_OUTCOME_NAK;
         dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy_wait_ms(c, dl, v.busy_ms));
@@ -805,7 +805,7 @@ static ib_status prepare(run_ctx *c)
     for (size_t i = 0; i < c->n; i++) {
         ib_delivery *dl = &c->dl[i];
         dl->outcome = IB_OUTCOME_ACK;
-        dl->dead_letter_reason = NULL;
+        dl->dead_letter_reason = IB_DLQ_OTHER;
         dl->nak_delay_ms = 0;
         memset(&dl->counts, 0, sizeof(dl->counts));
         dl->handle_seconds = 0;

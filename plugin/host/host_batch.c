@@ -21,19 +21,21 @@ struct ib_host_item {
     natsMsg *msg;
     ib_jsack_meta meta;
     ib_event *event;
-    bool settled;              /* nothing left to do: not JetStream, or already nak'ed */
-    const char *reject_reason; /* decode / invalid-id, before dispatch */
+    bool settled;                        /* nothing left to do: not JetStream, or already nak'ed */
+    bool rejected;                       /* refused before dispatch: dead-letter it */
+    ib_dead_letter_reason reject_reason; /* decode / invalid-id, when rejected */
     char reject_detail[IB_ERROR_MSG_MAX];
     ib_delivery *delivery; /* NULL unless dispatched */
 };
 typedef ib_host_item item;
 
-static void settle_dead_letter(ib_host *h, item *it, const char *reason, const char *detail)
+static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, const char *detail)
 {
+    const char *reason = ib_dead_letter_reason_str(why);
     char seq[24], dc[24];
     ib_error e;
     ib_dead_letter_info info = {
-        .reason = reason,
+        .reason = why,
         .detail = detail,
         .stream = h->cfg->stream,
         .consumer = h->cfg->durable,
@@ -55,7 +57,7 @@ static void settle_dead_letter(ib_host *h, item *it, const char *reason, const c
         return;
     }
     h->totals.dead_lettered++;
-    ib_metrics_dead_letter(h->metrics, reason);
+    ib_metrics_dead_letter(h->metrics, why);
     ib_log_kv(IB_SEV_WARN, "dead-lettered", "consumer", h->cfg->durable, "event_id", info.event_id,
               "type", info.event_type, "reason", reason, "delivery_count", dc, "stream_seq", seq,
               "subject", h->dead_letter_subject, "detail", detail, NULL);
@@ -242,7 +244,8 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
             it->settled = true;
             return;
         }
-        it->reject_reason = ib_event_reject_str(why);
+        it->rejected = true;
+        it->reject_reason = why == IB_EVENT_REJECT_INVALID_ID ? IB_DLQ_INVALID_ID : IB_DLQ_DECODE;
         snprintf(it->reject_detail, sizeof(it->reject_detail), "%s", e.msg);
         return;
     }
@@ -289,7 +292,7 @@ static void settle_one(ib_host *h, item *it)
 {
     if (it->settled)
         return; /* done while decoding */
-    if (it->reject_reason != NULL) {
+    if (it->rejected) {
         settle_dead_letter(h, it, it->reject_reason, it->reject_detail);
         return;
     }
@@ -305,8 +308,8 @@ static void settle_one(ib_host *h, item *it)
         break;
     case IB_OUTCOME_DEAD_LETTER: {
         char detail[128];
-        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries", d->dead_letter_reason,
-                 d->delivery_count);
+        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries",
+                 ib_dead_letter_reason_str(d->dead_letter_reason), d->delivery_count);
         settle_dead_letter(h, it, d->dead_letter_reason, detail);
         break;
     }

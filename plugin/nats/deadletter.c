@@ -7,7 +7,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 /* Header values must be one line: replace CR/LF so a detail string can
  * never inject a header. */
 static void one_line(char *dst, size_t cap, const char *src)
@@ -66,7 +65,7 @@ static natsStatus set_headers(natsMsg *dl, const ib_dead_letter_info *info,
                               const char *orig_subject)
 {
     char num[32], line[256];
-    natsStatus s = natsMsgHeader_Set(dl, "Ibus-Reason", info->reason);
+    natsStatus s = natsMsgHeader_Set(dl, "Ibus-Reason", ib_dead_letter_reason_str(info->reason));
     if (s == NATS_OK && info->detail != NULL) {
         one_line(line, sizeof(line), info->detail);
         s = natsMsgHeader_Set(dl, "Ibus-Error", line);

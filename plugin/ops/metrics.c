@@ -43,14 +43,6 @@ static const char *const bucket_le[IB_METRICS_BUCKETS + 1] = {
     "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
     "0.25",   "0.5",   "1",      "2.5",   "5",    "10",    "+Inf"};
 
-static const char *const dead_reason_names[IB_DLQ_REASON_COUNT] = {
-    [IB_DLQ_DECODE] = "decode",
-    [IB_DLQ_INVALID_ID] = "invalid-id",
-    [IB_DLQ_MAX_DELIVER] = "max-deliver",
-    [IB_DLQ_REJECTED] = "rejected",
-    [IB_DLQ_OTHER] = "other",
-};
-
 static const struct {
     const char *name;
     const char *help;
@@ -142,38 +134,13 @@ void ib_metrics_add(ib_metrics *m, ib_metric_counter which, uint64_t n)
     atomic_fetch_add_explicit(&m->counters[which].v, n, memory_order_relaxed);
 }
 
-const char *ib_metrics_dead_letter_label(const char *reason)
-{
-    if (reason != NULL) {
-        for (size_t i = 0; i < IB_DLQ_OTHER; i++) {
-            if (strcmp(reason, dead_reason_names[i]) == 0)
-                return dead_reason_names[i];
-        }
-    }
-    return dead_reason_names[IB_DLQ_OTHER];
-}
-
-void ib_metrics_dead_letter_reason(ib_metrics *m, ib_dead_letter_reason reason)
+void ib_metrics_dead_letter(ib_metrics *m, ib_dead_letter_reason reason)
 {
     if (m == NULL)
         return;
     if ((unsigned)reason >= IB_DLQ_REASON_COUNT)
         reason = IB_DLQ_OTHER;
     atomic_fetch_add_explicit(&m->dead[reason].v, 1, memory_order_relaxed);
-}
-
-void ib_metrics_dead_letter(ib_metrics *m, const char *reason)
-{
-    ib_dead_letter_reason r = IB_DLQ_OTHER;
-    if (reason != NULL) {
-        for (size_t i = 0; i < IB_DLQ_OTHER; i++) {
-            if (strcmp(reason, dead_reason_names[i]) == 0) {
-                r = (ib_dead_letter_reason)i;
-                break;
-            }
-        }
-    }
-    ib_metrics_dead_letter_reason(m, r);
 }
 
 void ib_metrics_gauge_set(ib_metrics *m, ib_metric_gauge which, int64_t value)
@@ -322,7 +289,8 @@ ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_err
     sb_family(&b, "ibus_dead_lettered_total",
               "Messages published to the dead-letter subject, by reason.", "counter");
     for (size_t i = 0; i < IB_DLQ_REASON_COUNT; i++)
-        sb_printf(&b, "ibus_dead_lettered_total{reason=\"%s\"} %" PRIu64 "\n", dead_reason_names[i],
+        sb_printf(&b, "ibus_dead_lettered_total{reason=\"%s\"} %" PRIu64 "\n",
+                  ib_dead_letter_reason_str((ib_dead_letter_reason)i),
                   atomic_load_explicit(&mm->dead[i].v, memory_order_relaxed));
 
     for (size_t i = 0; i < IB_METRIC_GAUGE_COUNT; i++) {

@@ -75,6 +75,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dead_letter.h"
 #include "error.h"
 #include "event.h"
 #include "infinity_bus/plugin.h"
@@ -188,8 +189,8 @@ struct ib_delivery {
     uint64_t delivery_count; /* 1 on the first delivery; 0 is taken as 1 */
     /* outputs */
     ib_outcome outcome;
-    const char *dead_letter_reason; /* static string when outcome is DEAD_LETTER, else NULL */
-    int64_t nak_delay_ms;           /* when outcome is NAK, else 0 */
+    ib_dead_letter_reason dead_letter_reason; /* when outcome is DEAD_LETTER, else IB_DLQ_OTHER */
+    int64_t nak_delay_ms;                     /* when outcome is NAK, else 0 */
     ib_delivery_counts counts;
     double handle_seconds; /* time spent in this delivery's handlers (summed over
                               handlers, CLOCK_MONOTONIC) */

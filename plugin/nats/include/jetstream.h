@@ -13,6 +13,7 @@
 
 #include <nats/nats.h>
 
+#include "dead_letter.h"
 #include "error.h"
 #include "event.h"
 #include "infinity_bus/plugin.h"
@@ -299,6 +300,7 @@ ib_status ib_in_progress(natsConnection *nc, natsMsg *msg, ib_error *err);
  * when the dead letter is published, and any Ibus-* ones), and headers
  * that give the reason and where it came from:
  *   Ibus-Reason          decode | invalid-id | max-deliver | rejected
+ *                        (ib_dead_letter_reason_str of the reason)
  *   Ibus-Error           a one-line description (never payload bytes)
  *   Ibus-Subject         the subject it was published on
  *   Ibus-Stream          the stream it was read from
@@ -314,7 +316,7 @@ ib_status ib_in_progress(natsConnection *nc, natsMsg *msg, ib_error *err);
  * the dead-letter stream's duplicate window, while two durables that
  * dead-letter the same message into one stream both keep theirs. */
 typedef struct ib_dead_letter_info {
-    const char *reason; /* required */
+    ib_dead_letter_reason reason;
     const char *detail; /* may be NULL */
     const char *stream; /* required */
     const char *consumer;

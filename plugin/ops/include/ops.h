@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dead_letter.h"
 #include "error.h"
 
 /* Prometheus metrics of one ibus process.
@@ -45,17 +46,6 @@ typedef enum ib_metric_counter {
     IB_METRIC_CLAIMS_LOST = 9,        /* handlers whose claim another owner took over */
     IB_METRIC_COUNTER_COUNT
 } ib_metric_counter;
-
-/* Labels of ibus_dead_lettered_total; the reason strings are the ones the
- * dead-letter headers carry. */
-typedef enum ib_dead_letter_reason {
-    IB_DLQ_DECODE = 0,      /* "decode" */
-    IB_DLQ_INVALID_ID = 1,  /* "invalid-id" */
-    IB_DLQ_MAX_DELIVER = 2, /* "max-deliver" */
-    IB_DLQ_REJECTED = 3,    /* "rejected" */
-    IB_DLQ_OTHER = 4,       /* "other": any reason not listed above */
-    IB_DLQ_REASON_COUNT
-} ib_dead_letter_reason;
 
 typedef enum ib_metric_gauge {
     IB_METRIC_HANDLERS_IN_FLIGHT = 0, /* handler calls running now */
@@ -111,17 +101,9 @@ void ib_metrics_set_version(ib_metrics *m, const char *version);
  * counter, so call sites need no checks when metrics are off. */
 void ib_metrics_add(ib_metrics *m, ib_metric_counter which, uint64_t n);
 
-/* Counts one dead-lettered message. `reason` is "decode", "invalid-id",
- * "max-deliver" or "rejected"; anything else (including NULL) counts as
- * "other". */
-void ib_metrics_dead_letter(ib_metrics *m, const char *reason);
-
-/* Same, by enum (out-of-range values count as IB_DLQ_OTHER). */
-void ib_metrics_dead_letter_reason(ib_metrics *m, ib_dead_letter_reason reason);
-
-/* Maps a reason string to its label value ("other" for unknown or NULL).
- * The returned string is static. */
-const char *ib_metrics_dead_letter_label(const char *reason);
+/* Counts one dead-lettered message under the label of its reason
+ * (ib_dead_letter_reason_str); out-of-range values count as "other". */
+void ib_metrics_dead_letter(ib_metrics *m, ib_dead_letter_reason reason);
 
 /* Sets a gauge, or adds a (possibly negative) delta to it. Lock-free. */
 void ib_metrics_gauge_set(ib_metrics *m, ib_metric_gauge which, int64_t value);

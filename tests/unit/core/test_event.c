@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dead_letter.h"
 #include "event.h"
 #include "pb_builder.h"
 
@@ -802,10 +803,13 @@ static void test_allocation_budget(void **state)
 static void test_reject_names_and_free_null(void **state)
 {
     (void)state;
-    assert_string_equal(ib_event_reject_str(IB_EVENT_REJECT_DECODE), "decode");
-    assert_string_equal(ib_event_reject_str(IB_EVENT_REJECT_INVALID_ID), "invalid-id");
-    assert_string_equal(ib_event_reject_str(IB_EVENT_OK), "none");
-    assert_string_equal(ib_event_reject_str((ib_event_reject)42), "unknown");
+    /* The names are the Ibus-Reason header and metric label values. */
+    assert_string_equal(ib_dead_letter_reason_str(IB_DLQ_DECODE), "decode");
+    assert_string_equal(ib_dead_letter_reason_str(IB_DLQ_INVALID_ID), "invalid-id");
+    assert_string_equal(ib_dead_letter_reason_str(IB_DLQ_MAX_DELIVER), "max-deliver");
+    assert_string_equal(ib_dead_letter_reason_str(IB_DLQ_REJECTED), "rejected");
+    assert_string_equal(ib_dead_letter_reason_str(IB_DLQ_OTHER), "other");
+    assert_string_equal(ib_dead_letter_reason_str((ib_dead_letter_reason)42), "other");
     ib_event_free(NULL);
 }
 

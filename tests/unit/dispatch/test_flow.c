@@ -57,7 +57,7 @@ static void success_marks(fx *f)
 
     ib_delivery dl = run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
-    assert_null(dl.dead_letter_reason);
+    assert_int_equal(dl.dead_letter_reason, IB_DLQ_OTHER);
     assert_int_equal(dl.nak_delay_ms, 0);
     assert_int_equal(dl.counts.handled, 1);
     assert_int_equal(dl.counts.duplicates, 0);
@@ -140,8 +140,7 @@ static void reject_dead_letters(fx *f)
 
     ib_delivery dl = run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
-    assert_non_null(dl.dead_letter_reason);
-    assert_string_equal(dl.dead_letter_reason, "rejected");
+    assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "rejected");
     assert_int_equal(dl.counts.rejected, 1);
     assert_false(fx_marked(f, "c/p/h", ev.id));
     assert_int_equal(atomic_load(&f->calls->mark_batch), 0);
@@ -193,7 +192,7 @@ static void reject_still_marks_ok_handlers(fx *f)
 
     ib_delivery dl = run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
-    assert_string_equal(dl.dead_letter_reason, "rejected");
+    assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "rejected");
     assert_int_equal(dl.counts.handled, 1);
     assert_int_equal(dl.counts.rejected, 1);
     assert_true(fx_marked(f, "c/p/ok", ev.id));
@@ -232,12 +231,12 @@ static void poison_not_done_dead_letters(fx *f)
         /* RETRY on the last allowed attempt ends the retries */
         ib_delivery dl = run_one(f, &ev, 8);
         assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
-        assert_string_equal(dl.dead_letter_reason, "max-deliver");
+        assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "max-deliver");
         assert_int_equal(atomic_load(&h.calls), 3);
         /* and a copy that comes back is dead-lettered without running */
         dl = run_one(f, &ev, 9);
         assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
-        assert_string_equal(dl.dead_letter_reason, "max-deliver");
+        assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "max-deliver");
         assert_int_equal(dl.counts.exhausted, 1);
         assert_int_equal(atomic_load(&h.calls), 3);
         assert_false(fx_marked(f, "c/p/h", ev.id));
@@ -250,7 +249,7 @@ static void poison_not_done_dead_letters(fx *f)
     for (uint64_t dc = 3; dc <= 4; dc++) {
         dl = run_one(f, &ev, dc);
         assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
-        assert_string_equal(dl.dead_letter_reason, "max-deliver");
+        assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "max-deliver");
         assert_int_equal(atomic_load(&h.calls), 1); /* not run again */
     }
     assert_false(fx_marked(f, "c/p/h", ev.id));
@@ -296,7 +295,7 @@ static void poison_done_acks(fx *f)
         return;
     }
     assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
-    assert_string_equal(dl.dead_letter_reason, "max-deliver");
+    assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "max-deliver");
     assert_int_equal(dl.counts.duplicates, 1);
     assert_int_equal(atomic_load(&a.calls) + atomic_load(&b.calls), 0);
     fx_handler_destroy(&a);
@@ -438,7 +437,8 @@ static void batch_duplicates_follow_failure(fx *f)
         for (int i = 0; i < 2; i++) {
             assert_int_equal(dl[i].outcome, table[t].outcome);
             if (table[t].reason != NULL)
-                assert_string_equal(dl[i].dead_letter_reason, table[t].reason);
+                assert_string_equal(ib_dead_letter_reason_str(dl[i].dead_letter_reason),
+                                    table[t].reason);
             else
                 assert_true(dl[i].nak_delay_ms > 0);
         }

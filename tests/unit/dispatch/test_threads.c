@@ -287,7 +287,7 @@ static void pool_mixed_batch(fx *f)
             assert_int_equal(copy ? c->coalesced : c->retried, 2);
         } else if (r == 1) {
             assert_int_equal(dl[i].outcome, IB_OUTCOME_DEAD_LETTER);
-            assert_string_equal(dl[i].dead_letter_reason, "rejected");
+            assert_string_equal(ib_dead_letter_reason_str(dl[i].dead_letter_reason), "rejected");
             assert_int_equal(copy ? c->coalesced : c->rejected, 2);
         } else {
             assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);

@@ -49,7 +49,7 @@ static int run(ib_dispatch *d, ib_recorder *rec, const ib_plugin *p, const char 
         rc = dl.outcome == IB_OUTCOME_ACK && dl.counts.handled == 1 && done ? 0 : 1;
     else if (strcmp(argv[4], "rejected") == 0)
         rc = dl.outcome == IB_OUTCOME_DEAD_LETTER && !done &&
-                     strcmp(dl.dead_letter_reason, "rejected") == 0
+                     dl.dead_letter_reason == IB_DLQ_REJECTED
                  ? 0
                  : 1;
     else if (strcmp(argv[4], "retry") == 0)

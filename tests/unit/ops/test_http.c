@@ -73,9 +73,9 @@ static void probes_and_metrics_answer(void **state)
 
     ib_metrics_add(m, IB_METRIC_EVENTS_RECEIVED, 42);
     ib_metrics_add(m, IB_METRIC_DUPLICATES_DROPPED, 5);
-    ib_metrics_dead_letter(m, "decode");
-    ib_metrics_dead_letter(m, "rejected");
-    ib_metrics_dead_letter(m, "rejected");
+    ib_metrics_dead_letter(m, IB_DLQ_DECODE);
+    ib_metrics_dead_letter(m, IB_DLQ_REJECTED);
+    ib_metrics_dead_letter(m, IB_DLQ_REJECTED);
     ib_metrics_gauge_set(m, IB_METRIC_CONSUMER_PENDING, 77);
     ib_metrics_observe(m, IB_METRIC_RECORDER_SECONDS, 0.003);
 
