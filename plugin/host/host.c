@@ -321,7 +321,7 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
     h->bus.timeout_ms = 5000;
 }
 
-/* Open, first half: what needs no NATS (owner, metrics, batch arrays,
+/* Open, first part: what needs no NATS (owner, metrics, batch arrays,
  * recorder, plugins, HTTP). Returns 0, or -1 with `e` set. */
 static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
 {

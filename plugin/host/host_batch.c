@@ -2,8 +2,9 @@
  * run the valid ones through the idempotent core in one call (one claim
  * transaction; marks committed as handlers finish), then settle every
  * message: ack, nak with a delay, or dead-letter. A message is acked only
- * once its marks are durable: during the run (ib__host_on_settled, as the
- * commit holding them lands) or after it. */
+ * once its marks are durable: during the run (on_settled, as the commit
+ * holding them lands) or after it. This file also creates dispatch, so the
+ * observer and callbacks it hands dispatch stay its own. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
