@@ -707,6 +707,15 @@ typedef struct verdicts {
     int64_t busy_ms; /* longest remaining lease among the busy ones */
 } verdicts;
 
+/* Another owner holds an item's claim for up to `remaining_ms` more: the
+ * delivery comes back once the longest such lease may have ended. */
+static void wait_for_holder(verdicts *v, int64_t remaining_ms)
+{
+    v->busy = true;
+    if (remaining_ms > v->busy_ms)
+        v->busy_ms = remaining_ms;
+}
+
 /* Counts one item and notes what it asks of the outcome. A follower counts
  * as a duplicate when its leader succeeded, else as coalesced. */
 static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
@@ -731,8 +740,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         n->exhausted += !follower;
         return;
     case R_BUSY:
-        v->busy = true;
-        v->busy_ms = lead->busy_ms > v->busy_ms ? lead->busy_ms : v->busy_ms;
+        wait_for_holder(v, lead->busy_ms);
         own = &n->busy;
         break;
     case R_REJECT:
@@ -741,8 +749,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         break;
     case R_LOST:
         /* the new holder decides; come back when its lease may have ended */
-        v->busy = true;
-        v->busy_ms = c->r->opts.lease_ms > v->busy_ms ? c->r->opts.lease_ms : v->busy_ms;
+        wait_for_holder(v, c->r->opts.lease_ms);
         own = &n->lost;
         break;
     case R_CLAIM_FAILED:
@@ -782,6 +789,31 @@ static int64_t busy_wait_ms(const run_ctx *c, const ib_delivery *dl, int64_t rem
     return step < remaining_ms ? step : remaining_ms;
 }
 
+/* The outcome of a delivery whose items added up to `v`. REJECT wins, then
+ * a RETRY or failed claim, then the poison rule, then a busy claim; ACK when
+ * none of them applies. */
+static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
+{
+    const ib_dispatch_options *o = &c->r->opts;
+    if (v->reject) {
+        dl->outcome = IB_OUTCOME_DEAD_LETTER;
+        dl->dead_letter_reason = "rejected";
+    } else if (v->retry) {
+        dl->outcome = IB_OUTCOME_NAK;
+        dl->nak_delay_ms = ib_dispatch_backoff_ms(o, dl->delivery_count);
+    } else if (v->open) {
+        dl->outcome = IB_OUTCOME_DEAD_LETTER;
+        dl->dead_letter_reason = "max-deliver";
+    } else if (v->busy) {
+        dl->outcome = IB_OUTCOME_NAK;
+        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy_wait_ms(c, dl, v->busy_ms));
+    } else {
+        dl->outcome = IB_OUTCOME_ACK;
+    }
+}
+
+/* Fills delivery i's outputs: its counters, its handlers' time, the
+ * observer's reports and its outcome. */
 static void decide(run_ctx *c, size_t i)
 {
     ib_delivery *dl = &c->dl[i];
@@ -801,21 +833,7 @@ static void decide(run_ctx *c, size_t i)
             observe(c, dl, it, it->result);
         tally(c, dl, it, &v);
     }
-    if (v.reject) {
-        dl->outcome = IB_OUTCOME_DEAD_LETTER;
-        dl->dead_letter_reason = "rejected";
-    } else if (v.retry) {
-        dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_backoff_ms(o, dl->delivery_count);
-    } else if (v.open) {
-        dl->outcome = IB_OUTCOME_DEAD_LETTER;
-        dl->dead_letter_reason = "max-deliver";
-    } else if (v.busy) {
-        dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy_wait_ms(c, dl, v.busy_ms));
-    } else {
-        dl->outcome = IB_OUTCOME_ACK;
-    }
+    choose_outcome(c, dl, &v);
 }
 
 /* ---- entry -------------------------------------------------------------- */
