@@ -260,6 +260,12 @@ static void staged_free(staged_types *sg)
     free(sg->fresh);
 }
 
+static ib_status no_memory(const ib_dispatch_handler *hd, ib_error *err)
+{
+    return ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to register handler %s",
+                        hd->name != NULL ? hd->name : hd->consumer);
+}
+
 ib_status ib__dtable_add(ib__dtable *t, const ib_dispatch_handler *hd, ib_error *err)
 {
     size_t ntypes = 0;
@@ -270,21 +276,15 @@ ib_status ib__dtable_add(ib__dtable *t, const ib_dispatch_handler *hd, ib_error 
     if (st != IB_OK)
         return st;
     if (!handlers_reserve(t) || (h = handler_new(hd, t->handler_count)) == NULL)
-        goto nomem;
+        return no_memory(hd, err);
     st = types_reserve(t, ntypes, err);
-    if (st != IB_OK)
-        goto free_staged;
-    if (!stage_types(t, hd->event_types, ntypes, &sg))
-        goto nomem;
-    commit_types(t, hd->event_types, ntypes, h, &sg);
-    t->handlers[t->handler_count++] = h;
-    staged_free(&sg);
-    return IB_OK;
-
-nomem:
-    st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to register handler %s",
-                      hd->name != NULL ? hd->name : hd->consumer);
-free_staged:
+    if (st == IB_OK && !stage_types(t, hd->event_types, ntypes, &sg))
+        st = no_memory(hd, err);
+    if (st == IB_OK) {
+        commit_types(t, hd->event_types, ntypes, h, &sg);
+        t->handlers[t->handler_count++] = h;
+        h = NULL; /* the table's now */
+    }
     staged_free(&sg);
     handler_free(h);
     return st;
