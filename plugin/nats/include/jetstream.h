@@ -45,9 +45,10 @@ typedef struct ib_nats ib_nats;
 
 /* Connects (or, with retry_initial_connect, starts connecting) and creates
  * a JetStream context. `*out` is owned by the caller; ib_nats_close()
- * flushes and frees it. Errors: IB_ERR_CONFIG for unusable credentials or
- * TLS files (the message names the option), IB_ERR_NATS when the server
- * cannot be reached. */
+ * flushes and frees it. Errors: IB_ERR_CONFIG for an unusable URL,
+ * credentials or TLS files (the message names the setting and its value,
+ * e.g. "credentials file F: ..."), IB_ERR_NATS when the server cannot be
+ * reached. */
 ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *config, ib_error *err);
 
 /* Borrowed handles, valid until ib_nats_close(). */
@@ -82,7 +83,7 @@ const char *ib_nats_strerror(char *buf, size_t len, natsStatus s);
  * A durable created by js_PullSubscribe belongs to that subscription and
  * is deleted when it unsubscribes or drains, for every process. We never
  * let nats.c own the durable: it is created explicitly with js_AddConsumer
- * (only with --create) and otherwise looked up by stream and name, so a
+ * (only when asked to create it) and otherwise looked up by stream and name, so a
  * subscriber's shutdown never deletes a shared durable. */
 typedef struct ib_consumer_setup {
     const char *stream;
@@ -98,8 +99,8 @@ typedef struct ib_consumer_setup {
     int64_t max_ack_pending;
     /* How the host will pull, checked against the consumer's limits, which
      * would otherwise refuse every pull request with a 409: */
-    size_t batch;             /* messages per pull request (--batch); 0 = not checked */
-    int64_t pull_expires_ms;  /* lifetime of a pull request (--pull-expires); 0 = not checked */
+    size_t batch;             /* messages per pull request; 0 = not checked */
+    int64_t pull_expires_ms;  /* lifetime of a pull request; 0 = not checked */
     int64_t waiting_requests; /* pull requests that may wait on the server at once */
 } ib_consumer_setup;
 
@@ -120,7 +121,7 @@ typedef struct ib_consumer_facts {
  * not asked for, when it is a push consumer or does not use explicit acks,
  * or when its MaxRequestBatch, MaxRequestExpires or MaxWaiting would
  * refuse the pull requests described by `s->batch`, `s->pull_expires_ms`
- * and `s->waiting_requests` (the message names the ibus option and both
+ * and `s->waiting_requests` (the message names the setting and both
  * values); IB_ERR_NATS for server errors. */
 ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consumer_setup *s,
                              ib_error *err);
@@ -177,16 +178,22 @@ typedef struct ib_puller ib_puller;
  * MaxWaiting must leave room for them. */
 #define IB_PULLER_MAX_WAITING 2
 
+/* The largest batch a puller asks for; a caller that takes the size from
+ * a user checks it against this first and names its own option. */
+#define IB_PULLER_MAX_BATCH 4096
+
 typedef struct ib_puller_options {
     const char *stream;
     const char *durable;
-    size_t batch;       /* messages per pull request, 1..4096 */
+    size_t batch;       /* messages per pull request, 1..IB_PULLER_MAX_BATCH */
     int64_t expires_ms; /* lifetime of one pull request on the server; 0 = default */
     int64_t flush_ms;   /* once a message arrived, wait at most this for more; 0 = 5 */
 } ib_puller_options;
 
 /* Subscribes to a new inbox on `nc` (BORROWED; must outlive the puller).
- * `*out` is freed with ib_puller_free(). */
+ * `*out` is freed with ib_puller_free(). Errors: IB_ERR_INVALID_ARG for a
+ * batch outside 1..IB_PULLER_MAX_BATCH (checked before `nc` is used),
+ * IB_ERR_NOMEM, IB_ERR_NATS, IB_ERR_IO. */
 ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_options *options,
                            ib_error *err);
 
