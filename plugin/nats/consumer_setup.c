@@ -6,10 +6,6 @@
 
 #include "log.h"
 
-/* JetStream API error codes (server's errors.json). */
-#define JS_ERR_STREAM_NOT_FOUND 10059
-#define JS_ERR_CONSUMER_NOT_FOUND 10014
-
 static ib_status js_fail(ib_error *err, const char *what, natsStatus s, jsErrCode jerr)
 {
     char d[200];
@@ -28,7 +24,7 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
         jsStreamInfo_Destroy(si);
         return IB_OK;
     }
-    if (s != NATS_NOT_FOUND && jerr != JS_ERR_STREAM_NOT_FOUND)
+    if (s != NATS_NOT_FOUND && jerr != JSStreamNotFoundErr)
         return js_fail(err, "stream info", s, jerr);
 
     char *copy = strdup(subjects);
@@ -63,7 +59,6 @@ static void facts_from(ib_consumer_facts *out, const jsConsumerInfo *ci)
     out->ack_wait_ms = ci->Config->AckWait / 1000000;
     out->max_deliver = ci->Config->MaxDeliver;
     out->num_pending = ci->NumPending;
-    out->num_ack_pending = (uint64_t)ci->NumAckPending;
 }
 
 ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *stream,
@@ -73,7 +68,7 @@ ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *s
     jsErrCode jerr = 0;
     memset(out, 0, sizeof(*out));
     natsStatus s = js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr);
-    if (s == NATS_NOT_FOUND || jerr == JS_ERR_CONSUMER_NOT_FOUND || jerr == JS_ERR_STREAM_NOT_FOUND)
+    if (s == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr || jerr == JSStreamNotFoundErr)
         return IB_OK; /* an answer: it does not exist */
     if (s != NATS_OK)
         return js_fail(err, "consumer info", s, jerr);
@@ -182,8 +177,8 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
         }
     }
     natsStatus ns = js_GetConsumerInfo(&ci, js, s->stream, s->durable, NULL, &jerr);
-    if (ns != NATS_OK && (ns == NATS_NOT_FOUND || jerr == JS_ERR_CONSUMER_NOT_FOUND ||
-                          jerr == JS_ERR_STREAM_NOT_FOUND)) {
+    if (ns != NATS_OK &&
+        (ns == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr || jerr == JSStreamNotFoundErr)) {
         if (!s->create)
             return ib_error_set(err, IB_ERR_CONFIG,
                                 "consumer %s on stream %s does not exist (create it, or "
@@ -191,7 +186,6 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                                 s->durable, s->stream);
         if ((st = create_consumer(&ci, js, s, err)) != IB_OK)
             return st;
-        out->created = true;
         ib_log_kv(IB_SEV_INFO, "consumer created", "stream", s->stream, "durable", s->durable,
                   NULL);
     } else if (ns != NATS_OK) {

@@ -15,7 +15,6 @@ struct ib_nats {
     atomic_int connected;
     atomic_int closed;
     atomic_int closing; /* set by ib_nats_close: disconnects are expected */
-    atomic_ullong reconnects;
     char nkey_public[IB_NKEY_PUBLIC_LEN + 1];
 };
 
@@ -46,7 +45,6 @@ static void on_reconnected(natsConnection *nc, void *closure)
     ib_nats *n = closure;
     natsConnection_GetConnectedUrl(nc, url, sizeof(url));
     atomic_store(&n->connected, 1);
-    atomic_fetch_add(&n->reconnects, 1);
     ib_log_kv(IB_SEV_INFO, "nats reconnected", "url", url, NULL);
 }
 
@@ -267,11 +265,6 @@ bool ib_nats_is_connected(const ib_nats *n)
 bool ib_nats_is_closed(const ib_nats *n)
 {
     return atomic_load(&((ib_nats *)n)->closed) != 0;
-}
-
-uint64_t ib_nats_reconnects(const ib_nats *n)
-{
-    return atomic_load(&((ib_nats *)n)->reconnects);
 }
 
 bool ib_nats_wait_connected(ib_nats *n, const volatile int *stop, int64_t timeout_ms)

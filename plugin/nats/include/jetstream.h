@@ -58,7 +58,6 @@ jsCtx *ib_nats_jetstream(ib_nats *n);
 /* Connection state, safe from any thread. */
 bool ib_nats_is_connected(const ib_nats *n);
 bool ib_nats_is_closed(const ib_nats *n);
-uint64_t ib_nats_reconnects(const ib_nats *n);
 
 /* Waits until connected, closed, `*stop` becomes true or `timeout_ms`
  * passes (<0 = forever). Returns true when connected. */
@@ -109,10 +108,8 @@ typedef struct ib_consumer_facts {
     int64_t ack_wait_ms;
     int64_t max_deliver; /* -1 or 0 = unlimited */
     uint64_t num_pending;
-    uint64_t num_ack_pending;
-    bool created; /* this call created the consumer */
-    bool exists;  /* ib_consumer_facts_get: false when the server says there is no such
-                     consumer (or stream); the other fields are 0 then */
+    bool exists; /* ib_consumer_facts_get: false when the server says there is no such
+                    consumer (or stream); the other fields are 0 then */
 } ib_consumer_facts;
 
 /* Looks the consumer up (creating stream, dead-letter stream and consumer
