@@ -56,7 +56,8 @@ static const struct {
     const char *help;
 } counter_info[IB_METRIC_COUNTER_COUNT] = {
     [IB_METRIC_EVENTS_RECEIVED] = {"ibus_events_received_total",
-                                   "Messages fetched from the consumer, valid or not."},
+                                   "JetStream deliveries fetched from the consumer, decodable or "
+                                   "not (other messages are ignored, not counted)."},
     [IB_METRIC_EVENTS_HANDLED] = {"ibus_events_handled_total",
                                   "Handler runs that succeeded and were marked processed."},
     [IB_METRIC_DUPLICATES_DROPPED] = {"ibus_duplicates_dropped_total",
@@ -96,7 +97,8 @@ static const struct {
 } hist_info[IB_METRIC_HISTOGRAM_COUNT] = {
     [IB_METRIC_HANDLE_SECONDS] = {"ibus_handle_seconds", "Time spent in one handler call."},
     [IB_METRIC_RECORDER_SECONDS] = {"ibus_recorder_seconds",
-                                    "Time spent in one recorder call (check, mark or claim)."},
+                                    "Time spent in the recorder for one batch (its claims, marks "
+                                    "and releases together)."},
 };
 
 double ib_metrics_bucket_bound(size_t i)

@@ -33,7 +33,8 @@ typedef struct ib_metrics ib_metrics;
 /* Monotonic counters. Values are never renumbered; new ones go before
  * IB_METRIC_COUNTER_COUNT. */
 typedef enum ib_metric_counter {
-    IB_METRIC_EVENTS_RECEIVED = 0,    /* every message fetched, valid or not */
+    IB_METRIC_EVENTS_RECEIVED = 0,    /* JetStream deliveries, decodable or not; messages
+                                         without an ack subject are not counted */
     IB_METRIC_EVENTS_HANDLED = 1,     /* handler runs that returned OK */
     IB_METRIC_DUPLICATES_DROPPED = 2, /* handler runs skipped: already marked */
     IB_METRIC_HANDLER_FAILURES = 3,   /* handler runs that returned RETRY or REJECT */
@@ -68,7 +69,7 @@ typedef enum ib_metric_gauge {
 
 typedef enum ib_metric_histogram {
     IB_METRIC_HANDLE_SECONDS = 0,   /* one handler call, seconds */
-    IB_METRIC_RECORDER_SECONDS = 1, /* one recorder call (check, mark or claim), seconds */
+    IB_METRIC_RECORDER_SECONDS = 1, /* recorder time of one batch (claims, marks, releases) */
     IB_METRIC_HISTOGRAM_COUNT
 } ib_metric_histogram;
 
