@@ -1,5 +1,6 @@
 #include "jetstream.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -47,8 +48,17 @@ ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
     jsPubOptions po;
 
     id_out[0] = '\0';
-    if (bus == NULL || bus->js == NULL || req == NULL || req->size < sizeof(uint32_t) ||
-        req->type == NULL || req->type[0] == '\0')
+    if (req == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "publish: no request");
+    /* Like the loader's check of a descriptor's size: a smaller request
+     * was not built from plugin.h, and reading its fields would read past
+     * what the plugin gave. */
+    if (req->size < IB_PUBLISH_REQUEST_SIZE_1_0)
+        return ib_error_set(err, IB_ERR_INVALID_ARG,
+                            "publish: request size %" PRIu32
+                            " is below the %zu bytes of ABI 1.0 (set .size = sizeof(req))",
+                            req->size, (size_t)IB_PUBLISH_REQUEST_SIZE_1_0);
+    if (bus == NULL || bus->js == NULL || req->type == NULL || req->type[0] == '\0')
         return ib_error_set(err, IB_ERR_INVALID_ARG, "publish: no bus or no event type");
     if (req->id != NULL) {
         ib_id_reason r = ib_id_normalise(id, req->id, strlen(req->id), IB_ID_ANY_VERSION);
@@ -90,6 +100,11 @@ ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
     return IB_OK;
 }
 
+/* The ABI's levels are passed to the logger as they are. */
+_Static_assert(IB_LOG_DEBUG == (int)IB_SEV_DEBUG && IB_LOG_INFO == (int)IB_SEV_INFO &&
+                   IB_LOG_WARN == (int)IB_SEV_WARN && IB_LOG_ERROR == (int)IB_SEV_ERROR,
+               "ib_log_level and ib_log_sev must number the levels alike");
+
 static void api_log(ib_log_level level, const char *plugin, const char *fmt, ...)
 {
     va_list ap;
@@ -98,7 +113,12 @@ static void api_log(ib_log_level level, const char *plugin, const char *fmt, ...
     va_end(ap);
 }
 
-static int api_publish(ib_bus_proxy *bus, const ib_publish_request *req, char id_out[33])
+/* The ABI's id buffer is the core's: ids are copied between them whole. */
+_Static_assert(IB_EVENT_ID_BUF_SIZE == IB_ID_BUF_SIZE,
+               "plugin.h and uuid.h must agree on the id buffer size");
+
+static int api_publish(ib_bus_proxy *bus, const ib_publish_request *req,
+                       char id_out[IB_EVENT_ID_BUF_SIZE])
 {
     char id[IB_ID_BUF_SIZE];
     ib_error e;
@@ -113,7 +133,7 @@ static int api_publish(ib_bus_proxy *bus, const ib_publish_request *req, char id
     return 0;
 }
 
-static void api_derive_id(char out[33], const char *parent_id, const char *name)
+static void api_derive_id(char out[IB_EVENT_ID_BUF_SIZE], const char *parent_id, const char *name)
 {
     ib_uuid_derive(out, parent_id, name);
 }

@@ -1,5 +1,5 @@
 /* The NATS part's refusals that need no server: argument checks of the
- * puller and the connection, and the words they use. A library names the
+ * puller, the connection and the bus proxy, and the words they use. A library names the
  * setting and its value, never a command-line flag of ibus. */
 #include "ib_test.h"
 
@@ -47,7 +47,39 @@ static void connect_names_the_tls_settings(void **state)
     assert_no_flag(e.msg);
 }
 
+static void publish_refuses_a_request_smaller_than_abi_1_0(void **state)
+{
+    (void)state;
+    ib_bus_proxy bus = {.subject_prefix = "events", .source = "test"};
+    ib_publish_request req = {.size = sizeof(req), .type = "t", .payload = "x", .payload_len = 1};
+    char id[IB_ID_BUF_SIZE] = "x";
+    ib_error e;
+
+    assert_true(IB_PUBLISH_REQUEST_SIZE_1_0 <= sizeof(req));
+    /* the size is checked before anything else of the request or the bus */
+    req.size = (uint32_t)IB_PUBLISH_REQUEST_SIZE_1_0 - 1;
+    assert_int_equal(ib_bus_publish(&bus, &req, id, &e), IB_ERR_INVALID_ARG);
+    assert_non_null(strstr(e.msg, "request size"));
+    assert_non_null(strstr(e.msg, "below"));
+    assert_string_equal(id, "");
+    req.size = sizeof(uint32_t);
+    assert_int_equal(ib_bus_publish(NULL, &req, id, &e), IB_ERR_INVALID_ARG);
+    assert_non_null(strstr(e.msg, "request size 4 "));
+
+    /* through the API table a plugin sees -1 and an empty id */
+    const ib_host_api *api = ib_bus_host_api();
+    strcpy(id, "x");
+    assert_true(api->publish(&bus, &req, id) < 0);
+    assert_string_equal(id, "");
+
+    /* a full-size request passes the size check and meets the next one */
+    req.size = (uint32_t)IB_PUBLISH_REQUEST_SIZE_1_0;
+    assert_int_equal(ib_bus_publish(&bus, &req, id, &e), IB_ERR_INVALID_ARG);
+    assert_string_equal(e.msg, "publish: no bus or no event type");
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(publish_refuses_a_request_smaller_than_abi_1_0),
     cmocka_unit_test(puller_refuses_a_batch_out_of_range),
     cmocka_unit_test(connect_names_the_tls_settings),
 };
