@@ -352,15 +352,40 @@ struct ib_bus_proxy {
 /* The host's API table (static storage; valid for the process lifetime). */
 const ib_host_api *ib_bus_host_api(void);
 
-/* Builds a NATS message carrying `fields` encoded as an Event on `subject`.
- * With `set_msg_id`, the Nats-Msg-Id header is the event id. `*out` is
- * owned by the caller (natsMsg_Destroy). */
-ib_status ib_bus_build_msg(natsMsg **out, const char *subject, const ib_event_fields *fields,
-                           bool set_msg_id, ib_error *err);
+/* One event to publish, before its id and subject are settled: what the
+ * bus proxy and `ibus publish` have in common. Every pointer is BORROWED
+ * for the call. */
+typedef struct ib_bus_event {
+    const char *type;    /* required */
+    const char *id;      /* NULL: a fresh uuid4; else normalised (must be a UUID) */
+    bool id_as_given;    /* send `id` as it is, checked for nothing (test tools) */
+    const char *subject; /* NULL: "<prefix>.<type>" */
+    const char *prefix;
+    const char *source; /* Event.source; may be NULL */
+    const void *payload;
+    size_t payload_len;
+    const ib_event_header *headers;
+    size_t header_count;
+    bool set_msg_id; /* Nats-Msg-Id = the event id, so JetStream drops republishes */
+} ib_bus_event;
 
-/* Publishes one event through `bus` and waits for the ack; `id` NULL means
- * a fresh uuid4. `id_out` receives the id used. This is what the API
- * table's publish slot calls. */
+/* Settles `ev`'s id and subject, encodes it as an Event stamped with the
+ * wall clock, and builds the NATS message (its subject is
+ * natsMsg_GetSubject's). `id_out` (`id_len` bytes, at least IB_ID_BUF_SIZE
+ * unless the id is sent as given, then truncated to fit) receives the id.
+ * `*out` is owned by the caller (natsMsg_Destroy, or a publish that takes
+ * it). Errors: IB_ERR_INVALID_ID when `id` is not a UUID (the message says
+ * why), IB_ERR_IO without randomness for a fresh id, the encoder's errors,
+ * IB_ERR_NATS when nats.c cannot build the message. */
+ib_status ib_bus_event_msg(natsMsg **out, char *id_out, size_t id_len, const ib_bus_event *ev,
+                           ib_error *err);
+
+/* Publishes one event through `bus` (with ib_bus_event_msg, Nats-Msg-Id
+ * set) and waits for the ack; `id` NULL means a fresh uuid4. `id_out`
+ * receives the id used ("" on error). This is what the API table's publish
+ * slot calls. Errors: IB_ERR_INVALID_ARG when `req` is NULL, its `size`
+ * is below IB_PUBLISH_REQUEST_SIZE_1_0, or it has no type; those of
+ * ib_bus_event_msg; IB_ERR_NATS when JetStream does not acknowledge. */
 ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
                          char id_out[IB_ID_BUF_SIZE], ib_error *err);
 
