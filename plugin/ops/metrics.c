@@ -51,12 +51,16 @@ static const char *const dead_reason_names[IB_DLQ_REASON_COUNT] = {
     [IB_DLQ_OTHER] = "other",
 };
 
-static const struct {
+/* A series' name and its HELP line. */
+typedef struct metric_info {
     const char *name;
     const char *help;
-} counter_info[IB_METRIC_COUNTER_COUNT] = {
+} metric_info;
+
+static const metric_info counter_info[IB_METRIC_COUNTER_COUNT] = {
     [IB_METRIC_EVENTS_RECEIVED] = {"ibus_events_received_total",
-                                   "Messages fetched from the consumer, valid or not."},
+                                   "JetStream deliveries fetched from the consumer, decodable or "
+                                   "not (other messages are ignored, not counted)."},
     [IB_METRIC_EVENTS_HANDLED] = {"ibus_events_handled_total",
                                   "Handler runs that succeeded and were marked processed."},
     [IB_METRIC_DUPLICATES_DROPPED] = {"ibus_duplicates_dropped_total",
@@ -76,10 +80,7 @@ static const struct {
                                "claim over (not marked; the new holder decides)."},
 };
 
-static const struct {
-    const char *name;
-    const char *help;
-} gauge_info[IB_METRIC_GAUGE_COUNT] = {
+static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
     [IB_METRIC_HANDLERS_IN_FLIGHT] = {"ibus_handlers_in_flight", "Handler calls running now."},
     [IB_METRIC_CONSUMER_PENDING] = {"ibus_consumer_pending",
                                     "Messages the consumer has not delivered yet."},
@@ -90,13 +91,11 @@ static const struct {
                                "1 while the recorder's last call worked, else 0."},
 };
 
-static const struct {
-    const char *name;
-    const char *help;
-} hist_info[IB_METRIC_HISTOGRAM_COUNT] = {
+static const metric_info hist_info[IB_METRIC_HISTOGRAM_COUNT] = {
     [IB_METRIC_HANDLE_SECONDS] = {"ibus_handle_seconds", "Time spent in one handler call."},
     [IB_METRIC_RECORDER_SECONDS] = {"ibus_recorder_seconds",
-                                    "Time spent in one recorder call (check, mark or claim)."},
+                                    "Time spent in the recorder for one batch (its claims, marks "
+                                    "and releases together)."},
 };
 
 double ib_metrics_bucket_bound(size_t i)

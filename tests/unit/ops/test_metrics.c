@@ -186,6 +186,9 @@ static void render_has_help_type_and_build_info(void **state)
     assert_int_equal(ib_metrics_render(&text, &len, m, NULL), IB_OK);
     assert_non_null(strstr(text, "# TYPE ibus_events_received_total counter\n"));
     assert_non_null(strstr(text, "# HELP ibus_handle_seconds "));
+    /* one sample per batch, not per recorder call */
+    assert_non_null(strstr(text, "# HELP ibus_recorder_seconds Time spent in the recorder for one "
+                                 "batch"));
     assert_non_null(strstr(text, "# TYPE ibus_handle_seconds histogram\n"));
     assert_non_null(strstr(text, "# TYPE ibus_consumer_pending gauge\n"));
     assert_non_null(strstr(text, "ibus_build_info{version=\"1.2.3 \\\"q\\\"\\\\\"} 1\n"));
