@@ -207,7 +207,7 @@ void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds
     atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)(seconds * 1e9 + 0.5), memory_order_release);
 }
 
-void ib_metrics_snapshot_get(ib_metrics_snapshot *out, const ib_metrics *m)
+void ib_metrics_snapshot_get(const ib_metrics *m, ib_metrics_snapshot *out)
 {
     if (out == NULL)
         return;

@@ -136,7 +136,7 @@ void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds
 /* Copies every value into `out`. Each value is read atomically; values are
  * not read at one instant, so a snapshot taken while other threads update
  * may mix slightly different moments (each counter is still monotonic). */
-void ib_metrics_snapshot_get(ib_metrics_snapshot *out, const ib_metrics *m);
+void ib_metrics_snapshot_get(const ib_metrics *m, ib_metrics_snapshot *out);
 
 /* Renders every series in the Prometheus text exposition format 0.0.4.
  * On success *out is a NUL-terminated string the caller frees with free()

@@ -51,7 +51,7 @@ static void counters_render_what_was_added(void **state)
     ib_metrics_add(NULL, IB_METRIC_ACKS, 1);         /* no-op */
 
     ib_metrics_snapshot s;
-    ib_metrics_snapshot_get(&s, m);
+    ib_metrics_snapshot_get(m, &s);
     assert_int_equal(s.counters[IB_METRIC_EVENTS_RECEIVED], 10);
     assert_int_equal(s.counters[IB_METRIC_ACKS], 9);
 
@@ -119,7 +119,7 @@ static void gauges_set_and_add(void **state)
     ib_metrics_gauge_set(m, IB_METRIC_GAUGE_COUNT, 5); /* ignored */
 
     ib_metrics_snapshot s;
-    ib_metrics_snapshot_get(&s, m);
+    ib_metrics_snapshot_get(m, &s);
     assert_int_equal(s.gauges[IB_METRIC_HANDLERS_IN_FLIGHT], 2);
 
     prom_text p;
@@ -149,7 +149,7 @@ static void histogram_buckets_are_le_and_cumulative(void **state)
     ib_metrics_observe(m, IB_METRIC_HISTOGRAM_COUNT, 1.0); /* ignored */
 
     ib_metrics_snapshot s;
-    ib_metrics_snapshot_get(&s, m);
+    ib_metrics_snapshot_get(m, &s);
     assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].count, 7);
     assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].buckets[0], 4);
     assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].buckets[IB_METRICS_BUCKETS], 1);
@@ -288,7 +288,7 @@ static void concurrent_updates_lose_nothing(void **state)
     }
     assert_true(total > 0);
     ib_metrics_snapshot s;
-    ib_metrics_snapshot_get(&s, m);
+    ib_metrics_snapshot_get(m, &s);
     assert_int_equal(s.counters[IB_METRIC_EVENTS_RECEIVED], total);
     assert_int_equal(s.dead_lettered[IB_DLQ_REJECTED], total);
     assert_int_equal(s.gauges[IB_METRIC_HANDLERS_IN_FLIGHT], 0);
