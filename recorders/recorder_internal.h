@@ -7,6 +7,8 @@
 #ifndef IB_RECORDER_INTERNAL_H
 #define IB_RECORDER_INTERNAL_H
 
+#include <stdint.h>
+
 #include "owner.h"
 #include "recorder.h"
 
@@ -70,8 +72,12 @@ bool ib__recorder_id_pack(uint8_t out[16], const char *id);
 int64_t ib__claim_hold_ms(const char *holder, const char *owner, int64_t expires, int64_t now,
                           int64_t lease_ms, bool probe, bool host_local);
 
-
-/* Name of a synchronous level ("off", "normal", "full", "extra"). */
-const char *ib__sqlite_sync_str(ib__sqlite_sync level);
+/* When a lease of `lease_ms` taken at `now` (lease clock, >= 0) ends:
+ * INT64_MAX rather than an overflow for a lease too long to add. Inline:
+ * every claim and renewal of both kinds computes it. */
+static inline int64_t ib__lease_end(int64_t now, int64_t lease_ms)
+{
+    return lease_ms > INT64_MAX - now ? INT64_MAX : now + lease_ms;
+}
 
 #endif
