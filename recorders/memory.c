@@ -553,7 +553,7 @@ static ib_status mark_locked(mem_recorder *m, const char *name, const char *even
 {
     uint8_t id[16];
     uint32_t c;
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     ib_status st = consumer_intern(m, &c, name, err);
     if (st != IB_OK)
         return st;
@@ -586,7 +586,7 @@ static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, const char
     uint8_t id[16];
     uint32_t c;
     *info = (ib_claim_info){.state = IB_CLAIM_DONE};
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     if (find_locked(m, NULL, NULL, name, id))
         return IB_OK;
     ib_status st = consumer_intern(m, &c, name, err);
@@ -670,7 +670,7 @@ static claim *claim_find(mem_recorder *m, const char *name, const char *event_id
     uint32_t c = consumer_find(m, name);
     if (c == HOLE)
         return NULL;
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     claim *cl = &m->claims[claim_probe(m, c, id)];
     return cl->owner != NULL ? cl : NULL;
 }
@@ -684,7 +684,7 @@ static void release_locked(mem_recorder *m, const char *name, const char *event_
     uint32_t c = consumer_find(m, name);
     if (c == HOLE)
         return;
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     size_t i = claim_probe(m, c, id);
     if (m->claims[i].owner != NULL && strcmp(m->claims[i].owner, owner) == 0)
         claim_delete(m, i);
@@ -698,7 +698,7 @@ static ib_status mem_is_processed(ib_recorder *r, bool *processed, const char *c
     mem_recorder *m = mem(r);
     uint8_t id[16];
     (void)err;
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     pthread_mutex_lock(&m->mu);
     *processed = find_locked(m, NULL, NULL, consumer, id);
     pthread_mutex_unlock(&m->mu);
@@ -713,7 +713,7 @@ static ib_status mem_check_batch(ib_recorder *r, bool *processed, const ib_marke
     (void)err;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n; i++) {
-        ib__recorder_id_pack(id, keys[i].event_id);
+        ib_id_pack(id, keys[i].event_id);
         processed[i] = find_locked(m, NULL, NULL, keys[i].consumer, id);
     }
     pthread_mutex_unlock(&m->mu);
@@ -831,7 +831,7 @@ static ib_status mem_mark_owned_batch(ib_recorder *r, bool *marked, const ib_mar
 static bool find_key_locked(mem_recorder *m, size_t *bi, const char *consumer, const char *event_id)
 {
     uint8_t id[16];
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     return find_locked(m, bi, NULL, consumer, id);
 }
 

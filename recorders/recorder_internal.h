@@ -59,11 +59,6 @@ ib_status ib__recorder_config_parse(ib__recorder_config *cfg, const char *uri,
 ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
 ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
 
-/* Packs a normalised id (exactly 32 lowercase hex digits, then NUL) into
- * 16 bytes; false for anything else. Same answers as ib_id_is_normalised +
- * ib_id_pack (core/uuid.h), without a branch per digit. */
-bool ib__recorder_id_pack(uint8_t out[16], const char *id);
-
 /* How long a claim held by `holder` (lease ending at `expires` on the lease
  * clock, now `now`) still keeps `owner` out, in ms; 0 when `owner` may take
  * it: free (holder NULL or ""), its own, ended, or held by a holder proven
