@@ -162,7 +162,7 @@ int main(int argc, char **argv)
             outstanding--;
         if (a.decode) {
             ib_event *ev = NULL;
-            ib_event_reject why = IB_EVENT_OK;
+            ib_event_reject why = IB_EVENT_NOT_REJECTED;
             if (ib_event_decode(&ev, &why, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
                                 NULL, NULL) != IB_OK)
                 decode_failed++;
