@@ -190,7 +190,7 @@ static bool print_callgrind(FILE *out, const ib__bench_report *r)
     }
     fprintf(out,
             "\nInstructions per event (valgrind --tool=callgrind; runs over %zu and %zu events, "
-            "10%% dups, difference / %zu). Hot path = inclusive cost of ib__host_process_batch "
+            "10%% dups, difference / %zu). Hot path = inclusive cost of " IB_BENCH_HOT_PATH " "
             "(decode, dispatch, claim/mark, ack bookkeeping); whole process = every thread, "
             "nats.c's reader included.\n\n| consumer | hot path | whole process |\n"
             "|---|---:|---:|\n",
