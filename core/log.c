@@ -224,34 +224,6 @@ static void text_escape(ib_linebuf *b, const char *s, int quote)
         lb_putc(b, '"');
 }
 
-static const char *sev_name(ib_log_sev sev)
-{
-    switch (sev) {
-    case IB_SEV_DEBUG:
-        return "debug";
-    case IB_SEV_INFO:
-        return "info";
-    case IB_SEV_WARN:
-        return "warn";
-    default:
-        return "error";
-    }
-}
-
-static const char *sev_name_upper(ib_log_sev sev)
-{
-    switch (sev) {
-    case IB_SEV_DEBUG:
-        return "DEBUG";
-    case IB_SEV_INFO:
-        return "INFO";
-    case IB_SEV_WARN:
-        return "WARN";
-    default:
-        return "ERROR";
-    }
-}
-
 /* Plugins may pass any int through the host API; clamp to a known level. */
 static ib_log_sev sev_clamp(ib_log_sev sev)
 {
@@ -260,6 +232,19 @@ static ib_log_sev sev_clamp(ib_log_sev sev)
     if ((int)sev > IB_SEV_ERROR)
         return IB_SEV_ERROR;
     return sev;
+}
+
+/* A level's name in JSON records ("warn") and in text records ("WARN"). */
+static const char *const sev_names[][2] = {
+    [IB_SEV_DEBUG] = {"debug", "DEBUG"},
+    [IB_SEV_INFO] = {"info", "INFO"},
+    [IB_SEV_WARN] = {"warn", "WARN"},
+    [IB_SEV_ERROR] = {"error", "ERROR"},
+};
+
+static const char *sev_name(ib_log_sev sev, int upper)
+{
+    return sev_names[sev_clamp(sev)][upper];
 }
 
 /* RFC 3339 UTC with milliseconds: 2026-01-01T00:00:00.000Z */
@@ -329,14 +314,14 @@ static void put_head(ib_linebuf *b, ib_log_format fmt, ib_log_sev sev, const cha
         lb_puts(b, "{\"ts\":\"");
         put_timestamp(b);
         lb_puts(b, "\",\"level\":\"");
-        lb_puts(b, sev_name(sev));
+        lb_puts(b, sev_name(sev, 0));
         lb_puts(b, "\",\"msg\":\"");
         json_escape(b, msg != NULL ? msg : "");
         lb_putc(b, '"');
     } else {
         put_timestamp(b);
         lb_putc(b, ' ');
-        lb_puts(b, sev_name_upper(sev));
+        lb_puts(b, sev_name(sev, 1));
         lb_putc(b, ' ');
         text_escape(b, msg != NULL ? msg : "", 0);
     }
@@ -419,18 +404,26 @@ int ib_log_enabled(ib_log_sev sev)
     return (int)sev_clamp(sev) >= atomic_load_explicit(&g_min_sev, memory_order_relaxed);
 }
 
+/* Starts a record of an enabled `sev` in `b`: the stream and format it
+ * will be written with (read once, so a concurrent reconfiguration cannot
+ * split it), then the head. */
+static void record_start(ib_linebuf *b, FILE **f, ib_log_format *fmt, ib_log_sev sev,
+                         const char *msg)
+{
+    *f = current_stream();
+    *fmt = resolve_format((ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed), *f);
+    lb_init(b);
+    put_head(b, *fmt, sev_clamp(sev), msg);
+}
+
 void ib_log_kv(ib_log_sev sev, const char *msg, ...)
 {
     if (!ib_log_enabled(sev))
         return;
-    sev = sev_clamp(sev);
-    FILE *f = current_stream();
-    ib_log_format fmt = (ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed);
-    fmt = resolve_format(fmt, f);
-
     ib_linebuf b;
-    lb_init(&b);
-    put_head(&b, fmt, sev, msg);
+    FILE *f;
+    ib_log_format fmt;
+    record_start(&b, &f, &fmt, sev, msg);
     va_list ap;
     va_start(ap, msg);
     for (;;) {
@@ -449,10 +442,6 @@ void ib_logv(ib_log_sev sev, const char *component, const char *fmtstr, va_list 
 {
     if (!ib_log_enabled(sev))
         return;
-    sev = sev_clamp(sev);
-    FILE *f = current_stream();
-    ib_log_format fmt = (ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed);
-    fmt = resolve_format(fmt, f);
 
     /* format the message first: into a small buffer, or exactly sized on the heap */
     char small[256];
@@ -473,8 +462,9 @@ void ib_logv(ib_log_sev sev, const char *component, const char *fmtstr, va_list 
     }
 
     ib_linebuf b;
-    lb_init(&b);
-    put_head(&b, fmt, sev, msg);
+    FILE *f;
+    ib_log_format fmt;
+    record_start(&b, &f, &fmt, sev, msg);
     if (component != NULL)
         put_field(&b, fmt, "component", component);
     put_tail_and_write(&b, fmt, f);
