@@ -42,6 +42,16 @@ static ib_status check_recorder(const ib_recorder *r, const void *out, ib_error 
     return IB_OK;
 }
 
+/* check_recorder, then the one key of a one-key call. */
+static ib_status check_call(const ib_recorder *r, const void *out, const char *consumer,
+                            const char *event_id, ib_error *err)
+{
+    ib_status st = check_recorder(r, out, err);
+    if (st == IB_OK)
+        st = ib__recorder_check_key(consumer, event_id, err);
+    return st;
+}
+
 static ib_status check_keys(const ib_marker_key *keys, size_t n, ib_error *err)
 {
     if (n > 0 && keys == NULL)
@@ -102,9 +112,7 @@ const char *ib_recorder_kind(const ib_recorder *r)
 ib_status ib_recorder_is_processed(ib_recorder *r, bool *processed, const char *consumer,
                                    const char *event_id, ib_error *err)
 {
-    ib_status st = check_recorder(r, processed, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, processed, consumer, event_id, err);
     if (st != IB_OK)
         return st;
     return r->ops->is_processed(r, processed, consumer, event_id, err);
@@ -113,9 +121,7 @@ ib_status ib_recorder_is_processed(ib_recorder *r, bool *processed, const char *
 ib_status ib_recorder_mark(ib_recorder *r, const char *consumer, const char *event_id,
                            ib_error *err)
 {
-    ib_status st = check_recorder(r, r, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, r, consumer, event_id, err);
     if (st != IB_OK)
         return st;
     return r->ops->mark_processed(r, consumer, event_id, err);
@@ -172,9 +178,7 @@ ib_status ib_recorder_claim(ib_recorder *r, ib_claim_state *state, const char *c
                             const char *event_id, const char *owner, int64_t lease_ms,
                             ib_error *err)
 {
-    ib_status st = check_recorder(r, state, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, state, consumer, event_id, err);
     if (st == IB_OK)
         st = check_owner(owner, err);
     if (st == IB_OK)
@@ -223,9 +227,7 @@ ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states, const 
 ib_status ib_recorder_release(ib_recorder *r, const char *consumer, const char *event_id,
                               const char *owner, ib_error *err)
 {
-    ib_status st = check_recorder(r, r, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, r, consumer, event_id, err);
     if (st == IB_OK)
         st = check_owner(owner, err);
     if (st != IB_OK)
@@ -258,9 +260,7 @@ ib_status ib_recorder_release_batch(ib_recorder *r, const ib_marker_key *keys, s
 ib_status ib_recorder_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
                              const char *event_id, ib_error *err)
 {
-    ib_status st = check_recorder(r, found, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, found, consumer, event_id, err);
     if (st != IB_OK)
         return st;
     if (!HAS_OP(r, lookup))
@@ -275,9 +275,7 @@ ib_status ib_recorder_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const 
 ib_status ib_recorder_forget(ib_recorder *r, bool *existed, const char *consumer,
                              const char *event_id, ib_error *err)
 {
-    ib_status st = check_recorder(r, r, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, r, consumer, event_id, err);
     if (st != IB_OK)
         return st;
     if (!HAS_OP(r, forget))

@@ -849,6 +849,19 @@ static ib_status sq_list(ib_recorder *r, const char *consumer, size_t limit,
     return run_locked(sq(r), TX_READ, body_list, &c, err);
 }
 
+/* Steps a statement whose one row is one number into `*out` (left alone
+ * when no row comes back), and resets it. */
+static int read_count(uint64_t *out, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    int rrc = sqlite3_reset(st);
+    return rc != SQLITE_DONE ? rc : rrc;
+}
+
 static int body_stats(sq_recorder *s, void *vctx, ib_error *local)
 {
     ib_recorder_stats *out = vctx;
@@ -867,26 +880,11 @@ static int body_stats(sq_recorder *s, void *vctx, ib_error *local)
         return rc;
     if (rrc != SQLITE_OK)
         return rrc;
-    st = s->q[Q_STATS_CLAIMS];
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        out->claims = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    rrc = sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
+    rc = read_count(&out->claims, s->q[Q_STATS_CLAIMS]);
+    if (rc != SQLITE_OK || !s->in_memory)
         return rc;
-    if (rrc != SQLITE_OK || !s->in_memory)
-        return rrc;
     /* A file's size is read from the file system instead (WAL included). */
-    st = s->q[Q_STATS_PAGES];
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        out->storage_bytes = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    rrc = sqlite3_reset(st);
-    return rc != SQLITE_DONE ? rc : rrc;
+    return read_count(&out->storage_bytes, s->q[Q_STATS_PAGES]);
 }
 
 static uint64_t file_size(const char *path, const char *suffix)
