@@ -13,7 +13,7 @@
  * must be durable before an ack; a second plain row commits every 256
  * inserts, to show what per-batch commits cost before any recorder work.
  *
- * usage: recorder_bench [--quick] [--events N] [--checks N] [--dir DIR] */
+ * usage: recorder_bench [--quick] [--events N] [--checks N] [--dir DIR] [--only FLOW] */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,42 +247,51 @@ static void print_row(const result *x, double base_rate)
            rate / base_rate);
 }
 
-int main(int argc, char **argv)
+typedef struct bench_opts {
+    size_t events;
+    size_t checks;
+    const char *only; /* run only the flows whose name holds this */
+    const char *dir;
+} bench_opts;
+
+/* Returns 0, or 2 after printing the usage. */
+static int parse_opts(bench_opts *o, int argc, char **argv)
 {
-    size_t events = 200000, checks = 10000000;
-    const char *only = NULL;
-    const char *dir = getenv("TMPDIR");
-    if (dir == NULL || dir[0] == '\0')
-        dir = P_tmpdir;
+    *o = (bench_opts){.events = 200000, .checks = 10000000, .dir = getenv("TMPDIR")};
+    if (o->dir == NULL || o->dir[0] == '\0')
+        o->dir = P_tmpdir;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
-            events = 5000;
-            checks = 200000;
+            o->events = 5000;
+            o->checks = 200000;
         } else if (strcmp(argv[i], "--events") == 0 && i + 1 < argc) {
-            events = strtoul(argv[++i], NULL, 10);
+            o->events = strtoul(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--checks") == 0 && i + 1 < argc) {
-            checks = strtoul(argv[++i], NULL, 10);
+            o->checks = strtoul(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
-            dir = argv[++i];
+            o->dir = argv[++i];
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
-            only = argv[++i];
+            o->only = argv[++i];
         } else {
             fprintf(stderr, "usage: recorder_bench [--quick] [--events N] [--checks N] "
                             "[--dir DIR] [--only FLOW]\n");
             return 2;
         }
     }
-    if (events < 2 * DUP_DISTANCE)
-        events = 2 * DUP_DISTANCE;
-    if (checks < 10)
-        checks = 10;
+    if (o->events < 2 * DUP_DISTANCE)
+        o->events = 2 * DUP_DISTANCE;
+    if (o->checks < 10)
+        o->checks = 10;
+    return 0;
+}
 
-    stream s;
-    if (make_stream(&s, events) != 0)
-        die("malloc", NULL);
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/recorder_bench.%d.db", dir, (int)getpid());
+#define MAX_ROWS 10
 
+/* The baselines, then every flow `only` selects, into `rows`; returns how
+ * many. rows[0] is always the one-transaction baseline. */
+static size_t run_flows(result rows[MAX_ROWS], const bench_opts *o, const stream *s,
+                        const char *path)
+{
     static const struct {
         const char *name;
         bool sqlite;
@@ -294,39 +303,43 @@ int main(int argc, char **argv)
         {"memory: check -> mark", false, 0},
         {"memory: claim_batch/mark_batch of 256", false, 256},
     };
-    result rows[10];
     size_t nrows = 0;
-    double base = baseline(path, &s, 0);
-    rows[nrows++] = (result){"plain sqlite3 INSERT OR IGNORE, 1 transaction", events, base};
+    rows[nrows++] =
+        (result){"plain sqlite3 INSERT OR IGNORE, 1 transaction", o->events, baseline(path, s, 0)};
     /* What any design that commits every 256 marks starts from: the same
      * plain loop, committing as often as the batched flow does. */
-    if (only == NULL || strstr(only, "256") != NULL)
-        rows[nrows++] = (result){"plain sqlite3 INSERT OR IGNORE, 1 tx per 256", events,
-                                 baseline(path, &s, 256)};
+    if (o->only == NULL || strstr(o->only, "256") != NULL)
+        rows[nrows++] = (result){"plain sqlite3 INSERT OR IGNORE, 1 tx per 256", o->events,
+                                 baseline(path, s, 256)};
     for (size_t f = 0; f < sizeof(flows) / sizeof(flows[0]); f++) {
-        if (only != NULL && strstr(flows[f].name, only) == NULL)
+        if (o->only != NULL && strstr(flows[f].name, o->only) == NULL)
             continue;
         double t;
         if (flows[f].sqlite) {
-            t = sqlite_run(path, &s, flows[f].batch, flows[f].name);
+            t = sqlite_run(path, s, flows[f].batch, flows[f].name);
         } else {
             ib_recorder *r = open_recorder("memory:");
-            t = flows[f].batch == 0 ? flow_single(r, &s, flows[f].name)
-                                    : flow_batch(r, &s, flows[f].batch, flows[f].name);
+            t = flows[f].batch == 0 ? flow_single(r, s, flows[f].name)
+                                    : flow_batch(r, s, flows[f].batch, flows[f].name);
             ib_recorder_close(r);
         }
-        rows[nrows++] = (result){flows[f].name, events, t};
+        rows[nrows++] = (result){flows[f].name, o->events, t};
     }
+    return nrows;
+}
 
-    /* Checks alone, on a populated memory recorder: 90% hits. */
+/* Checks alone, on a memory recorder holding the stream: 90% hits. Returns
+ * the seconds `checks` checks took; `stats` gets the recorder's stats. */
+static double memory_checks(ib_recorder_stats *stats, const stream *s, size_t checks)
+{
     ib_recorder *m = open_recorder("memory:");
-    ib_marker_key *keys = malloc(s.n * sizeof(*keys));
+    ib_marker_key *keys = malloc(s->n * sizeof(*keys));
     ib_error err;
     if (keys == NULL)
         die("malloc", NULL);
-    for (size_t i = 0; i < s.n; i++)
-        keys[i] = (ib_marker_key){CONSUMER, s.ids[i]};
-    if (ib_recorder_mark_batch(m, keys, s.n, &err) != IB_OK)
+    for (size_t i = 0; i < s->n; i++)
+        keys[i] = (ib_marker_key){CONSUMER, s->ids[i]};
+    if (ib_recorder_mark_batch(m, keys, s->n, &err) != IB_OK)
         die("mark_batch", &err);
     free(keys);
     double t0 = now_s();
@@ -335,7 +348,7 @@ int main(int argc, char **argv)
         bool p = false;
         /* In stream order: the ids are random, so the lookups are too, but
          * the harness itself does not add a cache miss per check. */
-        const char *id = s.ids[i % s.n];
+        const char *id = s->ids[i % s->n];
         if (i % 10 == 9)
             id = "00000000000040008000000000000000";
         if (ib_recorder_is_processed(m, &p, CONSUMER, id, &err) != IB_OK)
@@ -345,20 +358,37 @@ int main(int argc, char **argv)
     double tc = now_s() - t0;
     if (hits != checks - checks / 10)
         die("memory checks gave wrong answers", NULL);
-    ib_recorder_stats st;
-    if (ib_recorder_stats_get(m, &st, &err) != IB_OK)
+    if (ib_recorder_stats_get(m, stats, &err) != IB_OK)
         die("stats", &err);
     ib_recorder_close(m);
+    return tc;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts o;
+    if (parse_opts(&o, argc, argv) != 0)
+        return 2;
+    stream s;
+    if (make_stream(&s, o.events) != 0)
+        die("malloc", NULL);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/recorder_bench.%d.db", o.dir, (int)getpid());
+
+    result rows[MAX_ROWS];
+    size_t nrows = run_flows(rows, &o, &s, path);
+    ib_recorder_stats st;
+    double tc = memory_checks(&st, &s, o.checks);
 
     printf("recorder_bench: %zu events (%zu distinct, %.0f%% duplicates), SQLite %s, file in %s\n",
-           events, s.distinct, 100.0 * (double)(events - s.distinct) / (double)events,
-           sqlite3_libversion(), dir);
+           o.events, s.distinct, 100.0 * (double)(o.events - s.distinct) / (double)o.events,
+           sqlite3_libversion(), o.dir);
     printf("%-46s %9s %9s %12s %9s\n", "flow", "events", "seconds", "events/s", "vs plain");
-    double base_rate = (double)events / base;
+    double base_rate = (double)o.events / rows[0].seconds;
     for (size_t i = 0; i < nrows; i++)
         print_row(&rows[i], base_rate);
-    printf("memory: %zu is_processed checks in %.3f s = %.2f M checks/s (1 thread)\n", checks, tc,
-           (double)checks / tc / 1e6);
+    printf("memory: %zu is_processed checks in %.3f s = %.2f M checks/s (1 thread)\n", o.checks, tc,
+           (double)o.checks / tc / 1e6);
     printf("memory: %llu markers in %llu bytes = %.1f bytes/marker\n",
            (unsigned long long)st.markers, (unsigned long long)st.storage_bytes,
            (double)st.storage_bytes / (double)st.markers);

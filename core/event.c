@@ -98,23 +98,12 @@ static size_t type_bad_offset(const uint8_t *type, size_t len)
     return len;
 }
 
-/* Sets the refusal class and the error, and returns `status`. */
-static ib_status refuse(ib_event_reject *reject, ib_event_reject cls, ib_error *err,
-                        ib_status status, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static ib_status refuse(ib_event_reject *reject, ib_event_reject cls, ib_error *err,
-                        ib_status status, const char *fmt, ...)
+/* Sets the refusal class and returns `status`, which the caller gets from
+ * ib_error_set: `return refuse(reject, cls, ib_error_set(err, ...));`. */
+static ib_status refuse(ib_event_reject *reject, ib_event_reject cls, ib_status status)
 {
     if (reject != NULL)
         *reject = cls;
-    if (err != NULL) {
-        va_list ap;
-        err->status = status;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
     return status;
 }
 
@@ -124,19 +113,23 @@ static ib_status refuse_wire(ib_event_reject *reject, ib_error *err, const ib__w
     const char *what = ib__wire_problem_str(scan->problem);
 
     if (scan->field == 6 && scan->subfield != 0)
-        return refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_DECODE,
-                      "not a protobuf Event: headers entry %zu, %s, at byte %zu: %s",
-                      scan->header_index,
-                      scan->subfield == 1   ? "key"
-                      : scan->subfield == 2 ? "value"
-                                            : "unknown field",
-                      scan->offset, what);
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_DECODE,
+                                   "not a protobuf Event: headers entry %zu, %s, at byte %zu: %s",
+                                   scan->header_index,
+                                   scan->subfield == 1   ? "key"
+                                   : scan->subfield == 2 ? "value"
+                                                         : "unknown field",
+                                   scan->offset, what));
     if (scan->field != 0)
-        return refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_DECODE,
-                      "not a protobuf Event: field %u (%s) at byte %zu: %s", (unsigned)scan->field,
-                      ib__wire_field_name(scan->field), scan->offset, what);
-    return refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_DECODE,
-                  "not a protobuf Event: at byte %zu: %s", scan->offset, what);
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_DECODE,
+                                   "not a protobuf Event: field %u (%s) at byte %zu: %s",
+                                   (unsigned)scan->field, ib__wire_field_name(scan->field),
+                                   scan->offset, what));
+    return refuse(reject, IB_EVENT_REJECT_DECODE,
+                  ib_error_set(err, IB_ERR_DECODE, "not a protobuf Event: at byte %zu: %s",
+                               scan->offset, what));
 }
 
 typedef struct header_slot {
@@ -202,7 +195,8 @@ static ib_status unpack(event_impl **out, ib_event_reject *reject, const uint8_t
 
     *out = NULL;
     if (scan->header_entries > (SIZE_MAX - sizeof(*impl)) / sizeof(ib_event_header))
-        return refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_TOO_LARGE, "too many headers");
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_TOO_LARGE, "too many headers"));
     impl = calloc(1, sizeof(*impl) + scan->header_entries * sizeof(ib_event_header));
     if (impl == NULL)
         goto nomem;
@@ -219,19 +213,23 @@ static ib_status unpack(event_impl **out, ib_event_reject *reject, const uint8_t
         if (failed)
             goto nomem;
         if (refused)
-            return refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_TOO_LARGE,
-                          "unpacking this %zu-byte message needs more than its memory budget "
-                          "of %zu bytes",
-                          len, budget);
-        return refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_DECODE,
-                      "not a protobuf Event: protobuf-c refused it");
+            return refuse(
+                reject, IB_EVENT_REJECT_DECODE,
+                ib_error_set(err, IB_ERR_TOO_LARGE,
+                             "unpacking this %zu-byte message needs more than its memory budget "
+                             "of %zu bytes",
+                             len, budget));
+        return refuse(
+            reject, IB_EVENT_REJECT_DECODE,
+            ib_error_set(err, IB_ERR_DECODE, "not a protobuf Event: protobuf-c refused it"));
     }
     *out = impl;
     return IB_OK;
 
 nomem:
-    return refuse(reject, IB_EVENT_OK, err, IB_ERR_NOMEM,
-                  "out of memory while decoding a %zu-byte event", len);
+    return refuse(
+        reject, IB_EVENT_NOT_REJECTED,
+        ib_error_set(err, IB_ERR_NOMEM, "out of memory while decoding a %zu-byte event", len));
 }
 
 /* The scanner and protobuf-c read the same bytes; if they ever disagree on a
@@ -243,22 +241,76 @@ static bool agrees(const char *unpacked, bool present, const uint8_t *raw, size_
     return strlen(unpacked) == raw_len && memcmp(unpacked, raw, raw_len) == 0;
 }
 
+/* The checks protobuf-c does not make: the scanner and protobuf-c agree on
+ * the strings, the type is printable, the id is a valid one (normalised
+ * into `impl->pub.id`). */
+static ib_status validate(event_impl *impl, ib_event_reject *reject, const ib__wire_scan *scan,
+                          unsigned id_flags, ib_error *err)
+{
+    const InfinityBus__V1__Event *msg = impl->msg;
+
+    /* A NUL in the id legitimately cuts protobuf-c's copy; the id check
+     * below refuses it from the raw bytes. */
+    bool id_has_nul = scan->id_len > 0 && memchr(scan->id, 0, scan->id_len) != NULL;
+    if ((!id_has_nul && !agrees(msg->id, scan->has_id, scan->id, scan->id_len)) ||
+        !agrees(msg->type, scan->has_type, scan->type, scan->type_len))
+        return refuse(
+            reject, IB_EVENT_REJECT_DECODE,
+            ib_error_set(err, IB_ERR_DECODE,
+                         "not a protobuf Event: its string fields could not be read consistently"));
+    if (scan->type_len == 0)
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_DECODE, "type is empty"));
+    size_t bad = type_bad_offset((const uint8_t *)msg->type, scan->type_len);
+    if (bad != scan->type_len)
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_DECODE,
+                                   "type has a control, space or invisible character at byte %zu",
+                                   bad));
+
+    if (scan->id_len == 0)
+        return refuse(reject, IB_EVENT_REJECT_INVALID_ID,
+                      ib_error_set(err, IB_ERR_INVALID_ID, "id is missing"));
+    /* Judge the raw bytes: protobuf-c's copy stops at a NUL. */
+    ib_id_reason why =
+        ib_id_normalise(impl->pub.id, (const char *)scan->id, scan->id_len, id_flags);
+    if (why != IB_ID_VALID)
+        return refuse(reject, IB_EVENT_REJECT_INVALID_ID,
+                      ib_error_set(err, IB_ERR_INVALID_ID, "id is malformed (%zu bytes): %s",
+                                   scan->id_len, ib_id_reason_str(why)));
+    return IB_OK;
+}
+
+/* Fills the public view of a validated event. */
+static ib_status publish(event_impl *impl, ib_event_reject *reject, size_t len, ib_error *err)
+{
+    const InfinityBus__V1__Event *msg = impl->msg;
+
+    if (!fill_headers(impl))
+        return refuse(
+            reject, IB_EVENT_NOT_REJECTED,
+            ib_error_set(err, IB_ERR_NOMEM, "out of memory while decoding a %zu-byte event", len));
+    impl->pub.type = msg->type;
+    impl->pub.payload = msg->payload.len > 0 ? msg->payload.data : NULL;
+    impl->pub.payload_len = msg->payload.len;
+    impl->pub.created_at_ms = msg->created_at_ms;
+    impl->pub.source = msg->source;
+    return IB_OK;
+}
+
+/* Decode is four steps: the limits, the wire scan (refuses what protobuf-c
+ * would accept but we must not), unpacking within the memory budget, then
+ * validate and publish. */
 ib_status ib_event_decode(ib_event **out, ib_event_reject *reject, const void *buf, size_t len,
                           const ib_event_limits *limits, ib_error *err)
 {
     size_t max_bytes = IB_EVENT_DEFAULT_MAX_BYTES;
     unsigned id_flags = IB_ID_UUID4_ONLY;
-    size_t budget;
     ib__wire_scan scan;
     event_impl *impl = NULL;
-    InfinityBus__V1__Event *msg;
-    ib_id_reason why;
-    bool id_has_nul;
-    size_t bad;
-    ib_status st;
 
     if (reject != NULL)
-        *reject = IB_EVENT_OK;
+        *reject = IB_EVENT_NOT_REJECTED;
     ib_error_clear(err);
     if (out == NULL || (buf == NULL && len > 0))
         return ib_error_set(err, IB_ERR_INVALID_ARG, "ib_event_decode: no output or no input");
@@ -269,70 +321,32 @@ ib_status ib_event_decode(ib_event **out, ib_event_reject *reject, const void *b
         id_flags = limits->id_flags;
     }
     if (len > max_bytes)
-        return refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_TOO_LARGE,
-                      "message is %zu bytes, over the limit of %zu bytes", len, max_bytes);
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_TOO_LARGE,
+                                   "message is %zu bytes, over the limit of %zu bytes", len,
+                                   max_bytes));
     if (len == 0)
-        return refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_DECODE,
-                      "empty message (0 bytes)");
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_DECODE, "empty message (0 bytes)"));
 
     if (ib__wire_scan_event(&scan, buf, len) != IB__WIRE_OK)
         return refuse_wire(reject, err, &scan);
 
-    budget = limits != NULL && limits->max_alloc != 0 ? limits->max_alloc : default_budget(len);
-    st = unpack(&impl, reject, buf, len, budget, &scan, err);
+    size_t budget =
+        limits != NULL && limits->max_alloc != 0 ? limits->max_alloc : default_budget(len);
+    ib_status st = unpack(&impl, reject, buf, len, budget, &scan, err);
     if (st != IB_OK)
         return st;
-    msg = impl->msg;
-
-    /* A NUL in the id legitimately cuts protobuf-c's copy; the id check
-     * below refuses it from the raw bytes. */
-    id_has_nul = scan.id_len > 0 && memchr(scan.id, 0, scan.id_len) != NULL;
-    if ((!id_has_nul && !agrees(msg->id, scan.has_id, scan.id, scan.id_len)) ||
-        !agrees(msg->type, scan.has_type, scan.type, scan.type_len)) {
-        st = refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_DECODE,
-                    "not a protobuf Event: its string fields could not be read consistently");
-        goto fail;
+    st = validate(impl, reject, &scan, id_flags, err);
+    if (st == IB_OK)
+        st = publish(impl, reject, len, err);
+    if (st != IB_OK) {
+        infinity_bus__v1__event__free_unpacked(impl->msg, &impl->alloc.base);
+        free(impl);
+        return st;
     }
-    if (scan.type_len == 0) {
-        st = refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_DECODE, "type is empty");
-        goto fail;
-    }
-    bad = type_bad_offset((const uint8_t *)msg->type, scan.type_len);
-    if (bad != scan.type_len) {
-        st = refuse(reject, IB_EVENT_REJECT_DECODE, err, IB_ERR_DECODE,
-                    "type has a control, space or invisible character at byte %zu", bad);
-        goto fail;
-    }
-
-    if (scan.id_len == 0) {
-        st = refuse(reject, IB_EVENT_REJECT_INVALID_ID, err, IB_ERR_INVALID_ID, "id is missing");
-        goto fail;
-    }
-    /* Judge the raw bytes: protobuf-c's copy stops at a NUL. */
-    why = ib_id_normalise(impl->pub.id, (const char *)scan.id, scan.id_len, id_flags);
-    if (why != IB_ID_VALID) {
-        st = refuse(reject, IB_EVENT_REJECT_INVALID_ID, err, IB_ERR_INVALID_ID,
-                    "id is malformed (%zu bytes): %s", scan.id_len, ib_id_reason_str(why));
-        goto fail;
-    }
-
-    if (!fill_headers(impl)) {
-        st = refuse(reject, IB_EVENT_OK, err, IB_ERR_NOMEM,
-                    "out of memory while decoding a %zu-byte event", len);
-        goto fail;
-    }
-    impl->pub.type = msg->type;
-    impl->pub.payload = msg->payload.len > 0 ? msg->payload.data : NULL;
-    impl->pub.payload_len = msg->payload.len;
-    impl->pub.created_at_ms = msg->created_at_ms;
-    impl->pub.source = msg->source;
     *out = &impl->pub;
     return IB_OK;
-
-fail:
-    infinity_bus__v1__event__free_unpacked(impl->msg, &impl->alloc.base);
-    free(impl);
-    return st;
 }
 
 void ib_event_free(ib_event *event)

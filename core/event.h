@@ -40,7 +40,7 @@
 
 /* Why a message was refused; the host maps these to dead-letter reasons. */
 typedef enum ib_event_reject {
-    IB_EVENT_OK = 0,
+    IB_EVENT_NOT_REJECTED = 0,  /* decoded, or failed through no fault of the message */
     IB_EVENT_REJECT_DECODE,     /* dead-letter reason IB_DLQ_DECODE */
     IB_EVENT_REJECT_INVALID_ID, /* dead-letter reason IB_DLQ_INVALID_ID */
 } ib_event_reject;
@@ -83,7 +83,7 @@ typedef struct ib_event {
  * sets `*out` to NULL and `*reject` (if non-NULL) to the dead-letter class,
  * and fills `err` with what was wrong; messages quote nothing from the input.
  * Two other failures are not the message's fault and leave `*reject` at
- * IB_EVENT_OK, so the caller retries rather than dead-letters:
+ * IB_EVENT_NOT_REJECTED, so the caller retries rather than dead-letters:
  * IB_ERR_NOMEM (the system is out of memory) and IB_ERR_INVALID_ARG (`out`
  * NULL, or `buf` NULL with `len` > 0). `limits` may be NULL for defaults. */
 ib_status ib_event_decode(ib_event **out, ib_event_reject *reject, const void *buf, size_t len,

@@ -3,6 +3,8 @@
  * threads (and other stdio users of the same stream) never interleave. */
 #include "log.h"
 
+#include "utf8.h"
+
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -87,42 +89,72 @@ static void lb_putc(ib_linebuf *b, char c)
 }
 
 /* Length of the well-formed UTF-8 sequence at s[0..n), or 0 if the bytes
- * there are not one (overlong forms, surrogates, values above U+10FFFF and
- * truncated sequences are all rejected, as RFC 3629 requires). */
+ * there are not one (the strict rules of RFC 3629, shared with the event
+ * checks). */
 static size_t utf8_seq_len(const unsigned char *s, size_t n)
 {
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        return (n >= 2 && (s[1] & 0xc0) == 0x80) ? 2 : 0;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-            return 0;
-        if (c == 0xe0 && s[1] < 0xa0)
-            return 0; /* overlong */
-        if (c == 0xed && s[1] >= 0xa0)
-            return 0; /* UTF-16 surrogate */
-        return 3;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-            return 0;
-        if (c == 0xf0 && s[1] < 0x90)
-            return 0; /* overlong */
-        if (c == 0xf4 && s[1] >= 0x90)
-            return 0; /* above U+10FFFF */
-        return 4;
-    }
-    return 0;
+    uint32_t cp;
+    return ib__utf8_decode(&cp, s, n);
 }
 
-/* Appends `s` as the inside of a JSON string. Control characters become
- * escapes and each byte of invalid UTF-8 becomes U+FFFD, so the line is
- * always valid JSON whatever a plugin or a producer put in a field. */
-static void json_escape(ib_linebuf *b, const char *s)
+/* How a value is escaped. JSON: control characters become escapes and each
+ * byte of invalid UTF-8 becomes U+FFFD, so the line is always valid JSON
+ * whatever a plugin or a producer put in a field. Text records are read by
+ * people on a terminal: control characters and invalid UTF-8 are shown as
+ * \xNN so nothing can forge a line or move the cursor; inside quotes, quotes
+ * and backslashes are escaped too. */
+typedef enum escape_style {
+    ESCAPE_JSON,
+    ESCAPE_TEXT,
+    ESCAPE_TEXT_QUOTED,
+} escape_style;
+
+static const char hex_digits[] = "0123456789abcdef";
+
+/* True if the ASCII byte `c` cannot be copied as it is. */
+static int ascii_needs_escape(escape_style style, unsigned char c)
 {
-    static const char hex[] = "0123456789abcdef";
+    if (c < 0x20 || c == 0x7f)
+        return 1;
+    return style != ESCAPE_TEXT && (c == '"' || c == '\\');
+}
+
+/* Writes a byte shown as \xNN (text) or \u00NN (JSON). */
+static void put_hex_escape(ib_linebuf *b, escape_style style, unsigned char c)
+{
+    if (style == ESCAPE_JSON) {
+        char e[6] = {'\\', 'u', '0', '0', hex_digits[c >> 4], hex_digits[c & 0xf]};
+        lb_put(b, e, 6);
+    } else {
+        char e[4] = {'\\', 'x', hex_digits[c >> 4], hex_digits[c & 0xf]};
+        lb_put(b, e, 4);
+    }
+}
+
+/* Writes the escape of an ASCII byte for which ascii_needs_escape holds. */
+static void put_ascii_escape(ib_linebuf *b, escape_style style, unsigned char c)
+{
+    if (c == '"' || c == '\\') {
+        char e[2] = {'\\', (char)c};
+        lb_put(b, e, 2);
+    } else if (c == '\n') {
+        lb_puts(b, "\\n");
+    } else if (c == '\t') {
+        lb_puts(b, "\\t");
+    } else if (style == ESCAPE_JSON && c == '\r') {
+        lb_puts(b, "\\r");
+    } else if (style == ESCAPE_JSON && c == '\b') {
+        lb_puts(b, "\\b");
+    } else if (style == ESCAPE_JSON && c == '\f') {
+        lb_puts(b, "\\f");
+    } else {
+        put_hex_escape(b, style, c);
+    }
+}
+
+/* Appends `s` escaped in `style`, cut after IB_LOG_VALUE_MAX bytes. */
+static void put_escaped(ib_linebuf *b, const char *s, escape_style style)
+{
     const unsigned char *u = (const unsigned char *)s;
     size_t n = strlen(s);
     int cut = 0;
@@ -133,72 +165,51 @@ static void json_escape(ib_linebuf *b, const char *s)
     size_t i = 0;
     while (i < n) {
         unsigned char c = u[i];
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            lb_put(b, e, 2);
-            i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            switch (c) {
-            case '\n':
-                lb_puts(b, "\\n");
-                break;
-            case '\r':
-                lb_puts(b, "\\r");
-                break;
-            case '\t':
-                lb_puts(b, "\\t");
-                break;
-            case '\b':
-                lb_puts(b, "\\b");
-                break;
-            case '\f':
-                lb_puts(b, "\\f");
-                break;
-            default: {
-                char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
-                lb_put(b, e, 6);
-            }
-            }
-            i++;
-        } else if (c < 0x80) {
+        if (c < 0x80) {
             /* copy the run of plain ASCII in one go */
-            size_t j = i + 1;
-            while (j < n && u[j] >= 0x20 && u[j] < 0x7f && u[j] != '"' && u[j] != '\\')
+            size_t j = i;
+            while (j < n && u[j] < 0x80 && !ascii_needs_escape(style, u[j]))
                 j++;
-            lb_put(b, s + i, j - i);
-            i = j;
-        } else {
-            size_t len = utf8_seq_len(u + i, n - i);
-            if (len == 0) {
-                /* a sequence cut by the length bound is dropped, not replaced */
-                if (cut && n - i < 4 && utf8_seq_len(u + i, strlen(s + i)) != 0)
-                    break;
-                lb_puts(b, "\\ufffd");
-                i++;
+            if (j > i) {
+                lb_put(b, s + i, j - i);
+                i = j;
             } else {
-                lb_put(b, s + i, len);
-                i += len;
+                put_ascii_escape(b, style, c);
+                i++;
             }
+            continue;
         }
+        size_t len = utf8_seq_len(u + i, n - i);
+        if (len != 0) {
+            lb_put(b, s + i, len);
+            i += len;
+            continue;
+        }
+        /* a sequence cut by the length bound is dropped, not replaced */
+        if (cut && n - i < 4 && utf8_seq_len(u + i, strlen(s + i)) != 0)
+            break;
+        if (style == ESCAPE_JSON)
+            lb_puts(b, "\\ufffd");
+        else
+            put_hex_escape(b, style, c);
+        i++;
     }
     if (cut)
         lb_puts(b, "...(truncated)");
 }
 
-/* Text records are read by people on a terminal: control characters and
- * invalid UTF-8 are shown as \xNN so nothing can forge a line or move the
- * cursor. `quote` wraps the value in quotes when it holds spaces, quotes or
- * '=' so key=value pairs stay unambiguous. */
+/* Appends `s` as the inside of a JSON string. */
+static void json_escape(ib_linebuf *b, const char *s)
+{
+    put_escaped(b, s, ESCAPE_JSON);
+}
+
+/* Appends `s` for a text record. `quote` wraps the value in quotes when it
+ * holds spaces, quotes or '=' so key=value pairs stay unambiguous. */
 static void text_escape(ib_linebuf *b, const char *s, int quote)
 {
-    static const char hex[] = "0123456789abcdef";
     const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s);
-    int cut = 0;
-    if (n > IB_LOG_VALUE_MAX) {
-        n = IB_LOG_VALUE_MAX;
-        cut = 1;
-    }
+    size_t n = strnlen(s, IB_LOG_VALUE_MAX);
     int need_quotes = 0;
     if (quote) {
         need_quotes = (n == 0);
@@ -208,72 +219,9 @@ static void text_escape(ib_linebuf *b, const char *s, int quote)
     }
     if (need_quotes)
         lb_putc(b, '"');
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = u[i];
-        if (need_quotes && (c == '"' || c == '\\')) {
-            char e[2] = {'\\', (char)c};
-            lb_put(b, e, 2);
-            i++;
-        } else if (c == '\n') {
-            lb_puts(b, "\\n");
-            i++;
-        } else if (c == '\t') {
-            lb_puts(b, "\\t");
-            i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 0xf]};
-            lb_put(b, e, 4);
-            i++;
-        } else if (c < 0x80) {
-            lb_putc(b, (char)c);
-            i++;
-        } else {
-            size_t len = utf8_seq_len(u + i, n - i);
-            if (len == 0) {
-                if (cut && n - i < 4 && utf8_seq_len(u + i, strlen(s + i)) != 0)
-                    break;
-                char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 0xf]};
-                lb_put(b, e, 4);
-                i++;
-            } else {
-                lb_put(b, s + i, len);
-                i += len;
-            }
-        }
-    }
-    if (cut)
-        lb_puts(b, "...(truncated)");
+    put_escaped(b, s, need_quotes ? ESCAPE_TEXT_QUOTED : ESCAPE_TEXT);
     if (need_quotes)
         lb_putc(b, '"');
-}
-
-static const char *sev_name(ib_log_sev sev)
-{
-    switch (sev) {
-    case IB_SEV_DEBUG:
-        return "debug";
-    case IB_SEV_INFO:
-        return "info";
-    case IB_SEV_WARN:
-        return "warn";
-    default:
-        return "error";
-    }
-}
-
-static const char *sev_name_upper(ib_log_sev sev)
-{
-    switch (sev) {
-    case IB_SEV_DEBUG:
-        return "DEBUG";
-    case IB_SEV_INFO:
-        return "INFO";
-    case IB_SEV_WARN:
-        return "WARN";
-    default:
-        return "ERROR";
-    }
 }
 
 /* Plugins may pass any int through the host API; clamp to a known level. */
@@ -284,6 +232,19 @@ static ib_log_sev sev_clamp(ib_log_sev sev)
     if ((int)sev > IB_SEV_ERROR)
         return IB_SEV_ERROR;
     return sev;
+}
+
+/* A level's name in JSON records ("warn") and in text records ("WARN"). */
+static const char *const sev_names[][2] = {
+    [IB_SEV_DEBUG] = {"debug", "DEBUG"},
+    [IB_SEV_INFO] = {"info", "INFO"},
+    [IB_SEV_WARN] = {"warn", "WARN"},
+    [IB_SEV_ERROR] = {"error", "ERROR"},
+};
+
+static const char *sev_name(ib_log_sev sev, int upper)
+{
+    return sev_names[sev_clamp(sev)][upper];
 }
 
 /* RFC 3339 UTC with milliseconds: 2026-01-01T00:00:00.000Z */
@@ -353,14 +314,14 @@ static void put_head(ib_linebuf *b, ib_log_format fmt, ib_log_sev sev, const cha
         lb_puts(b, "{\"ts\":\"");
         put_timestamp(b);
         lb_puts(b, "\",\"level\":\"");
-        lb_puts(b, sev_name(sev));
+        lb_puts(b, sev_name(sev, 0));
         lb_puts(b, "\",\"msg\":\"");
         json_escape(b, msg != NULL ? msg : "");
         lb_putc(b, '"');
     } else {
         put_timestamp(b);
         lb_putc(b, ' ');
-        lb_puts(b, sev_name_upper(sev));
+        lb_puts(b, sev_name(sev, 1));
         lb_putc(b, ' ');
         text_escape(b, msg != NULL ? msg : "", 0);
     }
@@ -443,18 +404,26 @@ int ib_log_enabled(ib_log_sev sev)
     return (int)sev_clamp(sev) >= atomic_load_explicit(&g_min_sev, memory_order_relaxed);
 }
 
+/* Starts a record of an enabled `sev` in `b`: the stream and format it
+ * will be written with (read once, so a concurrent reconfiguration cannot
+ * split it), then the head. */
+static void record_start(ib_linebuf *b, FILE **f, ib_log_format *fmt, ib_log_sev sev,
+                         const char *msg)
+{
+    *f = current_stream();
+    *fmt = resolve_format((ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed), *f);
+    lb_init(b);
+    put_head(b, *fmt, sev_clamp(sev), msg);
+}
+
 void ib_log_kv(ib_log_sev sev, const char *msg, ...)
 {
     if (!ib_log_enabled(sev))
         return;
-    sev = sev_clamp(sev);
-    FILE *f = current_stream();
-    ib_log_format fmt = (ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed);
-    fmt = resolve_format(fmt, f);
-
     ib_linebuf b;
-    lb_init(&b);
-    put_head(&b, fmt, sev, msg);
+    FILE *f;
+    ib_log_format fmt;
+    record_start(&b, &f, &fmt, sev, msg);
     va_list ap;
     va_start(ap, msg);
     for (;;) {
@@ -473,10 +442,6 @@ void ib_logv(ib_log_sev sev, const char *component, const char *fmtstr, va_list 
 {
     if (!ib_log_enabled(sev))
         return;
-    sev = sev_clamp(sev);
-    FILE *f = current_stream();
-    ib_log_format fmt = (ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed);
-    fmt = resolve_format(fmt, f);
 
     /* format the message first: into a small buffer, or exactly sized on the heap */
     char small[256];
@@ -497,8 +462,9 @@ void ib_logv(ib_log_sev sev, const char *component, const char *fmtstr, va_list 
     }
 
     ib_linebuf b;
-    lb_init(&b);
-    put_head(&b, fmt, sev, msg);
+    FILE *f;
+    ib_log_format fmt;
+    record_start(&b, &f, &fmt, sev, msg);
     if (component != NULL)
         put_field(&b, fmt, "component", component);
     put_tail_and_write(&b, fmt, f);

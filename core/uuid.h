@@ -63,7 +63,10 @@ ib_status ib_uuid4_generate(char out[IB_ID_BUF_SIZE]);
 void ib_uuid_derive(char out[IB_ID_BUF_SIZE], const char *parent_id, const char *name);
 
 /* Packs a normalised id into 16 bytes and back; for compact in-memory keys.
- * ib_id_pack returns false if `id` is not normalised. */
+ * ib_id_pack returns false if `id` is not normalised (the same answer as
+ * ib_id_is_normalised, so recorders use it as their key check too); then
+ * `out` holds garbage. It is on the recorders' hot path: no branch per
+ * digit. */
 bool ib_id_pack(uint8_t out[16], const char *id);
 void ib_id_unpack(char out[IB_ID_BUF_SIZE], const uint8_t in[16]);
 

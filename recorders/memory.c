@@ -553,7 +553,7 @@ static ib_status mark_locked(mem_recorder *m, const char *name, const char *even
 {
     uint8_t id[16];
     uint32_t c;
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     ib_status st = consumer_intern(m, &c, name, err);
     if (st != IB_OK)
         return st;
@@ -586,14 +586,14 @@ static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, const char
     uint8_t id[16];
     uint32_t c;
     *info = (ib_claim_info){.state = IB_CLAIM_DONE};
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     if (find_locked(m, NULL, NULL, name, id))
         return IB_OK;
     ib_status st = consumer_intern(m, &c, name, err);
     if (st != IB_OK)
         return st;
     int64_t now = m->base.lease_now_ms();
-    int64_t expires = req->lease_ms > INT64_MAX - now ? INT64_MAX : now + req->lease_ms;
+    int64_t expires = ib__lease_end(now, req->lease_ms);
     size_t i = claim_probe(m, c, id);
     claim *cl = &m->claims[i];
     if (cl->owner != NULL) {
@@ -670,7 +670,7 @@ static claim *claim_find(mem_recorder *m, const char *name, const char *event_id
     uint32_t c = consumer_find(m, name);
     if (c == HOLE)
         return NULL;
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     claim *cl = &m->claims[claim_probe(m, c, id)];
     return cl->owner != NULL ? cl : NULL;
 }
@@ -684,7 +684,7 @@ static void release_locked(mem_recorder *m, const char *name, const char *event_
     uint32_t c = consumer_find(m, name);
     if (c == HOLE)
         return;
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     size_t i = claim_probe(m, c, id);
     if (m->claims[i].owner != NULL && strcmp(m->claims[i].owner, owner) == 0)
         claim_delete(m, i);
@@ -698,7 +698,7 @@ static ib_status mem_is_processed(ib_recorder *r, bool *processed, const char *c
     mem_recorder *m = mem(r);
     uint8_t id[16];
     (void)err;
-    ib__recorder_id_pack(id, event_id);
+    ib_id_pack(id, event_id);
     pthread_mutex_lock(&m->mu);
     *processed = find_locked(m, NULL, NULL, consumer, id);
     pthread_mutex_unlock(&m->mu);
@@ -713,20 +713,11 @@ static ib_status mem_check_batch(ib_recorder *r, bool *processed, const ib_marke
     (void)err;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n; i++) {
-        ib__recorder_id_pack(id, keys[i].event_id);
+        ib_id_pack(id, keys[i].event_id);
         processed[i] = find_locked(m, NULL, NULL, keys[i].consumer, id);
     }
     pthread_mutex_unlock(&m->mu);
     return IB_OK;
-}
-
-static ib_status mem_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
-{
-    mem_recorder *m = mem(r);
-    pthread_mutex_lock(&m->mu);
-    ib_status st = mark_locked(m, consumer, event_id, err);
-    pthread_mutex_unlock(&m->mu);
-    return st;
 }
 
 /* Not atomic on allocation failure: the marks made before it stay, which is
@@ -738,16 +729,6 @@ static ib_status mem_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n && st == IB_OK; i++)
         st = mark_locked(m, keys[i].consumer, keys[i].event_id, err);
-    pthread_mutex_unlock(&m->mu);
-    return st;
-}
-
-static ib_status mem_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
-                           const char *event_id, const char *owner, int64_t lease_ms, ib_error *err)
-{
-    mem_recorder *m = mem(r);
-    pthread_mutex_lock(&m->mu);
-    ib_status st = claim_locked(m, state, consumer, event_id, owner, lease_ms, err);
     pthread_mutex_unlock(&m->mu);
     return st;
 }
@@ -764,17 +745,6 @@ static ib_status mem_claim_batch(ib_recorder *r, ib_claim_state *states, const i
     return st;
 }
 
-static ib_status mem_release(ib_recorder *r, const char *consumer, const char *event_id,
-                             const char *owner, ib_error *err)
-{
-    mem_recorder *m = mem(r);
-    (void)err;
-    pthread_mutex_lock(&m->mu);
-    release_locked(m, consumer, event_id, owner);
-    pthread_mutex_unlock(&m->mu);
-    return IB_OK;
-}
-
 static ib_status mem_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                    const char *owner, ib_error *err)
 {
@@ -785,6 +755,28 @@ static ib_status mem_release_batch(ib_recorder *r, const ib_marker_key *keys, si
         release_locked(m, keys[i].consumer, keys[i].event_id, owner);
     pthread_mutex_unlock(&m->mu);
     return IB_OK;
+}
+
+/* The one-key calls are batches of one. */
+
+static ib_status mem_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return mem_mark_batch(r, &key, 1, err);
+}
+
+static ib_status mem_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                           const char *event_id, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return mem_claim_batch(r, state, &key, 1, owner, lease_ms, err);
+}
+
+static ib_status mem_release(ib_recorder *r, const char *consumer, const char *event_id,
+                             const char *owner, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return mem_release_batch(r, &key, 1, owner, err);
 }
 
 static ib_status mem_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
@@ -806,7 +798,7 @@ static ib_status mem_renew_batch(ib_recorder *r, bool *held, const ib_marker_key
     (void)err;
     pthread_mutex_lock(&m->mu);
     int64_t now = m->base.lease_now_ms();
-    int64_t expires = lease_ms > INT64_MAX - now ? INT64_MAX : now + lease_ms;
+    int64_t expires = ib__lease_end(now, lease_ms);
     for (size_t i = 0; i < n; i++) {
         claim *cl = claim_find(m, keys[i].consumer, keys[i].event_id);
         held[i] = cl != NULL && strcmp(cl->owner, owner) == 0;
@@ -835,16 +827,22 @@ static ib_status mem_mark_owned_batch(ib_recorder *r, bool *marked, const ib_mar
     return st;
 }
 
+/* find_locked for an id still in text, for the admin calls. */
+static bool find_key_locked(mem_recorder *m, size_t *bi, const char *consumer, const char *event_id)
+{
+    uint8_t id[16];
+    ib_id_pack(id, event_id);
+    return find_locked(m, bi, NULL, consumer, id);
+}
+
 static ib_status mem_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
                             const char *event_id, ib_error *err)
 {
     mem_recorder *m = mem(r);
-    uint8_t id[16];
     size_t bi = 0;
     (void)err;
-    ib__recorder_id_pack(id, event_id);
     pthread_mutex_lock(&m->mu);
-    *found = find_locked(m, &bi, NULL, consumer, id);
+    *found = find_key_locked(m, &bi, consumer, event_id);
     *ts_ms = *found ? entry_ts(at_slot(m, m->buckets[bi].slot)) : 0;
     pthread_mutex_unlock(&m->mu);
     return IB_OK;
@@ -860,12 +858,10 @@ static ib_status mem_forget(ib_recorder *r, bool *existed, const char *consumer,
                             const char *event_id, ib_error *err)
 {
     mem_recorder *m = mem(r);
-    uint8_t id[16];
     size_t bi = 0;
     (void)err;
-    ib__recorder_id_pack(id, event_id);
     pthread_mutex_lock(&m->mu);
-    *existed = find_locked(m, &bi, NULL, consumer, id);
+    *existed = find_key_locked(m, &bi, consumer, event_id);
     if (*existed)
         remove_marker(m, bi, pos_of(m, m->buckets[bi].slot));
     pthread_mutex_unlock(&m->mu);

@@ -16,30 +16,6 @@
     ((r)->ops->size >= offsetof(ib_recorder_ops, field) + sizeof((r)->ops->field) &&               \
      (r)->ops->field != NULL)
 
-/* Hex digit value + 1 for '0'-'9' and 'a'-'f', 0 for every other byte.
- * A table instead of comparisons: ids are random, so per-digit branches
- * mispredict about every other digit, and those mispredictions were most of
- * the cost of a memory-recorder check. */
-static const uint8_t hex_plus_one[256] = {
-    ['0'] = 1, ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
-    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
-};
-
-bool ib__recorder_id_pack(uint8_t out[16], const char *id)
-{
-    /* strnlen stops at the NUL, so a short id is never read past its end. */
-    if (id == NULL || strnlen(id, IB_ID_LEN + 1) != IB_ID_LEN)
-        return false;
-    unsigned bad = 0;
-    for (size_t i = 0; i < 16; i++) {
-        unsigned hi = hex_plus_one[(unsigned char)id[2 * i]];
-        unsigned lo = hex_plus_one[(unsigned char)id[2 * i + 1]];
-        bad |= (hi == 0) | (lo == 0);
-        out[i] = (uint8_t)(((hi - 1) << 4) | ((lo - 1) & 0xf));
-    }
-    return bad == 0;
-}
-
 ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err)
 {
     if (consumer == NULL || consumer[0] == '\0')
@@ -51,7 +27,7 @@ ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_
         return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: event id is missing");
     /* The id is not quoted: it failed validation, so it may hold anything. */
     uint8_t packed[16];
-    if (!ib__recorder_id_pack(packed, event_id))
+    if (!ib_id_pack(packed, event_id))
         return ib_error_set(err, IB_ERR_INVALID_ARG,
                             "recorder: event id is not normalised (32 lowercase hex digits)");
     return IB_OK;
@@ -64,6 +40,16 @@ static ib_status check_recorder(const ib_recorder *r, const void *out, ib_error 
     if (out == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: output parameter is NULL");
     return IB_OK;
+}
+
+/* check_recorder, then the one key of a one-key call. */
+static ib_status check_call(const ib_recorder *r, const void *out, const char *consumer,
+                            const char *event_id, ib_error *err)
+{
+    ib_status st = check_recorder(r, out, err);
+    if (st == IB_OK)
+        st = ib__recorder_check_key(consumer, event_id, err);
+    return st;
 }
 
 static ib_status check_keys(const ib_marker_key *keys, size_t n, ib_error *err)
@@ -126,9 +112,7 @@ const char *ib_recorder_kind(const ib_recorder *r)
 ib_status ib_recorder_is_processed(ib_recorder *r, bool *processed, const char *consumer,
                                    const char *event_id, ib_error *err)
 {
-    ib_status st = check_recorder(r, processed, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, processed, consumer, event_id, err);
     if (st != IB_OK)
         return st;
     return r->ops->is_processed(r, processed, consumer, event_id, err);
@@ -137,9 +121,7 @@ ib_status ib_recorder_is_processed(ib_recorder *r, bool *processed, const char *
 ib_status ib_recorder_mark(ib_recorder *r, const char *consumer, const char *event_id,
                            ib_error *err)
 {
-    ib_status st = check_recorder(r, r, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, r, consumer, event_id, err);
     if (st != IB_OK)
         return st;
     return r->ops->mark_processed(r, consumer, event_id, err);
@@ -196,9 +178,7 @@ ib_status ib_recorder_claim(ib_recorder *r, ib_claim_state *state, const char *c
                             const char *event_id, const char *owner, int64_t lease_ms,
                             ib_error *err)
 {
-    ib_status st = check_recorder(r, state, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, state, consumer, event_id, err);
     if (st == IB_OK)
         st = check_owner(owner, err);
     if (st == IB_OK)
@@ -247,9 +227,7 @@ ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states, const 
 ib_status ib_recorder_release(ib_recorder *r, const char *consumer, const char *event_id,
                               const char *owner, ib_error *err)
 {
-    ib_status st = check_recorder(r, r, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, r, consumer, event_id, err);
     if (st == IB_OK)
         st = check_owner(owner, err);
     if (st != IB_OK)
@@ -282,9 +260,7 @@ ib_status ib_recorder_release_batch(ib_recorder *r, const ib_marker_key *keys, s
 ib_status ib_recorder_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
                              const char *event_id, ib_error *err)
 {
-    ib_status st = check_recorder(r, found, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, found, consumer, event_id, err);
     if (st != IB_OK)
         return st;
     if (!HAS_OP(r, lookup))
@@ -299,9 +275,7 @@ ib_status ib_recorder_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const 
 ib_status ib_recorder_forget(ib_recorder *r, bool *existed, const char *consumer,
                              const char *event_id, ib_error *err)
 {
-    ib_status st = check_recorder(r, r, err);
-    if (st == IB_OK)
-        st = ib__recorder_check_key(consumer, event_id, err);
+    ib_status st = check_call(r, r, consumer, event_id, err);
     if (st != IB_OK)
         return st;
     if (!HAS_OP(r, forget))

@@ -7,6 +7,8 @@
 #ifndef IB_RECORDER_INTERNAL_H
 #define IB_RECORDER_INTERNAL_H
 
+#include <stdint.h>
+
 #include "owner.h"
 #include "recorder.h"
 
@@ -57,11 +59,6 @@ ib_status ib__recorder_config_parse(ib__recorder_config *cfg, const char *uri,
 ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
 ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
 
-/* Packs a normalised id (exactly 32 lowercase hex digits, then NUL) into
- * 16 bytes; false for anything else. Same answers as ib_id_is_normalised +
- * ib_id_pack (core/uuid.h), without a branch per digit. */
-bool ib__recorder_id_pack(uint8_t out[16], const char *id);
-
 /* How long a claim held by `holder` (lease ending at `expires` on the lease
  * clock, now `now`) still keeps `owner` out, in ms; 0 when `owner` may take
  * it: free (holder NULL or ""), its own, ended, or held by a holder proven
@@ -70,8 +67,12 @@ bool ib__recorder_id_pack(uint8_t out[16], const char *id);
 int64_t ib__claim_hold_ms(const char *holder, const char *owner, int64_t expires, int64_t now,
                           int64_t lease_ms, bool probe, bool host_local);
 
-
-/* Name of a synchronous level ("off", "normal", "full", "extra"). */
-const char *ib__sqlite_sync_str(ib__sqlite_sync level);
+/* When a lease of `lease_ms` taken at `now` (lease clock, >= 0) ends:
+ * INT64_MAX rather than an overflow for a lease too long to add. Inline:
+ * every claim and renewal of both kinds computes it. */
+static inline int64_t ib__lease_end(int64_t now, int64_t lease_ms)
+{
+    return lease_ms > INT64_MAX - now ? INT64_MAX : now + lease_ms;
+}
 
 #endif

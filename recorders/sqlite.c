@@ -250,6 +250,15 @@ static ib_status run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
     }
 }
 
+/* run() under the recorder mutex: every vtable call goes through here. */
+static ib_status run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    ib_status st = run(s, kind, body, ctx, err);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 /* --- statement helpers --------------------------------------------------- */
 
 static int bind_key(sqlite3_stmt *st, const char *consumer, const char *event_id)
@@ -382,7 +391,7 @@ static int body_claim(sq_recorder *s, void *vctx, ib_error *local)
 {
     batch_ctx *c = vctx;
     int64_t now = s->base.lease_now_ms();
-    int64_t expires = c->lease_ms > INT64_MAX - now ? INT64_MAX : now + c->lease_ms;
+    int64_t expires = ib__lease_end(now, c->lease_ms);
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
         int rc = claim_one(s, &c->states[i], &c->keys[i], c->owner, now, expires);
@@ -437,7 +446,7 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
     acquire_ctx *c = vctx;
     const ib_claim_request *req = c->req;
     int64_t now = s->base.lease_now_ms();
-    int64_t expires = req->lease_ms > INT64_MAX - now ? INT64_MAX : now + req->lease_ms;
+    int64_t expires = ib__lease_end(now, req->lease_ms);
     claim_row row;
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
@@ -480,7 +489,7 @@ static int body_renew(sq_recorder *s, void *vctx, ib_error *local)
 {
     owned_ctx *c = vctx;
     int64_t now = s->base.lease_now_ms();
-    int64_t expires = c->lease_ms > INT64_MAX - now ? INT64_MAX : now + c->lease_ms;
+    int64_t expires = ib__lease_end(now, c->lease_ms);
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
         int rc = exec_owned(s->q[Q_CLAIM_RENEW], &c->keys[i], c->owner, expires);
@@ -542,74 +551,52 @@ static int body_mark_owned(sq_recorder *s, void *vctx, ib_error *local)
 static ib_status sq_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                   size_t n, const ib_claim_request *req, ib_error *err)
 {
-    sq_recorder *s = sq(r);
     acquire_ctx c = {.keys = keys, .n = n, .out = out, .req = req};
-    pthread_mutex_lock(&s->mu);
-    ib_status st = run(s, TX_WRITE, body_acquire, &c, err);
-    pthread_mutex_unlock(&s->mu);
-    return st;
-}
-
-static ib_status with_owned(ib_recorder *r, tx_body body, owned_ctx *c, ib_error *err)
-{
-    sq_recorder *s = sq(r);
-    pthread_mutex_lock(&s->mu);
-    ib_status st = run(s, TX_WRITE, body, c, err);
-    pthread_mutex_unlock(&s->mu);
-    return st;
+    return run_locked(sq(r), TX_WRITE, body_acquire, &c, err);
 }
 
 static ib_status sq_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                 const char *owner, int64_t lease_ms, ib_error *err)
 {
     owned_ctx c = {.keys = keys, .n = n, .flags = held, .owner = owner, .lease_ms = lease_ms};
-    return with_owned(r, body_renew, &c, err);
+    return run_locked(sq(r), TX_WRITE, body_renew, &c, err);
 }
 
 static ib_status sq_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
                                      size_t n, const char *owner, ib_error *err)
 {
     owned_ctx c = {.keys = keys, .n = n, .flags = marked, .owner = owner};
-    return with_owned(r, body_mark_owned, &c, err);
+    return run_locked(sq(r), TX_WRITE, body_mark_owned, &c, err);
 }
 
 /* --- vtable: the seed calls, batches, claims ------------------------------ */
-
-static ib_status with_batch(ib_recorder *r, tx_kind kind, tx_body body, batch_ctx *c, ib_error *err)
-{
-    sq_recorder *s = sq(r);
-    pthread_mutex_lock(&s->mu);
-    ib_status st = run(s, kind, body, c, err);
-    pthread_mutex_unlock(&s->mu);
-    return st;
-}
 
 static ib_status sq_is_processed(ib_recorder *r, bool *processed, const char *consumer,
                                  const char *event_id, ib_error *err)
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .processed = processed};
-    return with_batch(r, TX_NONE, body_check, &c, err);
+    return run_locked(sq(r), TX_NONE, body_check, &c, err);
 }
 
 static ib_status sq_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
                                 size_t n, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .processed = processed};
-    return with_batch(r, TX_READ, body_check, &c, err);
+    return run_locked(sq(r), TX_READ, body_check, &c, err);
 }
 
 static ib_status sq_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1};
-    return with_batch(r, TX_WRITE, body_mark, &c, err);
+    return run_locked(sq(r), TX_WRITE, body_mark, &c, err);
 }
 
 static ib_status sq_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n};
-    return with_batch(r, TX_WRITE, body_mark, &c, err);
+    return run_locked(sq(r), TX_WRITE, body_mark, &c, err);
 }
 
 static ib_status sq_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
@@ -617,14 +604,14 @@ static ib_status sq_claim(ib_recorder *r, ib_claim_state *state, const char *con
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .states = state, .owner = owner, .lease_ms = lease_ms};
-    return with_batch(r, TX_WRITE, body_claim, &c, err);
+    return run_locked(sq(r), TX_WRITE, body_claim, &c, err);
 }
 
 static ib_status sq_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
                                 size_t n, const char *owner, int64_t lease_ms, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .states = states, .owner = owner, .lease_ms = lease_ms};
-    return with_batch(r, TX_WRITE, body_claim, &c, err);
+    return run_locked(sq(r), TX_WRITE, body_claim, &c, err);
 }
 
 static ib_status sq_release(ib_recorder *r, const char *consumer, const char *event_id,
@@ -632,14 +619,14 @@ static ib_status sq_release(ib_recorder *r, const char *consumer, const char *ev
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .owner = owner};
-    return with_batch(r, TX_WRITE, body_release, &c, err);
+    return run_locked(sq(r), TX_WRITE, body_release, &c, err);
 }
 
 static ib_status sq_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                   const char *owner, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .owner = owner};
-    return with_batch(r, TX_WRITE, body_release, &c, err);
+    return run_locked(sq(r), TX_WRITE, body_release, &c, err);
 }
 
 /* --- vtable: admin calls ------------------------------------------------ */
@@ -668,11 +655,8 @@ static int body_lookup(sq_recorder *s, void *vctx, ib_error *local)
 static ib_status sq_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
                            const char *event_id, ib_error *err)
 {
-    sq_recorder *s = sq(r);
     lookup_ctx c = {.consumer = consumer, .event_id = event_id};
-    pthread_mutex_lock(&s->mu);
-    ib_status st = run(s, TX_NONE, body_lookup, &c, err);
-    pthread_mutex_unlock(&s->mu);
+    ib_status st = run_locked(sq(r), TX_NONE, body_lookup, &c, err);
     *found = c.found;
     *ts_ms = c.ts_ms;
     return st;
@@ -690,11 +674,8 @@ static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
 static ib_status sq_forget(ib_recorder *r, bool *existed, const char *consumer,
                            const char *event_id, ib_error *err)
 {
-    sq_recorder *s = sq(r);
     lookup_ctx c = {.consumer = consumer, .event_id = event_id};
-    pthread_mutex_lock(&s->mu);
-    ib_status st = run(s, TX_WRITE, body_forget, &c, err);
-    pthread_mutex_unlock(&s->mu);
+    ib_status st = run_locked(sq(r), TX_WRITE, body_forget, &c, err);
     *existed = c.found;
     return st;
 }
@@ -795,9 +776,7 @@ static ib_status sq_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_
         goto out;
     }
     for (;;) {
-        pthread_mutex_lock(&s->mu);
-        st = run(s, TX_WRITE, body_prune, &c, err);
-        pthread_mutex_unlock(&s->mu);
+        st = run_locked(s, TX_WRITE, body_prune, &c, err);
         if (st != IB_OK)
             goto out;
         transactions++;
@@ -811,9 +790,7 @@ static ib_status sq_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_
         c.end_consumer = c.end_event = NULL;
     }
     do {
-        pthread_mutex_lock(&s->mu);
-        st = run(s, TX_WRITE, body_prune_claims, &c, err);
-        pthread_mutex_unlock(&s->mu);
+        st = run_locked(s, TX_WRITE, body_prune_claims, &c, err);
         transactions++;
     } while (st == IB_OK && c.deleted >= (int64_t)s->prune_rows);
 out:
@@ -868,12 +845,21 @@ static int body_list(sq_recorder *s, void *vctx, ib_error *local)
 static ib_status sq_list(ib_recorder *r, const char *consumer, size_t limit,
                          ib_marker_visit_fn visit, void *ctx, ib_error *err)
 {
-    sq_recorder *s = sq(r);
     list_ctx c = {.consumer = consumer, .limit = limit, .visit = visit, .ctx = ctx};
-    pthread_mutex_lock(&s->mu);
-    ib_status st = run(s, TX_READ, body_list, &c, err);
-    pthread_mutex_unlock(&s->mu);
-    return st;
+    return run_locked(sq(r), TX_READ, body_list, &c, err);
+}
+
+/* Steps a statement whose one row is one number into `*out` (left alone
+ * when no row comes back), and resets it. */
+static int read_count(uint64_t *out, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    int rrc = sqlite3_reset(st);
+    return rc != SQLITE_DONE ? rc : rrc;
 }
 
 static int body_stats(sq_recorder *s, void *vctx, ib_error *local)
@@ -894,26 +880,11 @@ static int body_stats(sq_recorder *s, void *vctx, ib_error *local)
         return rc;
     if (rrc != SQLITE_OK)
         return rrc;
-    st = s->q[Q_STATS_CLAIMS];
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        out->claims = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    rrc = sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
+    rc = read_count(&out->claims, s->q[Q_STATS_CLAIMS]);
+    if (rc != SQLITE_OK || !s->in_memory)
         return rc;
-    if (rrc != SQLITE_OK || !s->in_memory)
-        return rrc;
     /* A file's size is read from the file system instead (WAL included). */
-    st = s->q[Q_STATS_PAGES];
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        out->storage_bytes = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    rrc = sqlite3_reset(st);
-    return rc != SQLITE_DONE ? rc : rrc;
+    return read_count(&out->storage_bytes, s->q[Q_STATS_PAGES]);
 }
 
 static uint64_t file_size(const char *path, const char *suffix)
@@ -927,9 +898,7 @@ static uint64_t file_size(const char *path, const char *suffix)
 static ib_status sq_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
 {
     sq_recorder *s = sq(r);
-    pthread_mutex_lock(&s->mu);
-    ib_status st = run(s, TX_READ, body_stats, stats, err);
-    pthread_mutex_unlock(&s->mu);
+    ib_status st = run_locked(s, TX_READ, body_stats, stats, err);
     if (st == IB_OK && !s->in_memory)
         stats->storage_bytes = file_size(s->path, "") + file_size(s->path, "-wal");
     return st;
@@ -976,22 +945,11 @@ static ib_status prepare_tx(sq_recorder *s, ib_error *err)
 
 static int body_wal(sq_recorder *s, void *vctx, ib_error *local)
 {
-    (void)vctx;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
     char mode[16] = "";
-    if (rc == SQLITE_ROW) {
-        const unsigned char *t = sqlite3_column_text(st, 0);
-        snprintf(mode, sizeof(mode), "%s", t != NULL ? (const char *)t : "");
-        rc = SQLITE_OK;
-    }
-    int frc = sqlite3_finalize(st);
+    (void)vctx;
+    int rc = ib__sqlite_read_value(s->db, "PRAGMA journal_mode = WAL", NULL, mode, sizeof(mode));
     if (rc != SQLITE_OK)
         return rc;
-    if (frc != SQLITE_OK)
-        return frc;
     /* An in-memory database has no WAL; it reports "memory". */
     if (strcmp(mode, s->in_memory ? "memory" : "wal") != 0) {
         ib_error_set(local, IB_ERR_RECORDER, "recorder %s: cannot use WAL (journal_mode is '%s')",
@@ -1009,20 +967,12 @@ static int body_synchronous(sq_recorder *s, void *vctx, ib_error *local)
     int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         return rc;
-    sqlite3_stmt *st = NULL;
-    int got = -1;
-    rc = sqlite3_prepare_v2(s->db, "PRAGMA synchronous", -1, &st, NULL);
-    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        got = sqlite3_column_int(st, 0);
-        rc = SQLITE_OK;
-    }
-    int frc = sqlite3_finalize(st);
+    long long got = -1;
+    rc = ib__sqlite_read_value(s->db, "PRAGMA synchronous", &got, NULL, 0);
     if (rc != SQLITE_OK)
         return rc;
-    if (frc != SQLITE_OK)
-        return frc;
     if (got != want) {
-        ib_error_set(local, IB_ERR_RECORDER, "recorder %s: synchronous reads back %d, not %d",
+        ib_error_set(local, IB_ERR_RECORDER, "recorder %s: synchronous reads back %lld, not %d",
                      s->name, got, want);
         return IB__SQLITE_REFUSED;
     }
@@ -1079,28 +1029,20 @@ static int body_tuning(sq_recorder *s, void *vctx, ib_error *local)
 /* After the schema exists, so the page size is the file's real one. */
 static int body_checkpoint_window(sq_recorder *s, void *vctx, ib_error *local)
 {
-    sqlite3_stmt *st = NULL;
-    int page = 0;
+    long long page = 0;
     (void)vctx;
     (void)local;
-    int rc = sqlite3_prepare_v2(s->db, "PRAGMA page_size", -1, &st, NULL);
-    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        page = sqlite3_column_int(st, 0);
-        rc = SQLITE_OK;
-    }
-    int frc = sqlite3_finalize(st);
+    int rc = ib__sqlite_read_value(s->db, "PRAGMA page_size", &page, NULL, 0);
     if (rc != SQLITE_OK)
         return rc;
-    if (frc != SQLITE_OK)
-        return frc;
     if (page <= 0)
         page = 4096;
-    return sqlite3_wal_autocheckpoint(s->db, WAL_WINDOW_BYTES / page);
+    return sqlite3_wal_autocheckpoint(s->db, (int)(WAL_WINDOW_BYTES / page));
 }
 
-ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)
+/* Allocates the recorder and its mutex; nothing is opened yet. */
+static ib_status sq_new(sq_recorder **out, const ib__recorder_config *cfg, ib_error *err)
 {
-    ib_status st = IB_OK;
     sq_recorder *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "recorder sqlite:%.*s: out of memory",
@@ -1120,19 +1062,29 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
         ((uint64_t)getpid() << 32) ^ (uint64_t)ib_clock_monotonic_ms() ^ (uint64_t)(uintptr_t)s;
     s->jitter |= 1;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
-        st = ib_error_set(err, IB_ERR_NOMEM, "recorder %s: cannot create a mutex", s->name);
+        ib_status st =
+            ib_error_set(err, IB_ERR_NOMEM, "recorder %s: cannot create a mutex", s->name);
         free(s);
         return st;
     }
+    *out = s;
+    return IB_OK;
+}
 
-    bool fresh = s->in_memory;
+/* Checks and creates the file, then opens the connection. `*fresh`: the
+ * file is new (or in memory), so its page size may still be chosen. On
+ * failure `s->db` may be set, and the caller closes it. */
+static ib_status open_connection(sq_recorder *s, bool *fresh, const ib__recorder_config *cfg,
+                                 ib_error *err)
+{
+    *fresh = s->in_memory;
     if (!s->in_memory) {
-        st = ib__sqlite_check_file(s->path, s->name, cfg->file_mode, cfg->allow_insecure, geteuid(),
-                                   err);
+        ib_status st = ib__sqlite_check_file(s->path, s->name, cfg->file_mode, cfg->allow_insecure,
+                                             geteuid(), err);
         if (st == IB_OK)
-            st = create_file(s, &fresh, cfg->file_mode, err);
+            st = create_file(s, fresh, cfg->file_mode, err);
         if (st != IB_OK)
-            goto fail_mutex;
+            return st;
     }
     /* No SQLITE_OPEN_CREATE for a file: it exists now, and if it vanished
      * in between, SQLite must not recreate it with default permissions.
@@ -1143,20 +1095,24 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
     if (s->in_memory)
         flags |= SQLITE_OPEN_CREATE;
     int rc = sqlite3_open_v2(s->path, &s->db, flags, NULL);
-    if (rc != SQLITE_OK) {
-        st = ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name,
-                          s->db != NULL ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
-        goto fail_db;
-    }
+    if (rc != SQLITE_OK)
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name,
+                            s->db != NULL ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
     sqlite3_extended_result_codes(s->db, 1);
     rc = sqlite3_busy_timeout(s->db, cfg->busy_timeout_ms);
-    if (rc != SQLITE_OK) {
-        st = ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name, sqlite3_errmsg(s->db));
-        goto fail_db;
-    }
+    if (rc != SQLITE_OK)
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name,
+                            sqlite3_errmsg(s->db));
+    return IB_OK;
+}
+
+/* Settings, schema and statements, each step needing the ones before. */
+static ib_status configure(sq_recorder *s, bool fresh, const ib__recorder_config *cfg,
+                           ib_error *err)
+{
     int sync = (int)cfg->synchronous;
     int schema_range[2] = {Q_FIRST_SCHEMA, Q_COUNT};
-    st = prepare_tx(s, err);
+    ib_status st = prepare_tx(s, err);
     if (st == IB_OK)
         st = run(s, TX_NONE, body_tuning, &fresh, err);
     if (st == IB_OK)
@@ -1169,17 +1125,31 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
         st = run(s, TX_NONE, body_checkpoint_window, NULL, err);
     if (st == IB_OK)
         st = run(s, TX_NONE, body_prepare, schema_range, err);
+    return st;
+}
+
+ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)
+{
+    sq_recorder *s = NULL;
+    bool fresh = false;
+    ib_status st = sq_new(&s, cfg, err);
     if (st != IB_OK)
-        goto fail_stmts;
+        return st;
+    st = open_connection(s, &fresh, cfg, err);
+    if (st != IB_OK)
+        goto close_db;
+    st = configure(s, fresh, cfg, err);
+    if (st != IB_OK)
+        goto finalize_stmts;
     *out = &s->base;
     return IB_OK;
 
-fail_stmts:
+    /* Each label undoes what its name says, then everything below it. */
+finalize_stmts:
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
-fail_db:
-    sqlite3_close_v2(s->db);
-fail_mutex:
+close_db:
+    sqlite3_close_v2(s->db); /* a no-op while no connection was opened */
     pthread_mutex_destroy(&s->mu);
     free(s);
     return st;

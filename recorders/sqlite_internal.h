@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "recorder.h"
@@ -26,6 +27,14 @@
  * SQLITE_OK, an SQLite error code (the caller rolls back; BUSY may be
  * retried) or IB__SQLITE_REFUSED. */
 int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err);
+
+/* Runs `sql` (a PRAGMA or a SELECT) and reads column 0 of its first row:
+ * as an integer into `*num` and as text into `text` (`text_size` bytes,
+ * cut and NUL-terminated); either may be NULL. Returns SQLITE_OK, or the
+ * SQLite error code; a statement that returns no row gives SQLITE_DONE and
+ * leaves both untouched. */
+int ib__sqlite_read_value(sqlite3 *db, const char *sql, long long *num, char *text,
+                          size_t text_size);
 
 /* Checks the marker file at `path` (not ":memory:") before SQLite opens it
  * (sqlite_file.c). Always refused: a symbolic link as the file, as its -wal

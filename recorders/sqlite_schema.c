@@ -82,7 +82,8 @@ static int refuse(ib_error *err, const char *name, const char *fmt, ...)
     return IB__SQLITE_REFUSED;
 }
 
-static int read_int(sqlite3 *db, const char *sql, long long *out)
+int ib__sqlite_read_value(sqlite3 *db, const char *sql, long long *num, char *text,
+                          size_t text_size)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
@@ -90,11 +91,21 @@ static int read_int(sqlite3 *db, const char *sql, long long *out)
         return rc;
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        *out = sqlite3_column_int64(st, 0);
+        if (num != NULL)
+            *num = sqlite3_column_int64(st, 0);
+        if (text != NULL) {
+            const unsigned char *t = sqlite3_column_text(st, 0);
+            snprintf(text, text_size, "%s", t != NULL ? (const char *)t : "");
+        }
         rc = SQLITE_OK;
     }
     int frc = sqlite3_finalize(st);
     return rc != SQLITE_OK ? rc : frc;
+}
+
+static int read_int(sqlite3 *db, const char *sql, long long *out)
+{
+    return ib__sqlite_read_value(db, sql, out, NULL, 0);
 }
 
 static int exec(sqlite3 *db, const char *sql)

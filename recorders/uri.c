@@ -121,21 +121,6 @@ static bool parse_sync(ib__sqlite_sync *out, const char *s, size_t len)
     return false;
 }
 
-const char *ib__sqlite_sync_str(ib__sqlite_sync level)
-{
-    switch (level) {
-    case IB__SQLITE_SYNC_OFF:
-        return "off";
-    case IB__SQLITE_SYNC_NORMAL:
-        return "normal";
-    case IB__SQLITE_SYNC_FULL:
-        return "full";
-    case IB__SQLITE_SYNC_EXTRA:
-        return "extra";
-    }
-    return "unknown";
-}
-
 /* One "name=value" parameter; `seen` has a bit per known name so a repeat
  * is refused rather than silently winning. */
 static ib_status apply_param(parse_ctx *pc, ib__recorder_config *cfg, const char *p, size_t len,

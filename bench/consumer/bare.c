@@ -94,20 +94,97 @@ static bool is_status(natsMsg *m, bool *ends_request)
     return true;
 }
 
+/* The consumer's connection, its pull state and its counters. */
+typedef struct bare {
+    bare_args a;
+    natsConnection *nc;
+    natsSubscription *sub;
+    natsInbox *inbox;
+    char next_subject[512];
+    char request[96];
+    int request_len;
+    long outstanding; /* messages the request in flight may still bring */
+    int64_t request_deadline;
+    uint64_t received, acked, decode_failed;
+} bare;
+
+/* Sends the next pull request when none is in flight or the last one
+ * should have expired. */
+static natsStatus pull_if_due(bare *b)
+{
+    if (b->outstanding != 0 && nats_Now() < b->request_deadline)
+        return NATS_OK;
+    natsStatus s =
+        natsConnection_PublishRequest(b->nc, b->next_subject, b->inbox, b->request, b->request_len);
+    /* nats.c's flusher holds a publish back for up to 1 ms to batch
+     * writes; a pull request held back is a millisecond per batch in
+     * which the server has nothing to deliver. A flush sends it now
+     * (and waits for the server's PONG). */
+    if (s == NATS_OK)
+        s = natsConnection_FlushTimeout(b->nc, 1000);
+    if (s != NATS_OK)
+        return s;
+    b->outstanding = b->a.batch;
+    b->request_deadline = nats_Now() + b->a.expires_ms + LOCAL_EXPIRY_MARGIN_MS;
+    return NATS_OK;
+}
+
+/* Decodes (if asked) and acks one delivered message; takes `m`. */
+static void handle(bare *b, natsMsg *m)
+{
+    bool ends = false;
+    if (is_status(m, &ends)) {
+        if (ends)
+            b->outstanding = 0;
+        natsMsg_Destroy(m);
+        return;
+    }
+    b->received++;
+    if (b->outstanding > 0)
+        b->outstanding--;
+    if (b->a.decode) {
+        ib_event *ev = NULL;
+        ib_event_reject why = IB_EVENT_NOT_REJECTED;
+        if (ib_event_decode(&ev, &why, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), NULL,
+                            NULL) != IB_OK)
+            b->decode_failed++;
+        ib_event_free(ev);
+    }
+    const char *reply = natsMsg_GetReply(m);
+    if (reply != NULL && natsConnection_PublishString(b->nc, reply, "+ACK") == NATS_OK)
+        b->acked++;
+    natsMsg_Destroy(m);
+}
+
+/* Pulls and acks until a signal; 0, or 1 after printing the error. */
+static int consume(bare *b)
+{
+    while (!stop_requested) {
+        natsStatus s = pull_if_due(b);
+        if (s != NATS_OK) {
+            fprintf(stderr, "bench_bare: pull request: %s\n", natsStatus_GetText(s));
+            return 1;
+        }
+        natsMsg *m = NULL;
+        s = natsSubscription_NextMsg(&m, b->sub, 100);
+        if (s == NATS_TIMEOUT)
+            continue;
+        if (s != NATS_OK) {
+            fprintf(stderr, "bench_bare: next message: %s\n", natsStatus_GetText(s));
+            return 1;
+        }
+        handle(b, m);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    bare_args a;
-    natsConnection *nc = NULL;
-    natsSubscription *sub = NULL;
-    natsInbox *inbox = NULL;
-    char next_subject[512], request[96];
-    uint64_t received = 0, acked = 0, decode_failed = 0;
-    long outstanding = 0;
-    int64_t request_deadline = 0;
+    bare b = {0};
     natsStatus s;
     int code = 1;
 
-    if (parse_args(&a, argc, argv) != 0)
+    if (parse_args(&b.a, argc, argv) != 0)
         return usage();
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -115,73 +192,23 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    snprintf(next_subject, sizeof(next_subject), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", a.stream,
-             a.durable);
-    int request_len = snprintf(request, sizeof(request), "{\"batch\":%ld,\"expires\":%lld}",
-                               a.batch, (long long)a.expires_ms * 1000000LL);
-    if ((s = natsConnection_ConnectTo(&nc, a.url)) != NATS_OK ||
-        (s = natsInbox_Create(&inbox)) != NATS_OK ||
-        (s = natsConnection_SubscribeSync(&sub, nc, inbox)) != NATS_OK) {
-        fprintf(stderr, "bench_bare: %s: %s\n", a.url, natsStatus_GetText(s));
-        goto out;
-    }
-
-    while (!stop_requested) {
-        if (outstanding == 0 || nats_Now() >= request_deadline) {
-            s = natsConnection_PublishRequest(nc, next_subject, inbox, request, request_len);
-            /* nats.c's flusher holds a publish back for up to 1 ms to batch
-             * writes; a pull request held back is a millisecond per batch in
-             * which the server has nothing to deliver. A flush sends it now
-             * (and waits for the server's PONG). */
-            if (s == NATS_OK)
-                s = natsConnection_FlushTimeout(nc, 1000);
-            if (s != NATS_OK) {
-                fprintf(stderr, "bench_bare: pull request: %s\n", natsStatus_GetText(s));
-                goto out;
-            }
-            outstanding = a.batch;
-            request_deadline = nats_Now() + a.expires_ms + LOCAL_EXPIRY_MARGIN_MS;
-        }
-        natsMsg *m = NULL;
-        s = natsSubscription_NextMsg(&m, sub, 100);
-        if (s == NATS_TIMEOUT)
-            continue;
-        if (s != NATS_OK) {
-            fprintf(stderr, "bench_bare: next message: %s\n", natsStatus_GetText(s));
-            goto out;
-        }
-        bool ends = false;
-        if (is_status(m, &ends)) {
-            if (ends)
-                outstanding = 0;
-            natsMsg_Destroy(m);
-            continue;
-        }
-        received++;
-        if (outstanding > 0)
-            outstanding--;
-        if (a.decode) {
-            ib_event *ev = NULL;
-            ib_event_reject why = IB_EVENT_OK;
-            if (ib_event_decode(&ev, &why, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                                NULL, NULL) != IB_OK)
-                decode_failed++;
-            ib_event_free(ev);
-        }
-        const char *reply = natsMsg_GetReply(m);
-        if (reply != NULL && natsConnection_PublishString(nc, reply, "+ACK") == NATS_OK)
-            acked++;
-        natsMsg_Destroy(m);
-    }
-    code = 0;
-out:
-    if (nc != NULL)
-        natsConnection_FlushTimeout(nc, 5000);
-    natsSubscription_Destroy(sub);
-    natsInbox_Destroy(inbox);
-    natsConnection_Destroy(nc);
+    snprintf(b.next_subject, sizeof(b.next_subject), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", b.a.stream,
+             b.a.durable);
+    b.request_len = snprintf(b.request, sizeof(b.request), "{\"batch\":%ld,\"expires\":%lld}",
+                             b.a.batch, (long long)b.a.expires_ms * 1000000LL);
+    if ((s = natsConnection_ConnectTo(&b.nc, b.a.url)) != NATS_OK ||
+        (s = natsInbox_Create(&b.inbox)) != NATS_OK ||
+        (s = natsConnection_SubscribeSync(&b.sub, b.nc, b.inbox)) != NATS_OK)
+        fprintf(stderr, "bench_bare: %s: %s\n", b.a.url, natsStatus_GetText(s));
+    else
+        code = consume(&b);
+    if (b.nc != NULL)
+        natsConnection_FlushTimeout(b.nc, 5000);
+    natsSubscription_Destroy(b.sub);
+    natsInbox_Destroy(b.inbox);
+    natsConnection_Destroy(b.nc);
     nats_Close();
-    printf("received=%llu acked=%llu decode_failed=%llu\n", (unsigned long long)received,
-           (unsigned long long)acked, (unsigned long long)decode_failed);
+    printf("received=%llu acked=%llu decode_failed=%llu\n", (unsigned long long)b.received,
+           (unsigned long long)b.acked, (unsigned long long)b.decode_failed);
     return code;
 }

@@ -36,7 +36,11 @@
 
 #define STALL_MS 30000
 #define CALLGRIND_STALL_MS 120000
-#define HOT_PATH_FUNCTION "ib__host_process_batch"
+/* From the build (bench/consumer/CMakeLists.txt), which checks that ibus
+ * has a function of that name. */
+#ifndef IB_BENCH_HOT_PATH
+#error "IB_BENCH_HOT_PATH must name the host's batch function"
+#endif
 
 static const double ratios[IB__BENCH_COLUMNS] = {0.0, 0.10, 0.50};
 
@@ -106,7 +110,7 @@ static int usage(void)
     return 2;
 }
 
-static int parse_opts(bench_opts *o, int argc, char **argv)
+static void opts_defaults(bench_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->messages = 200000;
@@ -123,8 +127,79 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
     o->nats_server = "nats-server";
     o->valgrind = "valgrind";
     o->tmp = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
-    bool set_messages = false, set_slow = false, set_markers = false, set_cg = false,
-         set_lat = false, set_repeat = false;
+}
+
+/* Sizes the command line set, so --quick shrinks only the others. */
+enum {
+    SET_MESSAGES = 1 << 0,
+    SET_SLOW = 1 << 1,
+    SET_MARKERS = 1 << 2,
+    SET_CALLGRIND = 1 << 3,
+    SET_LATENCY = 1 << 4,
+    SET_REPEAT = 1 << 5,
+};
+
+/* One option that takes a value; -1 for an unknown one. */
+static int parse_value_opt(bench_opts *o, unsigned *set, const char *f, const char *v)
+{
+    if (strcmp(f, "--messages") == 0)
+        o->messages = strtoull(v, NULL, 10), *set |= SET_MESSAGES;
+    else if (strcmp(f, "--slow-messages") == 0)
+        o->slow_messages = strtoull(v, NULL, 10), *set |= SET_SLOW;
+    else if (strcmp(f, "--markers") == 0)
+        o->markers = strtoull(v, NULL, 10), *set |= SET_MARKERS;
+    else if (strcmp(f, "--callgrind-events") == 0)
+        o->callgrind_events = strtoull(v, NULL, 10), *set |= SET_CALLGRIND;
+    else if (strcmp(f, "--latency-seconds") == 0)
+        o->latency_seconds = strtod(v, NULL), *set |= SET_LATENCY;
+    else if (strcmp(f, "--batch") == 0)
+        o->batch = strtol(v, NULL, 10);
+    else if (strcmp(f, "--repeat") == 0)
+        o->repeat = (int)strtol(v, NULL, 10), *set |= SET_REPEAT;
+    else if (strcmp(f, "--poll-ms") == 0)
+        o->poll_ms = strtol(v, NULL, 10);
+    else if (strcmp(f, "--ibus") == 0)
+        o->ibus = v;
+    else if (strcmp(f, "--plugin") == 0)
+        o->plugin = v;
+    else if (strcmp(f, "--bare") == 0)
+        o->bare = v;
+    else if (strcmp(f, "--nats-server") == 0)
+        o->nats_server = v;
+    else if (strcmp(f, "--valgrind") == 0)
+        o->valgrind = v;
+    else if (strcmp(f, "--tmp") == 0)
+        o->tmp = v;
+    else if (strcmp(f, "--only") == 0)
+        o->only = v;
+    else if (strcmp(f, "--rows") == 0)
+        o->rows = v;
+    else
+        return -1;
+    return 0;
+}
+
+/* --quick: small sizes for whatever the command line left at its default. */
+static void apply_quick(bench_opts *o, unsigned set)
+{
+    if (!(set & SET_MESSAGES))
+        o->messages = 3000;
+    if (!(set & SET_SLOW))
+        o->slow_messages = 200;
+    if (!(set & SET_MARKERS))
+        o->markers = 20000;
+    if (!(set & SET_CALLGRIND))
+        o->callgrind_events = 1000;
+    if (!(set & SET_LATENCY))
+        o->latency_seconds = 0.5;
+    if (!(set & SET_REPEAT))
+        o->repeat = 1;
+}
+
+static int parse_opts(bench_opts *o, int argc, char **argv)
+{
+    unsigned set = 0;
+    opts_defaults(o);
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(f, "--quick") == 0) {
@@ -142,55 +217,11 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
         if (strcmp(f, "--help") == 0 || v == NULL)
             return -1;
         i++;
-        if (strcmp(f, "--messages") == 0)
-            o->messages = strtoull(v, NULL, 10), set_messages = true;
-        else if (strcmp(f, "--slow-messages") == 0)
-            o->slow_messages = strtoull(v, NULL, 10), set_slow = true;
-        else if (strcmp(f, "--markers") == 0)
-            o->markers = strtoull(v, NULL, 10), set_markers = true;
-        else if (strcmp(f, "--callgrind-events") == 0)
-            o->callgrind_events = strtoull(v, NULL, 10), set_cg = true;
-        else if (strcmp(f, "--latency-seconds") == 0)
-            o->latency_seconds = strtod(v, NULL), set_lat = true;
-        else if (strcmp(f, "--batch") == 0)
-            o->batch = strtol(v, NULL, 10);
-        else if (strcmp(f, "--repeat") == 0)
-            o->repeat = (int)strtol(v, NULL, 10), set_repeat = true;
-        else if (strcmp(f, "--poll-ms") == 0)
-            o->poll_ms = strtol(v, NULL, 10);
-        else if (strcmp(f, "--ibus") == 0)
-            o->ibus = v;
-        else if (strcmp(f, "--plugin") == 0)
-            o->plugin = v;
-        else if (strcmp(f, "--bare") == 0)
-            o->bare = v;
-        else if (strcmp(f, "--nats-server") == 0)
-            o->nats_server = v;
-        else if (strcmp(f, "--valgrind") == 0)
-            o->valgrind = v;
-        else if (strcmp(f, "--tmp") == 0)
-            o->tmp = v;
-        else if (strcmp(f, "--only") == 0)
-            o->only = v;
-        else if (strcmp(f, "--rows") == 0)
-            o->rows = v;
-        else
+        if (parse_value_opt(o, &set, f, v) != 0)
             return -1;
     }
-    if (o->quick) {
-        if (!set_messages)
-            o->messages = 3000;
-        if (!set_slow)
-            o->slow_messages = 200;
-        if (!set_markers)
-            o->markers = 20000;
-        if (!set_cg)
-            o->callgrind_events = 1000;
-        if (!set_lat)
-            o->latency_seconds = 0.5;
-        if (!set_repeat)
-            o->repeat = 1;
-    }
+    if (o->quick)
+        apply_quick(o, set);
     if (o->messages < 100 || o->slow_messages < 20 || o->markers < 100 ||
         o->callgrind_events < 100 || o->latency_seconds <= 0 || o->repeat < 1 ||
         o->repeat > IB__BENCH_MAX_REPEAT || o->batch < 1 || o->batch > 4096 || o->poll_ms < 1)
@@ -507,7 +538,7 @@ static bool callgrind_one(bench *b, ib__bench_instr *out, const ib__bench_config
         progress(c->label, st != IB_OK ? e.msg : "ibus under callgrind did not exit 0");
         return false;
     }
-    const char *function = c->kind == IB__BENCH_IBUS ? HOT_PATH_FUNCTION : NULL;
+    const char *function = c->kind == IB__BENCH_IBUS ? IB_BENCH_HOT_PATH : NULL;
     if (ib__bench_callgrind_read(out, file, function, &e) != IB_OK) {
         progress(c->label, e.msg);
         return false;

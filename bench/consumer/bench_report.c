@@ -22,6 +22,18 @@ static const char *fmt_rate(char *buf, size_t len, const ib__bench_cell *c)
     return buf;
 }
 
+/* The rest of a table's head after "| config |": each duplicate ratio's
+ * heading (`head` formats its name) and its alignment cells. */
+static void print_column_heads(FILE *out, const char *head, const char *align)
+{
+    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
+        fprintf(out, head, column_names[k]);
+    fprintf(out, "\n|---|");
+    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
+        fprintf(out, "%s", align);
+    fprintf(out, "\n");
+}
+
 static bool print_throughput(FILE *out, const ib__bench_report *r)
 {
     bool all = true;
@@ -32,12 +44,7 @@ static bool print_throughput(FILE *out, const ib__bench_report *r)
             "that saw them; median of %d interleaved runs.\n\n",
             r->messages, r->batch, (long long)r->poll_ms, r->repeat);
     fprintf(out, "| config |");
-    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
-        fprintf(out, " %s msg/s | ratio |", column_names[k]);
-    fprintf(out, "\n|---|");
-    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
-        fprintf(out, "---:|---:|");
-    fprintf(out, "\n");
+    print_column_heads(out, " %s msg/s | ratio |", "---:|---:|");
     for (size_t i = 0; i < r->row_count; i++) {
         if (!r->rows[i].ran)
             continue;
@@ -62,12 +69,7 @@ static void print_cpu(FILE *out, const ib__bench_report *r)
 {
     fprintf(out, "\nCPU between the first and the last ack, in cores (consumer processes / "
                  "nats-server; this machine has 2).\n\n| config |");
-    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
-        fprintf(out, " %s |", column_names[k]);
-    fprintf(out, "\n|---|");
-    for (int k = 0; k < IB__BENCH_COLUMNS; k++)
-        fprintf(out, "---:|");
-    fprintf(out, "\n");
+    print_column_heads(out, " %s |", "---:|");
     for (size_t i = 0; i < r->row_count; i++) {
         if (!r->rows[i].ran)
             continue;
@@ -190,7 +192,7 @@ static bool print_callgrind(FILE *out, const ib__bench_report *r)
     }
     fprintf(out,
             "\nInstructions per event (valgrind --tool=callgrind; runs over %zu and %zu events, "
-            "10%% dups, difference / %zu). Hot path = inclusive cost of ib__host_process_batch "
+            "10%% dups, difference / %zu). Hot path = inclusive cost of " IB_BENCH_HOT_PATH " "
             "(decode, dispatch, claim/mark, ack bookkeeping); whole process = every thread, "
             "nats.c's reader included.\n\n| consumer | hot path | whole process |\n"
             "|---|---:|---:|\n",

@@ -91,18 +91,15 @@ static void show_progress(publisher *p, bool final)
         fprintf(stderr, "\rpublished %" PRIu64 " messages%s", p->published, final ? "\n" : "");
 }
 
-static int send_bytes(publisher *p, const char *subject, const void *data, size_t len,
-                      const char *msg_id)
+/* Publishes `*m` asynchronously; the JetStream context takes it on
+ * success, and it is destroyed otherwise. */
+static int send_msg(publisher *p, natsMsg **m)
 {
-    natsMsg *m = NULL;
-    natsStatus s = natsMsg_Create(&m, subject, NULL, data, (int)len);
-    if (s == NATS_OK && msg_id != NULL)
-        s = natsMsgHeader_Set(m, "Nats-Msg-Id", msg_id);
-    if (s == NATS_OK)
-        s = js_PublishMsgAsync(p->js, &m, NULL);
-    natsMsg_Destroy(m); /* NULL after a successful async publish took it */
+    natsStatus s = js_PublishMsgAsync(p->js, m, NULL);
     if (s != NATS_OK) {
-        fprintf(stderr, "ibus publish: %s: %s\n", subject, natsStatus_GetText(s));
+        fprintf(stderr, "ibus publish: %s: %s\n", natsMsg_GetSubject(*m), natsStatus_GetText(s));
+        natsMsg_Destroy(*m);
+        *m = NULL;
         return -1;
     }
     p->published++;
@@ -110,66 +107,79 @@ static int send_bytes(publisher *p, const char *subject, const void *data, size_
     return 0;
 }
 
-/* Publishes one event, and a duplicate of it with probability --duplicates. */
+static int send_bytes(publisher *p, const char *subject, const void *data, size_t len)
+{
+    natsMsg *m = NULL;
+    natsStatus s = natsMsg_Create(&m, subject, NULL, data, (int)len);
+    if (s != NATS_OK) {
+        fprintf(stderr, "ibus publish: %s: %s\n", subject, natsStatus_GetText(s));
+        return -1;
+    }
+    return send_msg(p, &m);
+}
+
+/* Whether the next event is also published again, with probability
+ * --duplicates. */
+static bool draw_duplicate(publisher *p)
+{
+    double r = p->cfg->duplicates;
+    return r > 0 && (double)(next_rand(p) >> 11) / 9007199254740992.0 < r;
+}
+
+/* Publishes one event, and a duplicate of it with probability --duplicates:
+ * the same bytes as a new message without Nats-Msg-Id. */
 static int publish_event(publisher *p, const char *type, const void *payload, size_t len,
                          const char *given_id, const char *subject_override)
 {
-    char id[IB_ID_BUF_SIZE + 64], subject[512];
+    char id[IB_ID_BUF_SIZE + 64];
     const publish_cfg *c = p->cfg;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
+    natsMsg *m = NULL;
     ib_error e;
 
     if (type == NULL || type[0] == '\0') {
         fprintf(stderr, "ibus publish: an event needs a type (--type or \"type\")\n");
         return -1;
     }
-    if (given_id != NULL && c->unchecked_id) {
-        snprintf(id, sizeof(id), "%s", given_id);
-    } else if (given_id != NULL) {
-        if (ib_id_normalise(id, given_id, strlen(given_id), IB_ID_ANY_VERSION) != IB_ID_VALID) {
+    ib_bus_event ev = {
+        .type = type,
+        .id = given_id,
+        .id_as_given = c->unchecked_id,
+        .subject = subject_override != NULL ? subject_override : c->subject,
+        .prefix = c->prefix,
+        .source = c->source,
+        .payload = payload,
+        .payload_len = len,
+        .set_msg_id = c->msg_id,
+    };
+    ib_status st = ib_bus_event_msg(&m, id, sizeof(id), &ev, &e);
+    if (st != IB_OK) {
+        if (st == IB_ERR_INVALID_ID)
             fprintf(stderr,
                     "ibus publish: id '%s' is not a UUID (use --unchecked-id to send it "
                     "anyway)\n",
                     given_id);
-            return -1;
-        }
-    } else if (ib_uuid4_generate(id) != IB_OK) {
-        fprintf(stderr, "ibus publish: no randomness for a fresh id\n");
+        else
+            fprintf(stderr, "ibus publish: %s\n", e.msg);
         return -1;
     }
-    if (subject_override != NULL)
-        snprintf(subject, sizeof(subject), "%s", subject_override);
-    else if (c->subject != NULL)
-        snprintf(subject, sizeof(subject), "%s", c->subject);
-    else
-        snprintf(subject, sizeof(subject), "%s.%s", c->prefix, type);
-
-    ib_event_fields f = {
-        .id = id,
-        .type = type,
-        .payload = payload,
-        .payload_len = len,
-        .created_at_ms = ib_clock_realtime_ms(),
-        .source = c->source,
-    };
-    if (ib_event_encode(&buf, &blen, &f, &e) != IB_OK) {
-        fprintf(stderr, "ibus publish: %s\n", e.msg);
+    /* Copied before the publish takes `m`; drawn first, which changes no
+     * sequence: a failed publish ends the whole run. */
+    natsMsg *again = NULL;
+    if (draw_duplicate(p) && natsMsg_Create(&again, natsMsg_GetSubject(m), NULL, natsMsg_GetData(m),
+                                            natsMsg_GetDataLength(m)) != NATS_OK) {
+        fprintf(stderr, "ibus publish: out of memory for a duplicate\n");
+        natsMsg_Destroy(m);
         return -1;
     }
-    int rc = send_bytes(p, subject, buf, blen, c->msg_id ? id : NULL);
+    int rc = send_msg(p, &m);
     if (rc == 0) {
         p->unique++;
         if (p->ids != NULL)
             fprintf(p->ids, "%s\n", id);
-        if (c->duplicates > 0 &&
-            (double)(next_rand(p) >> 11) / 9007199254740992.0 < c->duplicates) {
-            rc = send_bytes(p, subject, buf, blen, NULL);
-            if (rc == 0)
-                p->duplicates++;
-        }
+        if (again != NULL && (rc = send_msg(p, &again)) == 0)
+            p->duplicates++;
     }
-    free(buf);
+    natsMsg_Destroy(again);
     return rc;
 }
 
@@ -219,7 +229,7 @@ static int publish_all(publisher *p, const ib_strlist *args)
             char subject[512];
             snprintf(subject, sizeof(subject), "%s",
                      c->subject != NULL ? c->subject : "events.raw");
-            if (send_bytes(p, subject, args->items[i], strlen(args->items[i]), NULL) != 0)
+            if (send_bytes(p, subject, args->items[i], strlen(args->items[i])) != 0)
                 return -1;
         }
         return 0;
@@ -266,6 +276,68 @@ static int publish_all(publisher *p, const ib_strlist *args)
     return rc;
 }
 
+/* What the option table cannot check. Prints why and returns -1. */
+static int check_cfg(const publish_cfg *c, const ib_strlist *args)
+{
+    if (c->duplicates < 0 || c->duplicates > 1) {
+        fprintf(stderr, "ibus publish: --duplicates: expected a fraction in 0..1\n");
+        return -1;
+    }
+    if ((args->count > 0 || c->count > 0) && !c->raw && c->type == NULL) {
+        fprintf(stderr, "ibus publish: --type: needed for arguments and --count\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits for every acknowledgement and prints the summary; returns the exit
+ * code given how publishing went (`rc`). */
+static int finish(publisher *p, int rc)
+{
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = 30000;
+    natsStatus s = js_PublishAsyncComplete(p->js, &po);
+    show_progress(p, true);
+    if (s != NATS_OK)
+        fprintf(stderr, "ibus publish: not every publish was acknowledged: %s\n",
+                natsStatus_GetText(s));
+    uint64_t failed = atomic_load(&p->failed);
+    if (!p->cfg->quiet)
+        printf("published=%" PRIu64 " unique=%" PRIu64 " duplicates=%" PRIu64 " failed=%" PRIu64
+               "\n",
+               p->published, p->unique, p->duplicates, failed);
+    return rc == 0 && s == NATS_OK && failed == 0 ? 0 : 1;
+}
+
+/* Connects, publishes everything and closes the connection. Returns the
+ * exit code: 2 for unusable connection settings, 1 for any other failure. */
+static int connect_and_publish(publisher *p, const ib_strlist *args)
+{
+    const publish_cfg *c = p->cfg;
+    ib_nats *n = NULL;
+    ib_error e;
+    int code = 1;
+
+    if (ib_nats_connect(&n, &c->nats, &e) != IB_OK) {
+        fprintf(stderr, "ibus publish: %s\n", e.msg);
+        return e.status == IB_ERR_CONFIG ? 2 : 1;
+    }
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.PublishAsync.MaxPending = c->max_pending;
+    jo.PublishAsync.ErrHandler = on_async_error;
+    jo.PublishAsync.ErrHandlerClosure = p;
+    if (natsConnection_JetStream(&p->js, ib_nats_connection(n), &jo) != NATS_OK)
+        fprintf(stderr, "ibus publish: cannot create a JetStream context\n");
+    else
+        code = finish(p, publish_all(p, args));
+    jsCtx_Destroy(p->js);
+    p->js = NULL;
+    ib_nats_close(n, 5000);
+    return code;
+}
+
 int ib_cmd_publish(int argc, char **argv)
 {
     publish_cfg c;
@@ -273,7 +345,6 @@ int ib_cmd_publish(int argc, char **argv)
     ib_strlist args;
     bool help = false;
     ib_error e;
-    ib_nats *n = NULL;
     int code = 2;
 
     memset(&c, 0, sizeof(c));
@@ -322,14 +393,8 @@ int ib_cmd_publish(int argc, char **argv)
         code = 0;
         goto out;
     }
-    if (c.duplicates < 0 || c.duplicates > 1) {
-        fprintf(stderr, "ibus publish: --duplicates: expected a fraction in 0..1\n");
+    if (check_cfg(&c, &args) != 0)
         goto out;
-    }
-    if ((args.count > 0 || c.count > 0) && !c.raw && c.type == NULL) {
-        fprintf(stderr, "ibus publish: --type: needed for arguments and --count\n");
-        goto out;
-    }
     p.cfg = &c;
     p.state = (uint64_t)c.seed * 0x9E3779B97F4A7C15ull + 1;
     p.progress = isatty(STDERR_FILENO) && !c.quiet;
@@ -338,41 +403,10 @@ int ib_cmd_publish(int argc, char **argv)
                 strerror(errno));
         goto out;
     }
-    code = 1;
-    if (ib_nats_connect(&n, &c.nats, &e) != IB_OK) {
-        fprintf(stderr, "ibus publish: %s\n", e.msg);
-        code = e.status == IB_ERR_CONFIG ? 2 : 1;
-        goto out;
-    }
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.PublishAsync.MaxPending = c.max_pending;
-    jo.PublishAsync.ErrHandler = on_async_error;
-    jo.PublishAsync.ErrHandlerClosure = &p;
-    if (natsConnection_JetStream(&p.js, ib_nats_connection(n), &jo) != NATS_OK) {
-        fprintf(stderr, "ibus publish: cannot create a JetStream context\n");
-        goto out;
-    }
-    int rc = publish_all(&p, &args);
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MaxWait = 30000;
-    natsStatus s = js_PublishAsyncComplete(p.js, &po);
-    show_progress(&p, true);
-    if (s != NATS_OK)
-        fprintf(stderr, "ibus publish: not every publish was acknowledged: %s\n",
-                natsStatus_GetText(s));
-    uint64_t failed = atomic_load(&p.failed);
-    if (!c.quiet)
-        printf("published=%" PRIu64 " unique=%" PRIu64 " duplicates=%" PRIu64 " failed=%" PRIu64
-               "\n",
-               p.published, p.unique, p.duplicates, failed);
-    code = rc == 0 && s == NATS_OK && failed == 0 ? 0 : 1;
+    code = connect_and_publish(&p, &args);
 out:
     if (p.ids != NULL)
         fclose(p.ids);
-    jsCtx_Destroy(p.js);
-    ib_nats_close(n, 5000);
     ib_opts_release(opts, nopts);
     return code;
 }

@@ -72,12 +72,63 @@ static void pool_stop(ib__pool *p, unsigned started)
         pthread_join(p->threads[i], NULL);
 }
 
+/* The pool's lock and its two conditions; all or none. */
+static ib_status pool_sync_init(ib__pool *p, ib_error *err)
+{
+    pthread_condattr_t mono;
+
+    if (pthread_mutex_init(&p->mu, NULL) != 0)
+        return ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the pool mutex");
+    if (pthread_cond_init(&p->work_cv, NULL) != 0)
+        goto destroy_mu;
+    /* The caller's timed waits (ib__pool_run_ticking) use the monotonic
+     * clock, so a wall-clock step cannot stretch or skip a tick. */
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&p->done_cv, &mono);
+    pthread_condattr_destroy(&mono);
+    if (rc != 0)
+        goto destroy_work_cv;
+    return IB_OK;
+
+destroy_work_cv:
+    pthread_cond_destroy(&p->work_cv);
+destroy_mu:
+    pthread_mutex_destroy(&p->mu);
+    return ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the pool condition");
+}
+
+static void pool_sync_destroy(ib__pool *p)
+{
+    pthread_cond_destroy(&p->done_cv);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_mutex_destroy(&p->mu);
+}
+
+/* Starts the workers; returns how many started, and in *rc why the next
+ * one did not. Workers inherit the creator's signal mask: block everything
+ * so SIGTERM/SIGINT reach the host's own threads, never a handler. */
+static unsigned pool_start(ib__pool *p, int *rc)
+{
+    sigset_t all, old;
+    unsigned started = 0;
+
+    *rc = 0;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (; started < p->nthreads; started++) {
+        *rc = pthread_create(&p->threads[started], NULL, pool_worker, p);
+        if (*rc != 0)
+            break;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return started;
+}
+
 ib_status ib__pool_create(ib__pool **out, unsigned threads, ib_error *err)
 {
     ib_status st;
-    unsigned started = 0;
-    sigset_t all, old;
-    int rc = 0;
+    int rc;
 
     *out = NULL;
     ib__pool *p = calloc(1, sizeof(*p));
@@ -86,57 +137,26 @@ ib_status ib__pool_create(ib__pool **out, unsigned threads, ib_error *err)
     p->threads = calloc(threads, sizeof(*p->threads));
     if (p->threads == NULL) {
         st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory for %u worker threads", threads);
-        goto fail_threads;
+        goto free_pool;
     }
     p->nthreads = threads;
-    if (pthread_mutex_init(&p->mu, NULL) != 0) {
-        st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the pool mutex");
-        goto fail_mutex;
-    }
-    if (pthread_cond_init(&p->work_cv, NULL) != 0) {
-        st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the pool condition");
-        goto fail_work_cv;
-    }
-    /* The caller's timed waits (ib__pool_run_ticking) use the monotonic
-     * clock, so a wall-clock step cannot stretch or skip a tick. */
-    pthread_condattr_t mono;
-    pthread_condattr_init(&mono);
-    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
-    rc = pthread_cond_init(&p->done_cv, &mono);
-    pthread_condattr_destroy(&mono);
-    if (rc != 0) {
-        st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the pool condition");
-        goto fail_done_cv;
-    }
-
-    /* Workers inherit the creator's signal mask: block everything so
-     * SIGTERM/SIGINT reach the host's own threads, never a handler. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    for (; started < threads; started++) {
-        rc = pthread_create(&p->threads[started], NULL, pool_worker, p);
-        if (rc != 0)
-            break;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    st = pool_sync_init(p, err);
+    if (st != IB_OK)
+        goto free_threads;
+    unsigned started = pool_start(p, &rc);
     if (started < threads) {
         st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot start worker thread %u of %u: %s",
                           started + 1, threads, strerror(rc));
-        goto fail_start;
+        p->nthreads = started; /* the ones to stop and join */
+        ib__pool_free(p);
+        return st;
     }
     *out = p;
     return IB_OK;
 
-fail_start:
-    pool_stop(p, started);
-    pthread_cond_destroy(&p->done_cv);
-fail_done_cv:
-    pthread_cond_destroy(&p->work_cv);
-fail_work_cv:
-    pthread_mutex_destroy(&p->mu);
-fail_mutex:
+free_threads:
     free(p->threads);
-fail_threads:
+free_pool:
     free(p);
     return st;
 }
@@ -146,9 +166,7 @@ void ib__pool_free(ib__pool *p)
     if (p == NULL)
         return;
     pool_stop(p, p->nthreads);
-    pthread_cond_destroy(&p->done_cv);
-    pthread_cond_destroy(&p->work_cv);
-    pthread_mutex_destroy(&p->mu);
+    pool_sync_destroy(p);
     free(p->threads);
     free(p);
 }

@@ -2,15 +2,19 @@
  * batch, one claim call, handlers (inline or on the pool), one mark call (the
  * group commit), one release call, then an outcome per delivery. The rules
  * are documented in dispatch.h. */
-#include "dispatch_internal.h"
+#include "dispatch_run.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "uuid.h"
 #include "clock.h"
+#include "dispatch_pool.h"
+#include "uuid.h"
 
 /* The event's header array is handed to plugins as it is. */
 _Static_assert(sizeof(ib_event_header) == sizeof(ib_header), "header layouts differ");
@@ -36,7 +40,7 @@ enum item_result {
     R_LOST,   /* OK, but another owner took the claim over: not marked */
 };
 
-struct ib__ditem {
+typedef struct run_item {
     const ib__dhandler *h;
     size_t delivery;
     size_t leader;     /* the item whose result an R_FOLLOW item takes */
@@ -47,14 +51,65 @@ struct ib__ditem {
     unsigned char result;
     bool taken;           /* its finished handler was seen by the committer */
     atomic_bool finished; /* written by the thread that ran it, after result */
-};
+} run_item;
 
-typedef ib__ditem run_item;
+/* Buffers reused from one batch to the next so the hot path does not
+ * allocate; only touched under run_mu (lease_keys/lease_live also under
+ * lease_mu). */
+typedef struct run_scratch {
+    /* per delivery, capacity dcap */
+    size_t *first;               /* index of the delivery's first item; n + 1 entries */
+    ib__dhandler *const **lists; /* handlers subscribed to its type */
+    bool *settled;
+    size_t dcap;
+    /* per item, capacity icap */
+    run_item *items;
+    ib_marker_key *keys;
+    size_t *key_items; /* the item each key belongs to */
+    ib_claim_info *infos;
+    bool *flags;               /* per key: marked */
+    size_t *work;              /* items whose handler runs */
+    ib_marker_key *lease_keys; /* claims held while handlers run (see lease_mu) */
+    bool *lease_live;          /* lease_keys[w] still to be renewed */
+    ib_marker_key *pend_keys;  /* finished OK handlers whose marks are not committed */
+    size_t *pend_items;
+    size_t icap;
+    /* open-addressing set of (handler, id) pairs seen in the batch */
+    uint32_t *seen;
+    size_t seen_cap;
+} run_scratch;
+
+struct ib__drun {
+    ib_recorder *recorder;    /* BORROWED */
+    const ib__dtable *table;  /* BORROWED; not changed while batches run */
+    ib_dispatch_options opts; /* complete; opts.owner BORROWED */
+    ib__pool *pool;           /* NULL when concurrency <= 1 */
+
+    /* Serialises the batches: the pool runs one loop at a time and the
+     * scratch buffers are shared. */
+    pthread_mutex_t run_mu;
+    run_scratch scratch;
+    double last_recorder_seconds; /* of the last batch (under run_mu) */
+
+    /* The claims held by the batch in flight while its handlers run, so
+     * another thread can extend their leases (ib__drun_extend_leases)
+     * without taking run_mu, which the running batch holds. */
+    pthread_mutex_t lease_mu;
+    const ib_marker_key *lease_keys;
+    const bool *lease_live;
+    size_t lease_n;
+
+    /* Recorder health as the run thread last saw it, and when a failed
+     * commit may be tried again (run thread only). */
+    bool recorder_down;
+    int64_t commit_retry_at_ms;
+    int64_t commit_backoff_ms;
+};
 
 /* One ib_dispatch_run() call. */
 typedef struct run_ctx {
-    ib_dispatch *d;
-    ib__dscratch *s;
+    ib__drun *r;
+    run_scratch *s;
     ib_delivery *dl;
     size_t n;
     run_item *items;
@@ -102,7 +157,7 @@ static bool regrow(void **bufs[], const size_t sizes[], size_t count, size_t cap
     return true;
 }
 
-static bool scratch_reserve(ib__dscratch *s, size_t n, size_t total)
+static bool scratch_reserve(run_scratch *s, size_t n, size_t total)
 {
     if (n + 1 > s->dcap) {
         size_t cap = grown(s->dcap, n + 1);
@@ -139,7 +194,7 @@ static bool scratch_reserve(ib__dscratch *s, size_t n, size_t total)
     return true;
 }
 
-void ib__dispatch_scratch_free(ib__dscratch *s)
+static void scratch_free(run_scratch *s)
 {
     free(s->first);
     free(s->lists);
@@ -203,8 +258,8 @@ static size_t first_occurrence(run_ctx *c, size_t seen_cap, size_t i)
 /* One item per (delivery, subscribed handler), in batch order. */
 static void plan(run_ctx *c)
 {
-    ib__dscratch *s = c->s;
-    uint64_t max_deliver = c->d->opts.max_deliver;
+    run_scratch *s = c->s;
+    uint64_t max_deliver = c->r->opts.max_deliver;
     size_t seen_cap = 16;
     size_t total = 0;
 
@@ -252,30 +307,30 @@ static void recorder_failed(run_ctx *c, const ib_error *e, ib_status st)
 {
     ib_error local = *e;
     if (local.status == IB_OK)
-        ib_error_set(&local, st, "recorder %s: %s", ib_recorder_kind(c->d->recorder),
+        ib_error_set(&local, st, "recorder %s: %s", ib_recorder_kind(c->r->recorder),
                      ib_status_str(st));
     if (c->err != NULL && c->err->status == IB_OK)
         *c->err = local;
-    c->d->recorder_down = true;
-    if (c->d->opts.on_recorder != NULL)
-        c->d->opts.on_recorder(c->d->opts.observer_ctx, false, &local);
+    c->r->recorder_down = true;
+    if (c->r->opts.on_recorder != NULL)
+        c->r->opts.on_recorder(c->r->opts.observer_ctx, false, &local);
 }
 
 static void recorder_worked(run_ctx *c)
 {
-    if (!c->d->recorder_down)
+    if (!c->r->recorder_down)
         return;
-    c->d->recorder_down = false;
-    c->d->commit_backoff_ms = 0;
-    if (c->d->opts.on_recorder != NULL)
-        c->d->opts.on_recorder(c->d->opts.observer_ctx, true, NULL);
+    c->r->recorder_down = false;
+    c->r->commit_backoff_ms = 0;
+    if (c->r->opts.on_recorder != NULL)
+        c->r->opts.on_recorder(c->r->opts.observer_ctx, true, NULL);
 }
 
 /* Gathers the keys of every item in state `want` or `want2`; returns how
  * many. */
 static size_t gather(run_ctx *c, unsigned char want, unsigned char want2)
 {
-    ib__dscratch *s = c->s;
+    run_scratch *s = c->s;
     size_t nk = 0;
     for (size_t i = 0; i < c->total; i++) {
         const run_item *it = &c->items[i];
@@ -320,23 +375,23 @@ static void take_claim(run_ctx *c, run_item *it, size_t i, const ib_claim_info *
  * fills s->work with the items whose handler runs. */
 static void claim(run_ctx *c)
 {
-    ib__dscratch *s = c->s;
-    ib_dispatch *d = c->d;
+    run_scratch *s = c->s;
+    ib__drun *r = c->r;
     ib_error e = {0};
     c->nwork = 0;
     size_t nk = gather(c, R_CLAIM, R_POISON_CHECK);
     if (nk == 0)
         return;
     ib_claim_request req = {
-        .owner = d->owner,
-        .lease_ms = d->opts.lease_ms,
+        .owner = r->opts.owner,
+        .lease_ms = r->opts.lease_ms,
         .max_attempts =
             c->durable
-                ? (uint32_t)(d->opts.max_deliver > UINT32_MAX ? UINT32_MAX : d->opts.max_deliver)
+                ? (uint32_t)(r->opts.max_deliver > UINT32_MAX ? UINT32_MAX : r->opts.max_deliver)
                 : 0,
-        .probe_holders = ib_recorder_is_host_local(d->recorder),
+        .probe_holders = ib_recorder_is_host_local(r->recorder),
     };
-    ib_status st = ib_recorder_acquire_batch(d->recorder, s->infos, s->keys, nk, &req, &e);
+    ib_status st = ib_recorder_acquire_batch(r->recorder, s->infos, s->keys, nk, &req, &e);
     if (st != IB_OK) {
         for (size_t k = 0; k < nk; k++)
             c->items[s->key_items[k]].result = R_CLAIM_FAILED;
@@ -351,46 +406,46 @@ static void claim(run_ctx *c)
         s->lease_keys[w] = (ib_marker_key){it->h->consumer, item_id(c, it)};
         s->lease_live[w] = true;
     }
-    pthread_mutex_lock(&d->lease_mu);
-    d->lease_keys = s->lease_keys;
-    d->lease_live = s->lease_live;
-    d->lease_n = c->nwork;
-    pthread_mutex_unlock(&d->lease_mu);
+    pthread_mutex_lock(&r->lease_mu);
+    r->lease_keys = s->lease_keys;
+    r->lease_live = s->lease_live;
+    r->lease_n = c->nwork;
+    pthread_mutex_unlock(&r->lease_mu);
 }
 
 /* The batch is over: nobody may renew its claims any more. */
-static void leases_done(ib_dispatch *d)
+static void leases_done(ib__drun *r)
 {
-    pthread_mutex_lock(&d->lease_mu);
-    d->lease_keys = NULL;
-    d->lease_live = NULL;
-    d->lease_n = 0;
-    pthread_mutex_unlock(&d->lease_mu);
+    pthread_mutex_lock(&r->lease_mu);
+    r->lease_keys = NULL;
+    r->lease_live = NULL;
+    r->lease_n = 0;
+    pthread_mutex_unlock(&r->lease_mu);
 }
 
-double ib_dispatch_recorder_seconds(const ib_dispatch *d)
+double ib__drun_recorder_seconds(const ib__drun *r)
 {
-    return d->last_recorder_seconds;
+    return r->last_recorder_seconds;
 }
 
-ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err)
+ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib_error *err)
 {
     ib_status st = IB_OK;
     *extended = 0;
     *lost = 0;
-    pthread_mutex_lock(&d->lease_mu);
-    size_t n = d->lease_n, live = 0;
+    pthread_mutex_lock(&r->lease_mu);
+    size_t n = r->lease_n, live = 0;
     ib_marker_key *keys = n > 0 ? malloc(n * sizeof(*keys)) : NULL;
     bool *held = n > 0 ? malloc(n * sizeof(*held)) : NULL;
     if (n > 0 && (keys == NULL || held == NULL)) {
         st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to extend %zu leases", n);
     } else {
         for (size_t w = 0; w < n; w++)
-            if (d->lease_live[w])
-                keys[live++] = d->lease_keys[w];
+            if (r->lease_live[w])
+                keys[live++] = r->lease_keys[w];
         if (live > 0)
-            st = ib_recorder_renew_batch(d->recorder, held, keys, live, d->owner, d->opts.lease_ms,
-                                         err);
+            st = ib_recorder_renew_batch(r->recorder, held, keys, live, r->opts.owner,
+                                         r->opts.lease_ms, err);
         for (size_t k = 0; st == IB_OK && k < live; k++) {
             if (held[k])
                 (*extended)++;
@@ -398,7 +453,7 @@ ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lo
                 (*lost)++;
         }
     }
-    pthread_mutex_unlock(&d->lease_mu);
+    pthread_mutex_unlock(&r->lease_mu);
     free(keys);
     free(held);
     return st;
@@ -409,8 +464,8 @@ ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lo
  * after the lease. Best effort: a claim left behind only expires. */
 static void release(run_ctx *c)
 {
-    ib__dscratch *s = c->s;
-    ib_dispatch *d = c->d;
+    run_scratch *s = c->s;
+    ib__drun *r = c->r;
     ib_error e = {0};
     size_t nk = gather(c, R_RETRY, R_REJECT);
     size_t more = 0;
@@ -426,7 +481,7 @@ static void release(run_ctx *c)
     nk += more;
     if (nk == 0)
         return;
-    ib_status st = ib_recorder_release_batch(d->recorder, s->keys, nk, d->owner, &e);
+    ib_status st = ib_recorder_release_batch(r->recorder, s->keys, nk, r->opts.owner, &e);
     if (st != IB_OK)
         recorder_failed(c, &e, st);
 }
@@ -447,7 +502,7 @@ static void decide(run_ctx *c, size_t i);
  * or done: its ack may leave now, before the rest of the batch finishes. */
 static void settle_ready(run_ctx *c)
 {
-    const ib_dispatch_options *o = &c->d->opts;
+    const ib_dispatch_options *o = &c->r->opts;
     if (o->on_settled == NULL)
         return;
     for (size_t i = 0; i < c->n; i++) {
@@ -470,7 +525,7 @@ static void settle_ready(run_ctx *c)
  * marks. Run thread only. */
 static void take_finished(run_ctx *c)
 {
-    ib__dscratch *s = c->s;
+    run_scratch *s = c->s;
     for (size_t w = 0; w < c->nwork; w++) {
         run_item *it = &c->items[s->work[w]];
         if (it->taken || !atomic_load_explicit(&it->finished, memory_order_acquire))
@@ -491,44 +546,44 @@ static void take_finished(run_ctx *c)
  * left pending. */
 static bool commit(run_ctx *c, bool force)
 {
-    ib__dscratch *s = c->s;
-    ib_dispatch *d = c->d;
+    run_scratch *s = c->s;
+    ib__drun *r = c->r;
     /* The clock first: looking for finished handlers walks the batch, and
      * the inline loop asks after every handler. */
     int64_t now = ib_clock_monotonic_ms();
-    if (!force && now - c->last_commit_ms < d->opts.commit_interval_ms)
+    if (!force && now - c->last_commit_ms < r->opts.commit_interval_ms)
         return c->npend == 0;
     take_finished(c);
     if (c->npend == 0)
         return true;
-    if (now < d->commit_retry_at_ms)
+    if (now < r->commit_retry_at_ms)
         return false;
 
     ib_error e = {0};
     int64_t t0 = ib_clock_monotonic_ns();
-    ib_status st =
-        ib_recorder_mark_owned_batch(d->recorder, s->flags, s->pend_keys, c->npend, d->owner, &e);
+    ib_status st = ib_recorder_mark_owned_batch(r->recorder, s->flags, s->pend_keys, c->npend,
+                                                r->opts.owner, &e);
     c->recorder_seconds += seconds_since(t0);
     if (st != IB_OK) {
-        int64_t b = d->commit_backoff_ms;
-        d->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
-        d->commit_retry_at_ms = ib_clock_monotonic_ms() + d->commit_backoff_ms;
+        int64_t b = r->commit_backoff_ms;
+        r->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
+        r->commit_retry_at_ms = ib_clock_monotonic_ms() + r->commit_backoff_ms;
         atomic_store(&c->gate_closed, true);
         recorder_failed(c, &e, st);
         return false;
     }
     recorder_worked(c);
-    d->commit_backoff_ms = 0;
-    d->commit_retry_at_ms = 0;
+    r->commit_backoff_ms = 0;
+    r->commit_retry_at_ms = 0;
     atomic_store(&c->gate_closed, false);
     c->last_commit_ms = ib_clock_monotonic_ms();
-    pthread_mutex_lock(&d->lease_mu);
+    pthread_mutex_lock(&r->lease_mu);
     for (size_t k = 0; k < c->npend; k++) {
         run_item *it = &c->items[s->pend_items[k]];
         it->result = s->flags[k] ? R_MARKED : R_LOST;
         s->lease_live[it->work] = false;
     }
-    pthread_mutex_unlock(&d->lease_mu);
+    pthread_mutex_unlock(&r->lease_mu);
     c->npend = 0;
     settle_ready(c);
     return true;
@@ -540,7 +595,7 @@ static bool commit(run_ctx *c, bool force)
 static void commit_all(run_ctx *c)
 {
     while (!commit(c, true)) {
-        int64_t wait = c->d->commit_retry_at_ms - ib_clock_monotonic_ms();
+        int64_t wait = c->r->commit_retry_at_ms - ib_clock_monotonic_ms();
         if (wait < 1)
             wait = 1;
         struct timespec ts = {.tv_sec = wait / 1000, .tv_nsec = (wait % 1000) * 1000000};
@@ -599,11 +654,11 @@ static void run_one(void *arg, size_t w)
 
 static void run_handlers(run_ctx *c)
 {
-    ib_dispatch *d = c->d;
+    ib__drun *r = c->r;
     /* A single call is not worth two thread hand-offs. */
-    if (d->pool != NULL && c->nwork > 1) {
-        int64_t t = d->opts.commit_interval_ms > 0 ? d->opts.commit_interval_ms : 1;
-        ib__pool_run_ticking(d->pool, run_one, c, c->nwork, t, tick);
+    if (r->pool != NULL && c->nwork > 1) {
+        int64_t t = r->opts.commit_interval_ms > 0 ? r->opts.commit_interval_ms : 1;
+        ib__pool_run_ticking(r->pool, run_one, c, c->nwork, t, tick);
     } else {
         for (size_t w = 0; w < c->nwork; w++) {
             run_one(c, w);
@@ -622,7 +677,7 @@ static void run_handlers(run_ctx *c)
  * to start for a recorder error. */
 static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it, unsigned char r)
 {
-    const ib_dispatch_options *o = &c->d->opts;
+    const ib_dispatch_options *o = &c->r->opts;
     ib_handler_result res;
     switch (r) {
     case R_MARKED:
@@ -652,6 +707,15 @@ typedef struct verdicts {
     int64_t busy_ms; /* longest remaining lease among the busy ones */
 } verdicts;
 
+/* Another owner holds an item's claim for up to `remaining_ms` more: the
+ * delivery comes back once the longest such lease may have ended. */
+static void wait_for_holder(verdicts *v, int64_t remaining_ms)
+{
+    v->busy = true;
+    if (remaining_ms > v->busy_ms)
+        v->busy_ms = remaining_ms;
+}
+
 /* Counts one item and notes what it asks of the outcome. A follower counts
  * as a duplicate when its leader succeeded, else as coalesced. */
 static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
@@ -676,8 +740,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         n->exhausted += !follower;
         return;
     case R_BUSY:
-        v->busy = true;
-        v->busy_ms = lead->busy_ms > v->busy_ms ? lead->busy_ms : v->busy_ms;
+        wait_for_holder(v, lead->busy_ms);
         own = &n->busy;
         break;
     case R_REJECT:
@@ -686,8 +749,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         break;
     case R_LOST:
         /* the new holder decides; come back when its lease may have ended */
-        v->busy = true;
-        v->busy_ms = c->d->opts.lease_ms > v->busy_ms ? c->d->opts.lease_ms : v->busy_ms;
+        wait_for_holder(v, c->r->opts.lease_ms);
         own = &n->lost;
         break;
     case R_CLAIM_FAILED:
@@ -697,7 +759,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
     default: /* R_RETRY; nothing else is left after the flow */
         /* With durable attempts, a RETRY on the last allowed attempt ends
          * the event's retries here. */
-        if (c->durable && c->d->opts.max_deliver != 0 && lead->attempts >= c->d->opts.max_deliver)
+        if (c->durable && c->r->opts.max_deliver != 0 && lead->attempts >= c->r->opts.max_deliver)
             v->open = true;
         else
             v->retry = true;
@@ -721,16 +783,41 @@ static int64_t busy_wait_ms(const run_ctx *c, const ib_delivery *dl, int64_t rem
     if (!c->durable)
         return remaining_ms;
     uint64_t dc = dl->delivery_count > 1 ? dl->delivery_count - 1 : 0;
-    int64_t step = c->d->opts.busy_delay_ms;
+    int64_t step = c->r->opts.busy_delay_ms;
     for (uint64_t k = 0; k < dc && step < remaining_ms; k++)
         step *= 2;
     return step < remaining_ms ? step : remaining_ms;
 }
 
+/* The outcome of a delivery whose items added up to `v`. REJECT wins, then
+ * a RETRY or failed claim, then the poison rule, then a busy claim; ACK when
+ * none of them applies. */
+static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
+{
+    const ib_dispatch_options *o = &c->r->opts;
+    if (v->reject) {
+        dl->outcome = IB_OUTCOME_DEAD_LETTER;
+        dl->dead_letter_reason = IB_DLQ_REJECTED;
+    } else if (v->retry) {
+        dl->outcome = IB_OUTCOME_NAK;
+        dl->nak_delay_ms = ib_dispatch_backoff_ms(o, dl->delivery_count);
+    } else if (v->open) {
+        dl->outcome = IB_OUTCOME_DEAD_LETTER;
+        dl->dead_letter_reason = IB_DLQ_MAX_DELIVER;
+    } else if (v->busy) {
+        dl->outcome = IB_OUTCOME_NAK;
+        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy_wait_ms(c, dl, v->busy_ms));
+    } else {
+        dl->outcome = IB_OUTCOME_ACK;
+    }
+}
+
+/* Fills delivery i's outputs: its counters, its handlers' time, the
+ * observer's reports and its outcome. */
 static void decide(run_ctx *c, size_t i)
 {
     ib_delivery *dl = &c->dl[i];
-    const ib_dispatch_options *o = &c->d->opts;
+    const ib_dispatch_options *o = &c->r->opts;
     size_t first = c->s->first[i], end = c->s->first[i + 1];
     verdicts v = {0};
 
@@ -746,21 +833,7 @@ static void decide(run_ctx *c, size_t i)
             observe(c, dl, it, it->result);
         tally(c, dl, it, &v);
     }
-    if (v.reject) {
-        dl->outcome = IB_OUTCOME_DEAD_LETTER;
-        dl->dead_letter_reason = IB_DLQ_REJECTED;
-    } else if (v.retry) {
-        dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_backoff_ms(o, dl->delivery_count);
-    } else if (v.open) {
-        dl->outcome = IB_OUTCOME_DEAD_LETTER;
-        dl->dead_letter_reason = IB_DLQ_MAX_DELIVER;
-    } else if (v.busy) {
-        dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy_wait_ms(c, dl, v.busy_ms));
-    } else {
-        dl->outcome = IB_OUTCOME_ACK;
-    }
+    choose_outcome(c, dl, &v);
 }
 
 /* ---- entry -------------------------------------------------------------- */
@@ -783,7 +856,7 @@ static ib_status check_deliveries(const ib_delivery *dl, size_t n, ib_error *err
  * the number of items. */
 static ib_status prepare(run_ctx *c)
 {
-    ib__dscratch *s = c->s;
+    run_scratch *s = c->s;
     size_t total = 0;
     if (!scratch_reserve(s, c->n, 0))
         return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu deliveries",
@@ -791,7 +864,7 @@ static ib_status prepare(run_ctx *c)
     for (size_t i = 0; i < c->n; i++) {
         size_t count;
         s->first[i] = total;
-        s->lists[i] = ib__dispatch_lookup(c->d, c->dl[i].event->type, &count);
+        s->lists[i] = ib__dtable_lookup(c->r->table, c->dl[i].event->type, &count);
         total += count;
     }
     s->first[c->n] = total;
@@ -820,9 +893,9 @@ static ib_status run_locked(run_ctx *c)
     ib_status st = prepare(c);
     if (st != IB_OK)
         return st;
-    c->d->last_recorder_seconds = 0;
+    c->r->last_recorder_seconds = 0;
     if (c->s->first[c->n] > 0) {
-        c->durable = ib_recorder_has_durable_attempts(c->d->recorder);
+        c->durable = ib_recorder_has_durable_attempts(c->r->recorder);
         c->last_commit_ms = ib_clock_monotonic_ms();
         plan(c);
         int64_t t0 = ib_clock_monotonic_ns();
@@ -830,10 +903,10 @@ static ib_status run_locked(run_ctx *c)
         double claim_seconds = seconds_since(t0);
         settle_ready(c);
         run_handlers(c);
-        leases_done(c->d);
+        leases_done(c->r);
         int64_t t2 = ib_clock_monotonic_ns();
         release(c);
-        c->d->last_recorder_seconds = claim_seconds + seconds_since(t2) + c->recorder_seconds;
+        c->r->last_recorder_seconds = claim_seconds + seconds_since(t2) + c->recorder_seconds;
     }
     for (size_t i = 0; i < c->n; i++)
         if (!c->s->settled[i])
@@ -841,20 +914,68 @@ static ib_status run_locked(run_ctx *c)
     return IB_OK;
 }
 
-ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
-                          ib_error *err)
+ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
+                         ib_error *err)
 {
-    if (d == NULL || (deliveries == NULL && n > 0))
-        return ib_error_set(err, IB_ERR_INVALID_ARG, "dispatch run: no table or no deliveries");
     ib_status st = check_deliveries(deliveries, n, err);
     if (st != IB_OK)
         return st;
     ib_error_clear(err);
 
-    run_ctx c = {.d = d, .s = &d->scratch, .dl = deliveries, .n = n, .bus = bus, .err = err};
+    run_ctx c = {.r = r, .s = &r->scratch, .dl = deliveries, .n = n, .bus = bus, .err = err};
     atomic_init(&c.gate_closed, false);
-    pthread_mutex_lock(&d->run_mu);
+    pthread_mutex_lock(&r->run_mu);
     st = run_locked(&c);
-    pthread_mutex_unlock(&d->run_mu);
+    pthread_mutex_unlock(&r->run_mu);
     return st;
+}
+
+/* ---- life cycle --------------------------------------------------------- */
+
+ib_status ib__drun_create(ib__drun **out, ib_recorder *recorder, const ib__dtable *table,
+                          const ib_dispatch_options *opts, ib_error *err)
+{
+    ib_status st;
+
+    *out = NULL;
+    ib__drun *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory for the batch flow");
+    r->recorder = recorder;
+    r->table = table;
+    r->opts = *opts;
+    if (pthread_mutex_init(&r->run_mu, NULL) != 0) {
+        st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the run mutex");
+        goto free_run;
+    }
+    if (pthread_mutex_init(&r->lease_mu, NULL) != 0) {
+        st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the lease mutex");
+        goto destroy_run_mu;
+    }
+    if (r->opts.concurrency > 1) {
+        st = ib__pool_create(&r->pool, r->opts.concurrency, err);
+        if (st != IB_OK)
+            goto destroy_lease_mu;
+    }
+    *out = r;
+    return IB_OK;
+
+destroy_lease_mu:
+    pthread_mutex_destroy(&r->lease_mu);
+destroy_run_mu:
+    pthread_mutex_destroy(&r->run_mu);
+free_run:
+    free(r);
+    return st;
+}
+
+void ib__drun_free(ib__drun *r)
+{
+    if (r == NULL)
+        return;
+    ib__pool_free(r->pool);
+    pthread_mutex_destroy(&r->run_mu);
+    pthread_mutex_destroy(&r->lease_mu);
+    scratch_free(&r->scratch);
+    free(r);
 }

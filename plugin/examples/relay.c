@@ -87,7 +87,7 @@ static ib_verdict relay_handle(void *state, const uint8_t *payload, size_t paylo
                                ib_bus_proxy *bus, const ib_raw_event *ev)
 {
     relay *r = state;
-    char id[33];
+    char id[IB_EVENT_ID_BUF_SIZE];
     ib_header from = {.key = "relayed-from", .value = ib_raw_event_id(ev)};
     ib_publish_request req = {
         .size = sizeof(req),

@@ -232,11 +232,11 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
         ib_metrics_add(h->metrics, IB_METRIC_REDELIVERIES, 1);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)it->meta.pending);
 
-    ib_event_reject why = IB_EVENT_OK;
+    ib_event_reject why = IB_EVENT_NOT_REJECTED;
     if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
                         (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
         it->event = NULL;
-        if (why == IB_EVENT_OK) {
+        if (why == IB_EVENT_NOT_REJECTED) {
             /* Not the message's fault (out of memory): nak it and let it
              * come back, rather than dead-letter good bytes. */
             ib_log_kv(IB_SEV_ERROR, "cannot decode for lack of resources; nak'ed", "error", e.msg,

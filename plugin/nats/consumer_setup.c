@@ -6,10 +6,6 @@
 
 #include "log.h"
 
-/* JetStream API error codes (server's errors.json). */
-#define JS_ERR_STREAM_NOT_FOUND 10059
-#define JS_ERR_CONSUMER_NOT_FOUND 10014
-
 static ib_status js_fail(ib_error *err, const char *what, natsStatus s, jsErrCode jerr)
 {
     char d[200];
@@ -28,7 +24,7 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
         jsStreamInfo_Destroy(si);
         return IB_OK;
     }
-    if (s != NATS_NOT_FOUND && jerr != JS_ERR_STREAM_NOT_FOUND)
+    if (s != NATS_NOT_FOUND && jerr != JSStreamNotFoundErr)
         return js_fail(err, "stream info", s, jerr);
 
     char *copy = strdup(subjects);
@@ -63,7 +59,6 @@ static void facts_from(ib_consumer_facts *out, const jsConsumerInfo *ci)
     out->ack_wait_ms = ci->Config->AckWait / 1000000;
     out->max_deliver = ci->Config->MaxDeliver;
     out->num_pending = ci->NumPending;
-    out->num_ack_pending = (uint64_t)ci->NumAckPending;
 }
 
 ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *stream,
@@ -73,7 +68,7 @@ ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *s
     jsErrCode jerr = 0;
     memset(out, 0, sizeof(*out));
     natsStatus s = js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr);
-    if (s == NATS_NOT_FOUND || jerr == JS_ERR_CONSUMER_NOT_FOUND || jerr == JS_ERR_STREAM_NOT_FOUND)
+    if (s == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr || jerr == JSStreamNotFoundErr)
         return IB_OK; /* an answer: it does not exist */
     if (s != NATS_OK)
         return js_fail(err, "consumer info", s, jerr);
@@ -93,8 +88,8 @@ static ib_status create_consumer(jsConsumerInfo **ci, jsCtx *js, const ib_consum
     cc.AckPolicy = js_AckExplicit;
     cc.DeliverPolicy = js_DeliverAll;
     cc.AckWait = s->ack_wait_ms * 1000000LL; /* nanoseconds */
-    /* The server may redeliver without limit: ibus enforces --max-deliver
-     * itself (the poison rule), so a dead-letter publish that fails on the
+    /* The server may redeliver without limit: ibus enforces its own
+     * delivery limit (the poison rule), so a dead-letter publish that fails on the
      * last delivery can nak and be tried again instead of being stranded
      * by a server that will not deliver it any more. */
     cc.MaxDeliver = -1;
@@ -119,22 +114,22 @@ static ib_status create_consumer(jsConsumerInfo **ci, jsCtx *js, const ib_consum
 
 /* A consumer refuses pull requests beyond its limits with a 409 each, so
  * a host that asks for more than they allow would consume nothing: fail at
- * bind instead, naming the option to change. */
+ * bind instead, naming the setting and both values. */
 static ib_status check_pull_limits(const jsConsumerConfig *cc, const ib_consumer_setup *s,
                                    ib_error *err)
 {
     if (s->batch > 0 && cc->MaxRequestBatch > 0 && (int64_t)s->batch > cc->MaxRequestBatch)
         return ib_error_set(err, IB_ERR_CONFIG,
-                            "--batch %zu exceeds the consumer's MaxRequestBatch %lld (consumer "
-                            "%s on stream %s)",
+                            "pull batch size %zu exceeds the consumer's MaxRequestBatch %lld "
+                            "(consumer %s on stream %s)",
                             s->batch, (long long)cc->MaxRequestBatch, s->durable, s->stream);
     /* MaxRequestExpires is in nanoseconds; a request may last exactly as
      * long */
     if (s->pull_expires_ms > 0 && cc->MaxRequestExpires > 0 &&
         s->pull_expires_ms * 1000000LL > cc->MaxRequestExpires)
         return ib_error_set(err, IB_ERR_CONFIG,
-                            "--pull-expires %lldms exceeds the consumer's MaxRequestExpires "
-                            "%lldms (consumer %s on stream %s)",
+                            "pull request lifetime %lldms exceeds the consumer's "
+                            "MaxRequestExpires %lldms (consumer %s on stream %s)",
                             (long long)s->pull_expires_ms,
                             (long long)(cc->MaxRequestExpires / 1000000), s->durable, s->stream);
     /* One more than this process needs, so a second process, or a request
@@ -142,7 +137,7 @@ static ib_status check_pull_limits(const jsConsumerConfig *cc, const ib_consumer
      * once. */
     if (s->waiting_requests > 0 && cc->MaxWaiting > 0 && cc->MaxWaiting < s->waiting_requests + 1)
         return ib_error_set(err, IB_ERR_CONFIG,
-                            "--durable: the consumer's MaxWaiting %lld is too small: ibus keeps "
+                            "the consumer's MaxWaiting %lld is too small: ibus keeps "
                             "up to %lld pull requests waiting and needs at least %lld (consumer "
                             "%s on stream %s)",
                             (long long)cc->MaxWaiting, (long long)s->waiting_requests,
@@ -182,16 +177,15 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
         }
     }
     natsStatus ns = js_GetConsumerInfo(&ci, js, s->stream, s->durable, NULL, &jerr);
-    if (ns != NATS_OK && (ns == NATS_NOT_FOUND || jerr == JS_ERR_CONSUMER_NOT_FOUND ||
-                          jerr == JS_ERR_STREAM_NOT_FOUND)) {
+    if (ns != NATS_OK &&
+        (ns == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr || jerr == JSStreamNotFoundErr)) {
         if (!s->create)
             return ib_error_set(err, IB_ERR_CONFIG,
-                                "--durable: consumer %s on stream %s does not exist (create it, "
-                                "or pass --create)",
+                                "consumer %s on stream %s does not exist (create it, or "
+                                "let ibus create it)",
                                 s->durable, s->stream);
         if ((st = create_consumer(&ci, js, s, err)) != IB_OK)
             return st;
-        out->created = true;
         ib_log_kv(IB_SEV_INFO, "consumer created", "stream", s->stream, "durable", s->durable,
                   NULL);
     } else if (ns != NATS_OK) {
@@ -200,14 +194,13 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
     if (ci->Config->DeliverSubject != NULL && ci->Config->DeliverSubject[0] != '\0') {
         jsConsumerInfo_Destroy(ci);
         return ib_error_set(err, IB_ERR_CONFIG,
-                            "--durable: consumer %s on stream %s is a push consumer; ibus needs a "
+                            "consumer %s on stream %s is a push consumer; ibus needs a "
                             "pull consumer",
                             s->durable, s->stream);
     }
     if (ci->Config->AckPolicy != js_AckExplicit) {
         jsConsumerInfo_Destroy(ci);
-        return ib_error_set(err, IB_ERR_CONFIG, "--durable: consumer %s must use explicit acks",
-                            s->durable);
+        return ib_error_set(err, IB_ERR_CONFIG, "consumer %s must use explicit acks", s->durable);
     }
     if ((st = check_pull_limits(ci->Config, s, err)) != IB_OK) {
         jsConsumerInfo_Destroy(ci);

@@ -15,7 +15,6 @@ struct ib_nats {
     atomic_int connected;
     atomic_int closed;
     atomic_int closing; /* set by ib_nats_close: disconnects are expected */
-    atomic_ullong reconnects;
     char nkey_public[IB_NKEY_PUBLIC_LEN + 1];
 };
 
@@ -46,7 +45,6 @@ static void on_reconnected(natsConnection *nc, void *closure)
     ib_nats *n = closure;
     natsConnection_GetConnectedUrl(nc, url, sizeof(url));
     atomic_store(&n->connected, 1);
-    atomic_fetch_add(&n->reconnects, 1);
     ib_log_kv(IB_SEV_INFO, "nats reconnected", "url", url, NULL);
 }
 
@@ -98,31 +96,39 @@ static ib_status nats_fail(ib_error *err, ib_status code, const char *what, nats
     return ib_error_set(err, code, "%s: %s", what, ib_nats_strerror(detail, sizeof(detail), s));
 }
 
+/* For a setting that names a file (or a URL): "<what> <value>: <reason>". */
+static ib_status nats_fail_file(ib_error *err, const char *what, const char *value, natsStatus s)
+{
+    char detail[200];
+    return ib_error_set(err, IB_ERR_CONFIG, "%s %s: %s", what, value,
+                        ib_nats_strerror(detail, sizeof(detail), s));
+}
+
 static ib_status apply_auth(natsOptions *o, ib_nats *n, const ib_nats_config *c, ib_error *err)
 {
     natsStatus s = NATS_OK;
     if (c->creds_file != NULL && c->creds_file[0] != '\0') {
         s = natsOptions_SetUserCredentialsFromFiles(o, c->creds_file, NULL);
         if (s != NATS_OK)
-            return nats_fail(err, IB_ERR_CONFIG, "--creds", s);
+            return nats_fail_file(err, "credentials file", c->creds_file, s);
     }
     if (c->nkey_seed_file != NULL && c->nkey_seed_file[0] != '\0') {
         ib_error e;
         if (ib_nkey_public_from_seed_file(n->nkey_public, c->nkey_seed_file, &e) != IB_OK)
-            return ib_error_set(err, IB_ERR_CONFIG, "--nkey: %s", e.msg);
+            return ib_error_set(err, IB_ERR_CONFIG, "%s", e.msg);
         s = natsOptions_SetNKeyFromSeed(o, n->nkey_public, c->nkey_seed_file);
         if (s != NATS_OK)
-            return nats_fail(err, IB_ERR_CONFIG, "--nkey", s);
+            return nats_fail_file(err, "nkey seed file", c->nkey_seed_file, s);
     }
     if (c->token != NULL && c->token[0] != '\0') {
         s = natsOptions_SetToken(o, c->token);
         if (s != NATS_OK)
-            return nats_fail(err, IB_ERR_CONFIG, "--token", s);
+            return nats_fail(err, IB_ERR_CONFIG, "authentication token", s);
     }
     if (c->user != NULL && c->user[0] != '\0') {
         s = natsOptions_SetUserInfo(o, c->user, c->password != NULL ? c->password : "");
         if (s != NATS_OK)
-            return nats_fail(err, IB_ERR_CONFIG, "--user", s);
+            return nats_fail(err, IB_ERR_CONFIG, "user and password", s);
     }
     return IB_OK;
 }
@@ -135,15 +141,20 @@ static ib_status apply_tls(natsOptions *o, const ib_nats_config *c, ib_error *er
     natsStatus s;
 
     if (have_cert != have_key)
-        return ib_error_set(err, IB_ERR_CONFIG, "--tls-cert and --tls-key: give both or neither");
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "TLS client certificate and key: give both or neither");
     if (!have_ca && !have_cert)
         return IB_OK;
     if ((s = natsOptions_SetSecure(o, true)) != NATS_OK)
         return nats_fail(err, IB_ERR_CONFIG, "TLS", s);
     if (have_ca && (s = natsOptions_LoadCATrustedCertificates(o, c->tls_ca)) != NATS_OK)
-        return nats_fail(err, IB_ERR_CONFIG, "--tls-ca", s);
-    if (have_cert && (s = natsOptions_LoadCertificatesChain(o, c->tls_cert, c->tls_key)) != NATS_OK)
-        return nats_fail(err, IB_ERR_CONFIG, "--tls-cert/--tls-key", s);
+        return nats_fail_file(err, "TLS CA bundle", c->tls_ca, s);
+    if (have_cert &&
+        (s = natsOptions_LoadCertificatesChain(o, c->tls_cert, c->tls_key)) != NATS_OK) {
+        char detail[200];
+        return ib_error_set(err, IB_ERR_CONFIG, "TLS client certificate %s and key %s: %s",
+                            c->tls_cert, c->tls_key, ib_nats_strerror(detail, sizeof(detail), s));
+    }
     return IB_OK;
 }
 
@@ -158,8 +169,8 @@ static bool refused_login(natsConnection *nc, const char *url, ib_error *err)
     if (ls != NATS_CONNECTION_AUTH_FAILED && ls != NATS_NOT_PERMITTED)
         return false;
     ib_error_set(err, IB_ERR_NATS,
-                 "cannot connect to %s: %s (login refused: check --user/--password, --token, "
-                 "--creds or --nkey)",
+                 "cannot connect to %s: %s (login refused: check the user and password, token, "
+                 "credentials file or nkey seed)",
                  url, why != NULL && why[0] != '\0' ? why : natsStatus_GetText(ls));
     return true;
 }
@@ -180,7 +191,7 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
     }
     const char *url = c->url != NULL && c->url[0] != '\0' ? c->url : "nats://127.0.0.1:4222";
     if ((s = natsOptions_SetURL(o, url)) != NATS_OK) {
-        st = nats_fail(err, IB_ERR_CONFIG, "--nats-url", s);
+        st = nats_fail_file(err, "server URL", url, s);
         goto fail;
     }
     if (c->name != NULL)
@@ -254,11 +265,6 @@ bool ib_nats_is_connected(const ib_nats *n)
 bool ib_nats_is_closed(const ib_nats *n)
 {
     return atomic_load(&((ib_nats *)n)->closed) != 0;
-}
-
-uint64_t ib_nats_reconnects(const ib_nats *n)
-{
-    return atomic_load(&((ib_nats *)n)->reconnects);
 }
 
 bool ib_nats_wait_connected(ib_nats *n, const volatile int *stop, int64_t timeout_ms)

@@ -302,8 +302,9 @@ ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_
     *out = NULL;
     if (p == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "puller: out of memory");
-    if (o->batch == 0 || o->batch > 4096) {
-        st = ib_error_set(err, IB_ERR_CONFIG, "--batch: must be 1..4096, got %zu", o->batch);
+    if (o->batch == 0 || o->batch > IB_PULLER_MAX_BATCH) {
+        st = ib_error_set(err, IB_ERR_INVALID_ARG, "pull batch size %zu is out of range 1..%d",
+                          o->batch, IB_PULLER_MAX_BATCH);
         goto fail;
     }
     p->nc = nc;
@@ -337,7 +338,7 @@ ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_
         st = ib_error_set(err, IB_ERR_IO, "puller: cannot start the flush thread");
         goto fail;
     }
-    /* A batch never exceeds 4096 messages; the default pending limits
+    /* A batch never exceeds IB_PULLER_MAX_BATCH messages; the default pending limits
      * (65536 messages, 64 MiB) already bound memory. */
     *out = p;
     return IB_OK;

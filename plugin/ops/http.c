@@ -40,7 +40,8 @@ typedef struct ib_http_addr {
 static ib_status bad_addr(ib_error *err, const char *addr, const char *why)
 {
     return ib_error_set(err, IB_ERR_CONFIG,
-                        "--http '%s': %s (expected HOST:PORT, e.g. 127.0.0.1:9090)", addr, why);
+                        "HTTP address '%s': %s (expected HOST:PORT, e.g. 127.0.0.1:9090)", addr,
+                        why);
 }
 
 /* HOST:PORT with a numeric IPv4 host, "localhost", an empty host (all IPv4
@@ -119,7 +120,7 @@ static ib_status open_listener(int *fd_out, uint16_t *port_out, const ib_http_ad
     int family = a->sa.ss_family;
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-        return ib_error_set(err, IB_ERR_IO, "--http '%s': socket: %s", addr, strerror(errno));
+        return ib_error_set(err, IB_ERR_IO, "HTTP address '%s': socket: %s", addr, strerror(errno));
     int one = 1;
     /* a restarted process must rebind at once, not wait out TIME_WAIT */
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -128,19 +129,21 @@ static ib_status open_listener(int *fd_out, uint16_t *port_out, const ib_http_ad
     if (bind(fd, (const struct sockaddr *)&a->sa, a->len) != 0) {
         int e = errno;
         close(fd);
-        return ib_error_set(err, IB_ERR_IO, "--http '%s': cannot bind: %s", addr, strerror(e));
+        return ib_error_set(err, IB_ERR_IO, "HTTP address '%s': cannot bind: %s", addr,
+                            strerror(e));
     }
     if (listen(fd, IB_HTTP_BACKLOG) != 0) {
         int e = errno;
         close(fd);
-        return ib_error_set(err, IB_ERR_IO, "--http '%s': listen: %s", addr, strerror(e));
+        return ib_error_set(err, IB_ERR_IO, "HTTP address '%s': listen: %s", addr, strerror(e));
     }
     struct sockaddr_storage bound;
     socklen_t blen = sizeof(bound);
     if (getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
         int e = errno;
         close(fd);
-        return ib_error_set(err, IB_ERR_IO, "--http '%s': getsockname: %s", addr, strerror(e));
+        return ib_error_set(err, IB_ERR_IO, "HTTP address '%s': getsockname: %s", addr,
+                            strerror(e));
     }
     *port_out = family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
                                    : ntohs(((struct sockaddr_in *)&bound)->sin_port);
@@ -246,7 +249,7 @@ ib_status ib_http_start(ib_http **out, const char *addr, ib_metrics *m, ib_http_
 
     ib_http *h = calloc(1, sizeof(*h));
     if (h == NULL)
-        return ib_error_set(err, IB_ERR_NOMEM, "--http '%s': out of memory", addr);
+        return ib_error_set(err, IB_ERR_NOMEM, "HTTP address '%s': out of memory", addr);
     h->metrics = m;
     h->ready = ready;
     h->ctx = ctx;
@@ -264,7 +267,7 @@ ib_status ib_http_start(ib_http **out, const char *addr, ib_metrics *m, ib_http_
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, IB_HTTP_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
         IB_HTTP_IDLE_TIMEOUT_S, MHD_OPTION_END);
     if (h->daemon == NULL) {
-        st = ib_error_set(err, IB_ERR_IO, "--http '%s': cannot start the HTTP server", addr);
+        st = ib_error_set(err, IB_ERR_IO, "HTTP address '%s': cannot start the HTTP server", addr);
         goto fail_close;
     }
     *out = h;

@@ -43,12 +43,16 @@ static const char *const bucket_le[IB_METRICS_BUCKETS + 1] = {
     "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
     "0.25",   "0.5",   "1",      "2.5",   "5",    "10",    "+Inf"};
 
-static const struct {
+/* A series' name and its HELP line. */
+typedef struct metric_info {
     const char *name;
     const char *help;
-} counter_info[IB_METRIC_COUNTER_COUNT] = {
+} metric_info;
+
+static const metric_info counter_info[IB_METRIC_COUNTER_COUNT] = {
     [IB_METRIC_EVENTS_RECEIVED] = {"ibus_events_received_total",
-                                   "Messages fetched from the consumer, valid or not."},
+                                   "JetStream deliveries fetched from the consumer, decodable or "
+                                   "not (other messages are ignored, not counted)."},
     [IB_METRIC_EVENTS_HANDLED] = {"ibus_events_handled_total",
                                   "Handler runs that succeeded and were marked processed."},
     [IB_METRIC_DUPLICATES_DROPPED] = {"ibus_duplicates_dropped_total",
@@ -68,10 +72,7 @@ static const struct {
                                "claim over (not marked; the new holder decides)."},
 };
 
-static const struct {
-    const char *name;
-    const char *help;
-} gauge_info[IB_METRIC_GAUGE_COUNT] = {
+static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
     [IB_METRIC_HANDLERS_IN_FLIGHT] = {"ibus_handlers_in_flight", "Handler calls running now."},
     [IB_METRIC_CONSUMER_PENDING] = {"ibus_consumer_pending",
                                     "Messages the consumer has not delivered yet."},
@@ -82,13 +83,11 @@ static const struct {
                                "1 while the recorder's last call worked, else 0."},
 };
 
-static const struct {
-    const char *name;
-    const char *help;
-} hist_info[IB_METRIC_HISTOGRAM_COUNT] = {
+static const metric_info hist_info[IB_METRIC_HISTOGRAM_COUNT] = {
     [IB_METRIC_HANDLE_SECONDS] = {"ibus_handle_seconds", "Time spent in one handler call."},
     [IB_METRIC_RECORDER_SECONDS] = {"ibus_recorder_seconds",
-                                    "Time spent in one recorder call (check, mark or claim)."},
+                                    "Time spent in the recorder for one batch (its claims, marks "
+                                    "and releases together)."},
 };
 
 double ib_metrics_bucket_bound(size_t i)
@@ -175,7 +174,7 @@ void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds
     atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)(seconds * 1e9 + 0.5), memory_order_release);
 }
 
-void ib_metrics_snapshot_get(ib_metrics_snapshot *out, const ib_metrics *m)
+void ib_metrics_snapshot_get(const ib_metrics *m, ib_metrics_snapshot *out)
 {
     if (out == NULL)
         return;

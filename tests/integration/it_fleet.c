@@ -325,9 +325,12 @@ static void concurrent_copies_claimed_once(void **state)
     printf("claim race: %zu events twice over 2 hosts: handled=%ld duplicates=%ld busy=%ld "
            "naked=%ld\n",
            n, sum.handled, sum.duplicates, sum.busy, sum.naked);
-    assert_int_equal(sum.handled, 2 * n);    /* two handlers per event, once each */
-    assert_int_equal(sum.duplicates, 2 * n); /* the second copy of each, eventually */
-    assert_true(sum.busy > 0);               /* the race really happened */
+    assert_int_equal(sum.handled, 2 * n); /* two handlers per event, once each */
+    /* The second copy of each, eventually; on a loaded machine a copy may
+     * also be redelivered once more (an ack that came after its deadline),
+     * and dropping it is right, so this is a lower bound. */
+    assert_true(sum.duplicates >= (long)(2 * n));
+    assert_true(sum.busy > 0); /* the race really happened */
     it_lines_free(ids, n);
     it_done(e);
 }

@@ -52,7 +52,7 @@ static void host_argv(it_argv *a, it_env *e, const char *durable, const char *lo
 }
 
 /* Each limit, exceeded by the host's options, fails the bind with exit 2
- * and a message naming the option and both values. On the old code the
+ * and a message naming the setting and both values. On the old code the
  * host ran, every pull request refused at once. */
 static void request_limits_refused_at_bind(void **state)
 {
@@ -67,13 +67,13 @@ static void request_limits_refused_at_bind(void **state)
          0,
          0,
          {"--batch", "64", NULL},
-         "--batch 64 exceeds the consumer's MaxRequestBatch 8"},
+         "pull batch size 64 exceeds the consumer's MaxRequestBatch 8"},
         {"re",
          0,
          500,
          0,
          {"--pull-expires", "2s", NULL},
-         "--pull-expires 2000ms exceeds the consumer's MaxRequestExpires 500ms"},
+         "pull request lifetime 2000ms exceeds the consumer's MaxRequestExpires 500ms"},
         {"rw", 0, 0, 2, {NULL}, "MaxWaiting 2 is too small"},
     };
     it_env *e = *state;

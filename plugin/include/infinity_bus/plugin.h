@@ -65,6 +65,10 @@ extern "C" {
 #define IB_EVENT_TYPE_MAX 255    /* event types: 1..255 bytes, no whitespace or control bytes */
 #define IB_PLUGIN_ERRBUF_MIN 256 /* init()'s errbuf is at least this large */
 
+/* Size of a buffer for an event id as the host writes one (publish's
+ * id_out, derive_id's out): 32 lowercase hex digits and a NUL. */
+#define IB_EVENT_ID_BUF_SIZE 33
+
 /* What a handler says about one event. */
 typedef enum ib_verdict {
     IB_HANDLER_OK = 0, /* done: the host marks it processed and acks when all handlers are done */
@@ -182,7 +186,8 @@ typedef struct ib_bus_proxy ib_bus_proxy;
 /* A new event for ib_host_api.publish(). Every pointer is BORROWED for the
  * publish() call only; the host copies what it sends. */
 typedef struct ib_publish_request {
-    uint32_t size;       /* sizeof(ib_publish_request) as the plugin built it */
+    uint32_t size;       /* sizeof(ib_publish_request) as the plugin built it; at least
+                            IB_PUBLISH_REQUEST_SIZE_1_0, or publish() refuses it */
     const char *subject; /* NULL: the host's default subject for `type` */
     const char *type;    /* required */
     const void *payload;
@@ -191,6 +196,9 @@ typedef struct ib_publish_request {
     const ib_header *headers;
     size_t header_count;
 } ib_publish_request;
+
+/* Size of an ABI 1.0 publish request: the smallest the host accepts. */
+#define IB_PUBLISH_REQUEST_SIZE_1_0 (offsetof(ib_publish_request, header_count) + sizeof(size_t))
 
 /* Services the host offers a plugin. Passed to init(); BORROWED, valid until
  * fini() returns, so a plugin may keep the pointer in its state. Slots are
@@ -207,16 +215,19 @@ typedef struct ib_host_api {
         IB_PLUGIN_PRINTF(3, 4);
     /* Publishes an event through `bus` (the proxy handle() received; only
      * during that call) and waits for JetStream's ack. Returns 0 on success
-     * and, if `id_out` (33 bytes) is non-NULL, writes the id used into it.
-     * Returns a negative value on failure (id_out then holds ""): the event
-     * may not have been stored, so return IB_HANDLER_RETRY; a retried
-     * publish with the same `id` is dropped by JetStream's duplicate window. */
-    int (*publish)(ib_bus_proxy *bus, const ib_publish_request *req, char id_out[33]);
-    /* Writes into `out` (33 bytes: 32 lowercase hex and NUL) a deterministic
+     * and, if `id_out` (IB_EVENT_ID_BUF_SIZE bytes) is non-NULL, writes the
+     * id used into it. Returns a negative value on failure (id_out then
+     * holds ""): the event may not have been stored, so return
+     * IB_HANDLER_RETRY; a retried publish with the same `id` is dropped by
+     * JetStream's duplicate window. A request whose `size` is below
+     * IB_PUBLISH_REQUEST_SIZE_1_0 is refused (logged, nothing published). */
+    int (*publish)(ib_bus_proxy *bus, const ib_publish_request *req,
+                   char id_out[IB_EVENT_ID_BUF_SIZE]);
+    /* Writes into `out` (IB_EVENT_ID_BUF_SIZE bytes) a deterministic
      * uuid4-shaped id derived from a parent id and a name, the same in every
      * process and host version, for derived events that must keep a stable
      * dedup key across replays. */
-    void (*derive_id)(char out[33], const char *parent_id, const char *name);
+    void (*derive_id)(char out[IB_EVENT_ID_BUF_SIZE], const char *parent_id, const char *name);
 } ib_host_api;
 
 #define IB_HOST_API_HAS(api, field)                                                                \

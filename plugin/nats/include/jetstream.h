@@ -46,9 +46,10 @@ typedef struct ib_nats ib_nats;
 
 /* Connects (or, with retry_initial_connect, starts connecting) and creates
  * a JetStream context. `*out` is owned by the caller; ib_nats_close()
- * flushes and frees it. Errors: IB_ERR_CONFIG for unusable credentials or
- * TLS files (the message names the option), IB_ERR_NATS when the server
- * cannot be reached. */
+ * flushes and frees it. Errors: IB_ERR_CONFIG for an unusable URL,
+ * credentials or TLS files (the message names the setting and its value,
+ * e.g. "credentials file F: ..."), IB_ERR_NATS when the server cannot be
+ * reached. */
 ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *config, ib_error *err);
 
 /* Borrowed handles, valid until ib_nats_close(). */
@@ -58,7 +59,6 @@ jsCtx *ib_nats_jetstream(ib_nats *n);
 /* Connection state, safe from any thread. */
 bool ib_nats_is_connected(const ib_nats *n);
 bool ib_nats_is_closed(const ib_nats *n);
-uint64_t ib_nats_reconnects(const ib_nats *n);
 
 /* Waits until connected, closed, `*stop` becomes true or `timeout_ms`
  * passes (<0 = forever). Returns true when connected. */
@@ -83,7 +83,7 @@ const char *ib_nats_strerror(char *buf, size_t len, natsStatus s);
  * A durable created by js_PullSubscribe belongs to that subscription and
  * is deleted when it unsubscribes or drains, for every process. We never
  * let nats.c own the durable: it is created explicitly with js_AddConsumer
- * (only with --create) and otherwise looked up by stream and name, so a
+ * (only when asked to create it) and otherwise looked up by stream and name, so a
  * subscriber's shutdown never deletes a shared durable. */
 typedef struct ib_consumer_setup {
     const char *stream;
@@ -99,8 +99,8 @@ typedef struct ib_consumer_setup {
     int64_t max_ack_pending;
     /* How the host will pull, checked against the consumer's limits, which
      * would otherwise refuse every pull request with a 409: */
-    size_t batch;             /* messages per pull request (--batch); 0 = not checked */
-    int64_t pull_expires_ms;  /* lifetime of a pull request (--pull-expires); 0 = not checked */
+    size_t batch;             /* messages per pull request; 0 = not checked */
+    int64_t pull_expires_ms;  /* lifetime of a pull request; 0 = not checked */
     int64_t waiting_requests; /* pull requests that may wait on the server at once */
 } ib_consumer_setup;
 
@@ -109,10 +109,8 @@ typedef struct ib_consumer_facts {
     int64_t ack_wait_ms;
     int64_t max_deliver; /* -1 or 0 = unlimited */
     uint64_t num_pending;
-    uint64_t num_ack_pending;
-    bool created; /* this call created the consumer */
-    bool exists;  /* ib_consumer_facts_get: false when the server says there is no such
-                     consumer (or stream); the other fields are 0 then */
+    bool exists; /* ib_consumer_facts_get: false when the server says there is no such
+                    consumer (or stream); the other fields are 0 then */
 } ib_consumer_facts;
 
 /* Looks the consumer up (creating stream, dead-letter stream and consumer
@@ -121,7 +119,7 @@ typedef struct ib_consumer_facts {
  * not asked for, when it is a push consumer or does not use explicit acks,
  * or when its MaxRequestBatch, MaxRequestExpires or MaxWaiting would
  * refuse the pull requests described by `s->batch`, `s->pull_expires_ms`
- * and `s->waiting_requests` (the message names the ibus option and both
+ * and `s->waiting_requests` (the message names the setting and both
  * values); IB_ERR_NATS for server errors. */
 ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consumer_setup *s,
                              ib_error *err);
@@ -178,16 +176,22 @@ typedef struct ib_puller ib_puller;
  * MaxWaiting must leave room for them. */
 #define IB_PULLER_MAX_WAITING 2
 
+/* The largest batch a puller asks for; a caller that takes the size from
+ * a user checks it against this first and names its own option. */
+#define IB_PULLER_MAX_BATCH 4096
+
 typedef struct ib_puller_options {
     const char *stream;
     const char *durable;
-    size_t batch;       /* messages per pull request, 1..4096 */
+    size_t batch;       /* messages per pull request, 1..IB_PULLER_MAX_BATCH */
     int64_t expires_ms; /* lifetime of one pull request on the server; 0 = default */
     int64_t flush_ms;   /* once a message arrived, wait at most this for more; 0 = 5 */
 } ib_puller_options;
 
 /* Subscribes to a new inbox on `nc` (BORROWED; must outlive the puller).
- * `*out` is freed with ib_puller_free(). */
+ * `*out` is freed with ib_puller_free(). Errors: IB_ERR_INVALID_ARG for a
+ * batch outside 1..IB_PULLER_MAX_BATCH (checked before `nc` is used),
+ * IB_ERR_NOMEM, IB_ERR_NATS, IB_ERR_IO. */
 ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_options *options,
                            ib_error *err);
 
@@ -350,15 +354,40 @@ struct ib_bus_proxy {
 /* The host's API table (static storage; valid for the process lifetime). */
 const ib_host_api *ib_bus_host_api(void);
 
-/* Builds a NATS message carrying `fields` encoded as an Event on `subject`.
- * With `set_msg_id`, the Nats-Msg-Id header is the event id. `*out` is
- * owned by the caller (natsMsg_Destroy). */
-ib_status ib_bus_build_msg(natsMsg **out, const char *subject, const ib_event_fields *fields,
-                           bool set_msg_id, ib_error *err);
+/* One event to publish, before its id and subject are settled: what the
+ * bus proxy and `ibus publish` have in common. Every pointer is BORROWED
+ * for the call. */
+typedef struct ib_bus_event {
+    const char *type;    /* required */
+    const char *id;      /* NULL: a fresh uuid4; else normalised (must be a UUID) */
+    bool id_as_given;    /* send `id` as it is, checked for nothing (test tools) */
+    const char *subject; /* NULL: "<prefix>.<type>" */
+    const char *prefix;
+    const char *source; /* Event.source; may be NULL */
+    const void *payload;
+    size_t payload_len;
+    const ib_event_header *headers;
+    size_t header_count;
+    bool set_msg_id; /* Nats-Msg-Id = the event id, so JetStream drops republishes */
+} ib_bus_event;
 
-/* Publishes one event through `bus` and waits for the ack; `id` NULL means
- * a fresh uuid4. `id_out` receives the id used. This is what the API
- * table's publish slot calls. */
+/* Settles `ev`'s id and subject, encodes it as an Event stamped with the
+ * wall clock, and builds the NATS message (its subject is
+ * natsMsg_GetSubject's). `id_out` (`id_len` bytes, at least IB_ID_BUF_SIZE
+ * unless the id is sent as given, then truncated to fit) receives the id.
+ * `*out` is owned by the caller (natsMsg_Destroy, or a publish that takes
+ * it). Errors: IB_ERR_INVALID_ID when `id` is not a UUID (the message says
+ * why), IB_ERR_IO without randomness for a fresh id, the encoder's errors,
+ * IB_ERR_NATS when nats.c cannot build the message. */
+ib_status ib_bus_event_msg(natsMsg **out, char *id_out, size_t id_len, const ib_bus_event *ev,
+                           ib_error *err);
+
+/* Publishes one event through `bus` (with ib_bus_event_msg, Nats-Msg-Id
+ * set) and waits for the ack; `id` NULL means a fresh uuid4. `id_out`
+ * receives the id used ("" on error). This is what the API table's publish
+ * slot calls. Errors: IB_ERR_INVALID_ARG when `req` is NULL, its `size`
+ * is below IB_PUBLISH_REQUEST_SIZE_1_0, or it has no type; those of
+ * ib_bus_event_msg; IB_ERR_NATS when JetStream does not acknowledge. */
 ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
                          char id_out[IB_ID_BUF_SIZE], ib_error *err);
 

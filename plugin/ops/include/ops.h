@@ -34,7 +34,8 @@ typedef struct ib_metrics ib_metrics;
 /* Monotonic counters. Values are never renumbered; new ones go before
  * IB_METRIC_COUNTER_COUNT. */
 typedef enum ib_metric_counter {
-    IB_METRIC_EVENTS_RECEIVED = 0,    /* every message fetched, valid or not */
+    IB_METRIC_EVENTS_RECEIVED = 0,    /* JetStream deliveries, decodable or not; messages
+                                         without an ack subject are not counted */
     IB_METRIC_EVENTS_HANDLED = 1,     /* handler runs that returned OK */
     IB_METRIC_DUPLICATES_DROPPED = 2, /* handler runs skipped: already marked */
     IB_METRIC_HANDLER_FAILURES = 3,   /* handler runs that returned RETRY or REJECT */
@@ -58,7 +59,7 @@ typedef enum ib_metric_gauge {
 
 typedef enum ib_metric_histogram {
     IB_METRIC_HANDLE_SECONDS = 0,   /* one handler call, seconds */
-    IB_METRIC_RECORDER_SECONDS = 1, /* one recorder call (check, mark or claim), seconds */
+    IB_METRIC_RECORDER_SECONDS = 1, /* recorder time of one batch (claims, marks, releases) */
     IB_METRIC_HISTOGRAM_COUNT
 } ib_metric_histogram;
 
@@ -117,7 +118,7 @@ void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds
 /* Copies every value into `out`. Each value is read atomically; values are
  * not read at one instant, so a snapshot taken while other threads update
  * may mix slightly different moments (each counter is still monotonic). */
-void ib_metrics_snapshot_get(ib_metrics_snapshot *out, const ib_metrics *m);
+void ib_metrics_snapshot_get(const ib_metrics *m, ib_metrics_snapshot *out);
 
 /* Renders every series in the Prometheus text exposition format 0.0.4.
  * On success *out is a NUL-terminated string the caller frees with free()
@@ -125,7 +126,7 @@ void ib_metrics_snapshot_get(ib_metrics_snapshot *out, const ib_metrics *m);
  * bucket. Errors: IB_ERR_INVALID_ARG (NULL argument), IB_ERR_NOMEM. */
 ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_error *err);
 
-/* Health and metrics HTTP endpoint (`ibus run --http ADDR`), on libmicrohttpd.
+/* Health and metrics HTTP endpoint of a running host, on libmicrohttpd.
  *
  *   GET /healthz  200 "ok"            the process is alive and serving
  *   GET /readyz   200 "ready" when ready(ctx) returns non-zero, else 503
@@ -152,7 +153,7 @@ typedef int (*ib_http_ready_fn)(void *ctx);
  * ib_http_port().
  * `m` (BORROWED; must outlive the server) may be NULL: /metrics then answers
  * 503. `ready` may be NULL: /readyz then always answers 200.
- * Errors: IB_ERR_CONFIG when `addr` is malformed (message names --http),
+ * Errors: IB_ERR_CONFIG when `addr` is malformed ("HTTP address 'A': why"),
  * IB_ERR_IO when the socket cannot be bound (in use, not a local address),
  * IB_ERR_NOMEM. On error *out is NULL. Stop with ib_http_stop(). */
 ib_status ib_http_start(ib_http **out, const char *addr, ib_metrics *m, ib_http_ready_fn ready,

@@ -102,9 +102,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ib_event *ev = NULL;
     ib_event *ev_any = NULL;
     ib_event *ev_tight = NULL;
-    ib_event_reject rej = IB_EVENT_OK;
-    ib_event_reject rej_any = IB_EVENT_OK;
-    ib_event_reject rej_tight = IB_EVENT_OK;
+    ib_event_reject rej = IB_EVENT_NOT_REJECTED;
+    ib_event_reject rej_any = IB_EVENT_NOT_REJECTED;
+    ib_event_reject rej_tight = IB_EVENT_NOT_REJECTED;
     ib_error err;
     ib_error err_any;
     ib_error err_tight;

@@ -38,7 +38,7 @@ static decoded decode_with(const void *buf, size_t len, const ib_event_limits *l
     free(copy);
     if (d.st == IB_OK) {
         assert_non_null(d.ev);
-        assert_int_equal(d.reject, IB_EVENT_OK);
+        assert_int_equal(d.reject, IB_EVENT_NOT_REJECTED);
         assert_int_equal(d.err.status, IB_OK);
     } else {
         assert_null(d.ev);
@@ -339,7 +339,7 @@ static void test_oversized(void **state)
     uint8_t *huge = calloc(1, big);
     assert_non_null(huge);
     ib_event *ev = NULL;
-    ib_event_reject rej = IB_EVENT_OK;
+    ib_event_reject rej = IB_EVENT_NOT_REJECTED;
     ib_error err;
     assert_int_equal(ib_event_decode(&ev, &rej, huge, big, NULL, &err), IB_ERR_TOO_LARGE);
     assert_int_equal(rej, IB_EVENT_REJECT_DECODE);
@@ -820,9 +820,9 @@ static void test_decode_bad_arguments(void **state)
     ib_event *ev = NULL;
     ib_error err;
     assert_int_equal(ib_event_decode(NULL, &rej, "x", 1, NULL, &err), IB_ERR_INVALID_ARG);
-    assert_int_equal(rej, IB_EVENT_OK);
+    assert_int_equal(rej, IB_EVENT_NOT_REJECTED);
     assert_int_equal(ib_event_decode(&ev, &rej, NULL, 5, NULL, &err), IB_ERR_INVALID_ARG);
-    assert_int_equal(rej, IB_EVENT_OK);
+    assert_int_equal(rej, IB_EVENT_NOT_REJECTED);
     assert_null(ev);
     /* reject and err are optional. */
     assert_int_equal(ib_event_decode(&ev, NULL, "", 0, NULL, NULL), IB_ERR_DECODE);

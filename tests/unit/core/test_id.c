@@ -343,6 +343,52 @@ static void test_id_pack_round_trip(void **state)
     assert_false(ib_id_pack(packed, NULL));
 }
 
+/* ib_id_pack is the recorders' key check: it must accept exactly what
+ * ib_id_is_normalised accepts, and pack what it accepts losslessly. */
+static void test_id_pack_agrees_with_is_normalised(void **state)
+{
+    (void)state;
+    static const char *const fixed[] = {
+        "0123456789abcdef0123456789abcdef",
+        "0123456789ABCDEF0123456789abcdef",
+        "0123456789abcdef0123456789abcde",
+        "0123456789abcdef0123456789abcdef0",
+        "0123456789abcdef0123456789abcdeg",
+        "g123456789abcdef0123456789abcdef",
+        "01234567-89ab-cdef-0123-456789abcdef",
+        "",
+        "/:@`GFgf",
+        " 0123456789abcdef0123456789abcde",
+    };
+    uint8_t packed[16];
+    char back[IB_ID_BUF_SIZE];
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        bool want = ib_id_is_normalised(fixed[i]);
+        assert_int_equal(ib_id_pack(packed, fixed[i]), want);
+        if (want) {
+            ib_id_unpack(back, packed);
+            assert_string_equal(back, fixed[i]);
+        }
+    }
+    /* Every byte value at every position of a valid id, and in place of
+     * its terminating NUL. */
+    char id[IB_ID_BUF_SIZE + 1];
+    for (int pos = 0; pos <= IB_ID_LEN; pos++) {
+        for (int c = 1; c < 256; c++) {
+            memcpy(id, V4, IB_ID_BUF_SIZE);
+            id[IB_ID_LEN + 1] = '\0';
+            id[pos] = (char)c;
+            bool want = ib_id_is_normalised(id);
+            if (ib_id_pack(packed, id) != want)
+                fail_msg("byte 0x%02x at %d: ib_id_is_normalised says %d", c, pos, want);
+            if (want) {
+                ib_id_unpack(back, packed);
+                assert_memory_equal(back, id, IB_ID_LEN);
+            }
+        }
+    }
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_id_table),
     cmocka_unit_test(test_id_is_normalised),
@@ -352,6 +398,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_uuid_derive_sensitive_to_inputs),
     cmocka_unit_test(test_uuid_derive_avalanche),
     cmocka_unit_test(test_id_pack_round_trip),
+    cmocka_unit_test(test_id_pack_agrees_with_is_normalised),
 };
 
 IB_TEST_MAIN(tests)

@@ -904,6 +904,57 @@ static void many_types_lookup(void **state)
     fx_close(&f);
 }
 
+/* One handler lists many types at once, new ones and known ones mixed,
+ * some twice: the new ones are filed in one registration (growing the map
+ * on the way), a repeat counts once and every type finds its handlers. */
+static void many_types_in_one_handler(void **state)
+{
+    (void)state;
+    fx f;
+    fx_handler first, second;
+    char names[250][24];
+    const char *list1[101], *list2[302];
+    size_t n2 = 0;
+    fx_open(&f, "memory");
+    fx_handler_init(&first, IB_HANDLER_OK);
+    fx_handler_init(&second, IB_HANDLER_OK);
+    fx_dispatch(&f, NULL);
+    for (int i = 0; i < 250; i++)
+        snprintf(names[i], sizeof(names[i]), "type.%d", i);
+    for (int i = 0; i < 100; i++)
+        list1[i] = names[i];
+    list1[100] = NULL;
+    /* type.50..249, each of the first hundred listed twice */
+    for (int i = 50; i < 250; i++) {
+        list2[n2++] = names[i];
+        if (i < 150)
+            list2[n2++] = names[i];
+    }
+    list2[n2] = NULL;
+    assert_true(n2 < sizeof(list2) / sizeof(list2[0]));
+    assert_int_equal(add_one(f.d, "c/first", list1, &first, NULL), IB_OK);
+    assert_int_equal(add_one(f.d, "c/second", list2, &second, NULL), IB_OK);
+    for (int i = 0; i < 250; i++)
+        assert_int_equal(ib_dispatch_count_for(f.d, names[i]), i >= 50 && i < 100 ? 2 : 1);
+
+    ib_event ev[3];
+    ib_delivery dl[3];
+    fx_event(&ev[0], 60, "type.10");
+    fx_event(&ev[1], 61, "type.70");
+    fx_event(&ev[2], 62, "type.249");
+    for (int i = 0; i < 3; i++)
+        fx_delivery(&dl[i], &ev[i], 1);
+    assert_int_equal(ib_dispatch_run(f.d, dl, 3, NULL, NULL), IB_OK);
+    assert_int_equal(atomic_load(&first.calls), 2);
+    assert_int_equal(atomic_load(&second.calls), 2);
+    assert_int_equal(dl[0].counts.handled, 1);
+    assert_int_equal(dl[1].counts.handled, 2);
+    assert_int_equal(dl[2].counts.handled, 1);
+    fx_handler_destroy(&first);
+    fx_handler_destroy(&second);
+    fx_close(&f);
+}
+
 static void run_refuses_misuse(void **state)
 {
     (void)state;
@@ -1008,6 +1059,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(recorder_time_measured_sqlite),
     cmocka_unit_test(add_refuses_bad_handlers),
     cmocka_unit_test(many_types_lookup),
+    cmocka_unit_test(many_types_in_one_handler),
     cmocka_unit_test(run_refuses_misuse),
     cmocka_unit_test(create_checks_options),
     cmocka_unit_test(empty_event_fields_are_safe),

@@ -51,7 +51,7 @@ static void counters_render_what_was_added(void **state)
     ib_metrics_add(NULL, IB_METRIC_ACKS, 1);         /* no-op */
 
     ib_metrics_snapshot s;
-    ib_metrics_snapshot_get(&s, m);
+    ib_metrics_snapshot_get(m, &s);
     assert_int_equal(s.counters[IB_METRIC_EVENTS_RECEIVED], 10);
     assert_int_equal(s.counters[IB_METRIC_ACKS], 9);
 
@@ -116,7 +116,7 @@ static void gauges_set_and_add(void **state)
     ib_metrics_gauge_set(m, IB_METRIC_GAUGE_COUNT, 5); /* ignored */
 
     ib_metrics_snapshot s;
-    ib_metrics_snapshot_get(&s, m);
+    ib_metrics_snapshot_get(m, &s);
     assert_int_equal(s.gauges[IB_METRIC_HANDLERS_IN_FLIGHT], 2);
 
     prom_text p;
@@ -146,7 +146,7 @@ static void histogram_buckets_are_le_and_cumulative(void **state)
     ib_metrics_observe(m, IB_METRIC_HISTOGRAM_COUNT, 1.0); /* ignored */
 
     ib_metrics_snapshot s;
-    ib_metrics_snapshot_get(&s, m);
+    ib_metrics_snapshot_get(m, &s);
     assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].count, 7);
     assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].buckets[0], 4);
     assert_int_equal(s.histograms[IB_METRIC_HANDLE_SECONDS].buckets[IB_METRICS_BUCKETS], 1);
@@ -183,6 +183,9 @@ static void render_has_help_type_and_build_info(void **state)
     assert_int_equal(ib_metrics_render(&text, &len, m, NULL), IB_OK);
     assert_non_null(strstr(text, "# TYPE ibus_events_received_total counter\n"));
     assert_non_null(strstr(text, "# HELP ibus_handle_seconds "));
+    /* one sample per batch, not per recorder call */
+    assert_non_null(strstr(text, "# HELP ibus_recorder_seconds Time spent in the recorder for one "
+                                 "batch"));
     assert_non_null(strstr(text, "# TYPE ibus_handle_seconds histogram\n"));
     assert_non_null(strstr(text, "# TYPE ibus_consumer_pending gauge\n"));
     assert_non_null(strstr(text, "ibus_build_info{version=\"1.2.3 \\\"q\\\"\\\\\"} 1\n"));
@@ -282,7 +285,7 @@ static void concurrent_updates_lose_nothing(void **state)
     }
     assert_true(total > 0);
     ib_metrics_snapshot s;
-    ib_metrics_snapshot_get(&s, m);
+    ib_metrics_snapshot_get(m, &s);
     assert_int_equal(s.counters[IB_METRIC_EVENTS_RECEIVED], total);
     assert_int_equal(s.dead_lettered[IB_DLQ_REJECTED], total);
     assert_int_equal(s.gauges[IB_METRIC_HANDLERS_IN_FLIGHT], 0);

@@ -349,50 +349,6 @@ static void test_fallbacks_for_minimal_kind(void **state)
     ib_recorder_close(r);
 }
 
-/* The recorders' own id check must answer exactly as core's. */
-static void test_id_pack_matches_core(void **state)
-{
-    (void)state;
-    static const char *const fixed[] = {
-        "0123456789abcdef0123456789abcdef",
-        "0123456789ABCDEF0123456789abcdef",
-        "0123456789abcdef0123456789abcde",
-        "0123456789abcdef0123456789abcdef0",
-        "0123456789abcdef0123456789abcdeg",
-        "g123456789abcdef0123456789abcdef",
-        "01234567-89ab-cdef-0123-456789abcdef",
-        "",
-        "/:@`GFgf",
-        " 0123456789abcdef0123456789abcde",
-    };
-    uint8_t a[16], b[16];
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-        bool want = ib_id_is_normalised(fixed[i]);
-        assert_int_equal(ib__recorder_id_pack(a, fixed[i]), want);
-        if (want) {
-            assert_true(ib_id_pack(b, fixed[i]));
-            assert_memory_equal(a, b, 16);
-        }
-    }
-    assert_false(ib__recorder_id_pack(a, NULL));
-    /* Every byte value at every position of a valid id. */
-    char id[IB_ID_BUF_SIZE + 1];
-    for (int pos = 0; pos <= IB_ID_LEN; pos++) {
-        for (int c = 1; c < 256; c++) {
-            rt_id(id, (uint64_t)pos * 256 + (uint64_t)c);
-            id[IB_ID_LEN + 1] = '\0';
-            id[pos] = (char)c;
-            bool want = ib_id_is_normalised(id);
-            if (ib__recorder_id_pack(a, id) != want)
-                fail_msg("byte 0x%02x at %d: core says %d", c, pos, want);
-            if (want) {
-                assert_true(ib_id_pack(b, id));
-                assert_memory_equal(a, b, 16);
-            }
-        }
-    }
-}
-
 static void test_realtime_clock(void **state)
 {
     (void)state;
@@ -408,7 +364,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_options_and_uri_precedence),
     cmocka_unit_test(test_open_refusals),
     cmocka_unit_test(test_fallbacks_for_minimal_kind),
-    cmocka_unit_test(test_id_pack_matches_core),
     cmocka_unit_test(test_realtime_clock),
 };
 
