@@ -17,7 +17,7 @@
 
 #include "recorder_internal.h"
 
-#define OPT_OUT "fix with chown/chmod or pass --allow-insecure-db"
+#define OPT_OUT "fix with chown/chmod or allow an insecure marker file"
 #define NO_LINKS "name the real path (symbolic links are never followed)"
 
 /* SQLite with SQLITE_OPEN_NOFOLLOW refuses a path with a symbolic link in
@@ -103,8 +103,8 @@ ib_status ib__sqlite_check_file(const char *path, const char *name, unsigned new
     if (st == IB_OK && !main_exists && !allow_insecure && (new_mode & (S_IWGRP | S_IWOTH)) != 0)
         st = ib_error_set(err, IB_ERR_CONFIG,
                           "recorder %s: mode %04o would make a new file writable by group or "
-                          "others; use a mode without group or other write, or pass "
-                          "--allow-insecure-db",
+                          "others; use a mode without group or other write, or allow an insecure "
+                          "marker file",
                           name, new_mode);
     return st;
 }

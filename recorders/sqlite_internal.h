@@ -44,8 +44,8 @@ int ib__sqlite_read_value(sqlite3 *db, const char *sql, long long *num, char *te
  * writable by group or others, and, when there is no file yet, a
  * `new_mode` that would make it so. `self_uid` is the running user
  * (geteuid()); tests pass another. `name` ("sqlite:PATH") is for messages:
- * "recorder <name>: <reason>; fix with chown/chmod or pass
- * --allow-insecure-db". Returns IB_OK, IB_ERR_CONFIG for a refusal or
+ * "recorder <name>: <reason>; fix with chown/chmod or allow an insecure
+ * marker file". Returns IB_OK, IB_ERR_CONFIG for a refusal or
  * IB_ERR_IO when a file cannot be inspected. */
 ib_status ib__sqlite_check_file(const char *path, const char *name, unsigned new_mode,
                                 bool allow_insecure, uid_t self_uid, ib_error *err);

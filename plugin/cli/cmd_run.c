@@ -114,8 +114,9 @@ static int check_args(run_args *a)
                 a->log_level);
         return -1;
     }
-    if (a->plugins.count == 0) {
-        fprintf(stderr, "ibus run: --plugin: at least one plugin is needed\n");
+    if (a->plugins.count == 0 || a->plugins.count > IB_HOST_MAX_PLUGINS) {
+        fprintf(stderr, "ibus run: --plugin: give 1 to %d plugins, got %zu\n", IB_HOST_MAX_PLUGINS,
+                a->plugins.count);
         return -1;
     }
     if (a->c.retry_max_ms < a->c.retry_base_ms) {

@@ -51,7 +51,8 @@ static int load_plugins(ib_host *h, ib_error *err)
     ib_plugin_open_options po = {.allow_insecure_files = h->cfg->allow_insecure_plugins};
     for (const char *const *p = h->cfg->plugins; p != NULL && *p != NULL; p++) {
         if (h->plugin_count == IB_HOST_MAX_PLUGINS) {
-            ib_error_set(err, IB_ERR_CONFIG, "--plugin: at most %d plugins", IB_HOST_MAX_PLUGINS);
+            ib_error_set(err, IB_ERR_CONFIG, "at most %d plugins can be loaded",
+                         IB_HOST_MAX_PLUGINS);
             return -1;
         }
         ib_plugin *pl = NULL;
@@ -70,7 +71,7 @@ static int load_plugins(ib_host *h, ib_error *err)
                   ib_plugin_version(pl), "path", *p, NULL);
     }
     if (h->plugin_count == 0) {
-        ib_error_set(err, IB_ERR_CONFIG, "--plugin: at least one plugin is needed");
+        ib_error_set(err, IB_ERR_CONFIG, "no plugin to load");
         return -1;
     }
     return ib_host_overrides_check(h->cfg->consumer_names, h->plugins, h->plugin_count, err) ==
@@ -102,7 +103,7 @@ static int bind_consumer(ib_host *h, ib_error *err)
     if (ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, err) != IB_OK)
         return -1;
     /* The lease follows the server's AckWait. The poison rule fires on
-     * --max-deliver, or on the consumer's own MaxDeliver when an operator
+     * the configured max_deliver, or on the consumer's own MaxDeliver when an operator
      * set one (then a dead-letter publish that fails on that last delivery
      * strands the message: say so). */
     h->ack_wait_ms = facts.ack_wait_ms > 0 ? facts.ack_wait_ms : h->cfg->ack_wait_ms;
@@ -112,7 +113,7 @@ static int bind_consumer(ib_host *h, ib_error *err)
         ib_log_kv(IB_SEV_WARN,
                   "consumer has a MaxDeliver limit: a message whose dead-letter publish fails on "
                   "the last delivery is not redelivered; prefer MaxDeliver -1 (ibus enforces "
-                  "--max-deliver itself)",
+                  "its own delivery limit)",
                   "durable", h->cfg->durable, NULL);
     }
     ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)facts.num_pending);

@@ -194,7 +194,7 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
         .concurrency = (unsigned)h->cfg->concurrency,
         .observer = observe,
         .observer_ctx = h,
-        /* --commit-interval 0 means a commit after every handler */
+        /* a commit interval of 0 means a commit after every handler */
         .commit_interval_ms = h->cfg->commit_interval_ms > 0 ? h->cfg->commit_interval_ms : -1,
         .on_settled = on_settled,
         .on_recorder = on_recorder,

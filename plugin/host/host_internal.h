@@ -16,8 +16,6 @@
 #include "loader.h"
 #include "recorder.h"
 
-#define IB_HOST_MAX_PLUGINS 64
-
 /* Per-message working state of one batch; defined and used by
  * host_batch.c alone. */
 typedef struct ib_host_item ib_host_item;

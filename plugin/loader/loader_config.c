@@ -40,7 +40,7 @@ ib_status ib_plugin_config_lookup(char **out, const char *const *cli_pairs, cons
         const char *eq = strchr(pair, '=');
         if (eq == NULL || eq == pair)
             return ib_error_set(err, IB_ERR_CONFIG,
-                                "--plugin-config \"%.60s\": expected NAME=STRING", pair);
+                                "plugin configuration \"%.60s\": expected NAME=STRING", pair);
         if ((size_t)(eq - pair) == strlen(name) && memcmp(pair, name, strlen(name)) == 0)
             found = eq + 1;
     }

@@ -20,10 +20,13 @@
 #include "jetstream.h"
 #include "loader.h"
 
+/* How many plugins one host loads at most. */
+#define IB_HOST_MAX_PLUGINS 64
+
 typedef struct ib_host_config {
     ib_nats_config nats;
     const char *stream;
-    const char *subject; /* consumer filter subject (for --create); may be NULL */
+    const char *subject; /* consumer filter subject (when creating); may be NULL */
     const char *durable;
     const char *const *plugins;        /* NULL-terminated paths */
     const char *const *plugin_configs; /* NULL-terminated "NAME=STRING" */

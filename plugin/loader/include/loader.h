@@ -18,7 +18,8 @@
  *
  * Plugin configuration. Each plugin receives one configuration string,
  * found by the plugin's NAME (the descriptor's, not the file's):
- *   1. the last `--plugin-config NAME=STRING` option naming it, else
+ *   1. the last "NAME=STRING" pair naming it in the list the caller passes
+ *      (ibus: its --plugin-config options), else
  *   2. the environment variable IB_PLUGIN_CONFIG_<NAME>, with NAME upper-cased
  *      and every byte other than [A-Z0-9] replaced by '_' (plugin "my-audit"
  *      reads IB_PLUGIN_CONFIG_MY_AUDIT), else
@@ -41,7 +42,7 @@
 typedef struct ib_plugin ib_plugin;
 
 typedef struct ib_plugin_open_options {
-    /* Development only (--allow-insecure-plugins): skip the ownership and
+    /* Development only ("allow insecure plugin files"): skip the ownership and
      * permission checks of the plugin file and its directories. A path that is
      * missing or not a regular file is still refused. */
     bool allow_insecure_files;

@@ -116,8 +116,8 @@ static void malformed_flags_are_refused(void **state)
     static const struct {
         const char *flag, *msg;
     } table[] = {
-        {"audit", "--plugin-config \"audit\": expected NAME=STRING"},
-        {"=file=x", "--plugin-config \"=file=x\": expected NAME=STRING"},
+        {"audit", "plugin configuration \"audit\": expected NAME=STRING"},
+        {"=file=x", "plugin configuration \"=file=x\": expected NAME=STRING"},
     };
     (void)state;
 

@@ -16,7 +16,7 @@
 #include "trust.h"
 
 #define PLUGINS IB_TEST_PLUGINS_DIR
-#define OPT_OUT "pass --allow-insecure-plugins"
+#define OPT_OUT "allow insecure plugin files (development only)"
 #define NAME_RULE "use 1-64 characters of A-Z a-z 0-9 . _ -"
 
 static int teardown(void **state)

@@ -10,7 +10,7 @@
 #include "rtest.h"
 #include "sqlite_internal.h"
 
-#define OPT_OUT "fix with chown/chmod or pass --allow-insecure-db"
+#define OPT_OUT "fix with chown/chmod or allow an insecure marker file"
 #define NO_LINKS "name the real path (symbolic links are never followed)"
 
 static ib_error err;
@@ -167,7 +167,7 @@ static void refuses_a_writable_mode_for_a_new_file(void **state)
     path_of(path, sizeof(path), "n.db");
     expect_refusal("n.db", "?mode=0660", false,
                    "mode 0660 would make a new file writable by group or others; use a mode "
-                   "without group or other write, or pass --allow-insecure-db");
+                   "without group or other write, or allow an insecure marker file");
     assert_int_equal(access(path, F_OK), -1);
     assert_int_equal(try_open("n.db", "?mode=0660", true), IB_OK);
     assert_int_equal(stat(path, &st), 0);
