@@ -86,16 +86,16 @@ static ib_status run_and_settle(ib_recorder *r, ib_idempotent_result *res, const
     return IB_OK;
 }
 
-ib_status ib_idempotent_call(ib_recorder *r, ib_idempotent_result *result, const char *consumer,
+ib_status ib_idempotent_call(ib_recorder *r, ib_idempotent_result *res, const char *consumer,
                              const char *event_id, ib_idempotent_fn fn, void *ctx,
                              const ib_idempotent_options *options, ib_error *err)
 {
-    ib_idempotent_result local;
-    ib_idempotent_result *res = result != NULL ? result : &local;
+    if (res == NULL)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "idempotent call: no result");
     *res = (ib_idempotent_result){.outcome = IB_IDEMPOTENT_ERROR};
-    if (r == NULL || result == NULL || fn == NULL)
+    if (r == NULL || fn == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG,
-                            "idempotent call: recorder, result and handler are required");
+                            "idempotent call: a recorder and a handler are required");
     call_options opt;
     ib_status st = read_options(&opt, options, err);
     if (st != IB_OK)

@@ -106,13 +106,15 @@ typedef struct ib_idempotent_result {
     int64_t remaining_ms; /* BUSY: how long the holder's lease still runs (0 = unknown) */
 } ib_idempotent_result;
 
-/* Handles one event for one consumer at most once: claims
- * (consumer, event_id) in `r` for the options' owner and lease, calls
- * `fn(ctx, err)` only when the claim was acquired, then marks the event
- * processed if fn succeeded (fenced by the owner: a mark over a caller that
- * took the claim over is refused) or releases the claim if it failed.
- * `event_id` must be normalised (ib_event_id_normalise). `result` is always
- * filled, whatever the return value.
+/* Handles one event for one consumer: claims (consumer, event_id) in `r`
+ * for the options' owner and lease, calls `fn(ctx, err)` only when the
+ * claim was acquired, then marks the event processed if fn succeeded
+ * (fenced by the owner: a mark over a caller that took the claim over is
+ * refused) or releases the claim if it failed. Across every caller that
+ * shares the recorder, fn runs again for an event only after a run that
+ * failed, crashed, or outlived its lease. `event_id` must be normalised
+ * (ib_event_id_normalise). `*res` is always filled, whatever the return
+ * value (res NULL: IB_ERR_INVALID_ARG).
  *
  * Returns IB_OK when the call reached a verdict (HANDLED, DUPLICATE, BUSY,
  * EXHAUSTED, LEASE_LOST); for FAILED, fn's status and message (or
@@ -120,7 +122,7 @@ typedef struct ib_idempotent_result {
  * IB_ERR_INVALID_ARG for a bad argument or option, or the recorder's
  * status and message. All strings are BORROWED for the duration of the
  * call. Thread-safe as the recorder is; fn runs on the calling thread. */
-ib_status ib_idempotent_call(ib_recorder *r, ib_idempotent_result *result, const char *consumer,
+ib_status ib_idempotent_call(ib_recorder *r, ib_idempotent_result *res, const char *consumer,
                              const char *event_id, ib_idempotent_fn fn, void *ctx,
                              const ib_idempotent_options *options, ib_error *err);
 

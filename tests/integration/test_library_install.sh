@@ -9,11 +9,14 @@
 #     libinfinity-bus.so.0, not the build tree's.
 # nats-server is stopped by its PID whatever happens.
 #
-#   test_library_install.sh BUILD_DIR SOURCE_DIR NATS_SERVER
+#   test_library_install.sh BUILD_DIR SOURCE_DIR NATS_SERVER [EXTRA_CFLAGS]
+# EXTRA_CFLAGS go to both example builds (the sanitizer flags of an
+# IB_SANITIZE build, whose library needs its runtime in the program).
 set -eu
 build=$1
 src=$2
 nats_server=$3
+extra_cflags=${4:-}
 umask 022
 
 work=$(mktemp -d -t ib-library-install.XXXXXX)
@@ -56,7 +59,7 @@ loads_installed "$prefix/bin/ibus"
 # CMake package, from a copy of the example that knows nothing else.
 cp -R "$src/idempotency/examples" "$work/ex-src"
 cmake -S "$work/ex-src" -B "$work/ex" -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$work/ex.log" 2>&1 ||
+    -DCMAKE_C_FLAGS="-Wall -Wextra -Werror $extra_cflags" >"$work/ex.log" 2>&1 ||
     { cat "$work/ex.log" >&2; die "find_package(InfinityBus)"; }
 cmake --build "$work/ex" >>"$work/ex.log" 2>&1 || { cat "$work/ex.log" >&2; die "cmake build"; }
 consumer=$work/ex/nats_consumer
@@ -67,8 +70,8 @@ PKG_CONFIG_PATH=$libdir/pkgconfig
 export PKG_CONFIG_PATH
 [ "$(pkg-config --modversion infinity-bus)" = "$(sed -n 's/^#define IB_VERSION "\(.*\)"/\1/p' \
     "$prefix/include/infinity_bus/version.h")" ] || die "pkg-config version differs from IB_VERSION"
-# shellcheck disable=SC2046 # word lists
-cc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -o "$work/pc_consumer" \
+# shellcheck disable=SC2046,SC2086 # word lists
+cc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror $extra_cflags -o "$work/pc_consumer" \
     "$src/idempotency/examples/nats_consumer.c" $(pkg-config --cflags --libs infinity-bus libnats) ||
     die "cc with pkg-config infinity-bus"
 LD_LIBRARY_PATH=$libdir ldd "$work/pc_consumer" | grep -q "$lib" ||
@@ -112,7 +115,7 @@ set --
 for id in $ids; do
     set -- "$@" "$id order $id"
 done
-for id in $(echo $ids | cut -d' ' -f2,5,7); do
+for id in $(echo "$ids" | cut -d' ' -f3,6,8); do
     set -- "$@" "$id order $id (retry)" "$id order $id (replay)"
 done
 publish() {
@@ -124,8 +127,10 @@ publish "$@"
 run_consumer "$work/run1.out"
 handled=$(grep -c '^handled ' "$work/run1.out" || true)
 unique=$(grep '^handled ' "$work/run1.out" | cut -d' ' -f2 | sort -u | wc -l)
-[ "$handled" -eq 8 ] && [ "$unique" -eq 8 ] ||
-    { cat "$work/run1.out" >&2; die "run 1 handled $handled events ($unique ids), want 8"; }
+if [ "$handled" -ne 8 ] || [ "$unique" -ne 8 ]; then
+    cat "$work/run1.out" >&2
+    die "run 1 handled $handled events ($unique ids), want 8"
+fi
 grep -q '^summary: handled 8, duplicates 6, ' "$work/run1.out" ||
     die "run 1: $(tail -n 1 "$work/run1.out")"
 for id in $ids; do

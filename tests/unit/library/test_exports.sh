@@ -22,10 +22,10 @@ esac
 syms=$(nm -D --defined-only "$so" | awk '{print $NF}')
 # the version nodes themselves are absolute symbols named after the node
 bad=$(printf '%s\n' "$syms" | grep -v '^ib_' | grep -v '^INFINITY_BUS_[A-Z0-9_]*$' || true)
-[ -z "$bad" ] || die "exports without the ib_ prefix: $(echo $bad)"
+[ -z "$bad" ] || die "exports without the ib_ prefix: $(printf '%s ' "$bad")"
 other=$(printf '%s\n' "$syms" | grep '^ib_' |
     grep -v -e '@@INFINITY_BUS_0$' -e '@@INFINITY_BUS_PRIVATE$' || true)
-[ -z "$other" ] || die "exports outside the two nodes: $(echo $other)"
+[ -z "$other" ] || die "exports outside the two nodes: $(printf '%s ' "$other")"
 
 public=$(printf '%s\n' "$syms" | sed -n 's/@@INFINITY_BUS_0$//p' | sort)
 declared=$(cat "$inc"/infinity_bus/status.h "$inc"/infinity_bus/recorder.h \

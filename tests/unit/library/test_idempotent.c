@@ -34,6 +34,7 @@ static bool is_sqlite(void)
 }
 
 typedef struct fixture {
+    char id[IB_EVENT_ID_SIZE]; /* ID_A, normalised */
     char dir[64];
     char uri[128];
     ib_recorder *r;
@@ -49,6 +50,12 @@ static ib_recorder *open_uri(const char *uri, bool fake_time)
     return r;
 }
 
+static void normalise(char out[IB_EVENT_ID_SIZE], const char *id)
+{
+    ib_error err = {0};
+    assert_int_equal(ib_event_id_normalise(out, id, strlen(id), false, &err), IB_OK);
+}
+
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof(*f));
@@ -60,6 +67,7 @@ static int setup(void **state)
     else
         snprintf(f->uri, sizeof(f->uri), "memory:");
     f->r = open_uri(f->uri, true);
+    normalise(f->id, ID_A);
     *state = f;
     return 0;
 }
@@ -74,12 +82,6 @@ static int teardown(void **state)
         return -1;
     free(f);
     return 0;
-}
-
-static void normalise(char out[IB_EVENT_ID_SIZE], const char *id)
-{
-    ib_error err = {0};
-    assert_int_equal(ib_event_id_normalise(out, id, strlen(id), false, &err), IB_OK);
 }
 
 /* A handler that counts its calls and answers what it was told to. */
@@ -116,8 +118,7 @@ static ib_status call(ib_recorder *r, ib_idempotent_result *res, const char *id,
 static void test_handled_then_duplicate(void **state)
 {
     fixture *f = *state;
-    char id[IB_EVENT_ID_SIZE];
-    normalise(id, ID_A);
+    const char *id = f->id;
     handler h = {0};
     ib_idempotent_result res;
     ib_error err = {0};
@@ -144,8 +145,7 @@ static void test_handled_then_duplicate(void **state)
 static void test_busy_while_another_holds(void **state)
 {
     fixture *f = *state;
-    char id[IB_EVENT_ID_SIZE];
-    normalise(id, ID_A);
+    const char *id = f->id;
     ib_claim_state cs;
     assert_int_equal(ib_recorder_claim(f->r, &cs, CONSUMER, id, "other", 20000, NULL), IB_OK);
     assert_int_equal(cs, IB_CLAIM_ACQUIRED);
@@ -168,8 +168,7 @@ static void test_busy_while_another_holds(void **state)
 static void test_failure_releases_and_passes_the_error(void **state)
 {
     fixture *f = *state;
-    char id[IB_EVENT_ID_SIZE];
-    normalise(id, ID_A);
+    const char *id = f->id;
     handler h = {.answer = IB_ERR_IO, .message = "payment service: connection refused"};
     ib_idempotent_result res;
     ib_error err = {0};
@@ -198,8 +197,7 @@ static void test_failure_releases_and_passes_the_error(void **state)
 static void test_exhausted_after_max_attempts(void **state)
 {
     fixture *f = *state;
-    char id[IB_EVENT_ID_SIZE];
-    normalise(id, ID_A);
+    const char *id = f->id;
     ib_idempotent_options o = {.size = sizeof(o), .max_attempts = 2};
     handler h = {.answer = IB_ERR_TIMEOUT};
     ib_idempotent_result res;
@@ -232,8 +230,7 @@ static void test_exhausted_after_max_attempts(void **state)
 static void test_lease_lost_is_not_marked(void **state)
 {
     fixture *f = *state;
-    char id[IB_EVENT_ID_SIZE];
-    normalise(id, ID_A);
+    const char *id = f->id;
     /* The handler outlives its 1 s lease and "thief" claims the id. */
     ib_idempotent_options o = {.size = sizeof(o), .lease_ms = 1000};
     handler h = {.take_over = f->r, .id = id};
@@ -253,8 +250,7 @@ static void test_lease_lost_is_not_marked(void **state)
 static void test_own_owner_token(void **state)
 {
     fixture *f = *state;
-    char id[IB_EVENT_ID_SIZE];
-    normalise(id, ID_A);
+    const char *id = f->id;
     ib_claim_state cs;
     assert_int_equal(ib_recorder_claim(f->r, &cs, CONSUMER, id, "worker-1", 20000, NULL), IB_OK);
     /* The same owner may take its own claim again (a retry after a crash
@@ -270,8 +266,7 @@ static void test_own_owner_token(void **state)
 static void test_bad_arguments(void **state)
 {
     fixture *f = *state;
-    char id[IB_EVENT_ID_SIZE];
-    normalise(id, ID_A);
+    const char *id = f->id;
     handler h = {0};
     ib_idempotent_result res;
     ib_error err = {0};
