@@ -59,7 +59,9 @@ typedef struct ib_idempotent_options {
     size_t size;           /* sizeof(ib_idempotent_options) */
     const char *owner;     /* claim owner token, BORROWED, at most IB_OWNER_MAX bytes; NULL =
                               a fresh token per call, which is what keeps two threads of one
-                              process apart as well as two processes */
+                              process apart as well as two processes. Calls that pass
+                              the same token are one holder: they do not exclude each
+                              other (a retry may take over its own claim at once) */
     int64_t lease_ms;      /* how long the claim keeps other callers out while the handler
                               runs; 0 = 30000. A handler that runs longer may be run again
                               by another caller, and its own mark is then refused
