@@ -25,17 +25,7 @@ set(_ib_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/InfinityBusPlugin)
 install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/include/infinity_bus/plugin.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/infinity_bus COMPONENT plugin-dev)
 
-# pkg-config: the prefix is found from the .pc file's own place, so
-# `cmake --install --prefix` elsewhere still yields a correct file.
-if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
-  set(IB_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
-  set(IB_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
-else()
-  file(RELATIVE_PATH _ib_up "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
-  string(REGEX REPLACE "/$" "" _ib_up "${_ib_up}")
-  set(IB_PC_PREFIX "\${pcfiledir}/${_ib_up}")
-  set(IB_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
-endif()
+# pkg-config: relocatable (IB_PC_PREFIX, IB_PC_INCLUDEDIR: cmake/IbLibrary.cmake).
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/infinity-bus-plugin.pc.in
                ${CMAKE_CURRENT_BINARY_DIR}/infinity-bus-plugin.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/infinity-bus-plugin.pc

@@ -2,7 +2,9 @@
 # Builds infinity-bus and runs every test: unit, fuzz (replay), deploy
 # checks, valgrind runs and integration tests in a normal build, then unit,
 # fuzz and integration tests again in an ASan+UBSan build. Installs missing
-# packages first. Prints ctest's summaries and a closing total.
+# packages first. Both builds treat warnings as errors (IB_WERROR, off by
+# default so a newer compiler's new warning does not break a user's build).
+# Prints ctest's summaries and a closing total.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +50,7 @@ build() {
 }
 
 echo "== normal build (RelWithDebInfo, -Wall -Wextra -Werror)"
-if build build -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+if build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIB_WERROR=ON; then
   echo "== unit, fuzz, deploy and valgrind tests"
   run_ctest build -LE "integration|chaos" -j "$jobs"
   echo "== integration tests (real nats-server, real ibus processes)"
@@ -59,7 +61,8 @@ else
 fi
 
 echo "== ASan+UBSan build"
-if build build-asan -DCMAKE_BUILD_TYPE=Debug -DIB_SANITIZE=ON -DIB_VALGRIND=OFF -DIB_BUILD_BENCH=OFF; then
+if build build-asan -DCMAKE_BUILD_TYPE=Debug -DIB_SANITIZE=ON -DIB_WERROR=ON -DIB_VALGRIND=OFF \
+  -DIB_BUILD_BENCH=OFF; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_ctest build-asan -L 'unit|fuzz' -j "$jobs"

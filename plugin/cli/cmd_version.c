@@ -7,10 +7,7 @@
 
 #include "commands.h"
 #include "infinity_bus/plugin.h"
-
-#ifndef IB_VERSION
-#define IB_VERSION "0.0.0"
-#endif
+#include <infinity_bus/version.h>
 
 int ib_cmd_version(int argc, char **argv)
 {

@@ -14,10 +14,7 @@
 #include "log.h"
 #include "owner.h"
 #include "clock.h"
-
-#ifndef IB_VERSION
-#define IB_VERSION "0.0.0"
-#endif
+#include <infinity_bus/version.h>
 
 /* How long the shutdown hand-back collects messages to nak. */
 #define HAND_BACK_WAIT_MS 1500
