@@ -44,7 +44,7 @@ const char *const lay_allowed[] = {
     "loader:      core abi",
     "ops:         core",
     "nats:        core abi",
-    "host:        core recorders dispatch loader ops nats abi api",
+    "host:        core recorders dispatch loader ops nats api",
     "cli:         core recorders abi nats host api",
     "examples:    abi",
     "bench:       core recorders abi",
