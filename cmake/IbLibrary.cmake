@@ -28,3 +28,32 @@ else()
   set(IB_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
   set(IB_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
 endif()
+
+# ib_install_package(NAME <package> EXPORT <export set> VERSION <version>
+#                    COMPONENT <component> PC <pc file stem> [ARCH_INDEPENDENT])
+#   Installs what find_package(<package>) and pkg-config need, the same way
+#   for every package this project ships: <stem>.pc configured from
+#   <stem>.pc.in beside the caller, and in ${libdir}/cmake/<package>/ the
+#   export set (namespace InfinityBus::), <package>Config.cmake from
+#   <package>Config.cmake.in, and a SameMajorVersion version file.
+include(CMakePackageConfigHelpers)
+function(ib_install_package)
+  cmake_parse_arguments(P "ARCH_INDEPENDENT" "NAME;EXPORT;VERSION;COMPONENT;PC" "" ${ARGN})
+  set(dir ${CMAKE_INSTALL_LIBDIR}/cmake/${P_NAME})
+  set(src ${CMAKE_CURRENT_SOURCE_DIR})
+  set(bin ${CMAKE_CURRENT_BINARY_DIR})
+  configure_file(${src}/${P_PC}.pc.in ${bin}/${P_PC}.pc @ONLY)
+  install(FILES ${bin}/${P_PC}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+          COMPONENT ${P_COMPONENT})
+  install(EXPORT ${P_EXPORT} NAMESPACE InfinityBus:: DESTINATION ${dir} COMPONENT ${P_COMPONENT})
+  configure_package_config_file(${src}/${P_NAME}Config.cmake.in ${bin}/${P_NAME}Config.cmake
+                                INSTALL_DESTINATION ${dir})
+  set(arch)
+  if(P_ARCH_INDEPENDENT)
+    set(arch ARCH_INDEPENDENT)
+  endif()
+  write_basic_package_version_file(${bin}/${P_NAME}ConfigVersion.cmake VERSION ${P_VERSION}
+                                   COMPATIBILITY SameMajorVersion ${arch})
+  install(FILES ${bin}/${P_NAME}Config.cmake ${bin}/${P_NAME}ConfigVersion.cmake
+          DESTINATION ${dir} COMPONENT ${P_COMPONENT})
+endfunction()

@@ -7,7 +7,6 @@
 # Both package files carry the ABI version (IB_ABI_MAJOR.IB_ABI_MINOR), not
 # the product's: that is what a plugin depends on, so
 # find_package(InfinityBusPlugin 1.0) accepts any 1.x host header.
-include(CMakePackageConfigHelpers)
 
 # The package's target name works in-tree too, so the examples are built
 # exactly as a third party builds a plugin.
@@ -20,30 +19,15 @@ string(REGEX REPLACE ".*IB_ABI_MAJOR ([0-9]+).*" "\\1" _ib_abi_major "${_ib_abi_
 string(REGEX REPLACE ".*IB_ABI_MINOR ([0-9]+).*" "\\1" _ib_abi_minor "${_ib_abi_lines}")
 set(IB_ABI_VERSION "${_ib_abi_major}.${_ib_abi_minor}")
 
-set(_ib_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/InfinityBusPlugin)
-
 install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/include/infinity_bus/plugin.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/infinity_bus COMPONENT plugin-dev)
 
-# pkg-config: relocatable (IB_PC_PREFIX, IB_PC_INCLUDEDIR: cmake/IbLibrary.cmake).
-configure_file(${CMAKE_CURRENT_SOURCE_DIR}/infinity-bus-plugin.pc.in
-               ${CMAKE_CURRENT_BINARY_DIR}/infinity-bus-plugin.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/infinity-bus-plugin.pc
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT plugin-dev)
-
-# CMake package: an INTERFACE target carrying the include directory.
+# An INTERFACE target carrying the include directory; the .pc is
+# relocatable (IB_PC_PREFIX, IB_PC_INCLUDEDIR: cmake/IbLibrary.cmake).
 install(TARGETS ib_plugin_abi EXPORT InfinityBusPluginTargets COMPONENT plugin-dev)
-install(EXPORT InfinityBusPluginTargets NAMESPACE InfinityBus::
-        DESTINATION ${_ib_cmake_dir} COMPONENT plugin-dev)
-configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/InfinityBusPluginConfig.cmake.in
-                              ${CMAKE_CURRENT_BINARY_DIR}/InfinityBusPluginConfig.cmake
-                              INSTALL_DESTINATION ${_ib_cmake_dir})
-write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/InfinityBusPluginConfigVersion.cmake
-                                 VERSION ${IB_ABI_VERSION} COMPATIBILITY SameMajorVersion
-                                 ARCH_INDEPENDENT)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/InfinityBusPluginConfig.cmake
-              ${CMAKE_CURRENT_BINARY_DIR}/InfinityBusPluginConfigVersion.cmake
-        DESTINATION ${_ib_cmake_dir} COMPONENT plugin-dev)
+ib_install_package(NAME InfinityBusPlugin EXPORT InfinityBusPluginTargets
+                   VERSION ${IB_ABI_VERSION} COMPONENT plugin-dev PC infinity-bus-plugin
+                   ARCH_INDEPENDENT)
 
 install(TARGETS ib_plugin_audit ib_plugin_flaky ib_plugin_relay
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/infinity-bus/plugins COMPONENT plugins)
