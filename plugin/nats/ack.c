@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 static ib_status reply_with(natsConnection *nc, natsMsg *msg, const char *body, ib_error *err)
 {
     const char *reply = natsMsg_GetReply(msg);
