@@ -105,3 +105,57 @@ int lay_graph_cycles(const lay_graph *g, const char *const *names, const char *r
     free(w.path);
     return w.found;
 }
+
+/* Tarjan's strongly connected components; index 0 means not yet visited. */
+typedef struct {
+    const lay_graph *g;
+    size_t *index, *low, *stack, *comp;
+    bool *on_stack;
+    size_t next, depth, ncomp;
+} tarjan;
+
+static void strong(tarjan *t, size_t v)
+{
+    t->index[v] = t->low[v] = ++t->next;
+    t->stack[t->depth++] = v;
+    t->on_stack[v] = true;
+    for (size_t i = 0; i < t->g->m; i++) {
+        size_t w = t->g->edges[i].to;
+        if (t->g->edges[i].from != v)
+            continue;
+        if (t->index[w] == 0) {
+            strong(t, w);
+            if (t->low[w] < t->low[v])
+                t->low[v] = t->low[w];
+        } else if (t->on_stack[w] && t->index[w] < t->low[v]) {
+            t->low[v] = t->index[w];
+        }
+    }
+    if (t->low[v] != t->index[v])
+        return;
+    size_t w;
+    do {
+        w = t->stack[--t->depth];
+        t->on_stack[w] = false;
+        t->comp[w] = t->ncomp;
+    } while (w != v);
+    t->ncomp++;
+}
+
+size_t lay_graph_components(const lay_graph *g, size_t *comp)
+{
+    size_t n = g->n + 1;
+    size_t *block = calloc(3 * n, sizeof *block);
+    tarjan t = {g, block, block + n, block + 2 * n, comp, calloc(n, sizeof(bool)), 0, 0, 0};
+    if (!block || !t.on_stack) {
+        free(block);
+        free(t.on_stack);
+        return 0;
+    }
+    for (size_t v = 0; v < g->n; v++)
+        if (t.index[v] == 0)
+            strong(&t, v);
+    free(block);
+    free(t.on_stack);
+    return t.ncomp;
+}

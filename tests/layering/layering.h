@@ -29,6 +29,7 @@ extern const char *const lay_allowed[];
 extern const char *const lay_generated[][2];
 extern const char *const lay_roots[];
 extern const char *const lay_low_parts[];
+extern const char *const lay_call_skip[];
 
 /* One product file, read whole. */
 typedef struct {
@@ -96,6 +97,10 @@ void lay_graph_free(lay_graph *g);
  * walk closes, naming nodes by names[]; returns how many it printed. */
 int lay_graph_cycles(const lay_graph *g, const char *const *names, const char *rule,
                      const char *what);
+/* Fills comp[v] (g->n entries, caller's) with the strongly connected
+ * component of node v and returns how many there are; 0 when out of
+ * memory. Two nodes share a component when each reaches the other. */
+size_t lay_graph_components(const lay_graph *g, size_t *comp);
 
 /* The checks; each prints its findings and returns the number of them. */
 int lay_check_table(void);
@@ -103,5 +108,6 @@ int lay_check_includes(const lay_tree *t);
 int lay_check_file_cycles(const lay_tree *t);
 int lay_check_target_cycles(const char *edges_path);
 int lay_check_length(const lay_tree *t, int limit);
+int lay_check_call_cycles(const lay_tree *t);
 
 #endif

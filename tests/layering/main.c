@@ -4,6 +4,7 @@
  *   file-cycles SRC      no circle of quoted includes between files
  *   target-cycles EDGES  no circle of CMake targets (edge file from targets.cmake)
  *   function-length SRC  no product function longer than 80 lines
+ *   call-cycles SRC      no circle of .c files using each other's functions
  * SRC is the source root; only the product folders under it are read. */
 #include <stdio.h>
 #include <string.h>
@@ -14,7 +15,7 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: layering includes|file-cycles|function-length SRC\n"
+    fprintf(stderr, "usage: layering includes|file-cycles|function-length|call-cycles SRC\n"
                     "       layering target-cycles EDGES\n");
     return 2;
 }
@@ -39,7 +40,7 @@ int main(int argc, char **argv)
     if (strcmp(check, "target-cycles") == 0)
         return verdict(check, lay_check_target_cycles(argv[2]));
     if (strcmp(check, "includes") != 0 && strcmp(check, "file-cycles") != 0 &&
-        strcmp(check, "function-length") != 0)
+        strcmp(check, "function-length") != 0 && strcmp(check, "call-cycles") != 0)
         return usage();
     if (lay_tree_load(&t, argv[2]) != 0)
         return 2;
@@ -47,6 +48,8 @@ int main(int argc, char **argv)
         findings = lay_check_table() + lay_check_includes(&t);
     else if (strcmp(check, "file-cycles") == 0)
         findings = lay_check_file_cycles(&t);
+    else if (strcmp(check, "call-cycles") == 0)
+        findings = lay_check_call_cycles(&t);
     else
         findings = lay_check_length(&t, MAX_FUNCTION_LINES);
     lay_tree_free(&t);
