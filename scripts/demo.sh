@@ -18,7 +18,7 @@ echo "== building in $bdir"
 cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$bdir" -j "$(nproc)" --target ibus ib_plugin_audit ib_plugin_flaky >/dev/null
 
-ibus=$root/$bdir/plugin/ibus
+ibus=$root/$bdir/plugin/cli/ibus
 plugins=$root/$bdir/plugin/examples
 work=$(mktemp -d "${TMPDIR:-/tmp}/ibus-demo.XXXXXX")
 pids=()
