@@ -42,12 +42,26 @@ typedef struct ib__recorder_config {
     int64_t (*now_ms)(void);
     int64_t (*lease_now_ms)(void);
     void *nats_connection;
+    /* kv: from the URI's parameters (see kv.c) */
+    int kv_replicas;                      /* 0 = not given: bind to any, create with 1 */
+    int64_t kv_ttl_ms;                    /* -1 = not given; 0 = keep forever */
+    int64_t kv_min_ttl_ms;                /* refuse a bucket keeping keys for less; 0 = no floor */
+    int64_t kv_max_bytes;                 /* 0 = not given (unlimited when created) */
+    bool kv_create;                       /* create the bucket when it is missing */
+    char kv_url[512];                     /* "" = use nats_connection */
+    char kv_creds[IB__RECORDER_PATH_MAX]; /* credentials file for kv_url; "" = none */
 } ib__recorder_config;
 
 /* Largest memory capacity accepted; slot numbers are 32-bit. */
 #define IB__MEMORY_CAPACITY_MAX ((size_t)1 << 30)
 /* Largest busy timeout accepted: one day. */
 #define IB__BUSY_TIMEOUT_MAX_MS 86400000
+/* Most replicas a JetStream stream may have. */
+#define IB__KV_REPLICAS_MAX 5
+/* Longest kv: bucket name. */
+#define IB__KV_BUCKET_MAX 200
+/* Longest bucket TTL (and min_ttl) a kv: URI may give: ten years. */
+#define IB__KV_TTL_MAX_MS (10LL * 366 * 86400000)
 
 /* Parses `uri` over `options` (NULL = defaults) into `cfg`. Touches nothing
  * outside its arguments. IB_ERR_CONFIG for a bad URI or option, with a
@@ -58,6 +72,7 @@ ib_status ib__recorder_config_parse(ib__recorder_config *cfg, const char *uri,
 /* Kind constructors; `*out` is owned by the caller (ib_recorder_close). */
 ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
 ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
+ib_status ib__kv_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err);
 
 /* How long a claim held by `holder` (lease ending at `expires` on the lease
  * clock, now `now`) still keeps `owner` out, in ms; 0 when `owner` may take

@@ -3,7 +3,7 @@
  *   memory:[?capacity=N]
  *   sqlite:PATH[?synchronous=off|normal|full|extra&busy_timeout_ms=N&mode=0NNN]
  *   sqlite::memory:
- *   kv:BUCKET
+ *   kv:BUCKET[?replicas=N&ttl=D&min_ttl=D&max_bytes=N&create=0|1&url=URL&creds=PATH]
  *
  * The scheme is matched without regard to case. The first '?' starts the
  * parameters, so a path cannot contain '?'; there is no percent-decoding.
@@ -121,12 +121,154 @@ static bool parse_sync(ib__sqlite_sync *out, const char *s, size_t len)
     return false;
 }
 
+/* A duration: digits with an optional unit (ms, s, m, h, d; none = s),
+ * at most ten years. */
+static bool parse_duration(int64_t *out_ms, const char *s, size_t len)
+{
+    static const struct {
+        const char *unit;
+        uint64_t ms;
+    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    size_t digits = 0;
+    while (digits < len && s[digits] >= '0' && s[digits] <= '9')
+        digits++;
+    uint64_t scale = 1000, v = 0;
+    if (digits < len) {
+        scale = 0;
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+            if (strlen(units[i].unit) == len - digits &&
+                memcmp(units[i].unit, s + digits, len - digits) == 0)
+                scale = units[i].ms;
+    }
+    if (scale == 0 || !parse_decimal(&v, s, digits, 0, IB__KV_TTL_MAX_MS / scale))
+        return false;
+    *out_ms = (int64_t)(v * scale);
+    return true;
+}
+
+/* A string parameter copied into `out` (the URL and credentials path of
+ * kv:); false when it does not fit. */
+static bool copy_value(char *out, size_t cap, const char *val, size_t vlen)
+{
+    if (vlen >= cap)
+        return false;
+    memcpy(out, val, vlen);
+    out[vlen] = '\0';
+    return true;
+}
+
+enum {
+    P_CAPACITY,
+    P_SYNCHRONOUS,
+    P_BUSY_TIMEOUT,
+    P_MODE,
+    P_REPLICAS,
+    P_TTL,
+    P_MIN_TTL,
+    P_MAX_BYTES,
+    P_CREATE,
+    P_URL,
+    P_CREDS,
+    P_COUNT,
+};
+
+static const char *const param_names[P_COUNT] = {
+    "capacity", "synchronous", "busy_timeout_ms", "mode", "replicas", "ttl",
+    "min_ttl",  "max_bytes",   "create",          "url",  "creds",
+};
+
+/* Whether parameter `which` belongs to the kind of `cfg`. */
+static bool param_fits(const ib__recorder_config *cfg, int which)
+{
+    switch (cfg->kind) {
+    case IB__RECORDER_MEMORY:
+        return which == P_CAPACITY;
+    case IB__RECORDER_SQLITE:
+        return which >= P_SYNCHRONOUS && which <= P_MODE;
+    case IB__RECORDER_KV:
+        return which >= P_REPLICAS;
+    }
+    return false;
+}
+
+/* The kv: parameters' values. */
+static ib_status apply_kv_value(parse_ctx *pc, ib__recorder_config *cfg, int which, const char *val,
+                                size_t vlen, const char *qval)
+{
+    uint64_t v = 0;
+    switch (which) {
+    case P_REPLICAS:
+        if (!parse_decimal(&v, val, vlen, 1, IB__KV_REPLICAS_MAX))
+            return fail(pc, "replicas '%s' is not a number between 1 and %d", qval,
+                        IB__KV_REPLICAS_MAX);
+        cfg->kv_replicas = (int)v;
+        return IB_OK;
+    case P_TTL:
+    case P_MIN_TTL:
+        if (!parse_duration(which == P_TTL ? &cfg->kv_ttl_ms : &cfg->kv_min_ttl_ms, val, vlen))
+            return fail(pc,
+                        "%s '%s' is not a duration (digits with ms, s, m, h or d) of at "
+                        "most ten years",
+                        param_names[which], qval);
+        return IB_OK;
+    case P_MAX_BYTES:
+        if (!parse_decimal(&v, val, vlen, 1, INT64_MAX))
+            return fail(pc, "max_bytes '%s' is not a positive number", qval);
+        cfg->kv_max_bytes = (int64_t)v;
+        return IB_OK;
+    case P_CREATE:
+        if (vlen != 1 || (val[0] != '0' && val[0] != '1'))
+            return fail(pc, "create '%s' is not 0 or 1", qval);
+        cfg->kv_create = val[0] == '1';
+        return IB_OK;
+    case P_URL:
+        if (!copy_value(cfg->kv_url, sizeof(cfg->kv_url), val, vlen))
+            return fail(pc, "url is longer than %zu bytes", sizeof(cfg->kv_url) - 1);
+        return IB_OK;
+    default:
+        if (!copy_value(cfg->kv_creds, sizeof(cfg->kv_creds), val, vlen))
+            return fail(pc, "creds path is longer than %zu bytes", sizeof(cfg->kv_creds) - 1);
+        return IB_OK;
+    }
+}
+
+/* The values of memory: and sqlite: parameters. */
+static ib_status apply_local_value(parse_ctx *pc, ib__recorder_config *cfg, int which,
+                                   const char *val, size_t vlen, const char *qval)
+{
+    uint64_t v = 0;
+    switch (which) {
+    case P_CAPACITY:
+        if (!parse_decimal(&v, val, vlen, 1, IB__MEMORY_CAPACITY_MAX))
+            return fail(pc, "capacity '%s' is not a number between 1 and %zu", qval,
+                        (size_t)IB__MEMORY_CAPACITY_MAX);
+        cfg->memory_capacity = (size_t)v;
+        return IB_OK;
+    case P_SYNCHRONOUS:
+        if (!parse_sync(&cfg->synchronous, val, vlen))
+            return fail(pc, "synchronous '%s' is not one of off, normal, full, extra", qval);
+        return IB_OK;
+    case P_BUSY_TIMEOUT:
+        if (!parse_decimal(&v, val, vlen, 1, IB__BUSY_TIMEOUT_MAX_MS))
+            return fail(pc, "busy_timeout_ms '%s' is not a number between 1 and %d", qval,
+                        IB__BUSY_TIMEOUT_MAX_MS);
+        cfg->busy_timeout_ms = (int)v;
+        return IB_OK;
+    default:
+        if (!parse_mode(&cfg->file_mode, val, vlen))
+            return fail(pc,
+                        "mode '%s' is not octal permission bits (at most 0777) giving the owner "
+                        "read and write",
+                        qval);
+        return IB_OK;
+    }
+}
+
 /* One "name=value" parameter; `seen` has a bit per known name so a repeat
  * is refused rather than silently winning. */
 static ib_status apply_param(parse_ctx *pc, ib__recorder_config *cfg, const char *p, size_t len,
                              unsigned *seen)
 {
-    static const char *const names[] = {"capacity", "synchronous", "busy_timeout_ms", "mode"};
     char qname[48], qval[48];
     const char *eq = memchr(p, '=', len);
     if (len == 0)
@@ -144,15 +286,15 @@ static ib_status apply_param(parse_ctx *pc, ib__recorder_config *cfg, const char
         return fail(pc, "parameter without a name");
 
     int which = -1;
-    for (int i = 0; i < 4; i++)
-        if (strlen(names[i]) == nlen && memcmp(names[i], p, nlen) == 0)
+    for (int i = 0; i < P_COUNT; i++)
+        if (strlen(param_names[i]) == nlen && memcmp(param_names[i], p, nlen) == 0)
             which = i;
-    bool is_memory = cfg->kind == IB__RECORDER_MEMORY;
-    bool is_sqlite = cfg->kind == IB__RECORDER_SQLITE;
-    if (which < 0 || (which == 0 && !is_memory) || (which > 0 && !is_sqlite)) {
-        const char *expected = is_memory   ? "memory: takes capacity"
-                               : is_sqlite ? "sqlite: takes synchronous, busy_timeout_ms, mode"
-                                           : "kv: takes none";
+    if (which < 0 || !param_fits(cfg, which)) {
+        const char *expected = cfg->kind == IB__RECORDER_MEMORY ? "memory: takes capacity"
+                               : cfg->kind == IB__RECORDER_SQLITE
+                                   ? "sqlite: takes synchronous, busy_timeout_ms, mode"
+                                   : "kv: takes replicas, ttl, min_ttl, max_bytes, "
+                                     "create, url, creds";
         return fail(pc, "unknown parameter '%s' (%s)", qname, expected);
     }
     if (*seen & (1u << which))
@@ -160,34 +302,9 @@ static ib_status apply_param(parse_ctx *pc, ib__recorder_config *cfg, const char
     *seen |= 1u << which;
     if (vlen == 0)
         return fail(pc, "parameter '%s' has an empty value", qname);
-
-    uint64_t v = 0;
-    switch (which) {
-    case 0:
-        if (!parse_decimal(&v, val, vlen, 1, IB__MEMORY_CAPACITY_MAX))
-            return fail(pc, "capacity '%s' is not a number between 1 and %zu", qval,
-                        (size_t)IB__MEMORY_CAPACITY_MAX);
-        cfg->memory_capacity = (size_t)v;
-        break;
-    case 1:
-        if (!parse_sync(&cfg->synchronous, val, vlen))
-            return fail(pc, "synchronous '%s' is not one of off, normal, full, extra", qval);
-        break;
-    case 2:
-        if (!parse_decimal(&v, val, vlen, 1, IB__BUSY_TIMEOUT_MAX_MS))
-            return fail(pc, "busy_timeout_ms '%s' is not a number between 1 and %d", qval,
-                        IB__BUSY_TIMEOUT_MAX_MS);
-        cfg->busy_timeout_ms = (int)v;
-        break;
-    default:
-        if (!parse_mode(&cfg->file_mode, val, vlen))
-            return fail(pc,
-                        "mode '%s' is not octal permission bits (at most 0777) giving the owner "
-                        "read and write",
-                        qval);
-        break;
-    }
-    return IB_OK;
+    if (cfg->kind == IB__RECORDER_KV)
+        return apply_kv_value(pc, cfg, which, val, vlen, qval);
+    return apply_local_value(pc, cfg, which, val, vlen, qval);
 }
 
 static ib_status parse_query(parse_ctx *pc, ib__recorder_config *cfg, const char *q)
@@ -229,6 +346,7 @@ static ib_status apply_options(parse_ctx *pc, ib__recorder_config *cfg,
     /* Leases follow an injected clock, so tests can expire them. */
     cfg->lease_now_ms = o.now_ms != NULL ? o.now_ms : ib_clock_boottime_ms;
     cfg->nats_connection = o.nats_connection;
+    cfg->kv_ttl_ms = -1;
 
     if (o.memory_capacity > IB__MEMORY_CAPACITY_MAX)
         return fail(pc, "option memory_capacity is above the limit of %zu",
@@ -308,7 +426,9 @@ ib_status ib__recorder_config_parse(ib__recorder_config *cfg, const char *uri,
     case IB__RECORDER_KV:
         if (blen == 0)
             return fail(&pc, "empty bucket name");
-        if (blen >= sizeof(cfg->path) || !valid_bucket(body, blen))
+        if (blen > IB__KV_BUCKET_MAX)
+            return fail(&pc, "bucket name is longer than %d bytes", IB__KV_BUCKET_MAX);
+        if (!valid_bucket(body, blen))
             return fail(&pc, "bucket name may hold only letters, digits, '-' and '_'");
         memcpy(cfg->path, body, blen);
         cfg->path[blen] = '\0';
@@ -337,8 +457,5 @@ ib_status ib_recorder_open(ib_recorder **out, const char *uri, const ib_recorder
     case IB__RECORDER_KV:
         break;
     }
-    /* The kv kind needs the NATS layer; until it lands the URI is understood
-     * but refused. */
-    return ib_error_set(err, IB_ERR_UNSUPPORTED,
-                        "recorder kv:%s: the kv: recorder is not built yet", cfg.path);
+    return ib__kv_open(out, &cfg, err);
 }

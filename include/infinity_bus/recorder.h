@@ -20,7 +20,8 @@
  * Kinds may lack the optional calls: batches fall back to loops over the
  * single calls, claims to "DONE if processed, else ACQUIRED" (no mutual
  * exclusion), the admin calls answer IB_ERR_UNSUPPORTED. memory: and
- * sqlite: offer everything.
+ * sqlite: offer everything; kv: everything but prune (the bucket's TTL
+ * prunes).
  *
  * Errors: IB_ERR_INVALID_ARG for a bad argument, IB_ERR_RECORDER when the
  * storage fails (message "recorder sqlite:PATH: <reason>"), IB_ERR_NOMEM,
@@ -124,9 +125,13 @@ typedef struct ib_recorder_options {
  *   sqlite:PATH             SQLite file (created 0600 if missing)
  *   sqlite::memory:         private in-memory SQLite database (tests)
  *   sqlite:PATH?synchronous=full&busy_timeout_ms=5000&mode=0640
- *   kv:BUCKET               NATS JetStream key-value bucket (needs
- *                           options->nats_connection); not built yet:
- *                           IB_ERR_UNSUPPORTED
+ *   kv:BUCKET               NATS JetStream key-value bucket, shared by
+ *                           hosts; uses options->nats_connection
+ *   kv:BUCKET?url=URL&creds=PATH&replicas=N&ttl=D&min_ttl=D&max_bytes=N&create=1
+ *                           ... with its own connection (url, creds), and
+ *                           the bucket's settings: checked when binding,
+ *                           used when creating (only with create=1); D is
+ *                           digits with ms, s (default), m, h or d
  * The scheme ignores case; the first '?' starts the parameters (so a path
  * cannot contain '?'); there is no percent-decoding; each parameter may be
  * given once. capacity is 1..2^30, busy_timeout_ms 1..86400000, mode is
@@ -138,7 +143,10 @@ typedef struct ib_recorder_options {
  * failure it is NULL. A bad URI or option gives IB_ERR_CONFIG with a
  * message that names the URI and the reason; a SQLite file with a newer
  * schema than this build knows gives IB_ERR_SCHEMA; a file that cannot be
- * created IB_ERR_IO; a file SQLite cannot use IB_ERR_RECORDER. */
+ * created IB_ERR_IO; a file SQLite cannot use IB_ERR_RECORDER. kv: gives
+ * IB_ERR_CONFIG for a missing bucket (without create=1), a bucket whose
+ * settings differ from the URI's, or whose TTL is below min_ttl, and
+ * without any connection; IB_ERR_NATS when url= cannot be reached. */
 ib_status ib_recorder_open(ib_recorder **out, const char *uri, const ib_recorder_options *options,
                            ib_error *err);
 

@@ -92,7 +92,17 @@ static const uri_case uri_cases[] = {
     BAD("sqlite:m.db?mode=0600?x=1", "mode '0600?x=1'"),
     BAD("kv:", "empty bucket name"),
     BAD("kv:a.b", "bucket name may hold only"),
-    BAD("kv:b?replicas=3", "unknown parameter 'replicas' (kv: takes none)"),
+    BAD("kv:b?capacity=3", "unknown parameter 'capacity' (kv: takes replicas, ttl"),
+    BAD("kv:b?replicas=0", "replicas '0' is not a number between 1 and 5"),
+    BAD("kv:b?replicas=6", "replicas '6'"),
+    BAD("kv:b?ttl=5w", "ttl '5w' is not a duration"),
+    BAD("kv:b?ttl=h", "ttl 'h' is not a duration"),
+    BAD("kv:b?min_ttl=99999d", "min_ttl '99999d'"),
+    BAD("kv:b?max_bytes=0", "max_bytes '0' is not a positive number"),
+    BAD("kv:b?create=yes", "create 'yes' is not 0 or 1"),
+    BAD("kv:b?create=1&create=1", "parameter 'create' given twice"),
+    BAD("kv:b?mode=0600", "unknown parameter 'mode' (kv:"),
+    BAD("sqlite:m.db?ttl=1h", "unknown parameter 'ttl' (sqlite:"),
 };
 
 static void test_uri_table(void **state)
@@ -205,14 +215,50 @@ static void test_options_and_uri_precedence(void **state)
     assert_int_equal(ib__recorder_config_parse(&cfg, "memory:", &bad, &err), IB_ERR_CONFIG);
 }
 
+#define CHECK_PARSE(cfg, uri)                                                                      \
+    do {                                                                                           \
+        if (ib__recorder_config_parse((cfg), (uri), NULL, &err) != IB_OK)                          \
+            fail_msg("'%s': %s", (uri), err.msg);                                                  \
+    } while (0)
+
+static void test_kv_parameters(void **state)
+{
+    (void)state;
+    ib__recorder_config cfg;
+    ib_error err;
+    CHECK_PARSE(&cfg, "kv:markers");
+    assert_int_equal(cfg.kv_replicas, 0);
+    assert_int_equal(cfg.kv_ttl_ms, -1);
+    assert_int_equal(cfg.kv_min_ttl_ms, 0);
+    assert_false(cfg.kv_create);
+    assert_string_equal(cfg.kv_url, "");
+    CHECK_PARSE(&cfg, "kv:m?replicas=3&ttl=2h&min_ttl=90m&max_bytes=1000000&create=1"
+                      "&url=nats://a:4222,nats://b:4222&creds=/etc/ibus/m.creds");
+    assert_int_equal(cfg.kv_replicas, 3);
+    assert_int_equal(cfg.kv_ttl_ms, 2 * 3600000);
+    assert_int_equal(cfg.kv_min_ttl_ms, 90 * 60000);
+    assert_int_equal(cfg.kv_max_bytes, 1000000);
+    assert_true(cfg.kv_create);
+    assert_string_equal(cfg.kv_url, "nats://a:4222,nats://b:4222");
+    assert_string_equal(cfg.kv_creds, "/etc/ibus/m.creds");
+    /* units: none = seconds; 0 = keep forever */
+    CHECK_PARSE(&cfg, "kv:m?ttl=30&min_ttl=1500ms");
+    assert_int_equal(cfg.kv_ttl_ms, 30000);
+    assert_int_equal(cfg.kv_min_ttl_ms, 1500);
+    CHECK_PARSE(&cfg, "kv:m?ttl=0&create=0");
+    assert_int_equal(cfg.kv_ttl_ms, 0);
+    assert_false(cfg.kv_create);
+}
+
 static void test_open_refusals(void **state)
 {
     (void)state;
     ib_recorder *r = (ib_recorder *)&r;
     ib_error err;
-    assert_int_equal(ib_recorder_open(&r, "kv:markers", NULL, &err), IB_ERR_UNSUPPORTED);
+    /* kv: needs a connection: its own (url=) or the caller's */
+    assert_int_equal(ib_recorder_open(&r, "kv:markers", NULL, &err), IB_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "kv:markers"));
-    assert_non_null(strstr(err.msg, "not built yet"));
+    assert_non_null(strstr(err.msg, "no NATS connection"));
     assert_null(r);
     r = (ib_recorder *)&r;
     assert_int_equal(ib_recorder_open(&r, "mongo:x", NULL, &err), IB_ERR_CONFIG);
@@ -362,6 +408,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_uri_table),
     cmocka_unit_test(test_uri_message_is_bounded_and_printable),
     cmocka_unit_test(test_options_and_uri_precedence),
+    cmocka_unit_test(test_kv_parameters),
     cmocka_unit_test(test_open_refusals),
     cmocka_unit_test(test_fallbacks_for_minimal_kind),
     cmocka_unit_test(test_realtime_clock),

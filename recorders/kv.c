@@ -1,0 +1,381 @@
+/* kv:BUCKET: markers and claims in a NATS JetStream key-value bucket, so
+ * that processes on several hosts share them (the fleet topology).
+ *
+ * Every decision comes from a write result, never from a read alone: a
+ * claim is won by creating the next claim epoch (expect no message), and
+ * exactly one of several racing creators succeeds, also on a replicated
+ * bucket of nats-server 2.9, where Update(revision) is not safe. Taking
+ * over, releasing and renewing a lease all create the next epoch rather
+ * than changing the current one; the epoch's value carries the attempt
+ * count, the lease end and the owner. Lease ends are wall-clock unix ms
+ * (the recorder's now_ms), since holders may run on other hosts: the hosts'
+ * clocks must agree to well within a lease.
+ *
+ * Reads go through the stream leader (kv_io.c), and keys whose writes lost
+ * a race are read and decided again, at most KV_RETRIES times. */
+#include "kv_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const ib_recorder_ops kv_ops;
+
+/* --- decisions made from the head of a key, then written ------------------- */
+
+/* decide: fill `w` and return true to write it, or settle the key and
+ * return false. written: the write went through. */
+typedef bool (*decide_fn)(void *ctx, size_t i, const kv_head *h, int64_t now, kv_write *w);
+typedef void (*written_fn)(void *ctx, size_t i, const kv_head *h);
+
+typedef struct round_state {
+    kv_head *heads;
+    kv_write *w;
+    size_t *index; /* w[j] is for key index[j] */
+    bool *todo;
+} round_state;
+
+static void round_free(round_state *rs)
+{
+    free(rs->heads);
+    free(rs->w);
+    free(rs->index);
+    free(rs->todo);
+}
+
+/* Reads the head of every key still to decide, lets `decide` choose, and
+ * writes the chosen epochs in one pipelined batch; a key whose write lost
+ * a race is read and decided again. Keys still undecided after
+ * KV_RETRIES rounds keep what `decide` set before its last write. */
+static ib_status run_rounds(kv_recorder *k, const ib_marker_key *keys, size_t n, decide_fn decide,
+                            written_fn written, void *ctx, ib_error *err)
+{
+    round_state rs = {calloc(n, sizeof(kv_head)), calloc(n, sizeof(kv_write)),
+                      calloc(n, sizeof(size_t)), calloc(n, sizeof(bool))};
+    if (rs.heads == NULL || rs.w == NULL || rs.index == NULL || rs.todo == NULL) {
+        round_free(&rs);
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory for %zu keys", k->bucket,
+                            n);
+    }
+    for (size_t i = 0; i < n; i++)
+        rs.todo[i] = true;
+    ib_status st = IB_OK;
+    for (int round = 0; round <= KV_RETRIES && st == IB_OK; round++) {
+        size_t m = 0;
+        int64_t now = k->base.now_ms();
+        for (size_t i = 0; i < n && st == IB_OK; i++) {
+            if (!rs.todo[i])
+                continue;
+            rs.todo[i] = false;
+            st = kv_read_head(k, &rs.heads[i], &keys[i], err);
+            if (st == IB_OK && decide(ctx, i, &rs.heads[i], now, &rs.w[m]))
+                rs.index[m++] = i;
+        }
+        if (st != IB_OK || m == 0)
+            break;
+        st = kv_publish(k, rs.w, m, err);
+        for (size_t j = 0; j < m && st == IB_OK; j++) {
+            if (rs.w[j].result == KV_WRITTEN)
+                written(ctx, rs.index[j], &rs.heads[rs.index[j]]);
+            else
+                rs.todo[rs.index[j]] = true;
+        }
+    }
+    round_free(&rs);
+    return st;
+}
+
+/* --- acquire (and the plain claims) ----------------------------------------- */
+
+typedef struct acquire_ctx {
+    kv_recorder *k;
+    const ib_marker_key *keys;
+    ib_claim_info *out;
+    const ib_claim_request *req;
+} acquire_ctx;
+
+static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv_write *w)
+{
+    acquire_ctx *c = vctx;
+    const ib_claim_request *req = c->req;
+    ib_claim_info *out = &c->out[i];
+    *out = (ib_claim_info){.state = IB_CLAIM_DONE, .attempts = h->attempts};
+    if (h->done)
+        return false;
+    /* Holders may be on other hosts: never host-local. */
+    int64_t hold = ib__claim_hold_ms(h->owner, req->owner, h->end, now, req->lease_ms,
+                                     req->probe_holders, false);
+    if (hold > 0) {
+        out->state = IB_CLAIM_BUSY;
+        out->remaining_ms = hold;
+        return false;
+    }
+    if (req->max_attempts > 0 && h->attempts >= req->max_attempts) {
+        out->state = IB_CLAIM_EXHAUSTED;
+        return false;
+    }
+    /* Until the write is known to have won, the answer is "busy, for a
+     * time nobody can tell". */
+    out->state = IB_CLAIM_BUSY;
+    uint32_t attempts = h->attempts == UINT32_MAX ? UINT32_MAX : h->attempts + 1;
+    kv_prepare_epoch(c->k, w, &c->keys[i], h, attempts, ib__lease_end(now, req->lease_ms),
+                     req->owner);
+    return true;
+}
+
+static void acquire_written(void *vctx, size_t i, const kv_head *h)
+{
+    acquire_ctx *c = vctx;
+    c->out[i].state = IB_CLAIM_ACQUIRED;
+    c->out[i].attempts = h->attempts == UINT32_MAX ? UINT32_MAX : h->attempts + 1;
+}
+
+static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                  size_t n, const ib_claim_request *req, ib_error *err)
+{
+    acquire_ctx c = {kv_of(r), keys, out, req};
+    return run_rounds(kv_of(r), keys, n, acquire_decide, acquire_written, &c, err);
+}
+
+static ib_status kv_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                                size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    ib_claim_info *info = calloc(n, sizeof(*info));
+    if (info == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to claim %zu keys",
+                            kv_of(r)->bucket, n);
+    ib_claim_request req = {.owner = owner, .lease_ms = lease_ms};
+    ib_status st = kv_acquire_batch(r, info, keys, n, &req, err);
+    for (size_t i = 0; i < n; i++)
+        states[i] = info[i].state;
+    free(info);
+    return st;
+}
+
+static ib_status kv_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                          const char *event_id, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return kv_claim_batch(r, state, &key, 1, owner, lease_ms, err);
+}
+
+/* --- release and renew: the holder writes the next epoch ------------------------ */
+
+typedef struct owned_ctx {
+    kv_recorder *k;
+    const ib_marker_key *keys;
+    bool *flags; /* renew: held; release: NULL */
+    const char *owner;
+    int64_t lease_ms; /* renew: the new lease; release: 0 */
+} owned_ctx;
+
+/* Release ends the lease now and clears the owner, keeping the attempt
+ * count; renew starts a new lease for the same owner. Both only from the
+ * owner's own epoch: a key taken over, or done, is left alone. */
+static bool owned_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv_write *w)
+{
+    owned_ctx *c = vctx;
+    bool mine = !h->done && h->epoch > 0 && strcmp(h->owner, c->owner) == 0;
+    if (c->flags != NULL)
+        c->flags[i] = false;
+    if (!mine)
+        return false;
+    bool renew = c->lease_ms > 0;
+    kv_prepare_epoch(c->k, w, &c->keys[i], h, h->attempts,
+                     renew ? ib__lease_end(now, c->lease_ms) : now, renew ? c->owner : "");
+    return true;
+}
+
+static void owned_written(void *vctx, size_t i, const kv_head *h)
+{
+    owned_ctx *c = vctx;
+    (void)h;
+    if (c->flags != NULL)
+        c->flags[i] = true;
+}
+
+static ib_status kv_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                  const char *owner, ib_error *err)
+{
+    owned_ctx c = {kv_of(r), keys, NULL, owner, 0};
+    return run_rounds(kv_of(r), keys, n, owned_decide, owned_written, &c, err);
+}
+
+static ib_status kv_release(ib_recorder *r, const char *consumer, const char *event_id,
+                            const char *owner, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return kv_release_batch(r, &key, 1, owner, err);
+}
+
+static ib_status kv_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                                const char *owner, int64_t lease_ms, ib_error *err)
+{
+    owned_ctx c = {kv_of(r), keys, held, owner, lease_ms};
+    return run_rounds(kv_of(r), keys, n, owned_decide, owned_written, &c, err);
+}
+
+/* --- marks ------------------------------------------------------------------------- */
+
+static ib_status kv_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    return kv_mark_keys(kv_of(r), keys, NULL, n, r->now_ms(), err);
+}
+
+static ib_status kv_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return kv_mark_batch(r, &key, 1, err);
+}
+
+/* Marks unless another owner's lease still runs on the key's highest
+ * epoch. A take-over racing this mark can still slip in between the read
+ * and the write; its holder then finds the key done. */
+static ib_status kv_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                     size_t n, const char *owner, ib_error *err)
+{
+    kv_recorder *k = kv_of(r);
+    bool *want = calloc(n, sizeof(*want));
+    if (want == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
+                            k->bucket, n);
+    int64_t now = r->now_ms();
+    ib_status st = IB_OK;
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        kv_head h;
+        st = kv_read_head(k, &h, &keys[i], err);
+        bool foreign = st == IB_OK && !h.done && h.owner[0] != '\0' &&
+                       strcmp(h.owner, owner) != 0 && h.end > now;
+        marked[i] = st == IB_OK && !foreign;
+        want[i] = marked[i] && !h.done;
+    }
+    if (st == IB_OK)
+        st = kv_mark_keys(k, keys, want, n, now, err);
+    free(want);
+    return st;
+}
+
+/* --- reads ------------------------------------------------------------------------- */
+
+static ib_status read_done(kv_recorder *k, kv_read *rd, const char *consumer, const char *event_id,
+                           ib_error *err)
+{
+    char subject[KV_SUBJECT_MAX];
+    ib_marker_key key = {consumer, event_id};
+    kv_subject(k, subject, 'd', &key, 0);
+    return kv_read_last(k, rd, subject, err);
+}
+
+static ib_status kv_is_processed(ib_recorder *r, bool *processed, const char *consumer,
+                                 const char *event_id, ib_error *err)
+{
+    kv_read rd;
+    ib_status st = read_done(kv_of(r), &rd, consumer, event_id, err);
+    *processed = st == IB_OK && rd.found && !rd.deleted;
+    return st;
+}
+
+static ib_status kv_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
+                                size_t n, ib_error *err)
+{
+    ib_status st = IB_OK;
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        st = kv_is_processed(r, &processed[i], keys[i].consumer, keys[i].event_id, err);
+    return st;
+}
+
+static ib_status kv_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
+                           const char *event_id, ib_error *err)
+{
+    kv_read rd;
+    ib_status st = read_done(kv_of(r), &rd, consumer, event_id, err);
+    *found = st == IB_OK && rd.found && !rd.deleted;
+    *ts_ms = *found ? strtoll(rd.value, NULL, 10) : 0;
+    return st;
+}
+
+/* A tombstone on the done key; claim keys stay (see the file comment). */
+static ib_status kv_forget(ib_recorder *r, bool *existed, const char *consumer,
+                           const char *event_id, ib_error *err)
+{
+    kv_recorder *k = kv_of(r);
+    kv_read rd;
+    ib_status st = read_done(k, &rd, consumer, event_id, err);
+    *existed = st == IB_OK && rd.found && !rd.deleted;
+    if (!*existed)
+        return st;
+    char subject[KV_SUBJECT_MAX];
+    ib_marker_key key = {consumer, event_id};
+    kv_subject(k, subject, 'd', &key, 0);
+    /* kvStore_Delete takes the key without the "$KV.<bucket>." prefix. */
+    natsStatus s = kvStore_Delete(k->kv, subject + strlen(k->bucket) + 5);
+    return s == NATS_OK ? IB_OK : kv_fail(k, err, s, "forget");
+}
+
+static ib_status kv_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err)
+{
+    (void)older_than_ms;
+    *removed = 0;
+    return ib_error_set(err, IB_ERR_UNSUPPORTED,
+                        "recorder kv:%s: prune is not supported: the bucket's TTL removes old "
+                        "markers and claims",
+                        kv_of(r)->bucket);
+}
+
+/* --- open and close ------------------------------------------------------------------- */
+
+static void kv_close(ib_recorder *r)
+{
+    kv_disconnect(kv_of(r));
+    free(r);
+}
+
+ib_status ib__kv_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)
+{
+    kv_recorder *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory", cfg->path);
+    k->base.ops = &kv_ops;
+    k->base.now_ms = cfg->now_ms;
+    /* Leases are compared across hosts: wall clock, not the boot clock. */
+    k->base.lease_now_ms = cfg->now_ms;
+    k->wait_ms = 5000;
+    /* The URI parser bounds the name by IB__KV_BUCKET_MAX. */
+    size_t blen = strnlen(cfg->path, IB__KV_BUCKET_MAX);
+    memcpy(k->bucket, cfg->path, blen);
+    memcpy(k->stream, "KV_", 3);
+    memcpy(k->stream + 3, cfg->path, blen);
+    ib_status st = kv_connect(k, cfg, err);
+    if (st == IB_OK)
+        st = kv_bind(k, cfg, err);
+    if (st != IB_OK) {
+        kv_close(&k->base);
+        return st;
+    }
+    *out = &k->base;
+    return IB_OK;
+}
+
+static const ib_recorder_ops kv_ops = {
+    .size = sizeof(ib_recorder_ops),
+    .kind = "kv",
+    .is_processed = kv_is_processed,
+    .mark_processed = kv_mark,
+    .close = kv_close,
+    .check_batch = kv_check_batch,
+    .mark_batch = kv_mark_batch,
+    .claim = kv_claim,
+    .claim_batch = kv_claim_batch,
+    .release = kv_release,
+    .release_batch = kv_release_batch,
+    .lookup = kv_lookup,
+    .forget = kv_forget,
+    .prune = kv_prune,
+    .list = kv_list,
+    .stats = kv_stats,
+    /* Attempts live in the bucket, shared by every host. */
+    .features = IB_RECORDER_DURABLE_ATTEMPTS,
+    .acquire_batch = kv_acquire_batch,
+    .renew_batch = kv_renew_batch,
+    .mark_owned_batch = kv_mark_owned_batch,
+};

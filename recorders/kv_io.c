@@ -1,0 +1,320 @@
+/* The kv: recorder's traffic: key names, reads through the stream leader,
+ * and pipelined conditional writes (see kv_internal.h for the layout).
+ *
+ * Reads use js_GetLastMsg, the stream's own message API, which the leader
+ * answers: a direct get (kvStore_Get) may be served by a follower that has
+ * not applied the latest writes yet. Writes are publishes to the bucket's
+ * subjects with an expected last subject sequence, because only those
+ * report jsErrCode 10071 reliably when the key is taken. */
+#include "kv_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key, uint32_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    int len = snprintf(out, KV_SUBJECT_MAX, "$KV.%s.%c.", k->bucket, type);
+    /* The consumer is at most IB_CONSUMER_MAX bytes: 2 hex digits each
+     * plus the id and the epoch stay below KV_SUBJECT_MAX. */
+    for (const unsigned char *c = (const unsigned char *)key->consumer; *c != '\0'; c++) {
+        out[len++] = hex[*c >> 4];
+        out[len++] = hex[*c & 0xf];
+    }
+    if (n == 0)
+        snprintf(out + len, (size_t)(KV_SUBJECT_MAX - len), ".%s", key->event_id);
+    else
+        snprintf(out + len, (size_t)(KV_SUBJECT_MAX - len), ".%s.%u", key->event_id, n);
+}
+
+ib_status kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const char *what)
+{
+    const char *last = NULL;
+    /* The connection's last error says more than the status name (the
+     * server's text for a refused request, for instance). */
+    if (k->nc != NULL && natsConnection_GetLastError(k->nc, &last) != NATS_OK && last != NULL &&
+        last[0] != '\0')
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: %s: %s (%s)", k->bucket, what,
+                            natsStatus_GetText(st), last);
+    return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: %s: %s", k->bucket, what,
+                        natsStatus_GetText(st));
+}
+
+ib_status kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib_error *err)
+{
+    natsMsg *m = NULL;
+    jsErrCode jerr = 0;
+    memset(out, 0, sizeof(*out));
+    natsStatus s = js_GetLastMsg(&m, k->js, k->stream, subject, NULL, &jerr);
+    if (s == NATS_NOT_FOUND)
+        return IB_OK;
+    if (s != NATS_OK)
+        return kv_fail(k, err, s, "read");
+    const char *op = NULL;
+    out->found = true;
+    out->deleted = natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK;
+    out->seq = natsMsg_GetSequence(m);
+    int len = natsMsg_GetDataLength(m);
+    if (len < 0)
+        len = 0;
+    if (len >= KV_VALUE_MAX)
+        len = KV_VALUE_MAX - 1;
+    memcpy(out->value, natsMsg_GetData(m), (size_t)len);
+    out->value[len] = '\0';
+    natsMsg_Destroy(m);
+    return IB_OK;
+}
+
+/* --- pipelined conditional writes ----------------------------------------- */
+
+typedef struct ack_ctx {
+    pthread_mutex_t mu;
+    kv_write *w;
+    size_t n;
+} ack_ctx;
+
+/* Runs on the library's thread for every answer. The message is the one
+ * published, so its address finds the write (cleared here, before the
+ * library frees it, so a later message at the same address cannot match a
+ * stale entry). A timeout or "no responders" leaves the write pending: its
+ * outcome is unknown or nil, and it is sent again. */
+static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+    ack_ctx *a = closure;
+    (void)js;
+    (void)pa;
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; i < a->n; i++) {
+        kv_write *w = &a->w[i];
+        if (w->inflight != msg)
+            continue;
+        w->inflight = NULL;
+        if (pae == NULL)
+            w->result = KV_WRITTEN;
+        else if (pae->ErrCode == JSStreamWrongLastSequenceErr)
+            w->result = KV_EXISTS;
+        else if (pae->Err != NATS_TIMEOUT && pae->Err != NATS_NO_RESPONDERS) {
+            w->result = KV_FAILED;
+            w->st = pae->Err;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Sends every pending write once and waits for the answers. */
+static ib_status publish_round(kv_recorder *k, ack_ctx *a, ib_error *err)
+{
+    jsCtx *js = NULL;
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = k->wait_ms;
+    jo.PublishAsync.AckHandler = on_ack;
+    jo.PublishAsync.AckHandlerClosure = a;
+    natsStatus s = natsConnection_JetStream(&js, k->nc, &jo);
+    if (s != NATS_OK)
+        return kv_fail(k, err, s, "JetStream context");
+    for (size_t i = 0; i < a->n && s == NATS_OK; i++) {
+        kv_write *w = &a->w[i];
+        if (w->result != KV_PENDING)
+            continue;
+        natsMsg *m = NULL;
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        if (w->expect_seq == 0)
+            po.ExpectNoMessage = true;
+        else
+            po.ExpectLastSubjectSeq = w->expect_seq;
+        s = natsMsg_Create(&m, w->subject, NULL, w->value, (int)strlen(w->value));
+        if (s != NATS_OK)
+            break;
+        pthread_mutex_lock(&a->mu);
+        w->inflight = m;
+        w->tries++;
+        pthread_mutex_unlock(&a->mu);
+        s = js_PublishMsgAsync(js, &m, &po);
+        if (s != NATS_OK) {
+            /* Not taken by the library: still ours to free. */
+            pthread_mutex_lock(&a->mu);
+            w->inflight = NULL;
+            pthread_mutex_unlock(&a->mu);
+            natsMsg_Destroy(m);
+        }
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = k->wait_ms;
+    natsStatus ws = js_PublishAsyncComplete(js, &po);
+    jsCtx_Destroy(js);
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; i < a->n; i++)
+        a->w[i].inflight = NULL;
+    pthread_mutex_unlock(&a->mu);
+    if (s != NATS_OK)
+        return kv_fail(k, err, s, "publish");
+    return ws == NATS_OK || ws == NATS_TIMEOUT ? IB_OK : kv_fail(k, err, ws, "publish");
+}
+
+/* A write sent more than once that then found its key taken may have
+ * taken it itself the first time: the value tells. */
+static ib_status recognise_own(kv_recorder *k, kv_write *w, ib_error *err)
+{
+    kv_read rd;
+    ib_status st = kv_read_last(k, &rd, w->subject, err);
+    if (st == IB_OK && rd.found && !rd.deleted && strcmp(rd.value, w->value) == 0)
+        w->result = KV_WRITTEN;
+    return st;
+}
+
+ib_status kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
+{
+    ack_ctx a = {.w = w, .n = n};
+    ib_status st = IB_OK;
+    for (size_t i = 0; i < n; i++) {
+        w[i].result = KV_PENDING;
+        w[i].inflight = NULL;
+        w[i].tries = 0;
+    }
+    pthread_mutex_init(&a.mu, NULL);
+    for (int round = 0; round <= KV_RETRIES && st == IB_OK; round++) {
+        size_t pending = 0;
+        for (size_t i = 0; i < n; i++)
+            pending += w[i].result == KV_PENDING;
+        if (pending == 0)
+            break;
+        st = publish_round(k, &a, err);
+    }
+    pthread_mutex_destroy(&a.mu);
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        if (w[i].result == KV_EXISTS && w[i].tries > 1)
+            st = recognise_own(k, &w[i], err);
+        else if (w[i].result == KV_PENDING)
+            st = kv_fail(k, err, NATS_TIMEOUT, "write not acknowledged");
+        else if (w[i].result == KV_FAILED)
+            st = kv_fail(k, err, w[i].st, "write refused");
+    }
+    return st;
+}
+
+/* --- the state of a key ------------------------------------------------------ */
+
+/* "<attempts> <end> <owner>"; anything else reads as a free epoch. */
+static void parse_epoch(kv_head *h, const char *v)
+{
+    char *end = NULL;
+    unsigned long long attempts = strtoull(v, &end, 10);
+    h->attempts = attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    h->end = 0;
+    h->owner[0] = '\0';
+    if (end == NULL || *end != ' ')
+        return;
+    h->end = strtoll(end + 1, &end, 10);
+    if (end != NULL && *end == ' ')
+        snprintf(h->owner, sizeof(h->owner), "%s", end + 1);
+}
+
+static ib_status probe_epoch(kv_recorder *k, kv_read *rd, const ib_marker_key *key, uint32_t n,
+                             ib_error *err)
+{
+    char subject[KV_SUBJECT_MAX];
+    kv_subject(k, subject, 'c', key, n);
+    return kv_read_last(k, rd, subject, err);
+}
+
+ib_status kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err)
+{
+    char subject[KV_SUBJECT_MAX];
+    kv_read rd, best;
+    memset(h, 0, sizeof(*h));
+    kv_subject(k, subject, 'd', key, 0);
+    ib_status st = kv_read_last(k, &rd, subject, err);
+    if (st != IB_OK)
+        return st;
+    h->done = rd.found && !rd.deleted;
+    if (h->done)
+        return IB_OK;
+    /* Epochs are made one after the other from 1, so epoch n existing
+     * means every epoch below it does: gallop up, then bisect. A renewal
+     * makes an epoch too, so a long handler leaves many. */
+    uint32_t lo = 0, hi = 1;
+    for (;;) {
+        st = probe_epoch(k, &rd, key, hi, err);
+        if (st != IB_OK)
+            return st;
+        if (!rd.found)
+            break;
+        lo = hi;
+        best = rd;
+        if (hi > UINT32_MAX / 2)
+            return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: too many claim epochs",
+                                k->bucket);
+        hi *= 2;
+    }
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        st = probe_epoch(k, &rd, key, mid, err);
+        if (st != IB_OK)
+            return st;
+        if (rd.found) {
+            lo = mid;
+            best = rd;
+        } else {
+            hi = mid;
+        }
+    }
+    h->epoch = lo;
+    if (lo > 0)
+        parse_epoch(h, best.value);
+    return IB_OK;
+}
+
+void kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,
+                      uint32_t attempts, int64_t end, const char *owner)
+{
+    kv_subject(k, w->subject, 'c', key, h->epoch + 1);
+    snprintf(w->value, sizeof(w->value), "%u %lld %s", attempts, (long long)end, owner);
+    w->expect_seq = 0;
+}
+
+ib_status kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want, size_t n,
+                       int64_t ts, ib_error *err)
+{
+    kv_write *w = calloc(n > 0 ? n : 1, sizeof(*w));
+    if (w == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
+                            k->bucket, n);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (want != NULL && !want[i])
+            continue;
+        kv_subject(k, w[m].subject, 'd', &keys[i], 0);
+        snprintf(w[m].value, sizeof(w[m].value), "%lld", (long long)ts);
+        w[m++].expect_seq = 0;
+    }
+    ib_status st = IB_OK;
+    /* Taken means marked already, unless what is there is a forget's
+     * tombstone: then the marker is written over it, by its sequence. */
+    for (int round = 0; round <= KV_RETRIES && m > 0 && st == IB_OK; round++) {
+        st = kv_publish(k, w, m, err);
+        size_t again = 0;
+        for (size_t i = 0; i < m && st == IB_OK; i++) {
+            kv_read rd;
+            if (w[i].result != KV_EXISTS)
+                continue;
+            st = kv_read_last(k, &rd, w[i].subject, err);
+            if (st == IB_OK && rd.found && rd.deleted) {
+                w[i].expect_seq = rd.seq;
+                if (again != i)
+                    w[again] = w[i];
+                again++;
+            }
+        }
+        m = again;
+    }
+    free(w);
+    if (st == IB_OK && m > 0)
+        return ib_error_set(err, IB_ERR_RECORDER,
+                            "recorder kv:%s: a marker kept losing races with forgets", k->bucket);
+    return st;
+}

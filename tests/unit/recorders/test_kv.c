@@ -1,0 +1,297 @@
+/* The kv: recorder's own tests, against a real nats-server each test
+ * starts (loopback, free port, temporary store; stopped by PID): key
+ * encoding, Create races, a server restart, bucket binding and TTL
+ * refusals. The recorder contract itself runs in recorder_contract_kv_*. */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "ib_test.h"
+#include "it_files.h"
+#include "it_server.h"
+#include "rtest.h"
+
+#define LEASE 60000
+
+static it_server server;
+static char dir[PATH_MAX];
+static ib_error err;
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        ib_status st_ = (call);                                                                    \
+        if (st_ != IB_OK)                                                                          \
+            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
+    } while (0)
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!it_tmpdir_create(dir, sizeof(dir)) || !it_server_start(&server, dir, NULL))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    it_server_free(&server);
+    it_tmpdir_remove(dir);
+    return 0;
+}
+
+/* Opens kv:<bucket><params> on the test's server (its own connection). */
+static ib_status open_kv(ib_recorder **r, const char *bucket, const char *params)
+{
+    char uri[1024];
+    snprintf(uri, sizeof(uri), "kv:%s?url=%s%s", bucket, server.url, params);
+    return ib_recorder_open(r, uri, NULL, &err);
+}
+
+static bool processed(ib_recorder *r, const char *consumer, const char *id)
+{
+    bool p = false;
+    CHECK(ib_recorder_is_processed(r, &p, consumer, id, &err));
+    return p;
+}
+
+static int count_listed(void *ctx, const ib_marker_info *m)
+{
+    (void)m;
+    (*(unsigned *)ctx)++;
+    return 0;
+}
+
+/* Names with the bytes a subject gives meaning to ('.', '*', '>', space,
+ * '$') and non-ASCII bytes stay apart and come back unchanged. */
+static void test_odd_consumer_names(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"a",     "a.b", "a.b.*", ">",  "a b", "$KV.x",
+                                        "ü/ß\t", "a.",  ".a",    "..", "*"};
+    enum { N = sizeof(names) / sizeof(names[0]) };
+    ib_recorder *r = NULL;
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 1);
+    CHECK(open_kv(&r, "odd", "&create=1"));
+    for (unsigned i = 0; i < N; i++) {
+        assert_false(processed(r, names[i], id));
+        CHECK(ib_recorder_mark(r, names[i], id, &err));
+        for (unsigned j = 0; j < N; j++)
+            assert_int_equal(processed(r, names[j], id), j <= i);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        unsigned listed = 0;
+        CHECK(ib_recorder_list(r, names[i], 0, count_listed, &listed, &err));
+        assert_int_equal(listed, 1);
+    }
+    ib_recorder_stats s;
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    assert_int_equal(s.markers, N);
+    assert_int_equal(s.consumers, N);
+    ib_recorder_close(r);
+}
+
+/* The server's answer to a Create on a taken key is jsErrCode 10071,
+ * which the recorder reads as "taken", not as a failure. */
+static void test_create_on_taken_key_is_10071(void **state)
+{
+    (void)state;
+    ib_recorder *r = NULL;
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 2);
+    CHECK(open_kv(&r, "taken", "&create=1"));
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    char subject[256];
+    snprintf(subject, sizeof(subject), "$KV.taken.d.63.%s", id); /* "c" is 63 in hex */
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.ExpectNoMessage = true;
+    jsErrCode jerr = 0;
+    jsPubAck *pa = NULL;
+    natsStatus s = js_Publish(&pa, it_server_js(&server), subject, "1", 1, &po, &jerr);
+    assert_int_not_equal(s, NATS_OK);
+    assert_int_equal(jerr, JSStreamWrongLastSequenceErr);
+    /* A second mark, and a claim, see the marker. */
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    ib_claim_state cs;
+    CHECK(ib_recorder_claim(r, &cs, "c", id, "A", LEASE, &err));
+    assert_int_equal(cs, IB_CLAIM_DONE);
+    ib_recorder_close(r);
+}
+
+typedef struct racer {
+    pthread_barrier_t *barrier;
+    char owner[16];
+    unsigned n;
+    ib_claim_info *out;
+    int errors;
+} racer;
+
+/* One racer: its own recorder, so its own connection, like another
+ * process; every round all racers claim the same id at once. */
+static void *race(void *arg)
+{
+    racer *x = arg;
+    ib_recorder *r = NULL;
+    ib_error e;
+    char uri[512], id[IB_ID_BUF_SIZE];
+    snprintf(uri, sizeof(uri), "kv:race?url=%s", server.url);
+    if (ib_recorder_open(&r, uri, NULL, &e) != IB_OK)
+        x->errors++;
+    ib_claim_request req = {.owner = x->owner, .lease_ms = LEASE, .max_attempts = 5};
+    for (unsigned i = 0; i < x->n; i++) {
+        rt_id(id, 100 + i);
+        ib_marker_key key = {"race", id};
+        pthread_barrier_wait(x->barrier);
+        if (r == NULL || ib_recorder_acquire_batch(r, &x->out[i], &key, 1, &req, &e) != IB_OK)
+            x->errors++;
+    }
+    ib_recorder_close(r);
+    return NULL;
+}
+
+static void test_race_has_one_winner(void **state)
+{
+    (void)state;
+    enum { RACERS = 4, ROUNDS = 200 };
+    ib_recorder *r = NULL;
+    CHECK(open_kv(&r, "race", "&create=1"));
+    pthread_barrier_t barrier;
+    pthread_t t[RACERS];
+    racer x[RACERS];
+    assert_int_equal(pthread_barrier_init(&barrier, NULL, RACERS), 0);
+    for (unsigned i = 0; i < RACERS; i++) {
+        x[i] =
+            (racer){.barrier = &barrier, .n = ROUNDS, .out = calloc(ROUNDS, sizeof(ib_claim_info))};
+        snprintf(x[i].owner, sizeof(x[i].owner), "racer-%u", i);
+        assert_int_equal(pthread_create(&t[i], NULL, race, &x[i]), 0);
+    }
+    for (unsigned i = 0; i < RACERS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    for (unsigned round = 0; round < ROUNDS; round++) {
+        unsigned won = 0;
+        for (unsigned i = 0; i < RACERS; i++) {
+            assert_int_equal(x[i].errors, 0);
+            won += x[i].out[round].state == IB_CLAIM_ACQUIRED;
+            if (x[i].out[round].state == IB_CLAIM_ACQUIRED)
+                assert_int_equal(x[i].out[round].attempts, 1);
+        }
+        if (won != 1)
+            fail_msg("round %u: %u winners", round, won);
+    }
+    for (unsigned i = 0; i < RACERS; i++)
+        free(x[i].out);
+    ib_recorder_close(r);
+}
+
+/* Acknowledged marks survive a restart of the server, and the recorder's
+ * own connection comes back by itself. */
+static void test_restart_keeps_acked_marks(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    static char ids[N][IB_ID_BUF_SIZE];
+    ib_marker_key keys[N];
+    bool done[N];
+    ib_recorder *r = NULL;
+    CHECK(open_kv(&r, "restart", "&create=1"));
+    for (unsigned i = 0; i < N; i++) {
+        rt_id(ids[i], 1000 + i);
+        keys[i] = (ib_marker_key){"c", ids[i]};
+    }
+    CHECK(ib_recorder_mark_batch(r, keys, N, &err));
+    assert_true(it_server_restart(&server));
+    ib_status st = IB_ERR_RECORDER;
+    for (int i = 0; i < 100 && st != IB_OK; i++) {
+        st = ib_recorder_check_batch(r, done, keys, N, &err);
+        if (st != IB_OK)
+            usleep(100000);
+    }
+    CHECK(st);
+    for (unsigned i = 0; i < N; i++)
+        assert_true(done[i]);
+    ib_recorder_close(r);
+}
+
+static void test_bucket_settings_checked(void **state)
+{
+    (void)state;
+    ib_recorder *r = NULL;
+    /* missing, and not asked to create it */
+    assert_int_equal(open_kv(&r, "missing", ""), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "does not exist"));
+    assert_null(r);
+    CHECK(open_kv(&r, "settings", "&create=1&ttl=1h&max_bytes=100000000"));
+    ib_recorder_close(r);
+    /* bound with what it has, or with nothing said */
+    CHECK(open_kv(&r, "settings", "&ttl=3600s&replicas=1"));
+    ib_recorder_close(r);
+    CHECK(open_kv(&r, "settings", ""));
+    ib_recorder_close(r);
+    assert_int_equal(open_kv(&r, "settings", "&replicas=3"), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "replicas"));
+    assert_int_equal(open_kv(&r, "settings", "&ttl=2h"), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "TTL"));
+    /* a bucket made by hand with a history */
+    kvConfig kc;
+    kvStore *kv = NULL;
+    kvConfig_Init(&kc);
+    kc.Bucket = "history";
+    kc.History = 5;
+    assert_int_equal(js_CreateKeyValue(&kv, it_server_js(&server), &kc), NATS_OK);
+    kvStore_Destroy(kv);
+    assert_int_equal(open_kv(&r, "history", ""), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "history"));
+}
+
+static void test_ttl_shorter_than_horizon_refused(void **state)
+{
+    (void)state;
+    ib_recorder *r = NULL;
+    /* refused before anything is created */
+    assert_int_equal(open_kv(&r, "short", "&create=1&ttl=10m&min_ttl=1h"), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "redelivery horizon"));
+    assert_int_equal(open_kv(&r, "short", ""), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "does not exist"));
+    /* an existing bucket with too short a TTL */
+    CHECK(open_kv(&r, "short", "&create=1&ttl=10m"));
+    ib_recorder_close(r);
+    assert_int_equal(open_kv(&r, "short", "&min_ttl=1h"), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "redelivery horizon"));
+    CHECK(open_kv(&r, "short", "&min_ttl=10m"));
+    ib_recorder_close(r);
+}
+
+/* Without url= the recorder borrows the host's connection, and without
+ * either it says what is missing. */
+static void test_connection_borrowed_or_missing(void **state)
+{
+    (void)state;
+    ib_recorder *r = NULL;
+    assert_int_equal(ib_recorder_open(&r, "kv:borrowed?create=1", NULL, &err), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "no NATS connection"));
+    ib_recorder_options o = {.size = sizeof(o), .nats_connection = it_server_client(&server)};
+    CHECK(ib_recorder_open(&r, "kv:borrowed?create=1", &o, &err));
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 3);
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    assert_true(processed(r, "c", id));
+    assert_true(ib_recorder_has_durable_attempts(r));
+    assert_false(ib_recorder_is_host_local(r));
+    ib_recorder_close(r);
+    /* the connection is still the caller's, and still works */
+    assert_true(natsConnection_Status(it_server_client(&server)) == NATS_CONN_STATUS_CONNECTED);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_odd_consumer_names, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_create_on_taken_key_is_10071, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_race_has_one_winner, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_restart_keeps_acked_marks, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_bucket_settings_checked, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_ttl_shorter_than_horizon_refused, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_connection_borrowed_or_missing, setup, teardown),
+};
+
+IB_TEST_MAIN(tests)
