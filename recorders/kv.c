@@ -67,13 +67,13 @@ static ib_status run_rounds(kv_recorder *k, const ib_marker_key *keys, size_t n,
             if (!rs.todo[i])
                 continue;
             rs.todo[i] = false;
-            st = kv_read_head(k, &rs.heads[i], &keys[i], err);
+            st = ib__kv_read_head(k, &rs.heads[i], &keys[i], err);
             if (st == IB_OK && decide(ctx, i, &rs.heads[i], now, &rs.w[m]))
                 rs.index[m++] = i;
         }
         if (st != IB_OK || m == 0)
             break;
-        st = kv_publish(k, rs.w, m, err);
+        st = ib__kv_publish(k, rs.w, m, err);
         for (size_t j = 0; j < m && st == IB_OK; j++) {
             if (rs.w[j].result == KV_WRITTEN)
                 written(ctx, rs.index[j], &rs.heads[rs.index[j]]);
@@ -118,8 +118,8 @@ static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, 
      * time nobody can tell". */
     out->state = IB_CLAIM_BUSY;
     uint32_t attempts = h->attempts == UINT32_MAX ? UINT32_MAX : h->attempts + 1;
-    kv_prepare_epoch(c->k, w, &c->keys[i], h, attempts, ib__lease_end(now, req->lease_ms),
-                     req->owner);
+    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h, attempts, ib__lease_end(now, req->lease_ms),
+                         req->owner);
     return true;
 }
 
@@ -181,8 +181,8 @@ static bool owned_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv
     if (!mine)
         return false;
     bool renew = c->lease_ms > 0;
-    kv_prepare_epoch(c->k, w, &c->keys[i], h, h->attempts,
-                     renew ? ib__lease_end(now, c->lease_ms) : now, renew ? c->owner : "");
+    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h, h->attempts,
+                         renew ? ib__lease_end(now, c->lease_ms) : now, renew ? c->owner : "");
     return true;
 }
 
@@ -219,7 +219,7 @@ static ib_status kv_renew_batch(ib_recorder *r, bool *held, const ib_marker_key 
 
 static ib_status kv_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
 {
-    return kv_mark_keys(kv_of(r), keys, NULL, n, r->now_ms(), err);
+    return ib__kv_mark_keys(kv_of(r), keys, NULL, n, r->now_ms(), err);
 }
 
 static ib_status kv_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
@@ -243,14 +243,14 @@ static ib_status kv_mark_owned_batch(ib_recorder *r, bool *marked, const ib_mark
     ib_status st = IB_OK;
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         kv_head h;
-        st = kv_read_head(k, &h, &keys[i], err);
+        st = ib__kv_read_head(k, &h, &keys[i], err);
         bool foreign = st == IB_OK && !h.done && h.owner[0] != '\0' &&
                        strcmp(h.owner, owner) != 0 && h.end > now;
         marked[i] = st == IB_OK && !foreign;
         want[i] = marked[i] && !h.done;
     }
     if (st == IB_OK)
-        st = kv_mark_keys(k, keys, want, n, now, err);
+        st = ib__kv_mark_keys(k, keys, want, n, now, err);
     free(want);
     return st;
 }
@@ -262,8 +262,8 @@ static ib_status read_done(kv_recorder *k, kv_read *rd, const char *consumer, co
 {
     char subject[KV_SUBJECT_MAX];
     ib_marker_key key = {consumer, event_id};
-    kv_subject(k, subject, 'd', &key, 0);
-    return kv_read_last(k, rd, subject, err);
+    ib__kv_subject(k, subject, 'd', &key, 0);
+    return ib__kv_read_last(k, rd, subject, err);
 }
 
 static ib_status kv_is_processed(ib_recorder *r, bool *processed, const char *consumer,
@@ -306,10 +306,10 @@ static ib_status kv_forget(ib_recorder *r, bool *existed, const char *consumer,
         return st;
     char subject[KV_SUBJECT_MAX];
     ib_marker_key key = {consumer, event_id};
-    kv_subject(k, subject, 'd', &key, 0);
+    ib__kv_subject(k, subject, 'd', &key, 0);
     /* kvStore_Delete takes the key without the "$KV.<bucket>." prefix. */
     natsStatus s = kvStore_Delete(k->kv, subject + strlen(k->bucket) + 5);
-    return s == NATS_OK ? IB_OK : kv_fail(k, err, s, "forget");
+    return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "forget");
 }
 
 static ib_status kv_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err)
@@ -326,7 +326,7 @@ static ib_status kv_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_
 
 static void kv_close(ib_recorder *r)
 {
-    kv_disconnect(kv_of(r));
+    ib__kv_disconnect(kv_of(r));
     free(r);
 }
 
@@ -345,9 +345,9 @@ ib_status ib__kv_open(ib_recorder **out, const ib__recorder_config *cfg, ib_erro
     memcpy(k->bucket, cfg->path, blen);
     memcpy(k->stream, "KV_", 3);
     memcpy(k->stream + 3, cfg->path, blen);
-    ib_status st = kv_connect(k, cfg, err);
+    ib_status st = ib__kv_connect(k, cfg, err);
     if (st == IB_OK)
-        st = kv_bind(k, cfg, err);
+        st = ib__kv_bind(k, cfg, err);
     if (st != IB_OK) {
         kv_close(&k->base);
         return st;
@@ -371,8 +371,8 @@ static const ib_recorder_ops kv_ops = {
     .lookup = kv_lookup,
     .forget = kv_forget,
     .prune = kv_prune,
-    .list = kv_list,
-    .stats = kv_stats,
+    .list = ib__kv_list,
+    .stats = ib__kv_stats,
     /* Attempts live in the bucket, shared by every host. */
     .features = IB_RECORDER_DURABLE_ATTEMPTS,
     .acquire_batch = kv_acquire_batch,

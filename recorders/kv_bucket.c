@@ -10,7 +10,7 @@
 
 #define NS_PER_MS 1000000LL
 
-ib_status kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err)
+ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err)
 {
     natsStatus s = NATS_OK;
     if (cfg->kv_url[0] != '\0') {
@@ -41,10 +41,10 @@ ib_status kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *e
     jsOptions_Init(&jo);
     jo.Wait = k->wait_ms;
     s = natsConnection_JetStream(&k->js, k->nc, &jo);
-    return s == NATS_OK ? IB_OK : kv_fail(k, err, s, "JetStream context");
+    return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "JetStream context");
 }
 
-void kv_disconnect(kv_recorder *k)
+void ib__kv_disconnect(kv_recorder *k)
 {
     kvStore_Destroy(k->kv);
     jsCtx_Destroy(k->js);
@@ -69,7 +69,7 @@ static ib_status create_bucket(kv_recorder *k, const ib__recorder_config *cfg, i
     kc.Replicas = cfg->kv_replicas > 0 ? cfg->kv_replicas : 1;
     kc.StorageType = js_FileStorage;
     natsStatus s = js_CreateKeyValue(&k->kv, k->js, &kc);
-    return s == NATS_OK ? IB_OK : kv_fail(k, err, s, "cannot create the bucket");
+    return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "cannot create the bucket");
 }
 
 /* The bucket's settings against what the URI asks for. */
@@ -78,7 +78,7 @@ static ib_status check_settings(kv_recorder *k, const ib__recorder_config *cfg, 
     kvStatus *sts = NULL;
     natsStatus s = kvStore_Status(&sts, k->kv);
     if (s != NATS_OK)
-        return kv_fail(k, err, s, "cannot read the bucket's settings");
+        return ib__kv_fail(k, err, s, "cannot read the bucket's settings");
     int64_t ttl = kvStatus_TTL(sts) / NS_PER_MS, replicas = kvStatus_Replicas(sts);
     int64_t history = kvStatus_History(sts);
     kvStatus_Destroy(sts);
@@ -104,7 +104,7 @@ static ib_status check_settings(kv_recorder *k, const ib__recorder_config *cfg, 
     return IB_OK;
 }
 
-ib_status kv_bind(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err)
+ib_status ib__kv_bind(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err)
 {
     if (cfg->kv_min_ttl_ms > 0 && cfg->kv_ttl_ms > 0 && cfg->kv_ttl_ms < cfg->kv_min_ttl_ms)
         return ib_error_set(err, IB_ERR_CONFIG,
@@ -121,7 +121,7 @@ ib_status kv_bind(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err)
     if (s == NATS_NOT_FOUND)
         st = create_bucket(k, cfg, err);
     else if (s != NATS_OK)
-        st = kv_fail(k, err, s, "cannot bind to the bucket");
+        st = ib__kv_fail(k, err, s, "cannot bind to the bucket");
     return st == IB_OK ? check_settings(k, cfg, err) : st;
 }
 
@@ -190,7 +190,7 @@ static ib_status walk_keys(kv_recorder *k, key_walk *w, ib_error *err)
     if (s == NATS_NOT_FOUND)
         return IB_OK;
     if (s != NATS_OK)
-        return kv_fail(k, err, s, "cannot list the keys");
+        return ib__kv_fail(k, err, s, "cannot list the keys");
     w->keys = calloc((size_t)w->list.Count + 1, sizeof(*w->keys));
     if (w->keys == NULL) {
         walk_free(w);
@@ -221,7 +221,7 @@ static ib_status read_ts(kv_recorder *k, kv_key *key, ib_error *err)
     char subject[KV_SUBJECT_MAX];
     kv_read rd;
     snprintf(subject, sizeof(subject), "$KV.%s.d.%s.%s", k->bucket, key->hex, key->id);
-    ib_status st = kv_read_last(k, &rd, subject, err);
+    ib_status st = ib__kv_read_last(k, &rd, subject, err);
     key->ts = st == IB_OK && rd.found ? strtoll(rd.value, NULL, 10) : 0;
     return st;
 }
@@ -233,7 +233,7 @@ static ib_status claim_held(kv_recorder *k, bool *held, const kv_key *key, ib_er
     kv_read rd;
     snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
              key->epoch);
-    ib_status st = kv_read_last(k, &rd, subject, err);
+    ib_status st = ib__kv_read_last(k, &rd, subject, err);
     const char *sp = st == IB_OK && rd.found ? strchr(rd.value, ' ') : NULL;
     sp = sp != NULL ? strchr(sp + 1, ' ') : NULL;
     *held = sp != NULL && sp[1] != '\0';
@@ -254,7 +254,7 @@ static void count_marker(ib_recorder_stats *stats, const kv_key *key, const char
 
 /* Walks every key and reads every marker: a diagnostic for `ibus markers
  * stats`, costly on a large bucket. */
-ib_status kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
+ib_status ib__kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
 {
     kv_recorder *k = kv_of(r);
     key_walk w;
@@ -295,8 +295,8 @@ static int cmp_newest(const void *a, const void *b)
 
 /* Every marker of `consumer` (NULL = all), read and sorted newest first:
  * like stats, a walk over the whole bucket. */
-ib_status kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
-                  void *ctx, ib_error *err)
+ib_status ib__kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
+                      void *ctx, ib_error *err)
 {
     kv_recorder *k = kv_of(r);
     key_walk w;
@@ -304,7 +304,7 @@ ib_status kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_marker_
     if (consumer != NULL) {
         ib_marker_key probe = {consumer, ""};
         char subject[KV_SUBJECT_MAX];
-        kv_subject(k, subject, 'd', &probe, 0);
+        ib__kv_subject(k, subject, 'd', &probe, 0);
         snprintf(hex, sizeof(hex), "%s", subject + strlen(k->bucket) + 7);
         hex[strlen(hex) - 1] = '\0'; /* the '.' before the empty id */
     }

@@ -80,14 +80,15 @@ static inline kv_recorder *kv_of(ib_recorder *r)
 }
 
 /* "d.<hex>.<id>" or "c.<hex>.<id>.<n>" (n > 0) under "$KV.<bucket>.". */
-void kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key, uint32_t n);
+void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
+                    uint32_t n);
 
 /* IB_ERR_RECORDER "recorder kv:<bucket>: <what>: <nats reason>". */
-ib_status kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const char *what);
+ib_status ib__kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const char *what);
 
 /* Reads the last message of `subject` from the stream leader (never a
  * possibly stale follower). */
-ib_status kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib_error *err);
+ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib_error *err);
 
 /* Publishes every write of `w` with its expectation, pipelined, and waits
  * for every answer. A write whose answer did not come in time is sent
@@ -95,27 +96,27 @@ ib_status kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib_err
  * value is read back and, if it is ours, counts as written (our earlier
  * attempt was stored). Errors only for the connection as a whole; each
  * write's own outcome is in its `result`. */
-ib_status kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err);
+ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err);
 
 /* Reads the done marker and the highest claim epoch of `key`. */
-ib_status kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err);
+ib_status ib__kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err);
 
 /* Fills `w` with a Create of claim epoch `h->epoch + 1`. */
-void kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,
-                      uint32_t attempts, int64_t end, const char *owner);
+void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,
+                          uint32_t attempts, int64_t end, const char *owner);
 
 /* Writes done markers for keys[i] where want[i] (NULL = all), marked at
  * `ts` unless marked already (a marker over a tombstone after a forget is
  * written over the tombstone). */
-ib_status kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want, size_t n,
-                       int64_t ts, ib_error *err);
+ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want, size_t n,
+                           int64_t ts, ib_error *err);
 
 /* Connection and bucket: see kv_bucket.c. */
-ib_status kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err);
-ib_status kv_bind(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err);
-void kv_disconnect(kv_recorder *k);
-ib_status kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
-ib_status kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
-                  void *ctx, ib_error *err);
+ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err);
+ib_status ib__kv_bind(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err);
+void ib__kv_disconnect(kv_recorder *k);
+ib_status ib__kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
+ib_status ib__kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
+                      void *ctx, ib_error *err);
 
 #endif

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key, uint32_t n)
+void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
+                    uint32_t n)
 {
     static const char hex[] = "0123456789abcdef";
     int len = snprintf(out, KV_SUBJECT_MAX, "$KV.%s.%c.", k->bucket, type);
@@ -28,7 +29,7 @@ void kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key 
         snprintf(out + len, (size_t)(KV_SUBJECT_MAX - len), ".%s.%u", key->event_id, n);
 }
 
-ib_status kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const char *what)
+ib_status ib__kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const char *what)
 {
     const char *last = NULL;
     /* The connection's last error says more than the status name (the
@@ -41,7 +42,7 @@ ib_status kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const char
                         natsStatus_GetText(st));
 }
 
-ib_status kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib_error *err)
+ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib_error *err)
 {
     natsMsg *m = NULL;
     jsErrCode jerr = 0;
@@ -50,7 +51,7 @@ ib_status kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib_err
     if (s == NATS_NOT_FOUND)
         return IB_OK;
     if (s != NATS_OK)
-        return kv_fail(k, err, s, "read");
+        return ib__kv_fail(k, err, s, "read");
     const char *op = NULL;
     out->found = true;
     out->deleted = natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK;
@@ -114,7 +115,7 @@ static ib_status publish_round(kv_recorder *k, ack_ctx *a, ib_error *err)
     jo.PublishAsync.AckHandlerClosure = a;
     natsStatus s = natsConnection_JetStream(&js, k->nc, &jo);
     if (s != NATS_OK)
-        return kv_fail(k, err, s, "JetStream context");
+        return ib__kv_fail(k, err, s, "JetStream context");
     for (size_t i = 0; i < a->n && s == NATS_OK; i++) {
         kv_write *w = &a->w[i];
         if (w->result != KV_PENDING)
@@ -152,8 +153,8 @@ static ib_status publish_round(kv_recorder *k, ack_ctx *a, ib_error *err)
         a->w[i].inflight = NULL;
     pthread_mutex_unlock(&a->mu);
     if (s != NATS_OK)
-        return kv_fail(k, err, s, "publish");
-    return ws == NATS_OK || ws == NATS_TIMEOUT ? IB_OK : kv_fail(k, err, ws, "publish");
+        return ib__kv_fail(k, err, s, "publish");
+    return ws == NATS_OK || ws == NATS_TIMEOUT ? IB_OK : ib__kv_fail(k, err, ws, "publish");
 }
 
 /* A write sent more than once that then found its key taken may have
@@ -161,13 +162,13 @@ static ib_status publish_round(kv_recorder *k, ack_ctx *a, ib_error *err)
 static ib_status recognise_own(kv_recorder *k, kv_write *w, ib_error *err)
 {
     kv_read rd;
-    ib_status st = kv_read_last(k, &rd, w->subject, err);
+    ib_status st = ib__kv_read_last(k, &rd, w->subject, err);
     if (st == IB_OK && rd.found && !rd.deleted && strcmp(rd.value, w->value) == 0)
         w->result = KV_WRITTEN;
     return st;
 }
 
-ib_status kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
+ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
 {
     ack_ctx a = {.w = w, .n = n};
     ib_status st = IB_OK;
@@ -190,9 +191,9 @@ ib_status kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
         if (w[i].result == KV_EXISTS && w[i].tries > 1)
             st = recognise_own(k, &w[i], err);
         else if (w[i].result == KV_PENDING)
-            st = kv_fail(k, err, NATS_TIMEOUT, "write not acknowledged");
+            st = ib__kv_fail(k, err, NATS_TIMEOUT, "write not acknowledged");
         else if (w[i].result == KV_FAILED)
-            st = kv_fail(k, err, w[i].st, "write refused");
+            st = ib__kv_fail(k, err, w[i].st, "write refused");
     }
     return st;
 }
@@ -218,17 +219,17 @@ static ib_status probe_epoch(kv_recorder *k, kv_read *rd, const ib_marker_key *k
                              ib_error *err)
 {
     char subject[KV_SUBJECT_MAX];
-    kv_subject(k, subject, 'c', key, n);
-    return kv_read_last(k, rd, subject, err);
+    ib__kv_subject(k, subject, 'c', key, n);
+    return ib__kv_read_last(k, rd, subject, err);
 }
 
-ib_status kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err)
+ib_status ib__kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err)
 {
     char subject[KV_SUBJECT_MAX];
     kv_read rd, best;
     memset(h, 0, sizeof(*h));
-    kv_subject(k, subject, 'd', key, 0);
-    ib_status st = kv_read_last(k, &rd, subject, err);
+    ib__kv_subject(k, subject, 'd', key, 0);
+    ib_status st = ib__kv_read_last(k, &rd, subject, err);
     if (st != IB_OK)
         return st;
     h->done = rd.found && !rd.deleted;
@@ -269,16 +270,16 @@ ib_status kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_
     return IB_OK;
 }
 
-void kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,
-                      uint32_t attempts, int64_t end, const char *owner)
+void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,
+                          uint32_t attempts, int64_t end, const char *owner)
 {
-    kv_subject(k, w->subject, 'c', key, h->epoch + 1);
+    ib__kv_subject(k, w->subject, 'c', key, h->epoch + 1);
     snprintf(w->value, sizeof(w->value), "%u %lld %s", attempts, (long long)end, owner);
     w->expect_seq = 0;
 }
 
-ib_status kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want, size_t n,
-                       int64_t ts, ib_error *err)
+ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want, size_t n,
+                           int64_t ts, ib_error *err)
 {
     kv_write *w = calloc(n > 0 ? n : 1, sizeof(*w));
     if (w == NULL)
@@ -288,7 +289,7 @@ ib_status kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *wa
     for (size_t i = 0; i < n; i++) {
         if (want != NULL && !want[i])
             continue;
-        kv_subject(k, w[m].subject, 'd', &keys[i], 0);
+        ib__kv_subject(k, w[m].subject, 'd', &keys[i], 0);
         snprintf(w[m].value, sizeof(w[m].value), "%lld", (long long)ts);
         w[m++].expect_seq = 0;
     }
@@ -296,13 +297,13 @@ ib_status kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *wa
     /* Taken means marked already, unless what is there is a forget's
      * tombstone: then the marker is written over it, by its sequence. */
     for (int round = 0; round <= KV_RETRIES && m > 0 && st == IB_OK; round++) {
-        st = kv_publish(k, w, m, err);
+        st = ib__kv_publish(k, w, m, err);
         size_t again = 0;
         for (size_t i = 0; i < m && st == IB_OK; i++) {
             kv_read rd;
             if (w[i].result != KV_EXISTS)
                 continue;
-            st = kv_read_last(k, &rd, w[i].subject, err);
+            st = ib__kv_read_last(k, &rd, w[i].subject, err);
             if (st == IB_OK && rd.found && rd.deleted) {
                 w[i].expect_seq = rd.seq;
                 if (again != i)

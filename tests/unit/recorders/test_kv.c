@@ -3,11 +3,13 @@
  * encoding, Create races, a server restart, bucket binding and TTL
  * refusals. The recorder contract itself runs in recorder_contract_kv_*. */
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "ib_test.h"
 #include "it_files.h"
 #include "it_server.h"
+#include "kv_internal.h"
 #include "rtest.h"
 
 #define LEASE 60000
@@ -214,6 +216,47 @@ static void test_restart_keeps_acked_marks(void **state)
     ib_recorder_close(r);
 }
 
+/* Wakes the stopped server after the recorder's wait for acks ran out. */
+static void *wake_server(void *arg)
+{
+    (void)arg;
+    usleep(6500 * 1000);
+    kill(server.proc.pid, SIGCONT);
+    return NULL;
+}
+
+/* A write whose ack did not come in time is sent again; the server stored
+ * the first one, so the second finds the key taken (10071), and the
+ * recorder must see that the value there is its own: the claim is won
+ * with the attempt it counted, not lost, nor counted twice. */
+static void test_unacknowledged_write_recognised(void **state)
+{
+    (void)state;
+    ib_recorder *r = NULL;
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 4);
+    ib_marker_key key = {"c", id};
+    CHECK(open_kv(&r, "unknown", "&create=1"));
+    kv_head h = {0};
+    kv_write w[2];
+    memset(w, 0, sizeof(w));
+    ib__kv_prepare_epoch(kv_of(r), &w[0], &key, &h, 1, 1, "owner-A");
+    /* the same key, another owner's value: not ours */
+    ib__kv_prepare_epoch(kv_of(r), &w[1], &key, &h, 1, 1, "owner-B");
+    pthread_t t;
+    assert_int_equal(kill(server.proc.pid, SIGSTOP), 0);
+    assert_int_equal(pthread_create(&t, NULL, wake_server, NULL), 0);
+    ib_status st = ib__kv_publish(kv_of(r), w, 1, &err);
+    pthread_join(t, NULL);
+    CHECK(st);
+    assert_true(w[0].tries >= 2);
+    assert_int_equal(w[0].result, KV_WRITTEN);
+    /* a different value on a taken key stays "taken" */
+    CHECK(ib__kv_publish(kv_of(r), &w[1], 1, &err));
+    assert_int_equal(w[1].result, KV_EXISTS);
+    ib_recorder_close(r);
+}
+
 static void test_bucket_settings_checked(void **state)
 {
     (void)state;
@@ -289,6 +332,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_create_on_taken_key_is_10071, setup, teardown),
     cmocka_unit_test_setup_teardown(test_race_has_one_winner, setup, teardown),
     cmocka_unit_test_setup_teardown(test_restart_keeps_acked_marks, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_unacknowledged_write_recognised, setup, teardown),
     cmocka_unit_test_setup_teardown(test_bucket_settings_checked, setup, teardown),
     cmocka_unit_test_setup_teardown(test_ttl_shorter_than_horizon_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_connection_borrowed_or_missing, setup, teardown),
