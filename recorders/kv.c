@@ -29,9 +29,12 @@ typedef bool (*decide_fn)(void *ctx, size_t i, const kv_head *h, int64_t now, kv
 typedef void (*written_fn)(void *ctx, size_t i, const kv_head *h);
 
 typedef struct round_state {
-    kv_head *heads;
-    kv_write *w;
-    size_t *index; /* w[j] is for key index[j] */
+    kv_head *heads;       /* by key */
+    kv_write *w;          /* this round's writes */
+    size_t *index;        /* w[j] is for key index[j] */
+    ib_marker_key *batch; /* this round's keys to read */
+    size_t *batch_of;     /* batch[j] is key batch_of[j] */
+    kv_head *read;        /* their heads */
     bool *todo;
 } round_state;
 
@@ -40,19 +43,61 @@ static void round_free(round_state *rs)
     free(rs->heads);
     free(rs->w);
     free(rs->index);
+    free(rs->batch);
+    free(rs->batch_of);
+    free(rs->read);
     free(rs->todo);
 }
 
-/* Reads the head of every key still to decide, lets `decide` choose, and
- * writes the chosen epochs in one pipelined batch; a key whose write lost
- * a race is read and decided again. Keys still undecided after
- * KV_RETRIES rounds keep what `decide` set before its last write. */
+static bool round_alloc(round_state *rs, size_t n)
+{
+    rs->heads = calloc(n, sizeof(*rs->heads));
+    rs->w = calloc(n, sizeof(*rs->w));
+    rs->index = calloc(n, sizeof(*rs->index));
+    rs->batch = calloc(n, sizeof(*rs->batch));
+    rs->batch_of = calloc(n, sizeof(*rs->batch_of));
+    rs->read = calloc(n, sizeof(*rs->read));
+    rs->todo = calloc(n, sizeof(*rs->todo));
+    return rs->heads != NULL && rs->w != NULL && rs->index != NULL && rs->batch != NULL &&
+           rs->batch_of != NULL && rs->read != NULL && rs->todo != NULL;
+}
+
+/* Reads the heads of the keys still to decide (pipelined), lets `decide`
+ * choose for each, and returns how many writes it chose. */
+static ib_status decide_round(kv_recorder *k, round_state *rs, const ib_marker_key *keys, size_t n,
+                              decide_fn decide, void *ctx, size_t *m, ib_error *err)
+{
+    size_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rs->todo[i])
+            continue;
+        rs->todo[i] = false;
+        rs->batch[t] = keys[i];
+        rs->batch_of[t++] = i;
+    }
+    *m = 0;
+    if (t == 0)
+        return IB_OK;
+    ib_status st = ib__kv_read_heads(k, rs->read, rs->batch, t, err);
+    int64_t now = k->base.now_ms();
+    for (size_t j = 0; j < t && st == IB_OK; j++) {
+        size_t i = rs->batch_of[j];
+        rs->heads[i] = rs->read[j];
+        if (decide(ctx, i, &rs->heads[i], now, &rs->w[*m]))
+            rs->index[(*m)++] = i;
+    }
+    return st;
+}
+
+/* Decides every key from its head and writes the chosen epochs in one
+ * pipelined batch; a key whose write lost a race is read and decided
+ * again. Keys still undecided after KV_RETRIES rounds keep what `decide`
+ * set before its last write. */
 static ib_status run_rounds(kv_recorder *k, const ib_marker_key *keys, size_t n, decide_fn decide,
                             written_fn written, void *ctx, ib_error *err)
 {
-    round_state rs = {calloc(n, sizeof(kv_head)), calloc(n, sizeof(kv_write)),
-                      calloc(n, sizeof(size_t)), calloc(n, sizeof(bool))};
-    if (rs.heads == NULL || rs.w == NULL || rs.index == NULL || rs.todo == NULL) {
+    round_state rs;
+    if (!round_alloc(&rs, n)) {
         round_free(&rs);
         return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory for %zu keys", k->bucket,
                             n);
@@ -62,15 +107,7 @@ static ib_status run_rounds(kv_recorder *k, const ib_marker_key *keys, size_t n,
     ib_status st = IB_OK;
     for (int round = 0; round <= KV_RETRIES && st == IB_OK; round++) {
         size_t m = 0;
-        int64_t now = k->base.now_ms();
-        for (size_t i = 0; i < n && st == IB_OK; i++) {
-            if (!rs.todo[i])
-                continue;
-            rs.todo[i] = false;
-            st = ib__kv_read_head(k, &rs.heads[i], &keys[i], err);
-            if (st == IB_OK && decide(ctx, i, &rs.heads[i], now, &rs.w[m]))
-                rs.index[m++] = i;
-        }
+        st = decide_round(k, &rs, keys, n, decide, ctx, &m, err);
         if (st != IB_OK || m == 0)
             break;
         st = ib__kv_publish(k, rs.w, m, err);
@@ -236,22 +273,22 @@ static ib_status kv_mark_owned_batch(ib_recorder *r, bool *marked, const ib_mark
 {
     kv_recorder *k = kv_of(r);
     bool *want = calloc(n, sizeof(*want));
-    if (want == NULL)
-        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
-                            k->bucket, n);
+    kv_head *h = calloc(n, sizeof(*h));
+    ib_status st = want != NULL && h != NULL
+                       ? ib__kv_read_heads(k, h, keys, n, err)
+                       : ib_error_set(err, IB_ERR_NOMEM,
+                                      "recorder kv:%s: no memory to mark %zu keys", k->bucket, n);
     int64_t now = r->now_ms();
-    ib_status st = IB_OK;
     for (size_t i = 0; i < n && st == IB_OK; i++) {
-        kv_head h;
-        st = ib__kv_read_head(k, &h, &keys[i], err);
-        bool foreign = st == IB_OK && !h.done && h.owner[0] != '\0' &&
-                       strcmp(h.owner, owner) != 0 && h.end > now;
-        marked[i] = st == IB_OK && !foreign;
-        want[i] = marked[i] && !h.done;
+        bool foreign =
+            !h[i].done && h[i].owner[0] != '\0' && strcmp(h[i].owner, owner) != 0 && h[i].end > now;
+        marked[i] = !foreign;
+        want[i] = !foreign && !h[i].done;
     }
     if (st == IB_OK)
         st = ib__kv_mark_keys(k, keys, want, n, now, err);
     free(want);
+    free(h);
     return st;
 }
 
@@ -278,9 +315,21 @@ static ib_status kv_is_processed(ib_recorder *r, bool *processed, const char *co
 static ib_status kv_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
                                 size_t n, ib_error *err)
 {
+    kv_recorder *k = kv_of(r);
+    char(*subjects)[KV_SUBJECT_MAX] = calloc(n, sizeof(*subjects));
+    kv_read *reads = calloc(n, sizeof(*reads));
     ib_status st = IB_OK;
+    if (subjects == NULL || reads == NULL)
+        st = ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to check %zu keys",
+                          k->bucket, n);
     for (size_t i = 0; i < n && st == IB_OK; i++)
-        st = kv_is_processed(r, &processed[i], keys[i].consumer, keys[i].event_id, err);
+        ib__kv_subject(k, subjects[i], 'd', &keys[i], 0);
+    if (st == IB_OK)
+        st = ib__kv_read_many(k, reads, subjects, n, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        processed[i] = reads[i].found && !reads[i].deleted;
+    free(subjects);
+    free(reads);
     return st;
 }
 

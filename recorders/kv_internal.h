@@ -98,8 +98,16 @@ ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib
  * write's own outcome is in its `result`. */
 ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err);
 
-/* Reads the done marker and the highest claim epoch of `key`. */
+/* Reads the last message of each of `n` subjects through the leader,
+ * all requests in flight at once (kv_read.c). */
+ib_status ib__kv_read_many(kv_recorder *k, kv_read *out, const char (*subjects)[KV_SUBJECT_MAX],
+                           size_t n, ib_error *err);
+
+/* Reads the done marker and the highest claim epoch of `key`; the batch
+ * form reads every key's in the same few pipelined rounds. */
 ib_status ib__kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err);
+ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *keys, size_t n,
+                            ib_error *err);
 
 /* Fills `w` with a Create of claim epoch `h->epoch + 1`. */
 void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,

@@ -215,59 +215,109 @@ static void parse_epoch(kv_head *h, const char *v)
         snprintf(h->owner, sizeof(h->owner), "%s", end + 1);
 }
 
-static ib_status probe_epoch(kv_recorder *k, kv_read *rd, const ib_marker_key *key, uint32_t n,
-                             ib_error *err)
+/* Where the search for a key's highest epoch stands. Epochs are made one
+ * after the other from 1, so epoch n existing means every epoch below it
+ * does: gallop up (1, 2, 4, ...) to a missing one, then bisect. A
+ * renewal makes an epoch too, so a long handler leaves many. */
+typedef struct epoch_search {
+    uint32_t lo, hi; /* lo exists (0 = none), hi does not once !gallop */
+    bool gallop, finished;
+    kv_read best; /* epoch lo */
+} epoch_search;
+
+/* The epoch to read next for an unfinished search. */
+static uint32_t next_probe(const epoch_search *e)
 {
-    char subject[KV_SUBJECT_MAX];
-    ib__kv_subject(k, subject, 'c', key, n);
-    return ib__kv_read_last(k, rd, subject, err);
+    return e->gallop ? e->hi : e->lo + (e->hi - e->lo) / 2;
+}
+
+static ib_status take_probe(kv_recorder *k, epoch_search *e, uint32_t probe, const kv_read *rd,
+                            ib_error *err)
+{
+    if (rd->found) {
+        e->lo = probe;
+        e->best = *rd;
+        if (e->gallop && e->hi > UINT32_MAX / 2)
+            return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: too many claim epochs",
+                                k->bucket);
+        if (e->gallop)
+            e->hi *= 2;
+    } else {
+        e->gallop = false;
+        e->hi = probe;
+    }
+    e->finished = !e->gallop && e->hi - e->lo <= 1;
+    return IB_OK;
+}
+
+typedef struct head_reads {
+    char (*subjects)[KV_SUBJECT_MAX];
+    kv_read *reads;
+    size_t *key; /* reads[j] is for keys[key[j]] */
+    epoch_search *search;
+} head_reads;
+
+static void head_reads_free(head_reads *hr)
+{
+    free(hr->subjects);
+    free(hr->reads);
+    free(hr->key);
+    free(hr->search);
+}
+
+/* One round: the next epoch of every unfinished search, read together. */
+static ib_status search_round(kv_recorder *k, head_reads *hr, const ib_marker_key *keys, size_t n,
+                              bool *more, ib_error *err)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (hr->search[i].finished)
+            continue;
+        ib__kv_subject(k, hr->subjects[m], 'c', &keys[i], next_probe(&hr->search[i]));
+        hr->key[m++] = i;
+    }
+    *more = m > 0;
+    ib_status st = ib__kv_read_many(k, hr->reads, hr->subjects, m, err);
+    for (size_t j = 0; j < m && st == IB_OK; j++) {
+        epoch_search *e = &hr->search[hr->key[j]];
+        st = take_probe(k, e, next_probe(e), &hr->reads[j], err);
+    }
+    return st;
+}
+
+ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *keys, size_t n,
+                            ib_error *err)
+{
+    head_reads hr = {calloc(n, sizeof(*hr.subjects)), calloc(n, sizeof(kv_read)),
+                     calloc(n, sizeof(size_t)), calloc(n, sizeof(epoch_search))};
+    if (hr.subjects == NULL || hr.reads == NULL || hr.key == NULL || hr.search == NULL) {
+        head_reads_free(&hr);
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to read %zu keys",
+                            k->bucket, n);
+    }
+    /* The markers first: a done key needs no epochs. */
+    for (size_t i = 0; i < n; i++)
+        ib__kv_subject(k, hr.subjects[i], 'd', &keys[i], 0);
+    ib_status st = ib__kv_read_many(k, hr.reads, hr.subjects, n, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        memset(&h[i], 0, sizeof(h[i]));
+        h[i].done = hr.reads[i].found && !hr.reads[i].deleted;
+        hr.search[i] = (epoch_search){.hi = 1, .gallop = true, .finished = h[i].done};
+    }
+    for (bool more = true; more && st == IB_OK;)
+        st = search_round(k, &hr, keys, n, &more, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        h[i].epoch = hr.search[i].lo;
+        if (h[i].epoch > 0)
+            parse_epoch(&h[i], hr.search[i].best.value);
+    }
+    head_reads_free(&hr);
+    return st;
 }
 
 ib_status ib__kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err)
 {
-    char subject[KV_SUBJECT_MAX];
-    kv_read rd, best;
-    memset(h, 0, sizeof(*h));
-    ib__kv_subject(k, subject, 'd', key, 0);
-    ib_status st = ib__kv_read_last(k, &rd, subject, err);
-    if (st != IB_OK)
-        return st;
-    h->done = rd.found && !rd.deleted;
-    if (h->done)
-        return IB_OK;
-    /* Epochs are made one after the other from 1, so epoch n existing
-     * means every epoch below it does: gallop up, then bisect. A renewal
-     * makes an epoch too, so a long handler leaves many. */
-    uint32_t lo = 0, hi = 1;
-    for (;;) {
-        st = probe_epoch(k, &rd, key, hi, err);
-        if (st != IB_OK)
-            return st;
-        if (!rd.found)
-            break;
-        lo = hi;
-        best = rd;
-        if (hi > UINT32_MAX / 2)
-            return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: too many claim epochs",
-                                k->bucket);
-        hi *= 2;
-    }
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        st = probe_epoch(k, &rd, key, mid, err);
-        if (st != IB_OK)
-            return st;
-        if (rd.found) {
-            lo = mid;
-            best = rd;
-        } else {
-            hi = mid;
-        }
-    }
-    h->epoch = lo;
-    if (lo > 0)
-        parse_epoch(h, best.value);
-    return IB_OK;
+    return ib__kv_read_heads(k, h, key, 1, err);
 }
 
 void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,

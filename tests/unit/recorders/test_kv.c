@@ -216,6 +216,50 @@ static void test_restart_keeps_acked_marks(void **state)
     ib_recorder_close(r);
 }
 
+/* One batch over keys with many epochs each (renewals make them): the
+ * pipelined search finds every key's highest, with its attempt count. */
+static void test_batch_finds_highest_epochs(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    static char ids[N][IB_ID_BUF_SIZE];
+    ib_marker_key keys[N];
+    ib_claim_info info[N];
+    bool held[N];
+    ib_recorder *r = NULL;
+    CHECK(open_kv(&r, "epochs", "&create=1"));
+    ib_claim_request a = {.owner = "A", .lease_ms = LEASE, .max_attempts = 3};
+    ib_claim_request b = {.owner = "B", .lease_ms = LEASE, .max_attempts = 3};
+    for (unsigned i = 0; i < N; i++) {
+        rt_id(ids[i], 200 + i);
+        keys[i] = (ib_marker_key){"e", ids[i]};
+        CHECK(ib_recorder_acquire_batch(r, &info[i], &keys[i], 1, &a, &err));
+        /* key i gets i * 3 renewals: up to 34 epochs */
+        for (unsigned j = 0; j < i * 3; j++)
+            CHECK(ib_recorder_renew_batch(r, &held[i], &keys[i], 1, "A", LEASE, &err));
+    }
+    CHECK(ib_recorder_acquire_batch(r, info, keys, N, &b, &err));
+    for (unsigned i = 0; i < N; i++)
+        assert_int_equal(info[i].state, IB_CLAIM_BUSY);
+    CHECK(ib_recorder_release_batch(r, keys, N, "A", &err));
+    CHECK(ib_recorder_acquire_batch(r, info, keys, N, &b, &err));
+    for (unsigned i = 0; i < N; i++) {
+        assert_int_equal(info[i].state, IB_CLAIM_ACQUIRED);
+        assert_int_equal(info[i].attempts, 2);
+    }
+    CHECK(ib_recorder_renew_batch(r, held, keys, N, "A", LEASE, &err));
+    for (unsigned i = 0; i < N; i++)
+        assert_false(held[i]);
+    CHECK(ib_recorder_mark_owned_batch(r, held, keys, N, "B", &err));
+    for (unsigned i = 0; i < N; i++)
+        assert_true(held[i]);
+    ib_recorder_stats s;
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    assert_int_equal(s.markers, N);
+    assert_int_equal(s.claims, 0);
+    ib_recorder_close(r);
+}
+
 /* Wakes the stopped server after the recorder's wait for acks ran out. */
 static void *wake_server(void *arg)
 {
@@ -332,6 +376,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_create_on_taken_key_is_10071, setup, teardown),
     cmocka_unit_test_setup_teardown(test_race_has_one_winner, setup, teardown),
     cmocka_unit_test_setup_teardown(test_restart_keeps_acked_marks, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_batch_finds_highest_epochs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unacknowledged_write_recognised, setup, teardown),
     cmocka_unit_test_setup_teardown(test_bucket_settings_checked, setup, teardown),
     cmocka_unit_test_setup_teardown(test_ttl_shorter_than_horizon_refused, setup, teardown),

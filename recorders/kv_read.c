@@ -1,0 +1,167 @@
+/* Pipelined reads through the stream leader for the kv: recorder.
+ *
+ * js_GetLastMsg asks one key per round trip. A batch of claims needs the
+ * marker and claim epochs of every key, so the same request (the stream's
+ * message API, $JS.API.STREAM.MSG.GET, which only the leader answers) is
+ * sent for all of them at once, each with its own reply subject under one
+ * inbox, and the answers are collected as they come. The answer is JSON
+ * with the message's headers and data in base64; only the few fields the
+ * recorder needs are read. */
+#include "kv_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+
+static int b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Decodes base64 up to the closing quote into `out` (at most cap - 1
+ * bytes, NUL-terminated, cut if longer); returns the length. */
+static size_t b64_decode(char *out, size_t cap, const char *in)
+{
+    size_t n = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (; *in != '\0' && *in != '"'; in++) {
+        int v = b64_value(*in);
+        if (v < 0)
+            continue; /* padding */
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n + 1 < cap)
+                out[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* The string value of "name" in `json`, or NULL. */
+static const char *json_string(const char *json, const char *name)
+{
+    char key[16];
+    snprintf(key, sizeof(key), "\"%s\":\"", name);
+    const char *p = strstr(json, key);
+    return p != NULL ? p + strlen(key) : NULL;
+}
+
+/* One answer of the message API into `out`. */
+static ib_status parse_answer(kv_recorder *k, kv_read *out, const char *json, ib_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (strstr(json, "\"error\"") != NULL) {
+        /* 404 (no message for the subject) is an answer: not found. */
+        const char *code = strstr(json, "\"code\":");
+        if (code != NULL && strtol(code + 7, NULL, 10) == 404)
+            return IB_OK;
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: read refused: %.200s", k->bucket,
+                            json);
+    }
+    const char *seq = strstr(json, "\"seq\":");
+    const char *data = json_string(json, "data");
+    const char *hdrs = json_string(json, "hdrs");
+    if (seq == NULL)
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: unexpected read answer",
+                            k->bucket);
+    out->found = true;
+    out->seq = strtoull(seq + 6, NULL, 10);
+    if (data != NULL)
+        b64_decode(out->value, sizeof(out->value), data);
+    if (hdrs != NULL) {
+        char h[512];
+        b64_decode(h, sizeof(h), hdrs);
+        out->deleted = strstr(h, "KV-Operation") != NULL;
+    }
+    return IB_OK;
+}
+
+/* Sends every request, replies to "<inbox>.<i>". */
+static natsStatus send_requests(kv_recorder *k, const char *inbox,
+                                const char (*subjects)[KV_SUBJECT_MAX], size_t n)
+{
+    char api[64 + IB__KV_BUCKET_MAX], reply[96], body[KV_SUBJECT_MAX + 32];
+    snprintf(api, sizeof(api), "$JS.API.STREAM.MSG.GET.%s", k->stream);
+    natsStatus s = NATS_OK;
+    for (size_t i = 0; i < n && s == NATS_OK; i++) {
+        snprintf(reply, sizeof(reply), "%s.%zu", inbox, i);
+        int len = snprintf(body, sizeof(body), "{\"last_by_subj\":\"%s\"}", subjects[i]);
+        s = natsConnection_PublishRequest(k->nc, api, reply, body, len);
+    }
+    return s;
+}
+
+/* Collects the n answers (each once) until the wait runs out. */
+static ib_status collect(kv_recorder *k, natsSubscription *sub, kv_read *out, size_t n,
+                         ib_error *err)
+{
+    bool *seen = calloc(n, sizeof(*seen));
+    if (seen == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to read", k->bucket);
+    int64_t deadline = ib_clock_monotonic_ms() + k->wait_ms;
+    ib_status st = IB_OK;
+    for (size_t got = 0; got < n && st == IB_OK;) {
+        int64_t left = deadline - ib_clock_monotonic_ms();
+        natsMsg *m = NULL;
+        natsStatus s = natsSubscription_NextMsg(&m, sub, left > 0 ? left : 1);
+        if (s != NATS_OK) {
+            st = ib__kv_fail(k, err, s, "read");
+            break;
+        }
+        const char *dot = strrchr(natsMsg_GetSubject(m), '.');
+        size_t i = dot != NULL ? (size_t)strtoull(dot + 1, NULL, 10) : n;
+        if (i < n && !seen[i]) {
+            char *json = strndup(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m));
+            st = json != NULL
+                     ? parse_answer(k, &out[i], json, err)
+                     : ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory", k->bucket);
+            free(json);
+            seen[i] = true;
+            got++;
+        }
+        natsMsg_Destroy(m);
+    }
+    free(seen);
+    return st;
+}
+
+ib_status ib__kv_read_many(kv_recorder *k, kv_read *out, const char (*subjects)[KV_SUBJECT_MAX],
+                           size_t n, ib_error *err)
+{
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    char filter[96];
+    if (n == 0)
+        return IB_OK;
+    /* One key: the JetStream context's request, without an inbox of its
+     * own to subscribe and drop. */
+    if (n == 1)
+        return ib__kv_read_last(k, out, subjects[0], err);
+    natsStatus s = natsInbox_Create(&inbox);
+    if (s == NATS_OK) {
+        snprintf(filter, sizeof(filter), "%s.*", inbox);
+        s = natsConnection_SubscribeSync(&sub, k->nc, filter);
+    }
+    if (s == NATS_OK)
+        s = natsSubscription_SetPendingLimits(sub, -1, -1);
+    if (s == NATS_OK)
+        s = send_requests(k, inbox, subjects, n);
+    ib_status st = s == NATS_OK ? collect(k, sub, out, n, err) : ib__kv_fail(k, err, s, "read");
+    if (sub != NULL)
+        natsSubscription_Unsubscribe(sub);
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    return st;
+}
