@@ -11,7 +11,7 @@
  * (the recorder's now_ms), since holders may run on other hosts: the hosts'
  * clocks must agree to well within a lease.
  *
- * Reads go through the stream leader (kv_io.c), and keys whose writes lost
+ * Reads go through the stream leader (kv_io.c, kv_read.c), and keys whose writes lost
  * a race are read and decided again, at most KV_RETRIES times. */
 #include "kv_internal.h"
 

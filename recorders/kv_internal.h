@@ -1,6 +1,7 @@
 /* Internals of the kv: recorder, shared by kv.c (the recorder calls),
- * kv_io.c (reads through the stream leader, pipelined conditional
- * writes) and kv_bucket.c (connection, bucket binding, admin walks).
+ * kv_io.c (key names, single reads, pipelined conditional writes),
+ * kv_read.c (pipelined reads through the stream leader, the epoch search)
+ * and kv_bucket.c (connection, bucket binding, admin walks).
  *
  * Layout of the bucket, per (consumer, event id); <c> is the consumer in
  * lowercase hex, so that no consumer name can break a key:

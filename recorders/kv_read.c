@@ -6,7 +6,8 @@
  * sent for all of them at once, each with its own reply subject under one
  * inbox, and the answers are collected as they come. The answer is JSON
  * with the message's headers and data in base64; only the few fields the
- * recorder needs are read. */
+ * recorder needs are read. On these reads stands the search for a key's
+ * highest claim epoch. */
 #include "kv_internal.h"
 
 #include <stdio.h>
@@ -164,4 +165,126 @@ ib_status ib__kv_read_many(kv_recorder *k, kv_read *out, const char (*subjects)[
     natsSubscription_Destroy(sub);
     natsInbox_Destroy(inbox);
     return st;
+}
+
+/* --- the state of a key ------------------------------------------------------ */
+
+/* "<attempts> <end> <owner>"; anything else reads as a free epoch. */
+static void parse_epoch(kv_head *h, const char *v)
+{
+    char *end = NULL;
+    unsigned long long attempts = strtoull(v, &end, 10);
+    h->attempts = attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    h->end = 0;
+    h->owner[0] = '\0';
+    if (end == NULL || *end != ' ')
+        return;
+    h->end = strtoll(end + 1, &end, 10);
+    if (end != NULL && *end == ' ')
+        snprintf(h->owner, sizeof(h->owner), "%s", end + 1);
+}
+
+/* Where the search for a key's highest epoch stands. Epochs are made one
+ * after the other from 1, so epoch n existing means every epoch below it
+ * does: gallop up (1, 2, 4, ...) to a missing one, then bisect. A
+ * renewal makes an epoch too, so a long handler leaves many. */
+typedef struct epoch_search {
+    uint32_t lo, hi; /* lo exists (0 = none), hi does not once !gallop */
+    bool gallop, finished;
+    kv_read best; /* epoch lo */
+} epoch_search;
+
+/* The epoch to read next for an unfinished search. */
+static uint32_t next_probe(const epoch_search *e)
+{
+    return e->gallop ? e->hi : e->lo + (e->hi - e->lo) / 2;
+}
+
+static ib_status take_probe(kv_recorder *k, epoch_search *e, uint32_t probe, const kv_read *rd,
+                            ib_error *err)
+{
+    if (rd->found) {
+        e->lo = probe;
+        e->best = *rd;
+        if (e->gallop && e->hi > UINT32_MAX / 2)
+            return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: too many claim epochs",
+                                k->bucket);
+        if (e->gallop)
+            e->hi *= 2;
+    } else {
+        e->gallop = false;
+        e->hi = probe;
+    }
+    e->finished = !e->gallop && e->hi - e->lo <= 1;
+    return IB_OK;
+}
+
+typedef struct head_reads {
+    char (*subjects)[KV_SUBJECT_MAX];
+    kv_read *reads;
+    size_t *key; /* reads[j] is for keys[key[j]] */
+    epoch_search *search;
+} head_reads;
+
+static void head_reads_free(head_reads *hr)
+{
+    free(hr->subjects);
+    free(hr->reads);
+    free(hr->key);
+    free(hr->search);
+}
+
+/* One round: the next epoch of every unfinished search, read together. */
+static ib_status search_round(kv_recorder *k, head_reads *hr, const ib_marker_key *keys, size_t n,
+                              bool *more, ib_error *err)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (hr->search[i].finished)
+            continue;
+        ib__kv_subject(k, hr->subjects[m], 'c', &keys[i], next_probe(&hr->search[i]));
+        hr->key[m++] = i;
+    }
+    *more = m > 0;
+    ib_status st = ib__kv_read_many(k, hr->reads, hr->subjects, m, err);
+    for (size_t j = 0; j < m && st == IB_OK; j++) {
+        epoch_search *e = &hr->search[hr->key[j]];
+        st = take_probe(k, e, next_probe(e), &hr->reads[j], err);
+    }
+    return st;
+}
+
+ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *keys, size_t n,
+                            ib_error *err)
+{
+    head_reads hr = {calloc(n, sizeof(*hr.subjects)), calloc(n, sizeof(kv_read)),
+                     calloc(n, sizeof(size_t)), calloc(n, sizeof(epoch_search))};
+    if (hr.subjects == NULL || hr.reads == NULL || hr.key == NULL || hr.search == NULL) {
+        head_reads_free(&hr);
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to read %zu keys",
+                            k->bucket, n);
+    }
+    /* The markers first: a done key needs no epochs. */
+    for (size_t i = 0; i < n; i++)
+        ib__kv_subject(k, hr.subjects[i], 'd', &keys[i], 0);
+    ib_status st = ib__kv_read_many(k, hr.reads, hr.subjects, n, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        memset(&h[i], 0, sizeof(h[i]));
+        h[i].done = hr.reads[i].found && !hr.reads[i].deleted;
+        hr.search[i] = (epoch_search){.hi = 1, .gallop = true, .finished = h[i].done};
+    }
+    for (bool more = true; more && st == IB_OK;)
+        st = search_round(k, &hr, keys, n, &more, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        h[i].epoch = hr.search[i].lo;
+        if (h[i].epoch > 0)
+            parse_epoch(&h[i], hr.search[i].best.value);
+    }
+    head_reads_free(&hr);
+    return st;
+}
+
+ib_status ib__kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err)
+{
+    return ib__kv_read_heads(k, h, key, 1, err);
 }
