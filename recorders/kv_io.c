@@ -77,7 +77,7 @@ typedef struct ack_ctx {
 
 /* Runs on the library's thread for every answer. The message is the one
  * published, so its address finds the write (cleared here, before the
- * library frees it, so a later message at the same address cannot match a
+ * message is freed, so a later message at the same address cannot match a
  * stale entry). A timeout or "no responders" leaves the write pending: its
  * outcome is unknown or nil, and it is sent again. */
 static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
@@ -102,6 +102,8 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
         break;
     }
     pthread_mutex_unlock(&a->mu);
+    /* With an ack handler the message is ours again. */
+    natsMsg_Destroy(msg);
 }
 
 /* Sends every pending write once and waits for the answers. */
