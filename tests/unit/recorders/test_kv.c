@@ -9,6 +9,7 @@
 #include "ib_test.h"
 #include "it_files.h"
 #include "it_server.h"
+#include "it_support.h"
 #include "kv_internal.h"
 #include "rtest.h"
 
@@ -301,6 +302,44 @@ static void test_unacknowledged_write_recognised(void **state)
     ib_recorder_close(r);
 }
 
+/* Runs `ibus markers ACTION [ID] --recorder URI --consumer c`; returns
+ * the exit code, with the output in p's logs. */
+static int markers(it_proc *p, const char *uri, const char *action, const char *id)
+{
+    char *argv[] = {(char *)it_ibus(), "markers",    (char *)action,
+                    (char *)id,        "--recorder", (char *)uri,
+                    "--consumer",      "c",          NULL};
+    if (id == NULL)
+        memmove(&argv[3], &argv[4], 5 * sizeof(argv[0]));
+    return it_proc_run(p, dir, action, NULL, argv, 30000);
+}
+
+/* ibus markers on kv: lookup, forget and stats work; prune says the
+ * bucket's TTL prunes. */
+static void test_ibus_markers(void **state)
+{
+    (void)state;
+    ib_recorder *r = NULL;
+    char id[IB_ID_BUF_SIZE], uri[512];
+    it_proc p;
+    rt_id(id, 6);
+    snprintf(uri, sizeof(uri), "kv:admin?url=%s", server.url);
+    CHECK(open_kv(&r, "admin", "&create=1"));
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    assert_int_equal(markers(&p, uri, "lookup", id), 0);
+    assert_true(it_file_contains(p.out_path, id));
+    assert_int_equal(markers(&p, uri, "stats", NULL), 0);
+    assert_true(it_file_contains(p.out_path, "markers=1"));
+    setenv("IB_OLDER_THAN", "1d", 1);
+    assert_int_equal(markers(&p, uri, "prune", NULL), 2);
+    unsetenv("IB_OLDER_THAN");
+    assert_true(it_file_contains(p.err_path, "TTL"));
+    assert_int_equal(markers(&p, uri, "forget", id), 0);
+    assert_false(processed(r, "c", id));
+    assert_int_equal(markers(&p, uri, "lookup", id), 3);
+    ib_recorder_close(r);
+}
+
 static void test_bucket_settings_checked(void **state)
 {
     (void)state;
@@ -378,6 +417,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_restart_keeps_acked_marks, setup, teardown),
     cmocka_unit_test_setup_teardown(test_batch_finds_highest_epochs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unacknowledged_write_recognised, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_ibus_markers, setup, teardown),
     cmocka_unit_test_setup_teardown(test_bucket_settings_checked, setup, teardown),
     cmocka_unit_test_setup_teardown(test_ttl_shorter_than_horizon_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_connection_borrowed_or_missing, setup, teardown),
