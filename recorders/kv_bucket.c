@@ -10,18 +10,38 @@
 
 #define NS_PER_MS 1000000LL
 
+/* Most servers a url= list may name. */
+#define KV_URLS_MAX 16
+
+/* Options for url= and creds=. nats.c 3.4.1's natsOptions_SetURL takes one
+ * URL only (a list fails every connect), so a comma-separated list is
+ * split and given as the server list. */
+static natsStatus own_options(natsOptions **out, const ib__recorder_config *cfg)
+{
+    char urls[sizeof(cfg->kv_url)];
+    const char *servers[KV_URLS_MAX];
+    int count = 0;
+    snprintf(urls, sizeof(urls), "%s", cfg->kv_url);
+    for (char *save = NULL, *u = strtok_r(urls, ",", &save); u != NULL && count < KV_URLS_MAX;
+         u = strtok_r(NULL, ",", &save))
+        if (*u != '\0')
+            servers[count++] = u;
+    natsStatus s = natsOptions_Create(out);
+    if (s == NATS_OK)
+        s = natsOptions_SetServers(*out, servers, count);
+    if (s == NATS_OK && cfg->kv_creds[0] != '\0')
+        s = natsOptions_SetUserCredentialsFromFiles(*out, cfg->kv_creds, NULL);
+    if (s == NATS_OK)
+        s = natsOptions_SetMaxReconnect(*out, -1);
+    return s;
+}
+
 ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err)
 {
     natsStatus s = NATS_OK;
     if (cfg->kv_url[0] != '\0') {
         natsOptions *o = NULL;
-        s = natsOptions_Create(&o);
-        if (s == NATS_OK)
-            s = natsOptions_SetURL(o, cfg->kv_url);
-        if (s == NATS_OK && cfg->kv_creds[0] != '\0')
-            s = natsOptions_SetUserCredentialsFromFiles(o, cfg->kv_creds, NULL);
-        if (s == NATS_OK)
-            s = natsOptions_SetMaxReconnect(o, -1);
+        s = own_options(&o, cfg);
         if (s == NATS_OK)
             s = natsConnection_Connect(&k->nc, o);
         natsOptions_Destroy(o);

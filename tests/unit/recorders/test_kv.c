@@ -408,6 +408,13 @@ static void test_connection_borrowed_or_missing(void **state)
     ib_recorder_close(r);
     /* the connection is still the caller's, and still works */
     assert_true(natsConnection_Status(it_server_client(&server)) == NATS_CONN_STATUS_CONNECTED);
+    /* url= may list several servers (one of them down here) */
+    char uri[512];
+    snprintf(uri, sizeof(uri), "kv:borrowed?url=nats://127.0.0.1:%d,%s", it_free_port(),
+             server.url);
+    CHECK(ib_recorder_open(&r, uri, NULL, &err));
+    assert_true(processed(r, "c", id));
+    ib_recorder_close(r);
 }
 
 static const struct CMUnitTest tests[] = {
