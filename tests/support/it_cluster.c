@@ -92,7 +92,9 @@ static bool prepare(it_cluster *c)
         snprintf(nd->name, sizeof(nd->name), "n%d", i);
         it_join(nd->dir, sizeof(nd->dir), c->dir, nd->name);
         it_join(nd->conf, sizeof(nd->conf), nd->dir, "nats.conf");
-        if (mkdir(nd->dir, 0700) != 0 && errno != EEXIST)
+        /* A retried start must not find the failed attempt's stores. */
+        it_tmpdir_remove(nd->dir);
+        if (mkdir(nd->dir, 0700) != 0)
             return false;
         nd->port = ports[i * PORTS_PER_NODE];
         nd->http_port = ports[i * PORTS_PER_NODE + 1];

@@ -54,8 +54,13 @@ typedef struct it_cluster {
  * registered with it_proc, so the teardown (or it_cluster_free) ends them. */
 bool it_cluster_start(it_cluster *c, const char *dir, int64_t timeout_ms);
 
-/* "nats://127.0.0.1:A,nats://127.0.0.1:B,nats://127.0.0.1:C": for
- * natsOptions_SetURL and for `ibus --nats-url`. Borrowed from `c`. */
+/* "nats://127.0.0.1:A,nats://127.0.0.1:B,nats://127.0.0.1:C", borrowed
+ * from `c`. Note that nats.c 3.4.1's natsOptions_SetURL does not split
+ * such a list (every connect fails with "No server available"): nats.c
+ * needs natsOptions_SetServers with c->node[i].url, or
+ * natsConnection_ConnectTo, which splits it. `ibus --nats-url` goes
+ * through SetURL today, so give ibus one node's URL, c->node[i].url; it
+ * learns the other nodes from the server and fails over to them. */
 const char *it_cluster_urls(const it_cluster *c);
 
 /* The test's own connection to all three nodes (made on first use,
