@@ -195,7 +195,54 @@ static void kv_survives_leader_kill(void **state)
     it_done(e);
 }
 
+static int discovered(natsConnection *nc)
+{
+    char **servers = NULL;
+    int count = 0;
+    if (natsConnection_GetDiscoveredServers(nc, &servers, &count) != NATS_OK)
+        return 0;
+    for (int i = 0; i < count; i++)
+        free(servers[i]);
+    free(servers);
+    return count;
+}
+
+/* What `ibus --nats-url` relies on with one node's URL: the client learns
+ * the other nodes from the server and moves to one when its node dies. */
+static void one_url_fails_over(void **state)
+{
+    it_env *e = *state;
+    it_cluster *c = it_cluster_of(e);
+    natsOptions *o = NULL;
+    natsConnection *nc = NULL;
+    assert_int_equal(natsOptions_Create(&o), NATS_OK);
+    assert_int_equal(natsOptions_SetURL(o, c->node[0].url), NATS_OK);
+    natsOptions_SetMaxReconnect(o, -1);
+    natsOptions_SetReconnectWait(o, 100);
+    assert_int_equal(natsConnection_Connect(&nc, o), NATS_OK);
+    natsOptions_Destroy(o);
+    int64_t deadline = it_now_ms() + it_timeout(10000);
+    while (discovered(nc) < IT_CLUSTER_NODES - 1 && it_now_ms() < deadline)
+        it_sleep_ms(50);
+    assert_int_equal(discovered(nc), IT_CLUSTER_NODES - 1);
+
+    assert_true(it_cluster_kill(c, 0));
+    char url[128] = "";
+    deadline = it_now_ms() + it_timeout(10000);
+    do {
+        it_sleep_ms(50);
+        if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED)
+            natsConnection_GetConnectedUrl(nc, url, sizeof(url));
+    } while ((url[0] == '\0' || strcmp(url, c->node[0].url) == 0) && it_now_ms() < deadline);
+    assert_string_not_equal(url, c->node[0].url);
+    assert_int_equal(natsConnection_Flush(nc), NATS_OK);
+    natsConnection_Close(nc);
+    natsConnection_Destroy(nc);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(one_url_fails_over, it_cluster_setup, it_cluster_teardown),
     cmocka_unit_test_setup_teardown(stream_survives_leader_kill, it_cluster_setup,
                                     it_cluster_teardown),
     cmocka_unit_test_setup_teardown(kv_survives_leader_kill, it_cluster_setup, it_cluster_teardown),
