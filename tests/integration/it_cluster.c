@@ -8,6 +8,7 @@
 
 #include "ib_test.h"
 #include "it_cluster.h"
+#include "jetstream.h"
 
 #define STREAM "CLUSTER"
 #define BUCKET "clusterkv"
@@ -241,8 +242,50 @@ static void one_url_fails_over(void **state)
     it_done(e);
 }
 
+/* ibus takes --nats-url as a comma-separated list: every node is tried
+ * and the connection moves to another listed node when its own dies. An
+ * empty entry is a configuration error that names the list. */
+static void url_list_connects_and_fails_over(void **state)
+{
+    it_env *e = *state;
+    it_cluster *c = it_cluster_of(e);
+    char list[256];
+    snprintf(list, sizeof(list), "nats://127.0.0.1:1, %s ,%s,%s", c->node[0].url, c->node[1].url,
+             c->node[2].url);
+    ib_nats_config cfg = {.url = list, .reconnect_wait_ms = 100};
+    ib_nats *n = NULL;
+    ib_error err = {0};
+    assert_int_equal(ib_nats_connect(&n, &cfg, &err), IB_OK);
+    assert_true(ib_nats_wait_connected(n, NULL, it_timeout(10000)));
+    char url[128] = "";
+    natsConnection_GetConnectedUrl(ib_nats_connection(n), url, sizeof(url));
+    int i = -1;
+    for (int k = 0; k < IT_CLUSTER_NODES; k++)
+        if (strcmp(url, c->node[k].url) == 0)
+            i = k;
+    assert_true(i >= 0);
+    assert_true(it_cluster_kill(c, i));
+    int64_t deadline = it_now_ms() + it_timeout(10000);
+    do {
+        it_sleep_ms(50);
+        url[0] = '\0';
+        if (ib_nats_is_connected(n))
+            natsConnection_GetConnectedUrl(ib_nats_connection(n), url, sizeof(url));
+    } while ((url[0] == '\0' || strcmp(url, c->node[i].url) == 0) && it_now_ms() < deadline);
+    assert_string_not_equal(url, "");
+    assert_string_not_equal(url, c->node[i].url);
+    ib_nats_close(n, 1000);
+
+    cfg.url = "nats://127.0.0.1:4222,,nats://127.0.0.1:4223";
+    assert_int_equal(ib_nats_connect(&n, &cfg, &err), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "server URL nats://127.0.0.1:4222,,"));
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(one_url_fails_over, it_cluster_setup, it_cluster_teardown),
+    cmocka_unit_test_setup_teardown(url_list_connects_and_fails_over, it_cluster_setup,
+                                    it_cluster_teardown),
     cmocka_unit_test_setup_teardown(stream_survives_leader_kill, it_cluster_setup,
                                     it_cluster_teardown),
     cmocka_unit_test_setup_teardown(kv_survives_leader_kill, it_cluster_setup, it_cluster_teardown),
