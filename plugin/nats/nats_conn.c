@@ -175,6 +175,40 @@ static bool refused_login(natsConnection *nc, const char *url, ib_error *err)
     return true;
 }
 
+/* Gives nats.c the server list. natsOptions_SetURL takes one URL only
+ * (a comma-separated list there fails every connect), so a list is split
+ * here and handed to natsOptions_SetServers; spaces around each URL are
+ * dropped and empty entries are refused. */
+static natsStatus set_server_urls(natsOptions *o, const char *list)
+{
+    if (strchr(list, ',') == NULL)
+        return natsOptions_SetURL(o, list);
+    char *copy = strdup(list);
+    size_t max = 1;
+    for (const char *p = list; *p != '\0'; p++)
+        max += *p == ',';
+    const char **urls = calloc(max, sizeof(*urls));
+    natsStatus s = copy != NULL && urls != NULL ? NATS_OK : NATS_NO_MEMORY;
+    int n = 0;
+    char *save = NULL;
+    for (char *t = s == NATS_OK ? strtok_r(copy, ",", &save) : NULL; t != NULL;
+         t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ')
+            t++;
+        size_t len = strlen(t);
+        while (len > 0 && t[len - 1] == ' ')
+            t[--len] = '\0';
+        if (len == 0)
+            break;
+        urls[n++] = t;
+    }
+    if (s == NATS_OK)
+        s = n == (int)max ? natsOptions_SetServers(o, urls, n) : NATS_INVALID_ARG;
+    free(urls);
+    free(copy);
+    return s;
+}
+
 ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
 {
     natsOptions *o = NULL;
@@ -190,7 +224,7 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
         goto fail;
     }
     const char *url = c->url != NULL && c->url[0] != '\0' ? c->url : "nats://127.0.0.1:4222";
-    if ((s = natsOptions_SetURL(o, url)) != NATS_OK) {
+    if ((s = set_server_urls(o, url)) != NATS_OK) {
         st = nats_fail_file(err, "server URL", url, s);
         goto fail;
     }
