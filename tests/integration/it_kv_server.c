@@ -1,27 +1,79 @@
-/* Runs a command against a fresh nats-server: the outer fixture of the kv:
- * recorder tests (the contract suite on kv, test_kv).
+/* Runs a command against a fresh nats-server or 3-node cluster: the outer
+ * fixture of the kv: recorder's contract suite.
  *
- *   it_kv_server COMMAND [ARG...]
+ *   it_kv_server [--cluster] COMMAND [ARG...]
  *
- * Starts one JetStream server on a free loopback port with its store in a
- * new temporary directory, exports its URL as IB_KV_URL, runs the command,
- * then stops the server by its PID and removes the directory. Exits with
- * the command's status (125 when the server cannot start). A cluster run
- * is another fixture exporting the same variables (IB_KV_URL with every
- * node, IB_KV_REPLICAS), so the tests themselves need no change. */
+ * Starts one JetStream server (or, with --cluster, three clustered nodes)
+ * on loopback with free ports and stores in a new temporary directory,
+ * exports the URL (every node's, comma-separated) as IB_KV_URL and the
+ * replicas a bucket should have as IB_KV_REPLICAS (1 or 3), runs the
+ * command, then stops the servers by PID and removes the directory. Exits
+ * with the command's status (125 when the servers cannot start). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "it_cluster.h"
 #include "it_files.h"
 #include "it_server.h"
 
+#define CLUSTER_READY_MS 60000
+
+typedef struct servers {
+    bool cluster;
+    it_server one;
+    it_cluster three;
+} servers;
+
+/* Starts the servers and exports where they are. */
+static bool start(servers *s, const char *dir)
+{
+    if (!s->cluster) {
+        if (!it_server_start(&s->one, dir, NULL))
+            return false;
+        setenv("IB_KV_URL", s->one.url, 1);
+        setenv("IB_KV_REPLICAS", "1", 1);
+        return true;
+    }
+    if (!it_cluster_start(&s->three, dir, CLUSTER_READY_MS)) {
+        it_cluster_free(&s->three);
+        return false;
+    }
+    setenv("IB_KV_URL", it_cluster_urls(&s->three), 1);
+    setenv("IB_KV_REPLICAS", "3", 1);
+    return true;
+}
+
+static int run(char **argv)
+{
+    int status = 0;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(argv[0], argv);
+        perror("it_kv_server: exec");
+        _exit(127);
+    }
+    while (pid > 0 && waitpid(pid, &status, 0) < 0)
+        ;
+    if (pid < 0)
+        return 125;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: it_kv_server COMMAND [ARG...]\n");
+    servers s;
+    memset(&s, 0, sizeof(s));
+    int first = 1;
+    if (argc > 1 && strcmp(argv[1], "--cluster") == 0) {
+        s.cluster = true;
+        first = 2;
+    }
+    if (argc <= first) {
+        fprintf(stderr, "usage: it_kv_server [--cluster] COMMAND [ARG...]\n");
         return 2;
     }
     char dir[PATH_MAX];
@@ -29,25 +81,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "it_kv_server: cannot make a temporary directory\n");
         return 125;
     }
-    it_server s;
-    if (!it_server_start(&s, dir, NULL)) {
-        it_tmpdir_remove(dir);
-        return 125;
+    int code = 125;
+    if (start(&s, dir)) {
+        code = run(argv + first);
+        if (s.cluster)
+            it_cluster_free(&s.three);
+        else
+            it_server_free(&s.one);
     }
-    setenv("IB_KV_URL", s.url, 1);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execv(argv[1], argv + 1);
-        perror("it_kv_server: exec");
-        _exit(127);
-    }
-    int status = 0;
-    while (pid > 0 && waitpid(pid, &status, 0) < 0)
-        ;
-    it_server_free(&s);
     it_tmpdir_remove(dir);
-    if (pid < 0)
-        return 125;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return code;
 }

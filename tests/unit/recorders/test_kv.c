@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ib_test.h"
+#include "it_cluster.h"
 #include "it_files.h"
 #include "it_server.h"
 #include "it_support.h"
@@ -122,11 +123,13 @@ static void test_create_on_taken_key_is_10071(void **state)
     ib_recorder_close(r);
 }
 
+enum { RACERS = 4, ROUNDS = 200 };
+
 typedef struct racer {
     pthread_barrier_t *barrier;
+    const char *url;
     char owner[16];
-    unsigned n;
-    ib_claim_info *out;
+    ib_claim_info out[ROUNDS];
     int errors;
 } racer;
 
@@ -138,11 +141,11 @@ static void *race(void *arg)
     ib_recorder *r = NULL;
     ib_error e;
     char uri[512], id[IB_ID_BUF_SIZE];
-    snprintf(uri, sizeof(uri), "kv:race?url=%s", server.url);
+    snprintf(uri, sizeof(uri), "kv:race?url=%s", x->url);
     if (ib_recorder_open(&r, uri, NULL, &e) != IB_OK)
         x->errors++;
     ib_claim_request req = {.owner = x->owner, .lease_ms = LEASE, .max_attempts = 5};
-    for (unsigned i = 0; i < x->n; i++) {
+    for (unsigned i = 0; i < ROUNDS; i++) {
         rt_id(id, 100 + i);
         ib_marker_key key = {"race", id};
         pthread_barrier_wait(x->barrier);
@@ -153,19 +156,18 @@ static void *race(void *arg)
     return NULL;
 }
 
-static void test_race_has_one_winner(void **state)
+/* RACERS racers, racer i connected to urls[i % nurls], race on the bucket
+ * "race" (made by the caller): exactly one wins each round. */
+static void run_race(const char *const *urls, unsigned nurls)
 {
-    (void)state;
-    enum { RACERS = 4, ROUNDS = 200 };
-    ib_recorder *r = NULL;
-    CHECK(open_kv(&r, "race", "&create=1"));
     pthread_barrier_t barrier;
     pthread_t t[RACERS];
-    racer x[RACERS];
+    static racer x[RACERS];
     assert_int_equal(pthread_barrier_init(&barrier, NULL, RACERS), 0);
     for (unsigned i = 0; i < RACERS; i++) {
-        x[i] =
-            (racer){.barrier = &barrier, .n = ROUNDS, .out = calloc(ROUNDS, sizeof(ib_claim_info))};
+        memset(&x[i], 0, sizeof(x[i]));
+        x[i].barrier = &barrier;
+        x[i].url = urls[i % nurls];
         snprintf(x[i].owner, sizeof(x[i].owner), "racer-%u", i);
         assert_int_equal(pthread_create(&t[i], NULL, race, &x[i]), 0);
     }
@@ -183,8 +185,31 @@ static void test_race_has_one_winner(void **state)
         if (won != 1)
             fail_msg("round %u: %u winners", round, won);
     }
-    for (unsigned i = 0; i < RACERS; i++)
-        free(x[i].out);
+}
+
+static void test_race_has_one_winner(void **state)
+{
+    (void)state;
+    ib_recorder *r = NULL;
+    const char *urls[] = {server.url};
+    CHECK(open_kv(&r, "race", "&create=1"));
+    run_race(urls, 1);
+    ib_recorder_close(r);
+}
+
+/* The same race on a 3-replica bucket, each racer connected to another
+ * node: the case where Update(revision) had several winners in 2.9. */
+static void test_cluster_race_has_one_winner(void **state)
+{
+    it_cluster *c = it_cluster_of(*state);
+    ib_recorder *r = NULL;
+    char uri[512];
+    snprintf(uri, sizeof(uri), "kv:race?create=1&replicas=3&url=%s", it_cluster_urls(c));
+    CHECK(ib_recorder_open(&r, uri, NULL, &err));
+    const char *urls[IT_CLUSTER_NODES];
+    for (unsigned i = 0; i < IT_CLUSTER_NODES; i++)
+        urls[i] = c->node[i].url;
+    run_race(urls, IT_CLUSTER_NODES);
     ib_recorder_close(r);
 }
 
@@ -421,6 +446,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_odd_consumer_names, setup, teardown),
     cmocka_unit_test_setup_teardown(test_create_on_taken_key_is_10071, setup, teardown),
     cmocka_unit_test_setup_teardown(test_race_has_one_winner, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_cluster_race_has_one_winner, it_cluster_setup,
+                                    it_cluster_teardown),
     cmocka_unit_test_setup_teardown(test_restart_keeps_acked_marks, setup, teardown),
     cmocka_unit_test_setup_teardown(test_batch_finds_highest_epochs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unacknowledged_write_recognised, setup, teardown),
