@@ -213,6 +213,47 @@ static void test_cluster_race_has_one_winner(void **state)
     ib_recorder_close(r);
 }
 
+/* Marks a batch, retrying while the bucket has no leader (an election
+ * after a kill takes seconds); fails after a minute. */
+static void mark_until_done(ib_recorder *r, const ib_marker_key *keys, size_t n)
+{
+    ib_status st = IB_ERR_RECORDER;
+    for (int64_t end = it_now_ms() + 60000; st != IB_OK && it_now_ms() < end;) {
+        st = ib_recorder_mark_batch(r, keys, n, &err);
+        if (st != IB_OK)
+            it_sleep_ms(200);
+    }
+    CHECK(st);
+}
+
+/* kill -9 of the node that leads the bucket's stream: marks acknowledged
+ * before it survive, and marking goes on once another node leads. */
+static void test_cluster_leader_kill_keeps_marks(void **state)
+{
+    enum { N = 400 };
+    static char ids[N][IB_ID_BUF_SIZE];
+    static ib_marker_key keys[N];
+    static bool done[N];
+    it_cluster *c = it_cluster_of(*state);
+    ib_recorder *r = NULL;
+    char uri[512];
+    snprintf(uri, sizeof(uri), "kv:lk?create=1&replicas=3&url=%s", it_cluster_urls(c));
+    CHECK(ib_recorder_open(&r, uri, NULL, &err));
+    for (unsigned i = 0; i < N; i++) {
+        rt_id(ids[i], 3000 + i);
+        keys[i] = (ib_marker_key){"c", ids[i]};
+    }
+    mark_until_done(r, keys, N / 2);
+    int leader = it_cluster_wait_leader(c, "KV_lk", -1, 30000);
+    assert_true(leader >= 0);
+    assert_true(it_cluster_kill(c, leader));
+    mark_until_done(r, &keys[N / 2], N / 2);
+    CHECK(ib_recorder_check_batch(r, done, keys, N, &err));
+    for (unsigned i = 0; i < N; i++)
+        assert_true(done[i]);
+    ib_recorder_close(r);
+}
+
 /* Acknowledged marks survive a restart of the server, and the recorder's
  * own connection comes back by itself. */
 static void test_restart_keeps_acked_marks(void **state)
@@ -447,6 +488,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_create_on_taken_key_is_10071, setup, teardown),
     cmocka_unit_test_setup_teardown(test_race_has_one_winner, setup, teardown),
     cmocka_unit_test_setup_teardown(test_cluster_race_has_one_winner, it_cluster_setup,
+                                    it_cluster_teardown),
+    cmocka_unit_test_setup_teardown(test_cluster_leader_kill_keeps_marks, it_cluster_setup,
                                     it_cluster_teardown),
     cmocka_unit_test_setup_teardown(test_restart_keeps_acked_marks, setup, teardown),
     cmocka_unit_test_setup_teardown(test_batch_finds_highest_epochs, setup, teardown),
