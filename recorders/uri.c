@@ -459,3 +459,11 @@ ib_status ib_recorder_open(ib_recorder **out, const char *uri, const ib_recorder
     }
     return ib__kv_open(out, &cfg, err);
 }
+
+bool ib__recorder_uri_needs_connection(const char *uri)
+{
+    ib__recorder_config cfg;
+    if (ib__recorder_config_parse(&cfg, uri, NULL, NULL) != IB_OK)
+        return false;
+    return cfg.kind == IB__RECORDER_KV && cfg.kv_url[0] == '\0';
+}

@@ -319,6 +319,21 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
     h->bus.timeout_ms = 5000;
 }
 
+/* Opens the recorder, on the host's NATS connection when it has one.
+ * Returns 0, or -1 with `e` set. */
+static int open_recorder(ib_host *h, ib_error *e)
+{
+    ib_recorder_options ro = {
+        .size = sizeof(ro),
+        .sqlite_allow_insecure = h->cfg->allow_insecure_db,
+        .nats_connection = h->nats != NULL ? ib_nats_connection(h->nats) : NULL,
+    };
+    if (ib_recorder_open(&h->recorder, h->cfg->recorder, &ro, e) != IB_OK)
+        return -1;
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, 1);
+    return 0;
+}
+
 /* Open, first part: what needs no NATS (owner, metrics, batch arrays,
  * recorder, plugins, HTTP). Returns 0, or -1 with `e` set. */
 static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
@@ -334,10 +349,11 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
     }
     ib_metrics_set_version(h->metrics, IB_VERSION);
 
-    ib_recorder_options ro = {.size = sizeof(ro), .sqlite_allow_insecure = cfg->allow_insecure_db};
-    if (ib_recorder_open(&h->recorder, cfg->recorder, &ro, e) != IB_OK)
+    /* A recorder that lives on this NATS connection opens once connected
+     * (open_consumer); every other one now, so a bad URI or file is reported
+     * before any wait for a server. */
+    if (!ib__recorder_uri_needs_connection(cfg->recorder) && open_recorder(h, e) != 0)
         return -1;
-    ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, 1);
     if (load_plugins(h, e) != 0)
         return -1;
     if (cfg->http != NULL && cfg->http[0] != '\0' &&
@@ -373,11 +389,14 @@ static bool open_connection(ib_host *h, int *code)
     return false;
 }
 
-/* Open, last part: the consumer, dispatch, the puller and the watcher.
+/* Open, last part: a recorder on this connection, the consumer,
+ * dispatch, the puller and the watcher.
  * Returns 0, or -1 with `e` set. */
 static int open_consumer(ib_host *h, ib_error *e)
 {
     const ib_host_config *cfg = h->cfg;
+    if (h->recorder == NULL && open_recorder(h, e) != 0)
+        return -1;
     if (bind_consumer(h, e) != 0 || ib__host_dispatch_open(h, e) != 0)
         return -1;
     ib_puller_options po = {

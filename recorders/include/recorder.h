@@ -79,6 +79,13 @@ struct ib_recorder {
     int64_t (*lease_now_ms)(void);
 };
 
+/* True when opening `uri` needs the caller's NATS connection
+ * (ib_recorder_options.nats_connection): a kv: URI without its own url=.
+ * A URI that does not parse gives false, so its error comes from
+ * ib_recorder_open(). For a host that connects after opening local
+ * things. */
+bool ib__recorder_uri_needs_connection(const char *uri);
+
 /* Validates a key the way every kind must: non-empty consumer up to
  * IB_CONSUMER_MAX bytes, normalised id. IB_ERR_INVALID_ARG with a message
  * saying which part is wrong (the id itself is not quoted). Internal. */

@@ -335,12 +335,60 @@ static void concurrent_copies_claimed_once(void **state)
     it_done(e);
 }
 
+/* Two hosts share a kv: recorder that lives on their own NATS connection
+ * (no url= in the URI): the bucket is created by the first, bound by the
+ * second, and every event, published twice, runs each handler once. */
+static void kv_recorder_shared_by_hosts(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX], ids_path[PATH_MAX], jsonl[PATH_MAX], cfg[PATH_MAX + 8];
+    char **ids = NULL;
+    const size_t n = (size_t)it_scaled(300, 100);
+    const char *extra[] = {"--recorder", "kv:fleet-markers?create=1", "--retry-delay", "100ms",
+                           NULL};
+    it_proc hosts[2];
+
+    it_path(log, e, "calls.log");
+    snprintf(cfg, sizeof(cfg), "file=%s", log);
+    assert_true(it_make_ids(&ids, n, it_path(ids_path, e, "ids.txt")));
+    char **twice = calloc(2 * n, sizeof(char *));
+    assert_non_null(twice);
+    for (size_t i = 0; i < n; i++)
+        twice[2 * i] = twice[2 * i + 1] = ids[i];
+    assert_true(it_write_jsonl(it_path(jsonl, e, "events.jsonl"), twice, 2 * n, "test.scripted",
+                               "sleep:1"));
+    free(twice);
+
+    start_host(&hosts[0], e, "host1", "kvf", "scripted", cfg, extra);
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, "kvf", it_timeout(30000)));
+    start_host(&hosts[1], e, "host2", "kvf", "scripted", cfg, extra);
+    assert_int_equal(it_publish(NULL, e, jsonl, NULL), 0);
+    /* two handlers (scripted, second) per event */
+    assert_true(it_wait_lines(log, 2 * n, it_timeout(120000)) >= 2 * n);
+    it_finish_hosts(e, "kvf", hosts, 2, it_timeout(120000));
+
+    it_tally t;
+    assert_true(it_tally_file(&t, log, ids_path, "kvf/scripted/scripted", "ok", 0));
+    assert_int_equal(t.missing, 0);
+    assert_int_equal(t.repeated, 0);
+    assert_int_equal(t.unexpected, 0);
+    it_summary sum;
+    assert_true(it_summary_read(&sum, it_path(log, e, "summary.jsonl")));
+    printf("kv: recorder, 2 hosts, %zu events twice: handled=%ld duplicates=%ld\n", n, sum.handled,
+           sum.duplicates);
+    assert_int_equal(sum.handled, 2 * n);
+    assert_true(sum.duplicates >= (long)(2 * n));
+    it_lines_free(ids, n);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(three_hosts_concurrent_duplicates, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(kill9_midstream, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(server_restart_midstream, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(sigterm_drains, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(concurrent_copies_claimed_once, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(kv_recorder_shared_by_hosts, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)
