@@ -139,8 +139,9 @@ static void on_settled(void *ctx, ib_delivery *d)
 }
 
 /* Counts recorder failures, keeps readiness and logs each change of
- * state. */
-static void on_recorder(void *ctx, bool healthy, const ib_error *e)
+ * state. Called by the dispatch after commits and by the watcher's idle
+ * probe (host_watch.c), from either thread. */
+void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
 {
     ib_host *h = ctx;
     if (!healthy)
@@ -197,7 +198,7 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
         /* a commit interval of 0 means a commit after every handler */
         .commit_interval_ms = h->cfg->commit_interval_ms > 0 ? h->cfg->commit_interval_ms : -1,
         .on_settled = on_settled,
-        .on_recorder = on_recorder,
+        .on_recorder = ib__host_on_recorder,
     };
     if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
         return -1;

@@ -46,6 +46,8 @@ typedef struct ib_host {
     atomic_int bound;
     atomic_int stopping;
     atomic_int recorder_down; /* the last recorder call failed: not ready */
+    bool probe_down;          /* the watcher's probe set recorder_down (watcher only) */
+    int64_t probe_last_ms;    /* monotonic time of the last probe (watcher only) */
     ib_host_totals totals;
     ib_puller_stats pull_stats; /* copied from the puller before it is freed */
 
@@ -82,12 +84,18 @@ void ib__host_batch_free(ib_host *h);
  * is freed by the caller. */
 int ib__host_dispatch_open(ib_host *h, ib_error *err);
 
+/* Reports the recorder's health (`ctx` is the ib_host): counts a failure in
+ * ibus_recorder_errors_total, sets ibus_recorder_up and recorder_down
+ * (hence /readyz), and logs one line per change of state. `e` may be NULL
+ * when healthy. Safe from any thread. */
+void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e);
+
 /* Processes one pulled batch: decode, dispatch, ack/nak/dead-letter, and
  * destroys the messages. */
 void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);
 
 /* Starts and stops the watcher thread: in-progress acks for a long batch,
- * metrics gauges, and the drain deadline. */
+ * metrics gauges, the recorder probe while idle, and the drain deadline. */
 int ib__host_watch_start(ib_host *h);
 void ib__host_watch_stop(ib_host *h);
 

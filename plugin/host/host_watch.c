@@ -3,6 +3,9 @@
  *   - sends +WPI for the batch's messages every half AckWait, so JetStream
  *     does not redeliver work that is still running;
  *   - keeps the connection gauges current;
+ *   - while no batch runs, probes the recorder every few seconds, so a
+ *     store that fails while idle turns /readyz false (and back) without
+ *     waiting for the next event;
  *   - enforces the drain deadline after SIGTERM: if handlers are still
  *     running when it passes, the process exits 1 (their messages were not
  *     acked and come back; their marks, if any, were made). */
@@ -43,6 +46,47 @@ static void send_in_progress(ib_host *h, int64_t now, int64_t *last_wpi)
     pthread_mutex_unlock(&h->inflight_lock);
 }
 
+/* How often the idle probe reads the recorder: well inside a readiness
+ * probe's period and failure threshold, and cheap (one read of one key). */
+#define PROBE_EVERY_MS 2000
+
+/* A fixed, well-formed key that no handler uses: is_processed on it reads
+ * the store the way a batch does (on kv:, through the stream leader) and
+ * never writes. */
+#define PROBE_CONSUMER "ibus.readiness-probe"
+#define PROBE_EVENT_ID "00000000000040008000000000000000"
+
+/* Reads the probe key when no batch is in flight (a batch reports the
+ * recorder's health from its own commits), or when the probe itself has
+ * marked the recorder down (the dispatch only reports a recovery from its
+ * own failures, so under steady load the probe must clear what it set). A
+ * failure marks the recorder down; a success clears only a down state the
+ * probe set, so a working read never hides a failed write: a commit's
+ * failure is cleared by a commit. Runs outside inflight_lock; a slow store
+ * delays the next tick by at most the recorder's own request timeout. */
+static void probe_recorder(ib_host *h, int64_t now)
+{
+    if (h->recorder == NULL || now - h->probe_last_ms < PROBE_EVERY_MS)
+        return;
+    pthread_mutex_lock(&h->inflight_lock);
+    bool idle = h->inflight_n == 0 || h->probe_down;
+    pthread_mutex_unlock(&h->inflight_lock);
+    if (!idle)
+        return;
+    h->probe_last_ms = now;
+    bool processed = false;
+    ib_error e = {0};
+    bool ok = ib_recorder_is_processed(h->recorder, &processed, PROBE_CONSUMER, PROBE_EVENT_ID,
+                                       &e) == IB_OK;
+    if (!ok) {
+        h->probe_down = true;
+        ib__host_on_recorder(h, false, &e);
+    } else if (h->probe_down) {
+        h->probe_down = false;
+        ib__host_on_recorder(h, true, NULL);
+    }
+}
+
 static void *watch_main(void *arg)
 {
     ib_host *h = arg;
@@ -64,6 +108,9 @@ static void *watch_main(void *arg)
             stop_at = now;
             atomic_store(&h->stop_requested_at_ms, now);
         }
+        /* not while draining: the deadline below must not wait on a store */
+        if (stop_at == 0)
+            probe_recorder(h, now);
         if (stop_at > 0 && h->cfg->drain_timeout_ms > 0 &&
             now - stop_at > h->cfg->drain_timeout_ms) {
             ib_log_kv(IB_SEV_ERROR, "drain deadline passed with handlers still running; exiting 1",
