@@ -48,6 +48,11 @@ ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib
     jsErrCode jerr = 0;
     memset(out, 0, sizeof(*out));
     natsStatus s = js_GetLastMsg(&m, k->js, k->stream, subject, NULL, &jerr);
+    /* A deleted bucket would otherwise show only as "Error". */
+    if (jerr == JSStreamNotFoundErr)
+        return ib_error_set(err, IB_ERR_RECORDER,
+                            "recorder kv:%s: read: the bucket (stream %s) does not exist",
+                            k->bucket, k->stream);
     if (s == NATS_NOT_FOUND)
         return IB_OK;
     if (s != NATS_OK)
