@@ -2,7 +2,9 @@
  * limits would refuse every pull request is refused at bind with exit 2
  * naming the option; refusals at run time are logged with the server's
  * text and backed off instead of resent at once; a deleted consumer makes
- * /readyz false and ends the process with exit 1 after a grace period. */
+ * /readyz false and ends the process with exit 1 after a grace period; a
+ * kv: bucket deleted under an idle host makes /readyz false, and its
+ * return makes it true again (the watcher's recorder probe). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,10 +200,87 @@ static void deleted_consumer_exits_1(void **state)
     it_done(e);
 }
 
+/* Polls /readyz until it answers `want` or `timeout_ms` passes; returns the
+ * last answer and prints how long it took. */
+static int wait_readyz(it_env *e, int port, int want, int64_t timeout_ms, const char *what)
+{
+    int64_t start = it_now_ms(), deadline = start + timeout_ms;
+    int got;
+    while ((got = it_http_get(NULL, e, port, "/readyz")) != want && it_now_ms() < deadline)
+        it_sleep_ms(100);
+    printf("/readyz %d %lld ms after %s\n", got, (long long)(it_now_ms() - start), what);
+    return got;
+}
+
+static double recorder_up(it_env *e, int port)
+{
+    char *body = NULL;
+    double v = -1;
+    assert_int_equal(it_http_get(&body, e, port, "/metrics"), 200);
+    assert_true(it_prom_value(&v, body, "ibus_recorder_up"));
+    free(body);
+    return v;
+}
+
+/* The kv: bucket is deleted under an idle host: no commit runs, yet the
+ * recorder probe turns /readyz 503 and ibus_recorder_up 0 within a few
+ * seconds, with one log line; once the bucket is back, both recover. On
+ * the old code the host stayed ready (and a read of the deleted bucket
+ * passed for "not processed"). */
+static void deleted_bucket_not_ready(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX], addr[64];
+    it_argv a;
+    it_proc host;
+    int port = it_free_port();
+    assert_true(port > 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+
+    host_argv(&a, e, "probe", it_path(log, e, "calls.log"));
+    it_argv_addl(&a, "--http", addr, "--recorder", "kv:probe-markers?create=1", NULL);
+    assert_true(it_spawn(&host, e, "host", &a));
+    it_argv_free(&a);
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, "probe", it_timeout(30000)));
+    assert_int_equal(wait_readyz(e, port, 200, it_timeout(30000), "start"), 200);
+    assert_true(recorder_up(e, port) == 1);
+
+    jsCtx *js = it_server_js(&e->server);
+    jsErrCode jerr = 0;
+    assert_int_equal(js_DeleteStream(js, "KV_probe-markers", NULL, &jerr), NATS_OK);
+    assert_int_equal(wait_readyz(e, port, 503, it_timeout(10000), "deleting the bucket"), 503);
+    assert_true(recorder_up(e, port) == 0);
+    assert_true(it_file_contains(host.err_path, "recorder failing"));
+    assert_true(it_file_contains(host.err_path, "does not exist"));
+
+    kvStore *kv = NULL;
+    kvConfig kc;
+    kvConfig_Init(&kc);
+    kc.Bucket = "probe-markers";
+    kc.History = 1;
+    assert_int_equal(js_CreateKeyValue(&kv, js, &kc), NATS_OK);
+    kvStore_Destroy(kv);
+    assert_int_equal(wait_readyz(e, port, 200, it_timeout(10000), "recreating it"), 200);
+    assert_true(recorder_up(e, port) == 1);
+    assert_true(it_file_contains(host.err_path, "recorder works again"));
+
+    /* one line per change of state, not one per probe */
+    char **lines = NULL;
+    size_t n = it_file_read_lines(&lines, host.err_path), failing = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strstr(lines[i], "recorder failing") != NULL)
+            failing++;
+    it_lines_free(lines, n);
+    assert_int_equal(failing, 1);
+    assert_int_equal(it_proc_stop(&host, SIGTERM, it_timeout(30000)), 0);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(request_limits_refused_at_bind, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(refused_pulls_backed_off, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(deleted_consumer_exits_1, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(deleted_bucket_not_ready, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)
