@@ -42,6 +42,34 @@ def parse_duration_s(text):
     return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}[m.group(2)]
 
 
+def kv_options(recorder):
+    """The query options of a kv:BUCKET?k=v&... recorder URI, as a dict."""
+    query = recorder.split("?", 1)[1] if "?" in recorder else ""
+    return dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+
+
+def redelivery_horizon_s(env):
+    """The longest time from an event's first delivery to its last possible
+    redelivery, from the settings ibus run creates the consumer with: each of
+    the max_deliver - 1 gaps is at most one ack wait (the longest BackOff step
+    when one is given) plus the longest nak delay. None if one does not parse."""
+    def setting(name, default):
+        v = env.get(name, default)
+        return v if isinstance(v, str) else None
+    try:
+        max_deliver = int(setting("IB_MAX_DELIVER", "5"))
+    except (TypeError, ValueError):
+        return None
+    waits = [parse_duration_s(setting("IB_ACK_WAIT", "30s"))]
+    backoff = setting("IB_BACKOFF", "")
+    if backoff:
+        waits += [parse_duration_s(b) for b in backoff.split(",")]
+    nak = parse_duration_s(setting("IB_RETRY_MAX_DELAY", "1m"))
+    if None in waits or nak is None:
+        return None
+    return max(max_deliver - 1, 0) * (max(waits) + nak)
+
+
 class Checker:
     def __init__(self, docs, topology):
         self.docs = [d for d in docs if isinstance(d, dict)]
@@ -409,6 +437,46 @@ class Checker:
             for c in pod.get("containers") or []:
                 if not self.recorder_of(pod, c).startswith("kv:"):
                     self.fail(w, "topology", "a fleet shares markers through the kv: recorder", c)
+                else:
+                    self.check_kv_bucket(w, pod, c)
+            self.check_no_shared_volume(w, pod)
+
+    def check_kv_bucket(self, w, pod, c):
+        """A fleet's bucket is replicated and keeps markers past the
+        redelivery horizon that the ConfigMap's settings imply."""
+        env = self.effective_env(pod, c)
+        opts = kv_options(self.recorder_of(pod, c))
+        try:
+            replicas = int(opts.get("replicas", "1"))
+        except ValueError:
+            replicas = 0
+        if replicas < 3:
+            self.fail(w, "kv-bucket", "replicas=%s: a fleet's markers need a replicated bucket "
+                      "(3 or more), or one node's loss loses them" % opts.get("replicas", "1"), c)
+        horizon = redelivery_horizon_s(env)
+        min_ttl = parse_duration_s(opts["min_ttl"]) if "min_ttl" in opts else None
+        if horizon is None:
+            self.fail(w, "kv-bucket", "IB_ACK_WAIT/IB_MAX_DELIVER/IB_RETRY_MAX_DELAY/IB_BACKOFF "
+                      "do not parse: cannot tell the redelivery horizon", c)
+        elif min_ttl is None or min_ttl < horizon:
+            self.fail(w, "kv-bucket", "min_ttl=%s must be given and cover the redelivery horizon "
+                      "of %ss, so ibus refuses a bucket that forgets markers too early"
+                      % (opts.get("min_ttl"), horizon), c)
+        ttl = parse_duration_s(opts["ttl"]) if "ttl" in opts else None
+        if ttl is None or (ttl != 0 and min_ttl is not None and ttl < min_ttl):
+            self.fail(w, "kv-bucket", "ttl=%s must be given and at least min_ttl=%s"
+                      % (opts.get("ttl"), opts.get("min_ttl")), c)
+
+    def check_no_shared_volume(self, w, pod):
+        """Fleet replicas keep nothing on disk that another replica needs:
+        no claims, no host or network file systems."""
+        for v in pod.get("volumes") or []:
+            kind, _ = self.volume_kind(pod, v.get("name"), w)
+            if kind in ("persistentVolumeClaim", "hostPath", "nfs", "csi", "ephemeral", "other"):
+                self.fail(w, "kv-bucket", "volume %s is a %s: fleet replicas share no files"
+                          % (v.get("name"), kind))
+        if (w.get("spec") or {}).get("volumeClaimTemplates"):
+            self.fail(w, "kv-bucket", "a fleet has no volumeClaimTemplates")
 
     def run(self):
         workloads = [d for d in self.docs if d.get("kind") in WORKLOAD_KINDS]
@@ -543,6 +611,25 @@ TOPOLOGY_MUTATIONS = {
         ("sqlite-single-node", "a fleet on one SQLite file",
          lambda d: (_cm(d)["data"].update(IB_RECORDER="sqlite:/scratch/x.db"))),
         ("topology", "a fleet of one", lambda d: _workload(d)["spec"].update(replicas=1)),
+        ("topology", "a fleet on the memory recorder",
+         lambda d: _cm(d)["data"].update(IB_RECORDER="memory:")),
+        ("kv-bucket", "a bucket of one replica",
+         lambda d: _cm(d)["data"].update(IB_RECORDER="kv:m?replicas=1&ttl=1d&min_ttl=6m")),
+        ("kv-bucket", "no min_ttl",
+         lambda d: _cm(d)["data"].update(IB_RECORDER="kv:m?replicas=3&ttl=1d")),
+        ("kv-bucket", "no ttl",
+         lambda d: _cm(d)["data"].update(IB_RECORDER="kv:m?replicas=3&min_ttl=6m")),
+        ("kv-bucket", "ttl below min_ttl",
+         lambda d: _cm(d)["data"].update(IB_RECORDER="kv:m?replicas=3&ttl=5m&min_ttl=6m")),
+        ("kv-bucket", "ack wait raised past min_ttl",
+         lambda d: _cm(d)["data"].update(IB_ACK_WAIT="5m")),
+        ("kv-bucket", "a long BackOff step",
+         lambda d: _cm(d)["data"].update(IB_BACKOFF="10s,10m")),
+        ("kv-bucket", "more deliveries than min_ttl covers",
+         lambda d: _cm(d)["data"].update(IB_MAX_DELIVER="20")),
+        ("kv-bucket", "a claim shared by the replicas",
+         lambda d: _pod(d)["volumes"].append(
+             {"name": "markers", "persistentVolumeClaim": {"claimName": "markers"}})),
     ],
 }
 
