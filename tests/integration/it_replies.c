@@ -45,6 +45,18 @@ static void make_consumer(it_env *e, const char *durable, int64_t max_batch, int
     jsConsumerInfo_Destroy(ci);
 }
 
+/* How many lines of the file at `path` contain `needle`. */
+static size_t lines_with(const char *path, const char *needle)
+{
+    char **lines = NULL;
+    size_t n = it_file_read_lines(&lines, path), found = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strstr(lines[i], needle) != NULL)
+            found++;
+    it_lines_free(lines, n);
+    return found;
+}
+
 static void host_argv(it_argv *a, it_env *e, const char *durable, const char *log)
 {
     char cfg[PATH_MAX + 8];
@@ -147,56 +159,7 @@ static void refused_pulls_backed_off(void **state)
     assert_true(it_file_contains(host.err_path, "pull request refused by the server"));
     assert_true(it_file_contains(host.err_path, "Exceeded MaxWaiting"));
     /* rate-limited: the same refusal is logged once in 10 s */
-    char **lines = NULL;
-    size_t n = it_file_read_lines(&lines, host.err_path), refusals = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strstr(lines[i], "pull request refused") != NULL)
-            refusals++;
-    it_lines_free(lines, n);
-    assert_int_equal(refusals, 1);
-    it_done(e);
-}
-
-/* The consumer is deleted under a running host: /readyz turns 503, an
- * error is logged, and the process exits 1 once the grace period (10 s)
- * has passed. On the old code it idled forever, ready. */
-static void deleted_consumer_exits_1(void **state)
-{
-    it_env *e = *state;
-    char log[PATH_MAX], addr[64];
-    it_argv a;
-    it_proc host;
-    int port = it_free_port();
-    assert_true(port > 0);
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-
-    host_argv(&a, e, "gone", it_path(log, e, "calls.log"));
-    it_argv_addl(&a, "--http", addr, NULL);
-    assert_true(it_spawn(&host, e, "host", &a));
-    it_argv_free(&a);
-    assert_true(it_wait_consumer(&e->server, IT_STREAM, "gone", it_timeout(30000)));
-    int64_t deadline = it_now_ms() + it_timeout(30000);
-    while (it_http_get(NULL, e, port, "/readyz") != 200 && it_now_ms() < deadline)
-        it_sleep_ms(100);
-    assert_int_equal(it_http_get(NULL, e, port, "/readyz"), 200);
-
-    jsErrCode jerr = 0;
-    assert_int_equal(js_DeleteConsumer(it_server_js(&e->server), IT_STREAM, "gone", NULL, &jerr),
-                     NATS_OK);
-    int64_t deleted_at = it_now_ms();
-    int ready = 200;
-    deadline = deleted_at + it_timeout(8000);
-    while ((ready = it_http_get(NULL, e, port, "/readyz")) == 200 && it_now_ms() < deadline)
-        it_sleep_ms(100);
-    printf("/readyz %d after %lld ms\n", ready, (long long)(it_now_ms() - deleted_at));
-    assert_int_equal(ready, 503);
-
-    int status = it_proc_wait(&host, it_timeout(30000));
-    int64_t lived = it_now_ms() - deleted_at;
-    printf("exit %d, %lld ms after the deletion\n", status, (long long)lived);
-    assert_int_equal(status, 1);
-    assert_true(lived >= 9000);
-    assert_true(it_file_contains(host.err_path, "consumer deleted"));
+    assert_int_equal(lines_with(host.err_path, "pull request refused"), 1);
     it_done(e);
 }
 
@@ -212,6 +175,56 @@ static int wait_readyz(it_env *e, int port, int want, int64_t timeout_ms, const 
     return got;
 }
 
+/* Starts a host on `durable` with --http on a free port (and `recorder`
+ * unless NULL), waits until it is bound and /readyz answers 200, and
+ * returns the port. */
+static int start_ready_host(it_proc *host, it_env *e, const char *durable, const char *recorder)
+{
+    char log[PATH_MAX], addr[64];
+    it_argv a;
+    int port = it_free_port();
+    assert_true(port > 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    host_argv(&a, e, durable, it_path(log, e, "calls.log"));
+    it_argv_addl(&a, "--http", addr, NULL);
+    if (recorder != NULL)
+        it_argv_addl(&a, "--recorder", recorder, NULL);
+    assert_true(it_spawn(host, e, "host", &a));
+    it_argv_free(&a);
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, durable, it_timeout(30000)));
+    assert_int_equal(wait_readyz(e, port, 200, it_timeout(30000), "start"), 200);
+    return port;
+}
+
+/* The consumer is deleted under a running host: /readyz turns 503, an
+ * error is logged, and the process exits 1 once the grace period (10 s)
+ * has passed. On the old code it idled forever, ready. */
+static void deleted_consumer_exits_1(void **state)
+{
+    it_env *e = *state;
+    it_proc host;
+    int port = start_ready_host(&host, e, "gone", NULL);
+
+    jsErrCode jerr = 0;
+    assert_int_equal(js_DeleteConsumer(it_server_js(&e->server), IT_STREAM, "gone", NULL, &jerr),
+                     NATS_OK);
+    int64_t deleted_at = it_now_ms();
+    int ready = 200;
+    int64_t deadline = deleted_at + it_timeout(8000);
+    while ((ready = it_http_get(NULL, e, port, "/readyz")) == 200 && it_now_ms() < deadline)
+        it_sleep_ms(100);
+    printf("/readyz %d after %lld ms\n", ready, (long long)(it_now_ms() - deleted_at));
+    assert_int_equal(ready, 503);
+
+    int status = it_proc_wait(&host, it_timeout(30000));
+    int64_t lived = it_now_ms() - deleted_at;
+    printf("exit %d, %lld ms after the deletion\n", status, (long long)lived);
+    assert_int_equal(status, 1);
+    assert_true(lived >= 9000);
+    assert_true(it_file_contains(host.err_path, "consumer deleted"));
+    it_done(e);
+}
+
 static double recorder_up(it_env *e, int port)
 {
     char *body = NULL;
@@ -225,24 +238,12 @@ static double recorder_up(it_env *e, int port)
 /* The kv: bucket is deleted under an idle host: no commit runs, yet the
  * recorder probe turns /readyz 503 and ibus_recorder_up 0 within a few
  * seconds, with one log line; once the bucket is back, both recover. On
- * the old code the host stayed ready (and a read of the deleted bucket
- * passed for "not processed"). */
+ * the old code the host stayed ready until the next event came. */
 static void deleted_bucket_not_ready(void **state)
 {
     it_env *e = *state;
-    char log[PATH_MAX], addr[64];
-    it_argv a;
     it_proc host;
-    int port = it_free_port();
-    assert_true(port > 0);
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-
-    host_argv(&a, e, "probe", it_path(log, e, "calls.log"));
-    it_argv_addl(&a, "--http", addr, "--recorder", "kv:probe-markers?create=1", NULL);
-    assert_true(it_spawn(&host, e, "host", &a));
-    it_argv_free(&a);
-    assert_true(it_wait_consumer(&e->server, IT_STREAM, "probe", it_timeout(30000)));
-    assert_int_equal(wait_readyz(e, port, 200, it_timeout(30000), "start"), 200);
+    int port = start_ready_host(&host, e, "probe", "kv:probe-markers?create=1");
     assert_true(recorder_up(e, port) == 1);
 
     jsCtx *js = it_server_js(&e->server);
@@ -265,13 +266,7 @@ static void deleted_bucket_not_ready(void **state)
     assert_true(it_file_contains(host.err_path, "recorder works again"));
 
     /* one line per change of state, not one per probe */
-    char **lines = NULL;
-    size_t n = it_file_read_lines(&lines, host.err_path), failing = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strstr(lines[i], "recorder failing") != NULL)
-            failing++;
-    it_lines_free(lines, n);
-    assert_int_equal(failing, 1);
+    assert_int_equal(lines_with(host.err_path, "recorder failing"), 1);
     assert_int_equal(it_proc_stop(&host, SIGTERM, it_timeout(30000)), 0);
     it_done(e);
 }
