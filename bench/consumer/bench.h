@@ -63,6 +63,23 @@ ib_status ib__bench_server_start(ib__bench_server *s, const char *exe, const cha
 /* Stops it by its pid. */
 void ib__bench_server_stop(ib__bench_server *s);
 
+/* A 3-node cluster on loopback for the markers of the 3-replica kv: row:
+ * nodes "n0".."n2", each with a free client and cluster port, its own
+ * store under `dir`/n<i>, and routes to all three. */
+#define IB__BENCH_CLUSTER_NODES 3
+typedef struct ib__bench_cluster {
+    pid_t pids[IB__BENCH_CLUSTER_NODES];
+    char urls[256]; /* every node's client URL, comma-separated */
+} ib__bench_cluster;
+
+/* Starts the cluster and waits until it can create a 3-replica stream
+ * (a meta leader exists and every peer is current). On failure the nodes
+ * already started are stopped. */
+ib_status ib__bench_cluster_start(ib__bench_cluster *c, const char *exe, const char *dir,
+                                  ib_error *err);
+/* Stops every node by its pid; a cluster never started is a no-op. */
+void ib__bench_cluster_stop(ib__bench_cluster *c);
+
 /* Connects with settings fit for measuring (large buffers, no reconnect
  * noise). `*nc` and `*js` are freed by the caller. */
 ib_status ib__bench_connect(natsConnection **nc, jsCtx **js, const char *url, ib_error *err);
@@ -121,6 +138,8 @@ typedef enum ib__bench_recorder {
     IB__BENCH_MEMORY,
     IB__BENCH_SQLITE_NORMAL,
     IB__BENCH_SQLITE_FULL,
+    IB__BENCH_KV1, /* kv: bucket, 1 replica, on the stream's server */
+    IB__BENCH_KV3, /* kv: bucket, 3 replicas, on the cluster (env.kv_cluster) */
 } ib__bench_recorder;
 
 /* One way of consuming a stream: a row of the table. */
@@ -137,6 +156,7 @@ typedef struct ib__bench_config {
 typedef struct ib__bench_env {
     const char *ibus, *plugin, *bare, *valgrind;
     const char *url;
+    const char *kv_cluster; /* the cluster's URLs for IB__BENCH_KV3; NULL = none */
     const char *dir;
     long batch;
 } ib__bench_env;

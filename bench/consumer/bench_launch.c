@@ -29,6 +29,14 @@ static const char *recorder_uri(char *buf, size_t len, const ib__bench_env *env,
     case IB__BENCH_SQLITE_FULL:
         snprintf(buf, len, "sqlite:%s/%s.db?synchronous=full", env->dir, durable);
         break;
+    case IB__BENCH_KV1:
+        /* No url=: ibus opens it on its own connection to the stream's server. */
+        snprintf(buf, len, "kv:bench_%s?create=1&replicas=1", durable);
+        break;
+    case IB__BENCH_KV3:
+        snprintf(buf, len, "kv:bench_%s?create=1&replicas=3&url=%s", durable,
+                 env->kv_cluster != NULL ? env->kv_cluster : "");
+        break;
     default:
         snprintf(buf, len, "memory:");
         break;

@@ -9,7 +9,7 @@
 #include "bench.h"
 
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
-#define IB__BENCH_MAX_ROWS 8
+#define IB__BENCH_MAX_ROWS 10
 
 #define IB__BENCH_MAX_REPEAT 9
 
@@ -37,7 +37,8 @@ typedef struct ib__bench_report {
 
     bool published[IB__BENCH_COLUMNS];
     ib__bench_row rows[IB__BENCH_MAX_ROWS]; /* rows[0] is the baseline, rows[1] bare +
-                                               decode, rows[2] memory, rows[3] sqlite normal */
+                                               decode, rows[2] memory, rows[3] sqlite normal,
+                                               rows[7] kv: 1 replica, rows[8] kv: 3 */
     size_t row_count;
 
     const char *slow_labels[2]; /* concurrency 1, 16 */

@@ -3,11 +3,15 @@
  * storage in the run's temporary directory, stopped by its pid. */
 #include "bench.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Finds "nats://127.0.0.1:PORT" in the ports file the server writes. */
 static bool read_ports_file(char *url, size_t len, const char *dir, pid_t pid)
@@ -112,4 +116,117 @@ ib_status ib__bench_connect(natsConnection **nc, jsCtx **js, const char *url, ib
         return ib_error_set(err, IB_ERR_NATS, "jetstream context: %s", natsStatus_GetText(st));
     }
     return IB_OK;
+}
+
+/* A port free on 127.0.0.1 right now (the kernel's pick for port 0); 0 on
+ * failure. A cluster's routes must be known before any node starts, so the
+ * ports cannot be left to the servers as for the single server. */
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Writes node i's configuration to `conf`. */
+static bool write_node_conf(const char *conf, const char *store, int i, const int client[],
+                            const int route[])
+{
+    FILE *f = fopen(conf, "we");
+    if (f == NULL)
+        return false;
+    fprintf(f, "server_name: n%d\nlisten: 127.0.0.1:%d\n", i, client[i]);
+    fprintf(f, "jetstream { store_dir: \"%s\" }\n", store);
+    fprintf(f, "cluster {\n  name: bench\n  listen: 127.0.0.1:%d\n  routes: [\n", route[i]);
+    for (int n = 0; n < IB__BENCH_CLUSTER_NODES; n++)
+        fprintf(f, "    nats-route://127.0.0.1:%d\n", route[n]);
+    fprintf(f, "  ]\n}\n");
+    return fclose(f) == 0;
+}
+
+/* Whether the cluster takes a 3-replica stream now (then deleted again):
+ * the readiness the 3-replica bucket needs. */
+static bool cluster_takes_r3(const char *url)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    const char *subjects[] = {"bench.cluster.ready"};
+    bool ok = false;
+    if (ib__bench_connect(&nc, &js, url, NULL) == IB_OK) {
+        jsStreamConfig_Init(&cfg);
+        cfg.Name = "BENCH_READY";
+        cfg.Subjects = subjects;
+        cfg.SubjectsLen = 1;
+        cfg.Replicas = IB__BENCH_CLUSTER_NODES;
+        cfg.Storage = js_MemoryStorage;
+        ok = js_AddStream(&si, js, &cfg, NULL, NULL) == NATS_OK;
+        jsStreamInfo_Destroy(si);
+        if (ok)
+            js_DeleteStream(js, "BENCH_READY", NULL, NULL);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return ok;
+}
+
+ib_status ib__bench_cluster_start(ib__bench_cluster *c, const char *exe, const char *dir,
+                                  ib_error *err)
+{
+    int client[IB__BENCH_CLUSTER_NODES], route[IB__BENCH_CLUSTER_NODES];
+    char node[600], store[700], conf[700], log[700];
+    size_t used = 0;
+    memset(c, 0, sizeof(*c));
+    for (int i = 0; i < IB__BENCH_CLUSTER_NODES; i++) {
+        client[i] = free_port();
+        route[i] = free_port();
+        if (client[i] == 0 || route[i] == 0)
+            return ib_error_set(err, IB_ERR_IO, "cluster: no free port");
+        used += (size_t)snprintf(c->urls + used, sizeof(c->urls) - used, "%snats://127.0.0.1:%d",
+                                 i > 0 ? "," : "", client[i]);
+    }
+    for (int i = 0; i < IB__BENCH_CLUSTER_NODES; i++) {
+        snprintf(node, sizeof(node), "%s/n%d", dir, i);
+        snprintf(store, sizeof(store), "%s/jetstream", node);
+        snprintf(conf, sizeof(conf), "%s/nats-server.conf", node);
+        snprintf(log, sizeof(log), "%s/nats-server.log", node);
+        if ((mkdir(node, 0700) != 0 && errno != EEXIST) ||
+            !write_node_conf(conf, store, i, client, route)) {
+            ib__bench_cluster_stop(c);
+            return ib_error_set(err, IB_ERR_IO, "cluster: cannot write %s", conf);
+        }
+        char *argv[] = {(char *)exe, "-c", conf, NULL};
+        if ((c->pids[i] = ib__bench_spawn(log, argv)) < 0) {
+            c->pids[i] = 0;
+            ib__bench_cluster_stop(c);
+            return ib_error_set(err, IB_ERR_IO, "cluster: cannot start %s", exe);
+        }
+    }
+    char first[64];
+    snprintf(first, sizeof(first), "nats://127.0.0.1:%d", client[0]);
+    for (int64_t deadline = ib__bench_now_ms() + 30000; ib__bench_now_ms() < deadline;) {
+        if (cluster_takes_r3(first))
+            return IB_OK;
+        ib__bench_sleep_ms(200);
+    }
+    ib__bench_cluster_stop(c);
+    return ib_error_set(err, IB_ERR_TIMEOUT, "cluster: no 3-replica stream after 30 s (see %s/n*)",
+                        dir);
+}
+
+void ib__bench_cluster_stop(ib__bench_cluster *c)
+{
+    for (int i = 0; i < IB__BENCH_CLUSTER_NODES; i++)
+        if (c->pids[i] > 0)
+            ib__bench_stop(c->pids[i], 10000);
+    memset(c->pids, 0, sizeof(c->pids));
 }
