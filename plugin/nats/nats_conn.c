@@ -243,12 +243,30 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
     natsOptions_SetReconnectedCB(o, on_reconnected, n);
     natsOptions_SetClosedCB(o, on_closed, n);
     natsOptions_SetErrorHandler(o, on_error, n);
-    if (c->retry_initial_connect)
-        natsOptions_SetRetryOnFailedConnect(o, true, on_connected, n);
     if ((st = apply_auth(o, n, c, err)) != IB_OK || (st = apply_tls(o, c, err)) != IB_OK)
         goto fail;
 
+    /* With retry_initial_connect the first attempt is still made without
+     * retry: its refusal is then ours to read. Once nats.c's reconnect
+     * thread runs, it may replace a refused login's reason with "no server
+     * available" before anyone looks (seen on a loaded machine). Only a
+     * failure that may heal (no server yet) goes on to the retrying
+     * connect. */
     s = natsConnection_Connect(&n->nc, o);
+    if (s != NATS_OK && c->retry_initial_connect) {
+        if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED ||
+            strcasestr(nats_GetLastError(NULL) != NULL ? nats_GetLastError(NULL) : "",
+                       "authorization") != NULL) {
+            char detail[200];
+            st = ib_error_set(err, IB_ERR_NATS,
+                              "cannot connect to %s: %s (login refused: check the user and "
+                              "password, token, credentials file or nkey seed)",
+                              url, ib_nats_strerror(detail, sizeof(detail), s));
+            goto fail;
+        }
+        natsOptions_SetRetryOnFailedConnect(o, true, on_connected, n);
+        s = natsConnection_Connect(&n->nc, o);
+    }
     if (s == NATS_OK) {
         atomic_store(&n->connected, 1);
     } else if (!(s == NATS_NOT_YET_CONNECTED && c->retry_initial_connect)) {
