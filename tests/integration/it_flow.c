@@ -24,6 +24,38 @@ static void start_host(it_proc *host, it_env *e, const char *durable, const char
     assert_true(it_wait_consumer(&e->server, IT_STREAM, durable, it_timeout(30000)));
 }
 
+/* ibus run started while its server is down waits and connects once the
+ * server is up (a refused login, by contrast, exits at once: it_auth). */
+static void starts_before_its_server(void **state)
+{
+    it_env *e = *state;
+    char audit[PATH_MAX], ids[PATH_MAX], cfg[PATH_MAX + 8];
+    it_proc host;
+    it_published pub;
+    it_tally t;
+
+    snprintf(cfg, sizeof(cfg), "file=%s", it_path(audit, e, "audit.log"));
+    assert_true(it_server_stop(&e->server));
+    it_argv a;
+    it_argv_run(&a, e, "late");
+    it_argv_plugin(&a, "audit", cfg);
+    assert_true(it_spawn(&host, e, "host", &a));
+    it_argv_free(&a);
+    it_sleep_ms(1000);
+    assert_true(it_proc_running(&host)); /* still waiting, not given up */
+    assert_true(it_server_restart(&e->server));
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, "late", it_timeout(30000)));
+    assert_int_equal(it_publish(&pub, e, NULL, "--type", "order.created", "--count", "50",
+                                "--ids-file", it_path(ids, e, "ids.txt"), NULL),
+                     0);
+    assert_int_equal(it_wait_lines(audit, 50, it_timeout(60000)), 50);
+    it_finish_hosts(e, "late", &host, 1, it_timeout(60000));
+    assert_true(it_tally_file(&t, audit, ids, "late/audit/audit", NULL, 0));
+    assert_int_equal(t.missing, 0);
+    assert_int_equal(t.repeated, 0);
+    it_done(e);
+}
+
 static void happy_path(void **state)
 {
     it_env *e = *state;
@@ -346,6 +378,7 @@ static void slow_handler_kept_in_progress(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(slow_handler_kept_in_progress, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(happy_path, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(starts_before_its_server, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(duplicates_exact_counts, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(retry_backoff_then_marked, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(two_handlers_one_failing, it_setup, it_teardown),
