@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "ib_test.h"
+#include "it_cluster.h"
 #include "it_support.h"
 
 #define DURABLE "chaos"
@@ -57,6 +58,10 @@
 /* A new `ibus run` counts as started once it logs "running", or after
  * this long. */
 #define STARTUP_MS 10000
+/* The fleet cases' marker bucket (stream "KV_" FLEET_BUCKET), made with
+ * three replicas by the first host, which `--create` runs alone. */
+#define FLEET_BUCKET "fleet"
+#define FLEET_RECORDER "--recorder=kv:" FLEET_BUCKET "?replicas=3&create=1"
 
 typedef struct chaos_params {
     const char *name;
@@ -75,11 +80,14 @@ typedef struct chaos_params {
     double commit_ms;     /* I: commit interval the bound assumes */
     char commit_flag[32]; /* value for --commit-interval; "" when unsupported */
     char ack_wait[32];    /* value for --ack-wait; "" keeps the default */
+    bool fleet;           /* 3-node cluster and the kv: recorder, not SQLite */
+    int leader_kills;     /* kill -9 of the KV stream's leader node per seed */
+    long leader_down_ms;  /* that node comes back after this */
 } chaos_params;
 
 typedef struct chaos_result {
     unsigned long seed;
-    int kills, kills_in_backlog, restarts, unplanned_exits;
+    int kills, kills_in_backlog, restarts, leader_kills, unplanned_exits;
     size_t lost, dead_lettered, dl_never_handled, repeats, unexpected;
     double bound;
     bool settled;
@@ -182,6 +190,8 @@ static void probe_commit_interval(chaos_params *p, const char *dir)
  *   IB_CHAOS_CONCURRENCY     --concurrency C (default 1, not passed)
  *   IB_CHAOS_COMMIT_INTERVAL --commit-interval, if the binary has it
  *   IB_CHAOS_ACK_WAIT        --ack-wait (default: not passed)
+ *   IB_CHAOS_LEADER_KILLS    fleet: kill -9 of the bucket's leader node
+ *   IB_CHAOS_LEADER_DOWN_MS  fleet: that node restarts after this
  *   IB_CHAOS_REPORT          append one JSON line per seed to this file */
 static void params_from_env(chaos_params *p, const char *dir)
 {
@@ -194,6 +204,8 @@ static void params_from_env(chaos_params *p, const char *dir)
     p->sleep_ms = env_long("IB_CHAOS_SLEEP_MS", p->sleep_ms);
     p->outage_ms = env_long("IB_CHAOS_OUTAGE_MS", p->outage_ms);
     p->respawn_ms = env_long("IB_CHAOS_RESPAWN_MS", p->respawn_ms);
+    p->leader_kills = (int)env_long("IB_CHAOS_LEADER_KILLS", p->leader_kills);
+    p->leader_down_ms = env_long("IB_CHAOS_LEADER_DOWN_MS", p->leader_down_ms);
     p->settle_ms = it_timeout(env_long("IB_CHAOS_SETTLE_MS", p->settle_ms));
     p->concurrency = (int)env_long("IB_CHAOS_CONCURRENCY", 1);
     const char *ack_wait = getenv("IB_CHAOS_ACK_WAIT");
@@ -324,6 +336,9 @@ typedef struct chaos_run {
     int64_t respawn_at[MAX_SUBSCRIBERS]; /* 0: running or never killed */
     int64_t spawned_at[MAX_SUBSCRIBERS];
     bool up[MAX_SUBSCRIBERS]; /* logged "running": connected and bound */
+    it_cluster *cluster;      /* fleet cases; NULL on one nats-server */
+    int node_down;            /* killed cluster node, -1: none */
+    int64_t node_back_at;     /* when node_down restarts */
     long effect_lines;        /* complete lines of effects.log read so far */
     off_t effects_off;
 } chaos_run;
@@ -351,7 +366,14 @@ static void subscriber_argv(it_argv *a, chaos_run *c, bool shim)
                          asan != NULL && asan[0] != '\0' ? ":" : "");
         }
     }
+    shim = shim && !c->p->fleet;
     it_argv_run(&run, c->e, DURABLE);
+    for (size_t i = 0; c->p->fleet && i < run.n; i++)
+        if (strncmp(run.v[i], "--recorder=", strlen("--recorder=")) == 0) {
+            free(run.v[i]);
+            run.v[i] = strdup(FLEET_RECORDER);
+            assert_non_null(run.v[i]);
+        }
     snprintf(cfg, sizeof(cfg), "file=%s", c->effects);
     it_argv_plugin(&run, "scripted", cfg);
     it_argv_addl(&run, "--retry-delay", "200ms", NULL);
@@ -438,7 +460,7 @@ static long effects_progress(chaos_run *c)
     return c->effect_lines;
 }
 
-typedef enum action_kind { ACT_KILL, ACT_SERVER_RESTART, ACT_OUTAGE } action_kind;
+typedef enum action_kind { ACT_KILL, ACT_SERVER_RESTART, ACT_OUTAGE, ACT_LEADER_KILL } action_kind;
 
 typedef struct action {
     action_kind kind;
@@ -463,6 +485,9 @@ static size_t plan_actions(action *out, chaos_run *c)
     for (int i = 0; i < p->restarts; i++)
         out[n++] =
             (action){ACT_SERVER_RESTART, 0.15 + 0.6 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+    for (int i = 0; i < p->leader_kills; i++)
+        out[n++] =
+            (action){ACT_LEADER_KILL, 0.15 + 0.6 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
     if (p->outage_ms > 0)
         out[n++] = (action){ACT_OUTAGE, 0.1 + 0.4 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
     qsort(out, n, sizeof(*out), cmp_action);
@@ -492,6 +517,41 @@ static bool kill_random(chaos_run *c, long progress)
            c->subs[i].name, progress, c->p->events, known ? st.pending : 0,
            known ? st.ack_pending : 0);
     return true;
+}
+
+/* kill -9 of the cluster node that leads the marker bucket's stream right
+ * now; it restarts leader_down_ms later (see supervise_node). Waits while
+ * another node is still down: a second loss would stop the bucket. */
+static bool kill_leader(chaos_run *c, long progress)
+{
+    if (c->node_down >= 0)
+        return false;
+    int leader = it_cluster_stream_leader(c->cluster, "KV_" FLEET_BUCKET);
+    if (leader < 0)
+        return false;
+    assert_true(it_cluster_kill(c->cluster, leader));
+    c->node_down = leader;
+    c->node_back_at = it_now_ms() + c->p->leader_down_ms;
+    c->r->leader_kills++;
+    printf("  kill -9 of node %s, leader of KV_" FLEET_BUCKET ", after %ld of %ld effects\n",
+           c->cluster->node[leader].name, progress, c->p->events);
+    return true;
+}
+
+/* Restarts the killed node when its time comes; true while it is down. */
+static bool supervise_node(chaos_run *c)
+{
+    if (c->node_down < 0)
+        return false;
+    if (it_now_ms() < c->node_back_at)
+        return true;
+    assert_true(it_cluster_restart(c->cluster, c->node_down));
+    int leader = it_cluster_wait_leader(c->cluster, "KV_" FLEET_BUCKET, -1, it_timeout(30000));
+    printf("  node %s restarted; KV_" FLEET_BUCKET " led by %s\n",
+           c->cluster->node[c->node_down].name,
+           leader >= 0 ? c->cluster->node[leader].name : "nobody");
+    c->node_down = -1;
+    return false;
 }
 
 /* Prints the last line a process wrote to stderr: why it ended. */
@@ -558,6 +618,8 @@ static bool fire(chaos_run *c, action *a, long progress, bool starting, int64_t 
         flag_set(c, true);
         *outage_end = it_now_ms() + c->p->outage_ms;
         return true;
+    case ACT_LEADER_KILL:
+        return kill_leader(c, progress);
     }
     return true;
 }
@@ -583,7 +645,8 @@ static void run_chaos(chaos_run *c)
             last_move = now;
         }
         bool starting = supervise(c);
-        if (next == n && outage_end == 0 && !starting)
+        bool node_down = supervise_node(c);
+        if (next == n && outage_end == 0 && !starting && !node_down)
             break;
         bool stalled = outage_end == 0 && now - last_move >= STALL_MS;
         if (next < n && (progress >= (long)(plan[next].at * (double)c->p->events) || stalled)) {
@@ -689,11 +752,43 @@ static void settle(chaos_run *c)
 
 /* ---- one seed --------------------------------------------------------------- */
 
-static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
+/* One nats-server, or for a fleet case a 3-node cluster. The cluster env
+ * lends its connection and its URL list to the env's unused it_server, so
+ * the helpers that take an it_server (publishing, consumer and stream
+ * reads, --nats-url) reach the cluster and fail over with it. */
+static void *seed_setup(chaos_run *c)
 {
     void *state = NULL;
-    assert_int_equal(it_setup(&state), 0);
-    chaos_run c = {.e = state, .p = p, .r = r, .rng = seed * 0x2545f4914f6cdd1dull + 1};
+    assert_int_equal(c->p->fleet ? it_cluster_setup(&state) : it_setup(&state), 0);
+    c->e = state;
+    c->node_down = -1;
+    if (!c->p->fleet)
+        return state;
+    c->cluster = it_cluster_of(c->e);
+    it_server *s = &c->e->server;
+    s->nc = it_cluster_client(c->cluster);
+    s->js = it_cluster_js(c->cluster);
+    assert_true(s->nc != NULL && s->js != NULL);
+    snprintf(s->url, sizeof(s->url), "%s", it_cluster_urls(c->cluster));
+    return state;
+}
+
+static void seed_teardown(chaos_run *c, void **state)
+{
+    if (!c->p->fleet) {
+        it_teardown(state);
+        return;
+    }
+    /* Borrowed from the cluster, which closes them itself. */
+    c->e->server.nc = NULL;
+    c->e->server.js = NULL;
+    it_cluster_teardown(state);
+}
+
+static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
+{
+    chaos_run c = {.p = p, .r = r, .rng = seed * 0x2545f4914f6cdd1dull + 1};
+    void *state = seed_setup(&c);
     char a_path[PATH_MAX], b_path[PATH_MAX], payload[32];
     memset(r, 0, sizeof(*r));
     r->seed = seed;
@@ -725,7 +820,7 @@ static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
 
     it_lines_free(ids, n);
     it_done(c.e);
-    it_teardown(&state);
+    seed_teardown(&c, &state);
 }
 
 /* ---- reporting ---------------------------------------------------------- */
@@ -741,6 +836,9 @@ static void print_header(const chaos_params *p)
            "%d server restart(s), outage %ld ms\n",
            p->name, p->subscribers, p->events, p->events / 10, p->sleep_ms, p->kills, p->restarts,
            p->outage_ms);
+    if (p->fleet)
+        printf("fleet: 3-node cluster, recorder kv:%s (3 replicas), %d leader kill(s) of %ld ms\n",
+               FLEET_BUCKET, p->leader_kills, p->leader_down_ms);
     printf("bound: %.0f repeats per kill (C=%d, I=%.3g ms%s, t=%ld ms)\n",
            repeat_bound_per_kill(p->concurrency, p->commit_ms, (double)p->sleep_ms), p->concurrency,
            p->commit_ms,
@@ -778,14 +876,16 @@ static void report_json(const chaos_params *p, const chaos_result *r)
     fprintf(f,
             "{\"case\":\"%s\",\"seed\":%lu,\"events\":%ld,\"duplicates\":%ld,\"subscribers\":%d,"
             "\"handler_ms\":%ld,\"concurrency\":%d,\"commit_interval_ms\":%.3f,\"kills\":%d,"
-            "\"kills_in_backlog\":%d,\"server_restarts\":%d,\"outage_ms\":%ld,\"lost\":%zu,"
+            "\"kills_in_backlog\":%d,\"server_restarts\":%d,\"leader_kills\":%d,"
+            "\"recorder\":\"%s\",\"outage_ms\":%ld,\"lost\":%zu,"
             "\"dead_lettered\":%zu,\"dead_lettered_never_handled\":%zu,\"repeats\":%zu,"
             "\"repeats_per_kill\":%.3f,\"bound_per_kill\":%.0f,\"unexpected\":%zu,"
             "\"settled\":%s,\"unplanned_exits\":%d,\"elapsed_ms\":%" PRId64 "}\n",
             p->name, r->seed, p->events, p->events / 10, p->subscribers, p->sleep_ms,
-            p->concurrency, p->commit_ms, r->kills, r->kills_in_backlog, r->restarts, p->outage_ms,
-            r->lost, r->dead_lettered, r->dl_never_handled, r->repeats, per_kill(r), r->bound,
-            r->unexpected, r->settled ? "true" : "false", r->unplanned_exits, r->elapsed_ms);
+            p->concurrency, p->commit_ms, r->kills, r->kills_in_backlog, r->restarts,
+            r->leader_kills, p->fleet ? "kv:" FLEET_BUCKET " r3" : "sqlite", p->outage_ms, r->lost,
+            r->dead_lettered, r->dl_never_handled, r->repeats, per_kill(r), r->bound, r->unexpected,
+            r->settled ? "true" : "false", r->unplanned_exits, r->elapsed_ms);
     fclose(f);
 }
 
@@ -914,11 +1014,53 @@ static void outage_long(void **state)
     run_case(&p);
 }
 
+/* The fleet (README "Chaos test"): five hosts on one durable and a
+ * 3-replica kv: bucket on a 3-node cluster; subscriber kills and a kill -9
+ * of the node leading the bucket's stream. The short run is for CI. */
+static void fleet_short(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "fleet_short",
+                      .default_seeds = "1",
+                      .events = 1500,
+                      .subscribers = 5,
+                      .kills = 2,
+                      .sleep_ms = 1,
+                      .respawn_ms = 500,
+                      .settle_ms = 120000,
+                      .fleet = true,
+                      .leader_kills = 1,
+                      .leader_down_ms = 3000};
+    run_case(&p);
+}
+
+static void fleet_long(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "fleet_long",
+                      .default_seeds = "1,2,3",
+                      .events = 6000,
+                      .subscribers = 5,
+                      .kills = 6,
+                      .sleep_ms = 1,
+                      .respawn_ms = 500,
+                      .settle_ms = 600000,
+                      .fleet = true,
+                      .leader_kills = 1,
+                      .leader_down_ms = 10000};
+    run_case(&p);
+}
+
+/* One test per line: CMake registers them by reading these lines. */
+// clang-format off
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(short_run),
     cmocka_unit_test(long_run),
     cmocka_unit_test(outage_short),
     cmocka_unit_test(outage_long),
+    cmocka_unit_test(fleet_short),
+    cmocka_unit_test(fleet_long),
 };
+// clang-format on
 
 IB_TEST_MAIN(tests)
