@@ -23,6 +23,12 @@
  * per consumer and id), which a kill may cause only within the bound of
  * repeat_bound_per_kill().
  *
+ * The fleet cases run the same on a 3-node cluster (it_cluster.h): five
+ * hosts given every node's URL, the kv: recorder on a 3-replica bucket
+ * instead of SQLite (so no shim and no outage), and in place of the
+ * server restart a kill -9 of the node leading the bucket's stream,
+ * restarted after leader_down_ms.
+ *
  * Every parameter has a default per test case and can be changed through
  * the environment (IB_CHAOS_SEEDS="1,2,3", IB_CHAOS_EVENTS, ...; see
  * params_from_env). Each seed prints a row; with IB_CHAOS_REPORT=FILE the
@@ -401,6 +407,33 @@ static void spawn_subscriber(chaos_run *c, int i)
     c->up[i] = false;
 }
 
+/* The fleet's event and dead-letter streams with 3 replicas, as a fleet
+ * would deploy them, made before `ibus run --create` (which keeps existing
+ * streams and makes missing ones with 1 replica): a stream on the killed
+ * node alone would stop every host with it, which is not what the leader
+ * kill is meant to test. */
+static void create_fleet_streams(chaos_run *c)
+{
+    const char *names[2] = {IT_STREAM, DLQ_STREAM};
+    const char *subjects[2] = {IT_SUBJECTS, "ibus.dlq." DURABLE};
+    for (int i = 0; i < 2; i++) {
+        jsStreamConfig cfg;
+        jsStreamConfig_Init(&cfg);
+        cfg.Name = names[i];
+        cfg.Subjects = &subjects[i];
+        cfg.SubjectsLen = 1;
+        cfg.Storage = js_FileStorage;
+        cfg.Replicas = 3;
+        jsStreamInfo *si = NULL;
+        jsErrCode jerr = 0;
+        natsStatus st = js_AddStream(&si, it_cluster_js(c->cluster), &cfg, NULL, &jerr);
+        if (st != NATS_OK)
+            fail_msg("create stream %s: %s (jetstream error %d)", names[i], natsStatus_GetText(st),
+                     (int)jerr);
+        jsStreamInfo_Destroy(si);
+    }
+}
+
 /* `ibus run --create` once, without a backlog, then SIGTERM: the stream,
  * the dead-letter stream and the durable exist as the product makes them
  * before the backlog is published. */
@@ -572,7 +605,8 @@ static bool supervise(chaos_run *c)
     bool starting = false;
     for (int i = 0; i < c->p->subscribers; i++) {
         if (c->respawn_at[i] != 0) {
-            if (it_now_ms() >= c->respawn_at[i])
+            /* Not while a cluster node is down: see fire(). */
+            if (it_now_ms() >= c->respawn_at[i] && c->node_down < 0)
                 spawn_subscriber(c, i);
         } else if (!it_proc_running(&c->subs[i])) {
             c->r->unplanned_exits++;
@@ -599,7 +633,11 @@ static void flag_set(chaos_run *c, bool on)
 
 /* Fires one due action; returns false when it must wait. A server
  * restart waits until no subscriber is starting: one that cannot connect
- * at start exits 1 by design, which is not the failure looked for here. */
+ * at start exits 1 by design, which is not the failure looked for here.
+ * The same holds for a leader kill, and supervise() starts no subscriber
+ * while the node is down: a host started then cannot bind to the bucket
+ * while it has no leader ("cannot bind to the bucket: Timeout") and exits
+ * 1. Hosts already running must ride the outage out. */
 static bool fire(chaos_run *c, action *a, long progress, bool starting, int64_t *outage_end)
 {
     switch (a->kind) {
@@ -619,7 +657,7 @@ static bool fire(chaos_run *c, action *a, long progress, bool starting, int64_t 
         *outage_end = it_now_ms() + c->p->outage_ms;
         return true;
     case ACT_LEADER_KILL:
-        return kill_leader(c, progress);
+        return !starting && kill_leader(c, progress);
     }
     return true;
 }
@@ -807,6 +845,8 @@ static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
     }
     snprintf(payload, sizeof(payload), "sleep:%ld", p->sleep_ms);
     write_backlog(c.e, ids, n, &c.rng, payload, a_path, b_path);
+    if (p->fleet)
+        create_fleet_streams(&c);
     create_consumer(&c);
     publish_backlog(&c, a_path, b_path);
 
