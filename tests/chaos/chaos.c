@@ -356,7 +356,8 @@ static void subscriber_argv(it_argv *a, chaos_run *c, bool shim)
     it_argv run;
     char cfg[PATH_MAX + 8];
     it_argv_init(a);
-    if (shim) {
+    /* The fleet's markers are not in a file: nothing to fail. */
+    if (shim && !c->p->fleet) {
         const char *pre = getenv("LD_PRELOAD");
         it_argv_add(a, "/usr/bin/env");
         if (pre != NULL && pre[0] != '\0')
@@ -372,7 +373,6 @@ static void subscriber_argv(it_argv *a, chaos_run *c, bool shim)
                          asan != NULL && asan[0] != '\0' ? ":" : "");
         }
     }
-    shim = shim && !c->p->fleet;
     it_argv_run(&run, c->e, DURABLE);
     for (size_t i = 0; c->p->fleet && i < run.n; i++)
         if (strncmp(run.v[i], "--recorder=", strlen("--recorder=")) == 0) {
