@@ -23,6 +23,12 @@
  * per consumer and id), which a kill may cause only within the bound of
  * repeat_bound_per_kill().
  *
+ * The fleet cases run the same on a 3-node cluster (it_cluster.h): five
+ * hosts given every node's URL, the kv: recorder on a 3-replica bucket
+ * instead of SQLite (so no shim and no outage), and in place of the
+ * server restart a kill -9 of the node leading the bucket's stream,
+ * restarted after leader_down_ms.
+ *
  * Every parameter has a default per test case and can be changed through
  * the environment (IB_CHAOS_SEEDS="1,2,3", IB_CHAOS_EVENTS, ...; see
  * params_from_env). Each seed prints a row; with IB_CHAOS_REPORT=FILE the
@@ -37,6 +43,7 @@
 #include <unistd.h>
 
 #include "ib_test.h"
+#include "it_cluster.h"
 #include "it_support.h"
 
 #define DURABLE "chaos"
@@ -57,6 +64,10 @@
 /* A new `ibus run` counts as started once it logs "running", or after
  * this long. */
 #define STARTUP_MS 10000
+/* The fleet cases' marker bucket (stream "KV_" FLEET_BUCKET), made with
+ * three replicas by the first host, which `--create` runs alone. */
+#define FLEET_BUCKET "fleet"
+#define FLEET_RECORDER "--recorder=kv:" FLEET_BUCKET "?replicas=3&create=1"
 
 typedef struct chaos_params {
     const char *name;
@@ -75,11 +86,14 @@ typedef struct chaos_params {
     double commit_ms;     /* I: commit interval the bound assumes */
     char commit_flag[32]; /* value for --commit-interval; "" when unsupported */
     char ack_wait[32];    /* value for --ack-wait; "" keeps the default */
+    bool fleet;           /* 3-node cluster and the kv: recorder, not SQLite */
+    int leader_kills;     /* kill -9 of the KV stream's leader node per seed */
+    long leader_down_ms;  /* that node comes back after this */
 } chaos_params;
 
 typedef struct chaos_result {
     unsigned long seed;
-    int kills, kills_in_backlog, restarts, unplanned_exits;
+    int kills, kills_in_backlog, restarts, leader_kills, unplanned_exits;
     size_t lost, dead_lettered, dl_never_handled, repeats, unexpected;
     double bound;
     bool settled;
@@ -182,6 +196,8 @@ static void probe_commit_interval(chaos_params *p, const char *dir)
  *   IB_CHAOS_CONCURRENCY     --concurrency C (default 1, not passed)
  *   IB_CHAOS_COMMIT_INTERVAL --commit-interval, if the binary has it
  *   IB_CHAOS_ACK_WAIT        --ack-wait (default: not passed)
+ *   IB_CHAOS_LEADER_KILLS    fleet: kill -9 of the bucket's leader node
+ *   IB_CHAOS_LEADER_DOWN_MS  fleet: that node restarts after this
  *   IB_CHAOS_REPORT          append one JSON line per seed to this file */
 static void params_from_env(chaos_params *p, const char *dir)
 {
@@ -194,6 +210,8 @@ static void params_from_env(chaos_params *p, const char *dir)
     p->sleep_ms = env_long("IB_CHAOS_SLEEP_MS", p->sleep_ms);
     p->outage_ms = env_long("IB_CHAOS_OUTAGE_MS", p->outage_ms);
     p->respawn_ms = env_long("IB_CHAOS_RESPAWN_MS", p->respawn_ms);
+    p->leader_kills = (int)env_long("IB_CHAOS_LEADER_KILLS", p->leader_kills);
+    p->leader_down_ms = env_long("IB_CHAOS_LEADER_DOWN_MS", p->leader_down_ms);
     p->settle_ms = it_timeout(env_long("IB_CHAOS_SETTLE_MS", p->settle_ms));
     p->concurrency = (int)env_long("IB_CHAOS_CONCURRENCY", 1);
     const char *ack_wait = getenv("IB_CHAOS_ACK_WAIT");
@@ -324,6 +342,9 @@ typedef struct chaos_run {
     int64_t respawn_at[MAX_SUBSCRIBERS]; /* 0: running or never killed */
     int64_t spawned_at[MAX_SUBSCRIBERS];
     bool up[MAX_SUBSCRIBERS]; /* logged "running": connected and bound */
+    it_cluster *cluster;      /* fleet cases; NULL on one nats-server */
+    int node_down;            /* killed cluster node, -1: none */
+    int64_t node_back_at;     /* when node_down restarts */
     long effect_lines;        /* complete lines of effects.log read so far */
     off_t effects_off;
 } chaos_run;
@@ -335,7 +356,8 @@ static void subscriber_argv(it_argv *a, chaos_run *c, bool shim)
     it_argv run;
     char cfg[PATH_MAX + 8];
     it_argv_init(a);
-    if (shim) {
+    /* The fleet's markers are not in a file: nothing to fail. */
+    if (shim && !c->p->fleet) {
         const char *pre = getenv("LD_PRELOAD");
         it_argv_add(a, "/usr/bin/env");
         if (pre != NULL && pre[0] != '\0')
@@ -352,6 +374,12 @@ static void subscriber_argv(it_argv *a, chaos_run *c, bool shim)
         }
     }
     it_argv_run(&run, c->e, DURABLE);
+    for (size_t i = 0; c->p->fleet && i < run.n; i++)
+        if (strncmp(run.v[i], "--recorder=", strlen("--recorder=")) == 0) {
+            free(run.v[i]);
+            run.v[i] = strdup(FLEET_RECORDER);
+            assert_non_null(run.v[i]);
+        }
     snprintf(cfg, sizeof(cfg), "file=%s", c->effects);
     it_argv_plugin(&run, "scripted", cfg);
     it_argv_addl(&run, "--retry-delay", "200ms", NULL);
@@ -377,6 +405,33 @@ static void spawn_subscriber(chaos_run *c, int i)
     c->respawn_at[i] = 0;
     c->spawned_at[i] = it_now_ms();
     c->up[i] = false;
+}
+
+/* The fleet's event and dead-letter streams with 3 replicas, as a fleet
+ * would deploy them, made before `ibus run --create` (which keeps existing
+ * streams and makes missing ones with 1 replica): a stream on the killed
+ * node alone would stop every host with it, which is not what the leader
+ * kill is meant to test. */
+static void create_fleet_streams(chaos_run *c)
+{
+    const char *names[2] = {IT_STREAM, DLQ_STREAM};
+    const char *subjects[2] = {IT_SUBJECTS, "ibus.dlq." DURABLE};
+    for (int i = 0; i < 2; i++) {
+        jsStreamConfig cfg;
+        jsStreamConfig_Init(&cfg);
+        cfg.Name = names[i];
+        cfg.Subjects = &subjects[i];
+        cfg.SubjectsLen = 1;
+        cfg.Storage = js_FileStorage;
+        cfg.Replicas = 3;
+        jsStreamInfo *si = NULL;
+        jsErrCode jerr = 0;
+        natsStatus st = js_AddStream(&si, it_cluster_js(c->cluster), &cfg, NULL, &jerr);
+        if (st != NATS_OK)
+            fail_msg("create stream %s: %s (jetstream error %d)", names[i], natsStatus_GetText(st),
+                     (int)jerr);
+        jsStreamInfo_Destroy(si);
+    }
 }
 
 /* `ibus run --create` once, without a backlog, then SIGTERM: the stream,
@@ -438,7 +493,7 @@ static long effects_progress(chaos_run *c)
     return c->effect_lines;
 }
 
-typedef enum action_kind { ACT_KILL, ACT_SERVER_RESTART, ACT_OUTAGE } action_kind;
+typedef enum action_kind { ACT_KILL, ACT_SERVER_RESTART, ACT_OUTAGE, ACT_LEADER_KILL } action_kind;
 
 typedef struct action {
     action_kind kind;
@@ -463,6 +518,9 @@ static size_t plan_actions(action *out, chaos_run *c)
     for (int i = 0; i < p->restarts; i++)
         out[n++] =
             (action){ACT_SERVER_RESTART, 0.15 + 0.6 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+    for (int i = 0; i < p->leader_kills; i++)
+        out[n++] =
+            (action){ACT_LEADER_KILL, 0.15 + 0.6 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
     if (p->outage_ms > 0)
         out[n++] = (action){ACT_OUTAGE, 0.1 + 0.4 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
     qsort(out, n, sizeof(*out), cmp_action);
@@ -494,6 +552,41 @@ static bool kill_random(chaos_run *c, long progress)
     return true;
 }
 
+/* kill -9 of the cluster node that leads the marker bucket's stream right
+ * now; it restarts leader_down_ms later (see supervise_node). Waits while
+ * another node is still down: a second loss would stop the bucket. */
+static bool kill_leader(chaos_run *c, long progress)
+{
+    if (c->node_down >= 0)
+        return false;
+    int leader = it_cluster_stream_leader(c->cluster, "KV_" FLEET_BUCKET);
+    if (leader < 0)
+        return false;
+    assert_true(it_cluster_kill(c->cluster, leader));
+    c->node_down = leader;
+    c->node_back_at = it_now_ms() + c->p->leader_down_ms;
+    c->r->leader_kills++;
+    printf("  kill -9 of node %s, leader of KV_" FLEET_BUCKET ", after %ld of %ld effects\n",
+           c->cluster->node[leader].name, progress, c->p->events);
+    return true;
+}
+
+/* Restarts the killed node when its time comes; true while it is down. */
+static bool supervise_node(chaos_run *c)
+{
+    if (c->node_down < 0)
+        return false;
+    if (it_now_ms() < c->node_back_at)
+        return true;
+    assert_true(it_cluster_restart(c->cluster, c->node_down));
+    int leader = it_cluster_wait_leader(c->cluster, "KV_" FLEET_BUCKET, -1, it_timeout(30000));
+    printf("  node %s restarted; KV_" FLEET_BUCKET " led by %s\n",
+           c->cluster->node[c->node_down].name,
+           leader >= 0 ? c->cluster->node[leader].name : "nobody");
+    c->node_down = -1;
+    return false;
+}
+
 /* Prints the last line a process wrote to stderr: why it ended. */
 static void print_last_words(const it_proc *p)
 {
@@ -512,7 +605,8 @@ static bool supervise(chaos_run *c)
     bool starting = false;
     for (int i = 0; i < c->p->subscribers; i++) {
         if (c->respawn_at[i] != 0) {
-            if (it_now_ms() >= c->respawn_at[i])
+            /* Not while a cluster node is down: see fire(). */
+            if (it_now_ms() >= c->respawn_at[i] && c->node_down < 0)
                 spawn_subscriber(c, i);
         } else if (!it_proc_running(&c->subs[i])) {
             c->r->unplanned_exits++;
@@ -539,7 +633,11 @@ static void flag_set(chaos_run *c, bool on)
 
 /* Fires one due action; returns false when it must wait. A server
  * restart waits until no subscriber is starting: one that cannot connect
- * at start exits 1 by design, which is not the failure looked for here. */
+ * at start exits 1 by design, which is not the failure looked for here.
+ * The same holds for a leader kill, and supervise() starts no subscriber
+ * while the node is down: a host started then cannot bind to the bucket
+ * while it has no leader ("cannot bind to the bucket: Timeout") and exits
+ * 1. Hosts already running must ride the outage out. */
 static bool fire(chaos_run *c, action *a, long progress, bool starting, int64_t *outage_end)
 {
     switch (a->kind) {
@@ -558,6 +656,8 @@ static bool fire(chaos_run *c, action *a, long progress, bool starting, int64_t 
         flag_set(c, true);
         *outage_end = it_now_ms() + c->p->outage_ms;
         return true;
+    case ACT_LEADER_KILL:
+        return !starting && kill_leader(c, progress);
     }
     return true;
 }
@@ -583,7 +683,8 @@ static void run_chaos(chaos_run *c)
             last_move = now;
         }
         bool starting = supervise(c);
-        if (next == n && outage_end == 0 && !starting)
+        bool node_down = supervise_node(c);
+        if (next == n && outage_end == 0 && !starting && !node_down)
             break;
         bool stalled = outage_end == 0 && now - last_move >= STALL_MS;
         if (next < n && (progress >= (long)(plan[next].at * (double)c->p->events) || stalled)) {
@@ -689,11 +790,43 @@ static void settle(chaos_run *c)
 
 /* ---- one seed --------------------------------------------------------------- */
 
-static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
+/* One nats-server, or for a fleet case a 3-node cluster. The cluster env
+ * lends its connection and its URL list to the env's unused it_server, so
+ * the helpers that take an it_server (publishing, consumer and stream
+ * reads, --nats-url) reach the cluster and fail over with it. */
+static void *seed_setup(chaos_run *c)
 {
     void *state = NULL;
-    assert_int_equal(it_setup(&state), 0);
-    chaos_run c = {.e = state, .p = p, .r = r, .rng = seed * 0x2545f4914f6cdd1dull + 1};
+    assert_int_equal(c->p->fleet ? it_cluster_setup(&state) : it_setup(&state), 0);
+    c->e = state;
+    c->node_down = -1;
+    if (!c->p->fleet)
+        return state;
+    c->cluster = it_cluster_of(c->e);
+    it_server *s = &c->e->server;
+    s->nc = it_cluster_client(c->cluster);
+    s->js = it_cluster_js(c->cluster);
+    assert_true(s->nc != NULL && s->js != NULL);
+    snprintf(s->url, sizeof(s->url), "%s", it_cluster_urls(c->cluster));
+    return state;
+}
+
+static void seed_teardown(chaos_run *c, void **state)
+{
+    if (!c->p->fleet) {
+        it_teardown(state);
+        return;
+    }
+    /* Borrowed from the cluster, which closes them itself. */
+    c->e->server.nc = NULL;
+    c->e->server.js = NULL;
+    it_cluster_teardown(state);
+}
+
+static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
+{
+    chaos_run c = {.p = p, .r = r, .rng = seed * 0x2545f4914f6cdd1dull + 1};
+    void *state = seed_setup(&c);
     char a_path[PATH_MAX], b_path[PATH_MAX], payload[32];
     memset(r, 0, sizeof(*r));
     r->seed = seed;
@@ -712,6 +845,8 @@ static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
     }
     snprintf(payload, sizeof(payload), "sleep:%ld", p->sleep_ms);
     write_backlog(c.e, ids, n, &c.rng, payload, a_path, b_path);
+    if (p->fleet)
+        create_fleet_streams(&c);
     create_consumer(&c);
     publish_backlog(&c, a_path, b_path);
 
@@ -725,7 +860,7 @@ static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
 
     it_lines_free(ids, n);
     it_done(c.e);
-    it_teardown(&state);
+    seed_teardown(&c, &state);
 }
 
 /* ---- reporting ---------------------------------------------------------- */
@@ -741,6 +876,9 @@ static void print_header(const chaos_params *p)
            "%d server restart(s), outage %ld ms\n",
            p->name, p->subscribers, p->events, p->events / 10, p->sleep_ms, p->kills, p->restarts,
            p->outage_ms);
+    if (p->fleet)
+        printf("fleet: 3-node cluster, recorder kv:%s (3 replicas), %d leader kill(s) of %ld ms\n",
+               FLEET_BUCKET, p->leader_kills, p->leader_down_ms);
     printf("bound: %.0f repeats per kill (C=%d, I=%.3g ms%s, t=%ld ms)\n",
            repeat_bound_per_kill(p->concurrency, p->commit_ms, (double)p->sleep_ms), p->concurrency,
            p->commit_ms,
@@ -778,14 +916,16 @@ static void report_json(const chaos_params *p, const chaos_result *r)
     fprintf(f,
             "{\"case\":\"%s\",\"seed\":%lu,\"events\":%ld,\"duplicates\":%ld,\"subscribers\":%d,"
             "\"handler_ms\":%ld,\"concurrency\":%d,\"commit_interval_ms\":%.3f,\"kills\":%d,"
-            "\"kills_in_backlog\":%d,\"server_restarts\":%d,\"outage_ms\":%ld,\"lost\":%zu,"
+            "\"kills_in_backlog\":%d,\"server_restarts\":%d,\"leader_kills\":%d,"
+            "\"recorder\":\"%s\",\"outage_ms\":%ld,\"lost\":%zu,"
             "\"dead_lettered\":%zu,\"dead_lettered_never_handled\":%zu,\"repeats\":%zu,"
             "\"repeats_per_kill\":%.3f,\"bound_per_kill\":%.0f,\"unexpected\":%zu,"
             "\"settled\":%s,\"unplanned_exits\":%d,\"elapsed_ms\":%" PRId64 "}\n",
             p->name, r->seed, p->events, p->events / 10, p->subscribers, p->sleep_ms,
-            p->concurrency, p->commit_ms, r->kills, r->kills_in_backlog, r->restarts, p->outage_ms,
-            r->lost, r->dead_lettered, r->dl_never_handled, r->repeats, per_kill(r), r->bound,
-            r->unexpected, r->settled ? "true" : "false", r->unplanned_exits, r->elapsed_ms);
+            p->concurrency, p->commit_ms, r->kills, r->kills_in_backlog, r->restarts,
+            r->leader_kills, p->fleet ? "kv:" FLEET_BUCKET " r3" : "sqlite", p->outage_ms, r->lost,
+            r->dead_lettered, r->dl_never_handled, r->repeats, per_kill(r), r->bound, r->unexpected,
+            r->settled ? "true" : "false", r->unplanned_exits, r->elapsed_ms);
     fclose(f);
 }
 
@@ -914,11 +1054,53 @@ static void outage_long(void **state)
     run_case(&p);
 }
 
+/* The fleet (README "Chaos test"): five hosts on one durable and a
+ * 3-replica kv: bucket on a 3-node cluster; subscriber kills and a kill -9
+ * of the node leading the bucket's stream. The short run is for CI. */
+static void fleet_short(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "fleet_short",
+                      .default_seeds = "1",
+                      .events = 1500,
+                      .subscribers = 5,
+                      .kills = 2,
+                      .sleep_ms = 1,
+                      .respawn_ms = 500,
+                      .settle_ms = 120000,
+                      .fleet = true,
+                      .leader_kills = 1,
+                      .leader_down_ms = 3000};
+    run_case(&p);
+}
+
+static void fleet_long(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "fleet_long",
+                      .default_seeds = "1,2,3",
+                      .events = 6000,
+                      .subscribers = 5,
+                      .kills = 6,
+                      .sleep_ms = 1,
+                      .respawn_ms = 500,
+                      .settle_ms = 600000,
+                      .fleet = true,
+                      .leader_kills = 1,
+                      .leader_down_ms = 10000};
+    run_case(&p);
+}
+
+/* One test per line: CMake registers them by reading these lines. */
+// clang-format off
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(short_run),
     cmocka_unit_test(long_run),
     cmocka_unit_test(outage_short),
     cmocka_unit_test(outage_long),
+    cmocka_unit_test(fleet_short),
+    cmocka_unit_test(fleet_long),
 };
+// clang-format on
 
 IB_TEST_MAIN(tests)
