@@ -209,6 +209,38 @@ static natsStatus set_server_urls(natsOptions *o, const char *list)
     return s;
 }
 
+/* Connects `n->nc`. With retry_initial_connect the first attempt is still
+ * made without retry: its refusal is then ours to read. Once nats.c's
+ * reconnect thread runs, it may replace a refused login's reason with "no
+ * server available" before anyone looks (seen on a loaded machine). Only
+ * a failure that may heal (no server yet) goes on to the retrying
+ * connect. Returns IB_OK when connected or retrying in the background. */
+static ib_status connect_first(ib_nats *n, natsOptions *o, const ib_nats_config *c, const char *url,
+                               ib_error *err)
+{
+    char detail[200];
+    natsStatus s = natsConnection_Connect(&n->nc, o);
+    if (s != NATS_OK && c->retry_initial_connect) {
+        const char *last = nats_GetLastError(NULL);
+        if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED ||
+            (last != NULL && strcasestr(last, "authorization") != NULL))
+            return ib_error_set(err, IB_ERR_NATS,
+                                "cannot connect to %s: %s (login refused: check the user and "
+                                "password, token, credentials file or nkey seed)",
+                                url, ib_nats_strerror(detail, sizeof(detail), s));
+        natsOptions_SetRetryOnFailedConnect(o, true, on_connected, n);
+        s = natsConnection_Connect(&n->nc, o);
+    }
+    if (s == NATS_OK) {
+        atomic_store(&n->connected, 1);
+        return IB_OK;
+    }
+    if (!(s == NATS_NOT_YET_CONNECTED && c->retry_initial_connect))
+        return ib_error_set(err, IB_ERR_NATS, "cannot connect to %s: %s", url,
+                            ib_nats_strerror(detail, sizeof(detail), s));
+    return refused_login(n->nc, url, err) ? IB_ERR_NATS : IB_OK;
+}
+
 ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
 {
     natsOptions *o = NULL;
@@ -246,39 +278,8 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
     if ((st = apply_auth(o, n, c, err)) != IB_OK || (st = apply_tls(o, c, err)) != IB_OK)
         goto fail;
 
-    /* With retry_initial_connect the first attempt is still made without
-     * retry: its refusal is then ours to read. Once nats.c's reconnect
-     * thread runs, it may replace a refused login's reason with "no server
-     * available" before anyone looks (seen on a loaded machine). Only a
-     * failure that may heal (no server yet) goes on to the retrying
-     * connect. */
-    s = natsConnection_Connect(&n->nc, o);
-    if (s != NATS_OK && c->retry_initial_connect) {
-        if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED ||
-            strcasestr(nats_GetLastError(NULL) != NULL ? nats_GetLastError(NULL) : "",
-                       "authorization") != NULL) {
-            char detail[200];
-            st = ib_error_set(err, IB_ERR_NATS,
-                              "cannot connect to %s: %s (login refused: check the user and "
-                              "password, token, credentials file or nkey seed)",
-                              url, ib_nats_strerror(detail, sizeof(detail), s));
-            goto fail;
-        }
-        natsOptions_SetRetryOnFailedConnect(o, true, on_connected, n);
-        s = natsConnection_Connect(&n->nc, o);
-    }
-    if (s == NATS_OK) {
-        atomic_store(&n->connected, 1);
-    } else if (!(s == NATS_NOT_YET_CONNECTED && c->retry_initial_connect)) {
-        char detail[200];
-        st = ib_error_set(err, IB_ERR_NATS, "cannot connect to %s: %s", url,
-                          ib_nats_strerror(detail, sizeof(detail), s));
+    if ((st = connect_first(n, o, c, url, err)) != IB_OK)
         goto fail;
-    }
-    if (s == NATS_NOT_YET_CONNECTED && refused_login(n->nc, url, err)) {
-        st = IB_ERR_NATS;
-        goto fail;
-    }
     if ((s = natsConnection_JetStream(&n->js, n->nc, NULL)) != NATS_OK) {
         st = nats_fail(err, IB_ERR_NATS, "jetstream context", s);
         goto fail;
