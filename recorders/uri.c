@@ -347,6 +347,8 @@ static ib_status apply_options(parse_ctx *pc, ib__recorder_config *cfg,
     cfg->lease_now_ms = o.now_ms != NULL ? o.now_ms : ib_clock_boottime_ms;
     cfg->nats_connection = o.nats_connection;
     cfg->kv_ttl_ms = -1;
+    cfg->kv_create = o.kv_create;
+    cfg->kv_min_ttl_ms = o.kv_min_ttl_ms > 0 ? o.kv_min_ttl_ms : 0;
 
     if (o.memory_capacity > IB__MEMORY_CAPACITY_MAX)
         return fail(pc, "option memory_capacity is above the limit of %zu",

@@ -117,6 +117,12 @@ typedef struct ib_recorder_options {
      * by group or others (--allow-insecure-db); a symbolic link is refused
      * whatever this says. */
     bool sqlite_allow_insecure;
+    /* kv: create the bucket when it is missing (URI create= overrides);
+     * otherwise a missing bucket is refused. */
+    bool kv_create;
+    /* kv: refuse a bucket whose TTL is shorter than this, in ms: the
+     * caller's redelivery horizon (URI min_ttl= overrides); 0 = no floor. */
+    int64_t kv_min_ttl_ms;
 } ib_recorder_options;
 
 /* Opens a recorder from a URI:

@@ -321,12 +321,30 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
 
 /* Opens the recorder, on the host's NATS connection when it has one.
  * Returns 0, or -1 with `e` set. */
+/* The longest a delivered event may still come back, from the settings
+ * ibus creates its consumer with: every delivery but the last may wait out
+ * the AckWait and then the longest nak delay. 0 without a delivery limit
+ * (then no TTL is long enough to check against). */
+static int64_t redelivery_horizon_ms(const ib_host_config *cfg)
+{
+    if (cfg->max_deliver <= 1)
+        return 0;
+    int64_t delay = cfg->retry_max_ms;
+    for (size_t i = 0; cfg->backoff_ms != NULL && i < cfg->backoff_len; i++)
+        delay = cfg->backoff_ms[i] > delay ? cfg->backoff_ms[i] : delay;
+    return (cfg->max_deliver - 1) * (cfg->ack_wait_ms + delay);
+}
+
 static int open_recorder(ib_host *h, ib_error *e)
 {
+    /* A kv: bucket is created only with --create, and refused when it
+     * forgets markers before the last redelivery can come. */
     ib_recorder_options ro = {
         .size = sizeof(ro),
         .sqlite_allow_insecure = h->cfg->allow_insecure_db,
         .nats_connection = h->nats != NULL ? ib_nats_connection(h->nats) : NULL,
+        .kv_create = h->cfg->create,
+        .kv_min_ttl_ms = redelivery_horizon_ms(h->cfg),
     };
     if (ib_recorder_open(&h->recorder, h->cfg->recorder, &ro, e) != IB_OK)
         return -1;

@@ -344,8 +344,8 @@ static void kv_recorder_shared_by_hosts(void **state)
     char log[PATH_MAX], ids_path[PATH_MAX], jsonl[PATH_MAX], cfg[PATH_MAX + 8];
     char **ids = NULL;
     const size_t n = (size_t)it_scaled(300, 100);
-    const char *extra[] = {"--recorder", "kv:fleet-markers?create=1", "--retry-delay", "100ms",
-                           NULL};
+    /* no create=1: the hosts' --create creates the bucket */
+    const char *extra[] = {"--recorder", "kv:fleet-markers", "--retry-delay", "100ms", NULL};
     it_proc hosts[2];
 
     it_path(log, e, "calls.log");
@@ -382,6 +382,39 @@ static void kv_recorder_shared_by_hosts(void **state)
     it_done(e);
 }
 
+/* A bucket that forgets markers before the last redelivery can come is
+ * refused at start (exit 2): with --max-deliver 5, --ack-wait 30s and
+ * --retry-max-delay 1m the horizon is 4 x 90 s = 6 min, and this bucket
+ * keeps keys for 1 min. */
+static void kv_bucket_shorter_than_horizon_refused(void **state)
+{
+    it_env *e = *state;
+    kvConfig kc;
+    kvStore *kv = NULL;
+    kvConfig_Init(&kc);
+    kc.Bucket = "short-lived";
+    kc.TTL = 60LL * 1000 * 1000 * 1000; /* nanoseconds in nats.c 3.4.1 */
+    assert_int_equal(js_CreateKeyValue(&kv, it_server_js(&e->server), &kc), NATS_OK);
+    kvStore_Destroy(kv);
+
+    char audit[PATH_MAX], cfg[PATH_MAX + 8];
+    snprintf(cfg, sizeof(cfg), "file=%s", it_path(audit, e, "audit.log"));
+    it_argv a;
+    it_proc p;
+    it_argv_run(&a, e, "short");
+    it_argv_plugin(&a, "audit", cfg);
+    it_argv_addl(&a, "--recorder", "kv:short-lived", "--max-deliver", "5", "--ack-wait", "30s",
+                 "--retry-max-delay", "1m", NULL);
+    int st = it_proc_run(&p, e->dir, "ibus", NULL, a.v, it_timeout(30000));
+    it_argv_free(&a);
+    char *err = it_file_read(NULL, p.err_path);
+    assert_non_null(err);
+    if (st != 2 || strstr(err, "shorter than the redelivery horizon of 360000 ms") == NULL)
+        fail_msg("expected exit 2 naming the horizon, got %d: %s", st, err);
+    free(err);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(three_hosts_concurrent_duplicates, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(kill9_midstream, it_setup, it_teardown),
@@ -389,6 +422,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(sigterm_drains, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(concurrent_copies_claimed_once, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(kv_recorder_shared_by_hosts, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(kv_bucket_shorter_than_horizon_refused, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)
