@@ -21,6 +21,21 @@ static void start_host(it_proc *host, it_env *e, const char *name, const char *d
     it_argv_free(&a);
 }
 
+/* Writes events.jsonl with every id of `ids` twice in a row (a producer's
+ * retry landing next to its original), as test.scripted events running
+ * `script`; `jsonl` receives the file's path. */
+static void write_each_twice(char jsonl[PATH_MAX], it_env *e, char **ids, size_t n,
+                             const char *script)
+{
+    char **twice = calloc(2 * n, sizeof(char *));
+    assert_non_null(twice);
+    for (size_t i = 0; i < n; i++)
+        twice[2 * i] = twice[2 * i + 1] = ids[i];
+    assert_true(
+        it_write_jsonl(it_path(jsonl, e, "events.jsonl"), twice, 2 * n, "test.scripted", script));
+    free(twice);
+}
+
 static void three_hosts_concurrent_duplicates(void **state)
 {
     it_env *e = *state;
@@ -300,13 +315,7 @@ static void concurrent_copies_claimed_once(void **state)
     it_path(log, e, "calls.log");
     snprintf(cfg, sizeof(cfg), "file=%s", log);
     assert_true(it_make_ids(&ids, n, it_path(ids_path, e, "ids.txt")));
-    char **twice = calloc(2 * n, sizeof(char *));
-    assert_non_null(twice);
-    for (size_t i = 0; i < n; i++)
-        twice[2 * i] = twice[2 * i + 1] = ids[i];
-    assert_true(it_write_jsonl(it_path(jsonl, e, "events.jsonl"), twice, 2 * n, "test.scripted",
-                               "sleep:30"));
-    free(twice);
+    write_each_twice(jsonl, e, ids, n, "sleep:30");
 
     start_host(&hosts[0], e, "host1", "race", "scripted", cfg, extra);
     start_host(&hosts[1], e, "host2", "race", "scripted", cfg, extra);
@@ -351,13 +360,7 @@ static void kv_recorder_shared_by_hosts(void **state)
     it_path(log, e, "calls.log");
     snprintf(cfg, sizeof(cfg), "file=%s", log);
     assert_true(it_make_ids(&ids, n, it_path(ids_path, e, "ids.txt")));
-    char **twice = calloc(2 * n, sizeof(char *));
-    assert_non_null(twice);
-    for (size_t i = 0; i < n; i++)
-        twice[2 * i] = twice[2 * i + 1] = ids[i];
-    assert_true(it_write_jsonl(it_path(jsonl, e, "events.jsonl"), twice, 2 * n, "test.scripted",
-                               "sleep:1"));
-    free(twice);
+    write_each_twice(jsonl, e, ids, n, "sleep:1");
 
     start_host(&hosts[0], e, "host1", "kvf", "scripted", cfg, extra);
     assert_true(it_wait_consumer(&e->server, IT_STREAM, "kvf", it_timeout(30000)));
