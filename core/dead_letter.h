@@ -15,10 +15,13 @@ typedef enum ib_dead_letter_reason {
     IB_DLQ_REJECTED = 3,    /* 3: "rejected": a handler said the event can never succeed */
     IB_DLQ_OTHER = 4,       /* 4: "other": no reason ibus gives; where an out-of-range
                                value is counted */
+    IB_DLQ_CONFLICT = 5,    /* 5: "conflict": a marked id came back with other content
+                               (a producer reused an id; --on-conflict dead-letter) */
     IB_DLQ_REASON_COUNT
 } ib_dead_letter_reason;
 
-/* The reason's name ("decode", "invalid-id", "max-deliver", "rejected");
+/* The reason's name ("decode", "invalid-id", "max-deliver", "rejected",
+ * "conflict");
  * "other" for IB_DLQ_OTHER and any value out of range. Static; never
  * NULL. */
 const char *ib_dead_letter_reason_str(ib_dead_letter_reason reason);

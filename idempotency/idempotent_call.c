@@ -122,6 +122,7 @@ ib_status ib_idempotent_call(ib_recorder *r, ib_idempotent_result *res, const ch
     case IB_CLAIM_ACQUIRED:
         return run_and_settle(r, res, &key, opt.owner, fn, ctx, err);
     case IB_CLAIM_DONE:
+    case IB_CLAIM_CONFLICT: /* only answered when fingerprints are passed */
         res->outcome = IB_IDEMPOTENT_DUPLICATE;
         return IB_OK;
     case IB_CLAIM_BUSY:

@@ -53,6 +53,9 @@ typedef enum ib_claim_state {
     IB_CLAIM_BUSY = 2,      /* another owner holds an unexpired lease: try again later */
     IB_CLAIM_EXHAUSTED = 3, /* not done, free, but max_attempts handler attempts were made
                                already: not claimed, not counted (the poison rule) */
+    IB_CLAIM_CONFLICT = 4,  /* done, but the marker's payload fingerprint differs from the
+                               caller's: the id was reused for other content. Only answered
+                               to a claim that passes fingerprints (in-tree for now) */
 } ib_claim_state;
 
 /* Answer of ib_recorder_acquire_batch() for one key. */

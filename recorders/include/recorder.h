@@ -91,4 +91,136 @@ bool ib__recorder_uri_needs_connection(const char *uri);
  * saying which part is wrong (the id itself is not quoted). Internal. */
 ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err);
 
+/* ---- payload fingerprints ------------------------------------------------
+ *
+ * A marker may store a fingerprint of the event it stands for
+ * (ib_fingerprint() in core/fingerprint.h: type and payload). 0 means "none"
+ * and matches anything: markers written before fingerprints existed, and
+ * callers that pass none. */
+
+/* ib_recorder_acquire_batch() with fingerprints: a done key whose marker
+ * holds a fingerprint other than fingerprints[i] (both non-zero) answers
+ * IB_CLAIM_CONFLICT instead of DONE. `fingerprints` may be NULL (no check).
+ * The comparison rides on the read the claim makes anyway: a new id costs
+ * nothing more. Kinds that store no fingerprints never answer CONFLICT. */
+ib_status ib__recorder_acquire_fp(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                  const uint64_t *fingerprints, size_t n,
+                                  const ib_claim_request *req, ib_error *err);
+
+/* ib_recorder_mark_owned_batch() storing fingerprints[i] with each new
+ * marker (`fingerprints` NULL, or an entry 0: none). An existing marker
+ * keeps its fingerprint. */
+ib_status ib__recorder_mark_owned_fp(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                     const uint64_t *fingerprints, size_t n, const char *owner,
+                                     ib_error *err);
+
+/* ---- transactional work (sqlite) -------------------------------------------
+ *
+ * Work whose effects live in the marker file itself commits in the same
+ * transaction as its marker, so a crash leaves both or neither. */
+
+/* A write transaction of ib__recorder_transact() in progress, as its work
+ * callback sees it. BORROWED: valid during the callback only. */
+typedef struct ib__txn ib__txn;
+
+/* The work of keys[i]: runs inside a savepoint of the transaction that
+ * will also write the key's marker. Returns true to keep its writes (the
+ * savepoint is released and the marker written), false to roll them back
+ * to the savepoint (nothing it wrote survives, no marker). Runs on the
+ * thread that called ib__recorder_transact, with the recorder locked: it
+ * must use the recorder only through `txn`. */
+typedef bool (*ib__txn_work_fn)(void *ctx, size_t i, ib__txn *txn);
+
+/* What became of one key of ib__recorder_transact(). */
+typedef enum ib__txn_result {
+    IB__TXN_NOT_RUN = 0, /* not started: the transaction ended before it */
+    IB__TXN_COMMITTED,   /* work kept, marker written, committed: durable */
+    IB__TXN_ROLLED_BACK, /* work ran and nothing of it survives: it said no, or the
+                            transaction failed after it ran */
+    IB__TXN_LOST,        /* another owner holds a live claim on the key: not run */
+    IB__TXN_DONE,        /* the key was marked already (by another owner): not run */
+} ib__txn_result;
+
+typedef struct ib__txn_request {
+    const char *owner;            /* the claims' owner: keys are fenced as by
+                                     ib_recorder_mark_owned_batch */
+    const uint64_t *fingerprints; /* stored with the markers; NULL = none */
+    int64_t hold_ms;              /* start no further work once the transaction has been
+                                     open this long, and commit; <= 0 = one key each */
+} ib__txn_request;
+
+/* Runs `work` for keys[0..n) in order inside one write transaction (BEGIN
+ * IMMEDIATE). Per key: fences it (another owner's live claim: LOST; already
+ * marked: DONE; neither runs), opens a savepoint, calls work, and on true
+ * releases the savepoint and writes the marker (ending the claim, storing
+ * the fingerprint), on false rolls back to the savepoint. Commits once
+ * hold_ms has passed or every key is consumed; `*consumed` says how many
+ * keys this call decided (out[0..*consumed)); call again with the rest.
+ *
+ * While work runs, an authorizer refuses statements that would end the
+ * transaction or a savepoint of the recorder's, write the recorder's own
+ * tables, attach a file or change a pragma (they fail with SQLITE_AUTH).
+ *
+ * A failure before any work ran (BUSY past the retry budget, ...) consumes
+ * nothing and returns the error. Once work has run nothing is replayed: a
+ * failed statement or commit rolls the whole transaction back, every key
+ * that ran becomes ROLLED_BACK, and the error (IB_ERR_RECORDER) is
+ * returned with *consumed covering them. IB_ERR_UNSUPPORTED for kinds
+ * without transactions (see ib__recorder_has_transactions). */
+ib_status ib__recorder_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
+                                const ib_marker_key *keys, size_t n, const ib__txn_request *req,
+                                ib__txn_work_fn work, void *ctx, ib_error *err);
+
+/* True when the kind runs ib__recorder_transact (sqlite). */
+bool ib__recorder_has_transactions(const ib_recorder *r);
+
+struct sqlite3;
+
+/* The transaction's connection, inside the current work's savepoint.
+ * BORROWED: for the work callback's own statements, during the callback. */
+struct sqlite3 *ib__txn_db(ib__txn *txn);
+
+/* Stages one message in the outbox table, inside the current work's
+ * savepoint: it commits with the work's marker or vanishes with it.
+ * `subject`, `msg_id` (the new event's id, sent as Nats-Msg-Id) and the
+ * encoded message `data` are copied. Errors: IB_ERR_INVALID_ARG (empty
+ * subject or id), IB_ERR_RECORDER (the work should then answer false). */
+ib_status ib__txn_outbox_put(ib__txn *txn, const char *subject, const char *msg_id,
+                             const void *data, size_t len, ib_error *err);
+
+/* ---- the outbox ---------------------------------------------------------- */
+
+/* One staged message, as ib__recorder_outbox_peek copies it out. */
+typedef struct ib__outbox_entry {
+    int64_t seq; /* staging order; the key for ib__recorder_outbox_delete */
+    char *subject;
+    char *msg_id;
+    uint8_t *data;
+    size_t len;
+    int64_t staged_ms; /* unix ms */
+} ib__outbox_entry;
+
+/* Copies the `limit` (> 0) oldest staged messages into a new array `*out`
+ * of `*n` entries (0 when the outbox is empty; `*out` then NULL). The
+ * caller owns it: ib__outbox_entries_free. Reads only; several processes
+ * may peek the same entries (each publishes them with the same
+ * Nats-Msg-Id, so JetStream keeps one). Kinds without an outbox give
+ * 0 entries. */
+ib_status ib__recorder_outbox_peek(ib_recorder *r, ib__outbox_entry **out, size_t *n, size_t limit,
+                                   ib_error *err);
+
+/* Frees what ib__recorder_outbox_peek returned. NULL is a no-op. */
+void ib__outbox_entries_free(ib__outbox_entry *entries, size_t n);
+
+/* Deletes published entries by seq, in one transaction; seqs already gone
+ * are fine. */
+ib_status ib__recorder_outbox_delete(ib_recorder *r, const int64_t *seqs, size_t n, ib_error *err);
+
+/* How many messages wait in the outbox (0 for kinds without one). */
+ib_status ib__recorder_outbox_count(ib_recorder *r, uint64_t *count, ib_error *err);
+
+/* Bytes in the write-ahead log now (sqlite: the -wal file); 0 for other
+ * kinds, or when there is none. */
+uint64_t ib__recorder_wal_bytes(ib_recorder *r);
+
 #endif

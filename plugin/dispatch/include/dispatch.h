@@ -99,7 +99,18 @@ typedef enum ib_handler_result {
     IB_RESULT_RECORDER_FAILED = 4, /* not run: the claim or check call failed */
     IB_RESULT_LOST = 5,            /* ran and said OK, but another owner had taken its
                                       claim over: not marked over the new holder */
+    IB_RESULT_CONFLICT = 6,        /* not run: the id is marked with another payload
+                                      fingerprint (a producer reused the id) */
 } ib_handler_result;
+
+/* What becomes of a delivery whose id is marked for one of its handlers
+ * with another payload fingerprint (ib_fingerprint: type and payload): a
+ * producer reused an id for other content. None of its handlers runs. */
+typedef enum ib_conflict_policy {
+    IB_CONFLICT_DEAD_LETTER = 0, /* dead-lettered with reason "conflict" (the default) */
+    IB_CONFLICT_DROP = 1,        /* acked like a duplicate */
+    IB_CONFLICT_LOG = 2,         /* acked like a duplicate; the host logs it louder */
+} ib_conflict_policy;
 
 struct ib_delivery;
 
@@ -142,6 +153,14 @@ typedef struct ib_dispatch_options {
      * recorder call that failed (healthy false, `e` its error), and once
      * after the first call that succeeded again (healthy true, `e` NULL). */
     void (*on_recorder)(void *ctx, bool healthy, const ib_error *e);
+    /* appended */
+    ib_conflict_policy on_conflict;
+    /* Required when a transactional handler is registered: the bus proxy
+     * to hand a transactional handler whose work runs in `txn` (the
+     * recorder's transaction, see ib__recorder_transact), made from the
+     * batch's `bus`. Called on the thread of ib_dispatch_run() for each
+     * such call; the proxy must stay valid until the next call. */
+    ib_bus_proxy *(*transactional_bus)(void *ctx, ib_bus_proxy *bus, ib__txn *txn);
 } ib_dispatch_options;
 
 /* One handler as registered. Strings are copied; `handle`/`state` are
@@ -152,6 +171,12 @@ typedef struct ib_dispatch_handler {
     const char *const *event_types; /* NULL-terminated, at least one non-empty type */
     ib_handle_fn handle;
     void *state;
+    /* appended */
+    /* Runs inside the recorder's transaction (IB_HANDLER_TRANSACTIONAL):
+     * one at a time on the run thread, after the batch's other handlers,
+     * its writes and its marker committed together. Needs a recorder with
+     * transactions (sqlite:); ib_dispatch_add refuses it otherwise. */
+    bool transactional;
 } ib_dispatch_handler;
 
 typedef enum ib_outcome {
@@ -177,6 +202,7 @@ typedef struct ib_delivery_counts {
     unsigned lost;            /* handlers that said OK after another owner had taken
                                  their claim over: not marked */
     unsigned exhausted;       /* handlers not run: their attempts were used up */
+    unsigned conflicts;       /* handlers whose marker holds another payload fingerprint */
 } ib_delivery_counts;
 
 /* One delivered message. The caller fills the inputs; ib_dispatch_run()
