@@ -10,11 +10,7 @@
 #include "uuid.h"
 #include "clock.h"
 
-/* A slot counts only if the kind's ops table is large enough to hold it, so
- * a kind built against an older, shorter table is never read past its end. */
-#define HAS_OP(r, field)                                                                           \
-    ((r)->ops->size >= offsetof(ib_recorder_ops, field) + sizeof((r)->ops->field) &&               \
-     (r)->ops->field != NULL)
+#define HAS_OP(r, field) IB__HAS_OP(r, field)
 
 ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err)
 {

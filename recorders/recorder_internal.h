@@ -12,6 +12,13 @@
 #include "owner.h"
 #include "recorder.h"
 
+/* Whether a kind offers an optional op: a slot counts only if the kind's
+ * ops table is large enough to hold it, so a kind built against an older,
+ * shorter table is never read past its end. */
+#define IB__HAS_OP(r, field)                                                                       \
+    ((r)->ops->size >= offsetof(ib_recorder_ops, field) + sizeof((r)->ops->field) &&               \
+     (r)->ops->field != NULL)
+
 /* Longest path a sqlite: URI may name. */
 #define IB__RECORDER_PATH_MAX 4096
 

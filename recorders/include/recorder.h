@@ -15,82 +15,6 @@
 
 #include "error.h"
 
-/* Features a kind declares in ib_recorder_ops.features. */
-#define IB_RECORDER_DURABLE_ATTEMPTS 0x1u /* attempt counts survive a crash of the caller */
-#define IB_RECORDER_HOST_LOCAL 0x2u       /* only ever shared by processes of one host */
-
-typedef struct ib_recorder_ops {
-    size_t size;      /* sizeof(ib_recorder_ops) as the kind was built */
-    const char *kind; /* "memory", "sqlite", "kv" */
-
-    /* Required. */
-    ib_status (*is_processed)(ib_recorder *r, bool *processed, const char *consumer,
-                              const char *event_id, ib_error *err);
-    ib_status (*mark_processed)(ib_recorder *r, const char *consumer, const char *event_id,
-                                ib_error *err);
-    void (*close)(ib_recorder *r);
-
-    /* Optional: NULL (or past `size`) when not offered. Batches are atomic
-     * where the kind can make them so: sqlite runs each in one transaction;
-     * memory runs it under one lock, and a mark batch cut short by an
-     * allocation failure keeps the marks made before it (marking is
-     * idempotent, so the caller simply retries). */
-    ib_status (*check_batch)(ib_recorder *r, bool *processed, const ib_marker_key *keys, size_t n,
-                             ib_error *err);
-    ib_status (*mark_batch)(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err);
-    ib_status (*claim)(ib_recorder *r, ib_claim_state *state, const char *consumer,
-                       const char *event_id, const char *owner, int64_t lease_ms, ib_error *err);
-    ib_status (*claim_batch)(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
-                             size_t n, const char *owner, int64_t lease_ms, ib_error *err);
-    ib_status (*release)(ib_recorder *r, const char *consumer, const char *event_id,
-                         const char *owner, ib_error *err);
-    ib_status (*release_batch)(ib_recorder *r, const ib_marker_key *keys, size_t n,
-                               const char *owner, ib_error *err);
-
-    /* Optional admin calls (ibus markers). */
-    ib_status (*lookup)(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
-                        const char *event_id, ib_error *err);
-    ib_status (*forget)(ib_recorder *r, bool *existed, const char *consumer, const char *event_id,
-                        ib_error *err);
-    ib_status (*prune)(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err);
-    ib_status (*list)(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
-                      void *ctx, ib_error *err);
-    ib_status (*stats)(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
-
-    /* Optional, appended: attempts, fenced leases and fenced marks (see the
-     * ib_recorder_* wrappers of the same names). */
-    unsigned features; /* IB_RECORDER_* bits */
-    ib_status (*acquire_batch)(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                               size_t n, const ib_claim_request *req, ib_error *err);
-    ib_status (*renew_batch)(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
-                             const char *owner, int64_t lease_ms, ib_error *err);
-    ib_status (*mark_owned_batch)(ib_recorder *r, bool *marked, const ib_marker_key *keys, size_t n,
-                                  const char *owner, ib_error *err);
-} ib_recorder_ops;
-
-/* Every kind embeds this as its first member. */
-struct ib_recorder {
-    const ib_recorder_ops *ops;
-    int64_t (*now_ms)(
-        void); /* wall clock in unix ms (ib_clock_realtime_ms); replaceable for tests */
-    /* Clock of leases, in ms: CLOCK_BOOTTIME by default (never steps, shared
-     * by every process of one kernel); the injected now_ms when a test
-     * replaced that. */
-    int64_t (*lease_now_ms)(void);
-};
-
-/* True when opening `uri` needs the caller's NATS connection
- * (ib_recorder_options.nats_connection): a kv: URI without its own url=.
- * A URI that does not parse gives false, so its error comes from
- * ib_recorder_open(). For a host that connects after opening local
- * things. */
-bool ib__recorder_uri_needs_connection(const char *uri);
-
-/* Validates a key the way every kind must: non-empty consumer up to
- * IB_CONSUMER_MAX bytes, normalised id. IB_ERR_INVALID_ARG with a message
- * saying which part is wrong (the id itself is not quoted). Internal. */
-ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err);
-
 /* ---- payload fingerprints ------------------------------------------------
  *
  * A marker may store a fingerprint of the event it stands for
@@ -222,5 +146,92 @@ ib_status ib__recorder_outbox_count(ib_recorder *r, uint64_t *count, ib_error *e
 /* Bytes in the write-ahead log now (sqlite: the -wal file); 0 for other
  * kinds, or when there is none. */
 uint64_t ib__recorder_wal_bytes(ib_recorder *r);
+
+/* Features a kind declares in ib_recorder_ops.features. */
+#define IB_RECORDER_DURABLE_ATTEMPTS 0x1u /* attempt counts survive a crash of the caller */
+#define IB_RECORDER_HOST_LOCAL 0x2u       /* only ever shared by processes of one host */
+
+typedef struct ib_recorder_ops {
+    size_t size;      /* sizeof(ib_recorder_ops) as the kind was built */
+    const char *kind; /* "memory", "sqlite", "kv" */
+
+    /* Required. */
+    ib_status (*is_processed)(ib_recorder *r, bool *processed, const char *consumer,
+                              const char *event_id, ib_error *err);
+    ib_status (*mark_processed)(ib_recorder *r, const char *consumer, const char *event_id,
+                                ib_error *err);
+    void (*close)(ib_recorder *r);
+
+    /* Optional: NULL (or past `size`) when not offered. Batches are atomic
+     * where the kind can make them so: sqlite runs each in one transaction;
+     * memory runs it under one lock, and a mark batch cut short by an
+     * allocation failure keeps the marks made before it (marking is
+     * idempotent, so the caller simply retries). */
+    ib_status (*check_batch)(ib_recorder *r, bool *processed, const ib_marker_key *keys, size_t n,
+                             ib_error *err);
+    ib_status (*mark_batch)(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err);
+    ib_status (*claim)(ib_recorder *r, ib_claim_state *state, const char *consumer,
+                       const char *event_id, const char *owner, int64_t lease_ms, ib_error *err);
+    ib_status (*claim_batch)(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                             size_t n, const char *owner, int64_t lease_ms, ib_error *err);
+    ib_status (*release)(ib_recorder *r, const char *consumer, const char *event_id,
+                         const char *owner, ib_error *err);
+    ib_status (*release_batch)(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                               const char *owner, ib_error *err);
+
+    /* Optional admin calls (ibus markers). */
+    ib_status (*lookup)(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
+                        const char *event_id, ib_error *err);
+    ib_status (*forget)(ib_recorder *r, bool *existed, const char *consumer, const char *event_id,
+                        ib_error *err);
+    ib_status (*prune)(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err);
+    ib_status (*list)(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
+                      void *ctx, ib_error *err);
+    ib_status (*stats)(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
+
+    /* Optional, appended: attempts, fenced leases and fenced marks (see the
+     * ib_recorder_* wrappers of the same names). */
+    unsigned features; /* IB_RECORDER_* bits */
+    ib_status (*acquire_batch)(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                               size_t n, const ib_claim_request *req, ib_error *err);
+    ib_status (*renew_batch)(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                             const char *owner, int64_t lease_ms, ib_error *err);
+    ib_status (*mark_owned_batch)(ib_recorder *r, bool *marked, const ib_marker_key *keys, size_t n,
+                                  const char *owner, ib_error *err);
+
+    /* Optional, appended: transactional work and its outbox (see the
+     * ib__recorder_* wrappers of the same names). */
+    ib_status (*transact)(ib_recorder *r, ib__txn_result *out, size_t *consumed,
+                          const ib_marker_key *keys, size_t n, const struct ib__txn_request *req,
+                          ib__txn_work_fn work, void *ctx, ib_error *err);
+    ib_status (*outbox_peek)(ib_recorder *r, ib__outbox_entry **out, size_t *n, size_t limit,
+                             ib_error *err);
+    ib_status (*outbox_delete)(ib_recorder *r, const int64_t *seqs, size_t n, ib_error *err);
+    ib_status (*outbox_count)(ib_recorder *r, uint64_t *count, ib_error *err);
+    uint64_t (*wal_bytes)(ib_recorder *r);
+} ib_recorder_ops;
+
+/* Every kind embeds this as its first member. */
+struct ib_recorder {
+    const ib_recorder_ops *ops;
+    int64_t (*now_ms)(
+        void); /* wall clock in unix ms (ib_clock_realtime_ms); replaceable for tests */
+    /* Clock of leases, in ms: CLOCK_BOOTTIME by default (never steps, shared
+     * by every process of one kernel); the injected now_ms when a test
+     * replaced that. */
+    int64_t (*lease_now_ms)(void);
+};
+
+/* True when opening `uri` needs the caller's NATS connection
+ * (ib_recorder_options.nats_connection): a kv: URI without its own url=.
+ * A URI that does not parse gives false, so its error comes from
+ * ib_recorder_open(). For a host that connects after opening local
+ * things. */
+bool ib__recorder_uri_needs_connection(const char *uri);
+
+/* Validates a key the way every kind must: non-empty consumer up to
+ * IB_CONSUMER_MAX bytes, normalised id. IB_ERR_INVALID_ARG with a message
+ * saying which part is wrong (the id itself is not quoted). Internal. */
+ib_status ib__recorder_check_key(const char *consumer, const char *event_id, ib_error *err);
 
 #endif
