@@ -81,6 +81,7 @@ static void dead_letter_reasons_are_bounded(void **state)
     ib_metrics_dead_letter(m, IB_DLQ_REJECTED);
     ib_metrics_dead_letter(m, IB_DLQ_REJECTED);
     ib_metrics_dead_letter(m, IB_DLQ_REJECTED);
+    ib_metrics_dead_letter(m, IB_DLQ_CONFLICT);
     /* an out-of-range reason must not create a new series */
     ib_metrics_dead_letter(m, (ib_dead_letter_reason)42);
     ib_metrics_dead_letter(m, (ib_dead_letter_reason)-1);
@@ -93,11 +94,12 @@ static void dead_letter_reasons_are_bounded(void **state)
     assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"invalid-id\"") == 2);
     assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"max-deliver\"") == 1);
     assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"rejected\"") == 3);
+    assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"conflict\"") == 1);
     assert_true(prom_text_value(&p, "ibus_dead_lettered_total", "reason=\"other\"") == 4);
     size_t series = 0;
     for (size_t i = 0; i < p.count; i++)
         series += strcmp(p.samples[i].name, "ibus_dead_lettered_total") == 0;
-    assert_int_equal(series, 5);
+    assert_int_equal(series, 6);
     prom_text_free(&p);
     ib_metrics_free(m);
 }
