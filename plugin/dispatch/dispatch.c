@@ -12,9 +12,12 @@
 #include "owner.h"
 
 struct ib_dispatch {
-    char *owner;       /* the claim owner token; the run borrows it */
-    ib__dtable *table; /* handlers by type; filled by ib_dispatch_add */
-    ib__drun *run;     /* reads the table; holds everything a batch needs */
+    char *owner;               /* the claim owner token; the run borrows it */
+    ib__dtable *table;         /* handlers by type; filled by ib_dispatch_add */
+    ib__drun *run;             /* reads the table; holds everything a batch needs */
+    const char *recorder_kind; /* for the refusal of a transactional handler */
+    bool transactions;         /* the recorder runs transactional work */
+    bool transactional_bus;    /* the caller can make a transactional handler's bus */
 };
 
 static ib_status options_check(const ib_dispatch_options *o, ib_error *err)
@@ -98,6 +101,9 @@ ib_status ib_dispatch_create(ib_dispatch **out, ib_recorder *recorder,
     st = ib__drun_create(&d->run, recorder, d->table, &opts, err);
     if (st != IB_OK)
         goto free_table;
+    d->recorder_kind = ib_recorder_kind(recorder);
+    d->transactions = ib__recorder_has_transactions(recorder);
+    d->transactional_bus = options->transactional_bus != NULL;
     *out = d;
     return IB_OK;
 
@@ -125,6 +131,17 @@ ib_status ib_dispatch_add(ib_dispatch *d, const ib_dispatch_handler *hd, ib_erro
 {
     if (d == NULL || hd == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "dispatch add: no table or no handler");
+    const char *name = hd->name != NULL ? hd->name : hd->consumer;
+    if (hd->transactional && !d->transactions)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "handler %s is transactional: it needs the sqlite: recorder, whose "
+                            "file can hold its writes beside the markers (this one is %s:)",
+                            name != NULL ? name : "?", d->recorder_kind);
+    if (hd->transactional && !d->transactional_bus)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "handler %s is transactional, but the dispatch options give no "
+                            "transactional bus",
+                            name != NULL ? name : "?");
     return ib__dtable_add(d->table, hd, err);
 }
 

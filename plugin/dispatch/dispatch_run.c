@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "dispatch_pool.h"
+#include "fingerprint.h"
 #include "uuid.h"
 
 /* The event's header array is handed to plugins as it is. */
@@ -36,8 +37,11 @@ enum item_result {
     R_OK,           /* handler said OK, mark pending */
     R_RETRY,
     R_REJECT,
-    R_MARKED, /* OK and marked */
-    R_LOST,   /* OK, but another owner took the claim over: not marked */
+    R_MARKED,     /* OK and marked */
+    R_LOST,       /* OK, but another owner took the claim over: not marked */
+    R_CONFLICT,   /* marked (or met earlier in the batch) with another fingerprint */
+    R_SKIPPED,    /* acquired, not run: its delivery conflicts; released */
+    R_TXN_FAILED, /* acquired, not run: its transaction could not start; released */
 };
 
 typedef struct run_item {
@@ -61,10 +65,12 @@ typedef struct run_scratch {
     size_t *first;               /* index of the delivery's first item; n + 1 entries */
     ib__dhandler *const **lists; /* handlers subscribed to its type */
     bool *settled;
+    uint64_t *fps; /* the event's fingerprint */
     size_t dcap;
     /* per item, capacity icap */
     run_item *items;
     ib_marker_key *keys;
+    uint64_t *key_fps; /* the fingerprint of each key's event */
     size_t *key_items; /* the item each key belongs to */
     ib_claim_info *infos;
     bool *flags;               /* per key: marked */
@@ -72,7 +78,9 @@ typedef struct run_scratch {
     ib_marker_key *lease_keys; /* claims held while handlers run (see lease_mu) */
     bool *lease_live;          /* lease_keys[w] still to be renewed */
     ib_marker_key *pend_keys;  /* finished OK handlers whose marks are not committed */
+    uint64_t *pend_fps;
     size_t *pend_items;
+    ib__txn_result *txn_out; /* per transactional item */
     size_t icap;
     /* open-addressing set of (handler, id) pairs seen in the batch */
     uint32_t *seen;
@@ -114,7 +122,8 @@ typedef struct run_ctx {
     size_t n;
     run_item *items;
     size_t total;
-    size_t nwork;
+    size_t nwork; /* s->work[0..nwork): handlers for the pool or the inline loop */
+    size_t ntxn;  /* s->work[nwork..nwork+ntxn): transactional handlers */
     size_t npend; /* entries in s->pend_keys */
     bool durable; /* the recorder counts attempts across crashes */
     /* Closed while a commit has failed: no further handler starts until
@@ -141,7 +150,7 @@ static size_t grown(size_t cap, size_t need)
 /* Replaces each buffer of a group by a bigger one, or none of them. */
 static bool regrow(void **bufs[], const size_t sizes[], size_t count, size_t cap)
 {
-    void *fresh[12];
+    void *fresh[16];
     for (size_t i = 0; i < count; i++) {
         fresh[i] = malloc(cap * sizes[i]);
         if (fresh[i] == NULL) {
@@ -161,9 +170,11 @@ static bool scratch_reserve(run_scratch *s, size_t n, size_t total)
 {
     if (n + 1 > s->dcap) {
         size_t cap = grown(s->dcap, n + 1);
-        void **bufs[] = {(void **)&s->first, (void **)&s->lists, (void **)&s->settled};
-        const size_t sizes[] = {sizeof(*s->first), sizeof(*s->lists), sizeof(*s->settled)};
-        if (!regrow(bufs, sizes, 3, cap))
+        void **bufs[] = {(void **)&s->first, (void **)&s->lists, (void **)&s->settled,
+                         (void **)&s->fps};
+        const size_t sizes[] = {sizeof(*s->first), sizeof(*s->lists), sizeof(*s->settled),
+                                sizeof(*s->fps)};
+        if (!regrow(bufs, sizes, 4, cap))
             return false;
         s->dcap = cap;
     }
@@ -172,13 +183,15 @@ static bool scratch_reserve(run_scratch *s, size_t n, size_t total)
         void **bufs[] = {(void **)&s->items,      (void **)&s->keys,       (void **)&s->key_items,
                          (void **)&s->infos,      (void **)&s->flags,      (void **)&s->work,
                          (void **)&s->lease_keys, (void **)&s->lease_live, (void **)&s->pend_keys,
-                         (void **)&s->pend_items};
-        const size_t sizes[] = {sizeof(run_item),       sizeof(*s->keys),
-                                sizeof(*s->key_items),  sizeof(*s->infos),
-                                sizeof(*s->flags),      sizeof(*s->work),
-                                sizeof(*s->lease_keys), sizeof(*s->lease_live),
-                                sizeof(*s->pend_keys),  sizeof(*s->pend_items)};
-        if (!regrow(bufs, sizes, 10, cap))
+                         (void **)&s->pend_items, (void **)&s->key_fps,    (void **)&s->pend_fps,
+                         (void **)&s->txn_out};
+        const size_t sizes[] = {
+            sizeof(run_item),       sizeof(*s->keys),       sizeof(*s->key_items),
+            sizeof(*s->infos),      sizeof(*s->flags),      sizeof(*s->work),
+            sizeof(*s->lease_keys), sizeof(*s->lease_live), sizeof(*s->pend_keys),
+            sizeof(*s->pend_items), sizeof(*s->key_fps),    sizeof(*s->pend_fps),
+            sizeof(*s->txn_out)};
+        if (!regrow(bufs, sizes, 13, cap))
             return false;
         s->icap = cap;
     }
@@ -199,6 +212,7 @@ static void scratch_free(run_scratch *s)
     free(s->first);
     free(s->lists);
     free(s->settled);
+    free(s->fps);
     free(s->items);
     free(s->keys);
     free(s->key_items);
@@ -209,6 +223,9 @@ static void scratch_free(run_scratch *s)
     free(s->lease_live);
     free(s->pend_keys);
     free(s->pend_items);
+    free(s->key_fps);
+    free(s->pend_fps);
+    free(s->txn_out);
     free(s->seen);
     memset(s, 0, sizeof(*s));
 }
@@ -268,6 +285,8 @@ static void plan(run_ctx *c)
     memset(s->seen, 0, seen_cap * sizeof(*s->seen));
     for (size_t i = 0; i < c->n; i++) {
         size_t count = s->first[i + 1] - s->first[i];
+        const ib_event *ev = c->dl[i].event;
+        s->fps[i] = count > 0 ? ib_fingerprint(ev->type, ev->payload, ev->payload_len) : 0;
         /* Without durable attempts the poison rule falls back to
          * JetStream's delivery count. */
         bool poison = !c->durable && max_deliver != 0 && c->dl[i].delivery_count >= max_deliver;
@@ -289,6 +308,11 @@ static void plan(run_ctx *c)
             }
             it->leader = first_occurrence(c, seen_cap, total);
             it->result = it->leader == total ? R_CLAIM : R_FOLLOW;
+            /* the same id with other content earlier in the batch */
+            if (it->result == R_FOLLOW && s->fps[c->items[it->leader].delivery] != s->fps[i]) {
+                it->result = R_CONFLICT;
+                it->leader = total;
+            }
         }
     }
     c->total = total;
@@ -326,36 +350,41 @@ static void recorder_worked(run_ctx *c)
         c->r->opts.on_recorder(c->r->opts.observer_ctx, true, NULL);
 }
 
-/* Gathers the keys of every item in state `want` or `want2`; returns how
- * many. */
-static size_t gather(run_ctx *c, unsigned char want, unsigned char want2)
+/* Gathers, from s->keys[from] on, the keys of every item in state `want`
+ * or `want2`; returns how many. */
+static size_t gather_more(run_ctx *c, size_t from, unsigned char want, unsigned char want2)
 {
     run_scratch *s = c->s;
-    size_t nk = 0;
+    size_t nk = from;
     for (size_t i = 0; i < c->total; i++) {
         const run_item *it = &c->items[i];
         if (it->result != want && it->result != want2)
             continue;
         s->keys[nk] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->key_fps[nk] = s->fps[it->delivery];
         s->key_items[nk++] = i;
     }
-    return nk;
+    return nk - from;
+}
+
+/* gather_more from the start of s->keys. */
+static size_t gather(run_ctx *c, unsigned char want, unsigned char want2)
+{
+    return gather_more(c, 0, want, want2);
 }
 
 /* What one acquire answer makes of an item. */
-static void take_claim(run_ctx *c, run_item *it, size_t i, const ib_claim_info *info)
+static void take_claim(run_item *it, const ib_claim_info *info)
 {
     bool poison_check = it->result == R_POISON_CHECK;
     it->attempts = info->attempts;
     switch (info->state) {
     case IB_CLAIM_ACQUIRED:
-        if (poison_check) {
-            it->result = R_POISON_OPEN; /* held, released after the run */
-        } else {
-            it->result = R_RUN;
-            it->work = c->nwork;
-            c->s->work[c->nwork++] = i;
-        }
+        /* a poisoned item is held, and released after the run */
+        it->result = poison_check ? R_POISON_OPEN : R_RUN;
+        break;
+    case IB_CLAIM_CONFLICT:
+        it->result = R_CONFLICT;
         break;
     case IB_CLAIM_DONE:
         it->result = poison_check ? R_POISON_DONE : R_DONE;
@@ -371,6 +400,43 @@ static void take_claim(run_ctx *c, run_item *it, size_t i, const ib_claim_info *
     }
 }
 
+/* A delivery that conflicts runs none of its handlers: the content is not
+ * the event its id stood for. Their claims are released after the run. */
+static void skip_conflicted(run_ctx *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        size_t first = c->s->first[i], end = c->s->first[i + 1];
+        bool conflict = false;
+        for (size_t j = first; j < end && !conflict; j++)
+            conflict = c->items[j].result == R_CONFLICT;
+        for (size_t j = first; conflict && j < end; j++)
+            if (c->items[j].result == R_RUN)
+                c->items[j].result = R_SKIPPED;
+    }
+}
+
+/* Fills s->work with the items whose handler runs, in batch order: first
+ * those for the pool or the inline loop, then the transactional ones. */
+static void plan_work(run_ctx *c)
+{
+    run_scratch *s = c->s;
+    c->nwork = 0;
+    c->ntxn = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < c->total; i++) {
+            run_item *it = &c->items[i];
+            if (it->result != R_RUN || it->h->transactional != (pass == 1))
+                continue;
+            it->work = c->nwork + c->ntxn;
+            s->work[it->work] = i;
+            if (pass == 0)
+                c->nwork++;
+            else
+                c->ntxn++;
+        }
+    }
+}
+
 /* One acquire call for every first occurrence (and every poisoned item);
  * fills s->work with the items whose handler runs. */
 static void claim(run_ctx *c)
@@ -379,6 +445,7 @@ static void claim(run_ctx *c)
     ib__drun *r = c->r;
     ib_error e = {0};
     c->nwork = 0;
+    c->ntxn = 0;
     size_t nk = gather(c, R_CLAIM, R_POISON_CHECK);
     if (nk == 0)
         return;
@@ -391,7 +458,8 @@ static void claim(run_ctx *c)
                 : 0,
         .probe_holders = ib_recorder_is_host_local(r->recorder),
     };
-    ib_status st = ib_recorder_acquire_batch(r->recorder, s->infos, s->keys, nk, &req, &e);
+    ib_status st =
+        ib__recorder_acquire_fp(r->recorder, s->infos, s->keys, s->key_fps, nk, &req, &e);
     if (st != IB_OK) {
         for (size_t k = 0; k < nk; k++)
             c->items[s->key_items[k]].result = R_CLAIM_FAILED;
@@ -400,8 +468,10 @@ static void claim(run_ctx *c)
     }
     recorder_worked(c);
     for (size_t k = 0; k < nk; k++)
-        take_claim(c, &c->items[s->key_items[k]], s->key_items[k], &s->infos[k]);
-    for (size_t w = 0; w < c->nwork; w++) {
+        take_claim(&c->items[s->key_items[k]], &s->infos[k]);
+    skip_conflicted(c);
+    plan_work(c);
+    for (size_t w = 0; w < c->nwork + c->ntxn; w++) {
         const run_item *it = &c->items[s->work[w]];
         s->lease_keys[w] = (ib_marker_key){it->h->consumer, item_id(c, it)};
         s->lease_live[w] = true;
@@ -409,7 +479,7 @@ static void claim(run_ctx *c)
     pthread_mutex_lock(&r->lease_mu);
     r->lease_keys = s->lease_keys;
     r->lease_live = s->lease_live;
-    r->lease_n = c->nwork;
+    r->lease_n = c->nwork + c->ntxn;
     pthread_mutex_unlock(&r->lease_mu);
 }
 
@@ -468,17 +538,9 @@ static void release(run_ctx *c)
     ib__drun *r = c->r;
     ib_error e = {0};
     size_t nk = gather(c, R_RETRY, R_REJECT);
-    size_t more = 0;
-    for (size_t i = 0; i < c->total; i++) {
-        const run_item *it = &c->items[i];
-        /* an exhausted key holds no claim of ours: releasing it is a no-op */
-        if (it->result == R_POISON_OPEN) {
-            s->keys[nk + more] = (ib_marker_key){it->h->consumer, item_id(c, it)};
-            s->key_items[nk + more] = i;
-            more++;
-        }
-    }
-    nk += more;
+    /* an exhausted key holds no claim of ours: releasing it is a no-op */
+    nk += gather_more(c, nk, R_POISON_OPEN, R_SKIPPED);
+    nk += gather_more(c, nk, R_TXN_FAILED, R_TXN_FAILED);
     if (nk == 0)
         return;
     ib_status st = ib_recorder_release_batch(r->recorder, s->keys, nk, r->opts.owner, &e);
@@ -534,6 +596,7 @@ static void take_finished(run_ctx *c)
         if (it->result != R_OK)
             continue;
         s->pend_keys[c->npend] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->pend_fps[c->npend] = s->fps[it->delivery];
         s->pend_items[c->npend++] = s->work[w];
     }
 }
@@ -561,8 +624,8 @@ static bool commit(run_ctx *c, bool force)
 
     ib_error e = {0};
     int64_t t0 = ib_clock_monotonic_ns();
-    ib_status st = ib_recorder_mark_owned_batch(r->recorder, s->flags, s->pend_keys, c->npend,
-                                                r->opts.owner, &e);
+    ib_status st = ib__recorder_mark_owned_fp(r->recorder, s->flags, s->pend_keys, s->pend_fps,
+                                              c->npend, r->opts.owner, &e);
     c->recorder_seconds += seconds_since(t0);
     if (st != IB_OK) {
         int64_t b = r->commit_backoff_ms;
@@ -610,13 +673,11 @@ static void tick(void *arg)
 
 /* ---- handlers ----------------------------------------------------------- */
 
-/* Runs the handler of work entry `w`; on the caller's thread or a worker.
- * Each call writes only its own item. */
-static void run_one(void *arg, size_t w)
+/* Calls the handler of `it` with `bus` and keeps its verdict and run time
+ * in the item (only there). */
+static void call_handler(run_ctx *c, run_item *it, ib_bus_proxy *bus)
 {
     static const uint8_t no_payload[1];
-    run_ctx *c = arg;
-    run_item *it = &c->items[c->s->work[w]];
     const ib_delivery *dl = &c->dl[it->delivery];
     const ib_event *ev = dl->event;
     /* Never a NULL payload pointer, so memcpy(dst, payload, 0) is safe. */
@@ -636,20 +697,115 @@ static void run_one(void *arg, size_t w)
         .delivery_count = dl->delivery_count != 0 ? dl->delivery_count : 1,
         .consumer = it->h->consumer,
     };
+    int64_t t0 = ib_clock_monotonic_ns();
+    ib_verdict v = it->h->handle(it->h->state, payload, ev->payload_len, bus, &raw);
+    it->seconds = seconds_since(t0);
+    /* An unknown verdict is a plugin bug: take it as transient, so the event
+     * is neither marked nor lost (the poison rule ends the loop). */
+    it->result = v == IB_HANDLER_OK ? R_OK : v == IB_HANDLER_REJECT ? R_REJECT : R_RETRY;
+}
 
+/* Runs the handler of work entry `w`; on the caller's thread or a worker.
+ * Each call writes only its own item. */
+static void run_one(void *arg, size_t w)
+{
+    run_ctx *c = arg;
+    run_item *it = &c->items[c->s->work[w]];
     /* A worker waits while a failed commit is being retried (the run
      * thread retries it from its ticks and opens the gate). */
     while (atomic_load(&c->gate_closed)) {
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000};
         nanosleep(&pause, NULL);
     }
-    int64_t t0 = ib_clock_monotonic_ns();
-    ib_verdict v = it->h->handle(it->h->state, payload, ev->payload_len, c->bus, &raw);
-    it->seconds = seconds_since(t0);
-    /* An unknown verdict is a plugin bug: take it as transient, so the event
-     * is neither marked nor lost (the poison rule ends the loop). */
-    it->result = v == IB_HANDLER_OK ? R_OK : v == IB_HANDLER_REJECT ? R_REJECT : R_RETRY;
+    call_handler(c, it, c->bus);
     atomic_store_explicit(&it->finished, true, memory_order_release);
+}
+
+/* ---- transactional handlers --------------------------------------------- */
+
+/* The work of one transactional item, inside the recorder's transaction:
+ * its handler, with a bus that stages what it publishes in the outbox. */
+typedef struct txn_ctx {
+    run_ctx *c;
+    size_t base; /* keys[0] of this transact call is transactional item `base` */
+} txn_ctx;
+
+static bool txn_work(void *arg, size_t i, ib__txn *txn)
+{
+    txn_ctx *t = arg;
+    run_ctx *c = t->c;
+    const ib_dispatch_options *o = &c->r->opts;
+    run_item *it = &c->items[c->s->work[c->nwork + t->base + i]];
+    call_handler(c, it, o->transactional_bus(o->observer_ctx, c->bus, txn));
+    return it->result == R_OK;
+}
+
+/* What one transaction made of transactional items [from, from + n). A
+ * handler that said OK but whose transaction failed kept nothing: it is
+ * retried like a RETRY. */
+static void take_txn_results(run_ctx *c, size_t from, size_t n)
+{
+    run_scratch *s = c->s;
+    pthread_mutex_lock(&c->r->lease_mu);
+    for (size_t k = from; k < from + n; k++) {
+        run_item *it = &c->items[s->work[c->nwork + k]];
+        switch (s->txn_out[k]) {
+        case IB__TXN_COMMITTED:
+            it->result = R_MARKED;
+            s->lease_live[it->work] = false;
+            break;
+        case IB__TXN_ROLLED_BACK:
+            if (it->result == R_OK)
+                it->result = R_RETRY;
+            break;
+        case IB__TXN_LOST:
+            it->result = R_LOST;
+            break;
+        case IB__TXN_DONE:
+            it->result = R_DONE;
+            break;
+        default:
+            it->result = R_TXN_FAILED;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->r->lease_mu);
+}
+
+/* Runs the transactional handlers one at a time on the run thread, in
+ * transactions that each hold them for at most the commit window, and
+ * settles what each commit made durable. A transaction that cannot start
+ * leaves the rest not run (NAK'ed with the back-off). */
+static void run_transactional(run_ctx *c)
+{
+    run_scratch *s = c->s;
+    ib__drun *r = c->r;
+    for (size_t k = 0; k < c->ntxn; k++) {
+        const run_item *it = &c->items[s->work[c->nwork + k]];
+        s->keys[k] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->key_fps[k] = s->fps[it->delivery];
+        s->txn_out[k] = IB__TXN_NOT_RUN;
+    }
+    for (size_t done = 0; done < c->ntxn;) {
+        ib__txn_request req = {.owner = r->opts.owner,
+                               .fingerprints = s->key_fps + done,
+                               .hold_ms = r->opts.commit_interval_ms};
+        txn_ctx t = {.c = c, .base = done};
+        size_t consumed = 0;
+        ib_error e = {0};
+        ib_status st =
+            ib__recorder_transact(r->recorder, s->txn_out + done, &consumed, s->keys + done,
+                                  c->ntxn - done, &req, txn_work, &t, &e);
+        if (st != IB_OK || consumed == 0) {
+            take_txn_results(c, done, c->ntxn - done);
+            recorder_failed(c, &e, st != IB_OK ? st : IB_ERR_RECORDER);
+            break;
+        }
+        recorder_worked(c);
+        take_txn_results(c, done, consumed);
+        done += consumed;
+        settle_ready(c);
+    }
 }
 
 static void run_handlers(run_ctx *c)
@@ -669,6 +825,8 @@ static void run_handlers(run_ctx *c)
         }
     }
     commit_all(c);
+    if (c->ntxn > 0)
+        run_transactional(c);
 }
 
 /* ---- outcomes ----------------------------------------------------------- */
@@ -693,17 +851,21 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it, unsig
         res = IB_RESULT_LOST;
         break;
     case R_CLAIM_FAILED:
+    case R_TXN_FAILED:
         res = IB_RESULT_RECORDER_FAILED;
         break;
+    case R_CONFLICT:
+        res = IB_RESULT_CONFLICT;
+        break;
     default:
-        return; /* duplicate, busy, poisoned: no handler call to report */
+        return; /* duplicate, busy, poisoned, skipped: no handler call to report */
     }
     o->observer(o->observer_ctx, dl, it->h->consumer, res, it->seconds);
 }
 
 /* What one delivery's items add up to. */
 typedef struct verdicts {
-    bool reject, retry, busy, open;
+    bool reject, retry, busy, open, conflict;
     int64_t busy_ms; /* longest remaining lease among the busy ones */
 } verdicts;
 
@@ -753,9 +915,23 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         own = &n->lost;
         break;
     case R_CLAIM_FAILED:
+    case R_TXN_FAILED:
         v->retry = true;
         own = &n->recorder_failed;
         break;
+    case R_CONFLICT:
+        /* a follower of a conflicting leader carries the same content */
+        v->conflict = true;
+        n->conflicts++;
+        return;
+    case R_SKIPPED:
+        if (follower) {
+            v->retry = true; /* its own delivery did not conflict: try again */
+            n->coalesced++;
+        } else {
+            n->conflicts++;
+        }
+        return;
     default: /* R_RETRY; nothing else is left after the flow */
         /* With durable attempts, a RETRY on the last allowed attempt ends
          * the event's retries here. */
@@ -790,7 +966,8 @@ static int64_t busy_wait_ms(const run_ctx *c, const ib_delivery *dl, int64_t rem
 }
 
 /* The outcome of a delivery whose items added up to `v`. REJECT wins, then
- * a RETRY or failed claim, then the poison rule, then a busy claim; ACK when
+ * a RETRY or failed claim, then a conflict (dead-lettered or acked, as
+ * on_conflict says), then the poison rule, then a busy claim; ACK when
  * none of them applies. */
 static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
 {
@@ -801,6 +978,11 @@ static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
     } else if (v->retry) {
         dl->outcome = IB_OUTCOME_NAK;
         dl->nak_delay_ms = ib_dispatch_backoff_ms(o, dl->delivery_count);
+    } else if (v->conflict) {
+        dl->outcome =
+            o->on_conflict == IB_CONFLICT_DEAD_LETTER ? IB_OUTCOME_DEAD_LETTER : IB_OUTCOME_ACK;
+        if (dl->outcome == IB_OUTCOME_DEAD_LETTER)
+            dl->dead_letter_reason = IB_DLQ_CONFLICT;
     } else if (v->open) {
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
         dl->dead_letter_reason = IB_DLQ_MAX_DELIVER;

@@ -160,6 +160,7 @@ static ib__dhandler *handler_new(const ib_dispatch_handler *hd, size_t index)
     h->handle = hd->handle;
     h->state = hd->state;
     h->index = index;
+    h->transactional = hd->transactional;
     return h;
 }
 

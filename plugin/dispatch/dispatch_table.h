@@ -8,6 +8,7 @@
 #ifndef IB_DISPATCH_TABLE_H
 #define IB_DISPATCH_TABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "dispatch.h"
@@ -18,8 +19,9 @@ typedef struct ib__dhandler {
     char *name;
     ib_handle_fn handle;
     void *state;
-    size_t index; /* registration order; with the event id it identifies a
-                     (consumer, id) pair, since consumers are unique */
+    size_t index;       /* registration order; with the event id it identifies a
+                           (consumer, id) pair, since consumers are unique */
+    bool transactional; /* runs inside the recorder's transaction */
 } ib__dhandler;
 
 typedef struct ib__dtable ib__dtable;

@@ -15,6 +15,7 @@ struct ib_nats {
     atomic_int connected;
     atomic_int closed;
     atomic_int closing; /* set by ib_nats_close: disconnects are expected */
+    atomic_uint_fast64_t reconnects;
     char nkey_public[IB_NKEY_PUBLIC_LEN + 1];
 };
 
@@ -45,6 +46,7 @@ static void on_reconnected(natsConnection *nc, void *closure)
     ib_nats *n = closure;
     natsConnection_GetConnectedUrl(nc, url, sizeof(url));
     atomic_store(&n->connected, 1);
+    atomic_fetch_add(&n->reconnects, 1);
     ib_log_kv(IB_SEV_INFO, "nats reconnected", "url", url, NULL);
 }
 
@@ -362,4 +364,9 @@ void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms)
     natsConnection_Destroy(n->nc);
     if (closed)
         free(n);
+}
+
+uint64_t ib_nats_reconnects(const ib_nats *n)
+{
+    return atomic_load(&((ib_nats *)n)->reconnects);
 }

@@ -244,8 +244,10 @@ void ib_dispatch_free(ib_dispatch *d);
  * refused (IB_ERR_CONFIG, naming it): they would share markers and one would
  * never run. Also IB_ERR_CONFIG: an empty or overlong consumer
  * (IB_CONSUMER_MAX), no handle function, an empty type list or an empty type.
- * A type listed twice for one handler counts once. On error the table is
- * unchanged. */
+ * A type listed twice for one handler counts once. A transactional handler
+ * is refused (IB_ERR_CONFIG, naming the handler and the recorder) when the
+ * recorder has no transactions (only sqlite: has) or the options give no
+ * transactional_bus. On error the table is unchanged. */
 ib_status ib_dispatch_add(ib_dispatch *d, const ib_dispatch_handler *handler, ib_error *err);
 
 /* Number of handlers subscribed to `type` (0 for NULL or an unknown type). */

@@ -59,6 +59,10 @@ jsCtx *ib_nats_jetstream(ib_nats *n);
 /* Connection state, safe from any thread. */
 bool ib_nats_is_connected(const ib_nats *n);
 bool ib_nats_is_closed(const ib_nats *n);
+/* How many times the connection came back after a loss, so far: a caller
+ * that must resend something after a reconnect compares it with the count
+ * it saw last. */
+uint64_t ib_nats_reconnects(const ib_nats *n);
 
 /* Waits until connected, closed, `*stop` becomes true or `timeout_ms`
  * passes (<0 = forever). Returns true when connected. */
