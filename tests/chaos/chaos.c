@@ -42,6 +42,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chaos_common.h"
 #include "ib_test.h"
 #include "it_cluster.h"
 #include "it_support.h"
@@ -61,9 +62,6 @@
 /* How long the backlog may make no progress outside an outage before the
  * remaining actions fire anyway (the backlog is gone, or stuck). */
 #define STALL_MS 3000
-/* A new `ibus run` counts as started once it logs "running", or after
- * this long. */
-#define STARTUP_MS 10000
 /* The fleet cases' marker bucket (stream "KV_" FLEET_BUCKET), made with
  * three replicas by the first host, which `--create` runs alone. */
 #define FLEET_BUCKET "fleet"
@@ -101,34 +99,6 @@ typedef struct chaos_result {
 } chaos_result;
 
 /* ---- parameters ---------------------------------------------------------- */
-
-static long env_long(const char *name, long def)
-{
-    const char *v = getenv(name);
-    if (v == NULL || v[0] == '\0')
-        return def;
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || n < 0)
-        fail_msg("%s: expected a non-negative integer, got '%s'", name, v);
-    return n;
-}
-
-static void parse_seeds(chaos_params *p, const char *text)
-{
-    char *copy = strdup(text), *save = NULL;
-    assert_non_null(copy);
-    p->seed_count = 0;
-    for (char *t = strtok_r(copy, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
-        if (p->seed_count == MAX_SEEDS)
-            fail_msg("IB_CHAOS_SEEDS: more than %d seeds", MAX_SEEDS);
-        p->seeds[p->seed_count++] = strtoul(t, NULL, 10);
-    }
-    free(copy);
-    if (p->seed_count == 0)
-        fail_msg("IB_CHAOS_SEEDS: no seed in '%s'", text);
-}
 
 /* Milliseconds of a duration as `ibus` prints it ("2ms", "500us", "1s"). */
 static double duration_ms(const char *text)
@@ -201,19 +171,18 @@ static void probe_commit_interval(chaos_params *p, const char *dir)
  *   IB_CHAOS_REPORT          append one JSON line per seed to this file */
 static void params_from_env(chaos_params *p, const char *dir)
 {
-    const char *seeds = getenv("IB_CHAOS_SEEDS");
-    parse_seeds(p, seeds != NULL && seeds[0] != '\0' ? seeds : p->default_seeds);
-    p->events = env_long("IB_CHAOS_EVENTS", p->events);
-    p->subscribers = (int)env_long("IB_CHAOS_SUBSCRIBERS", p->subscribers);
-    p->kills = (int)env_long("IB_CHAOS_KILLS", p->kills);
-    p->restarts = (int)env_long("IB_CHAOS_SERVER_RESTARTS", p->restarts);
-    p->sleep_ms = env_long("IB_CHAOS_SLEEP_MS", p->sleep_ms);
-    p->outage_ms = env_long("IB_CHAOS_OUTAGE_MS", p->outage_ms);
-    p->respawn_ms = env_long("IB_CHAOS_RESPAWN_MS", p->respawn_ms);
-    p->leader_kills = (int)env_long("IB_CHAOS_LEADER_KILLS", p->leader_kills);
-    p->leader_down_ms = env_long("IB_CHAOS_LEADER_DOWN_MS", p->leader_down_ms);
-    p->settle_ms = it_timeout(env_long("IB_CHAOS_SETTLE_MS", p->settle_ms));
-    p->concurrency = (int)env_long("IB_CHAOS_CONCURRENCY", 1);
+    p->seed_count = chaos_seeds(p->seeds, MAX_SEEDS, p->default_seeds);
+    p->events = chaos_env_long("IB_CHAOS_EVENTS", p->events);
+    p->subscribers = (int)chaos_env_long("IB_CHAOS_SUBSCRIBERS", p->subscribers);
+    p->kills = (int)chaos_env_long("IB_CHAOS_KILLS", p->kills);
+    p->restarts = (int)chaos_env_long("IB_CHAOS_SERVER_RESTARTS", p->restarts);
+    p->sleep_ms = chaos_env_long("IB_CHAOS_SLEEP_MS", p->sleep_ms);
+    p->outage_ms = chaos_env_long("IB_CHAOS_OUTAGE_MS", p->outage_ms);
+    p->respawn_ms = chaos_env_long("IB_CHAOS_RESPAWN_MS", p->respawn_ms);
+    p->leader_kills = (int)chaos_env_long("IB_CHAOS_LEADER_KILLS", p->leader_kills);
+    p->leader_down_ms = chaos_env_long("IB_CHAOS_LEADER_DOWN_MS", p->leader_down_ms);
+    p->settle_ms = it_timeout(chaos_env_long("IB_CHAOS_SETTLE_MS", p->settle_ms));
+    p->concurrency = (int)chaos_env_long("IB_CHAOS_CONCURRENCY", 1);
     const char *ack_wait = getenv("IB_CHAOS_ACK_WAIT");
     snprintf(p->ack_wait, sizeof(p->ack_wait), "%s", ack_wait != NULL ? ack_wait : "");
     if (p->events < 20 || p->subscribers < 1 || p->subscribers > MAX_SUBSCRIBERS ||
@@ -236,53 +205,6 @@ static double repeat_bound_per_kill(int concurrency, double commit_interval_ms, 
 }
 
 /* ---- events -------------------------------------------------------------- */
-
-/* splitmix64: small, fast, and the same sequence on every machine. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s)
-{
-    return (double)(rng_next(s) >> 11) / 9007199254740992.0;
-}
-
-static long rng_range(uint64_t *s, long lo, long hi)
-{
-    return hi <= lo ? lo : lo + (long)(rng_next(s) % (uint64_t)(hi - lo + 1));
-}
-
-/* A uuid4 in 32 hex digits whose last 12 digits are `index`, so a line of
- * effects.log leads straight back to its event. */
-static void make_id(char out[33], uint64_t *rng, size_t index)
-{
-    uint8_t b[16];
-    uint64_t r1 = rng_next(rng), r2 = rng_next(rng);
-    memcpy(b, &r1, 8);
-    memcpy(b + 8, &r2, 2);
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    for (int i = 0; i < 6; i++)
-        b[10 + i] = (uint8_t)((uint64_t)index >> (8 * (5 - i)));
-    for (int i = 0; i < 16; i++)
-        snprintf(out + 2 * i, 3, "%02x", b[i]);
-}
-
-/* The index an id carries, or -1 when it is not one of ours. */
-static long id_index(const char *id, char *const *ids, size_t n)
-{
-    if (strlen(id) != 32)
-        return -1;
-    char *end = NULL;
-    unsigned long long idx = strtoull(id + 20, &end, 16);
-    if (*end != '\0' || idx >= n || strcmp(ids[idx], id) != 0)
-        return -1;
-    return (long)idx;
-}
 
 typedef struct order_entry {
     double key;
@@ -310,8 +232,8 @@ static void write_backlog(it_env *e, char *const *ids, size_t n, uint64_t *rng, 
     for (size_t i = 0; i < n; i++)
         a[i] = (order_entry){(double)i, ids[i]};
     for (size_t k = 0; k < dups_a; k++) {
-        size_t j = (size_t)rng_range(rng, 0, (long)n - 1);
-        double later = (double)rng_range(rng, 1, 500);
+        size_t j = (size_t)chaos_rng_range(rng, 0, (long)n - 1);
+        double later = (double)chaos_rng_range(rng, 1, 500);
         a[n + k] = (order_entry){(double)j + later + 0.5, ids[j]};
     }
     qsort(a, n + dups_a, sizeof(*a), cmp_entry);
@@ -319,7 +241,7 @@ static void write_backlog(it_env *e, char *const *ids, size_t n, uint64_t *rng, 
         a_ids[i] = a[i].id;
     size_t nb = 0;
     for (size_t i = 0; i < n && nb < dups_b; i++)
-        if (rng_next(rng) & 1)
+        if (chaos_rng_next(rng) & 1)
             b_ids[nb++] = ids[i];
     assert_true(it_write_jsonl(it_path(a_path, e, "publish-a.jsonl"), a_ids, n + dups_a, EVENT_TYPE,
                                payload));
@@ -514,15 +436,17 @@ static size_t plan_actions(action *out, chaos_run *c)
     const chaos_params *p = c->p;
     size_t n = 0;
     for (int i = 0; i < p->kills; i++)
-        out[n++] = (action){ACT_KILL, 0.03 + 0.77 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+        out[n++] = (action){ACT_KILL, 0.03 + 0.77 * chaos_rng_unit(&c->rng),
+                            chaos_rng_range(&c->rng, 0, 40)};
     for (int i = 0; i < p->restarts; i++)
-        out[n++] =
-            (action){ACT_SERVER_RESTART, 0.15 + 0.6 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+        out[n++] = (action){ACT_SERVER_RESTART, 0.15 + 0.6 * chaos_rng_unit(&c->rng),
+                            chaos_rng_range(&c->rng, 0, 40)};
     for (int i = 0; i < p->leader_kills; i++)
-        out[n++] =
-            (action){ACT_LEADER_KILL, 0.15 + 0.6 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+        out[n++] = (action){ACT_LEADER_KILL, 0.15 + 0.6 * chaos_rng_unit(&c->rng),
+                            chaos_rng_range(&c->rng, 0, 40)};
     if (p->outage_ms > 0)
-        out[n++] = (action){ACT_OUTAGE, 0.1 + 0.4 * rng_unit(&c->rng), rng_range(&c->rng, 0, 40)};
+        out[n++] = (action){ACT_OUTAGE, 0.1 + 0.4 * chaos_rng_unit(&c->rng),
+                            chaos_rng_range(&c->rng, 0, 40)};
     qsort(out, n, sizeof(*out), cmp_action);
     return n;
 }
@@ -535,7 +459,7 @@ static bool kill_random(chaos_run *c, long progress)
             running[n++] = i;
     if (n == 0)
         return false;
-    int i = running[rng_range(&c->rng, 0, n - 1)];
+    int i = running[chaos_rng_range(&c->rng, 0, n - 1)];
     /* Work in flight just before the kill: messages not delivered yet or
      * awaiting an ack (the victim's own batch among them). */
     it_consumer_state st;
@@ -587,16 +511,6 @@ static bool supervise_node(chaos_run *c)
     return false;
 }
 
-/* Prints the last line a process wrote to stderr: why it ended. */
-static void print_last_words(const it_proc *p)
-{
-    char **lines = NULL;
-    size_t n = it_file_read_lines(&lines, p->err_path);
-    if (n > 0)
-        printf("    %s: %s\n", p->name, lines[n - 1]);
-    it_lines_free(lines, n);
-}
-
 /* Brings back subscribers whose respawn time came, and any that ended on
  * its own (as a supervisor would; counted as an unplanned exit). Returns
  * true while a respawn is due or a subscriber is still starting. */
@@ -610,14 +524,11 @@ static bool supervise(chaos_run *c)
                 spawn_subscriber(c, i);
         } else if (!it_proc_running(&c->subs[i])) {
             c->r->unplanned_exits++;
-            printf("  %s exited on its own with status %d; restarted\n", c->subs[i].name,
-                   c->subs[i].status);
-            print_last_words(&c->subs[i]);
+            chaos_report_exit(&c->subs[i]);
             spawn_subscriber(c, i);
         }
         if (c->respawn_at[i] == 0 && !c->up[i])
-            c->up[i] = it_file_contains(c->subs[i].err_path, "\"msg\":\"running\"") ||
-                       it_now_ms() - c->spawned_at[i] >= it_timeout(STARTUP_MS);
+            c->up[i] = chaos_subscriber_up(&c->subs[i], c->spawned_at[i]);
         starting = starting || c->respawn_at[i] != 0 || !c->up[i];
     }
     return starting;
@@ -742,7 +653,7 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
             !it_field(verdict, sizeof(verdict), lines[i], 4) || strcmp(consumer, CONSUMER) != 0 ||
             strcmp(verdict, "ok") != 0)
             continue;
-        long idx = id_index(id, ids, n);
+        long idx = chaos_id_index(id, ids, n);
         if (idx < 0)
             c->r->unexpected++;
         else if (ok[idx]++ > 0)
@@ -757,7 +668,7 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
     c->r->dead_lettered = nd;
     for (size_t i = 0; i < nd; i++) {
         const char *id = it_msg_header(&dl[i], "Ibus-Event-Id");
-        long idx = id != NULL ? id_index(id, ids, n) : -1;
+        long idx = id != NULL ? chaos_id_index(id, ids, n) : -1;
         if (idx < 0 || ok[idx] == 0)
             c->r->dl_never_handled++;
     }
@@ -770,22 +681,8 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
  * subscriber that does not exit 0 on SIGTERM counts as an unplanned exit. */
 static void settle(chaos_run *c)
 {
-    it_consumer_state st;
-    c->r->settled = it_wait_consumer_idle(&st, &c->e->server, IT_STREAM, DURABLE, c->p->settle_ms);
-    if (!c->r->settled)
-        printf("  not idle after %ld ms: pending %" PRIu64 ", ack pending %" PRIu64 "\n",
-               c->p->settle_ms, st.pending, st.ack_pending);
-    for (int i = 0; i < c->p->subscribers; i++)
-        it_proc_signal(&c->subs[i], SIGTERM);
-    for (int i = 0; i < c->p->subscribers; i++) {
-        int status = it_proc_wait(&c->subs[i], it_timeout(60000));
-        if (status != 0) {
-            c->r->unplanned_exits++;
-            printf("  %s ended with status %d after SIGTERM\n", c->subs[i].name, status);
-            print_last_words(&c->subs[i]);
-            it_proc_stop(&c->subs[i], SIGKILL, 1000);
-        }
-    }
+    c->r->settled = chaos_wait_idle(&c->e->server, DURABLE, c->p->settle_ms);
+    c->r->unplanned_exits += chaos_stop_all(c->subs, c->p->subscribers);
 }
 
 /* ---- one seed --------------------------------------------------------------- */
@@ -841,7 +738,7 @@ static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
     for (size_t i = 0; i < n; i++) {
         ids[i] = malloc(33);
         assert_non_null(ids[i]);
-        make_id(ids[i], &c.rng, i);
+        chaos_make_id(ids[i], &c.rng, i);
     }
     snprintf(payload, sizeof(payload), "sleep:%ld", p->sleep_ms);
     write_backlog(c.e, ids, n, &c.rng, payload, a_path, b_path);
@@ -905,14 +802,9 @@ static void print_table(const chaos_params *p, const chaos_result *rs, size_t n)
 
 static void report_json(const chaos_params *p, const chaos_result *r)
 {
-    const char *path = getenv("IB_CHAOS_REPORT");
-    if (path == NULL || path[0] == '\0')
+    FILE *f = chaos_report_open();
+    if (f == NULL)
         return;
-    FILE *f = fopen(path, "a");
-    if (f == NULL) {
-        fprintf(stderr, "chaos: cannot append to %s: %s\n", path, strerror(errno));
-        return;
-    }
     fprintf(f,
             "{\"case\":\"%s\",\"seed\":%lu,\"events\":%ld,\"duplicates\":%ld,\"subscribers\":%d,"
             "\"handler_ms\":%ld,\"concurrency\":%d,\"commit_interval_ms\":%.3f,\"kills\":%d,"
