@@ -182,3 +182,46 @@ void it_msgs_free(it_msg *msgs, size_t n)
         it_msg_clear(&msgs[i]);
     free(msgs);
 }
+
+bool it_stream_add(it_server *s, const char *name, const char *subject, int64_t duplicates_ms)
+{
+    jsCtx *js = it_server_js(s);
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name;
+    cfg.Subjects = &subject;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.Duplicates = duplicates_ms * 1000000; /* nanoseconds */
+    natsStatus st = js != NULL ? js_AddStream(&si, js, &cfg, NULL, &jerr) : NATS_CONNECTION_CLOSED;
+    jsStreamInfo_Destroy(si);
+    if (st != NATS_OK)
+        fprintf(stderr, "it_stream_add %s: %s (jetstream error %d)\n", name, natsStatus_GetText(st),
+                (int)jerr);
+    return st == NATS_OK;
+}
+
+bool it_js_publish_id(bool *duplicate, it_server *s, const char *subject, const char *msg_id,
+                      const void *data, size_t len)
+{
+    jsCtx *js = it_server_js(s);
+    natsMsg *m = NULL;
+    jsPubAck *ack = NULL;
+    jsErrCode jerr = 0;
+    natsStatus st =
+        js != NULL ? natsMsg_Create(&m, subject, NULL, data, (int)len) : NATS_CONNECTION_CLOSED;
+    if (st == NATS_OK)
+        st = natsMsgHeader_Set(m, "Nats-Msg-Id", msg_id);
+    if (st == NATS_OK)
+        st = js_PublishMsg(&ack, js, m, NULL, &jerr);
+    if (st == NATS_OK && duplicate != NULL)
+        *duplicate = ack->Duplicate;
+    if (st != NATS_OK)
+        fprintf(stderr, "it_js_publish_id %s: %s (jetstream error %d)\n", subject,
+                natsStatus_GetText(st), (int)jerr);
+    jsPubAck_Destroy(ack);
+    natsMsg_Destroy(m);
+    return st == NATS_OK;
+}

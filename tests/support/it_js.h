@@ -33,6 +33,17 @@ bool it_wait_consumer(it_server *s, const char *stream, const char *durable, int
 bool it_wait_consumer_idle(it_consumer_state *last, it_server *s, const char *stream,
                            const char *durable, int64_t timeout_ms);
 
+/* Makes a file stream `name` on the subjects `subject` (one pattern) whose
+ * duplicate window (Nats-Msg-Id) is `duplicates_ms`; 0 keeps the server's
+ * default of two minutes. False, with the reason on stderr, on failure. */
+bool it_stream_add(it_server *s, const char *name, const char *subject, int64_t duplicates_ms);
+
+/* Publishes `len` bytes to `subject` through JetStream with Nats-Msg-Id
+ * `msg_id` and waits for the stream's ack; `*duplicate` (may be NULL) says
+ * whether the stream dropped it as a repeat within its window. */
+bool it_js_publish_id(bool *duplicate, it_server *s, const char *subject, const char *msg_id,
+                      const void *data, size_t len);
+
 /* Number of messages in a stream; 0 if it does not exist. */
 uint64_t it_stream_count(it_server *s, const char *stream);
 

@@ -93,6 +93,8 @@ const char *it_plugin(const char *name)
         return IT_PLUGIN_AUDIT;
     if (strcmp(name, "flaky") == 0)
         return IT_PLUGIN_FLAKY;
+    if (strcmp(name, "ledger") == 0)
+        return IT_PLUGIN_LEDGER;
     fail_msg("it_plugin: no plugin named %s in this build", name);
     return NULL;
 }

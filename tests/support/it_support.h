@@ -30,8 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "it_db.h"
 #include "it_files.h"
 #include "it_js.h"
+#include "it_posted.h"
 #include "it_proc.h"
 #include "it_server.h"
 
@@ -57,8 +59,8 @@ void it_done(it_env *e);
 /* "<env dir>/<name>" into out (PATH_MAX bytes); returns out. */
 char *it_path(char *out, const it_env *e, const char *name);
 
-/* The ibus binary and a plugin ("scripted", "audit", "flaky") of this
- * build. */
+/* The ibus binary and a plugin ("scripted", "audit", "flaky", "ledger")
+ * of this build. */
 const char *it_ibus(void);
 const char *it_plugin(const char *name);
 
@@ -151,6 +153,11 @@ bool it_make_ids(char ***ids, size_t n, const char *path);
  * `ibus publish` on stdin. */
 bool it_write_jsonl(const char *path, char *const *ids, size_t n, const char *type,
                     const char *payload);
+
+/* Like it_write_jsonl, with a payload of its own per id (payloads[i]
+ * for ids[i], JSON-escaped: quotes and backslashes only). */
+bool it_write_jsonl_each(const char *path, char *const *ids, char *const *payloads, size_t n,
+                         const char *type);
 
 /* Waits until the consumer is idle (it_wait_consumer_idle, failing the
  * test after timeout_ms), then stops every host in `hosts` with SIGTERM and
