@@ -115,6 +115,9 @@ typedef struct ib_consumer_facts {
     uint64_t num_pending;
     bool exists; /* ib_consumer_facts_get: false when the server says there is no such
                     consumer (or stream); the other fields are 0 then */
+    /* appended: the longest BackOff step in ms (a redelivery wait after an
+     * ack timeout), for the redelivery horizon; 0 without BackOff */
+    int64_t backoff_max_ms;
 } ib_consumer_facts;
 
 /* Looks the consumer up (creating stream, dead-letter stream and consumer
@@ -134,6 +137,12 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
  * server cannot be asked (disconnected, timeout): existence unknown. */
 ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *stream,
                                 const char *durable, ib_error *err);
+
+/* Reads the stream's MaxAge, in ms, into `*max_age_ms`: how long the
+ * stream keeps a message, hence how long it can still deliver it (0: no
+ * age limit). Errors: IB_ERR_CONFIG when the stream does not exist (the
+ * message names it), IB_ERR_NATS when the server cannot be asked. */
+ib_status ib_stream_max_age_get(int64_t *max_age_ms, jsCtx *js, const char *stream, ib_error *err);
 
 /* Pulling messages from a JetStream durable pull consumer in batches.
  *
