@@ -4,13 +4,20 @@
  *   ibus markers --consumer ORDERS/audit/audit lookup ID
  *   ibus markers --consumer ORDERS/audit/audit --limit 20 list
  *   ibus markers --consumer ORDERS/audit/audit forget ID   (force reprocessing)
- *   ibus markers --older-than 30d prune */
+ *   ibus markers --older-than 30d --stream ORDERS --durable orders prune
+ *
+ * prune refuses an age shorter than the time the stream can still deliver
+ * a message (the floor `ibus run --retention` checks too), read from the
+ * server: --stream for MaxAge, --durable for the redelivery horizon.
+ * --force skips the check. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "commands.h"
+#include "host.h"
+#include "nats_options.h"
 #include "options.h"
 #include "recorder.h"
 #include "uuid.h"
@@ -49,8 +56,85 @@ static int need_id(char id[IB_ID_BUF_SIZE], const ib_strlist *args, const char *
     return 0;
 }
 
+/* What prune needs beyond the recorder: the age, and where to read the
+ * floor from. */
+typedef struct prune_args {
+    int64_t older_than_ms;
+    bool force;
+    const char *stream;
+    const char *durable;  /* may be NULL: MaxAge alone */
+    int64_t retry_max_ms; /* the --retry-max-delay of the ibus run processes */
+    ib_nats_config nats;
+} prune_args;
+
+/* Reads the stream's MaxAge and, with --durable, the consumer's settings
+ * into `w`. Returns 0, or the exit code after saying why. */
+static int read_window(ib_delivery_window *w, const prune_args *p)
+{
+    ib_nats *n = NULL;
+    ib_error e;
+    ib_consumer_facts f;
+    int code = 0;
+    memset(w, 0, sizeof(*w));
+    w->no_consumer = p->durable == NULL || p->durable[0] == '\0';
+    w->nak_max_ms = p->retry_max_ms;
+    if (ib_nats_connect(&n, &p->nats, &e) != IB_OK ||
+        ib_stream_max_age_get(&w->max_age_ms, ib_nats_jetstream(n), p->stream, &e) != IB_OK)
+        goto fail;
+    if (!w->no_consumer) {
+        if (ib_consumer_facts_get(&f, ib_nats_jetstream(n), p->stream, p->durable, &e) != IB_OK)
+            goto fail;
+        if (!f.exists) {
+            fprintf(stderr, "ibus markers prune: consumer %s on stream %s does not exist\n",
+                    p->durable, p->stream);
+            code = 2;
+            goto out;
+        }
+        w->ack_wait_ms = f.ack_wait_ms;
+        w->max_deliver = f.max_deliver;
+        w->backoff_max_ms = f.backoff_max_ms;
+    }
+    goto out;
+fail:
+    fprintf(stderr, "ibus markers prune: %s\n", e.msg);
+    code = e.status == IB_ERR_CONFIG ? 2 : 1;
+out:
+    ib_nats_close(n, 1000);
+    return code;
+}
+
+/* The floor check of prune: 0 when pruning may go on, else the exit code
+ * after saying why (2 for an age below the floor). */
+static int check_floor(const prune_args *p)
+{
+    if (p->force)
+        return 0;
+    if (p->stream == NULL || p->stream[0] == '\0') {
+        fprintf(stderr, "ibus markers prune: pass --stream (and --durable) so the age can be "
+                        "checked against the time the stream can still deliver a message, or "
+                        "--force to skip the check\n");
+        return 2;
+    }
+    ib_delivery_window w;
+    int code = read_window(&w, p);
+    if (code != 0)
+        return code;
+    int64_t floor = ib_host_retention_floor_ms(&w);
+    if (p->older_than_ms >= floor)
+        return 0;
+    char why[512];
+    fprintf(stderr,
+            "ibus markers prune: %s: markers could be pruned while their event can still "
+            "arrive; %s or pass --force\n",
+            ib_host_retention_explain(why, sizeof(why), "--older-than", p->older_than_ms, &w,
+                                      p->stream),
+            floor == IB_HOST_UNBOUNDED ? "give the stream a MaxAge and the consumer a MaxDeliver"
+                                       : "raise --older-than");
+    return 2;
+}
+
 static int run_action(ib_recorder *r, const char *action, const ib_strlist *args,
-                      const char *consumer, int64_t limit, int64_t older_than_ms)
+                      const char *consumer, int64_t limit, const prune_args *prune)
 {
     char id[IB_ID_BUF_SIZE];
     ib_error e;
@@ -93,11 +177,15 @@ static int run_action(ib_recorder *r, const char *action, const ib_strlist *args
     }
     if (strcmp(action, "prune") == 0) {
         uint64_t removed = 0;
-        if (older_than_ms <= 0) {
+        if (prune->older_than_ms <= 0) {
             fprintf(stderr, "ibus markers prune: --older-than is required (e.g. 30d)\n");
             return 2;
         }
-        int64_t cutoff = ib_clock_realtime_ms() - older_than_ms;
+        /* a kv: bucket's TTL prunes: let prune itself say so */
+        int code = strcmp(ib_recorder_kind(r), "kv") != 0 ? check_floor(prune) : 0;
+        if (code != 0)
+            return code;
+        int64_t cutoff = ib_clock_realtime_ms() - prune->older_than_ms;
         if ((st = ib_recorder_prune(r, &removed, cutoff, &e)) != IB_OK)
             goto fail;
         printf("pruned=%" PRIu64 "\n", removed);
@@ -128,7 +216,8 @@ fail:
 int ib_cmd_markers(int argc, char **argv)
 {
     const char *uri = NULL, *consumer = NULL;
-    int64_t limit = 0, older_than = 0;
+    int64_t limit = 0;
+    prune_args pa;
     ib_strlist args;
     ib_recorder_options ro = {.size = sizeof(ro)};
     bool help = false;
@@ -136,6 +225,7 @@ int ib_cmd_markers(int argc, char **argv)
     int code = 2;
 
     memset(&args, 0, sizeof(args));
+    memset(&pa, 0, sizeof(pa));
     const ib_opt opts[] = {
         {"recorder", IB_OPT_STRING, &uri, "URI", "sqlite:processed.db", "marker store", 0, 0},
         {"allow-insecure-db", IB_OPT_FLAG, &ro.sqlite_allow_insecure, NULL, NULL,
@@ -144,8 +234,17 @@ int ib_cmd_markers(int argc, char **argv)
          "consumer identity (<durable>/<plugin>/<handler>)", 0, 0},
         {"limit", IB_OPT_INT, &limit, "N", "100", "list at most N markers (0 = all)", 0,
          1000000000},
-        {"older-than", IB_OPT_DURATION, &older_than, "DURATION", NULL,
+        {"older-than", IB_OPT_DURATION, &pa.older_than_ms, "DURATION", NULL,
          "prune markers older than this", 0, 0},
+        {"stream", IB_OPT_STRING, &pa.stream, "NAME", NULL,
+         "prune: the stream whose MaxAge bounds --older-than", 0, 0},
+        {"durable", IB_OPT_STRING, &pa.durable, "NAME", NULL,
+         "prune: the consumer whose redelivery settings bound --older-than too", 0, 0},
+        {"retry-max-delay", IB_OPT_DURATION, &pa.retry_max_ms, "DURATION", "1m",
+         "prune: the --retry-max-delay of the ibus run processes", 1, 86400000},
+        {"force", IB_OPT_FLAG, &pa.force, NULL, NULL,
+         "prune: skip the check against the stream and consumer", 0, 0},
+        IB_NATS_OPTIONS(&pa.nats),
     };
     const size_t n = sizeof(opts) / sizeof(opts[0]);
     if (ib_opts_parse(opts, n, argc, argv, &args, &help, &e) != IB_OK) {
@@ -164,7 +263,8 @@ int ib_cmd_markers(int argc, char **argv)
         code = e.status == IB_ERR_CONFIG || e.status == IB_ERR_SCHEMA ? 2 : 1;
         goto out;
     }
-    code = run_action(r, args.items[0], &args, consumer, limit, older_than);
+    pa.nats.name = "ibus markers";
+    code = run_action(r, args.items[0], &args, consumer, limit, &pa);
     ib_recorder_close(r);
 out:
     ib_opts_release(opts, n);

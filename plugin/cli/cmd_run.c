@@ -17,11 +17,17 @@ typedef struct run_args {
     ib_host_config c;
     ib_strlist plugins, plugin_configs, consumer_names, backoff;
     const char *log_format, *log_level;
+    int on_conflict; /* index into conflict_policies */
     int64_t backoff_ms[MAX_BACKOFF];
     bool help;
     ib_log_format lf;
     ib_log_sev ls;
 } run_args;
+
+/* --on-conflict values, in the order of the option's choices. */
+static const ib_conflict_policy conflict_policies[] = {IB_CONFLICT_DEAD_LETTER, IB_CONFLICT_DROP,
+                                                       IB_CONFLICT_LOG};
+#define CONFLICT_CHOICES "dead-letter|drop|log"
 
 /* Writes the option table of `ibus run` into `opts` (room for
  * MAX_RUN_OPTIONS), its targets inside `a`, and returns its length. */
@@ -92,6 +98,14 @@ static size_t run_options(ib_opt *opts, run_args *a)
          "subject prefix for events handlers publish (<prefix>.<type>)", 0, 0},
         {"summary-file", IB_OPT_STRING, &c->summary_file, "FILE", NULL,
          "append a JSON line of totals at exit", 0, 0},
+        {"on-conflict", IB_OPT_CHOICE, &a->on_conflict, CONFLICT_CHOICES, "dead-letter",
+         "an id reused for another payload: dead-letter, drop, or log and drop", 0, 0},
+        {"retention", IB_OPT_DURATION, &c->retention_ms, "DURATION", "0",
+         "prune markers older than this in the background (0 = never); refused below the time "
+         "the stream can still deliver a message",
+         0, 0},
+        {"retention-unsafe", IB_OPT_FLAG, &c->retention_unsafe, NULL, NULL,
+         "start with a --retention below that time (with a warning)", 0, 0},
     };
     _Static_assert(sizeof(table) / sizeof(table[0]) <= MAX_RUN_OPTIONS, "raise MAX_RUN_OPTIONS");
     memcpy(opts, table, sizeof(table));
@@ -134,6 +148,11 @@ static int check_args(run_args *a)
         fprintf(stderr, "ibus run: --backoff: more steps than --max-deliver\n");
         return -1;
     }
+    if (a->c.retention_ms > 0 && a->c.recorder != NULL && strncmp(a->c.recorder, "kv:", 3) == 0) {
+        fprintf(stderr, "ibus run: --retention: a kv: recorder cannot prune; its bucket's TTL "
+                        "removes old markers (set it when creating the bucket)\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -169,6 +188,7 @@ int ib_cmd_run(int argc, char **argv)
     a.c.backoff_ms = a.backoff_ms;
     a.c.backoff_len = a.backoff.count;
     a.c.nats.name = a.c.durable;
+    a.c.on_conflict = conflict_policies[a.on_conflict];
     code = ib_host_run(&a.c);
 out:
     ib_opts_release(opts, n);

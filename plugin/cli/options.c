@@ -58,6 +58,21 @@ static void list_add(ib_strlist *l, const char *v, ib_error *err, const char *na
     l->items[l->count] = NULL;
 }
 
+/* The index of `v` among the '|'-separated `choices`, or -1. */
+static int choice_index(const char *choices, const char *v)
+{
+    size_t vlen = strlen(v);
+    int i = 0;
+    for (const char *c = choices; c != NULL; i++) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar != NULL ? (size_t)(bar - c) : strlen(c);
+        if (len == vlen && strncmp(c, v, len) == 0)
+            return i;
+        c = bar != NULL ? bar + 1 : NULL;
+    }
+    return -1;
+}
+
 /* `from` says where the value came from, for error messages. */
 static ib_status set_value(const ib_opt *o, const char *v, const char *from, ib_error *err)
 {
@@ -104,6 +119,14 @@ static ib_status set_value(const ib_opt *o, const char *v, const char *from, ib_
             return ib_error_set(err, IB_ERR_CONFIG, "%s: expected true or false, got '%s'", from,
                                 v);
         return IB_OK;
+    case IB_OPT_CHOICE: {
+        int i = o->metavar != NULL ? choice_index(o->metavar, v) : -1;
+        if (i < 0)
+            return ib_error_set(err, IB_ERR_CONFIG, "%s: expected one of %s, got '%s'", from,
+                                o->metavar != NULL ? o->metavar : "?", v);
+        *(int *)o->target = i;
+        return IB_OK;
+    }
     case IB_OPT_DOUBLE: {
         errno = 0;
         double d = strtod(v, &end);

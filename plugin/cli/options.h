@@ -26,6 +26,8 @@ typedef enum ib_opt_kind {
     IB_OPT_DURATION, /* target: int64_t * in milliseconds */
     IB_OPT_FLAG,     /* target: bool *; no value on the command line; env 1/0/true/false */
     IB_OPT_DOUBLE,   /* target: double * */
+    IB_OPT_CHOICE,   /* target: int *, the index of the value among the metavar's
+                        '|'-separated choices ("dead-letter|drop|log") */
 } ib_opt_kind;
 
 #define IB_STRLIST_MAX 64

@@ -33,10 +33,12 @@ static int ready(void *ctx)
            !atomic_load(&h->recorder_down);
 }
 
-/* Fatal setup errors: configuration problems exit 2, the rest 1. */
+/* Fatal setup errors: configuration problems exit 2, the rest 1. An
+ * empty message means the failing step has logged its own. */
 static int fail(const ib_error *e)
 {
-    ib_log_kv(IB_SEV_ERROR, e->msg, "status", ib_status_str(e->status), NULL);
+    if (e->msg[0] != '\0')
+        ib_log_kv(IB_SEV_ERROR, e->msg, "status", ib_status_str(e->status), NULL);
     return e->status == IB_ERR_CONFIG || e->status == IB_ERR_PLUGIN || e->status == IB_ERR_SCHEMA ||
                    e->status == IB_ERR_INVALID_ARG
                ? 2
@@ -119,7 +121,8 @@ static int bind_consumer(ib_host *h, ib_error *err)
     snprintf(md, sizeof(md), "%" PRIu64, h->max_deliver);
     ib_log_kv(IB_SEV_INFO, "consumer bound", "stream", h->cfg->stream, "durable", h->cfg->durable,
               "ack_wait", aw, "max_deliver", md, NULL);
-    return 0;
+    /* now that the consumer's real settings are known */
+    return ib__host_retention_check(h, &facts, err);
 }
 
 static void write_summary(const ib_host *h, int exit_code)
@@ -319,22 +322,26 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
     h->bus.timeout_ms = 5000;
 }
 
-/* Opens the recorder, on the host's NATS connection when it has one.
- * Returns 0, or -1 with `e` set. */
 /* The longest a delivered event may still come back, from the settings
- * ibus creates its consumer with: every delivery but the last may wait out
- * the AckWait and then the longest nak delay. 0 without a delivery limit
- * (then no TTL is long enough to check against). */
-static int64_t redelivery_horizon_ms(const ib_host_config *cfg)
+ * ibus creates its consumer with (the recorder opens before the consumer
+ * is bound). 0 when unbounded: then no TTL is long enough to check
+ * against. */
+static int64_t created_horizon_ms(const ib_host_config *cfg)
 {
-    if (cfg->max_deliver <= 1)
-        return 0;
-    int64_t delay = cfg->retry_max_ms;
+    ib_delivery_window w = {
+        .ack_wait_ms = cfg->ack_wait_ms,
+        .max_deliver = cfg->max_deliver,
+        .nak_max_ms = cfg->retry_max_ms,
+    };
     for (size_t i = 0; cfg->backoff_ms != NULL && i < cfg->backoff_len; i++)
-        delay = cfg->backoff_ms[i] > delay ? cfg->backoff_ms[i] : delay;
-    return (cfg->max_deliver - 1) * (cfg->ack_wait_ms + delay);
+        w.backoff_max_ms =
+            cfg->backoff_ms[i] > w.backoff_max_ms ? cfg->backoff_ms[i] : w.backoff_max_ms;
+    int64_t horizon = ib_host_redelivery_horizon_ms(&w);
+    return horizon == IB_HOST_UNBOUNDED ? 0 : horizon;
 }
 
+/* Opens the recorder, on the host's NATS connection when it has one.
+ * Returns 0, or -1 with `e` set. */
 static int open_recorder(ib_host *h, ib_error *e)
 {
     /* A kv: bucket is created only with --create, and refused when it
@@ -344,7 +351,7 @@ static int open_recorder(ib_host *h, ib_error *e)
         .sqlite_allow_insecure = h->cfg->allow_insecure_db,
         .nats_connection = h->nats != NULL ? ib_nats_connection(h->nats) : NULL,
         .kv_create = h->cfg->create,
-        .kv_min_ttl_ms = redelivery_horizon_ms(h->cfg),
+        .kv_min_ttl_ms = created_horizon_ms(h->cfg),
     };
     if (ib_recorder_open(&h->recorder, h->cfg->recorder, &ro, e) != IB_OK)
         return -1;
@@ -408,7 +415,7 @@ static bool open_connection(ib_host *h, int *code)
 }
 
 /* Open, last part: a recorder on this connection, the consumer,
- * dispatch, the puller and the watcher.
+ * dispatch, the puller, the watcher and the keeper.
  * Returns 0, or -1 with `e` set. */
 static int open_consumer(ib_host *h, ib_error *e)
 {
@@ -427,8 +434,8 @@ static int open_consumer(ib_host *h, ib_error *e)
     if (ib_puller_create(&h->puller, ib_nats_connection(h->nats), &po, e) != IB_OK)
         return -1;
     atomic_store(&h->bound, 1);
-    if (ib__host_watch_start(h) != 0) {
-        ib_error_set(e, IB_ERR_IO, "cannot start the watcher thread");
+    if (ib__host_watch_start(h) != 0 || ib__host_keeper_start(h) != 0) {
+        ib_error_set(e, IB_ERR_IO, "cannot start the watcher or keeper thread");
         return -1;
     }
     ib_log_kv(IB_SEV_INFO, "running", "owner", h->owner, "recorder", cfg->recorder, "dead_letter",
@@ -478,6 +485,7 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     ib_http_stop(h->http);
     h->http = NULL;
     ib__host_watch_stop(h);
+    ib__host_keeper_stop(h);
     atomic_store(&h->bound, 0);
     if (h->puller != NULL)
         ib_puller_stats_get(h->puller, &h->pull_stats);

@@ -107,8 +107,28 @@ static void count_delivery(ib_host *h, const item *it)
     }
 }
 
+/* A handler not run because its id is marked with another payload: a
+ * producer reused the id. Counted, and logged with the consumer and the id,
+ * never the payload (it may hold anything); louder unless the operator
+ * chose to drop such events. */
+static void observe_conflict(ib_host *h, const ib_delivery *d, const char *consumer)
+{
+    static const char *const action[] = {
+        [IB_CONFLICT_DEAD_LETTER] = "dead-letter",
+        [IB_CONFLICT_DROP] = "drop",
+        [IB_CONFLICT_LOG] = "log",
+    };
+    ib_conflict_policy p = h->cfg->on_conflict;
+    ib_metrics_add(h->metrics, IB_METRIC_CONFLICTS, 1);
+    ib_log_kv(p == IB_CONFLICT_DROP ? IB_SEV_INFO : IB_SEV_WARN,
+              "conflict: event id already marked with another payload", "consumer", consumer,
+              "event_id", d->event->id, "type", d->event->type, "on_conflict",
+              (unsigned)p < sizeof(action) / sizeof(action[0]) ? action[p] : "?", NULL);
+}
+
 /* Dispatch observer: one histogram sample per handler call, and one log
- * line per handler failure naming the handler's consumer identity. */
+ * line per handler failure or conflict naming the handler's consumer
+ * identity. */
 static void observe(void *ctx, const ib_delivery *d, const char *consumer, ib_handler_result result,
                     double seconds)
 {
@@ -121,6 +141,10 @@ static void observe(void *ctx, const ib_delivery *d, const char *consumer, ib_ha
         [IB_RESULT_LOST] = "claim-lost",
     };
     ib_host *h = ctx;
+    if (result == IB_RESULT_CONFLICT) {
+        observe_conflict(h, d, consumer); /* not run: no time to observe */
+        return;
+    }
     if (result != IB_RESULT_RECORDER_FAILED)
         ib_metrics_observe(h->metrics, IB_METRIC_HANDLE_SECONDS, seconds);
     if (result == IB_RESULT_HANDLED || (unsigned)result >= sizeof(what) / sizeof(what[0]))
@@ -199,6 +223,7 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
         .commit_interval_ms = h->cfg->commit_interval_ms > 0 ? h->cfg->commit_interval_ms : -1,
         .on_settled = on_settled,
         .on_recorder = ib__host_on_recorder,
+        .on_conflict = h->cfg->on_conflict,
     };
     if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
         return -1;

@@ -61,6 +61,8 @@ static ib_status register_handler(ib_plugin *p, const ib_handler_desc *h, ib_dis
         .event_types = h->event_types,
         .handle = h->handle,
         .state = ib_plugin_state(p),
+        /* dispatch, which knows the recorder, refuses it without transactions */
+        .transactional = (h->flags & IB_HANDLER_TRANSACTIONAL) != 0,
     };
     ib_error_clear(&inner);
     if (ib_dispatch_add(d, &dh, &inner) != IB_OK)

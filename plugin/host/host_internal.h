@@ -1,6 +1,8 @@
-/* Internals of the subscriber host shared by host.c, host_batch.c and
- * host_watch.c. Calls go one way: host.c drives host_batch.c (dispatch and
- * batches) and host_watch.c (the watcher thread); neither calls back into
+/* Internals of the subscriber host shared by host.c, host_batch.c,
+ * host_watch.c and host_retention.c. Calls go one way: host.c drives
+ * host_batch.c (dispatch and batches), host_watch.c (the watcher thread)
+ * and host_retention.c (the retention check and the keeper thread); none
+ * calls back into
  * host.c, and the stop signal lives in host_signal.c. */
 #ifndef IB_HOST_INTERNAL_H
 #define IB_HOST_INTERNAL_H
@@ -68,6 +70,15 @@ typedef struct ib_host {
     bool watcher_started;
     atomic_int watcher_quit;
     atomic_llong stop_requested_at_ms;
+
+    /* The keeper thread (host_retention.c): background pruning and the
+     * recorder's gauges. keeper_quit is guarded by keeper_lock, and
+     * keeper_wake (on CLOCK_MONOTONIC) cuts its sleep short. */
+    pthread_t keeper;
+    bool keeper_started;
+    pthread_mutex_t keeper_lock;
+    pthread_cond_t keeper_wake;
+    bool keeper_quit;
 } ib_host;
 
 /* Allocates and frees the per-batch working arrays (h->batch_cap entries
@@ -98,5 +109,24 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);
  * metrics gauges, the recorder probe while idle, and the drain deadline. */
 int ib__host_watch_start(ib_host *h);
 void ib__host_watch_stop(ib_host *h);
+
+/* Starts `fn(arg)` on a new thread that has every signal blocked, so
+ * signals stay with the main thread. Returns pthread_create's result. */
+int ib__host_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* Refuses a retention shorter than the time the stream can still deliver
+ * a message (ib_host_retention_floor_ms), from the bound consumer's facts
+ * `f` and the stream's MaxAge: logs why with both figures and returns -1
+ * with IB_ERR_CONFIG and an empty message (said already), unless
+ * cfg->retention_unsafe (then a warning). Without retention 0 at once.
+ * -1 with IB_ERR_NATS when the stream cannot be read. */
+int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *err);
+
+/* Starts and stops the keeper thread: prune every tenth of the retention
+ * (1 s to 60 s) when there is one, and refresh ibus_markers,
+ * ibus_recorder_wal_bytes and ibus_outbox_pending. Stop wakes it and waits
+ * for a prune pass in progress; a no-op when it was not started. */
+int ib__host_keeper_start(ib_host *h);
+void ib__host_keeper_stop(ib_host *h);
 
 #endif

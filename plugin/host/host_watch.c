@@ -123,14 +123,20 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-int ib__host_watch_start(ib_host *h)
+int ib__host_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;
     sigfillset(&all);
-    /* signals stay with the main thread */
+    /* the new thread inherits the mask: signals stay with the main thread */
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&h->watcher, NULL, watch_main, h);
+    int rc = pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int ib__host_watch_start(ib_host *h)
+{
+    int rc = ib__host_thread_start(&h->watcher, watch_main, h);
     h->watcher_started = rc == 0;
     return rc;
 }

@@ -20,7 +20,14 @@ _Static_assert(offsetof(ib_plugin_desc, size) == 4, "ABI: size moved");
 _Static_assert(offsetof(ib_plugin_desc, abi_major) == 8, "ABI: abi_major moved");
 _Static_assert(offsetof(ib_plugin_desc, abi_minor) == 10, "ABI: abi_minor moved");
 _Static_assert(offsetof(ib_plugin_desc, handler_size) == 12, "ABI: handler_size moved");
-_Static_assert(sizeof(ib_handler_desc) == IB_HANDLER_DESC_SIZE_1_0, "ABI: handler desc grew");
+/* A 1.0 entry ends at `handle`; 1.2 appended `flags` right after it. */
+_Static_assert(IB_HANDLER_DESC_SIZE_1_0 == 3 * sizeof(void *), "ABI: 1.0 handler entry changed");
+_Static_assert(offsetof(ib_handler_desc, flags) == IB_HANDLER_DESC_SIZE_1_0,
+               "ABI: handler flags moved");
+_Static_assert(sizeof(ib_handler_desc) >= IB_HANDLER_DESC_SIZE_1_2, "ABI: handler desc shrank");
+
+/* The handler flags this host knows; any other bit is refused at load. */
+#define KNOWN_HANDLER_FLAGS IB_HANDLER_TRANSACTIONAL
 
 /* Bounds that turn a garbage descriptor into a message instead of a long
  * walk through memory. */
@@ -135,6 +142,13 @@ static ib_status check_handlers(const ib_plugin *p, ib_error *err)
             return ib_error_set(err, IB_ERR_PLUGIN,
                                 "plugin %s: handler \"%s\" has no handle function", p->path,
                                 h->name);
+        if ((h->flags & ~(uint32_t)KNOWN_HANDLER_FLAGS) != 0)
+            return ib_error_set(err, IB_ERR_PLUGIN,
+                                "plugin %s: handler \"%s\" sets unknown flag bits 0x%x (this host "
+                                "knows 0x%x; built for a newer ABI?)",
+                                p->path, h->name,
+                                (unsigned)(h->flags & ~(uint32_t)KNOWN_HANDLER_FLAGS),
+                                (unsigned)KNOWN_HANDLER_FLAGS);
         rc = check_event_types(p, h, err);
         if (rc != IB_OK)
             return rc;
@@ -194,9 +208,13 @@ static ib_status read_descriptor(ib_plugin *p, const ib_plugin_desc *raw, ib_err
                             p->path, d->handler_count, MAX_HANDLERS);
 
     /* The plugin's entries may be larger than ours (newer minor): walk them
-     * with its stride and keep the part this host knows. */
+     * with its stride and keep the part this host knows. A field is read
+     * only when the stride covers it whole (a stride that ends inside
+     * `flags` leaves them 0), so an older entry's neighbour is never taken
+     * for its tail. */
     stride = d->handler_size;
-    known = stride < sizeof(*p->handlers) ? stride : sizeof(*p->handlers);
+    known =
+        stride >= IB_HANDLER_DESC_SIZE_1_2 ? IB_HANDLER_DESC_SIZE_1_2 : IB_HANDLER_DESC_SIZE_1_0;
     p->handlers = calloc(d->handler_count, sizeof(*p->handlers));
     if (p->handlers == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "plugin %s: out of memory", p->path);
@@ -421,6 +439,11 @@ size_t ib_plugin_handler_count(const ib_plugin *p)
 const ib_handler_desc *ib_plugin_handler(const ib_plugin *p, size_t i)
 {
     return i < p->handler_count ? &p->handlers[i] : NULL;
+}
+
+uint32_t ib_plugin_handler_flags(const ib_plugin *p, size_t i)
+{
+    return i < p->handler_count ? p->handlers[i].flags : 0;
 }
 
 bool ib_plugin_is_initialised(const ib_plugin *p)

@@ -33,24 +33,30 @@ static ib_status settle_id(char *out, size_t len, const ib_bus_event *ev, ib_err
     return IB_OK;
 }
 
-ib_status ib_bus_event_msg(natsMsg **out, char *id_out, size_t id_len, const ib_bus_event *ev,
-                           ib_error *err)
-{
+/* An event settled and encoded, ready to send or to stage. */
+typedef struct encoded {
     char subject[512];
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    natsMsg *m = NULL;
+    uint8_t *data; /* owned: free() */
+    size_t len;
+} encoded;
 
-    *out = NULL;
+/* Settles `ev`'s id (into id_out) and subject and encodes it, stamped with
+ * the wall clock: everything ib_bus_event_msg does short of a natsMsg, so
+ * the staged path sends the very bytes the direct one would. */
+static ib_status encode_event(encoded *out, char *id_out, size_t id_len, const ib_bus_event *ev,
+                              ib_error *err)
+{
+    out->data = NULL;
+    out->len = 0;
     if (id_len > 0)
         id_out[0] = '\0';
     ib_status st = settle_id(id_out, id_len, ev, err);
     if (st != IB_OK)
         return st;
     if (ev->subject != NULL)
-        snprintf(subject, sizeof(subject), "%s", ev->subject);
+        snprintf(out->subject, sizeof(out->subject), "%s", ev->subject);
     else
-        snprintf(subject, sizeof(subject), "%s.%s", ev->prefix, ev->type);
+        snprintf(out->subject, sizeof(out->subject), "%s.%s", ev->prefix, ev->type);
     ib_event_fields f = {
         .id = id_out,
         .type = ev->type,
@@ -61,12 +67,20 @@ ib_status ib_bus_event_msg(natsMsg **out, char *id_out, size_t id_len, const ib_
         .headers = ev->headers,
         .header_count = ev->headers != NULL ? ev->header_count : 0,
     };
-    if ((st = ib_event_encode(&buf, &len, &f, err)) != IB_OK)
-        return st;
-    natsStatus s = natsMsg_Create(&m, subject, NULL, (const char *)buf, (int)len);
-    free(buf);
-    if (s == NATS_OK && ev->set_msg_id)
-        s = natsMsgHeader_Set(m, "Nats-Msg-Id", id_out);
+    return ib_event_encode(&out->data, &out->len, &f, err);
+}
+
+/* Builds the NATS message of `len` bytes of `data`, with Nats-Msg-Id =
+ * `msg_id` unless that is NULL. */
+static ib_status make_msg(natsMsg **out, const char *subject, const void *data, size_t len,
+                          const char *msg_id, ib_error *err)
+{
+    natsMsg *m = NULL;
+    natsStatus s = natsMsg_Create(&m, subject, NULL, (const char *)data, (int)len);
+
+    *out = NULL;
+    if (s == NATS_OK && msg_id != NULL)
+        s = natsMsgHeader_Set(m, "Nats-Msg-Id", msg_id);
     if (s != NATS_OK) {
         char d[200];
         natsMsg_Destroy(m);
@@ -77,14 +91,59 @@ ib_status ib_bus_event_msg(natsMsg **out, char *id_out, size_t id_len, const ib_
     return IB_OK;
 }
 
+ib_status ib_bus_event_msg(natsMsg **out, char *id_out, size_t id_len, const ib_bus_event *ev,
+                           ib_error *err)
+{
+    encoded enc;
+
+    *out = NULL;
+    ib_status st = encode_event(&enc, id_out, id_len, ev, err);
+    if (st != IB_OK)
+        return st;
+    st = make_msg(out, enc.subject, enc.data, enc.len, ev->set_msg_id ? id_out : NULL, err);
+    free(enc.data);
+    return st;
+}
+
+/* Publishes `m` (destroyed here) through `bus->js` and waits for the ack. */
+static ib_status send_msg(ib_bus_proxy *bus, natsMsg *m, ib_error *err)
+{
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    jsPubOptions po;
+    ib_status st = IB_OK;
+
+    jsPubOptions_Init(&po);
+    po.MaxWait = bus->timeout_ms > 0 ? bus->timeout_ms : 5000;
+    natsStatus s = js_PublishMsg(&pa, bus->js, m, &po, &jerr);
+    jsPubAck_Destroy(pa);
+    if (s != NATS_OK) {
+        char d[200];
+        st = ib_error_set(err, IB_ERR_NATS, "publish to %s: %s", natsMsg_GetSubject(m),
+                          ib_nats_strerror(d, sizeof(d), s));
+    }
+    natsMsg_Destroy(m);
+    return st;
+}
+
+/* The transactional path: the same encoding, handed to the stager. */
+static ib_status stage_event(ib_bus_proxy *bus, char *id, size_t id_len, const ib_bus_event *ev,
+                             ib_error *err)
+{
+    encoded enc;
+    ib_status st = encode_event(&enc, id, id_len, ev, err);
+
+    if (st == IB_OK)
+        st = bus->stage(bus->stage_ctx, enc.subject, id, enc.data, enc.len, err);
+    free(enc.data);
+    return st;
+}
+
 ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
                          char id_out[IB_ID_BUF_SIZE], ib_error *err)
 {
     char id[IB_ID_BUF_SIZE];
     natsMsg *m = NULL;
-    jsPubAck *pa = NULL;
-    jsErrCode jerr = 0;
-    jsPubOptions po;
 
     id_out[0] = '\0';
     if (req == NULL)
@@ -97,7 +156,8 @@ ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
                             "publish: request size %" PRIu32
                             " is below the %zu bytes of ABI 1.0 (set .size = sizeof(req))",
                             req->size, (size_t)IB_PUBLISH_REQUEST_SIZE_1_0);
-    if (bus == NULL || bus->js == NULL || req->type == NULL || req->type[0] == '\0')
+    if (bus == NULL || (bus->js == NULL && bus->stage == NULL) || req->type == NULL ||
+        req->type[0] == '\0')
         return ib_error_set(err, IB_ERR_INVALID_ARG, "publish: no bus or no event type");
     ib_bus_event ev = {
         .type = req->type,
@@ -112,23 +172,30 @@ ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
         .header_count = req->header_count,
         .set_msg_id = true,
     };
-    ib_status st = ib_bus_event_msg(&m, id, sizeof(id), &ev, err);
+    ib_status st;
+    if (bus->stage != NULL)
+        st = stage_event(bus, id, sizeof(id), &ev, err);
+    else if ((st = ib_bus_event_msg(&m, id, sizeof(id), &ev, err)) == IB_OK)
+        st = send_msg(bus, m, err);
     if (st != IB_OK)
         return st;
-    jsPubOptions_Init(&po);
-    po.MaxWait = bus->timeout_ms > 0 ? bus->timeout_ms : 5000;
-    natsStatus s = js_PublishMsg(&pa, bus->js, m, &po, &jerr);
-    jsPubAck_Destroy(pa);
-    if (s != NATS_OK) {
-        char d[200];
-        st = ib_error_set(err, IB_ERR_NATS, "publish to %s: %s", natsMsg_GetSubject(m),
-                          ib_nats_strerror(d, sizeof(d), s));
-        natsMsg_Destroy(m);
-        return st;
-    }
-    natsMsg_Destroy(m);
     memcpy(id_out, id, IB_ID_BUF_SIZE);
     return IB_OK;
+}
+
+ib_status ib_bus_publish_staged(ib_bus_proxy *bus, const char *subject, const char *msg_id,
+                                const void *data, size_t len, ib_error *err)
+{
+    natsMsg *m = NULL;
+
+    if (bus == NULL || bus->js == NULL || subject == NULL || subject[0] == '\0' || msg_id == NULL ||
+        msg_id[0] == '\0')
+        return ib_error_set(err, IB_ERR_INVALID_ARG,
+                            "publish staged: no bus, subject or message id");
+    ib_status st = make_msg(&m, subject, data, len, msg_id, err);
+    if (st != IB_OK)
+        return st;
+    return send_msg(bus, m, err);
 }
 
 /* The ABI's levels are passed to the logger as they are. */
@@ -169,6 +236,13 @@ static void api_derive_id(char out[IB_EVENT_ID_BUF_SIZE], const char *parent_id,
     ib_uuid_derive(out, parent_id, name);
 }
 
+/* The proxy knows whether its call is transactional: only the host's
+ * transactional proxy carries a connection. */
+static struct sqlite3 *api_transaction_db(ib_bus_proxy *bus)
+{
+    return bus != NULL ? bus->db : NULL;
+}
+
 static const ib_host_api host_api = {
     .size = sizeof(ib_host_api),
     .abi_major = IB_ABI_MAJOR,
@@ -176,6 +250,7 @@ static const ib_host_api host_api = {
     .log = api_log,
     .publish = api_publish,
     .derive_id = api_derive_id,
+    .transaction_db = api_transaction_db,
 };
 
 const ib_host_api *ib_bus_host_api(void)

@@ -55,10 +55,15 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
 
 static void facts_from(ib_consumer_facts *out, const jsConsumerInfo *ci)
 {
+    const jsConsumerConfig *cc = ci->Config;
     out->exists = true;
-    out->ack_wait_ms = ci->Config->AckWait / 1000000;
-    out->max_deliver = ci->Config->MaxDeliver;
+    out->ack_wait_ms = cc->AckWait / 1000000;
+    out->max_deliver = cc->MaxDeliver;
     out->num_pending = ci->NumPending;
+    out->backoff_max_ms = 0;
+    for (int i = 0; cc->BackOff != NULL && i < cc->BackOffLen; i++)
+        if (cc->BackOff[i] / 1000000 > out->backoff_max_ms) /* nanoseconds */
+            out->backoff_max_ms = cc->BackOff[i] / 1000000;
 }
 
 ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *stream,
@@ -74,6 +79,21 @@ ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *s
         return js_fail(err, "consumer info", s, jerr);
     facts_from(out, ci);
     jsConsumerInfo_Destroy(ci);
+    return IB_OK;
+}
+
+ib_status ib_stream_max_age_get(int64_t *max_age_ms, jsCtx *js, const char *stream, ib_error *err)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    *max_age_ms = 0;
+    natsStatus s = js_GetStreamInfo(&si, js, stream, NULL, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr)
+        return ib_error_set(err, IB_ERR_CONFIG, "stream %s does not exist", stream);
+    if (s != NATS_OK)
+        return js_fail(err, "stream info", s, jerr);
+    *max_age_ms = si->Config->MaxAge / 1000000; /* nanoseconds */
+    jsStreamInfo_Destroy(si);
     return IB_OK;
 }
 

@@ -70,6 +70,12 @@ static const metric_info counter_info[IB_METRIC_COUNTER_COUNT] = {
     [IB_METRIC_CLAIMS_LOST] = {"ibus_claims_lost_total",
                                "Handlers that succeeded after another owner had taken their "
                                "claim over (not marked; the new holder decides)."},
+    [IB_METRIC_CONFLICTS] = {"ibus_conflicts_total",
+                             "Handlers not run because their event id was marked with another "
+                             "payload (a producer reused the id)."},
+    [IB_METRIC_MARKERS_PRUNED] = {"ibus_markers_pruned_total",
+                                  "Markers removed by background pruning (--retention); "
+                                  "rate() of it is the pruning rate."},
 };
 
 static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
@@ -81,6 +87,13 @@ static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
                                   "1 while bound to the durable consumer, else 0."},
     [IB_METRIC_RECORDER_UP] = {"ibus_recorder_up",
                                "1 while the recorder's last call worked, else 0."},
+    [IB_METRIC_MARKERS] = {"ibus_markers",
+                           "Markers in the recorder, counted every few seconds (not per "
+                           "scrape: counting walks them all)."},
+    [IB_METRIC_RECORDER_WAL_BYTES] = {"ibus_recorder_wal_bytes",
+                                      "Bytes in the recorder's write-ahead log (sqlite), else 0."},
+    [IB_METRIC_OUTBOX_PENDING] = {"ibus_outbox_pending",
+                                  "Messages committed to the outbox and not yet published."},
 };
 
 static const metric_info hist_info[IB_METRIC_HISTOGRAM_COUNT] = {

@@ -15,6 +15,8 @@
  *   no handler for the type                  -> ACK, counted unhandled
  *   attempts used up, some handler not done  -> DEAD_LETTER "max-deliver",
  *   (the poison rule)                           handlers not run
+ *   id marked with another payload           -> DEAD_LETTER "conflict" (or ACK, as
+ *   fingerprint (a reused id)                   options.on_conflict says), no handler run
  *
  * In detail, per delivery (the rules are checked in this order):
  *
@@ -36,6 +38,23 @@
  *     process may still fail. It is NAK'ed after options.busy_delay_ms
  *     doubling per delivery, at most the holder's remaining lease (with
  *     durable attempts), or after the whole remaining lease (without).
+ *   - Fingerprints. Each event's type and payload are hashed once
+ *     (ib_fingerprint); the claim compares the hash with the one its marker
+ *     stored (markers without one match anything) and the mark stores it.
+ *     A delivery whose id is marked for one of its handlers with another
+ *     fingerprint, or that met the same id with other content earlier in
+ *     the batch, is a conflict: none of its handlers runs (claims taken are
+ *     released), and it is dead-lettered "conflict" or acked as a duplicate
+ *     as options.on_conflict says. The observer hears IB_RESULT_CONFLICT.
+ *   - Transactional handlers (ib_dispatch_handler.transactional) run after
+ *     the batch's other handlers are marked, one at a time on the caller's
+ *     thread, inside the recorder's transaction (ib__recorder_transact):
+ *     each in a savepoint, its marker written in the same transaction, a
+ *     transaction holding handlers for at most commit_interval_ms. OK
+ *     commits its writes with its marker; RETRY and REJECT roll them back.
+ *     A transaction that fails after a handler said OK keeps nothing of it,
+ *     and the delivery is retried like a RETRY; one that cannot start runs
+ *     nothing and NAKs like a failed claim.
  *   - REJECT wins over everything else; the OK handlers of that event are
  *     still marked, so a replay of the dead letter does not rerun them.
  *   - A failed claim NAKs the deliveries affected with the back-off. A

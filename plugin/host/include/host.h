@@ -58,12 +58,62 @@ typedef struct ib_host_config {
      * group or others (never a symbolic link) */
     bool allow_insecure_db;
     int64_t commit_interval_ms; /* group-commit window of finished handlers; 0 = each */
+    /* what becomes of an event whose id is marked with another payload */
+    ib_conflict_policy on_conflict;
+    /* Prune markers older than this in the background; 0 = never. Refused
+     * (exit 2) when shorter than the time the stream can still deliver a
+     * message (ib_host_retention_floor_ms), unless retention_unsafe. */
+    int64_t retention_ms;
+    bool retention_unsafe; /* start anyway, with a warning */
 } ib_host_config;
 
 /* Runs the host until a signal, an idle exit or a fatal error. Returns the
  * process exit status: 0 clean stop, 1 runtime failure, 2 bad
  * configuration (a message naming the option has been logged). */
 int ib_host_run(const ib_host_config *config);
+
+/* Retention: how long a marker must outlive its event.
+ *
+ * A marker may only be pruned once its event can no longer be delivered.
+ * Two things bound that time: the stream's MaxAge (a message still in the
+ * stream can be delivered again, e.g. to a recreated consumer), and the
+ * redelivery horizon of the consumer (every delivery but the last may wait
+ * out AckWait and then the longest of a BackOff step or ibus's own nak
+ * delay). Without MaxAge or without MaxDeliver there is no bound. */
+
+/* A duration that has no bound. */
+#define IB_HOST_UNBOUNDED INT64_MAX
+
+/* The settings that bound redelivery, as the server has them. */
+typedef struct ib_delivery_window {
+    int64_t max_age_ms;     /* stream MaxAge; 0 = messages never age out */
+    int64_t ack_wait_ms;    /* consumer AckWait */
+    int64_t max_deliver;    /* consumer MaxDeliver; <= 0 = unlimited */
+    int64_t backoff_max_ms; /* longest consumer BackOff step; 0 = none */
+    int64_t nak_max_ms;     /* ibus's longest nak delay (the retry max delay) */
+    bool no_consumer;       /* no consumer named: the horizon is left out (0) */
+} ib_delivery_window;
+
+/* The longest time after a delivery at which the consumer may deliver the
+ * message again: (max_deliver - 1) * (ack_wait + max(backoff max, nak
+ * max)); 0 for one delivery or no consumer; IB_HOST_UNBOUNDED without a
+ * MaxDeliver. Saturates instead of overflowing. Pure. */
+int64_t ib_host_redelivery_horizon_ms(const ib_delivery_window *w);
+
+/* The shortest safe retention: the larger of MaxAge and the redelivery
+ * horizon, or IB_HOST_UNBOUNDED when either is unbounded. Pure. */
+int64_t ib_host_retention_floor_ms(const ib_delivery_window *w);
+
+/* Writes a duration as an operator reads it ("1h", "5m30s", "250ms",
+ * "0s"; "unbounded" for IB_HOST_UNBOUNDED) into `buf` and returns it. */
+const char *ib_host_duration_str(char *buf, size_t cap, int64_t ms);
+
+/* Writes why `retention_ms` is unsafe for `w` on `stream`, with both
+ * figures: "<what> 10m is shorter than the 1h a message can still be
+ * delivered (stream ORDERS MaxAge 1h; redelivery horizon 5m30s)". `what`
+ * names the setting for the reader (an option, say). Returns `buf`. */
+const char *ib_host_retention_explain(char *buf, size_t cap, const char *what, int64_t retention_ms,
+                                      const ib_delivery_window *w, const char *stream);
 
 /* Consumer identities. A handler's markers are kept under
  * "<durable>/<plugin>/<handler>" unless an override "plugin/handler=IDENTITY"

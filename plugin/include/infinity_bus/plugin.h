@@ -25,6 +25,10 @@
  *     plugin appended; a plugin checks ib_host_api.size (IB_HOST_API_HAS)
  *     and ib_raw_event.size (IB_RAW_EVENT_HAS) before it reads a slot newer
  *     than the host it runs in.
+ *   - Fill the structs with designated initializers (.name = ...): a field
+ *     appended later then quietly starts as 0, where a positional
+ *     initializer draws -Wmissing-field-initializers once the plugin is
+ *     rebuilt against a newer header.
  *
  * Minimal plugin:
  *
@@ -32,7 +36,8 @@
  *                             ib_bus_proxy *bus, const ib_raw_event *ev)
  *     { return IB_HANDLER_OK; }
  *     static const char *const types[] = {"greeting.sent", NULL};
- *     static const ib_handler_desc handlers[] = {{"hello", types, hello}};
+ *     static const ib_handler_desc handlers[] = {
+ *         {.name = "hello", .event_types = types, .handle = hello}};
  *     static const ib_plugin_desc desc = {
  *         IB_PLUGIN_DESC_HEADER, .name = "hello", .version = "1.0.0",
  *         .handlers = handlers, .handler_count = 1};
@@ -50,7 +55,9 @@ extern "C" {
 
 #define IB_PLUGIN_MAGIC 0x49427573u /* "IBus" */
 #define IB_ABI_MAJOR 1
-#define IB_ABI_MINOR 1 /* 1.1 appended ib_plugin_desc.description */
+/* 1.1 appended ib_plugin_desc.description; 1.2 appended ib_handler_desc.flags
+ * (IB_HANDLER_TRANSACTIONAL) and ib_host_api.transaction_db. */
+#define IB_ABI_MINOR 2
 
 #if defined(__GNUC__)
 #define IB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -180,8 +187,12 @@ static inline const char *ib_raw_event_consumer(const ib_raw_event *ev)
 
 /* Opaque handle through which a handler publishes new events; BORROWED,
  * valid only during the handle() call it was passed to. Use it with
- * ib_host_api.publish. */
+ * ib_host_api.publish (and, in a transactional handler, transaction_db). */
 typedef struct ib_bus_proxy ib_bus_proxy;
+
+/* SQLite's connection type, for ib_host_api.transaction_db. Declared, not
+ * included: a plugin that uses the slot includes <sqlite3.h> itself. */
+struct sqlite3;
 
 /* A new event for ib_host_api.publish(). Every pointer is BORROWED for the
  * publish() call only; the host copies what it sends. */
@@ -228,6 +239,37 @@ typedef struct ib_host_api {
      * process and host version, for derived events that must keep a stable
      * dedup key across replays. */
     void (*derive_id)(char out[IB_EVENT_ID_BUF_SIZE], const char *parent_id, const char *name);
+    /* ABI 1.2 */
+    /* During a call of a transactional handler (IB_HANDLER_TRANSACTIONAL),
+     * returns the marker file's SQLite connection, inside a savepoint of
+     * the write transaction that will also write this handler's marker for
+     * the event; NULL in any other call (a handler that is not
+     * transactional, or a `bus` from another call). BORROWED: valid only
+     * during the handle() call that received `bus`.
+     *
+     * What the verdict does to the handler's writes: OK keeps them, and
+     * they commit together with the marker (a crash leaves both or
+     * neither); RETRY and REJECT roll them back to the savepoint, so none
+     * survives.
+     *
+     * The handler must not COMMIT, ROLLBACK or RELEASE the host's
+     * savepoint, write the host's own tables (processed_*), ATTACH a file
+     * or change a PRAGMA: the host refuses those statements with
+     * SQLITE_AUTH (answer RETRY or REJECT then). Savepoints of its own,
+     * nested inside the host's, are fine. Transactional handlers run one
+     * at a time on the writer's connection while it holds the file's write
+     * lock: every process sharing the file waits, so keep the work short.
+     *
+     * The plugin links the system's shared libsqlite3 (the one the host
+     * uses), never a static or bundled copy: two copies of SQLite in one
+     * process break each other's POSIX locks and corrupt the file.
+     *
+     * Events the handler publishes through `bus` during the call are not
+     * sent yet: they are staged in an outbox table of the same transaction
+     * and sent after it commits (with Nats-Msg-Id = the event id), so
+     * publish() returns 0 once staged and the id it reports is final; on
+     * RETRY or REJECT they vanish with the other writes. */
+    struct sqlite3 *(*transaction_db)(ib_bus_proxy *bus);
 } ib_host_api;
 
 #define IB_HOST_API_HAS(api, field)                                                                \
@@ -242,20 +284,33 @@ typedef struct ib_host_api {
 typedef ib_verdict (*ib_handle_fn)(void *state, const uint8_t *payload, size_t payload_len,
                                    ib_bus_proxy *bus, const ib_raw_event *ev);
 
+/* ib_handler_desc.flags (ABI 1.2). A host refuses, at load, a handler with
+ * a bit it does not know. */
+/* The handler runs inside the marker file's transaction and reaches it
+ * through ib_host_api.transaction_db (see there). Needs the sqlite:
+ * recorder: with any other the host refuses to start. */
+#define IB_HANDLER_TRANSACTIONAL 0x1u
+
 /* One handler. `name` is unique within the plugin ([A-Za-z0-9._-],
  * 1..IB_PLUGIN_NAME_MAX bytes). `event_types` is a NULL-terminated list of
  * at least one distinct event type (1..IB_EVENT_TYPE_MAX bytes, no
  * whitespace or control bytes, matched exactly: no wildcards). All pointers
  * must stay valid while the plugin is loaded (static storage is the norm).
- * The host reads `handler_size` bytes per entry (see ib_plugin_desc). */
+ * The host reads `handler_size` bytes per entry (see ib_plugin_desc): the
+ * flags of a plugin built before 1.2 read as 0. */
 typedef struct ib_handler_desc {
     const char *name;
     const char *const *event_types;
     ib_handle_fn handle;
+    /* ABI 1.2 */
+    uint32_t flags; /* IB_HANDLER_* bits; 0 = an ordinary handler */
 } ib_handler_desc;
 
-/* Size of an ABI 1.0 handler entry: the smallest stride the host accepts. */
+/* Size of an ABI 1.0 (and 1.1) handler entry: the smallest stride the host
+ * accepts. */
 #define IB_HANDLER_DESC_SIZE_1_0 (offsetof(ib_handler_desc, handle) + sizeof(ib_handle_fn))
+/* The smallest stride that carries `flags`. */
+#define IB_HANDLER_DESC_SIZE_1_2 (offsetof(ib_handler_desc, flags) + sizeof(uint32_t))
 
 /* Called once, after the checks pass and before any handler runs.
  * `config` is the plugin's configuration string (never NULL; "" when none

@@ -35,6 +35,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 #include "infinity_bus/plugin.h"
@@ -61,7 +62,8 @@ typedef struct ib_plugin_open_options {
  *   - the descriptor: magic, then size (at least IB_PLUGIN_DESC_SIZE_1_0),
  *     then ABI major (equal to the host's), handler stride, name and
  *     version, a non-empty handler list with well-formed, unique names,
- *     non-NULL handle functions and well-formed event type lists.
+ *     non-NULL handle functions, well-formed event type lists and no
+ *     handler flag bits this host does not know.
  * A descriptor from an older minor is read up to its size (later fields are
  * absent); one from a newer minor is accepted and only the fields this host
  * knows are read. `opts` may be NULL (all checks on).
@@ -100,6 +102,10 @@ unsigned ib_plugin_abi_minor(const ib_plugin *p);
 size_t ib_plugin_handler_count(const ib_plugin *p);
 /* Handler `i` (0-based) as this host reads it, or NULL past the end. */
 const ib_handler_desc *ib_plugin_handler(const ib_plugin *p, size_t i);
+/* Handler `i`'s IB_HANDLER_* flags (ABI 1.2): 0 for a plugin built before
+ * 1.2, and 0 past the end. Only bits this host knows get this far: the
+ * others are refused by ib_plugin_open(). */
+uint32_t ib_plugin_handler_flags(const ib_plugin *p, size_t i);
 /* Whether init() succeeded (or the plugin has none): only then may its
  * handlers run. */
 bool ib_plugin_is_initialised(const ib_plugin *p);

@@ -115,6 +115,9 @@ typedef struct ib_consumer_facts {
     uint64_t num_pending;
     bool exists; /* ib_consumer_facts_get: false when the server says there is no such
                     consumer (or stream); the other fields are 0 then */
+    /* appended: the longest BackOff step in ms (a redelivery wait after an
+     * ack timeout), for the redelivery horizon; 0 without BackOff */
+    int64_t backoff_max_ms;
 } ib_consumer_facts;
 
 /* Looks the consumer up (creating stream, dead-letter stream and consumer
@@ -134,6 +137,12 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
  * server cannot be asked (disconnected, timeout): existence unknown. */
 ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *stream,
                                 const char *durable, ib_error *err);
+
+/* Reads the stream's MaxAge, in ms, into `*max_age_ms`: how long the
+ * stream keeps a message, hence how long it can still deliver it (0: no
+ * age limit). Errors: IB_ERR_CONFIG when the stream does not exist (the
+ * message names it), IB_ERR_NATS when the server cannot be asked. */
+ib_status ib_stream_max_age_get(int64_t *max_age_ms, jsCtx *js, const char *stream, ib_error *err);
 
 /* Pulling messages from a JetStream durable pull consumer in batches.
  *
@@ -347,12 +356,27 @@ ib_status ib_dead_letter(natsConnection *nc, jsCtx *js, const char *subject, nat
  * ib_bus_proxy it was given. Events are encoded as protobuf Events and
  * published to JetStream with Nats-Msg-Id set to the event id, so a
  * republish with the same id inside the stream's duplicate window is
- * dropped by the server, and any later one by the consumer's recorder. */
+ * dropped by the server, and any later one by the consumer's recorder.
+ *
+ * A transactional handler's proxy (ib_dispatch_options.transactional_bus)
+ * sends nothing itself: it has `stage` set, and publish hands the encoded
+ * event to it, to be written to the outbox inside the handler's
+ * transaction; after the commit the host sends each staged message with
+ * ib_bus_publish_staged(). */
 struct ib_bus_proxy {
-    jsCtx *js;                  /* BORROWED */
+    jsCtx *js;                  /* BORROWED; may be NULL when `stage` is set */
     const char *subject_prefix; /* default subject: "<prefix>.<type>" */
     const char *source;         /* Event.source of published events */
     int64_t timeout_ms;         /* wait for JetStream's ack */
+    /* appended: the transactional path; all NULL on an ordinary proxy */
+    /* Stages one encoded event (subject, id for Nats-Msg-Id, Event bytes;
+     * all BORROWED for the call) instead of sending it, e.g. with
+     * ib__txn_outbox_put. A non-OK status fails the publish. */
+    ib_status (*stage)(void *stage_ctx, const char *subject, const char *msg_id,
+                       const uint8_t *data, size_t len, ib_error *err);
+    void *stage_ctx;
+    struct sqlite3 *db; /* BORROWED: what ib_host_api.transaction_db answers (the
+                           transaction's connection); NULL outside transactions */
 };
 
 /* The host's API table (static storage; valid for the process lifetime). */
@@ -389,10 +413,27 @@ ib_status ib_bus_event_msg(natsMsg **out, char *id_out, size_t id_len, const ib_
 /* Publishes one event through `bus` (with ib_bus_event_msg, Nats-Msg-Id
  * set) and waits for the ack; `id` NULL means a fresh uuid4. `id_out`
  * receives the id used ("" on error). This is what the API table's publish
- * slot calls. Errors: IB_ERR_INVALID_ARG when `req` is NULL, its `size`
- * is below IB_PUBLISH_REQUEST_SIZE_1_0, or it has no type; those of
- * ib_bus_event_msg; IB_ERR_NATS when JetStream does not acknowledge. */
+ * slot calls. When `bus->stage` is set, the id, subject and encoding are
+ * settled exactly the same way, and the encoded event goes to stage()
+ * instead of JetStream: success then means staged, and the id is final.
+ * Errors: IB_ERR_INVALID_ARG when `req` is NULL, its `size` is below
+ * IB_PUBLISH_REQUEST_SIZE_1_0, it has no type, or `bus` has neither `js`
+ * nor `stage`; those of ib_bus_event_msg; IB_ERR_NATS when JetStream does
+ * not acknowledge; stage()'s own. */
 ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
                          char id_out[IB_ID_BUF_SIZE], ib_error *err);
+
+/* Sends one message staged in the outbox (by a transactional handler's
+ * publish) through `bus->js`: `data` (`len` bytes, the encoded Event) to
+ * `subject` with Nats-Msg-Id = `msg_id`, and waits up to `bus->timeout_ms`
+ * for JetStream's ack. Sending the same message again (a flush interrupted
+ * by a crash or a lost connection) is harmless within the stream's
+ * duplicate window: the server keeps one copy. All arguments are BORROWED
+ * for the call. For the host's outbox flush: delete the entry only after
+ * IB_OK. Errors: IB_ERR_INVALID_ARG (no bus, js, subject or msg_id),
+ * IB_ERR_NATS when the message cannot be built or JetStream does not
+ * acknowledge (the entry stays; send it again later). */
+ib_status ib_bus_publish_staged(ib_bus_proxy *bus, const char *subject, const char *msg_id,
+                                const void *data, size_t len, ib_error *err);
 
 #endif

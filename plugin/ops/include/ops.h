@@ -22,10 +22,13 @@
  *   ibus_events_received_total, ibus_events_handled_total,
  *   ibus_duplicates_dropped_total, ibus_handler_failures_total,
  *   ibus_events_unhandled_total, ibus_naks_total, ibus_acks_total,
- *   ibus_redeliveries_total                                    counters
- *   ibus_dead_lettered_total{reason="decode|invalid-id|max-deliver|rejected|other"}
+ *   ibus_redeliveries_total, ibus_recorder_errors_total,
+ *   ibus_claims_lost_total, ibus_conflicts_total,
+ *   ibus_markers_pruned_total                                  counters
+ *   ibus_dead_lettered_total{reason="decode|invalid-id|max-deliver|rejected|conflict|other"}
  *   ibus_handlers_in_flight, ibus_consumer_pending,
- *   ibus_connected, ibus_consumer_bound                        gauges
+ *   ibus_connected, ibus_consumer_bound, ibus_recorder_up,
+ *   ibus_markers, ibus_recorder_wal_bytes, ibus_outbox_pending gauges
  *   ibus_handle_seconds, ibus_recorder_seconds                 histograms
  *   ibus_build_info{version="..."} 1                           gauge
  */
@@ -45,6 +48,8 @@ typedef enum ib_metric_counter {
     IB_METRIC_REDELIVERIES = 7,       /* messages received with delivery count > 1 */
     IB_METRIC_RECORDER_ERRORS = 8,    /* recorder calls that failed */
     IB_METRIC_CLAIMS_LOST = 9,        /* handlers whose claim another owner took over */
+    IB_METRIC_CONFLICTS = 10,         /* handlers not run: id marked with another payload */
+    IB_METRIC_MARKERS_PRUNED = 11,    /* markers removed by background pruning */
     IB_METRIC_COUNTER_COUNT
 } ib_metric_counter;
 
@@ -54,6 +59,9 @@ typedef enum ib_metric_gauge {
     IB_METRIC_CONNECTED = 2,          /* 1 while connected to NATS, else 0 */
     IB_METRIC_CONSUMER_BOUND = 3,     /* 1 while bound to the durable consumer, else 0 */
     IB_METRIC_RECORDER_UP = 4,        /* 1 while the recorder's last call worked, else 0 */
+    IB_METRIC_MARKERS = 5,            /* markers in the recorder, as last counted */
+    IB_METRIC_RECORDER_WAL_BYTES = 6, /* bytes in the recorder's write-ahead log */
+    IB_METRIC_OUTBOX_PENDING = 7,     /* messages waiting in the recorder's outbox */
     IB_METRIC_GAUGE_COUNT
 } ib_metric_gauge;
 

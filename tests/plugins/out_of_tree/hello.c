@@ -31,7 +31,9 @@ static ib_verdict hello(void *state, const uint8_t *payload, size_t len, ib_bus_
 }
 
 static const char *const types[] = {"greeting.sent", NULL};
-static const ib_handler_desc handlers[] = {{"hello", types, hello}};
+static const ib_handler_desc handlers[] = {
+    {.name = "hello", .event_types = types, .handle = hello},
+};
 static const ib_plugin_desc desc = {
     IB_PLUGIN_DESC_HEADER, .name = "hello",      .version = "1.0.0",
     .init = hello_init,    .handlers = handlers, .handler_count = 1,

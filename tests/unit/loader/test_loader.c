@@ -571,6 +571,52 @@ static void loads_a_newer_minor_descriptor(void **state)
     free(path);
 }
 
+static void reads_handler_flags(void **state)
+{
+    char *path = staged("flags_known.so");
+    ib_plugin *p = NULL;
+    ib_error err;
+    (void)state;
+
+    assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+    assert_int_equal(ib_plugin_handler_count(p), 2);
+    assert_int_equal(ib_plugin_handler_flags(p, 0), 0);
+    assert_int_equal(ib_plugin_handler_flags(p, 1), IB_HANDLER_TRANSACTIONAL);
+    assert_int_equal(ib_plugin_handler(p, 1)->flags, IB_HANDLER_TRANSACTIONAL);
+    assert_int_equal(ib_plugin_handler_flags(p, 2), 0);
+    ib_plugin_close(p);
+    free(path);
+}
+
+static void refuses_unknown_handler_flags(void **state)
+{
+    char *path = staged("flags_unknown.so");
+    (void)state;
+    expect_refusal(path, fx_fmt("plugin %s: handler \"weird\" sets unknown flag bits 0x6 (this "
+                                "host knows 0x1; built for a newer ABI?)",
+                                path));
+}
+
+/* Entries of the 1.1 stride have no flags: they read as 0, never as the
+ * next entry's first bytes. */
+static void older_handler_entries_have_no_flags(void **state)
+{
+    char *path = staged("flags_old_stride.so");
+    ib_plugin *p = NULL;
+    ib_error err;
+    (void)state;
+
+    assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+    assert_int_equal(ib_plugin_abi_minor(p), 1);
+    assert_int_equal(ib_plugin_handler_count(p), 2);
+    assert_string_equal(ib_plugin_handler(p, 0)->name, "first");
+    assert_string_equal(ib_plugin_handler(p, 1)->name, "second");
+    assert_int_equal(ib_plugin_handler_flags(p, 0), 0);
+    assert_int_equal(ib_plugin_handler_flags(p, 1), 0);
+    ib_plugin_close(p);
+    free(path);
+}
+
 static void init_failure_reports_the_plugins_reason(void **state)
 {
     char *path = staged("init_fail.so");
@@ -739,6 +785,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(loads_a_good_plugin, teardown),
     cmocka_unit_test_teardown(loads_an_older_minor_descriptor, teardown),
     cmocka_unit_test_teardown(loads_a_newer_minor_descriptor, teardown),
+    cmocka_unit_test_teardown(reads_handler_flags, teardown),
+    cmocka_unit_test_teardown(refuses_unknown_handler_flags, teardown),
+    cmocka_unit_test_teardown(older_handler_entries_have_no_flags, teardown),
     cmocka_unit_test_teardown(init_failure_reports_the_plugins_reason, teardown),
     cmocka_unit_test_teardown(init_is_called_once, teardown),
     cmocka_unit_test_teardown(fini_runs_at_close, teardown),

@@ -1,7 +1,10 @@
 /* The one publish path of the bus proxy and `ibus publish`: how an event's
- * id, subject, encoding and Nats-Msg-Id are settled (no server needed). */
+ * id, subject, encoding and Nats-Msg-Id are settled, and the transactional
+ * proxy that stages the same bytes instead of sending them (no server
+ * needed). */
 #include "ib_test.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "jetstream.h"
@@ -91,6 +94,133 @@ static void a_bad_id_is_refused_unless_sent_as_given(void **state)
     natsMsg_Destroy(m);
 }
 
+/* What a stage callback received: the last call's copies. */
+typedef struct capture {
+    int calls;
+    ib_status answer; /* what stage() returns */
+    char subject[128];
+    char msg_id[IB_ID_BUF_SIZE];
+    uint8_t data[512];
+    size_t len;
+} capture;
+
+static ib_status capture_stage(void *ctx, const char *subject, const char *msg_id,
+                               const uint8_t *data, size_t len, ib_error *err)
+{
+    capture *c = ctx;
+    c->calls++;
+    snprintf(c->subject, sizeof(c->subject), "%s", subject);
+    snprintf(c->msg_id, sizeof(c->msg_id), "%s", msg_id);
+    assert_true(len <= sizeof(c->data));
+    memcpy(c->data, data, len);
+    c->len = len;
+    if (c->answer != IB_OK)
+        return ib_error_set(err, c->answer, "outbox: full");
+    return IB_OK;
+}
+
+static void a_staging_proxy_stages_what_it_would_send(void **state)
+{
+    (void)state;
+    capture c = {.answer = IB_OK};
+    ib_bus_proxy bus = {.subject_prefix = "events",
+                        .source = "ledger-test",
+                        .stage = capture_stage,
+                        .stage_ctx = &c};
+    ib_header h = {.key = "from", .value = "test"};
+    ib_publish_request req = {.size = sizeof(req),
+                              .type = "ledger.posted",
+                              .payload = "acct 5 12",
+                              .payload_len = 9,
+                              .id = GIVEN,
+                              .headers = &h,
+                              .header_count = 1};
+    char id[IB_ID_BUF_SIZE] = "x";
+    ib_event *ev = NULL;
+    ib_event_limits lim = {.id_flags = IB_ID_ANY_VERSION};
+
+    /* no JetStream context at all: nothing may be sent */
+    assert_int_equal(ib_bus_publish(&bus, &req, id, NULL), IB_OK);
+    assert_string_equal(id, "0f4e3d2c1b0a498786543210fedcba98");
+    assert_int_equal(c.calls, 1);
+    assert_string_equal(c.subject, "events.ledger.posted");
+    assert_string_equal(c.msg_id, id);
+    assert_int_equal(ib_event_decode(&ev, NULL, c.data, c.len, &lim, NULL), IB_OK);
+    assert_string_equal(ev->id, id);
+    assert_string_equal(ev->type, "ledger.posted");
+    assert_string_equal(ev->source, "ledger-test");
+    assert_int_equal(ev->payload_len, 9);
+    assert_memory_equal(ev->payload, "acct 5 12", 9);
+    assert_int_equal(ev->header_count, 1);
+    assert_string_equal(ev->headers[0].key, "from");
+    assert_string_equal(ev->headers[0].value, "test");
+    assert_true(ev->created_at_ms > 0);
+    ib_event_free(ev);
+
+    /* an explicit subject and a fresh id are settled as on the direct path */
+    req.subject = "ledger.out";
+    req.id = NULL;
+    assert_int_equal(ib_bus_publish(&bus, &req, id, NULL), IB_OK);
+    assert_int_equal(c.calls, 2);
+    assert_string_equal(c.subject, "ledger.out");
+    assert_int_equal(strlen(id), 32);
+    assert_string_equal(c.msg_id, id);
+}
+
+static void a_failed_stage_fails_the_publish(void **state)
+{
+    (void)state;
+    capture c = {.answer = IB_ERR_RECORDER};
+    ib_bus_proxy bus = {.subject_prefix = "events", .stage = capture_stage, .stage_ctx = &c};
+    ib_publish_request req = {.size = sizeof(req), .type = "t", .id = GIVEN};
+    char id[IB_ID_BUF_SIZE] = "x";
+    ib_error e;
+
+    assert_int_equal(ib_bus_publish(&bus, &req, id, &e), IB_ERR_RECORDER);
+    assert_string_equal(e.msg, "outbox: full");
+    assert_string_equal(id, "");
+
+    /* a plugin sees -1 and an empty id, and so answers RETRY */
+    const ib_host_api *api = ib_bus_host_api();
+    strcpy(id, "x");
+    assert_true(api->publish(&bus, &req, id) < 0);
+    assert_string_equal(id, "");
+    assert_int_equal(c.calls, 2);
+
+    /* a bad id never reaches the outbox */
+    c.answer = IB_OK;
+    req.id = "not-a-uuid";
+    assert_int_equal(ib_bus_publish(&bus, &req, id, &e), IB_ERR_INVALID_ID);
+    assert_int_equal(c.calls, 2);
+}
+
+/* transaction_db answers the proxy's connection, and NULL without one. */
+static void transaction_db_answers_the_proxys_connection(void **state)
+{
+    (void)state;
+    const ib_host_api *api = ib_bus_host_api();
+    struct sqlite3 *fake = (struct sqlite3 *)(void *)&fake;
+    ib_bus_proxy plain = {.subject_prefix = "events"};
+    ib_bus_proxy txn = {.subject_prefix = "events", .db = fake};
+
+    assert_true(IB_HOST_API_HAS(api, transaction_db));
+    assert_true(api->abi_minor >= 2);
+    assert_ptr_equal(api->transaction_db(&txn), fake);
+    assert_null(api->transaction_db(&plain));
+    assert_null(api->transaction_db(NULL));
+}
+
+static void publish_staged_refuses_what_it_cannot_send(void **state)
+{
+    (void)state;
+    ib_bus_proxy bus = {.subject_prefix = "events"};
+    ib_error e;
+
+    assert_int_equal(ib_bus_publish_staged(&bus, "s", GIVEN, "x", 1, &e), IB_ERR_INVALID_ARG);
+    assert_string_equal(e.msg, "publish staged: no bus, subject or message id");
+    assert_int_equal(ib_bus_publish_staged(NULL, "s", GIVEN, "x", 1, &e), IB_ERR_INVALID_ARG);
+}
+
 /* Messages need the library open, as a connection would have it. */
 static int open_nats(void **state)
 {
@@ -109,6 +239,10 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_given_id_is_normalised_and_becomes_the_msg_id),
     cmocka_unit_test(a_fresh_id_an_explicit_subject_and_no_msg_id),
     cmocka_unit_test(a_bad_id_is_refused_unless_sent_as_given),
+    cmocka_unit_test(a_staging_proxy_stages_what_it_would_send),
+    cmocka_unit_test(a_failed_stage_fails_the_publish),
+    cmocka_unit_test(transaction_db_answers_the_proxys_connection),
+    cmocka_unit_test(publish_staged_refuses_what_it_cannot_send),
 };
 
 int main(int argc, char **argv)

@@ -131,6 +131,42 @@ static void gauges_set_and_add(void **state)
     ib_metrics_free(m);
 }
 
+/* Issue 12: conflicts, pruning and the recorder's own gauges, each one
+ * unlabelled series with its HELP and TYPE. */
+static void retention_and_conflict_series_render(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_metrics_add(m, IB_METRIC_CONFLICTS, 2);
+    ib_metrics_add(m, IB_METRIC_MARKERS_PRUNED, 40);
+    ib_metrics_add(m, IB_METRIC_MARKERS_PRUNED, 2);
+    ib_metrics_gauge_set(m, IB_METRIC_MARKERS, 1000);
+    ib_metrics_gauge_set(m, IB_METRIC_MARKERS, 958);
+    ib_metrics_gauge_set(m, IB_METRIC_RECORDER_WAL_BYTES, 4120032);
+    ib_metrics_gauge_set(m, IB_METRIC_OUTBOX_PENDING, 3);
+
+    prom_text p;
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_conflicts_total", "") == 2);
+    assert_true(prom_text_value(&p, "ibus_markers_pruned_total", "") == 42);
+    assert_true(prom_text_value(&p, "ibus_markers", "") == 958);
+    assert_true(prom_text_value(&p, "ibus_recorder_wal_bytes", "") == 4120032);
+    assert_true(prom_text_value(&p, "ibus_outbox_pending", "") == 3);
+    prom_text_free(&p);
+
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ib_metrics_render(&text, &len, m, NULL), IB_OK);
+    assert_non_null(strstr(text, "# TYPE ibus_conflicts_total counter\n"));
+    assert_non_null(strstr(text, "# TYPE ibus_markers_pruned_total counter\n"));
+    assert_non_null(strstr(text, "# TYPE ibus_markers gauge\n"));
+    assert_non_null(strstr(text, "# TYPE ibus_recorder_wal_bytes gauge\n"));
+    assert_non_null(strstr(text, "# TYPE ibus_outbox_pending gauge\n"));
+    free(text);
+    ib_metrics_free(m);
+}
+
 static void histogram_buckets_are_le_and_cumulative(void **state)
 {
     (void)state;
@@ -303,6 +339,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(counters_render_what_was_added),
     cmocka_unit_test(dead_letter_reasons_are_bounded),
     cmocka_unit_test(gauges_set_and_add),
+    cmocka_unit_test(retention_and_conflict_series_render),
     cmocka_unit_test(histogram_buckets_are_le_and_cumulative),
     cmocka_unit_test(render_has_help_type_and_build_info),
     cmocka_unit_test(exposition_checker_rejects_malformed_text),

@@ -1,0 +1,291 @@
+/* Retention of the subscriber host: the floor below which pruning could
+ * forget a marker whose event can still arrive, the start-up check against
+ * it, and the keeper thread, which prunes in the background and keeps the
+ * recorder's gauges (marker count, WAL size, outbox) current.
+ *
+ * The keeper is a thread of its own, not the watcher: a prune pass may take
+ * many bounded transactions, and the watcher must keep sending in-progress
+ * acks and enforcing the drain deadline meanwhile. The batch thread never
+ * prunes. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "host_internal.h"
+#include "log.h"
+#include "clock.h"
+
+/* How often the cheap gauges (WAL size, outbox) are read. */
+#define GAUGES_EVERY_MS 5000
+/* How often markers are counted: counting walks them all, so never per
+ * scrape; less often when nothing prunes (the count then only grows). */
+#define COUNT_EVERY_MS 5000
+#define COUNT_IDLE_EVERY_MS 30000
+/* Bounds of the pruning period (a tenth of the retention). */
+#define PRUNE_MIN_EVERY_MS 1000
+#define PRUNE_MAX_EVERY_MS 60000
+
+/* a + b, saturating at IB_HOST_UNBOUNDED; both >= 0 */
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    return a > IB_HOST_UNBOUNDED - b ? IB_HOST_UNBOUNDED : a + b;
+}
+
+int64_t ib_host_redelivery_horizon_ms(const ib_delivery_window *w)
+{
+    if (w->no_consumer || w->max_deliver == 1)
+        return 0;
+    if (w->max_deliver <= 0)
+        return IB_HOST_UNBOUNDED;
+    int64_t delay = w->nak_max_ms > w->backoff_max_ms ? w->nak_max_ms : w->backoff_max_ms;
+    int64_t step = add_sat(w->ack_wait_ms > 0 ? w->ack_wait_ms : 0, delay > 0 ? delay : 0);
+    int64_t n = w->max_deliver - 1;
+    return step != 0 && n > IB_HOST_UNBOUNDED / step ? IB_HOST_UNBOUNDED : n * step;
+}
+
+int64_t ib_host_retention_floor_ms(const ib_delivery_window *w)
+{
+    if (w->max_age_ms <= 0)
+        return IB_HOST_UNBOUNDED;
+    int64_t horizon = ib_host_redelivery_horizon_ms(w);
+    return horizon > w->max_age_ms ? horizon : w->max_age_ms;
+}
+
+const char *ib_host_duration_str(char *buf, size_t cap, int64_t ms)
+{
+    static const struct {
+        const char *unit;
+        int64_t ms;
+    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
+    if (cap == 0)
+        return buf;
+    buf[0] = '\0';
+    if (ms == IB_HOST_UNBOUNDED) {
+        snprintf(buf, cap, "unbounded");
+        return buf;
+    }
+    if (ms <= 0) {
+        snprintf(buf, cap, "0s");
+        return buf;
+    }
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]) && len < cap; i++) {
+        if (ms < units[i].ms)
+            continue;
+        int w = snprintf(buf + len, cap - len, "%" PRId64 "%s", ms / units[i].ms, units[i].unit);
+        len += w > 0 ? (size_t)w : 0;
+        ms %= units[i].ms;
+    }
+    return buf;
+}
+
+const char *ib_host_retention_explain(char *buf, size_t cap, const char *what, int64_t retention_ms,
+                                      const ib_delivery_window *w, const char *stream)
+{
+    char ret[32], floor[32], age[32], hz_s[32], horizon[96];
+    int64_t f = ib_host_retention_floor_ms(w);
+    int64_t hz = ib_host_redelivery_horizon_ms(w);
+    ib_host_duration_str(ret, sizeof(ret), retention_ms);
+    if (w->max_age_ms > 0)
+        ib_host_duration_str(age, sizeof(age), w->max_age_ms);
+    else
+        snprintf(age, sizeof(age), "none");
+    if (w->no_consumer)
+        snprintf(horizon, sizeof(horizon), "redelivery horizon not checked: no consumer named");
+    else if (hz == IB_HOST_UNBOUNDED)
+        snprintf(horizon, sizeof(horizon),
+                 "redelivery horizon unbounded: consumer has no "
+                 "MaxDeliver");
+    else
+        snprintf(horizon, sizeof(horizon), "redelivery horizon %s",
+                 ib_host_duration_str(hz_s, sizeof(hz_s), hz));
+    if (f == IB_HOST_UNBOUNDED)
+        snprintf(buf, cap,
+                 "%s %s is shorter than the time a message can still be delivered, which has "
+                 "no bound (stream %.48s MaxAge %s; %s)",
+                 what, ret, stream, age, horizon);
+    else
+        snprintf(buf, cap,
+                 "%s %s is shorter than the %s a message can still be delivered (stream %.48s "
+                 "MaxAge %s; %s)",
+                 what, ret, ib_host_duration_str(floor, sizeof(floor), f), stream, age, horizon);
+    return buf;
+}
+
+int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *err)
+{
+    const ib_host_config *cfg = h->cfg;
+    if (cfg->retention_ms <= 0)
+        return 0;
+    ib_delivery_window w = {
+        .ack_wait_ms = f->ack_wait_ms,
+        .max_deliver = f->max_deliver,
+        .backoff_max_ms = f->backoff_max_ms,
+        .nak_max_ms = cfg->retry_max_ms,
+    };
+    if (ib_stream_max_age_get(&w.max_age_ms, ib_nats_jetstream(h->nats), cfg->stream, err) != IB_OK)
+        return -1;
+    char why[640], floor[32], ret[32];
+    int64_t fl = ib_host_retention_floor_ms(&w);
+    ib_host_duration_str(ret, sizeof(ret), cfg->retention_ms);
+    ib_host_duration_str(floor, sizeof(floor), fl);
+    if (cfg->retention_ms >= fl) {
+        ib_log_kv(IB_SEV_INFO, "retention checked", "retention", ret, "floor", floor, NULL);
+        return 0;
+    }
+    ib_host_retention_explain(why, sizeof(why), "--retention", cfg->retention_ms, &w, cfg->stream);
+    if (cfg->retention_unsafe) {
+        ib_log_kv(IB_SEV_WARN,
+                  "retention below the floor (--retention-unsafe): markers may be pruned while "
+                  "their event can still arrive, and then it runs again",
+                  "detail", why, "retention", ret, "floor", floor, NULL);
+        return 0;
+    }
+    /* Logged here, whole: with a long stream name the sentence outgrows an
+     * ib_error, and both figures and the way out must reach the operator.
+     * The empty message tells the caller it was said. */
+    size_t len = strlen(why);
+    snprintf(why + len, sizeof(why) - len,
+             ": markers could be pruned while their event can still arrive; %s or pass "
+             "--retention-unsafe",
+             fl == IB_HOST_UNBOUNDED ? "give the stream a MaxAge and the consumer a MaxDeliver"
+                                     : "raise --retention");
+    ib_log_kv(IB_SEV_ERROR, why, "status", ib_status_str(IB_ERR_CONFIG), "retention", ret, "floor",
+              floor, NULL);
+    if (err != NULL) {
+        err->status = IB_ERR_CONFIG;
+        err->msg[0] = '\0';
+    }
+    return -1;
+}
+
+/* One prune pass: markers older than the retention, in the recorder's
+ * bounded transactions. Returns false when the kind cannot prune, so the
+ * keeper stops trying. */
+static bool prune_once(ib_host *h)
+{
+    uint64_t removed = 0;
+    ib_error e = {0};
+    int64_t cutoff = ib_clock_realtime_ms() - h->cfg->retention_ms;
+    ib_status st = ib_recorder_prune(h->recorder, &removed, cutoff, &e);
+    /* a pass an error stopped still removed what it counted */
+    ib_metrics_add(h->metrics, IB_METRIC_MARKERS_PRUNED, removed);
+    if (st == IB_ERR_UNSUPPORTED) {
+        ib_log_kv(IB_SEV_ERROR, "this recorder cannot prune; background pruning stopped",
+                  "recorder", h->cfg->recorder, "error", e.msg, NULL);
+        return false;
+    }
+    if (st != IB_OK)
+        ib_log_kv(IB_SEV_WARN, "pruning failed; trying again at the next pass", "error", e.msg,
+                  NULL);
+    return true;
+}
+
+static void count_markers(ib_host *h)
+{
+    ib_recorder_stats s;
+    ib_error e;
+    if (ib_recorder_stats_get(h->recorder, &s, &e) == IB_OK)
+        ib_metrics_gauge_set(h->metrics, IB_METRIC_MARKERS, (int64_t)s.markers);
+}
+
+/* Cheap reads; a failure keeps the last value (the watcher's probe reports
+ * the recorder's health). */
+static void read_gauges(ib_host *h)
+{
+    uint64_t n = 0;
+    ib_error e;
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_WAL_BYTES,
+                         (int64_t)ib__recorder_wal_bytes(h->recorder));
+    if (ib__recorder_outbox_count(h->recorder, &n, &e) == IB_OK)
+        ib_metrics_gauge_set(h->metrics, IB_METRIC_OUTBOX_PENDING, (int64_t)n);
+}
+
+/* How often to prune: a tenth of the retention, so a marker outlives it
+ * by at most 10%, within PRUNE_MIN_EVERY_MS..PRUNE_MAX_EVERY_MS. */
+static int64_t prune_every_ms(int64_t retention_ms)
+{
+    int64_t every = retention_ms / 10;
+    if (every < PRUNE_MIN_EVERY_MS)
+        return PRUNE_MIN_EVERY_MS;
+    return every > PRUNE_MAX_EVERY_MS ? PRUNE_MAX_EVERY_MS : every;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The keeper: every task runs once at start (so a backlog of old markers
+ * goes at once), then on its own period, until ib__host_keeper_stop. */
+static void *keeper_main(void *arg)
+{
+    ib_host *h = arg;
+    bool prune = h->cfg->retention_ms > 0;
+    /* a kv: bucket is counted by reading every key over the network */
+    const bool count = strcmp(ib_recorder_kind(h->recorder), "kv") != 0;
+    const int64_t count_every = prune ? COUNT_EVERY_MS : COUNT_IDLE_EVERY_MS;
+    int64_t next_prune = 0, next_gauges = 0, next_count = 0;
+
+    pthread_mutex_lock(&h->keeper_lock);
+    while (!h->keeper_quit) {
+        pthread_mutex_unlock(&h->keeper_lock);
+        int64_t now = ib_clock_monotonic_ms();
+        if (prune && now >= next_prune) {
+            prune = prune_once(h);
+            next_prune = now + prune_every_ms(h->cfg->retention_ms);
+        }
+        if (now >= next_gauges) {
+            read_gauges(h);
+            next_gauges = now + GAUGES_EVERY_MS;
+        }
+        if (count && now >= next_count) {
+            count_markers(h);
+            next_count = now + count_every;
+        }
+        int64_t next = min64(next_gauges, count ? next_count : next_gauges);
+        if (prune)
+            next = min64(next, next_prune);
+        now = ib_clock_monotonic_ms();
+        struct timespec until = ib_clock_monotonic_deadline(next > now ? next - now : 0);
+        pthread_mutex_lock(&h->keeper_lock);
+        if (!h->keeper_quit)
+            pthread_cond_timedwait(&h->keeper_wake, &h->keeper_lock, &until);
+    }
+    pthread_mutex_unlock(&h->keeper_lock);
+    return NULL;
+}
+
+int ib__host_keeper_start(ib_host *h)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->keeper_wake, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&h->keeper_lock, NULL);
+    h->keeper_quit = false;
+    int rc = ib__host_thread_start(&h->keeper, keeper_main, h);
+    h->keeper_started = rc == 0;
+    if (rc != 0) {
+        pthread_cond_destroy(&h->keeper_wake);
+        pthread_mutex_destroy(&h->keeper_lock);
+    }
+    return rc;
+}
+
+void ib__host_keeper_stop(ib_host *h)
+{
+    if (!h->keeper_started)
+        return;
+    pthread_mutex_lock(&h->keeper_lock);
+    h->keeper_quit = true;
+    pthread_cond_signal(&h->keeper_wake);
+    pthread_mutex_unlock(&h->keeper_lock);
+    /* waits for a prune pass in progress: its transactions are short, but
+     * a first pass over a large backlog may take a while */
+    pthread_join(h->keeper, NULL);
+    pthread_cond_destroy(&h->keeper_wake);
+    pthread_mutex_destroy(&h->keeper_lock);
+    h->keeper_started = false;
+}

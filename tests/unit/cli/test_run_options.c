@@ -1,0 +1,115 @@
+/* `ibus run`'s own options as they reach the host: --on-conflict,
+ * --retention and --retention-unsafe (issue 12). The host is replaced by a
+ * stub that keeps the configuration it was given, so no server is needed. */
+#include "ib_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "host.h"
+
+static ib_host_config seen;
+static int calls;
+
+/* Stands in for the host: records what `ibus run` configured. */
+int ib_host_run(const ib_host_config *config)
+{
+    seen = *config;
+    calls++;
+    return 0;
+}
+
+static int reset(void **state)
+{
+    (void)state;
+    memset(&seen, 0, sizeof(seen));
+    calls = 0;
+    unsetenv("IB_ON_CONFLICT");
+    unsetenv("IB_RETENTION");
+    unsetenv("IB_RETENTION_UNSAFE");
+    return 0;
+}
+
+/* Runs `ibus run --plugin x.so ARGS...` (NULL-terminated). */
+static int run(const char *first, ...)
+{
+    char *argv[32] = {"run", "--plugin", "x.so", "--log-level", "error"};
+    int argc = 5;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a != NULL && argc < 31; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    return ib_cmd_run(argc, argv);
+}
+
+static void defaults(void **state)
+{
+    (void)state;
+    assert_int_equal(run(NULL), 0);
+    assert_int_equal(calls, 1);
+    assert_int_equal(seen.on_conflict, IB_CONFLICT_DEAD_LETTER);
+    assert_int_equal(seen.retention_ms, 0);
+    assert_false(seen.retention_unsafe);
+}
+
+static void each_conflict_policy(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        ib_conflict_policy want;
+    } c[] = {
+        {"dead-letter", IB_CONFLICT_DEAD_LETTER},
+        {"drop", IB_CONFLICT_DROP},
+        {"log", IB_CONFLICT_LOG},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        assert_int_equal(run("--on-conflict", c[i].value, NULL), 0);
+        assert_int_equal(seen.on_conflict, c[i].want);
+    }
+    setenv("IB_ON_CONFLICT", "drop", 1);
+    assert_int_equal(run(NULL), 0);
+    assert_int_equal(seen.on_conflict, IB_CONFLICT_DROP);
+    assert_int_equal(run("--on-conflict=log", NULL), 0); /* flags win */
+    assert_int_equal(seen.on_conflict, IB_CONFLICT_LOG);
+}
+
+static void retention_flags(void **state)
+{
+    (void)state;
+    assert_int_equal(run("--retention", "2h", "--retention-unsafe", NULL), 0);
+    assert_int_equal(seen.retention_ms, 2 * 3600 * 1000);
+    assert_true(seen.retention_unsafe);
+    setenv("IB_RETENTION", "30d", 1);
+    assert_int_equal(run(NULL), 0);
+    assert_int_equal(seen.retention_ms, 30LL * 86400 * 1000);
+    assert_false(seen.retention_unsafe);
+}
+
+/* Refused before the host runs: exit 2. */
+static void bad_values_exit_2(void **state)
+{
+    (void)state;
+    assert_int_equal(run("--on-conflict", "ignore", NULL), 2);
+    assert_int_equal(run("--on-conflict", "", NULL), 2);
+    assert_int_equal(run("--on-conflict", "dead", NULL), 2);
+    assert_int_equal(run("--retention", "soon", NULL), 2);
+    /* a kv: bucket prunes by its TTL */
+    assert_int_equal(run("--retention", "1h", "--recorder", "kv:markers", NULL), 2);
+    assert_int_equal(calls, 0);
+    /* without retention a kv: recorder is fine */
+    assert_int_equal(run("--recorder", "kv:markers", NULL), 0);
+    assert_int_equal(calls, 1);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup(defaults, reset),
+    cmocka_unit_test_setup(each_conflict_policy, reset),
+    cmocka_unit_test_setup(retention_flags, reset),
+    cmocka_unit_test_setup(bad_values_exit_2, reset),
+};
+
+IB_TEST_MAIN(tests)
