@@ -133,7 +133,8 @@ typedef struct row_run {
     int64_t respawn_at[MAX_SUBSCRIBERS]; /* 0: running, not killed */
     int64_t spawned_at[MAX_SUBSCRIBERS];
     bool up[MAX_SUBSCRIBERS];
-    int64_t progress; /* last progress read */
+    int64_t progress;   /* last progress read */
+    int64_t started_at; /* when the subscribers were first spawned */
 } row_run;
 
 /* ---- parameters ---------------------------------------------------------- */
@@ -369,9 +370,10 @@ static bool kill_one(row_run *c, int64_t progress)
     c->respawn_at[victim] = it_now_ms() + c->p->respawn_ms;
     c->r->kills++;
     c->r->kills_in_backlog += known && st.pending + st.ack_pending > 0;
-    printf("  %s: kill -9 %s at %" PRId64 " of %zu (pending %" PRIu64 ", ack pending %" PRIu64
-           ")\n",
-           path_names[c->r->path], c->subs[victim].name, progress, c->b->n, known ? st.pending : 0,
+    printf("  %s: kill -9 %s at %" PRId64 " of %zu, %.1f s in (pending %" PRIu64
+           ", ack pending %" PRIu64 ")\n",
+           path_names[c->r->path], c->subs[victim].name, progress, c->b->n,
+           (double)(it_now_ms() - c->started_at) / 1000.0, known ? st.pending : 0,
            known ? st.ack_pending : 0);
     return true;
 }
@@ -418,8 +420,8 @@ static bool fire(row_run *c, const action *a, int64_t progress, bool starting)
         return kill_one(c, progress);
     if (starting)
         return false;
-    printf("  %s: nats-server restart at %" PRId64 " of %zu\n", path_names[c->r->path], progress,
-           c->b->n);
+    printf("  %s: nats-server restart at %" PRId64 " of %zu, %.1f s in\n", path_names[c->r->path],
+           progress, c->b->n, (double)(it_now_ms() - c->started_at) / 1000.0);
     assert_true(it_server_restart(&c->e->server));
     c->r->restarts++;
     for (int i = 0; i < c->p->subscribers; i++)
@@ -560,12 +562,12 @@ static void run_row(row_result *r, const ledger_params *p, const backlog *b, con
 
     prepare(&c);
     publish_backlog(&c);
-    int64_t t0 = it_now_ms();
+    c.started_at = it_now_ms();
     for (int i = 0; i < p->subscribers; i++)
         spawn_subscriber(&c, i);
     run_chaos(&c, plan, n_actions);
     settle(&c);
-    r->elapsed_ms = it_now_ms() - t0;
+    r->elapsed_ms = it_now_ms() - c.started_at;
     if (path == PATH_LEDGER)
         count_ledger(&c);
     else
@@ -705,14 +707,14 @@ static void short_run(void **state)
     (void)state;
     ledger_params p = {.name = "short_run",
                        .default_seeds = "1",
-                       .events = 3000,
+                       .events = 20000,
                        .accounts = 5,
                        .subscribers = 3,
                        .kills = 3,
                        .restarts = 1,
                        .batch = 16,
                        .ack_wait = "5s",
-                       .respawn_ms = 500,
+                       .respawn_ms = 200,
                        .settle_ms = 120000};
     run_case(&p);
 }
@@ -723,14 +725,14 @@ static void long_run(void **state)
     (void)state;
     ledger_params p = {.name = "long_run",
                        .default_seeds = "1,2,3,4,5",
-                       .events = 10000,
+                       .events = 40000,
                        .accounts = 8,
                        .subscribers = 3,
                        .kills = 6,
                        .restarts = 1,
                        .batch = 16,
                        .ack_wait = "5s",
-                       .respawn_ms = 500,
+                       .respawn_ms = 200,
                        .settle_ms = 300000};
     run_case(&p);
 }
