@@ -142,8 +142,10 @@ typedef struct row_run {
 /* The case's defaults, then the environment's overrides:
  *   IB_CHAOS_SEEDS, IB_CHAOS_EVENTS, IB_CHAOS_SUBSCRIBERS, IB_CHAOS_KILLS,
  *   IB_CHAOS_SERVER_RESTARTS, IB_CHAOS_RESPAWN_MS, IB_CHAOS_SETTLE_MS,
- *   IB_CHAOS_CONCURRENCY, IB_CHAOS_ACK_WAIT as in chaos.c; IB_CHAOS_ACCOUNTS (accounts),
- *   IB_CHAOS_BATCH (--batch); IB_CHAOS_REPORT (JSON lines). */
+ *   IB_CHAOS_CONCURRENCY and IB_CHAOS_ACK_WAIT as in chaos.c;
+ *   IB_CHAOS_ACCOUNTS   accounts the entries spread over
+ *   IB_CHAOS_BATCH      --batch
+ *   IB_CHAOS_REPORT     append one JSON line per row to this file */
 static void params_from_env(ledger_params *p)
 {
     p->seed_count = chaos_seeds(p->seeds, MAX_SEEDS, p->default_seeds);
