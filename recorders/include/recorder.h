@@ -192,12 +192,16 @@ typedef struct ib_recorder_ops {
     /* Optional, appended: attempts, fenced leases and fenced marks (see the
      * ib_recorder_* wrappers of the same names). */
     unsigned features; /* IB_RECORDER_* bits */
+    /* `fingerprints` (NULL = none) as for ib__recorder_acquire_fp and
+     * ib__recorder_mark_owned_fp; a kind that stores none ignores them. */
     ib_status (*acquire_batch)(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                               size_t n, const ib_claim_request *req, ib_error *err);
+                               const uint64_t *fingerprints, size_t n, const ib_claim_request *req,
+                               ib_error *err);
     ib_status (*renew_batch)(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                              const char *owner, int64_t lease_ms, ib_error *err);
-    ib_status (*mark_owned_batch)(ib_recorder *r, bool *marked, const ib_marker_key *keys, size_t n,
-                                  const char *owner, ib_error *err);
+    ib_status (*mark_owned_batch)(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                  const uint64_t *fingerprints, size_t n, const char *owner,
+                                  ib_error *err);
 
     /* Optional, appended: transactional work and its outbox (see the
      * ib__recorder_* wrappers of the same names). */

@@ -363,7 +363,7 @@ static void test_newer_schema_refused(void **state)
     mark_n(r, "c", 0, 3);
     ib_recorder_close(r);
     sqlite3 *db = raw_open("new.db");
-    exec_raw(db, "PRAGMA user_version = 3");
+    exec_raw(db, "PRAGMA user_version = 4");
     sqlite3_close(db);
 
     char path[4096], uri[4200];
@@ -372,11 +372,11 @@ static void test_newer_schema_refused(void **state)
     r = (ib_recorder *)&r;
     assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_SCHEMA);
     assert_null(r);
-    assert_non_null(strstr(err.msg, "schema version 3 is newer than this build understands (2)"));
+    assert_non_null(strstr(err.msg, "schema version 4 is newer than this build understands (3)"));
     assert_non_null(strstr(err.msg, "new.db"));
     /* Left untouched. */
     db = raw_open("new.db");
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
     assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 3);
     sqlite3_close(db);
 }
@@ -455,7 +455,7 @@ static void test_held_write_lock_is_waited_out(void **state)
     sqlite3 *db = raw_open("busy.db");
     sqlite3_busy_timeout(db, 0);
     exec_raw(db, "BEGIN IMMEDIATE");
-    exec_raw(db, "INSERT INTO processed_log VALUES ('other', 'x', 1)");
+    exec_raw(db, "INSERT INTO processed_log (consumer, event_id, ts) VALUES ('other', 'x', 1)");
     holder h = {db, rt_under_valgrind() ? 1500 : 400};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, hold_then_commit, &h), 0);
