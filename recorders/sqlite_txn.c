@@ -61,6 +61,10 @@ static int authorize(void *ud, int action, const char *a1, const char *a2, const
     case SQLITE_ATTACH:
     case SQLITE_DETACH:
     case SQLITE_PRAGMA:
+    /* A trigger outlives the work, and its body is only checked when a
+     * statement that fires it is prepared, perhaps with no authorizer. */
+    case SQLITE_CREATE_TRIGGER:
+    case SQLITE_CREATE_TEMP_TRIGGER:
         return SQLITE_DENY;
     case SQLITE_SAVEPOINT: /* a1: BEGIN, RELEASE or ROLLBACK; a2: the name */
         return a2 != NULL && strcasecmp(a2, IB__SQ_SAVEPOINT) == 0 ? SQLITE_DENY : SQLITE_OK;
@@ -75,8 +79,6 @@ static int authorize(void *ud, int action, const char *a1, const char *a2, const
     case SQLITE_CREATE_TEMP_INDEX:
     case SQLITE_DROP_INDEX:
     case SQLITE_DROP_TEMP_INDEX:
-    case SQLITE_CREATE_TRIGGER:
-    case SQLITE_CREATE_TEMP_TRIGGER:
     case SQLITE_DROP_TRIGGER:
     case SQLITE_DROP_TEMP_TRIGGER:
         return is_ours(a2) ? SQLITE_DENY : SQLITE_OK;
