@@ -6,9 +6,10 @@
  *    never has to upgrade a read transaction (the case where SQLite returns
  *    SQLITE_BUSY without calling the busy handler). Whatever BUSY/LOCKED
  *    still comes back (busy timeout spent, WAL recovery, ...) is retried
- *    here with jittered back-off, the whole transaction over, until a
- *    generous deadline: max(60 s, 6 x busy timeout). Every transaction body
- *    is idempotent, so replaying it is safe.
+ *    (sqlite_exec.c) with jittered back-off, the whole transaction over,
+ *    until a generous deadline: max(60 s, 6 x busy timeout). Every
+ *    transaction body is idempotent, so replaying it is safe; transactional
+ *    work (sqlite_txn.c) is not, and is never replayed once it ran.
  *  - Between threads: one connection per recorder, opened NOMUTEX, and one
  *    recorder mutex around every call: the cached statements and the
  *    multi-statement transactions need the serialisation anyway, so

@@ -266,10 +266,17 @@ static const char *const refused[] = {
     "PRAGMA journal_mode",
 };
 
+/* Prepared before the transaction, with no authorizer in place. */
+static sqlite3_stmt *early;
+
 static bool work_tries_refused(void *ctx, size_t i, ib__txn *txn)
 {
     work_ctx *w = ctx;
     sqlite3 *db = ib__txn_db(txn);
+    /* installing the authorizer expired it: it is checked again */
+    assert_int_equal(sqlite3_step(early), SQLITE_AUTH);
+    sqlite3_reset(early);
+    assert_false(sqlite3_get_autocommit(db));
     for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++) {
         int rc = exec_sql(db, refused[k]);
         if (rc != SQLITE_AUTH || sqlite3_get_autocommit(db))
@@ -282,6 +289,9 @@ static void test_authorizer_refuses_and_transaction_survives(void **state)
 {
     (void)state;
     ib_recorder *r = open_file("auth.db");
+    assert_int_equal(
+        sqlite3_prepare_v2(ib__sqlite_db(r), "DELETE FROM processed_log", -1, &early, NULL),
+        SQLITE_OK);
     work_ctx w = {0};
     ib__txn_result out[2];
     size_t consumed = 0;
@@ -294,6 +304,7 @@ static void test_authorizer_refuses_and_transaction_survives(void **state)
     assert_int_equal(query_int(db, "SELECT count(*) FROM effects"), 2);
     /* outside work, the connection is the recorder's again */
     assert_int_equal(exec_sql(db, "PRAGMA user_version"), SQLITE_OK);
+    sqlite3_finalize(early);
     ib_recorder_close(r);
 }
 
