@@ -92,12 +92,13 @@ static ib_status c_release_batch(ib_recorder *r, const ib_marker_key *keys, size
 /* The host's calls: counted with the batch calls they stand for (acquire
  * as a claim, a fenced mark as a mark) and failed by the same switches. */
 static ib_status c_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                                 size_t n, const ib_claim_request *req, ib_error *err)
+                                 const uint64_t *fingerprints, size_t n,
+                                 const ib_claim_request *req, ib_error *err)
 {
     atomic_fetch_add(&calls_of(r)->claim_batch, 1);
     if (atomic_load(&calls_of(r)->fail_claim))
         return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: claim fails on demand");
-    return ib_recorder_acquire_batch(inner_of(r), out, keys, n, req, err);
+    return ib__recorder_acquire_fp(inner_of(r), out, keys, fingerprints, n, req, err);
 }
 
 static ib_status c_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
@@ -107,12 +108,13 @@ static ib_status c_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *
 }
 
 static ib_status c_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                    size_t n, const char *owner, ib_error *err)
+                                    const uint64_t *fingerprints, size_t n, const char *owner,
+                                    ib_error *err)
 {
     atomic_fetch_add(&calls_of(r)->mark_batch, 1);
     if (atomic_load(&calls_of(r)->fail_mark))
         return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: mark fails on demand");
-    return ib_recorder_mark_owned_batch(inner_of(r), marked, keys, n, owner, err);
+    return ib__recorder_mark_owned_fp(inner_of(r), marked, keys, fingerprints, n, owner, err);
 }
 
 static const ib_recorder_ops counting_ops = {
