@@ -117,6 +117,18 @@ static ib_status c_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marke
     return ib__recorder_mark_owned_fp(inner_of(r), marked, keys, fingerprints, n, owner, err);
 }
 
+/* Transactions pass through to the real kind (sqlite: has them), counted
+ * and failed on demand before any work runs. */
+static ib_status c_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
+                            const ib_marker_key *keys, size_t n, const ib__txn_request *req,
+                            ib__txn_work_fn work, void *ctx, ib_error *err)
+{
+    atomic_fetch_add(&calls_of(r)->transact, 1);
+    if (atomic_load(&calls_of(r)->fail_transact))
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: transaction fails on demand");
+    return ib__recorder_transact(inner_of(r), out, consumed, keys, n, req, work, ctx, err);
+}
+
 static const ib_recorder_ops counting_ops = {
     .size = sizeof(ib_recorder_ops),
     .kind = "counting",
@@ -132,6 +144,7 @@ static const ib_recorder_ops counting_ops = {
     .acquire_batch = c_acquire_batch,
     .renew_batch = c_renew_batch,
     .mark_owned_batch = c_mark_owned_batch,
+    .transact = c_transact,
 };
 
 /* ---- clock, directories, fixture --------------------------------------- */
@@ -200,6 +213,8 @@ void fx_open(fx *f, const char *kind)
     /* The wrapper declares what the real kind declares. */
     c->ops = counting_ops;
     c->ops.features = f->inner->ops->features;
+    if (!ib__recorder_has_transactions(f->inner))
+        c->ops.transact = NULL; /* as the real kind: memory: has none */
     c->base.ops = &c->ops;
     c->base.now_ms = fx_clock_now;
     c->base.lease_now_ms = fx_clock_now;

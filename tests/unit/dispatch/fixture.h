@@ -23,6 +23,8 @@ typedef struct fx_calls {
     atomic_bool fail_check;
     atomic_bool fail_claim;
     atomic_bool fail_mark;
+    atomic_int transact;
+    atomic_bool fail_transact; /* the transaction fails before any work runs */
 } fx_calls;
 
 typedef struct fx {
