@@ -297,6 +297,23 @@ void fx_delivery(ib_delivery *dl, const ib_event *ev, uint64_t delivery_count)
     dl->nak_delay_ms = -1;
 }
 
+void fx_run_ok(fx *f, ib_delivery *dl, size_t n)
+{
+    ib_error err = {0};
+    ib_status st = ib_dispatch_run(f->d, dl, n, NULL, &err);
+    if (st != IB_OK)
+        print_error("ib_dispatch_run: %s\n", err.msg);
+    assert_int_equal(st, IB_OK);
+}
+
+ib_delivery fx_run_one(fx *f, const ib_event *ev, uint64_t delivery_count)
+{
+    ib_delivery dl;
+    fx_delivery(&dl, ev, delivery_count);
+    fx_run_ok(f, &dl, 1);
+    return dl;
+}
+
 void fx_handler_init(fx_handler *h, ib_verdict verdict)
 {
     memset(h, 0, sizeof(*h));

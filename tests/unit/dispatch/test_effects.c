@@ -12,23 +12,6 @@
 
 #define TYPE "order.created"
 
-static void run_ok(fx *f, ib_delivery *dl, size_t n)
-{
-    ib_error err = {0};
-    ib_status st = ib_dispatch_run(f->d, dl, n, NULL, &err);
-    if (st != IB_OK)
-        print_error("ib_dispatch_run: %s\n", err.msg);
-    assert_int_equal(st, IB_OK);
-}
-
-static ib_delivery run_one(fx *f, const ib_event *ev, uint64_t delivery_count)
-{
-    ib_delivery dl;
-    fx_delivery(&dl, ev, delivery_count);
-    run_ok(f, &dl, 1);
-    return dl;
-}
-
 /* `ev` with another payload: the same id, other content. */
 static ib_event other_content(const ib_event *ev)
 {
@@ -75,15 +58,15 @@ static void marked_id_with_other_content_conflicts(fx *f)
     fx_event(&ev, 1, TYPE);
     ib_event reused = other_content(&ev);
 
-    assert_int_equal(run_one(f, &ev, 1).outcome, IB_OUTCOME_ACK);
-    ib_delivery dl = run_one(f, &reused, 1);
+    assert_int_equal(fx_run_one(f, &ev, 1).outcome, IB_OUTCOME_ACK);
+    ib_delivery dl = fx_run_one(f, &reused, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
     assert_int_equal(dl.dead_letter_reason, IB_DLQ_CONFLICT);
     assert_int_equal(dl.counts.conflicts, 1);
     assert_int_equal(dl.counts.duplicates, 0);
     assert_int_equal(seen.conflicts, 1);
     assert_string_equal(seen.consumer, "c/p/h");
-    dl = run_one(f, &ev, 2);
+    dl = fx_run_one(f, &ev, 2);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl.counts.duplicates, 1);
     assert_int_equal(dl.counts.conflicts, 0);
@@ -109,8 +92,8 @@ static void conflict_policy_drop_acks(fx *f)
     fx_event(&ev, 2, TYPE);
     ib_event reused = other_content(&ev);
 
-    run_one(f, &ev, 1);
-    ib_delivery dl = run_one(f, &reused, 1);
+    fx_run_one(f, &ev, 1);
+    ib_delivery dl = fx_run_one(f, &reused, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl.counts.conflicts, 1);
     assert_int_equal(seen.conflicts, 1);
@@ -135,7 +118,7 @@ static void batch_copy_with_other_content_conflicts(fx *f)
     fx_delivery(&dl[0], &ev, 1);
     fx_delivery(&dl[1], &reused, 1);
     fx_delivery(&dl[2], &ev, 1);
-    run_ok(f, dl, 3);
+    fx_run_ok(f, dl, 3);
     assert_int_equal(dl[0].outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl[0].counts.handled, 1);
     assert_int_equal(dl[1].outcome, IB_OUTCOME_DEAD_LETTER);
@@ -162,9 +145,9 @@ static void conflict_runs_no_handler_of_the_delivery(fx *f)
     fx_event(&ev, 4, TYPE);
     ib_event reused = other_content(&ev);
 
-    assert_int_equal(run_one(f, &ev, 1).outcome, IB_OUTCOME_NAK);
+    assert_int_equal(fx_run_one(f, &ev, 1).outcome, IB_OUTCOME_NAK);
     atomic_store(&b.verdict, IB_HANDLER_OK);
-    ib_delivery dl = run_one(f, &reused, 2);
+    ib_delivery dl = fx_run_one(f, &reused, 2);
     assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
     assert_int_equal(dl.dead_letter_reason, IB_DLQ_CONFLICT);
     assert_int_equal(dl.counts.conflicts, 2);
@@ -172,7 +155,7 @@ static void conflict_runs_no_handler_of_the_delivery(fx *f)
     assert_int_equal(atomic_load(&b.calls), 1);
     assert_false(fx_marked(f, "c/p/b", ev.id));
     /* b's claim was released: the right content runs it at once */
-    dl = run_one(f, &ev, 3);
+    dl = fx_run_one(f, &ev, 3);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(atomic_load(&b.calls), 2);
     fx_handler_destroy(&a);
@@ -192,7 +175,7 @@ static void marker_without_fingerprint_matches(fx *f)
     fx_event(&ev, 5, TYPE);
     assert_int_equal(ib_recorder_mark(f->inner, "c/p/h", ev.id, NULL), IB_OK);
 
-    ib_delivery dl = run_one(f, &ev, 1);
+    ib_delivery dl = fx_run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl.counts.duplicates, 1);
     assert_int_equal(dl.counts.conflicts, 0);
@@ -312,7 +295,7 @@ static void transactional_writes_commit_with_marker(void **state)
     fx_delivery(&dl[0], &ok, 1);
     fx_delivery(&dl[1], &retry, 1);
     fx_delivery(&dl[2], &reject, 1);
-    run_ok(&f, dl, 3);
+    fx_run_ok(&f, dl, 3);
     assert_int_equal(dl[0].outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl[0].counts.handled, 1);
     assert_int_equal(dl[1].outcome, IB_OUTCOME_NAK);
@@ -325,7 +308,7 @@ static void transactional_writes_commit_with_marker(void **state)
     assert_int_equal(atomic_load(&f.calls->transact), 3);
 
     /* a redelivery of the done event does not run it again */
-    ib_delivery again = run_one(&f, &ok, 2);
+    ib_delivery again = fx_run_one(&f, &ok, 2);
     assert_int_equal(again.outcome, IB_OUTCOME_ACK);
     assert_int_equal(again.counts.duplicates, 1);
     assert_int_equal(atomic_load(&txn_calls), 3);
@@ -353,7 +336,7 @@ static void transactional_handlers_share_a_transaction(void **state)
         ev[i] = with_payload(20 + i, "ok");
         fx_delivery(&dl[i], &ev[i], 1);
     }
-    run_ok(&f, dl, 4);
+    fx_run_ok(&f, dl, 4);
     for (unsigned i = 0; i < 4; i++) {
         assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
         assert_int_equal(dl[i].counts.handled, 2);
@@ -381,13 +364,13 @@ static void transaction_failure_naks(void **state)
     ib_event ev = with_payload(30, "ok");
     atomic_store(&txn_calls, 0);
     atomic_store(&f.calls->fail_transact, true);
-    ib_delivery dl = run_one(&f, &ev, 1);
+    ib_delivery dl = fx_run_one(&f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
     assert_int_equal(dl.counts.recorder_failed, 1);
     assert_int_equal(atomic_load(&txn_calls), 0);
     assert_false(fx_marked(&f, "c/p/t", ev.id));
     atomic_store(&f.calls->fail_transact, false);
-    dl = run_one(&f, &ev, 2);
+    dl = fx_run_one(&f, &ev, 2);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(atomic_load(&txn_calls), 1);
     assert_int_equal(effects_of(&f, ev.id), 1);
