@@ -144,10 +144,42 @@ static double flow_single(ib_recorder *r, const stream *s, const char *flow)
     return t;
 }
 
-/* claim_batch -> handle the acquired -> mark_batch of those. */
-static double flow_batch(ib_recorder *r, const stream *s, size_t batch, const char *flow)
+/* Claims and marks one batch the way `flow` names: the host's calls
+ * (acquire_batch, mark_owned_batch) or the plain ones. */
+static void claim_keys(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys, size_t n,
+                       bool host)
 {
     ib_error err;
+    ib_claim_info info[256];
+    if (!host || n > 256) {
+        if (ib_recorder_claim_batch(r, states, keys, n, OWNER, LEASE_MS, &err) != IB_OK)
+            die("claim_batch", &err);
+        return;
+    }
+    ib_claim_request req = {.owner = OWNER, .lease_ms = LEASE_MS};
+    if (ib_recorder_acquire_batch(r, info, keys, n, &req, &err) != IB_OK)
+        die("acquire_batch", &err);
+    for (size_t i = 0; i < n; i++)
+        states[i] = info[i].state;
+}
+
+static void mark_keys(ib_recorder *r, const ib_marker_key *keys, size_t n, bool host)
+{
+    ib_error err;
+    bool marked[256];
+    if (!host || n > 256) {
+        if (ib_recorder_mark_batch(r, keys, n, &err) != IB_OK)
+            die("mark_batch", &err);
+        return;
+    }
+    if (ib_recorder_mark_owned_batch(r, marked, keys, n, OWNER, &err) != IB_OK)
+        die("mark_owned_batch", &err);
+}
+
+/* claim -> handle the acquired -> mark those (see claim_keys). */
+static double flow_batch(ib_recorder *r, const stream *s, size_t batch, const char *flow)
+{
+    bool host = strstr(flow, "acquire") != NULL;
     ib_marker_key *keys = malloc(batch * sizeof(*keys));
     ib_marker_key *won = malloc(batch * sizeof(*won));
     ib_claim_state *states = malloc(batch * sizeof(*states));
@@ -159,14 +191,12 @@ static double flow_batch(ib_recorder *r, const stream *s, size_t batch, const ch
         size_t n = s->n - at < batch ? s->n - at : batch, nwon = 0;
         for (size_t i = 0; i < n; i++)
             keys[i] = (ib_marker_key){CONSUMER, s->ids[at + i]};
-        if (ib_recorder_claim_batch(r, states, keys, n, OWNER, LEASE_MS, &err) != IB_OK)
-            die("claim_batch", &err);
+        claim_keys(r, states, keys, n, host);
         for (size_t i = 0; i < n; i++)
             if (states[i] == IB_CLAIM_ACQUIRED)
                 won[nwon++] = keys[i];
         handled += nwon; /* the handlers: no-ops */
-        if (ib_recorder_mark_batch(r, won, nwon, &err) != IB_OK)
-            die("mark_batch", &err);
+        mark_keys(r, won, nwon, host);
     }
     double t = now_s() - t0;
     check_handled(flow, handled, s);
@@ -300,6 +330,7 @@ static size_t run_flows(result rows[MAX_ROWS], const bench_opts *o, const stream
         {"sqlite: check -> mark, 1 transaction per mark", true, 0},
         {"sqlite: claim_batch/mark_batch of 64", true, 64},
         {"sqlite: claim_batch/mark_batch of 256", true, 256},
+        {"sqlite: acquire_batch/mark_owned_batch of 256", true, 256},
         {"memory: check -> mark", false, 0},
         {"memory: claim_batch/mark_batch of 256", false, 256},
     };

@@ -127,6 +127,7 @@ static ib_status run_rounds(kv_recorder *k, const ib_marker_key *keys, size_t n,
 typedef struct acquire_ctx {
     kv_recorder *k;
     const ib_marker_key *keys;
+    const uint64_t *fps; /* NULL = no conflict check */
     ib_claim_info *out;
     const ib_claim_request *req;
 } acquire_ctx;
@@ -137,8 +138,12 @@ static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, 
     const ib_claim_request *req = c->req;
     ib_claim_info *out = &c->out[i];
     *out = (ib_claim_info){.state = IB_CLAIM_DONE, .attempts = h->attempts};
-    if (h->done)
+    if (h->done) {
+        uint64_t fp = c->fps != NULL ? c->fps[i] : 0;
+        if (fp != 0 && h->fp != 0 && fp != h->fp)
+            out->state = IB_CLAIM_CONFLICT;
         return false;
+    }
     /* Holders may be on other hosts: never host-local. */
     int64_t hold = ib__claim_hold_ms(h->owner, req->owner, h->end, now, req->lease_ms,
                                      req->probe_holders, false);
@@ -168,9 +173,10 @@ static void acquire_written(void *vctx, size_t i, const kv_head *h)
 }
 
 static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                                  size_t n, const ib_claim_request *req, ib_error *err)
+                                  const uint64_t *fingerprints, size_t n,
+                                  const ib_claim_request *req, ib_error *err)
 {
-    acquire_ctx c = {kv_of(r), keys, out, req};
+    acquire_ctx c = {kv_of(r), keys, fingerprints, out, req};
     return run_rounds(kv_of(r), keys, n, acquire_decide, acquire_written, &c, err);
 }
 
@@ -182,7 +188,7 @@ static ib_status kv_claim_batch(ib_recorder *r, ib_claim_state *states, const ib
         return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to claim %zu keys",
                             kv_of(r)->bucket, n);
     ib_claim_request req = {.owner = owner, .lease_ms = lease_ms};
-    ib_status st = kv_acquire_batch(r, info, keys, n, &req, err);
+    ib_status st = kv_acquire_batch(r, info, keys, NULL, n, &req, err);
     for (size_t i = 0; i < n; i++)
         states[i] = info[i].state;
     free(info);
@@ -256,7 +262,7 @@ static ib_status kv_renew_batch(ib_recorder *r, bool *held, const ib_marker_key 
 
 static ib_status kv_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
 {
-    return ib__kv_mark_keys(kv_of(r), keys, NULL, n, r->now_ms(), err);
+    return ib__kv_mark_keys(kv_of(r), keys, NULL, NULL, n, r->now_ms(), err);
 }
 
 static ib_status kv_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
@@ -269,7 +275,8 @@ static ib_status kv_mark(ib_recorder *r, const char *consumer, const char *event
  * epoch. A take-over racing this mark can still slip in between the read
  * and the write; its holder then finds the key done. */
 static ib_status kv_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                     size_t n, const char *owner, ib_error *err)
+                                     const uint64_t *fingerprints, size_t n, const char *owner,
+                                     ib_error *err)
 {
     kv_recorder *k = kv_of(r);
     bool *want = calloc(n, sizeof(*want));
@@ -286,7 +293,7 @@ static ib_status kv_mark_owned_batch(ib_recorder *r, bool *marked, const ib_mark
         want[i] = !foreign && !h[i].done;
     }
     if (st == IB_OK)
-        st = ib__kv_mark_keys(k, keys, want, n, now, err);
+        st = ib__kv_mark_keys(k, keys, want, fingerprints, n, now, err);
     free(want);
     free(h);
     return st;

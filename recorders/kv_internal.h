@@ -5,7 +5,10 @@
  *
  * Layout of the bucket, per (consumer, event id); <c> is the consumer in
  * lowercase hex, so that no consumer name can break a key:
- *   d.<c>.<id>        done marker; value: unix ms when marked
+ *   d.<c>.<id>        done marker; value: unix ms when marked, then, when
+ *                     the mark had one, " <fingerprint>" in decimal. Readers
+ *                     parse the number first and stop at the space, so
+ *                     values of either form read in builds of either age
  *   c.<c>.<id>.<n>    claim epoch n = 1, 2, ...; value: "<attempts> <lease
  *                     end, unix ms> <owner>" (owner "" = released)
  * Every write is a Create (expect no message, or expect the tombstone's
@@ -69,6 +72,7 @@ typedef struct kv_read {
 /* The state of one key: done, and the highest claim epoch. */
 typedef struct kv_head {
     bool done;
+    uint64_t fp;    /* the done marker's fingerprint; 0 = none */
     uint32_t epoch; /* 0 = never claimed */
     uint32_t attempts;
     int64_t end; /* lease end, unix ms */
@@ -115,10 +119,10 @@ void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key,
                           uint32_t attempts, int64_t end, const char *owner);
 
 /* Writes done markers for keys[i] where want[i] (NULL = all), marked at
- * `ts` unless marked already (a marker over a tombstone after a forget is
- * written over the tombstone). */
-ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want, size_t n,
-                           int64_t ts, ib_error *err);
+ * `ts` with fps[i] (NULL or 0: none) unless marked already (a marker over
+ * a tombstone after a forget is written over the tombstone). */
+ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want,
+                           const uint64_t *fps, size_t n, int64_t ts, ib_error *err);
 
 /* Connection and bucket: see kv_bucket.c. */
 ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err);

@@ -213,8 +213,8 @@ void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key,
     w->expect_seq = 0;
 }
 
-ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want, size_t n,
-                           int64_t ts, ib_error *err)
+ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want,
+                           const uint64_t *fps, size_t n, int64_t ts, ib_error *err)
 {
     kv_write *w = calloc(n > 0 ? n : 1, sizeof(*w));
     if (w == NULL)
@@ -225,7 +225,12 @@ ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool
         if (want != NULL && !want[i])
             continue;
         ib__kv_subject(k, w[m].subject, 'd', &keys[i], 0);
-        snprintf(w[m].value, sizeof(w[m].value), "%lld", (long long)ts);
+        uint64_t fp = fps != NULL ? fps[i] : 0;
+        if (fp != 0)
+            snprintf(w[m].value, sizeof(w[m].value), "%lld %llu", (long long)ts,
+                     (unsigned long long)fp);
+        else
+            snprintf(w[m].value, sizeof(w[m].value), "%lld", (long long)ts);
         w[m++].expect_seq = 0;
     }
     ib_status st = IB_OK;

@@ -170,6 +170,17 @@ ib_status ib__kv_read_many(kv_recorder *k, kv_read *out, const char (*subjects)[
 /* --- the state of a key ------------------------------------------------------ */
 
 /* "<attempts> <end> <owner>"; anything else reads as a free epoch. */
+/* The fingerprint after a done marker's time, or 0 (a marker written
+ * without one, or by a build before fingerprints). */
+static uint64_t done_fingerprint(const char *v)
+{
+    char *end = NULL;
+    (void)strtoll(v, &end, 10);
+    if (end == NULL || *end != ' ')
+        return 0;
+    return strtoull(end + 1, NULL, 10);
+}
+
 static void parse_epoch(kv_head *h, const char *v)
 {
     char *end = NULL;
@@ -271,6 +282,7 @@ ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *key
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         memset(&h[i], 0, sizeof(h[i]));
         h[i].done = hr.reads[i].found && !hr.reads[i].deleted;
+        h[i].fp = h[i].done ? done_fingerprint(hr.reads[i].value) : 0;
         hr.search[i] = (epoch_search){.hi = 1, .gallop = true, .finished = h[i].done};
     }
     for (bool more = true; more && st == IB_OK;)

@@ -16,6 +16,11 @@
  *    aim at one probe chain.
  *  - Consumers are interned: an entry stores a 32-bit consumer number and
  *    the 16 packed bytes of its id.
+ *  - A marker's time takes 48 bits (unix ms, +-4000 years) so that 16 bits
+ *    of its payload fingerprint fit in the same 28 bytes. Comparing 16
+ *    bits never reports a false conflict (equal fingerprints stay equal)
+ *    and misses a reused id once in 65 536: enough to catch a producer's
+ *    mistake, at no memory per marker.
  *  - Claims in progress live in their own small table; they are few (one
  *    per event in flight) and vanish on mark or release.
  *
@@ -46,8 +51,12 @@ typedef struct entry {
     uint8_t id[16];
     uint32_t consumer;
     uint32_t ts_lo;
-    uint32_t ts_hi;
+    uint16_t ts_hi; /* bits 32..47 of ts, sign-extended on reading */
+    uint16_t fp;    /* fp_short() of the fingerprint; 0 = none */
 } entry;
+
+#define TS_MAX (((int64_t)1 << 47) - 1)
+#define TS_MIN (-((int64_t)1 << 47))
 
 typedef struct bucket {
     uint32_t tag; /* low 32 bits of the key's hash */
@@ -157,13 +166,27 @@ static inline entry *at_pos(const mem_recorder *m, uint64_t pos)
 
 static inline int64_t entry_ts(const entry *e)
 {
-    return (int64_t)(((uint64_t)e->ts_hi << 32) | e->ts_lo);
+    int64_t hi = (int16_t)e->ts_hi;
+    return (int64_t)((uint64_t)hi << 32) | e->ts_lo;
 }
 
+/* A clock beyond +-4000 years (only an injected one) is clamped. */
 static inline void entry_set_ts(entry *e, int64_t ts)
 {
+    ts = ts > TS_MAX ? TS_MAX : ts < TS_MIN ? TS_MIN : ts;
     e->ts_lo = (uint32_t)(uint64_t)ts;
-    e->ts_hi = (uint32_t)((uint64_t)ts >> 32);
+    e->ts_hi = (uint16_t)((uint64_t)ts >> 32);
+}
+
+/* The 16 bits of a fingerprint an entry keeps: never 0 for a fingerprint,
+ * so "none" stays apart. The top bits: ib_fingerprint's finaliser mixes
+ * every input bit into them. */
+static inline uint16_t fp_short(uint64_t fp)
+{
+    if (fp == 0)
+        return 0;
+    uint16_t v = (uint16_t)(fp >> 48);
+    return v != 0 ? v : 1;
 }
 
 /* --- consumers ---------------------------------------------------------- */
@@ -549,7 +572,10 @@ static bool find_locked(mem_recorder *m, size_t *bi, uint32_t *consumer, const c
     return m->buckets[i].slot != NO_SLOT;
 }
 
-static ib_status mark_locked(mem_recorder *m, const char *name, const char *event_id, ib_error *err)
+/* `fp`: the marker's fingerprint (0 = none); a marker that exists keeps
+ * its own. */
+static ib_status mark_locked(mem_recorder *m, const char *name, const char *event_id, uint64_t fp,
+                             ib_error *err)
 {
     uint8_t id[16];
     uint32_t c;
@@ -569,6 +595,7 @@ static ib_status mark_locked(mem_recorder *m, const char *name, const char *even
     memcpy(e->id, id, 16);
     e->consumer = c;
     entry_set_ts(e, m->base.now_ms());
+    e->fp = fp_short(fp);
     size_t bi = index_probe(m, c, id, h);
     m->buckets[bi] = (bucket){.tag = (uint32_t)h, .slot = slot};
     m->head++;
@@ -577,18 +604,25 @@ static ib_status mark_locked(mem_recorder *m, const char *name, const char *even
     return IB_OK;
 }
 
-/* Claims one key (ib_recorder_acquire_batch's rules). Attempts are
- * counted while the claim exists; a release forgets them (the memory kind
- * does not declare durable attempts, so the host does not rely on them). */
+/* Claims one key (ib_recorder_acquire_batch's rules; `fp` as for
+ * ib__recorder_acquire_fp, 0 = no check). Attempts are counted while the
+ * claim exists; a release forgets them (the memory kind does not declare
+ * durable attempts, so the host does not rely on them). */
 static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, const char *name,
-                                const char *event_id, const ib_claim_request *req, ib_error *err)
+                                const char *event_id, uint64_t fp, const ib_claim_request *req,
+                                ib_error *err)
 {
     uint8_t id[16];
     uint32_t c;
+    size_t bi;
     *info = (ib_claim_info){.state = IB_CLAIM_DONE};
     ib_id_pack(id, event_id);
-    if (find_locked(m, NULL, NULL, name, id))
+    if (find_locked(m, &bi, NULL, name, id)) {
+        uint16_t have = at_slot(m, m->buckets[bi].slot)->fp;
+        if (fp != 0 && have != 0 && have != fp_short(fp))
+            info->state = IB_CLAIM_CONFLICT;
         return IB_OK;
+    }
     ib_status st = consumer_intern(m, &c, name, err);
     if (st != IB_OK)
         return st;
@@ -656,7 +690,7 @@ static ib_status claim_locked(mem_recorder *m, ib_claim_state *state, const char
 {
     ib_claim_request req = {.owner = owner, .lease_ms = lease_ms};
     ib_claim_info info;
-    ib_status st = acquire_locked(m, &info, name, event_id, &req, err);
+    ib_status st = acquire_locked(m, &info, name, event_id, 0, &req, err);
     *state = info.state;
     return st;
 }
@@ -728,7 +762,7 @@ static ib_status mem_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_
     ib_status st = IB_OK;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n && st == IB_OK; i++)
-        st = mark_locked(m, keys[i].consumer, keys[i].event_id, err);
+        st = mark_locked(m, keys[i].consumer, keys[i].event_id, 0, err);
     pthread_mutex_unlock(&m->mu);
     return st;
 }
@@ -780,13 +814,15 @@ static ib_status mem_release(ib_recorder *r, const char *consumer, const char *e
 }
 
 static ib_status mem_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                                   size_t n, const ib_claim_request *req, ib_error *err)
+                                   const uint64_t *fingerprints, size_t n,
+                                   const ib_claim_request *req, ib_error *err)
 {
     mem_recorder *m = mem(r);
     ib_status st = IB_OK;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n && st == IB_OK; i++)
-        st = acquire_locked(m, &out[i], keys[i].consumer, keys[i].event_id, req, err);
+        st = acquire_locked(m, &out[i], keys[i].consumer, keys[i].event_id,
+                            fingerprints != NULL ? fingerprints[i] : 0, req, err);
     pthread_mutex_unlock(&m->mu);
     return st;
 }
@@ -811,7 +847,8 @@ static ib_status mem_renew_batch(ib_recorder *r, bool *held, const ib_marker_key
 
 /* Not atomic on allocation failure, like mem_mark_batch. */
 static ib_status mem_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                      size_t n, const char *owner, ib_error *err)
+                                      const uint64_t *fingerprints, size_t n, const char *owner,
+                                      ib_error *err)
 {
     mem_recorder *m = mem(r);
     ib_status st = IB_OK;
@@ -821,7 +858,8 @@ static ib_status mem_mark_owned_batch(ib_recorder *r, bool *marked, const ib_mar
         claim *cl = claim_find(m, keys[i].consumer, keys[i].event_id);
         marked[i] = cl == NULL || strcmp(cl->owner, owner) == 0 || cl->expires_ms <= now;
         if (marked[i])
-            st = mark_locked(m, keys[i].consumer, keys[i].event_id, err);
+            st = mark_locked(m, keys[i].consumer, keys[i].event_id,
+                             fingerprints != NULL ? fingerprints[i] : 0, err);
     }
     pthread_mutex_unlock(&m->mu);
     return st;

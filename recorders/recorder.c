@@ -326,8 +326,18 @@ ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_err
 
 /* --- attempts, fenced leases and marks ------------------------------------ */
 
+/* The public calls pass no fingerprints, so they never answer CONFLICT
+ * (ib_claim_state); the in-tree *_fp forms share their checks and
+ * fallbacks. */
 ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                     size_t n, const ib_claim_request *req, ib_error *err)
+{
+    return ib__recorder_acquire_fp(r, out, keys, NULL, n, req, err);
+}
+
+ib_status ib__recorder_acquire_fp(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                  const uint64_t *fingerprints, size_t n,
+                                  const ib_claim_request *req, ib_error *err)
 {
     if (req == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: claim request is NULL");
@@ -335,7 +345,7 @@ ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, acquire_batch))
-        return r->ops->acquire_batch(r, out, keys, n, req, err);
+        return r->ops->acquire_batch(r, out, keys, fingerprints, n, req, err);
     ib_claim_state *states = malloc(n * sizeof(*states));
     if (states == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "recorder: no memory to claim %zu keys", n);
@@ -367,11 +377,18 @@ ib_status ib_recorder_renew_batch(ib_recorder *r, bool *held, const ib_marker_ke
 ib_status ib_recorder_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
                                        size_t n, const char *owner, ib_error *err)
 {
+    return ib__recorder_mark_owned_fp(r, marked, keys, NULL, n, owner, err);
+}
+
+ib_status ib__recorder_mark_owned_fp(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                     const uint64_t *fingerprints, size_t n, const char *owner,
+                                     ib_error *err)
+{
     ib_status st = check_owned_call(r, marked, n, keys, owner, NO_LEASE, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, mark_owned_batch))
-        return r->ops->mark_owned_batch(r, marked, keys, n, owner, err);
+        return r->ops->mark_owned_batch(r, marked, keys, fingerprints, n, owner, err);
     st = ib_recorder_mark_batch(r, keys, n, err);
     for (size_t i = 0; i < n; i++)
         marked[i] = st == IB_OK;

@@ -1,28 +1,13 @@
-/* The ib__recorder_* wrappers of fingerprinted claims and marks,
- * transactional work and the outbox: argument checks shared by every kind,
- * and what a kind without the op answers. */
+/* The ib__recorder_* wrappers of transactional work and the outbox:
+ * argument checks shared by every kind, and what a kind without the op
+ * answers. The fingerprinted claims and marks live in recorder.c, beside
+ * the public calls whose checks they share. */
 #include "recorder_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define HAS_OP(r, field) IB__HAS_OP(r, field)
-
-ib_status ib__recorder_acquire_fp(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                                  const uint64_t *fingerprints, size_t n,
-                                  const ib_claim_request *req, ib_error *err)
-{
-    (void)fingerprints;
-    return ib_recorder_acquire_batch(r, out, keys, n, req, err);
-}
-
-ib_status ib__recorder_mark_owned_fp(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                     const uint64_t *fingerprints, size_t n, const char *owner,
-                                     ib_error *err)
-{
-    (void)fingerprints;
-    return ib_recorder_mark_owned_batch(r, marked, keys, n, owner, err);
-}
 
 bool ib__recorder_has_transactions(const ib_recorder *r)
 {

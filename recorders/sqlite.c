@@ -6,9 +6,10 @@
  *    never has to upgrade a read transaction (the case where SQLite returns
  *    SQLITE_BUSY without calling the busy handler). Whatever BUSY/LOCKED
  *    still comes back (busy timeout spent, WAL recovery, ...) is retried
- *    here with jittered back-off, the whole transaction over, until a
- *    generous deadline: max(60 s, 6 x busy timeout). Every transaction body
- *    is idempotent, so replaying it is safe.
+ *    (sqlite_exec.c) with jittered back-off, the whole transaction over,
+ *    until a generous deadline: max(60 s, 6 x busy timeout). Every
+ *    transaction body is idempotent, so replaying it is safe; transactional
+ *    work (sqlite_txn.c) is not, and is never replayed once it ran.
  *  - Between threads: one connection per recorder, opened NOMUTEX, and one
  *    recorder mutex around every call: the cached statements and the
  *    multi-statement transactions need the serialisation anyway, so
@@ -49,10 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NAME_MAX_SHOWN 150
+#define NAME_MAX_SHOWN IB__SQ_NAME_SHOWN
 #define DEFAULT_PRUNE_ROWS 2000
 #define RETRY_FLOOR_MS 60000
-#define BACKOFF_MAX_US 100000
 #define NEW_FILE_PAGE_SIZE 1024
 #define WAL_WINDOW_BYTES (32 * 1024 * 1024)
 /* Page cache per connection. 8 MiB keeps a host with a million markers
@@ -60,46 +60,21 @@
  * with random ids, commits touch scattered pages either way. */
 #define CACHE_KIB 8192
 
-enum query {
-    Q_BEGIN_READ,
-    Q_BEGIN_WRITE,
-    Q_COMMIT,
-    Q_ROLLBACK,
-    Q_IS_DONE,
-    Q_MARK,
-    Q_CLAIM_GET,
-    Q_CLAIM_PUT,
-    Q_CLAIM_DEL,
-    Q_CLAIM_RELEASE,
-    Q_CLAIM_TAKE,
-    Q_CLAIM_RENEW,
-    Q_CLAIM_HOLDER,
-    Q_CLAIM_DEL_OWNED,
-    Q_LOOKUP,
-    Q_FORGET,
-    Q_PRUNE_END,
-    Q_PRUNE_RANGE,
-    Q_PRUNE_REST,
-    Q_PRUNE_CLAIMS,
-    Q_LIST_ALL,
-    Q_LIST_ONE,
-    Q_STATS,
-    Q_STATS_CLAIMS,
-    Q_STATS_PAGES,
-    Q_COUNT,
-    Q_FIRST_SCHEMA = Q_IS_DONE, /* statements before this need no tables */
-};
-
 static const char *const query_sql[Q_COUNT] = {
     [Q_BEGIN_READ] = "BEGIN",
     [Q_BEGIN_WRITE] = "BEGIN IMMEDIATE",
     [Q_COMMIT] = "COMMIT",
     [Q_ROLLBACK] = "ROLLBACK",
     [Q_IS_DONE] = "SELECT 1 FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
-    [Q_MARK] = "INSERT OR IGNORE INTO processed_log (consumer, event_id, ts) VALUES (?1, ?2, ?3)",
-    /* One row always: the claim (or NULLs) and whether the id is done. */
+    /* The fingerprint is stored as a signed 64-bit INTEGER (all bits
+     * kept); NULL = none. An existing marker keeps its own. */
+    [Q_MARK] = "INSERT OR IGNORE INTO processed_log (consumer, event_id, ts, fp) "
+               "VALUES (?1, ?2, ?3, ?4)",
+    /* One row always: the claim (or NULLs), and the marker's fingerprint
+     * (0 = none) or NULL when the id is not done: the same one probe of
+     * processed_log that only asked whether it is done. */
     [Q_CLAIM_GET] =
-        "SELECT c.owner, c.expires_ms, EXISTS (SELECT 1 FROM processed_log "
+        "SELECT c.owner, c.expires_ms, (SELECT coalesce(fp, 0) FROM processed_log "
         "WHERE consumer = ?1 AND event_id = ?2), coalesce(c.attempts, 0) FROM (SELECT 1) "
         "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
     [Q_CLAIM_PUT] = "INSERT INTO processed_claims (consumer, event_id, owner, expires_ms) "
@@ -144,21 +119,17 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_STATS] = "SELECT count(*), count(DISTINCT consumer), min(ts), max(ts) FROM processed_log",
     [Q_STATS_CLAIMS] = "SELECT count(*) FROM processed_claims WHERE owner <> ''",
     [Q_STATS_PAGES] = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+    [Q_SAVEPOINT] = "SAVEPOINT " IB__SQ_SAVEPOINT,
+    [Q_SAVEPOINT_RELEASE] = "RELEASE " IB__SQ_SAVEPOINT,
+    [Q_SAVEPOINT_UNDO] = "ROLLBACK TO " IB__SQ_SAVEPOINT,
+    [Q_OUTBOX_PUT] = "INSERT INTO processed_outbox (subject, msg_id, data, staged_ms) "
+                     "VALUES (?1, ?2, ?3, ?4)",
+    [Q_OUTBOX_PEEK] = "SELECT seq, subject, msg_id, data, staged_ms FROM processed_outbox "
+                      "ORDER BY seq LIMIT ?1",
+    [Q_OUTBOX_DEL] = "DELETE FROM processed_outbox WHERE seq = ?1",
+    /* The outbox is drained as it fills, so counting its rows stays cheap. */
+    [Q_OUTBOX_COUNT] = "SELECT count(*) FROM processed_outbox",
 };
-
-typedef struct sq_recorder {
-    ib_recorder base;
-    pthread_mutex_t mu; /* guards everything below */
-    sqlite3 *db;
-    sqlite3_stmt *q[Q_COUNT];
-    char name[NAME_MAX_SHOWN + 16]; /* "sqlite:PATH" for messages */
-    char path[IB__RECORDER_PATH_MAX];
-    bool in_memory;
-    int64_t retry_budget_ms;
-    uint64_t jitter;
-    unsigned prune_rows;
-    uint64_t prune_transactions;
-} sq_recorder;
 
 static const ib_recorder_ops sq_ops;
 
@@ -167,123 +138,10 @@ static inline sq_recorder *sq(ib_recorder *r)
     return (sq_recorder *)r;
 }
 
-/* --- the retry loop --------------------------------------------------------- */
-
-typedef enum tx_kind {
-    TX_NONE,  /* one statement in autocommit */
-    TX_READ,  /* BEGIN: one snapshot */
-    TX_WRITE, /* BEGIN IMMEDIATE: the write lock up front */
-} tx_kind;
-
-/* A transaction body: returns SQLITE_OK, an SQLite error code, or
- * IB__SQLITE_REFUSED after filling `local` (not retried). It may run more
- * than once, so it must only write to its context what it recomputes. */
-typedef int (*tx_body)(sq_recorder *s, void *ctx, ib_error *local);
-
-static bool retryable(int rc)
-{
-    int primary = rc & 0xff;
-    return primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_PROTOCOL;
-}
-
-static void backoff(sq_recorder *s, unsigned *delay_us)
-{
-    /* xorshift jitter keeps processes that collided from colliding again */
-    s->jitter ^= s->jitter << 13;
-    s->jitter ^= s->jitter >> 7;
-    s->jitter ^= s->jitter << 17;
-    unsigned us = *delay_us / 2 + (unsigned)(s->jitter % (*delay_us / 2 + 1));
-    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-    if (*delay_us < BACKOFF_MAX_US)
-        *delay_us *= 2;
-}
-
-/* Runs a statement that returns no rows (BEGIN, COMMIT, ...). */
-static int step_done(sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    int rrc = sqlite3_reset(st);
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW)
-        return rrc;
-    return rc;
-}
-
-static ib_status run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)
-{
-    ib_error local;
-    unsigned delay_us = 1000;
-    int64_t start = ib_clock_monotonic_ms();
-    ib_error_clear(&local);
-    for (;;) {
-        int rc = SQLITE_OK;
-        if (kind != TX_NONE)
-            rc = step_done(s->q[kind == TX_WRITE ? Q_BEGIN_WRITE : Q_BEGIN_READ]);
-        if (rc == SQLITE_OK) {
-            rc = body(s, ctx, &local);
-            if (rc == SQLITE_OK && kind != TX_NONE)
-                rc = step_done(s->q[Q_COMMIT]);
-        }
-        if (rc == SQLITE_OK)
-            return IB_OK;
-
-        /* Keep SQLite's message before the rollback replaces it. */
-        char msg[IB_ERROR_MSG_MAX];
-        snprintf(msg, sizeof(msg), "%s", rc == IB__SQLITE_REFUSED ? "" : sqlite3_errmsg(s->db));
-        if (!sqlite3_get_autocommit(s->db))
-            step_done(s->q[Q_ROLLBACK]);
-        if (rc == IB__SQLITE_REFUSED) {
-            if (err != NULL)
-                *err = local;
-            return local.status;
-        }
-        int64_t spent = ib_clock_monotonic_ms() - start;
-        if (retryable(rc) && spent < s->retry_budget_ms) {
-            backoff(s, &delay_us);
-            continue;
-        }
-        if (retryable(rc))
-            return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s (gave up after %lld ms)",
-                                s->name, msg, (long long)spent);
-        return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name, msg);
-    }
-}
-
-/* run() under the recorder mutex: every vtable call goes through here. */
-static ib_status run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)
-{
-    pthread_mutex_lock(&s->mu);
-    ib_status st = run(s, kind, body, ctx, err);
-    pthread_mutex_unlock(&s->mu);
-    return st;
-}
-
-/* --- statement helpers --------------------------------------------------- */
-
-static int bind_key(sqlite3_stmt *st, const char *consumer, const char *event_id)
-{
-    int rc = sqlite3_bind_text(st, 1, consumer, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_text(st, 2, event_id, IB_ID_LEN, SQLITE_STATIC);
-    return rc;
-}
-
-/* Steps a write statement to completion and resets it. */
-static int exec_key(sqlite3_stmt *st, const char *consumer, const char *event_id)
-{
-    int rc = bind_key(st, consumer, event_id);
-    if (rc != SQLITE_OK) {
-        sqlite3_reset(st);
-        return rc;
-    }
-    return step_done(st);
-}
-
 static int is_done(sq_recorder *s, bool *done, const char *consumer, const char *event_id)
 {
     sqlite3_stmt *st = s->q[Q_IS_DONE];
-    int rc = bind_key(st, consumer, event_id);
+    int rc = ib__sq_bind_key(st, consumer, event_id);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     *done = rc == SQLITE_ROW;
@@ -320,53 +178,22 @@ static int body_mark(sq_recorder *s, void *vctx, ib_error *local)
 {
     batch_ctx *c = vctx;
     int64_t now = s->base.now_ms();
-    sqlite3_stmt *mark = s->q[Q_MARK];
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
-        int rc = sqlite3_bind_int64(mark, 3, now);
+        int rc = ib__sq_put_marker(s, &c->keys[i], now, 0);
         if (rc == SQLITE_OK)
-            rc = exec_key(mark, c->keys[i].consumer, c->keys[i].event_id);
-        if (rc == SQLITE_OK)
-            rc = exec_key(s->q[Q_CLAIM_DEL], c->keys[i].consumer, c->keys[i].event_id);
+            rc = ib__sq_exec_key(s->q[Q_CLAIM_DEL], c->keys[i].consumer, c->keys[i].event_id);
         if (rc != SQLITE_OK)
             return rc;
     }
     return SQLITE_OK;
 }
 
-/* The claim row of a key as one statement reads it. `holder` is copied
- * (the statement is reset before it is used). */
-typedef struct claim_row {
-    bool done;
-    char holder[IB_OWNER_MAX + 1]; /* "" = free */
-    int64_t expires;
-    uint32_t attempts;
-} claim_row;
-
-static int read_claim(sq_recorder *s, claim_row *row, const ib_marker_key *key)
-{
-    sqlite3_stmt *get = s->q[Q_CLAIM_GET];
-    int rc = bind_key(get, key->consumer, key->event_id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(get);
-    if (rc != SQLITE_ROW) {
-        sqlite3_reset(get);
-        return rc == SQLITE_OK || rc == SQLITE_DONE ? SQLITE_INTERNAL : rc;
-    }
-    const char *holder = (const char *)sqlite3_column_text(get, 0);
-    snprintf(row->holder, sizeof(row->holder), "%s", holder != NULL ? holder : "");
-    row->expires = sqlite3_column_int64(get, 1);
-    row->done = sqlite3_column_int(get, 2) != 0;
-    int64_t attempts = sqlite3_column_int64(get, 3);
-    row->attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
-    return sqlite3_reset(get);
-}
-
 static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key *key,
                      const char *owner, int64_t now, int64_t expires)
 {
     claim_row row;
-    int rc = read_claim(s, &row, key);
+    int rc = ib__sq_read_claim(s, &row, key);
     if (rc != SQLITE_OK)
         return rc;
     if (row.done)
@@ -383,7 +210,7 @@ static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key 
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(put, 4, expires);
     if (rc == SQLITE_OK)
-        rc = exec_key(put, key->consumer, key->event_id);
+        rc = ib__sq_exec_key(put, key->consumer, key->event_id);
     return rc;
 }
 
@@ -412,7 +239,7 @@ static int body_release(sq_recorder *s, void *vctx, ib_error *local)
         if (rc == SQLITE_OK)
             rc = sqlite3_bind_int64(st, 4, now);
         if (rc == SQLITE_OK)
-            rc = exec_key(st, c->keys[i].consumer, c->keys[i].event_id);
+            rc = ib__sq_exec_key(st, c->keys[i].consumer, c->keys[i].event_id);
         if (rc != SQLITE_OK)
             return rc;
     }
@@ -421,21 +248,9 @@ static int body_release(sq_recorder *s, void *vctx, ib_error *local)
 
 /* --- attempts, fenced leases and marks ------------------------------------ */
 
-/* Binds owner (?3) and a lease end (?4), then runs `st` on the key. */
-static int exec_owned(sqlite3_stmt *st, const ib_marker_key *key, const char *owner, int64_t ms)
-{
-    int rc = sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(st, 4, ms);
-    if (rc != SQLITE_OK) {
-        sqlite3_reset(st);
-        return rc;
-    }
-    return exec_key(st, key->consumer, key->event_id);
-}
-
 typedef struct acquire_ctx {
     const ib_marker_key *keys;
+    const uint64_t *fps; /* NULL = no conflict check */
     size_t n;
     ib_claim_info *out;
     const ib_claim_request *req;
@@ -451,12 +266,16 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
         ib_claim_info *out = &c->out[i];
-        int rc = read_claim(s, &row, &c->keys[i]);
+        int rc = ib__sq_read_claim(s, &row, &c->keys[i]);
         if (rc != SQLITE_OK)
             return rc;
         *out = (ib_claim_info){.state = IB_CLAIM_DONE, .attempts = row.attempts};
-        if (row.done)
+        if (row.done) {
+            uint64_t fp = c->fps != NULL ? c->fps[i] : 0;
+            if (fp != 0 && row.fp != 0 && fp != row.fp)
+                out->state = IB_CLAIM_CONFLICT;
             continue;
+        }
         int64_t hold = ib__claim_hold_ms(row.holder, req->owner, row.expires, now, req->lease_ms,
                                          req->probe_holders, true);
         if (hold > 0) {
@@ -468,7 +287,7 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
             out->state = IB_CLAIM_EXHAUSTED;
             continue;
         }
-        rc = exec_owned(s->q[Q_CLAIM_TAKE], &c->keys[i], req->owner, expires);
+        rc = ib__sq_exec_owned(s->q[Q_CLAIM_TAKE], &c->keys[i], req->owner, expires);
         if (rc != SQLITE_OK)
             return rc;
         out->state = IB_CLAIM_ACQUIRED;
@@ -479,6 +298,7 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
 
 typedef struct owned_ctx {
     const ib_marker_key *keys;
+    const uint64_t *fps; /* mark: stored with the markers; NULL = none */
     size_t n;
     bool *flags; /* held / marked */
     const char *owner;
@@ -492,7 +312,7 @@ static int body_renew(sq_recorder *s, void *vctx, ib_error *local)
     int64_t expires = ib__lease_end(now, c->lease_ms);
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
-        int rc = exec_owned(s->q[Q_CLAIM_RENEW], &c->keys[i], c->owner, expires);
+        int rc = ib__sq_exec_owned(s->q[Q_CLAIM_RENEW], &c->keys[i], c->owner, expires);
         if (rc != SQLITE_OK)
             return rc;
         c->flags[i] = sqlite3_changes(s->db) == 1;
@@ -505,7 +325,7 @@ static int foreign_holder(sq_recorder *s, bool *foreign, const ib_marker_key *ke
                           const char *owner, int64_t now)
 {
     sqlite3_stmt *st = s->q[Q_CLAIM_HOLDER];
-    int rc = bind_key(st, key->consumer, key->event_id);
+    int rc = ib__sq_bind_key(st, key->consumer, key->event_id);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     *foreign = false;
@@ -530,7 +350,7 @@ static int body_mark_owned(sq_recorder *s, void *vctx, ib_error *local)
          * nothing was deleted is the claim read: none at all (marked
          * already, or never claimed) is fine; another owner's live claim
          * means it took the work over, and its result decides. */
-        int rc = exec_owned(s->q[Q_CLAIM_DEL_OWNED], key, c->owner, lease_now);
+        int rc = ib__sq_exec_owned(s->q[Q_CLAIM_DEL_OWNED], key, c->owner, lease_now);
         bool foreign = false;
         if (rc == SQLITE_OK && sqlite3_changes(s->db) == 0)
             rc = foreign_holder(s, &foreign, key, c->owner, lease_now);
@@ -539,9 +359,7 @@ static int body_mark_owned(sq_recorder *s, void *vctx, ib_error *local)
         c->flags[i] = !foreign;
         if (foreign)
             continue;
-        rc = sqlite3_bind_int64(s->q[Q_MARK], 3, ts);
-        if (rc == SQLITE_OK)
-            rc = exec_key(s->q[Q_MARK], key->consumer, key->event_id);
+        rc = ib__sq_put_marker(s, key, ts, c->fps != NULL ? c->fps[i] : 0);
         if (rc != SQLITE_OK)
             return rc;
     }
@@ -549,24 +367,26 @@ static int body_mark_owned(sq_recorder *s, void *vctx, ib_error *local)
 }
 
 static ib_status sq_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                                  size_t n, const ib_claim_request *req, ib_error *err)
+                                  const uint64_t *fingerprints, size_t n,
+                                  const ib_claim_request *req, ib_error *err)
 {
-    acquire_ctx c = {.keys = keys, .n = n, .out = out, .req = req};
-    return run_locked(sq(r), TX_WRITE, body_acquire, &c, err);
+    acquire_ctx c = {.keys = keys, .fps = fingerprints, .n = n, .out = out, .req = req};
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_acquire, &c, err);
 }
 
 static ib_status sq_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                 const char *owner, int64_t lease_ms, ib_error *err)
 {
     owned_ctx c = {.keys = keys, .n = n, .flags = held, .owner = owner, .lease_ms = lease_ms};
-    return run_locked(sq(r), TX_WRITE, body_renew, &c, err);
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_renew, &c, err);
 }
 
 static ib_status sq_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                     size_t n, const char *owner, ib_error *err)
+                                     const uint64_t *fingerprints, size_t n, const char *owner,
+                                     ib_error *err)
 {
-    owned_ctx c = {.keys = keys, .n = n, .flags = marked, .owner = owner};
-    return run_locked(sq(r), TX_WRITE, body_mark_owned, &c, err);
+    owned_ctx c = {.keys = keys, .fps = fingerprints, .n = n, .flags = marked, .owner = owner};
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_mark_owned, &c, err);
 }
 
 /* --- vtable: the seed calls, batches, claims ------------------------------ */
@@ -576,27 +396,27 @@ static ib_status sq_is_processed(ib_recorder *r, bool *processed, const char *co
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .processed = processed};
-    return run_locked(sq(r), TX_NONE, body_check, &c, err);
+    return ib__sq_run_locked(sq(r), TX_NONE, body_check, &c, err);
 }
 
 static ib_status sq_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
                                 size_t n, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .processed = processed};
-    return run_locked(sq(r), TX_READ, body_check, &c, err);
+    return ib__sq_run_locked(sq(r), TX_READ, body_check, &c, err);
 }
 
 static ib_status sq_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1};
-    return run_locked(sq(r), TX_WRITE, body_mark, &c, err);
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_mark, &c, err);
 }
 
 static ib_status sq_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n};
-    return run_locked(sq(r), TX_WRITE, body_mark, &c, err);
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_mark, &c, err);
 }
 
 static ib_status sq_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
@@ -604,14 +424,14 @@ static ib_status sq_claim(ib_recorder *r, ib_claim_state *state, const char *con
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .states = state, .owner = owner, .lease_ms = lease_ms};
-    return run_locked(sq(r), TX_WRITE, body_claim, &c, err);
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_claim, &c, err);
 }
 
 static ib_status sq_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
                                 size_t n, const char *owner, int64_t lease_ms, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .states = states, .owner = owner, .lease_ms = lease_ms};
-    return run_locked(sq(r), TX_WRITE, body_claim, &c, err);
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_claim, &c, err);
 }
 
 static ib_status sq_release(ib_recorder *r, const char *consumer, const char *event_id,
@@ -619,14 +439,14 @@ static ib_status sq_release(ib_recorder *r, const char *consumer, const char *ev
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .owner = owner};
-    return run_locked(sq(r), TX_WRITE, body_release, &c, err);
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_release, &c, err);
 }
 
 static ib_status sq_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                   const char *owner, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .owner = owner};
-    return run_locked(sq(r), TX_WRITE, body_release, &c, err);
+    return ib__sq_run_locked(sq(r), TX_WRITE, body_release, &c, err);
 }
 
 /* --- vtable: admin calls ------------------------------------------------ */
@@ -643,7 +463,7 @@ static int body_lookup(sq_recorder *s, void *vctx, ib_error *local)
     lookup_ctx *c = vctx;
     sqlite3_stmt *st = s->q[Q_LOOKUP];
     (void)local;
-    int rc = bind_key(st, c->consumer, c->event_id);
+    int rc = ib__sq_bind_key(st, c->consumer, c->event_id);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     c->found = rc == SQLITE_ROW;
@@ -656,7 +476,7 @@ static ib_status sq_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const ch
                            const char *event_id, ib_error *err)
 {
     lookup_ctx c = {.consumer = consumer, .event_id = event_id};
-    ib_status st = run_locked(sq(r), TX_NONE, body_lookup, &c, err);
+    ib_status st = ib__sq_run_locked(sq(r), TX_NONE, body_lookup, &c, err);
     *found = c.found;
     *ts_ms = c.ts_ms;
     return st;
@@ -666,7 +486,7 @@ static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
 {
     lookup_ctx *c = vctx;
     (void)local;
-    int rc = exec_key(s->q[Q_FORGET], c->consumer, c->event_id);
+    int rc = ib__sq_exec_key(s->q[Q_FORGET], c->consumer, c->event_id);
     c->found = rc == SQLITE_OK && sqlite3_changes(s->db) > 0;
     return rc;
 }
@@ -675,7 +495,7 @@ static ib_status sq_forget(ib_recorder *r, bool *existed, const char *consumer,
                            const char *event_id, ib_error *err)
 {
     lookup_ctx c = {.consumer = consumer, .event_id = event_id};
-    ib_status st = run_locked(sq(r), TX_WRITE, body_forget, &c, err);
+    ib_status st = ib__sq_run_locked(sq(r), TX_WRITE, body_forget, &c, err);
     *existed = c.found;
     return st;
 }
@@ -735,7 +555,7 @@ static int body_prune(sq_recorder *s, void *vctx, ib_error *local)
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(del, 5, c->older_than_ms);
     if (rc == SQLITE_OK)
-        rc = step_done(del);
+        rc = ib__sq_step_done(del);
     else
         sqlite3_reset(del);
     if (rc == SQLITE_OK)
@@ -752,7 +572,7 @@ static int body_prune_claims(sq_recorder *s, void *vctx, ib_error *local)
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, 2, s->prune_rows);
     if (rc == SQLITE_OK)
-        rc = step_done(st);
+        rc = ib__sq_step_done(st);
     else
         sqlite3_reset(st);
     c->deleted = rc == SQLITE_OK ? sqlite3_changes64(s->db) : 0;
@@ -776,7 +596,7 @@ static ib_status sq_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_
         goto out;
     }
     for (;;) {
-        st = run_locked(s, TX_WRITE, body_prune, &c, err);
+        st = ib__sq_run_locked(s, TX_WRITE, body_prune, &c, err);
         if (st != IB_OK)
             goto out;
         transactions++;
@@ -790,7 +610,7 @@ static ib_status sq_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_
         c.end_consumer = c.end_event = NULL;
     }
     do {
-        st = run_locked(s, TX_WRITE, body_prune_claims, &c, err);
+        st = ib__sq_run_locked(s, TX_WRITE, body_prune_claims, &c, err);
         transactions++;
     } while (st == IB_OK && c.deleted >= (int64_t)s->prune_rows);
 out:
@@ -846,20 +666,7 @@ static ib_status sq_list(ib_recorder *r, const char *consumer, size_t limit,
                          ib_marker_visit_fn visit, void *ctx, ib_error *err)
 {
     list_ctx c = {.consumer = consumer, .limit = limit, .visit = visit, .ctx = ctx};
-    return run_locked(sq(r), TX_READ, body_list, &c, err);
-}
-
-/* Steps a statement whose one row is one number into `*out` (left alone
- * when no row comes back), and resets it. */
-static int read_count(uint64_t *out, sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *out = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    int rrc = sqlite3_reset(st);
-    return rc != SQLITE_DONE ? rc : rrc;
+    return ib__sq_run_locked(sq(r), TX_READ, body_list, &c, err);
 }
 
 static int body_stats(sq_recorder *s, void *vctx, ib_error *local)
@@ -880,11 +687,11 @@ static int body_stats(sq_recorder *s, void *vctx, ib_error *local)
         return rc;
     if (rrc != SQLITE_OK)
         return rrc;
-    rc = read_count(&out->claims, s->q[Q_STATS_CLAIMS]);
+    rc = ib__sq_read_count(&out->claims, s->q[Q_STATS_CLAIMS]);
     if (rc != SQLITE_OK || !s->in_memory)
         return rc;
     /* A file's size is read from the file system instead (WAL included). */
-    return read_count(&out->storage_bytes, s->q[Q_STATS_PAGES]);
+    return ib__sq_read_count(&out->storage_bytes, s->q[Q_STATS_PAGES]);
 }
 
 static uint64_t file_size(const char *path, const char *suffix)
@@ -898,10 +705,16 @@ static uint64_t file_size(const char *path, const char *suffix)
 static ib_status sq_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
 {
     sq_recorder *s = sq(r);
-    ib_status st = run_locked(s, TX_READ, body_stats, stats, err);
+    ib_status st = ib__sq_run_locked(s, TX_READ, body_stats, stats, err);
     if (st == IB_OK && !s->in_memory)
         stats->storage_bytes = file_size(s->path, "") + file_size(s->path, "-wal");
     return st;
+}
+
+static uint64_t sq_wal_bytes(ib_recorder *r)
+{
+    sq_recorder *s = sq(r);
+    return s->in_memory ? 0 : file_size(s->path, "-wal");
 }
 
 /* --- open and close -------------------------------------------------------- */
@@ -932,7 +745,7 @@ static int body_prepare(sq_recorder *s, void *vctx, ib_error *local)
     return SQLITE_OK;
 }
 
-/* Prepares outside run(): BEGIN itself is one of these. */
+/* Prepares outside ib__sq_run(): BEGIN itself is one of these. */
 static ib_status prepare_tx(sq_recorder *s, ib_error *err)
 {
     int range[2] = {0, Q_FIRST_SCHEMA};
@@ -1114,17 +927,17 @@ static ib_status configure(sq_recorder *s, bool fresh, const ib__recorder_config
     int schema_range[2] = {Q_FIRST_SCHEMA, Q_COUNT};
     ib_status st = prepare_tx(s, err);
     if (st == IB_OK)
-        st = run(s, TX_NONE, body_tuning, &fresh, err);
+        st = ib__sq_run(s, TX_NONE, body_tuning, &fresh, err);
     if (st == IB_OK)
-        st = run(s, TX_NONE, body_wal, NULL, err);
+        st = ib__sq_run(s, TX_NONE, body_wal, NULL, err);
     if (st == IB_OK)
-        st = run(s, TX_NONE, body_synchronous, &sync, err);
+        st = ib__sq_run(s, TX_NONE, body_synchronous, &sync, err);
     if (st == IB_OK)
-        st = run(s, TX_WRITE, body_schema, NULL, err);
+        st = ib__sq_run(s, TX_WRITE, body_schema, NULL, err);
     if (st == IB_OK && !s->in_memory)
-        st = run(s, TX_NONE, body_checkpoint_window, NULL, err);
+        st = ib__sq_run(s, TX_NONE, body_checkpoint_window, NULL, err);
     if (st == IB_OK)
-        st = run(s, TX_NONE, body_prepare, schema_range, err);
+        st = ib__sq_run(s, TX_NONE, body_prepare, schema_range, err);
     return st;
 }
 
@@ -1176,6 +989,11 @@ static const ib_recorder_ops sq_ops = {
     .acquire_batch = sq_acquire_batch,
     .renew_batch = sq_renew_batch,
     .mark_owned_batch = sq_mark_owned_batch,
+    .transact = ib__sq_transact,
+    .outbox_peek = ib__sq_outbox_peek,
+    .outbox_delete = ib__sq_outbox_delete,
+    .outbox_count = ib__sq_outbox_count,
+    .wal_bytes = sq_wal_bytes,
 };
 
 /* --- hooks ------------------------------------------------------------------ */

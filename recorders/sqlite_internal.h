@@ -2,18 +2,22 @@
 #ifndef IB_SQLITE_INTERNAL_H
 #define IB_SQLITE_INTERNAL_H
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "recorder.h"
+#include "recorder_internal.h"
 
 /* PRAGMA user_version this build writes and understands.
  *   0: no schema yet, or the seed's layout: a rowid processed_log table,
  *      ts in seconds (possibly REAL); migrated in place.
- *   1: processed_log WITHOUT ROWID, ts INTEGER unix ms; processed_claims. */
-#define IB__SQLITE_SCHEMA_VERSION 2
+ *   1: processed_log WITHOUT ROWID, ts INTEGER unix ms; processed_claims.
+ *   2: processed_claims counts attempts, lease ends on the boot clock.
+ *   3: processed_log.fp (payload fingerprints, NULL = none) and the
+ *      processed_outbox table. */
+#define IB__SQLITE_SCHEMA_VERSION 3
 
 /* Returned by ib__sqlite_schema_ensure when the file cannot be used and
  * retrying will not help; `err` says why (IB_ERR_SCHEMA). Not an SQLite
@@ -49,6 +53,140 @@ int ib__sqlite_read_value(sqlite3 *db, const char *sql, long long *num, char *te
  * IB_ERR_IO when a file cannot be inspected. */
 ib_status ib__sqlite_check_file(const char *path, const char *name, unsigned new_mode,
                                 bool allow_insecure, uid_t self_uid, ib_error *err);
+
+/* ---- shared by sqlite.c, sqlite_exec.c and sqlite_txn.c ------------------ */
+
+/* The prepared statements of a recorder, by job (SQL in sqlite.c). */
+enum ib__sq_query {
+    Q_BEGIN_READ,
+    Q_BEGIN_WRITE,
+    Q_COMMIT,
+    Q_ROLLBACK,
+    Q_IS_DONE,
+    Q_MARK,
+    Q_CLAIM_GET,
+    Q_CLAIM_PUT,
+    Q_CLAIM_DEL,
+    Q_CLAIM_RELEASE,
+    Q_CLAIM_TAKE,
+    Q_CLAIM_RENEW,
+    Q_CLAIM_HOLDER,
+    Q_CLAIM_DEL_OWNED,
+    Q_LOOKUP,
+    Q_FORGET,
+    Q_PRUNE_END,
+    Q_PRUNE_RANGE,
+    Q_PRUNE_REST,
+    Q_PRUNE_CLAIMS,
+    Q_LIST_ALL,
+    Q_LIST_ONE,
+    Q_STATS,
+    Q_STATS_CLAIMS,
+    Q_STATS_PAGES,
+    Q_SAVEPOINT,
+    Q_SAVEPOINT_RELEASE,
+    Q_SAVEPOINT_UNDO,
+    Q_OUTBOX_PUT,
+    Q_OUTBOX_PEEK,
+    Q_OUTBOX_DEL,
+    Q_OUTBOX_COUNT,
+    Q_COUNT,
+    Q_FIRST_SCHEMA = Q_IS_DONE, /* statements before this need no tables */
+};
+
+/* Bytes of a path shown in messages. */
+#define IB__SQ_NAME_SHOWN 150
+
+/* The savepoint around each work of a transaction; work may not end it. */
+#define IB__SQ_SAVEPOINT "ib_recorder_work"
+
+typedef struct sq_recorder {
+    ib_recorder base;
+    pthread_mutex_t mu; /* guards everything below */
+    sqlite3 *db;
+    sqlite3_stmt *q[Q_COUNT];
+    char name[IB__SQ_NAME_SHOWN + 16]; /* "sqlite:PATH" for messages */
+    char path[IB__RECORDER_PATH_MAX];
+    bool in_memory;
+    int64_t retry_budget_ms;
+    uint64_t jitter;
+    unsigned prune_rows;
+    uint64_t prune_transactions;
+} sq_recorder;
+
+typedef enum tx_kind {
+    TX_NONE,  /* one statement in autocommit */
+    TX_READ,  /* BEGIN: one snapshot */
+    TX_WRITE, /* BEGIN IMMEDIATE: the write lock up front */
+} tx_kind;
+
+/* A transaction body: returns SQLITE_OK, an SQLite error code, or
+ * IB__SQLITE_REFUSED after filling `local` (not retried). It may run more
+ * than once, so it must only write to its context what it recomputes. */
+typedef int (*tx_body)(sq_recorder *s, void *ctx, ib_error *local);
+
+/* Runs `body` in a transaction of `kind`, retrying the whole transaction
+ * with back-off on BUSY and the like until the retry budget is spent (the
+ * top of sqlite.c says why). IB_ERR_RECORDER with SQLite's message, or
+ * the body's own error after IB__SQLITE_REFUSED. The caller holds the
+ * mutex; ib__sq_run_locked takes it around the call. */
+ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);
+ib_status ib__sq_run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);
+
+/* Whether an SQLite code is worth a retry of the whole transaction. */
+bool ib__sq_retryable(int rc);
+
+/* Sleeps a jittered `*delay_us`, then doubles it (capped). */
+void ib__sq_backoff(sq_recorder *s, unsigned *delay_us);
+
+/* Steps a statement that returns no rows wanted, then resets it; the
+ * SQLite code of the step or the reset. */
+int ib__sq_step_done(sqlite3_stmt *st);
+
+/* Binds a key as ?1 (consumer) and ?2 (id) of `st`. */
+int ib__sq_bind_key(sqlite3_stmt *st, const char *consumer, const char *event_id);
+
+/* Binds a key, steps the write statement `st` to completion and resets it. */
+int ib__sq_exec_key(sqlite3_stmt *st, const char *consumer, const char *event_id);
+
+/* Binds owner (?3) and a lease end (?4), then runs `st` on the key. */
+int ib__sq_exec_owned(sqlite3_stmt *st, const ib_marker_key *key, const char *owner, int64_t ms);
+
+/* Writes one marker at `ts` with `fp` (0 = none); an existing marker
+ * stays as it is. */
+int ib__sq_put_marker(sq_recorder *s, const ib_marker_key *key, int64_t ts, uint64_t fp);
+
+/* Steps a statement whose one row is one number into `*out` (left alone
+ * when no row comes back), and resets it. An SQLite code. */
+int ib__sq_read_count(uint64_t *out, sqlite3_stmt *st);
+
+/* The claim row of a key as Q_CLAIM_GET reads it, with the marker's
+ * fingerprint. `holder` is copied (the statement is reset before use). */
+typedef struct claim_row {
+    bool done;
+    uint64_t fp;                   /* done: the marker's fingerprint, 0 = none */
+    char holder[IB_OWNER_MAX + 1]; /* "" = free */
+    int64_t expires;
+    uint32_t attempts;
+} claim_row;
+
+/* Reads `key`'s claim and marker in one statement. An SQLite code. */
+int ib__sq_read_claim(sq_recorder *s, claim_row *row, const ib_marker_key *key);
+
+/* Ends the claim a marker may end (the owner's own, released, or lapsed
+ * at `lease_now`), then writes the marker at `ts` with `fp` (0 = none);
+ * a marker that exists stays as it is. An SQLite code. */
+int ib__sq_write_marker(sq_recorder *s, const ib_marker_key *key, const char *owner,
+                        int64_t lease_now, int64_t ts, uint64_t fp);
+
+/* The transaction and outbox ops (sqlite_txn.c). */
+ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
+                          const ib_marker_key *keys, size_t n, const ib__txn_request *req,
+                          ib__txn_work_fn work, void *ctx, ib_error *err);
+ib_status ib__sq_outbox_peek(ib_recorder *r, ib__outbox_entry **out, size_t *n, size_t limit,
+                             ib_error *err);
+ib_status ib__sq_outbox_delete(ib_recorder *r, const int64_t *seqs, size_t n, ib_error *err);
+ib_status ib__sq_outbox_count(ib_recorder *r, uint64_t *count, ib_error *err);
 
 /* Test and diagnostics hooks; NULL / no-op for other kinds. */
 

@@ -11,9 +11,21 @@
  * stays after its release (owner '') so that it keeps counting handler
  * attempts for the poison rule; marking the id deletes it.
  *
+ * processed_log.fp holds the payload fingerprint of the event a marker
+ * stands for (ib_fingerprint, its 64 bits stored as a signed INTEGER);
+ * NULL means none: markers written before version 3, or without one.
+ *
+ * processed_outbox holds messages that transactional work staged in the
+ * same transaction as its marker, until the host has published them.
+ * AUTOINCREMENT keeps a seq from being reused after the newest row is
+ * deleted, so a seq names one message for good.
+ *
  * Versions: 0 is an empty file or the seed's layout; 1 had claims without
  * attempts and with wall-clock expiries; 2 counts attempts and keeps lease
- * ends on the boot clock. */
+ * ends on the boot clock; 3 adds processed_log.fp and processed_outbox.
+ * Every older version is migrated in place, within the opening
+ * transaction; version 2 gains its column without a rewrite of the table
+ * (ALTER TABLE ADD COLUMN). */
 #include "sqlite_internal.h"
 
 #include <stdarg.h>
@@ -24,6 +36,7 @@
     "    consumer TEXT NOT NULL,\n"                                                                \
     "    event_id TEXT NOT NULL,\n"                                                                \
     "    ts INTEGER NOT NULL, -- unix milliseconds when marked\n"                                  \
+    "    fp INTEGER, -- payload fingerprint; NULL = none\n"                                        \
     "    PRIMARY KEY (consumer, event_id)\n"                                                       \
     ") WITHOUT ROWID"
 
@@ -38,6 +51,15 @@
     "    attempts INTEGER NOT NULL DEFAULT 0, -- handler attempts, kept across releases\n"         \
     "    PRIMARY KEY (consumer, event_id)\n"                                                       \
     ") WITHOUT ROWID"
+
+#define CREATE_OUTBOX                                                                              \
+    "CREATE TABLE processed_outbox (\n"                                                            \
+    "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"                                                 \
+    "    subject TEXT NOT NULL,\n"                                                                 \
+    "    msg_id TEXT NOT NULL, -- sent as Nats-Msg-Id\n"                                           \
+    "    data BLOB NOT NULL,\n"                                                                    \
+    "    staged_ms INTEGER NOT NULL -- unix milliseconds when staged\n"                            \
+    ")"
 
 /* The seed's markers, rewritten to the current layout:
  *  - ids are normalised the way the host normalises them (lower case, no
@@ -144,9 +166,72 @@ static int migrate_seed(sqlite3 *db, const char *name, int64_t now_ms, ib_error 
     return rc;
 }
 
+/* Version 1 to 2: expiries of version 1 are wall-clock times, far in the
+ * future on the boot clock, so they are ended rather than honoured. */
+static int from_v1(sqlite3 *db)
+{
+    int rc = exec(db, "ALTER TABLE processed_claims ADD COLUMN attempts INTEGER NOT NULL "
+                      "DEFAULT 0");
+    if (rc == SQLITE_OK)
+        rc = exec(db, "UPDATE processed_claims SET expires_ms = 0");
+    return rc;
+}
+
+/* Version 2 to 3. ADD COLUMN only edits the table's definition: old rows
+ * read the new column as NULL, which means "no fingerprint". */
+static int from_v2(sqlite3 *db)
+{
+    int rc = exec(db, "ALTER TABLE processed_log ADD COLUMN fp INTEGER");
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_OUTBOX);
+    return rc;
+}
+
+static int set_version(sqlite3 *db)
+{
+    char sql[64];
+    snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", IB__SQLITE_SCHEMA_VERSION);
+    return exec(db, sql);
+}
+
+/* Counts how many of the tables in `names` (an SQL list) exist. */
+static int count_tables(sqlite3 *db, const char *names, long long *n)
+{
+    char sql[200];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (%s)", names);
+    return read_int(db, sql, n);
+}
+
+/* Version 0: an empty file, or the seed's layout. */
+static int from_v0(sqlite3 *db, const char *name, long long version, long long tables,
+                   int64_t now_ms, ib_error *err)
+{
+    int rc;
+    if (tables > 0) {
+        long long ours = 0;
+        rc = count_tables(db, "'processed_claims', 'processed_outbox'", &ours);
+        if (rc != SQLITE_OK)
+            return rc;
+        if (ours)
+            return refuse(err, name,
+                          "schema version %lld with a processed_claims or processed_outbox "
+                          "table this build did not create",
+                          version);
+        rc = migrate_seed(db, name, now_ms, err);
+    } else {
+        rc = exec(db, CREATE_LOG);
+    }
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_CLAIMS);
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_OUTBOX);
+    return rc;
+}
+
 int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err)
 {
-    long long version = 0, tables = 0;
+    long long version = 0, tables = 0, outbox = 0;
     int rc = read_int(db, "PRAGMA user_version", &version);
     if (rc != SQLITE_OK)
         return rc;
@@ -155,56 +240,32 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
                       "schema version %lld is newer than this build understands (%lld); "
                       "upgrade infinity-bus or use another file",
                       version, (long long)IB__SQLITE_SCHEMA_VERSION);
-    rc = read_int(db,
-                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                  "AND name IN ('processed_log', 'processed_claims')",
-                  &tables);
+    rc = count_tables(db, "'processed_log', 'processed_claims'", &tables);
+    if (rc == SQLITE_OK)
+        rc = count_tables(db, "'processed_outbox'", &outbox);
     if (rc != SQLITE_OK)
         return rc;
-    if (version == 1 && tables == 2) {
-        /* Expiries of version 1 are wall-clock times: far in the future on
-         * the boot clock, so they are ended rather than honoured. */
-        rc = exec(db, "ALTER TABLE processed_claims ADD COLUMN attempts INTEGER NOT NULL "
-                      "DEFAULT 0");
-        if (rc == SQLITE_OK)
-            rc = exec(db, "UPDATE processed_claims SET expires_ms = 0");
-        if (rc == SQLITE_OK)
-            rc = exec(db, "PRAGMA user_version = 2");
-        return rc;
-    }
     if (version == IB__SQLITE_SCHEMA_VERSION) {
-        if (tables != 2)
+        if (tables != 2 || outbox != 1)
             return refuse(err, name,
-                          "schema version %lld but %lld of the tables processed_log and "
-                          "processed_claims exist",
-                          version, tables);
+                          "schema version %lld but %lld of the tables processed_log, "
+                          "processed_claims and processed_outbox exist",
+                          version, tables + outbox);
         return SQLITE_OK;
     }
-
-    /* Version 0: an empty file, or the seed's layout. */
-    if (tables > 0) {
-        long long has_claims = 0;
-        rc = read_int(db,
-                      "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                      "AND name = 'processed_claims'",
-                      &has_claims);
-        if (rc != SQLITE_OK)
-            return rc;
-        if (has_claims)
+    if (version == 2 || (version == 1 && tables == 2)) {
+        if (tables != 2 || outbox != 0)
             return refuse(err, name,
-                          "schema version %lld with a processed_claims table this build did "
-                          "not create",
-                          version);
-        rc = migrate_seed(db, name, now_ms, err);
+                          "schema version %lld but %lld of the tables processed_log and "
+                          "processed_claims exist%s",
+                          version, tables, outbox != 0 ? ", and a processed_outbox" : "");
+        rc = version == 1 ? from_v1(db) : SQLITE_OK;
+        if (rc == SQLITE_OK)
+            rc = from_v2(db);
     } else {
-        rc = exec(db, CREATE_LOG);
+        rc = from_v0(db, name, version, tables, now_ms, err);
     }
     if (rc == SQLITE_OK)
-        rc = exec(db, CREATE_CLAIMS);
-    if (rc == SQLITE_OK) {
-        char sql[64];
-        snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", IB__SQLITE_SCHEMA_VERSION);
-        rc = exec(db, sql);
-    }
+        rc = set_version(db);
     return rc;
 }

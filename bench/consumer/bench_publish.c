@@ -1,8 +1,8 @@
 /* The benchmark's event streams: a deterministic generator (ids, payloads,
  * duplicates) and the JetStream setup every row shares.
  *
- * A duplicate is a new message that repeats the id of one of the last 4096
- * unique events, picked at random: what a producer that retried a publish,
+ * A duplicate is a new message that repeats the id (and so the payload) of
+ * one of the last 4096 unique events, picked at random: what a producer that retried a publish,
  * or a replay, puts in a stream. Some land in the same pull batch as their
  * original, most in a later one. */
 #include "bench.h"
@@ -82,8 +82,14 @@ ib_status ib__bench_gen_next(uint8_t **buf, size_t *len, ib__bench_gen *g, ib_er
             g->recent_len++;
         g->unique++;
     }
+    /* The payload follows from the id, so a duplicate carries its
+     * original's: a reused id with other content is a conflict, which the
+     * host dead-letters, not a duplicate. */
+    uint64_t ps = 0;
+    for (size_t i = 0; i < 32; i++)
+        ps = ps * 31 + (uint8_t)id[i];
     for (size_t i = 0; i < sizeof(payload); i += 8) {
-        uint64_t r = splitmix(&g->state);
+        uint64_t r = splitmix(&ps);
         memcpy(payload + i, &r, 8);
     }
     struct timespec now;

@@ -128,8 +128,7 @@ static int check_floor(const prune_args *p)
             "arrive; %s or pass --force\n",
             ib_host_retention_explain(why, sizeof(why), "--older-than", p->older_than_ms, &w,
                                       p->stream),
-            floor == IB_HOST_UNBOUNDED ? "give the stream a MaxAge and the consumer a MaxDeliver"
-                                       : "raise --older-than");
+            floor == IB_HOST_UNBOUNDED ? "give the stream a MaxAge" : "raise --older-than");
     return 2;
 }
 

@@ -268,6 +268,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         }
         backoff = 50;
         if (n == 0) {
+            ib__host_outbox_tick(h);
             if (h->cfg->idle_exit_ms > 0 &&
                 ib_clock_monotonic_ms() - last_activity >= h->cfg->idle_exit_ms) {
                 ib_log_kv(IB_SEV_INFO, "idle; exiting", NULL);
@@ -286,6 +287,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         ib__host_process_batch(h, buf, n);
         last_activity = ib_clock_monotonic_ms();
         last_batch_ms = last_activity - started;
+        ib__host_outbox_tick(h);
     }
     return 0;
 }
@@ -460,6 +462,8 @@ static bool host_open(ib_host *h, natsMsg ***buf, int *code)
         *code = fail(&e);
         return false;
     }
+    /* What a transactional handler staged before a crash goes out first. */
+    ib__host_outbox_flush(h);
     return true;
 }
 
@@ -472,8 +476,10 @@ static int host_serve(ib_host *h, natsMsg **buf)
     atomic_store(&h->stopping, 1);
     if (atomic_load(&h->stop_requested_at_ms) == 0)
         atomic_store(&h->stop_requested_at_ms, ib_clock_monotonic_ms());
-    if (!ib_nats_is_closed(h->nats))
+    if (!ib_nats_is_closed(h->nats)) {
         hand_back(h, buf, h->batch_cap);
+        ib__host_outbox_flush(h); /* best effort: what fails waits for the next start */
+    }
     return code;
 }
 

@@ -224,6 +224,7 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
         .on_settled = on_settled,
         .on_recorder = ib__host_on_recorder,
         .on_conflict = h->cfg->on_conflict,
+        .transactional_bus = ib__host_transactional_bus,
     };
     if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
         return -1;

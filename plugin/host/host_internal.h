@@ -28,6 +28,19 @@ typedef struct ib_host_totals {
         naked, busy;
 } ib_host_totals;
 
+/* The outbox's sending state (host_outbox.c; main thread only). */
+typedef struct ib_host_outbox {
+    ib_bus_proxy bus;    /* the staging bus of the transactional handler in flight */
+    ib__txn *txn;        /* its transaction */
+    bool dirty;          /* something may wait: staged, a failed send, a reconnect */
+    bool failing;        /* the last send failed (logged once per change) */
+    uint64_t reconnects; /* ib_nats_reconnects() when last seen */
+    int64_t retry_at_ms; /* monotonic: no send before (the back-off after a failure) */
+    int64_t sweep_at_ms; /* monotonic: the next send whatever happened */
+    int64_t backoff_ms;
+    uint64_t sent; /* entries sent and deleted */
+} ib_host_outbox;
+
 typedef struct ib_host {
     const ib_host_config *cfg;
     char dead_letter_subject[512];
@@ -65,6 +78,8 @@ typedef struct ib_host {
     natsMsg **inflight;
     size_t inflight_n;
     int64_t inflight_since_ms;
+
+    ib_host_outbox outbox;
 
     pthread_t watcher;
     bool watcher_started;
@@ -104,6 +119,24 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e);
 /* Processes one pulled batch: decode, dispatch, ack/nak/dead-letter, and
  * destroys the messages. */
 void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);
+
+/* The bus a transactional handler gets (ib_dispatch_options.
+ * transactional_bus; `ctx` is the ib_host): a copy of `bus` whose publishes
+ * are staged in the outbox inside `txn`, and whose transaction_db answers
+ * the transaction's connection. Valid until the next call. */
+ib_bus_proxy *ib__host_transactional_bus(void *ctx, ib_bus_proxy *bus, ib__txn *txn);
+
+/* Sends every staged outbox entry, oldest first, each with Nats-Msg-Id,
+ * deleting each once JetStream acknowledged it. Returns 0 when the outbox
+ * is empty, -1 when a send or the recorder failed (what is left stays, and
+ * is retried after a back-off; logged once per change). A no-op for
+ * recorders without transactions. Main thread. */
+int ib__host_outbox_flush(ib_host *h);
+
+/* Sends the outbox when it is due: something was staged or the connection
+ * came back (and no back-off runs), or the periodic sweep is due. Cheap
+ * otherwise; call it between batches. Main thread. */
+void ib__host_outbox_tick(ib_host *h);
 
 /* Starts and stops the watcher thread: in-progress acks for a long batch,
  * metrics gauges, the recorder probe while idle, and the drain deadline. */

@@ -45,10 +45,11 @@ int64_t ib_host_redelivery_horizon_ms(const ib_delivery_window *w)
 
 int64_t ib_host_retention_floor_ms(const ib_delivery_window *w)
 {
-    if (w->max_age_ms <= 0)
-        return IB_HOST_UNBOUNDED;
-    int64_t horizon = ib_host_redelivery_horizon_ms(w);
-    return horizon > w->max_age_ms ? horizon : w->max_age_ms;
+    /* Every marker is younger than its message, and nothing delivers a
+     * message once MaxAge has removed it from the stream, however many
+     * redeliveries the consumer would still allow: MaxAge bounds the
+     * redelivery horizon too. */
+    return w->max_age_ms > 0 ? w->max_age_ms : IB_HOST_UNBOUNDED;
 }
 
 const char *ib_host_duration_str(char *buf, size_t cap, int64_t ms)
@@ -148,8 +149,7 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
     snprintf(why + len, sizeof(why) - len,
              ": markers could be pruned while their event can still arrive; %s or pass "
              "--retention-unsafe",
-             fl == IB_HOST_UNBOUNDED ? "give the stream a MaxAge and the consumer a MaxDeliver"
-                                     : "raise --retention");
+             fl == IB_HOST_UNBOUNDED ? "give the stream a MaxAge" : "raise --retention");
     ib_log_kv(IB_SEV_ERROR, why, "status", ib_status_str(IB_ERR_CONFIG), "retention", ret, "floor",
               floor, NULL);
     if (err != NULL) {

@@ -26,7 +26,9 @@
  * holds a fingerprint other than fingerprints[i] (both non-zero) answers
  * IB_CLAIM_CONFLICT instead of DONE. `fingerprints` may be NULL (no check).
  * The comparison rides on the read the claim makes anyway: a new id costs
- * nothing more. Kinds that store no fingerprints never answer CONFLICT. */
+ * nothing more. Kinds that store no fingerprints never answer CONFLICT;
+ * memory compares 16 bits of them (a conflict may pass as DONE, never the
+ * other way round). */
 ib_status ib__recorder_acquire_fp(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                   const uint64_t *fingerprints, size_t n,
                                   const ib_claim_request *req, ib_error *err);
@@ -83,7 +85,9 @@ typedef struct ib__txn_request {
  *
  * While work runs, an authorizer refuses statements that would end the
  * transaction or a savepoint of the recorder's, write the recorder's own
- * tables, attach a file or change a pragma (they fail with SQLITE_AUTH).
+ * tables, create a trigger, attach a file or change a pragma (they fail
+ * with SQLITE_AUTH and the transaction goes on). Work that ends the
+ * transaction anyway (an I/O error, ...) fails the call as below.
  *
  * A failure before any work ran (BUSY past the retry budget, ...) consumes
  * nothing and returns the error. Once work has run nothing is replayed: a
@@ -192,12 +196,16 @@ typedef struct ib_recorder_ops {
     /* Optional, appended: attempts, fenced leases and fenced marks (see the
      * ib_recorder_* wrappers of the same names). */
     unsigned features; /* IB_RECORDER_* bits */
+    /* `fingerprints` (NULL = none) as for ib__recorder_acquire_fp and
+     * ib__recorder_mark_owned_fp; a kind that stores none ignores them. */
     ib_status (*acquire_batch)(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                               size_t n, const ib_claim_request *req, ib_error *err);
+                               const uint64_t *fingerprints, size_t n, const ib_claim_request *req,
+                               ib_error *err);
     ib_status (*renew_batch)(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                              const char *owner, int64_t lease_ms, ib_error *err);
-    ib_status (*mark_owned_batch)(ib_recorder *r, bool *marked, const ib_marker_key *keys, size_t n,
-                                  const char *owner, ib_error *err);
+    ib_status (*mark_owned_batch)(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                  const uint64_t *fingerprints, size_t n, const char *owner,
+                                  ib_error *err);
 
     /* Optional, appended: transactional work and its outbox (see the
      * ib__recorder_* wrappers of the same names). */

@@ -6,7 +6,7 @@
  *
  * The stream keeps messages for 1h (MaxAge); the consumer the tests make
  * has AckWait 30s and MaxDeliver 5, so with ibus's default 1m retry delay
- * its redelivery horizon is 4 x (30s + 1m) = 6m, and the floor is 1h. */
+ * its redelivery horizon is 4 x (30s + 1m) = 6m, and the floor is MaxAge, 1h. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +46,22 @@ static void make_stream_and_consumer(it_env *e)
     cc.MaxDeliver = 5;
     assert_int_equal(js_AddConsumer(&ci, js, IT_STREAM, &cc, NULL, &jerr), NATS_OK);
     jsConsumerInfo_Destroy(ci);
+}
+
+/* Takes the stream's MaxAge away: messages then never age out. */
+static void drop_max_age(it_env *e)
+{
+    jsCtx *js = it_server_js(&e->server);
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {IT_SUBJECTS};
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = IT_STREAM;
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_UpdateStream(&si, js, &sc, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
 }
 
 static int64_t seed_clock_ms;
@@ -126,7 +142,8 @@ static double wait_metric(it_env *e, int port, const char *series, double want, 
 
 /* (a) --retention 10m under a 1h MaxAge: exit 2 with both figures; then the
  * same with --retention-unsafe starts, warns and stops cleanly. A consumer
- * ibus creates itself (MaxDeliver -1) has no bound at all. */
+ * ibus creates itself (MaxDeliver -1) is bounded by MaxAge all the same;
+ * a stream without MaxAge has no bound at all. */
 static void retention_below_floor_is_refused(void **state)
 {
     it_env *e = *state;
@@ -140,13 +157,6 @@ static void retention_below_floor_is_refused(void **state)
                                                 "redelivery horizon 6m)"));
     assert_true(it_file_contains(host.err_path, "pass --retention-unsafe"));
 
-    spawn_host(&host, e, "unbounded", 0, "--retention", "30d", NULL);
-    assert_int_equal(it_proc_wait(&host, it_timeout(30000)), 2);
-    assert_true(it_file_contains(host.err_path, "which has no bound"));
-    assert_true(it_file_contains(host.err_path, "consumer has no MaxDeliver"));
-    assert_true(it_file_contains(host.err_path, "give the stream a MaxAge and the consumer a "
-                                                "MaxDeliver or pass --retention-unsafe"));
-
     int port = it_free_port();
     assert_true(port > 0);
     spawn_host(&host, e, DURABLE, port, "--retention", "10m", "--retention-unsafe", NULL);
@@ -155,6 +165,23 @@ static void retention_below_floor_is_refused(void **state)
     assert_true(it_file_contains(host.err_path, "--retention 10m is shorter than the 1h"));
     assert_true(it_proc_signal(&host, SIGTERM));
     assert_int_equal(it_proc_wait(&host, it_timeout(30000)), 0);
+
+    /* A consumer ibus creates itself has MaxDeliver -1: MaxAge still bounds
+     * it, so 30d starts. */
+    spawn_host(&host, e, "unbounded", port, "--retention", "30d", NULL);
+    assert_true(wait_metric(e, port, "ibus_consumer_bound", 1, 30000) == 1);
+    assert_true(it_file_contains(host.err_path, "retention checked"));
+    assert_true(it_proc_signal(&host, SIGTERM));
+    assert_int_equal(it_proc_wait(&host, it_timeout(30000)), 0);
+
+    /* Without MaxAge nothing bounds it. */
+    drop_max_age(e);
+    spawn_host(&host, e, DURABLE, 0, "--retention", "30d", NULL);
+    assert_int_equal(it_proc_wait(&host, it_timeout(30000)), 2);
+    assert_true(it_file_contains(host.err_path, "which has no bound"));
+    assert_true(it_file_contains(host.err_path, "MaxAge none"));
+    assert_true(
+        it_file_contains(host.err_path, "give the stream a MaxAge or pass --retention-unsafe"));
     it_done(e);
 }
 

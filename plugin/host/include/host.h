@@ -75,11 +75,13 @@ int ib_host_run(const ib_host_config *config);
 /* Retention: how long a marker must outlive its event.
  *
  * A marker may only be pruned once its event can no longer be delivered.
- * Two things bound that time: the stream's MaxAge (a message still in the
- * stream can be delivered again, e.g. to a recreated consumer), and the
- * redelivery horizon of the consumer (every delivery but the last may wait
- * out AckWait and then the longest of a BackOff step or ibus's own nak
- * delay). Without MaxAge or without MaxDeliver there is no bound. */
+ * Two things bound that time: the redelivery horizon of the consumer
+ * (every delivery but the last may wait out AckWait and then the longest
+ * of a BackOff step or ibus's own nak delay; unbounded without MaxDeliver,
+ * which is how ibus creates its consumers), and the stream's MaxAge, which
+ * bounds everything: a message it removed cannot be delivered again, and
+ * every marker is younger than its message. Without MaxAge a message stays
+ * deliverable for ever (a recreated consumer reads it again): no bound. */
 
 /* A duration that has no bound. */
 #define IB_HOST_UNBOUNDED INT64_MAX
@@ -100,8 +102,8 @@ typedef struct ib_delivery_window {
  * MaxDeliver. Saturates instead of overflowing. Pure. */
 int64_t ib_host_redelivery_horizon_ms(const ib_delivery_window *w);
 
-/* The shortest safe retention: the larger of MaxAge and the redelivery
- * horizon, or IB_HOST_UNBOUNDED when either is unbounded. Pure. */
+/* The shortest safe retention: the stream's MaxAge, which also cuts short
+ * any longer redelivery horizon; IB_HOST_UNBOUNDED without MaxAge. Pure. */
 int64_t ib_host_retention_floor_ms(const ib_delivery_window *w);
 
 /* Writes a duration as an operator reads it ("1h", "5m30s", "250ms",

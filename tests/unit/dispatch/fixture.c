@@ -92,12 +92,13 @@ static ib_status c_release_batch(ib_recorder *r, const ib_marker_key *keys, size
 /* The host's calls: counted with the batch calls they stand for (acquire
  * as a claim, a fenced mark as a mark) and failed by the same switches. */
 static ib_status c_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                                 size_t n, const ib_claim_request *req, ib_error *err)
+                                 const uint64_t *fingerprints, size_t n,
+                                 const ib_claim_request *req, ib_error *err)
 {
     atomic_fetch_add(&calls_of(r)->claim_batch, 1);
     if (atomic_load(&calls_of(r)->fail_claim))
         return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: claim fails on demand");
-    return ib_recorder_acquire_batch(inner_of(r), out, keys, n, req, err);
+    return ib__recorder_acquire_fp(inner_of(r), out, keys, fingerprints, n, req, err);
 }
 
 static ib_status c_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
@@ -107,12 +108,25 @@ static ib_status c_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *
 }
 
 static ib_status c_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                    size_t n, const char *owner, ib_error *err)
+                                    const uint64_t *fingerprints, size_t n, const char *owner,
+                                    ib_error *err)
 {
     atomic_fetch_add(&calls_of(r)->mark_batch, 1);
     if (atomic_load(&calls_of(r)->fail_mark))
         return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: mark fails on demand");
-    return ib_recorder_mark_owned_batch(inner_of(r), marked, keys, n, owner, err);
+    return ib__recorder_mark_owned_fp(inner_of(r), marked, keys, fingerprints, n, owner, err);
+}
+
+/* Transactions pass through to the real kind (sqlite: has them), counted
+ * and failed on demand before any work runs. */
+static ib_status c_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
+                            const ib_marker_key *keys, size_t n, const ib__txn_request *req,
+                            ib__txn_work_fn work, void *ctx, ib_error *err)
+{
+    atomic_fetch_add(&calls_of(r)->transact, 1);
+    if (atomic_load(&calls_of(r)->fail_transact))
+        return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: transaction fails on demand");
+    return ib__recorder_transact(inner_of(r), out, consumed, keys, n, req, work, ctx, err);
 }
 
 static const ib_recorder_ops counting_ops = {
@@ -130,6 +144,7 @@ static const ib_recorder_ops counting_ops = {
     .acquire_batch = c_acquire_batch,
     .renew_batch = c_renew_batch,
     .mark_owned_batch = c_mark_owned_batch,
+    .transact = c_transact,
 };
 
 /* ---- clock, directories, fixture --------------------------------------- */
@@ -198,6 +213,8 @@ void fx_open(fx *f, const char *kind)
     /* The wrapper declares what the real kind declares. */
     c->ops = counting_ops;
     c->ops.features = f->inner->ops->features;
+    if (!ib__recorder_has_transactions(f->inner))
+        c->ops.transact = NULL; /* as the real kind: memory: has none */
     c->base.ops = &c->ops;
     c->base.now_ms = fx_clock_now;
     c->base.lease_now_ms = fx_clock_now;
@@ -278,6 +295,23 @@ void fx_delivery(ib_delivery *dl, const ib_event *ev, uint64_t delivery_count)
     /* poison the outputs, so a test sees whether run() set them */
     dl->outcome = (ib_outcome)99;
     dl->nak_delay_ms = -1;
+}
+
+void fx_run_ok(fx *f, ib_delivery *dl, size_t n)
+{
+    ib_error err = {0};
+    ib_status st = ib_dispatch_run(f->d, dl, n, NULL, &err);
+    if (st != IB_OK)
+        print_error("ib_dispatch_run: %s\n", err.msg);
+    assert_int_equal(st, IB_OK);
+}
+
+ib_delivery fx_run_one(fx *f, const ib_event *ev, uint64_t delivery_count)
+{
+    ib_delivery dl;
+    fx_delivery(&dl, ev, delivery_count);
+    fx_run_ok(f, &dl, 1);
+    return dl;
 }
 
 void fx_handler_init(fx_handler *h, ib_verdict verdict)

@@ -23,6 +23,8 @@ typedef struct fx_calls {
     atomic_bool fail_check;
     atomic_bool fail_claim;
     atomic_bool fail_mark;
+    atomic_int transact;
+    atomic_bool fail_transact; /* the transaction fails before any work runs */
 } fx_calls;
 
 typedef struct fx {
@@ -55,6 +57,10 @@ bool fx_marked(fx *f, const char *consumer, const char *id);
 /* Fills `ev` with a valid event: id derived from `n` (distinct n, distinct
  * ids), the given type (BORROWED), a small payload and one header. */
 void fx_event(ib_event *ev, unsigned n, const char *type);
+/* Runs `n` deliveries through f->d; asserts the call succeeded. */
+void fx_run_ok(fx *f, ib_delivery *dl, size_t n);
+/* Runs one fresh delivery of `ev` and returns it. */
+ib_delivery fx_run_one(fx *f, const ib_event *ev, uint64_t delivery_count);
 /* Fills `dl` as a fresh delivery of `ev`. */
 void fx_delivery(ib_delivery *dl, const ib_event *ev, uint64_t delivery_count);
 

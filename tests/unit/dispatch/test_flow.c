@@ -12,24 +12,6 @@
 
 #define TYPE "order.created"
 
-static void run_ok(fx *f, ib_delivery *dl, size_t n)
-{
-    ib_error err = {0};
-    ib_status st = ib_dispatch_run(f->d, dl, n, NULL, &err);
-    if (st != IB_OK)
-        print_error("ib_dispatch_run: %s\n", err.msg);
-    assert_int_equal(st, IB_OK);
-}
-
-/* Runs one delivery of `ev` and returns it. */
-static ib_delivery run_one(fx *f, const ib_event *ev, uint64_t delivery_count)
-{
-    ib_delivery dl;
-    fx_delivery(&dl, ev, delivery_count);
-    run_ok(f, &dl, 1);
-    return dl;
-}
-
 /* A NAK delay for delivery `dc` lies within +-20% of base * 2^(dc-1), capped. */
 static void assert_backoff(const ib_delivery *dl, int64_t base, int64_t max, uint64_t dc)
 {
@@ -55,7 +37,7 @@ static void success_marks(fx *f)
     fx_add(f, "orders/audit/audit", TYPE, &h);
     fx_event(&ev, 1, TYPE);
 
-    ib_delivery dl = run_one(f, &ev, 1);
+    ib_delivery dl = fx_run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl.dead_letter_reason, IB_DLQ_OTHER);
     assert_int_equal(dl.nak_delay_ms, 0);
@@ -93,7 +75,7 @@ static void retry_naks_with_backoff(fx *f)
     fx_event(&ev, 2, TYPE);
 
     for (uint64_t dc = 1; dc <= 4; dc++) {
-        ib_delivery dl = run_one(f, &ev, dc);
+        ib_delivery dl = fx_run_one(f, &ev, dc);
         assert_backoff(&dl, o.nak_base_delay_ms, o.nak_max_delay_ms, dc);
         assert_int_equal(dl.counts.retried, 1);
         assert_int_equal(dl.counts.handled, 0);
@@ -116,14 +98,14 @@ static void duplicate_dropped(fx *f)
     fx_add(f, "c/p/h", TYPE, &h);
     fx_event(&ev, 3, TYPE);
 
-    assert_int_equal(run_one(f, &ev, 1).outcome, IB_OUTCOME_ACK);
-    ib_delivery dl = run_one(f, &ev, 2);
+    assert_int_equal(fx_run_one(f, &ev, 1).outcome, IB_OUTCOME_ACK);
+    ib_delivery dl = fx_run_one(f, &ev, 2);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl.counts.duplicates, 1);
     assert_int_equal(dl.counts.handled, 0);
     assert_int_equal(atomic_load(&h.calls), 1);
     /* the same id published again (a new message, delivery 1) is a duplicate too */
-    dl = run_one(f, &ev, 1);
+    dl = fx_run_one(f, &ev, 1);
     assert_int_equal(dl.counts.duplicates, 1);
     assert_int_equal(atomic_load(&h.calls), 1);
     fx_handler_destroy(&h);
@@ -138,7 +120,7 @@ static void reject_dead_letters(fx *f)
     fx_add(f, "c/p/h", TYPE, &h);
     fx_event(&ev, 4, TYPE);
 
-    ib_delivery dl = run_one(f, &ev, 1);
+    ib_delivery dl = fx_run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
     assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "rejected");
     assert_int_equal(dl.counts.rejected, 1);
@@ -160,7 +142,7 @@ static void redelivery_runs_only_failed(fx *f)
     assert_int_equal(ib_dispatch_count_for(f->d, TYPE), 2);
     fx_event(&ev, 5, TYPE);
 
-    ib_delivery dl = run_one(f, &ev, 1);
+    ib_delivery dl = fx_run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
     assert_int_equal(dl.counts.handled, 1);
     assert_int_equal(dl.counts.retried, 1);
@@ -168,7 +150,7 @@ static void redelivery_runs_only_failed(fx *f)
     assert_false(fx_marked(f, "c/p/flaky", ev.id));
 
     atomic_store(&flaky.verdict, IB_HANDLER_OK);
-    dl = run_one(f, &ev, 2);
+    dl = fx_run_one(f, &ev, 2);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl.counts.duplicates, 1);
     assert_int_equal(dl.counts.handled, 1);
@@ -190,7 +172,7 @@ static void reject_still_marks_ok_handlers(fx *f)
     fx_add(f, "c/p/bad", TYPE, &bad);
     fx_event(&ev, 6, TYPE);
 
-    ib_delivery dl = run_one(f, &ev, 1);
+    ib_delivery dl = fx_run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
     assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "rejected");
     assert_int_equal(dl.counts.handled, 1);
@@ -199,7 +181,7 @@ static void reject_still_marks_ok_handlers(fx *f)
     assert_false(fx_marked(f, "c/p/bad", ev.id));
     /* a replay of the dead letter runs only the handler that refused it */
     atomic_store(&bad.verdict, IB_HANDLER_OK);
-    dl = run_one(f, &ev, 1);
+    dl = fx_run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(atomic_load(&ok.calls), 1);
     assert_int_equal(atomic_load(&bad.calls), 2);
@@ -224,17 +206,17 @@ static void poison_not_done_dead_letters(fx *f)
     if (ib_recorder_has_durable_attempts(f->inner)) {
         /* a late first delivery still runs: attempts, not deliveries */
         for (int attempt = 1; attempt <= 2; attempt++) {
-            ib_delivery dl = run_one(f, &ev, (uint64_t)(attempt + 5));
+            ib_delivery dl = fx_run_one(f, &ev, (uint64_t)(attempt + 5));
             assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
             assert_int_equal(atomic_load(&h.calls), attempt);
         }
         /* RETRY on the last allowed attempt ends the retries */
-        ib_delivery dl = run_one(f, &ev, 8);
+        ib_delivery dl = fx_run_one(f, &ev, 8);
         assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
         assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "max-deliver");
         assert_int_equal(atomic_load(&h.calls), 3);
         /* and a copy that comes back is dead-lettered without running */
-        dl = run_one(f, &ev, 9);
+        dl = fx_run_one(f, &ev, 9);
         assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
         assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "max-deliver");
         assert_int_equal(dl.counts.exhausted, 1);
@@ -243,11 +225,11 @@ static void poison_not_done_dead_letters(fx *f)
         fx_handler_destroy(&h);
         return;
     }
-    ib_delivery dl = run_one(f, &ev, 2);
+    ib_delivery dl = fx_run_one(f, &ev, 2);
     assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
     assert_int_equal(atomic_load(&h.calls), 1);
     for (uint64_t dc = 3; dc <= 4; dc++) {
-        dl = run_one(f, &ev, dc);
+        dl = fx_run_one(f, &ev, dc);
         assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
         assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "max-deliver");
         assert_int_equal(atomic_load(&h.calls), 1); /* not run again */
@@ -274,7 +256,7 @@ static void poison_done_acks(fx *f)
     assert_int_equal(ib_recorder_mark(f->inner, "c/p/a", ev.id, NULL), IB_OK);
     assert_int_equal(ib_recorder_mark(f->inner, "c/p/b", ev.id, NULL), IB_OK);
 
-    ib_delivery dl = run_one(f, &ev, 3);
+    ib_delivery dl = fx_run_one(f, &ev, 3);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl.counts.duplicates, 2);
     assert_int_equal(atomic_load(&a.calls) + atomic_load(&b.calls), 0);
@@ -284,7 +266,7 @@ static void poison_done_acks(fx *f)
     ib_event ev2;
     fx_event(&ev2, 9, TYPE);
     assert_int_equal(ib_recorder_mark(f->inner, "c/p/a", ev2.id, NULL), IB_OK);
-    dl = run_one(f, &ev2, 3);
+    dl = fx_run_one(f, &ev2, 3);
     if (ib_recorder_has_durable_attempts(f->inner)) {
         assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
         assert_int_equal(dl.counts.duplicates, 1);
@@ -312,7 +294,7 @@ static void unhandled_acks(fx *f)
     fx_event(&ev, 10, "nobody.listens");
 
     assert_int_equal(ib_dispatch_count_for(f->d, "nobody.listens"), 0);
-    ib_delivery dl = run_one(f, &ev, 1);
+    ib_delivery dl = fx_run_one(f, &ev, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_true(dl.counts.unhandled);
     assert_int_equal(dl.counts.handled, 0);
@@ -342,11 +324,11 @@ static void busy_naks_without_running(fx *f)
      * delivery (150 ms x 2^4), at most the holder's remaining lease; where
      * deliveries are the budget, after that lease (50 s left); +20% jitter */
     fx_clock_set(fx_clock_now() + 10000);
-    ib_delivery dl = run_one(f, &ev, 5);
+    ib_delivery dl = fx_run_one(f, &ev, 5);
     assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
     int64_t wait = ib_recorder_has_durable_attempts(f->inner) ? 2400 : 50000;
     assert_true(dl.nak_delay_ms >= wait && dl.nak_delay_ms <= wait + wait / 5);
-    dl = run_one(f, &ev, 30);
+    dl = fx_run_one(f, &ev, 30);
     assert_true(dl.nak_delay_ms >= 50000 && dl.nak_delay_ms <= 60000);
     assert_int_equal(dl.counts.busy, 1);
     assert_int_equal(atomic_load(&h.calls), 0);
@@ -371,7 +353,7 @@ static void expired_lease_runs(fx *f)
     assert_int_equal(cs, IB_CLAIM_ACQUIRED);
     fx_clock_set(fx_clock_now() + 6000);
 
-    ib_delivery dl = run_one(f, &ev, 2);
+    ib_delivery dl = fx_run_one(f, &ev, 2);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_int_equal(dl.counts.handled, 1);
     assert_int_equal(atomic_load(&h.calls), 1);
@@ -394,7 +376,7 @@ static void batch_duplicates_run_once(fx *f)
     fx_delivery(&dl[2], &b, 1);
     fx_delivery(&dl[3], &a, 2);
 
-    run_ok(f, dl, 4);
+    fx_run_ok(f, dl, 4);
     assert_int_equal(atomic_load(&h.calls), 2);
     for (int i = 0; i < 4; i++)
         assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
@@ -432,7 +414,7 @@ static void batch_duplicates_follow_failure(fx *f)
         fx_event(&ev, 15 + (unsigned)t, TYPE);
         fx_delivery(&dl[0], &ev, 1);
         fx_delivery(&dl[1], &ev, 3);
-        run_ok(f, dl, 2);
+        fx_run_ok(f, dl, 2);
         assert_int_equal(atomic_load(&h.calls), before + 1);
         for (int i = 0; i < 2; i++) {
             assert_int_equal(dl[i].outcome, table[t].outcome);
@@ -486,7 +468,7 @@ static void marks_commit_as_handlers_finish(fx *f)
         fx_event(&ev[i], 40 + i, TYPE);
         fx_delivery(&dl[i], &ev[i], 1);
     }
-    run_ok(f, dl, 4);
+    fx_run_ok(f, dl, 4);
     assert_int_equal(ss.n, 4);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(ss.order[i], i);
@@ -664,7 +646,7 @@ static void empty_event_fields_are_safe(void **state)
     fx_delivery(&dl, &ev, 1);
     dl.subject = NULL;
 
-    run_ok(&f, &dl, 1);
+    fx_run_ok(&f, &dl, 1);
     assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
     assert_true(p.payload_non_null);
     assert_int_equal(p.payload_len, 0);
@@ -710,7 +692,7 @@ static void handle_seconds_measured(void **state)
     fx_delivery(&dl[1], &a, 1); /* a copy: its handlers do not run */
     fx_delivery(&dl[2], &b, 1);
 
-    run_ok(&f, dl, 3);
+    fx_run_ok(&f, dl, 3);
     assert_true(dl[0].handle_seconds >= 0.006);
     assert_true(dl[1].handle_seconds == 0.0);
     assert_true(dl[2].handle_seconds == 0.0);

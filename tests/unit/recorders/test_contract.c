@@ -735,6 +735,105 @@ CONTRACT(test_renew_and_mark_are_fenced)
     assert_true(marked);
 }
 
+/* --- payload fingerprints ----------------------------------------------- */
+
+/* Fingerprints that differ in their top bits (the memory kind compares 16
+ * of them) and one with the top bit set (negative as an SQLite INTEGER). */
+#define FP_A 0x1111000000000001ull
+#define FP_B 0x2222000000000002ull
+#define FP_HIGH 0xf00d00000000000full
+
+/* The state of one key claimed with fingerprint `fp` (0 = none). */
+static ib_claim_state acquire_fp(ib_recorder *r, const char *id, uint64_t fp)
+{
+    ib_marker_key key = {"fp", id};
+    ib_claim_request req = {.owner = "A", .lease_ms = LEASE};
+    ib_claim_info info;
+    memset(&info, 0xff, sizeof(info));
+    CHECK(ib__recorder_acquire_fp(r, &info, &key, &fp, 1, &req, &err));
+    return info.state;
+}
+
+/* Claims and marks one key with `fps` (NULL = none) as the host does. */
+static void mark_fp(ib_recorder *r, const char *id, const uint64_t *fps)
+{
+    ib_marker_key key = {"fp", id};
+    ib_claim_request req = {.owner = "A", .lease_ms = LEASE};
+    ib_claim_info info;
+    bool marked = false;
+    CHECK(ib__recorder_acquire_fp(r, &info, &key, fps, 1, &req, &err));
+    assert_int_equal(info.state, IB_CLAIM_ACQUIRED);
+    CHECK(ib__recorder_mark_owned_fp(r, &marked, &key, fps, 1, "A", &err));
+    assert_true(marked);
+}
+
+CONTRACT(test_fingerprints_catch_reused_ids)
+{
+    char a[IB_ID_BUF_SIZE], none[IB_ID_BUF_SIZE], zero[IB_ID_BUF_SIZE], high[IB_ID_BUF_SIZE];
+    rt_id(a, 7000);
+    rt_id(none, 7001);
+    rt_id(zero, 7002);
+    rt_id(high, 7003);
+    uint64_t fp_a = FP_A, fp_zero = 0, fp_high = FP_HIGH;
+    mark_fp(r, a, &fp_a);
+    mark_fp(r, none, NULL);
+    mark_fp(r, zero, &fp_zero);
+    mark_fp(r, high, &fp_high);
+    /* same content: done; other content: conflict */
+    assert_int_equal(acquire_fp(r, a, FP_A), IB_CLAIM_DONE);
+    assert_int_equal(acquire_fp(r, a, FP_B), IB_CLAIM_CONFLICT);
+    assert_int_equal(acquire_fp(r, high, FP_HIGH), IB_CLAIM_DONE);
+    assert_int_equal(acquire_fp(r, high, FP_HIGH & ~(1ull << 63)), IB_CLAIM_CONFLICT);
+    /* no fingerprint on either side matches anything */
+    assert_int_equal(acquire_fp(r, a, 0), IB_CLAIM_DONE);
+    assert_int_equal(acquire_fp(r, none, FP_B), IB_CLAIM_DONE);
+    assert_int_equal(acquire_fp(r, zero, FP_B), IB_CLAIM_DONE);
+    ib_marker_key key = {"fp", a};
+    ib_claim_request req = {.owner = "A", .lease_ms = LEASE};
+    ib_claim_info info;
+    CHECK(ib__recorder_acquire_fp(r, &info, &key, NULL, 1, &req, &err));
+    assert_int_equal(info.state, IB_CLAIM_DONE);
+    /* the public call passes none, so it never answers CONFLICT */
+    CHECK(ib_recorder_acquire_batch(r, &info, &key, 1, &req, &err));
+    assert_int_equal(info.state, IB_CLAIM_DONE);
+    /* a later mark keeps the first marker's fingerprint */
+    bool marked = false;
+    uint64_t fp_b = FP_B;
+    CHECK(ib__recorder_mark_owned_fp(r, &marked, &key, &fp_b, 1, "A", &err));
+    assert_true(marked);
+    assert_int_equal(acquire_fp(r, a, FP_A), IB_CLAIM_DONE);
+    assert_int_equal(acquire_fp(r, a, FP_B), IB_CLAIM_CONFLICT);
+    /* a seed-protocol mark stores none */
+    CHECK(ib_recorder_mark(r, "fp", a, &err));
+    CHECK(ib_recorder_mark(r, "fp2", a, &err));
+    key.consumer = "fp2";
+    CHECK(ib__recorder_acquire_fp(r, &info, &key, &fp_b, 1, &req, &err));
+    assert_int_equal(info.state, IB_CLAIM_DONE);
+}
+
+CONTRACT(test_fingerprints_in_a_batch)
+{
+    char ids[4][IB_ID_BUF_SIZE];
+    ib_marker_key keys[4];
+    for (int i = 0; i < 4; i++) {
+        rt_id(ids[i], 7100 + (uint64_t)i);
+        keys[i] = (ib_marker_key){"fpb", ids[i]};
+    }
+    uint64_t fps[4] = {FP_A, FP_B, 0, FP_A};
+    ib_claim_request req = {.owner = "A", .lease_ms = LEASE};
+    ib_claim_info info[4];
+    bool marked[4];
+    CHECK(ib__recorder_acquire_fp(r, info, keys, fps, 3, &req, &err));
+    CHECK(ib__recorder_mark_owned_fp(r, marked, keys, fps, 3, "A", &err));
+    /* ids[3] is new: acquired whatever its fingerprint */
+    uint64_t again[4] = {FP_A, FP_A, FP_B, FP_B};
+    CHECK(ib__recorder_acquire_fp(r, info, keys, again, 4, &req, &err));
+    assert_int_equal(info[0].state, IB_CLAIM_DONE);
+    assert_int_equal(info[1].state, IB_CLAIM_CONFLICT);
+    assert_int_equal(info[2].state, IB_CLAIM_DONE);
+    assert_int_equal(info[3].state, IB_CLAIM_ACQUIRED);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_unmarked_is_not_processed),
     cmocka_unit_test(test_mark_then_processed),
@@ -757,6 +856,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_stats_counts),
     cmocka_unit_test(test_acquire_counts_attempts_and_exhausts),
     cmocka_unit_test(test_renew_and_mark_are_fenced),
+    cmocka_unit_test(test_fingerprints_catch_reused_ids),
+    cmocka_unit_test(test_fingerprints_in_a_batch),
 };
 
 IB_TEST_MAIN(tests)

@@ -1,5 +1,5 @@
 /* sqlite: the file itself. Mode of a new file, pragmas, schema layout,
- * migration of the seed's layout, refusal of a newer schema, pruning in
+ * migration of the seed's layout and of versions 1 and 2, refusal of a newer schema, pruning in
  * batches, waiting out a held write lock, sharing one file between
  * connections, and error messages that name the file. */
 #include <pthread.h>
@@ -356,6 +356,110 @@ static void test_migrates_untyped_seed_with_nulls(void **state)
     ib_recorder_close(r);
 }
 
+/* The layout of version 2 exactly as that build wrote it. */
+#define V2_SCHEMA                                                                                  \
+    "CREATE TABLE processed_log (consumer TEXT NOT NULL, event_id TEXT NOT NULL, "                 \
+    "ts INTEGER NOT NULL, PRIMARY KEY (consumer, event_id)) WITHOUT ROWID;"                        \
+    "CREATE TABLE processed_claims (consumer TEXT NOT NULL, event_id TEXT NOT NULL, "              \
+    "owner TEXT NOT NULL, expires_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, "      \
+    "PRIMARY KEY (consumer, event_id)) WITHOUT ROWID;"
+
+/* Writes `n` markers of consumer "old" (ids n0..) with a plain INSERT. */
+static void insert_old_markers(sqlite3 *db, uint64_t n0, uint64_t n)
+{
+    char id[IB_ID_BUF_SIZE];
+    for (uint64_t i = n0; i < n0 + n; i++) {
+        rt_id(id, i);
+        char *sql = sqlite3_mprintf("INSERT INTO processed_log VALUES ('old', '%s', %lld)", id,
+                                    1600000000000LL + (long long)i);
+        exec_raw(db, sql);
+        sqlite3_free(sql);
+    }
+}
+
+/* After a migration: version 3, old markers done whatever fingerprint a
+ * claim brings, fp NULL in old rows, an empty outbox, and new marks
+ * storing all 64 bits of theirs. */
+static void check_migrated(const char *name, uint64_t n0, uint64_t n)
+{
+    ib_recorder *r = open_uri("sqlite:%s", name);
+    sqlite3 *db = ib__sqlite_db(r);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log WHERE fp IS NULL"),
+                     (long long)n);
+    char id[IB_ID_BUF_SIZE];
+    ib_claim_request req = {.owner = "A", .lease_ms = 1000};
+    ib_claim_info info;
+    for (uint64_t i = n0; i < n0 + n; i++) {
+        rt_id(id, i);
+        ib_marker_key key = {"old", id};
+        uint64_t fp = 0x8000000000000000ull | i;
+        CHECK(ib__recorder_acquire_fp(r, &info, &key, &fp, 1, &req, &err));
+        assert_int_equal(info.state, IB_CLAIM_DONE);
+    }
+    uint64_t count = 99;
+    CHECK(ib__recorder_outbox_count(r, &count, &err));
+    assert_int_equal(count, 0);
+    rt_id(id, n0 + n);
+    ib_marker_key key = {"new", id};
+    uint64_t fp = 0xfedcba9876543210ull;
+    bool marked = false;
+    CHECK(ib__recorder_mark_owned_fp(r, &marked, &key, &fp, 1, "A", &err));
+    assert_int_equal(query_int(db, "SELECT fp FROM processed_log WHERE consumer = 'new'"),
+                     (long long)fp);
+    ib_recorder_close(r);
+}
+
+static void test_migrates_version_2(void **state)
+{
+    (void)state;
+    sqlite3 *db = raw_open("v2.db");
+    exec_raw(db, V2_SCHEMA "PRAGMA user_version = 2;");
+    insert_old_markers(db, 100, 20);
+    exec_raw(db, "INSERT INTO processed_claims VALUES ('old', 'x', 'A', 5, 2)");
+    sqlite3_close(db);
+    check_migrated("v2.db", 100, 20);
+    db = raw_open("v2.db");
+    /* The claim kept its attempts; the old table was altered, not copied. */
+    assert_int_equal(query_int(db, "SELECT attempts FROM processed_claims"), 2);
+    char *sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_log'");
+    assert_non_null(strstr(sql, "WITHOUT ROWID"));
+    assert_non_null(strstr(sql, "fp INTEGER"));
+    free(sql);
+    sqlite3_close(db);
+}
+
+/* Version 1 runs through 2 into 3 in the one opening transaction. */
+static void test_migrates_version_1_to_3(void **state)
+{
+    (void)state;
+    sqlite3 *db = raw_open("v1.db");
+    exec_raw(db, "CREATE TABLE processed_log (consumer TEXT NOT NULL, event_id TEXT NOT NULL, "
+                 "ts INTEGER NOT NULL, PRIMARY KEY (consumer, event_id)) WITHOUT ROWID;"
+                 "CREATE TABLE processed_claims (consumer TEXT NOT NULL, event_id TEXT NOT "
+                 "NULL, owner TEXT NOT NULL, expires_ms INTEGER NOT NULL, "
+                 "PRIMARY KEY (consumer, event_id)) WITHOUT ROWID;"
+                 "PRAGMA user_version = 1;");
+    insert_old_markers(db, 200, 5);
+    sqlite3_close(db);
+    check_migrated("v1.db", 200, 5);
+}
+
+/* A version-2 file with an outbox table someone else made is not ours. */
+static void test_v2_with_foreign_outbox_refused(void **state)
+{
+    (void)state;
+    sqlite3 *db = raw_open("v2x.db");
+    exec_raw(db, V2_SCHEMA "CREATE TABLE processed_outbox (x); PRAGMA user_version = 2;");
+    sqlite3_close(db);
+    char path[4096], uri[4200];
+    ib_recorder *r = NULL;
+    path_of(path, sizeof(path), "v2x.db");
+    snprintf(uri, sizeof(uri), "sqlite:%s", path);
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_SCHEMA);
+    assert_non_null(strstr(err.msg, "processed_outbox"));
+}
+
 static void test_newer_schema_refused(void **state)
 {
     (void)state;
@@ -363,7 +467,7 @@ static void test_newer_schema_refused(void **state)
     mark_n(r, "c", 0, 3);
     ib_recorder_close(r);
     sqlite3 *db = raw_open("new.db");
-    exec_raw(db, "PRAGMA user_version = 3");
+    exec_raw(db, "PRAGMA user_version = 4");
     sqlite3_close(db);
 
     char path[4096], uri[4200];
@@ -372,11 +476,11 @@ static void test_newer_schema_refused(void **state)
     r = (ib_recorder *)&r;
     assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_SCHEMA);
     assert_null(r);
-    assert_non_null(strstr(err.msg, "schema version 3 is newer than this build understands (2)"));
+    assert_non_null(strstr(err.msg, "schema version 4 is newer than this build understands (3)"));
     assert_non_null(strstr(err.msg, "new.db"));
     /* Left untouched. */
     db = raw_open("new.db");
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
     assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 3);
     sqlite3_close(db);
 }
@@ -455,7 +559,7 @@ static void test_held_write_lock_is_waited_out(void **state)
     sqlite3 *db = raw_open("busy.db");
     sqlite3_busy_timeout(db, 0);
     exec_raw(db, "BEGIN IMMEDIATE");
-    exec_raw(db, "INSERT INTO processed_log VALUES ('other', 'x', 1)");
+    exec_raw(db, "INSERT INTO processed_log (consumer, event_id, ts) VALUES ('other', 'x', 1)");
     holder h = {db, rt_under_valgrind() ? 1500 : 400};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, hold_then_commit, &h), 0);
@@ -524,6 +628,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_schema_layout, setup, teardown),
     cmocka_unit_test_setup_teardown(test_migrates_seed_schema, setup, teardown),
     cmocka_unit_test_setup_teardown(test_migrates_untyped_seed_with_nulls, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_migrates_version_2, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_migrates_version_1_to_3, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_v2_with_foreign_outbox_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unknown_layout_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_prune_in_batches, setup, teardown),
