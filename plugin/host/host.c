@@ -23,6 +23,9 @@
  * to come back before exiting 1. */
 #define CONSUMER_LOOKUP_INTERVAL_MS 1000
 #define CONSUMER_GONE_GRACE_MS 10000
+/* How long start-up waits out a server that times out or has no
+ * responder (with_grace). */
+#define START_GRACE_MS 30000
 
 static int ready(void *ctx)
 {
@@ -416,15 +419,48 @@ static bool open_connection(ib_host *h, int *code)
     return false;
 }
 
+/* Whether a failed start-up step may succeed when tried again: the
+ * server timed out or had no responder (a cluster electing the leader of a
+ * stream or bucket, a node restarted a moment ago), not a configuration
+ * error. */
+static bool transient(ib_status st)
+{
+    return st == IB_ERR_NATS || st == IB_ERR_RECORDER || st == IB_ERR_TIMEOUT;
+}
+
+/* Runs a start-up step that talks to JetStream, retrying a transient
+ * failure with back-off (250 ms doubling to 2 s) for up to
+ * START_GRACE_MS, so a host started during a leader election waits it out
+ * instead of exiting 1. One warning line says it waits. Returns 0, or -1
+ * with `e` set by the last try (or a signal stopped the wait). */
+static int with_grace(ib_host *h, int (*step)(ib_host *, ib_error *), const char *what, ib_error *e)
+{
+    int64_t deadline = ib_clock_monotonic_ms() + START_GRACE_MS;
+    int64_t wait = 250;
+    for (bool warned = false;; warned = true) {
+        if (step(h, e) == 0)
+            return 0;
+        if (!transient(e->status) || ib__host_signal_received() ||
+            ib_clock_monotonic_ms() + wait > deadline)
+            return -1;
+        if (!warned)
+            ib_log_kv(IB_SEV_WARN, "start-up step failed; retrying while the servers settle",
+                      "step", what, "error", e->msg, NULL);
+        nats_Sleep(wait);
+        wait = wait < 1000 ? wait * 2 : 2000;
+    }
+}
+
 /* Open, last part: a recorder on this connection, the consumer,
  * dispatch, the puller, the watcher and the keeper.
  * Returns 0, or -1 with `e` set. */
 static int open_consumer(ib_host *h, ib_error *e)
 {
     const ib_host_config *cfg = h->cfg;
-    if (h->recorder == NULL && open_recorder(h, e) != 0)
+    if (h->recorder == NULL && with_grace(h, open_recorder, "open the recorder", e) != 0)
         return -1;
-    if (bind_consumer(h, e) != 0 || ib__host_dispatch_open(h, e) != 0)
+    if (with_grace(h, bind_consumer, "bind the consumer", e) != 0 ||
+        ib__host_dispatch_open(h, e) != 0)
         return -1;
     ib_puller_options po = {
         .stream = cfg->stream,
