@@ -41,6 +41,7 @@
 #include "clock.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,50 +66,38 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_BEGIN_WRITE] = "BEGIN IMMEDIATE",
     [Q_COMMIT] = "COMMIT",
     [Q_ROLLBACK] = "ROLLBACK",
-    [Q_IS_DONE] = "SELECT 1 FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
-    /* The fingerprint is stored as a signed 64-bit INTEGER (all bits
-     * kept); NULL = none. An existing marker keeps its own. */
-    [Q_MARK] = "INSERT OR IGNORE INTO processed_log (consumer, event_id, ts, fp) "
-               "VALUES (?1, ?2, ?3, ?4)",
-    /* One row always: the claim (or NULLs), and the marker's fingerprint
-     * (0 = none) or NULL when the id is not done: the same one probe of
-     * processed_log that only asked whether it is done. */
-    [Q_CLAIM_GET] =
-        "SELECT c.owner, c.expires_ms, (SELECT coalesce(fp, 0) FROM processed_log "
-        "WHERE consumer = ?1 AND event_id = ?2), coalesce(c.attempts, 0) FROM (SELECT 1) "
-        "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
-    [Q_CLAIM_PUT] = "INSERT INTO processed_claims (consumer, event_id, owner, expires_ms) "
-                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, event_id) DO UPDATE "
-                    "SET owner = excluded.owner, expires_ms = excluded.expires_ms",
+    /* One row always: a key's state in the B-trees. The marker's ts is
+     * NULL when it is not marked; fingerprints are stored as signed 64-bit
+     * INTEGERs (all bits kept), NULL = none. */
+    [Q_STATE_GET] = "SELECT c.owner, c.expires_ms, m.ts, coalesce(m.fp, 0), "
+                    "coalesce(c.attempts, 0) FROM (SELECT 1) "
+                    "LEFT JOIN processed_markers m ON m.consumer = ?1 AND m.event_id = ?2 "
+                    "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
+    [Q_JOURNAL_PUT] = "INSERT INTO processed_journal (consumer, event_id, done, ts, fp, owner, "
+                      "expires_ms, attempts, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [Q_JOURNAL_READ] = "SELECT seq, consumer, event_id, done, ts, fp, owner, expires_ms, "
+                       "attempts FROM processed_journal WHERE seq > ?1 ORDER BY seq",
+    /* No WHERE: SQLite then empties the table at once instead of row by
+     * row, and a merge moves every row (the write lock keeps others out). */
+    [Q_JOURNAL_TRIM] = "DELETE FROM processed_journal",
+    [Q_MERGE_STATE] = "SELECT merged_seq FROM processed_merge",
+    [Q_MERGE_SET] = "UPDATE processed_merge SET merged_seq = ?1",
+    [Q_MARKER_PUT] = "INSERT OR REPLACE INTO processed_markers (consumer, event_id, ts, fp) "
+                     "VALUES (?1, ?2, ?3, ?4)",
+    [Q_MARKER_DEL] = "DELETE FROM processed_markers WHERE consumer = ?1 AND event_id = ?2",
+    [Q_CLAIM_SET] = "INSERT OR REPLACE INTO processed_claims (consumer, event_id, owner, "
+                    "expires_ms, attempts) VALUES (?1, ?2, ?3, ?4, ?5)",
     [Q_CLAIM_DEL] = "DELETE FROM processed_claims WHERE consumer = ?1 AND event_id = ?2",
-    /* A released claim keeps its row, and so its attempt count; its
-     * expiry becomes the release time, which prune reads as its age. */
-    [Q_CLAIM_RELEASE] = "UPDATE processed_claims SET owner = '', expires_ms = ?4 "
-                        "WHERE consumer = ?1 AND event_id = ?2 AND owner = ?3",
-    [Q_CLAIM_TAKE] = "INSERT INTO processed_claims (consumer, event_id, owner, expires_ms, "
-                     "attempts) VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (consumer, event_id) "
-                     "DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms, "
-                     "attempts = attempts + 1",
-    /* The claim alone: a fenced mark needs no probe of processed_log,
-     * whose random keys make every probe a B-tree descent. */
-    [Q_CLAIM_HOLDER] = "SELECT owner, expires_ms FROM processed_claims "
-                       "WHERE consumer = ?1 AND event_id = ?2",
-    /* Ends a claim the marker may end: ours, released, or lapsed. */
-    [Q_CLAIM_DEL_OWNED] = "DELETE FROM processed_claims WHERE consumer = ?1 AND event_id = ?2 "
-                          "AND (owner = ?3 OR owner = '' OR expires_ms <= ?4)",
-    [Q_CLAIM_RENEW] = "UPDATE processed_claims SET expires_ms = ?4 "
-                      "WHERE consumer = ?1 AND event_id = ?2 AND owner = ?3",
-    [Q_LOOKUP] = "SELECT ts FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
-    [Q_FORGET] = "DELETE FROM processed_log WHERE consumer = ?1 AND event_id = ?2",
-    /* Prune walks the primary key in ranges of at most N rows, so a
-     * transaction examines and deletes a bounded number of rows however
-     * few of them are old (there is deliberately no index on ts). */
-    [Q_PRUNE_END] = "SELECT consumer, event_id FROM processed_log "
+    /* Prune runs after a full merge, on the B-tree. It walks the primary
+     * key in ranges of at most N rows, so a transaction examines and
+     * deletes a bounded number of rows however few of them are old (there
+     * is deliberately no index on ts). */
+    [Q_PRUNE_END] = "SELECT consumer, event_id FROM processed_markers "
                     "WHERE (consumer, event_id) > (?1, ?2) "
                     "ORDER BY consumer, event_id LIMIT 1 OFFSET ?3",
-    [Q_PRUNE_RANGE] = "DELETE FROM processed_log WHERE (consumer, event_id) > (?1, ?2) "
+    [Q_PRUNE_RANGE] = "DELETE FROM processed_markers WHERE (consumer, event_id) > (?1, ?2) "
                       "AND (consumer, event_id) <= (?3, ?4) AND ts < ?5",
-    [Q_PRUNE_REST] = "DELETE FROM processed_log WHERE (consumer, event_id) > (?1, ?2) "
+    [Q_PRUNE_REST] = "DELETE FROM processed_markers WHERE (consumer, event_id) > (?1, ?2) "
                      "AND ts < ?5",
     [Q_PRUNE_CLAIMS] = "DELETE FROM processed_claims WHERE (consumer, event_id) IN "
                        "(SELECT consumer, event_id FROM processed_claims "
@@ -117,7 +106,13 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_LIST_ONE] = "SELECT consumer, event_id, ts FROM processed_log WHERE consumer = ?2 "
                    "ORDER BY ts DESC LIMIT ?1",
     [Q_STATS] = "SELECT count(*), count(DISTINCT consumer), min(ts), max(ts) FROM processed_log",
-    [Q_STATS_CLAIMS] = "SELECT count(*) FROM processed_claims WHERE owner <> ''",
+    /* Live claims: the B-tree's that the journal does not override, and
+     * the journal's newest states. */
+    [Q_STATS_CLAIMS] =
+        "SELECT (SELECT count(*) FROM processed_claims WHERE owner <> '' AND "
+        "(consumer, event_id) NOT IN (SELECT consumer, event_id FROM processed_journal)) + "
+        "(SELECT count(*) FROM (SELECT done, owner, max(seq) FROM processed_journal "
+        "GROUP BY consumer, event_id) WHERE done = 0 AND owner <> '')",
     [Q_STATS_PAGES] = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
     [Q_SAVEPOINT] = "SAVEPOINT " IB__SQ_SAVEPOINT,
     [Q_SAVEPOINT_RELEASE] = "RELEASE " IB__SQ_SAVEPOINT,
@@ -138,17 +133,15 @@ static inline sq_recorder *sq(ib_recorder *r)
     return (sq_recorder *)r;
 }
 
-static int is_done(sq_recorder *s, bool *done, const char *consumer, const char *event_id)
+/* Runs a write body, then merges if the journal is due. */
+static ib_status run_write(sq_recorder *s, tx_body body, void *ctx, ib_error *err)
 {
-    sqlite3_stmt *st = s->q[Q_IS_DONE];
-    int rc = ib__sq_bind_key(st, consumer, event_id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    *done = rc == SQLITE_ROW;
-    int rrc = sqlite3_reset(st);
-    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-        return rrc;
-    return rc;
+    pthread_mutex_lock(&s->mu);
+    ib_status st = ib__sq_run(s, TX_WRITE, body, ctx, err);
+    if (st == IB_OK)
+        ib__sq_maybe_merge(s);
+    pthread_mutex_unlock(&s->mu);
+    return st;
 }
 
 /* --- transaction bodies ------------------------------------------------- */
@@ -165,53 +158,46 @@ typedef struct batch_ctx {
 static int body_check(sq_recorder *s, void *vctx, ib_error *local)
 {
     batch_ctx *c = vctx;
+    sq_state st;
     (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = is_done(s, &c->processed[i], c->keys[i].consumer, c->keys[i].event_id);
-        if (rc != SQLITE_OK)
-            return rc;
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++) {
+        rc = ib__sq_state_get(s, &st, &c->keys[i]);
+        c->processed[i] = rc == SQLITE_OK && st.done;
     }
-    return SQLITE_OK;
+    return rc;
 }
 
+/* The seed's mark: no owner, so any claim ends with it. */
 static int body_mark(sq_recorder *s, void *vctx, ib_error *local)
 {
     batch_ctx *c = vctx;
     int64_t now = s->base.now_ms();
     (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_put_marker(s, &c->keys[i], now, 0);
-        if (rc == SQLITE_OK)
-            rc = ib__sq_exec_key(s->q[Q_CLAIM_DEL], c->keys[i].consumer, c->keys[i].event_id);
-        if (rc != SQLITE_OK)
-            return rc;
-    }
-    return SQLITE_OK;
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++)
+        rc = ib__sq_write_marker(s, &c->keys[i], "", INT64_MAX, now, 0);
+    return rc;
 }
 
 static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key *key,
                      const char *owner, int64_t now, int64_t expires)
 {
-    claim_row row;
-    int rc = ib__sq_read_claim(s, &row, key);
+    sq_state st;
+    int rc = ib__sq_state_get(s, &st, key);
     if (rc != SQLITE_OK)
         return rc;
-    if (row.done)
+    if (st.done)
         *state = IB_CLAIM_DONE;
-    else if (row.holder[0] != '\0' && strcmp(row.holder, owner) != 0 && row.expires > now)
+    else if (ib__sq_foreign_claim(&st, owner, now))
         *state = IB_CLAIM_BUSY;
     else
         *state = IB_CLAIM_ACQUIRED;
     if (*state != IB_CLAIM_ACQUIRED)
         return SQLITE_OK;
-
-    sqlite3_stmt *put = s->q[Q_CLAIM_PUT];
-    rc = sqlite3_bind_text(put, 3, owner, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(put, 4, expires);
-    if (rc == SQLITE_OK)
-        rc = ib__sq_exec_key(put, key->consumer, key->event_id);
-    return rc;
+    snprintf(st.owner, sizeof(st.owner), "%s", owner);
+    st.expires = expires;
+    return ib__sq_state_put(s, key, &st);
 }
 
 static int body_claim(sq_recorder *s, void *vctx, ib_error *local)
@@ -220,30 +206,30 @@ static int body_claim(sq_recorder *s, void *vctx, ib_error *local)
     int64_t now = s->base.lease_now_ms();
     int64_t expires = ib__lease_end(now, c->lease_ms);
     (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = claim_one(s, &c->states[i], &c->keys[i], c->owner, now, expires);
-        if (rc != SQLITE_OK)
-            return rc;
-    }
-    return SQLITE_OK;
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++)
+        rc = claim_one(s, &c->states[i], &c->keys[i], c->owner, now, expires);
+    return rc;
 }
 
+/* A released claim keeps its attempt count; its expiry becomes the
+ * release time, which prune reads as its age. */
 static int body_release(sq_recorder *s, void *vctx, ib_error *local)
 {
     batch_ctx *c = vctx;
-    sqlite3_stmt *st = s->q[Q_CLAIM_RELEASE];
+    sq_state st;
     (void)local;
     int64_t now = s->base.lease_now_ms();
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = sqlite3_bind_text(st, 3, c->owner, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-            rc = sqlite3_bind_int64(st, 4, now);
-        if (rc == SQLITE_OK)
-            rc = ib__sq_exec_key(st, c->keys[i].consumer, c->keys[i].event_id);
-        if (rc != SQLITE_OK)
-            return rc;
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++) {
+        rc = ib__sq_state_get(s, &st, &c->keys[i]);
+        if (rc != SQLITE_OK || strcmp(st.owner, c->owner) != 0)
+            continue;
+        st.owner[0] = '\0';
+        st.expires = now;
+        rc = ib__sq_state_put(s, &c->keys[i], &st);
     }
-    return SQLITE_OK;
+    return rc;
 }
 
 /* --- attempts, fenced leases and marks ------------------------------------ */
@@ -256,44 +242,54 @@ typedef struct acquire_ctx {
     const ib_claim_request *req;
 } acquire_ctx;
 
+/* Decides one key of an acquire; `*take` when it is ours to claim. */
+static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, uint64_t fp,
+                           const ib_claim_request *req, int64_t now)
+{
+    *out = (ib_claim_info){.state = IB_CLAIM_DONE, .attempts = st->attempts};
+    *take = false;
+    if (st->done) {
+        if (fp != 0 && st->fp != 0 && fp != st->fp)
+            out->state = IB_CLAIM_CONFLICT;
+        return;
+    }
+    int64_t hold = ib__claim_hold_ms(st->owner, req->owner, st->expires, now, req->lease_ms,
+                                     req->probe_holders, true);
+    if (hold > 0) {
+        out->state = IB_CLAIM_BUSY;
+        out->remaining_ms = hold;
+    } else if (req->max_attempts > 0 && st->attempts >= req->max_attempts) {
+        out->state = IB_CLAIM_EXHAUSTED;
+    } else {
+        out->state = IB_CLAIM_ACQUIRED;
+        out->attempts = st->attempts == UINT32_MAX ? UINT32_MAX : st->attempts + 1;
+        *take = true;
+    }
+}
+
 static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
 {
     acquire_ctx *c = vctx;
     const ib_claim_request *req = c->req;
     int64_t now = s->base.lease_now_ms();
     int64_t expires = ib__lease_end(now, req->lease_ms);
-    claim_row row;
+    sq_state st;
+    bool take;
     (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        ib_claim_info *out = &c->out[i];
-        int rc = ib__sq_read_claim(s, &row, &c->keys[i]);
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++) {
+        rc = ib__sq_state_get(s, &st, &c->keys[i]);
         if (rc != SQLITE_OK)
-            return rc;
-        *out = (ib_claim_info){.state = IB_CLAIM_DONE, .attempts = row.attempts};
-        if (row.done) {
-            uint64_t fp = c->fps != NULL ? c->fps[i] : 0;
-            if (fp != 0 && row.fp != 0 && fp != row.fp)
-                out->state = IB_CLAIM_CONFLICT;
+            break;
+        acquire_decide(&c->out[i], &take, &st, c->fps != NULL ? c->fps[i] : 0, req, now);
+        if (!take)
             continue;
-        }
-        int64_t hold = ib__claim_hold_ms(row.holder, req->owner, row.expires, now, req->lease_ms,
-                                         req->probe_holders, true);
-        if (hold > 0) {
-            out->state = IB_CLAIM_BUSY;
-            out->remaining_ms = hold;
-            continue;
-        }
-        if (req->max_attempts > 0 && row.attempts >= req->max_attempts) {
-            out->state = IB_CLAIM_EXHAUSTED;
-            continue;
-        }
-        rc = ib__sq_exec_owned(s->q[Q_CLAIM_TAKE], &c->keys[i], req->owner, expires);
-        if (rc != SQLITE_OK)
-            return rc;
-        out->state = IB_CLAIM_ACQUIRED;
-        out->attempts = row.attempts == UINT32_MAX ? UINT32_MAX : row.attempts + 1;
+        snprintf(st.owner, sizeof(st.owner), "%s", req->owner);
+        st.expires = expires;
+        st.attempts = c->out[i].attempts;
+        rc = ib__sq_state_put(s, &c->keys[i], &st);
     }
-    return SQLITE_OK;
+    return rc;
 }
 
 typedef struct owned_ctx {
@@ -310,60 +306,38 @@ static int body_renew(sq_recorder *s, void *vctx, ib_error *local)
     owned_ctx *c = vctx;
     int64_t now = s->base.lease_now_ms();
     int64_t expires = ib__lease_end(now, c->lease_ms);
+    sq_state st;
     (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_exec_owned(s->q[Q_CLAIM_RENEW], &c->keys[i], c->owner, expires);
-        if (rc != SQLITE_OK)
-            return rc;
-        c->flags[i] = sqlite3_changes(s->db) == 1;
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++) {
+        rc = ib__sq_state_get(s, &st, &c->keys[i]);
+        c->flags[i] = rc == SQLITE_OK && strcmp(st.owner, c->owner) == 0;
+        if (!c->flags[i])
+            continue;
+        st.expires = expires;
+        rc = ib__sq_state_put(s, &c->keys[i], &st);
     }
-    return SQLITE_OK;
+    return rc;
 }
 
-/* Whether another owner holds an unexpired claim on `key`. */
-static int foreign_holder(sq_recorder *s, bool *foreign, const ib_marker_key *key,
-                          const char *owner, int64_t now)
-{
-    sqlite3_stmt *st = s->q[Q_CLAIM_HOLDER];
-    int rc = ib__sq_bind_key(st, key->consumer, key->event_id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    *foreign = false;
-    if (rc == SQLITE_ROW) {
-        const char *holder = (const char *)sqlite3_column_text(st, 0);
-        *foreign = holder != NULL && holder[0] != '\0' && strcmp(holder, owner) != 0 &&
-                   sqlite3_column_int64(st, 1) > now;
-    }
-    int rrc = sqlite3_reset(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? rrc : rc;
-}
-
+/* Marks the keys whose claim is ours, released or lapsed. Another owner's
+ * live claim means it took the work over, and its result decides. */
 static int body_mark_owned(sq_recorder *s, void *vctx, ib_error *local)
 {
     owned_ctx *c = vctx;
     int64_t lease_now = s->base.lease_now_ms();
     int64_t ts = s->base.now_ms();
+    sq_state st;
     (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        const ib_marker_key *key = &c->keys[i];
-        /* The common case in one statement: our own claim ends. Only when
-         * nothing was deleted is the claim read: none at all (marked
-         * already, or never claimed) is fine; another owner's live claim
-         * means it took the work over, and its result decides. */
-        int rc = ib__sq_exec_owned(s->q[Q_CLAIM_DEL_OWNED], key, c->owner, lease_now);
-        bool foreign = false;
-        if (rc == SQLITE_OK && sqlite3_changes(s->db) == 0)
-            rc = foreign_holder(s, &foreign, key, c->owner, lease_now);
-        if (rc != SQLITE_OK)
-            return rc;
-        c->flags[i] = !foreign;
-        if (foreign)
-            continue;
-        rc = ib__sq_put_marker(s, key, ts, c->fps != NULL ? c->fps[i] : 0);
-        if (rc != SQLITE_OK)
-            return rc;
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++) {
+        rc = ib__sq_state_get(s, &st, &c->keys[i]);
+        c->flags[i] = rc == SQLITE_OK && !ib__sq_foreign_claim(&st, c->owner, lease_now);
+        if (c->flags[i])
+            rc = ib__sq_write_marker(s, &c->keys[i], c->owner, lease_now, ts,
+                                     c->fps != NULL ? c->fps[i] : 0);
     }
-    return SQLITE_OK;
+    return rc;
 }
 
 static ib_status sq_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
@@ -371,14 +345,14 @@ static ib_status sq_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_m
                                   const ib_claim_request *req, ib_error *err)
 {
     acquire_ctx c = {.keys = keys, .fps = fingerprints, .n = n, .out = out, .req = req};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_acquire, &c, err);
+    return run_write(sq(r), body_acquire, &c, err);
 }
 
 static ib_status sq_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                 const char *owner, int64_t lease_ms, ib_error *err)
 {
     owned_ctx c = {.keys = keys, .n = n, .flags = held, .owner = owner, .lease_ms = lease_ms};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_renew, &c, err);
+    return run_write(sq(r), body_renew, &c, err);
 }
 
 static ib_status sq_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
@@ -386,7 +360,7 @@ static ib_status sq_mark_owned_batch(ib_recorder *r, bool *marked, const ib_mark
                                      ib_error *err)
 {
     owned_ctx c = {.keys = keys, .fps = fingerprints, .n = n, .flags = marked, .owner = owner};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_mark_owned, &c, err);
+    return run_write(sq(r), body_mark_owned, &c, err);
 }
 
 /* --- vtable: the seed calls, batches, claims ------------------------------ */
@@ -396,7 +370,7 @@ static ib_status sq_is_processed(ib_recorder *r, bool *processed, const char *co
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .processed = processed};
-    return ib__sq_run_locked(sq(r), TX_NONE, body_check, &c, err);
+    return ib__sq_run_locked(sq(r), TX_READ, body_check, &c, err);
 }
 
 static ib_status sq_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
@@ -410,13 +384,13 @@ static ib_status sq_mark(ib_recorder *r, const char *consumer, const char *event
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_mark, &c, err);
+    return run_write(sq(r), body_mark, &c, err);
 }
 
 static ib_status sq_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_mark, &c, err);
+    return run_write(sq(r), body_mark, &c, err);
 }
 
 static ib_status sq_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
@@ -424,14 +398,14 @@ static ib_status sq_claim(ib_recorder *r, ib_claim_state *state, const char *con
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .states = state, .owner = owner, .lease_ms = lease_ms};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_claim, &c, err);
+    return run_write(sq(r), body_claim, &c, err);
 }
 
 static ib_status sq_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
                                 size_t n, const char *owner, int64_t lease_ms, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .states = states, .owner = owner, .lease_ms = lease_ms};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_claim, &c, err);
+    return run_write(sq(r), body_claim, &c, err);
 }
 
 static ib_status sq_release(ib_recorder *r, const char *consumer, const char *event_id,
@@ -439,14 +413,14 @@ static ib_status sq_release(ib_recorder *r, const char *consumer, const char *ev
 {
     ib_marker_key key = {consumer, event_id};
     batch_ctx c = {.keys = &key, .n = 1, .owner = owner};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_release, &c, err);
+    return run_write(sq(r), body_release, &c, err);
 }
 
 static ib_status sq_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                   const char *owner, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .owner = owner};
-    return ib__sq_run_locked(sq(r), TX_WRITE, body_release, &c, err);
+    return run_write(sq(r), body_release, &c, err);
 }
 
 /* --- vtable: admin calls ------------------------------------------------ */
@@ -461,41 +435,51 @@ typedef struct lookup_ctx {
 static int body_lookup(sq_recorder *s, void *vctx, ib_error *local)
 {
     lookup_ctx *c = vctx;
-    sqlite3_stmt *st = s->q[Q_LOOKUP];
+    ib_marker_key key = {c->consumer, c->event_id};
+    sq_state st;
     (void)local;
-    int rc = ib__sq_bind_key(st, c->consumer, c->event_id);
+    int rc = ib__sq_catch_up(s);
     if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    c->found = rc == SQLITE_ROW;
-    c->ts_ms = c->found ? sqlite3_column_int64(st, 0) : 0;
-    int rrc = sqlite3_reset(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? rrc : rc;
+        rc = ib__sq_state_get(s, &st, &key);
+    c->found = rc == SQLITE_OK && st.done;
+    c->ts_ms = c->found ? st.ts : 0;
+    return rc;
 }
 
 static ib_status sq_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
                            const char *event_id, ib_error *err)
 {
     lookup_ctx c = {.consumer = consumer, .event_id = event_id};
-    ib_status st = ib__sq_run_locked(sq(r), TX_NONE, body_lookup, &c, err);
+    ib_status st = ib__sq_run_locked(sq(r), TX_READ, body_lookup, &c, err);
     *found = c.found;
     *ts_ms = c.ts_ms;
     return st;
 }
 
+/* Forgetting is a new state like any other: not marked, claim kept. */
 static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
 {
     lookup_ctx *c = vctx;
+    ib_marker_key key = {c->consumer, c->event_id};
+    sq_state st;
     (void)local;
-    int rc = ib__sq_exec_key(s->q[Q_FORGET], c->consumer, c->event_id);
-    c->found = rc == SQLITE_OK && sqlite3_changes(s->db) > 0;
-    return rc;
+    int rc = ib__sq_catch_up(s);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_state_get(s, &st, &key);
+    c->found = rc == SQLITE_OK && st.done;
+    if (!c->found)
+        return rc;
+    st.done = false;
+    st.ts = 0;
+    st.fp = 0;
+    return ib__sq_state_put(s, &key, &st);
 }
 
 static ib_status sq_forget(ib_recorder *r, bool *existed, const char *consumer,
                            const char *event_id, ib_error *err)
 {
     lookup_ctx c = {.consumer = consumer, .event_id = event_id};
-    ib_status st = ib__sq_run_locked(sq(r), TX_WRITE, body_forget, &c, err);
+    ib_status st = run_write(sq(r), body_forget, &c, err);
     *existed = c.found;
     return st;
 }
@@ -579,15 +563,19 @@ static int body_prune_claims(sq_recorder *s, void *vctx, ib_error *local)
     return rc;
 }
 
-/* Each batch is its own transaction, and the lock is dropped between them
- * so other threads of this process get their turn too. */
+/* The journal is merged first, so that every marker and claim is in the
+ * B-trees prune walks. Each batch is its own transaction, and the lock is
+ * dropped between them so other threads of this process get their turn
+ * too. */
 static ib_status sq_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err)
 {
     sq_recorder *s = sq(r);
     prune_ctx c = {.older_than_ms = older_than_ms, .now_ms = r->now_ms()};
-    ib_status st = IB_OK;
     uint64_t transactions = 0;
     *removed = 0;
+    ib_status st = ib__sqlite_merge(r, NULL, err);
+    if (st != IB_OK)
+        return st;
     /* Consumers are never empty, so ("", "") is below every key. */
     c.cur_consumer = strdup("");
     c.cur_event = strdup("");
@@ -722,6 +710,7 @@ static uint64_t sq_wal_bytes(ib_recorder *r)
 static void sq_close(ib_recorder *r)
 {
     sq_recorder *s = sq(r);
+    ib__sq_tail_free(&s->tail);
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
     /* close_v2 never fails for lack of finalising; nothing is left here. */
@@ -868,6 +857,8 @@ static ib_status sq_new(sq_recorder **out, const ib__recorder_config *cfg, ib_er
     memcpy(s->path, cfg->path, sizeof(s->path));
     s->in_memory = strcmp(cfg->path, ":memory:") == 0;
     s->prune_rows = DEFAULT_PRUNE_ROWS;
+    s->merge_rows = IB__SQ_MERGE_ROWS;
+    ib__sq_tail_init(&s->tail);
     s->retry_budget_ms = (int64_t)cfg->busy_timeout_ms * 6;
     if (s->retry_budget_ms < RETRY_FLOOR_MS)
         s->retry_budget_ms = RETRY_FLOOR_MS;
@@ -961,6 +952,7 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
 finalize_stmts:
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
+    ib__sq_tail_free(&s->tail);
 close_db:
     sqlite3_close_v2(s->db); /* a no-op while no connection was opened */
     pthread_mutex_destroy(&s->mu);
@@ -998,6 +990,8 @@ static const ib_recorder_ops sq_ops = {
 
 /* --- hooks ------------------------------------------------------------------ */
 
+static uint64_t read_counter(ib_recorder *r, size_t offset);
+
 sqlite3 *ib__sqlite_db(ib_recorder *r)
 {
     return r != NULL && r->ops == &sq_ops ? sq(r)->db : NULL;
@@ -1014,11 +1008,60 @@ void ib__sqlite_set_prune_batch(ib_recorder *r, unsigned rows)
 
 uint64_t ib__sqlite_prune_transactions(ib_recorder *r)
 {
+    return read_counter(r, offsetof(sq_recorder, prune_transactions));
+}
+
+void ib__sqlite_set_merge_rows(ib_recorder *r, uint64_t rows)
+{
+    if (r != NULL && r->ops == &sq_ops && rows > 0) {
+        pthread_mutex_lock(&sq(r)->mu);
+        sq(r)->merge_rows = rows;
+        pthread_mutex_unlock(&sq(r)->mu);
+    }
+}
+
+void ib__sqlite_set_merge_hook(ib_recorder *r, void (*hook)(void *ctx, size_t keys), void *ctx)
+{
+    if (r != NULL && r->ops == &sq_ops) {
+        pthread_mutex_lock(&sq(r)->mu);
+        sq(r)->merge_hook = hook;
+        sq(r)->merge_hook_ctx = ctx;
+        pthread_mutex_unlock(&sq(r)->mu);
+    }
+}
+
+ib_status ib__sqlite_merge(ib_recorder *r, size_t *moved, ib_error *err)
+{
+    if (r == NULL || r->ops != &sq_ops)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: not an sqlite recorder");
+    sq_recorder *s = sq(r);
+    ib__sq_merge_ctx c = {.force = true};
+    pthread_mutex_lock(&s->mu);
+    ib_status st = ib__sq_run(s, TX_WRITE, ib__sq_body_merge, &c, err);
+    s->merges += st == IB_OK && c.moved > 0;
+    pthread_mutex_unlock(&s->mu);
+    if (moved != NULL)
+        *moved = st == IB_OK ? c.moved : 0;
+    return st;
+}
+
+static uint64_t read_counter(ib_recorder *r, size_t offset)
+{
     uint64_t n = 0;
     if (r != NULL && r->ops == &sq_ops) {
         pthread_mutex_lock(&sq(r)->mu);
-        n = sq(r)->prune_transactions;
+        memcpy(&n, (const char *)sq(r) + offset, sizeof(n));
         pthread_mutex_unlock(&sq(r)->mu);
     }
     return n;
+}
+
+uint64_t ib__sqlite_merges(ib_recorder *r)
+{
+    return read_counter(r, offsetof(sq_recorder, merges));
+}
+
+uint64_t ib__sqlite_merge_failures(ib_recorder *r)
+{
+    return read_counter(r, offsetof(sq_recorder, merge_failures));
 }

@@ -61,14 +61,17 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
             if (rc == SQLITE_OK && kind != TX_NONE)
                 rc = ib__sq_step_done(s->q[Q_COMMIT]);
         }
-        if (rc == SQLITE_OK)
+        if (rc == SQLITE_OK) {
+            s->tail_dirty = false;
             return IB_OK;
+        }
 
         /* Keep SQLite's message before the rollback replaces it. */
         char msg[IB_ERROR_MSG_MAX];
         snprintf(msg, sizeof(msg), "%s", rc == IB__SQLITE_REFUSED ? "" : sqlite3_errmsg(s->db));
         if (!sqlite3_get_autocommit(s->db))
             ib__sq_step_done(s->q[Q_ROLLBACK]);
+        ib__sq_tail_rollback(s);
         if (rc == IB__SQLITE_REFUSED) {
             if (err != NULL)
                 *err = local;
@@ -84,6 +87,13 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
                                 s->name, msg, (long long)spent);
         return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name, msg);
     }
+}
+
+void ib__sq_tail_rollback(sq_recorder *s)
+{
+    if (s->tail_dirty)
+        ib__sq_tail_clear(&s->tail);
+    s->tail_dirty = false;
 }
 
 ib_status ib__sq_run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)
@@ -112,61 +122,6 @@ int ib__sq_exec_key(sqlite3_stmt *st, const char *consumer, const char *event_id
         return rc;
     }
     return ib__sq_step_done(st);
-}
-
-int ib__sq_put_marker(sq_recorder *s, const ib_marker_key *key, int64_t ts, uint64_t fp)
-{
-    sqlite3_stmt *mark = s->q[Q_MARK];
-    int rc = sqlite3_bind_int64(mark, 3, ts);
-    /* Bindings outlive a reset: "none" must be bound too. */
-    if (rc == SQLITE_OK)
-        rc = fp != 0 ? sqlite3_bind_int64(mark, 4, (sqlite3_int64)fp) : sqlite3_bind_null(mark, 4);
-    if (rc != SQLITE_OK) {
-        sqlite3_reset(mark);
-        return rc;
-    }
-    return ib__sq_exec_key(mark, key->consumer, key->event_id);
-}
-
-int ib__sq_read_claim(sq_recorder *s, claim_row *row, const ib_marker_key *key)
-{
-    sqlite3_stmt *get = s->q[Q_CLAIM_GET];
-    int rc = ib__sq_bind_key(get, key->consumer, key->event_id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(get);
-    if (rc != SQLITE_ROW) {
-        sqlite3_reset(get);
-        return rc == SQLITE_OK || rc == SQLITE_DONE ? SQLITE_INTERNAL : rc;
-    }
-    const char *holder = (const char *)sqlite3_column_text(get, 0);
-    snprintf(row->holder, sizeof(row->holder), "%s", holder != NULL ? holder : "");
-    row->expires = sqlite3_column_int64(get, 1);
-    row->done = sqlite3_column_type(get, 2) != SQLITE_NULL;
-    row->fp = row->done ? (uint64_t)sqlite3_column_int64(get, 2) : 0;
-    int64_t attempts = sqlite3_column_int64(get, 3);
-    row->attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
-    return sqlite3_reset(get);
-}
-
-int ib__sq_exec_owned(sqlite3_stmt *st, const ib_marker_key *key, const char *owner, int64_t ms)
-{
-    int rc = sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(st, 4, ms);
-    if (rc != SQLITE_OK) {
-        sqlite3_reset(st);
-        return rc;
-    }
-    return ib__sq_exec_key(st, key->consumer, key->event_id);
-}
-
-int ib__sq_write_marker(sq_recorder *s, const ib_marker_key *key, const char *owner,
-                        int64_t lease_now, int64_t ts, uint64_t fp)
-{
-    int rc = ib__sq_exec_owned(s->q[Q_CLAIM_DEL_OWNED], key, owner, lease_now);
-    if (rc == SQLITE_OK)
-        rc = ib__sq_put_marker(s, key, ts, fp);
-    return rc;
 }
 
 int ib__sq_read_count(uint64_t *out, sqlite3_stmt *st)

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "recorder_internal.h"
+#include "sqlite_tail.h"
 
 /* PRAGMA user_version this build writes and understands.
  *   0: no schema yet, or the seed's layout: a rowid processed_log table,
@@ -16,8 +17,11 @@
  *   1: processed_log WITHOUT ROWID, ts INTEGER unix ms; processed_claims.
  *   2: processed_claims counts attempts, lease ends on the boot clock.
  *   3: processed_log.fp (payload fingerprints, NULL = none) and the
- *      processed_outbox table. */
-#define IB__SQLITE_SCHEMA_VERSION 3
+ *      processed_outbox table.
+ *   4: the marker journal: processed_log becomes processed_markers plus
+ *      processed_journal and processed_merge, and processed_log a view
+ *      over them (sqlite_journal.c). */
+#define IB__SQLITE_SCHEMA_VERSION 4
 
 /* Returned by ib__sqlite_schema_ensure when the file cannot be used and
  * retrying will not help; `err` says why (IB_ERR_SCHEMA). Not an SQLite
@@ -62,18 +66,16 @@ enum ib__sq_query {
     Q_BEGIN_WRITE,
     Q_COMMIT,
     Q_ROLLBACK,
-    Q_IS_DONE,
-    Q_MARK,
-    Q_CLAIM_GET,
-    Q_CLAIM_PUT,
+    Q_STATE_GET,
+    Q_JOURNAL_PUT,
+    Q_JOURNAL_READ,
+    Q_JOURNAL_TRIM,
+    Q_MERGE_STATE,
+    Q_MERGE_SET,
+    Q_MARKER_PUT,
+    Q_MARKER_DEL,
+    Q_CLAIM_SET,
     Q_CLAIM_DEL,
-    Q_CLAIM_RELEASE,
-    Q_CLAIM_TAKE,
-    Q_CLAIM_RENEW,
-    Q_CLAIM_HOLDER,
-    Q_CLAIM_DEL_OWNED,
-    Q_LOOKUP,
-    Q_FORGET,
     Q_PRUNE_END,
     Q_PRUNE_RANGE,
     Q_PRUNE_REST,
@@ -91,8 +93,12 @@ enum ib__sq_query {
     Q_OUTBOX_DEL,
     Q_OUTBOX_COUNT,
     Q_COUNT,
-    Q_FIRST_SCHEMA = Q_IS_DONE, /* statements before this need no tables */
+    Q_FIRST_SCHEMA = Q_STATE_GET, /* statements before this need no tables */
 };
+
+/* Journal rows that start a merge, by default: enough that a merge writes
+ * many keys per B-tree page, few enough that the tail stays small. */
+#define IB__SQ_MERGE_ROWS 16384
 
 /* Bytes of a path shown in messages. */
 #define IB__SQ_NAME_SHOWN 150
@@ -112,6 +118,12 @@ typedef struct sq_recorder {
     uint64_t jitter;
     unsigned prune_rows;
     uint64_t prune_transactions;
+    sq_tail tail;        /* the journal's unmerged states (sqlite_journal.c) */
+    bool tail_dirty;     /* the tail holds rows of the open transaction */
+    uint64_t merge_rows; /* journal rows that start a merge */
+    uint64_t merges, merge_failures;
+    void (*merge_hook)(void *ctx, size_t keys); /* tests: runs inside a merge */
+    void *merge_hook_ctx;
 } sq_recorder;
 
 typedef enum tx_kind {
@@ -133,6 +145,10 @@ typedef int (*tx_body)(sq_recorder *s, void *ctx, ib_error *local);
 ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);
 ib_status ib__sq_run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);
 
+/* After a rollback: clears the tail if it held rows of the transaction
+ * (the next catch-up reads the journal again). */
+void ib__sq_tail_rollback(sq_recorder *s);
+
 /* Whether an SQLite code is worth a retry of the whole transaction. */
 bool ib__sq_retryable(int rc);
 
@@ -149,35 +165,47 @@ int ib__sq_bind_key(sqlite3_stmt *st, const char *consumer, const char *event_id
 /* Binds a key, steps the write statement `st` to completion and resets it. */
 int ib__sq_exec_key(sqlite3_stmt *st, const char *consumer, const char *event_id);
 
-/* Binds owner (?3) and a lease end (?4), then runs `st` on the key. */
-int ib__sq_exec_owned(sqlite3_stmt *st, const ib_marker_key *key, const char *owner, int64_t ms);
-
-/* Writes one marker at `ts` with `fp` (0 = none); an existing marker
- * stays as it is. */
-int ib__sq_put_marker(sq_recorder *s, const ib_marker_key *key, int64_t ts, uint64_t fp);
-
 /* Steps a statement whose one row is one number into `*out` (left alone
  * when no row comes back), and resets it. An SQLite code. */
 int ib__sq_read_count(uint64_t *out, sqlite3_stmt *st);
 
-/* The claim row of a key as Q_CLAIM_GET reads it, with the marker's
- * fingerprint. `holder` is copied (the statement is reset before use). */
-typedef struct claim_row {
-    bool done;
-    uint64_t fp;                   /* done: the marker's fingerprint, 0 = none */
-    char holder[IB_OWNER_MAX + 1]; /* "" = free */
-    int64_t expires;
-    uint32_t attempts;
-} claim_row;
+/* ---- the journal (sqlite_journal.c) -------------------------------------- */
 
-/* Reads `key`'s claim and marker in one statement. An SQLite code. */
-int ib__sq_read_claim(sq_recorder *s, claim_row *row, const ib_marker_key *key);
+/* Reads the journal rows this process has not seen into its tail, and
+ * drops the entries a merge has moved to the B-trees. Every transaction
+ * body that reads or writes a key's state calls it first: inside a write
+ * transaction, the tail and the B-trees are then the whole truth. */
+int ib__sq_catch_up(sq_recorder *s);
+
+/* The state of `key`: the tail's, else the B-trees'. After ib__sq_catch_up
+ * in the same transaction. An SQLite code. */
+int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key);
+
+/* Appends `st` as the newest state of `key` and puts it in the tail. In a
+ * write transaction, after ib__sq_catch_up. An SQLite code. */
+int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st);
+
+/* Whether `st` holds a live claim of another owner than `owner`. */
+bool ib__sq_foreign_claim(const sq_state *st, const char *owner, int64_t lease_now);
 
 /* Ends the claim a marker may end (the owner's own, released, or lapsed
- * at `lease_now`), then writes the marker at `ts` with `fp` (0 = none);
- * a marker that exists stays as it is. An SQLite code. */
+ * at `lease_now`), then marks `key` at `ts` with `fp` (0 = none); a marker
+ * that exists stays as it is. An SQLite code. */
 int ib__sq_write_marker(sq_recorder *s, const ib_marker_key *key, const char *owner,
                         int64_t lease_now, int64_t ts, uint64_t fp);
+
+typedef struct ib__sq_merge_ctx {
+    bool force;   /* merge whatever the journal holds */
+    size_t moved; /* out: keys written to the B-trees */
+} ib__sq_merge_ctx;
+
+/* A transaction body (TX_WRITE): moves the journal into the B-trees when
+ * it holds merge_rows rows, or anything with `force`. */
+int ib__sq_body_merge(sq_recorder *s, void *ctx, ib_error *local);
+
+/* Merges after a committed write when the journal is due; a failure is
+ * counted and left for the next write. Caller holds the mutex. */
+void ib__sq_maybe_merge(sq_recorder *s);
 
 /* The transaction and outbox ops (sqlite_txn.c). */
 ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
@@ -199,5 +227,21 @@ void ib__sqlite_set_prune_batch(ib_recorder *r, unsigned rows);
 
 /* Transactions the last prune committed. */
 uint64_t ib__sqlite_prune_transactions(ib_recorder *r);
+
+/* Journal rows that start a merge (default IB__SQ_MERGE_ROWS). */
+void ib__sqlite_set_merge_rows(ib_recorder *r, uint64_t rows);
+
+/* Calls `hook` inside every merge transaction, after the journal was read
+ * and before the B-trees are written, with the number of keys it moves
+ * (tests pause there to kill the process mid-merge). NULL removes it. */
+void ib__sqlite_set_merge_hook(ib_recorder *r, void (*hook)(void *ctx, size_t keys), void *ctx);
+
+/* Merges the whole journal now. `*moved` (may be NULL): keys written.
+ * IB_ERR_RECORDER when the transaction failed (nothing was merged). */
+ib_status ib__sqlite_merge(ib_recorder *r, size_t *moved, ib_error *err);
+
+/* Merges that moved keys, and merges that failed, since the open. */
+uint64_t ib__sqlite_merges(ib_recorder *r);
+uint64_t ib__sqlite_merge_failures(ib_recorder *r);
 
 #endif

@@ -1,10 +1,13 @@
 /* Schema of the sqlite: recorder, versioned with PRAGMA user_version.
  *
- * processed_log is the spec's table, readable by other tools. It is
- * WITHOUT ROWID: with random 32-character keys a rowid table plus its
- * primary-key index would write two b-trees per marker. There is no index
- * on ts, for the same reason: prune walks the primary key in bounded
- * ranges instead (sqlite.c).
+ * processed_log is the spec's table, readable by other tools. Since
+ * version 4 it is a view: markers live in processed_markers (the B-tree)
+ * and processed_journal (appended, merged into the B-tree in batches;
+ * sqlite_journal.c says why). processed_markers is WITHOUT ROWID: with
+ * random 32-character keys a rowid table plus its primary-key index would
+ * write two b-trees per marker. There is no index on ts, for the same
+ * reason: prune walks the primary key in bounded ranges instead
+ * (sqlite.c).
  *
  * Claims in progress live apart in processed_claims, so processed_log only
  * ever holds done markers and its meaning stays the seed's. A claim row
@@ -22,8 +25,9 @@
  *
  * Versions: 0 is an empty file or the seed's layout; 1 had claims without
  * attempts and with wall-clock expiries; 2 counts attempts and keeps lease
- * ends on the boot clock; 3 adds processed_log.fp and processed_outbox.
- * Every older version is migrated in place, within the opening
+ * ends on the boot clock; 3 adds processed_log.fp and processed_outbox;
+ * 4 renames the table processed_markers and adds the journal, the merge
+ * state and the view. Every older version is migrated in place, within the opening
  * transaction; version 2 gains its column without a rewrite of the table
  * (ALTER TABLE ADD COLUMN). */
 #include "sqlite_internal.h"
@@ -42,6 +46,39 @@
 
 #define CREATE_LOG "CREATE TABLE processed_log" LOG_COLUMNS
 
+/* Version 4: every change to a key is appended here as its whole new
+ * state; a merge moves the newest states into processed_markers and
+ * processed_claims (sqlite_journal.c). */
+#define CREATE_JOURNAL                                                                             \
+    "CREATE TABLE processed_journal (\n"                                                           \
+    "    seq INTEGER PRIMARY KEY, -- rising for good: set by the writer\n"                         \
+    "    consumer TEXT NOT NULL,\n"                                                                \
+    "    event_id TEXT NOT NULL,\n"                                                                \
+    "    done INTEGER NOT NULL, -- 1 = marked\n"                                                   \
+    "    ts INTEGER NOT NULL, -- done: unix milliseconds when marked\n"                            \
+    "    fp INTEGER NOT NULL, -- done: payload fingerprint; 0 = none\n"                            \
+    "    owner TEXT NOT NULL, -- claim holder; '' = none\n"                                        \
+    "    expires_ms INTEGER NOT NULL, -- claim's lease end (ms since boot)\n"                      \
+    "    attempts INTEGER NOT NULL -- handler attempts the claim counted\n"                        \
+    ")"
+
+/* Journal rows at or below merged_seq are in the B-trees. */
+#define CREATE_MERGE "CREATE TABLE processed_merge (merged_seq INTEGER NOT NULL)"
+
+/* The markers as the seed's table showed them: the B-tree's, unless the
+ * journal holds a newer state of the key, and the journal's newest states
+ * that are marked (SQLite takes the bare columns of a max() aggregate from
+ * the row holding the max). */
+#define CREATE_LOG_VIEW                                                                            \
+    "CREATE VIEW processed_log (consumer, event_id, ts, fp) AS\n"                                  \
+    "SELECT consumer, event_id, ts, fp FROM processed_markers\n"                                   \
+    " WHERE (consumer, event_id) NOT IN (SELECT consumer, event_id FROM processed_journal)\n"      \
+    "UNION ALL\n"                                                                                  \
+    "SELECT consumer, event_id, ts, nullif(fp, 0) FROM\n"                                          \
+    " (SELECT consumer, event_id, done, ts, fp, max(seq) FROM processed_journal\n"                 \
+    "  GROUP BY consumer, event_id)\n"                                                             \
+    " WHERE done = 1"
+
 #define CREATE_CLAIMS                                                                              \
     "CREATE TABLE processed_claims (\n"                                                            \
     "    consumer TEXT NOT NULL,\n"                                                                \
@@ -54,7 +91,7 @@
 
 #define CREATE_OUTBOX                                                                              \
     "CREATE TABLE processed_outbox (\n"                                                            \
-    "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"                                                 \
+    "    seq INTEGER PRIMARY KEY, -- rising for good: set by the writer\n"                         \
     "    subject TEXT NOT NULL,\n"                                                                 \
     "    msg_id TEXT NOT NULL, -- sent as Nats-Msg-Id\n"                                           \
     "    data BLOB NOT NULL,\n"                                                                    \
@@ -187,6 +224,22 @@ static int from_v2(sqlite3 *db)
     return rc;
 }
 
+/* Version 3 to 4. RENAME only edits the schema: the markers stay where
+ * they are, and no journal row exists yet. */
+static int from_v3(sqlite3 *db)
+{
+    int rc = exec(db, "ALTER TABLE processed_log RENAME TO processed_markers");
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_JOURNAL);
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_MERGE);
+    if (rc == SQLITE_OK)
+        rc = exec(db, "INSERT INTO processed_merge VALUES (0)");
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_LOG_VIEW);
+    return rc;
+}
+
 static int set_version(sqlite3 *db)
 {
     char sql[64];
@@ -210,13 +263,16 @@ static int from_v0(sqlite3 *db, const char *name, long long version, long long t
     int rc;
     if (tables > 0) {
         long long ours = 0;
-        rc = count_tables(db, "'processed_claims', 'processed_outbox'", &ours);
+        rc = count_tables(db,
+                          "'processed_claims', 'processed_outbox', 'processed_markers', "
+                          "'processed_journal', 'processed_merge'",
+                          &ours);
         if (rc != SQLITE_OK)
             return rc;
         if (ours)
             return refuse(err, name,
-                          "schema version %lld with a processed_claims or processed_outbox "
-                          "table this build did not create",
+                          "schema version %lld with a table of a later version "
+                          "(processed_claims, ...) this build did not create",
                           version);
         rc = migrate_seed(db, name, now_ms, err);
     } else {
@@ -227,6 +283,29 @@ static int from_v0(sqlite3 *db, const char *name, long long version, long long t
     if (rc == SQLITE_OK)
         rc = exec(db, CREATE_OUTBOX);
     return rc;
+}
+
+/* A file at the current version must have all of its tables and the view. */
+static int check_current(sqlite3 *db, const char *name, long long version, ib_error *err)
+{
+    long long tables = 0, views = 0;
+    int rc = count_tables(db,
+                          "'processed_markers', 'processed_claims', 'processed_outbox', "
+                          "'processed_journal', 'processed_merge'",
+                          &tables);
+    if (rc == SQLITE_OK)
+        rc = read_int(db,
+                      "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND "
+                      "name = 'processed_log'",
+                      &views);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (tables != 5 || views != 1)
+        return refuse(err, name,
+                      "schema version %lld but %lld of its 5 tables and %lld processed_log "
+                      "view exist",
+                      version, tables, views);
+    return SQLITE_OK;
 }
 
 int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err)
@@ -245,15 +324,16 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
         rc = count_tables(db, "'processed_outbox'", &outbox);
     if (rc != SQLITE_OK)
         return rc;
-    if (version == IB__SQLITE_SCHEMA_VERSION) {
+    if (version == IB__SQLITE_SCHEMA_VERSION)
+        return check_current(db, name, version, err);
+    if (version == 3) {
         if (tables != 2 || outbox != 1)
             return refuse(err, name,
                           "schema version %lld but %lld of the tables processed_log, "
                           "processed_claims and processed_outbox exist",
                           version, tables + outbox);
-        return SQLITE_OK;
-    }
-    if (version == 2 || (version == 1 && tables == 2)) {
+        rc = SQLITE_OK;
+    } else if (version == 2 || (version == 1 && tables == 2)) {
         if (tables != 2 || outbox != 0)
             return refuse(err, name,
                           "schema version %lld but %lld of the tables processed_log and "
@@ -265,6 +345,8 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
     } else {
         rc = from_v0(db, name, version, tables, now_ms, err);
     }
+    if (rc == SQLITE_OK)
+        rc = from_v3(db);
     if (rc == SQLITE_OK)
         rc = set_version(db);
     return rc;

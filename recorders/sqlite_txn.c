@@ -36,7 +36,8 @@ struct ib__txn {
 /* Tables work may read but never write or change. */
 static bool is_ours(const char *table)
 {
-    static const char *const ours[] = {"processed_log", "processed_claims", "processed_outbox",
+    static const char *const ours[] = {"processed_log",     "processed_markers", "processed_claims",
+                                       "processed_journal", "processed_merge",   "processed_outbox",
                                        "sqlite_sequence"};
     if (table == NULL)
         return false;
@@ -73,6 +74,8 @@ static int authorize(void *ud, int action, const char *a1, const char *a2, const
     case SQLITE_DELETE:
     case SQLITE_DROP_TABLE:
     case SQLITE_DROP_TEMP_TABLE:
+    case SQLITE_DROP_VIEW:
+    case SQLITE_DROP_TEMP_VIEW:
         return is_ours(a1) ? SQLITE_DENY : SQLITE_OK;
     case SQLITE_ALTER_TABLE: /* a2: the table */
     case SQLITE_CREATE_INDEX:
@@ -142,14 +145,13 @@ typedef struct txn_call {
 /* Whether key i may run: not marked, and no other owner's live claim. */
 static int fence(txn_call *c, size_t i, ib__txn_result *res)
 {
-    claim_row row;
-    int rc = ib__sq_read_claim(c->s, &row, &c->keys[i]);
+    sq_state st;
+    int rc = ib__sq_state_get(c->s, &st, &c->keys[i]);
     if (rc != SQLITE_OK)
         return rc;
-    int64_t now = c->s->base.lease_now_ms();
-    if (row.done)
+    if (st.done)
         *res = IB__TXN_DONE;
-    else if (row.holder[0] != '\0' && strcmp(row.holder, c->req->owner) != 0 && row.expires > now)
+    else if (ib__sq_foreign_claim(&st, c->req->owner, c->s->base.lease_now_ms()))
         *res = IB__TXN_LOST;
     else
         *res = IB__TXN_NOT_RUN;
@@ -194,6 +196,8 @@ static int pass(txn_call *c)
         c->out[i] = IB__TXN_NOT_RUN;
     c->ran_to = c->decided = 0;
     int rc = ib__sq_step_done(s->q[Q_BEGIN_WRITE]);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_catch_up(s);
     if (rc != SQLITE_OK)
         return rc;
     int64_t opened = ib_clock_monotonic_ms();
@@ -207,7 +211,10 @@ static int pass(txn_call *c)
             return rc;
         c->decided = i + 1;
     }
-    return ib__sq_step_done(s->q[Q_COMMIT]);
+    rc = ib__sq_step_done(s->q[Q_COMMIT]);
+    if (rc == SQLITE_OK)
+        s->tail_dirty = false;
+    return rc;
 }
 
 /* After a failed pass: nothing of it survives, so every key whose work
@@ -222,6 +229,7 @@ static ib_status failed(txn_call *c, int rc, size_t *consumed, ib_error *err)
                             : sqlite3_errmsg(s->db));
     if (!sqlite3_get_autocommit(s->db))
         ib__sq_step_done(s->q[Q_ROLLBACK]);
+    ib__sq_tail_rollback(s);
     for (size_t i = 0; i < c->n; i++) {
         if (i >= c->ran_to)
             c->out[i] = IB__TXN_NOT_RUN;
@@ -261,6 +269,7 @@ ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
             ib_clock_monotonic_ms() - start < s->retry_budget_ms) {
             if (!sqlite3_get_autocommit(s->db))
                 ib__sq_step_done(s->q[Q_ROLLBACK]);
+            ib__sq_tail_rollback(s);
             ib__sq_backoff(s, &delay_us);
             continue;
         }
@@ -268,6 +277,8 @@ ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
         break;
     }
     sqlite3_set_authorizer(s->db, NULL, NULL);
+    if (st == IB_OK)
+        ib__sq_maybe_merge(s);
     pthread_mutex_unlock(&s->mu);
     return st;
 }

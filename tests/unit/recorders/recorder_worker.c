@@ -1,6 +1,7 @@
 /* Worker for the multi-process test: claims every id of its range on one
  * SQLite file; for each claim it wins it appends "<id> <pid>" to its own
- * output file, then marks the id. Ids it finds busy are retried until they
+ * output file, then marks the id. It merges the journal often, so the
+ * workers race each other's merges too. Ids it finds busy are retried until they
  * are done. Exits non-zero on any error, SQLITE_BUSY included, so the test
  * sees every failure.
  *
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "rtest.h"
+#include "sqlite_internal.h"
 
 static int fail(const char *what, const ib_error *err)
 {
@@ -58,6 +60,8 @@ int main(int argc, char **argv)
     }
     if (ib_recorder_open(&r, uri, NULL, &err) != IB_OK)
         return fail("open recorder", &err);
+    /* Merges while the others claim and mark: every few dozen ids. */
+    ib__sqlite_set_merge_rows(r, 64);
 
     /* Start together: the parent closes its end of the pipe. */
     char b;

@@ -205,7 +205,7 @@ static void test_schema_layout(void **state)
     ib_recorder_close(r);
     sqlite3 *db = raw_open("s.db");
     assert_int_equal(query_int(db, "PRAGMA user_version"), IB__SQLITE_SCHEMA_VERSION);
-    char *sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_log'");
+    char *sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_markers'");
     assert_non_null(strstr(sql, "WITHOUT ROWID"));
     assert_non_null(strstr(sql, "consumer TEXT NOT NULL"));
     assert_non_null(strstr(sql, "event_id TEXT NOT NULL"));
@@ -214,6 +214,14 @@ static void test_schema_layout(void **state)
     free(sql);
     sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_claims'");
     assert_non_null(strstr(sql, "WITHOUT ROWID"));
+    free(sql);
+    /* processed_log is a view; the journal is appended by rowid. */
+    sql = query_text(db, "SELECT type FROM sqlite_master WHERE name = 'processed_log'");
+    assert_string_equal(sql, "view");
+    free(sql);
+    sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_journal'");
+    assert_non_null(strstr(sql, "seq INTEGER PRIMARY KEY"));
+    assert_null(strstr(sql, "WITHOUT ROWID"));
     free(sql);
     /* No separate index: the primary key is the table. */
     assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
@@ -309,7 +317,7 @@ static void test_migrates_seed_schema(void **state)
 
     db = raw_open("seed.db");
     assert_int_equal(query_int(db, "PRAGMA user_version"), IB__SQLITE_SCHEMA_VERSION);
-    sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_log'");
+    sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_markers'");
     assert_non_null(strstr(sql, "WITHOUT ROWID"));
     free(sql);
     assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log WHERE typeof(ts) <> "
@@ -377,14 +385,14 @@ static void insert_old_markers(sqlite3 *db, uint64_t n0, uint64_t n)
     }
 }
 
-/* After a migration: version 3, old markers done whatever fingerprint a
+/* After a migration: the current version, old markers done whatever fingerprint a
  * claim brings, fp NULL in old rows, an empty outbox, and new marks
  * storing all 64 bits of theirs. */
 static void check_migrated(const char *name, uint64_t n0, uint64_t n)
 {
     ib_recorder *r = open_uri("sqlite:%s", name);
     sqlite3 *db = ib__sqlite_db(r);
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), IB__SQLITE_SCHEMA_VERSION);
     assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log WHERE fp IS NULL"),
                      (long long)n);
     char id[IB_ID_BUF_SIZE];
@@ -422,15 +430,15 @@ static void test_migrates_version_2(void **state)
     db = raw_open("v2.db");
     /* The claim kept its attempts; the old table was altered, not copied. */
     assert_int_equal(query_int(db, "SELECT attempts FROM processed_claims"), 2);
-    char *sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_log'");
+    char *sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_markers'");
     assert_non_null(strstr(sql, "WITHOUT ROWID"));
     assert_non_null(strstr(sql, "fp INTEGER"));
     free(sql);
     sqlite3_close(db);
 }
 
-/* Version 1 runs through 2 into 3 in the one opening transaction. */
-static void test_migrates_version_1_to_3(void **state)
+/* Version 1 runs through 2 and 3 into 4 in the one opening transaction. */
+static void test_migrates_version_1(void **state)
 {
     (void)state;
     sqlite3 *db = raw_open("v1.db");
@@ -467,7 +475,7 @@ static void test_newer_schema_refused(void **state)
     mark_n(r, "c", 0, 3);
     ib_recorder_close(r);
     sqlite3 *db = raw_open("new.db");
-    exec_raw(db, "PRAGMA user_version = 4");
+    exec_raw(db, "PRAGMA user_version = 5");
     sqlite3_close(db);
 
     char path[4096], uri[4200];
@@ -476,11 +484,11 @@ static void test_newer_schema_refused(void **state)
     r = (ib_recorder *)&r;
     assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_SCHEMA);
     assert_null(r);
-    assert_non_null(strstr(err.msg, "schema version 4 is newer than this build understands (3)"));
+    assert_non_null(strstr(err.msg, "schema version 5 is newer than this build understands (4)"));
     assert_non_null(strstr(err.msg, "new.db"));
     /* Left untouched. */
     db = raw_open("new.db");
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 5);
     assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 3);
     sqlite3_close(db);
 }
@@ -559,7 +567,7 @@ static void test_held_write_lock_is_waited_out(void **state)
     sqlite3 *db = raw_open("busy.db");
     sqlite3_busy_timeout(db, 0);
     exec_raw(db, "BEGIN IMMEDIATE");
-    exec_raw(db, "INSERT INTO processed_log (consumer, event_id, ts) VALUES ('other', 'x', 1)");
+    exec_raw(db, "INSERT INTO processed_markers (consumer, event_id, ts) VALUES ('other', 'x', 1)");
     holder h = {db, rt_under_valgrind() ? 1500 : 400};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, hold_then_commit, &h), 0);
@@ -629,7 +637,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_migrates_seed_schema, setup, teardown),
     cmocka_unit_test_setup_teardown(test_migrates_untyped_seed_with_nulls, setup, teardown),
     cmocka_unit_test_setup_teardown(test_migrates_version_2, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_migrates_version_1_to_3, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_migrates_version_1, setup, teardown),
     cmocka_unit_test_setup_teardown(test_v2_with_foreign_outbox_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unknown_layout_refused, setup, teardown),

@@ -251,15 +251,18 @@ static const char *const refused[] = {
     "RELEASE " IB__SQ_SAVEPOINT,
     "ROLLBACK TO " IB__SQ_SAVEPOINT,
     "SAVEPOINT " IB__SQ_SAVEPOINT,
-    "INSERT INTO processed_log (consumer, event_id, ts) VALUES ('x', 'y', 1)",
-    "DELETE FROM processed_log",
+    "INSERT INTO processed_markers (consumer, event_id, ts) VALUES ('x', 'y', 1)",
+    "DELETE FROM processed_markers",
+    "DELETE FROM processed_journal",
+    "UPDATE processed_merge SET merged_seq = 0",
+    "DROP VIEW processed_log",
     "UPDATE processed_claims SET owner = ''",
     "DELETE FROM processed_outbox",
     "UPDATE sqlite_sequence SET seq = 0",
-    "CREATE INDEX sneaky ON processed_log (ts)",
-    "CREATE TRIGGER sneaky AFTER INSERT ON effects BEGIN DELETE FROM processed_log; END",
-    "CREATE TEMP TRIGGER sneaky AFTER INSERT ON main.processed_log BEGIN SELECT 1; END",
-    "ALTER TABLE processed_log ADD COLUMN x",
+    "CREATE INDEX sneaky ON processed_journal (event_id)",
+    "CREATE TRIGGER sneaky AFTER INSERT ON effects BEGIN DELETE FROM processed_markers; END",
+    "CREATE TEMP TRIGGER sneaky AFTER INSERT ON main.processed_journal BEGIN SELECT 1; END",
+    "ALTER TABLE processed_markers ADD COLUMN x",
     "DROP TABLE processed_claims",
     "ATTACH ':memory:' AS other",
     "PRAGMA user_version = 9",
@@ -290,7 +293,7 @@ static void test_authorizer_refuses_and_transaction_survives(void **state)
     (void)state;
     ib_recorder *r = open_file("auth.db");
     assert_int_equal(
-        sqlite3_prepare_v2(ib__sqlite_db(r), "DELETE FROM processed_log", -1, &early, NULL),
+        sqlite3_prepare_v2(ib__sqlite_db(r), "DELETE FROM processed_markers", -1, &early, NULL),
         SQLITE_OK);
     work_ctx w = {0};
     ib__txn_result out[2];

@@ -1,0 +1,291 @@
+/* sqlite: the marker journal and its merges (schema version 4).
+ *
+ * Why: markers are keyed by random ids, so writing them straight into a
+ * B-tree dirties a page per key wherever it lies, and every commit writes
+ * all of those pages to the WAL; a claim and its release or mark wrote two
+ * more. Appending to a rowid-ordered journal instead fills a page or two
+ * per batch, whatever the keys.
+ *
+ * How:
+ *  - Every change to a key is appended to processed_journal as the key's
+ *    whole new state (marker and claim), so the newest row of a key is its
+ *    state, whatever came before.
+ *  - Each process reads the rows it has not seen at the start of every
+ *    transaction (the catch-up) into its tail (sqlite_tail.c). Inside
+ *    BEGIN IMMEDIATE nobody else can append, so after the catch-up the
+ *    tail plus the B-trees are the whole truth: a mark another process
+ *    made is seen before any handler runs.
+ *  - A key's state is the tail's entry, else the B-trees' rows
+ *    (processed_markers and processed_claims), else nothing.
+ *  - A merge, once the journal holds merge_rows rows, writes each key's
+ *    newest state into the B-trees in key order, deletes the journal rows
+ *    and raises processed_merge.merged_seq, all in one transaction: a
+ *    crash anywhere leaves either the journal or the B-trees holding every
+ *    state. Every process drops the tail entries at or below merged_seq at
+ *    its next catch-up.
+ *  - Seqs rise for good, across merges that empty the journal: the writer
+ *    sets each row's seq to one above the newest it knows, which, after the
+ *    catch-up under the write lock, is the newest there is (or the merged
+ *    seq). A rowid chosen by SQLite would start again after a merge, and
+ *    AUTOINCREMENT costs a write to sqlite_sequence per statement.
+ *  - processed_log is a view over both (sqlite_schema.c).
+ *
+ * The tail is only ever ahead of the file by this process's own rows of
+ * the transaction in progress; when that transaction rolls back, the tail
+ * is cleared and read again from the journal (ib__sq_tail_rollback). */
+#include "sqlite_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uuid.h"
+
+/* --- the catch-up --------------------------------------------------------- */
+
+/* Applies the journal row at the current step of Q_JOURNAL_READ. */
+static int apply_row(sq_recorder *s, sqlite3_stmt *st)
+{
+    sq_state state;
+    uint8_t id[16];
+    uint64_t seq = (uint64_t)sqlite3_column_int64(st, 0);
+    const char *consumer = (const char *)sqlite3_column_text(st, 1);
+    const char *event_id = (const char *)sqlite3_column_text(st, 2);
+    const char *owner = (const char *)sqlite3_column_text(st, 6);
+    if (consumer == NULL || event_id == NULL || owner == NULL)
+        return SQLITE_NOMEM;
+    /* Only this recorder writes the journal, with checked keys. */
+    if (!ib_id_pack(id, event_id))
+        return SQLITE_CORRUPT;
+    state.done = sqlite3_column_int(st, 3) != 0;
+    state.ts = sqlite3_column_int64(st, 4);
+    state.fp = (uint64_t)sqlite3_column_int64(st, 5);
+    snprintf(state.owner, sizeof(state.owner), "%s", owner);
+    state.expires = sqlite3_column_int64(st, 7);
+    int64_t attempts = sqlite3_column_int64(st, 8);
+    state.attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    return ib__sq_tail_put(&s->tail, seq, consumer, id, &state) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+int ib__sq_catch_up(sq_recorder *s)
+{
+    uint64_t merged = 0;
+    int rc = ib__sq_read_count(&merged, s->q[Q_MERGE_STATE]);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (merged > s->tail.merged)
+        ib__sq_tail_sweep(&s->tail, merged);
+    sqlite3_stmt *st = s->q[Q_JOURNAL_READ];
+    rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)s->tail.seen);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        rc = apply_row(s, st);
+    int rrc = sqlite3_reset(st);
+    return rc == SQLITE_DONE ? rrc : rc;
+}
+
+/* --- reading and writing a key's state ------------------------------------ */
+
+/* The state of a key the journal does not hold: its B-tree rows. */
+static int read_tables(sq_recorder *s, sq_state *out, const ib_marker_key *key)
+{
+    sqlite3_stmt *get = s->q[Q_STATE_GET];
+    int rc = ib__sq_bind_key(get, key->consumer, key->event_id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(get);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(get);
+        return rc == SQLITE_OK || rc == SQLITE_DONE ? SQLITE_INTERNAL : rc;
+    }
+    const char *holder = (const char *)sqlite3_column_text(get, 0);
+    snprintf(out->owner, sizeof(out->owner), "%s", holder != NULL ? holder : "");
+    out->expires = sqlite3_column_int64(get, 1);
+    out->done = sqlite3_column_type(get, 2) != SQLITE_NULL;
+    out->ts = sqlite3_column_int64(get, 2);
+    out->fp = (uint64_t)sqlite3_column_int64(get, 3);
+    int64_t attempts = sqlite3_column_int64(get, 4);
+    out->attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    return sqlite3_reset(get);
+}
+
+int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key)
+{
+    uint8_t id[16];
+    ib_id_pack(id, key->event_id);
+    const sq_tail_entry *e = ib__sq_tail_find(&s->tail, key->consumer, id);
+    if (e == NULL)
+        return read_tables(s, out, key);
+    ib__sq_tail_state(e, out);
+    return SQLITE_OK;
+}
+
+int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st)
+{
+    sqlite3_stmt *put = s->q[Q_JOURNAL_PUT];
+    uint8_t id[16];
+    ib_id_pack(id, key->event_id);
+    int rc = ib__sq_bind_key(put, key->consumer, key->event_id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int(put, 3, st->done);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(put, 4, st->done ? st->ts : 0);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(put, 5, st->done ? (sqlite3_int64)st->fp : 0);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(put, 6, st->owner, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(put, 7, st->expires);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(put, 8, st->attempts);
+    uint64_t seq = s->tail.seen + 1;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(put, 9, (sqlite3_int64)seq);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(put);
+    int rrc = sqlite3_reset(put);
+    if (rc != SQLITE_DONE)
+        return rc == SQLITE_OK ? SQLITE_INTERNAL : rc;
+    if (rrc != SQLITE_OK)
+        return rrc;
+    s->tail_dirty = true;
+    return ib__sq_tail_put(&s->tail, seq, key->consumer, id, st) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+bool ib__sq_foreign_claim(const sq_state *st, const char *owner, int64_t lease_now)
+{
+    return st->owner[0] != '\0' && strcmp(st->owner, owner) != 0 && st->expires > lease_now;
+}
+
+int ib__sq_write_marker(sq_recorder *s, const ib_marker_key *key, const char *owner,
+                        int64_t lease_now, int64_t ts, uint64_t fp)
+{
+    sq_state st;
+    int rc = ib__sq_state_get(s, &st, key);
+    if (rc != SQLITE_OK)
+        return rc;
+    bool changed = false;
+    /* The claim a marker may end: the owner's own, released, or lapsed. */
+    if (ib__sq_state_has_claim(&st) && !ib__sq_foreign_claim(&st, owner, lease_now)) {
+        st.owner[0] = '\0';
+        st.expires = 0;
+        st.attempts = 0;
+        changed = true;
+    }
+    /* A marker that exists stays as it is. */
+    if (!st.done) {
+        st.done = true;
+        st.ts = ts;
+        st.fp = fp;
+        changed = true;
+    }
+    return changed ? ib__sq_state_put(s, key, &st) : SQLITE_OK;
+}
+
+/* --- merges ----------------------------------------------------------------- */
+
+/* An entry and its sort key: the id's first 8 bytes as a big-endian
+ * number, so that most comparisons are one integer compare. */
+typedef struct merge_item {
+    uint64_t prefix;
+    const sq_tail_entry *e;
+} merge_item;
+
+typedef struct merge_list {
+    merge_item *items;
+    size_t n;
+} merge_list;
+
+static void collect(void *ctx, const sq_tail_entry *e)
+{
+    merge_list *l = ctx;
+    uint64_t p = 0;
+    for (int i = 0; i < 8; i++)
+        p = p << 8 | e->id[i];
+    l->items[l->n++] = (merge_item){.prefix = p, .e = e};
+}
+
+/* B-tree order: consumer, then id (packed ids sort as their hex text).
+ * Consumers are interned, so equal names are equal pointers. */
+static int by_key(const void *a, const void *b)
+{
+    const merge_item *x = a, *y = b;
+    if (x->e->consumer != y->e->consumer)
+        return strcmp(x->e->consumer, y->e->consumer);
+    if (x->prefix != y->prefix)
+        return x->prefix < y->prefix ? -1 : 1;
+    return memcmp(x->e->id + 8, y->e->id + 8, 8);
+}
+
+/* Writes one entry's state into the B-trees. */
+static int merge_entry(sq_recorder *s, const sq_tail_entry *e)
+{
+    char event_id[IB_ID_BUF_SIZE];
+    ib_id_unpack(event_id, e->id);
+    int rc;
+    if (e->done) {
+        sqlite3_stmt *put = s->q[Q_MARKER_PUT];
+        rc = sqlite3_bind_int64(put, 3, e->ts);
+        if (rc == SQLITE_OK)
+            rc = e->fp != 0 ? sqlite3_bind_int64(put, 4, (sqlite3_int64)e->fp)
+                            : sqlite3_bind_null(put, 4);
+        rc = rc == SQLITE_OK ? ib__sq_exec_key(put, e->consumer, event_id) : rc;
+    } else {
+        rc = ib__sq_exec_key(s->q[Q_MARKER_DEL], e->consumer, event_id);
+    }
+    if (rc != SQLITE_OK)
+        return rc;
+    if (e->owner[0] == '\0' && e->attempts == 0)
+        return ib__sq_exec_key(s->q[Q_CLAIM_DEL], e->consumer, event_id);
+    sqlite3_stmt *claim = s->q[Q_CLAIM_SET];
+    rc = sqlite3_bind_text(claim, 3, e->owner, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(claim, 4, e->expires);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(claim, 5, e->attempts);
+    return rc == SQLITE_OK ? ib__sq_exec_key(claim, e->consumer, event_id) : rc;
+}
+
+int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
+{
+    ib__sq_merge_ctx *c = vctx;
+    (void)local;
+    c->moved = 0;
+    int rc = ib__sq_catch_up(s);
+    if (rc != SQLITE_OK)
+        return rc;
+    uint64_t upto = s->tail.seen;
+    uint64_t pending = upto - s->tail.merged;
+    if (pending == 0 || (!c->force && pending < s->merge_rows))
+        return SQLITE_OK;
+    merge_list l = {.items = malloc((s->tail.used + 1) * sizeof(*l.items))};
+    if (l.items == NULL)
+        return SQLITE_NOMEM;
+    ib__sq_tail_each(&s->tail, collect, &l);
+    qsort(l.items, l.n, sizeof(*l.items), by_key);
+    if (s->merge_hook != NULL)
+        s->merge_hook(s->merge_hook_ctx, l.n);
+    for (size_t i = 0; i < l.n && rc == SQLITE_OK; i++)
+        rc = merge_entry(s, l.items[i].e);
+    free(l.items);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_step_done(s->q[Q_JOURNAL_TRIM]);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(s->q[Q_MERGE_SET], 1, (sqlite3_int64)upto);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_step_done(s->q[Q_MERGE_SET]);
+    if (rc == SQLITE_OK)
+        c->moved = l.n;
+    return rc;
+}
+
+void ib__sq_maybe_merge(sq_recorder *s)
+{
+    if (s->tail.seen - s->tail.merged < s->merge_rows)
+        return;
+    ib__sq_merge_ctx c = {.force = false};
+    /* The call that got here has committed; a merge that fails now is
+     * tried again after the next write, and nothing waits for it. */
+    if (ib__sq_run(s, TX_WRITE, ib__sq_body_merge, &c, NULL) == IB_OK)
+        s->merges += c.moved > 0;
+    else
+        s->merge_failures++;
+}

@@ -1,0 +1,341 @@
+/* sqlite: the marker journal (schema version 4). Marks land in the journal
+ * and the processed_log view shows them at once; merges move them into the
+ * B-trees, by threshold or on demand, keeping claims and their attempts;
+ * a second connection sees marks, forgets and merges of the first; a
+ * rolled-back transaction leaves nothing in the tail; the in-memory tail
+ * itself (sqlite_tail.c). */
+#include <sqlite3.h>
+
+#include "ib_test.h"
+#include "rtest.h"
+#include "sqlite_internal.h"
+
+static ib_error err;
+static char *dir;
+static char path[4096];
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        ib_status st_ = (call);                                                                    \
+        if (st_ != IB_OK)                                                                          \
+            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
+    } while (0)
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = rt_tempdir();
+    if (dir == NULL)
+        return -1;
+    snprintf(path, sizeof(path), "%s/journal.db", dir);
+    rt_clock_set(1700000000000LL);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rt_rmtree(dir);
+    free(dir);
+    dir = NULL;
+    return 0;
+}
+
+static ib_recorder *open_file(void)
+{
+    char uri[4200];
+    ib_recorder *r = NULL;
+    snprintf(uri, sizeof(uri), "sqlite:%s", path);
+    ib_recorder_options o = {.size = sizeof(o), .now_ms = rt_clock};
+    CHECK(ib_recorder_open(&r, uri, &o, &err));
+    return r;
+}
+
+/* One number from a query on the recorder's own connection. */
+static long long count_of(ib_recorder *r, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(ib__sqlite_db(r), sql, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(ib__sqlite_db(r)));
+    if (sqlite3_step(st) != SQLITE_ROW)
+        fail_msg("%s: no row", sql);
+    long long v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* Whether another tool's point query on the view finds the marker. */
+static bool view_has(ib_recorder *r, const char *consumer, const char *id)
+{
+    sqlite3_stmt *st = NULL;
+    const char *sql = "SELECT 1 FROM processed_log WHERE consumer = ?1 AND event_id = ?2";
+    assert_int_equal(sqlite3_prepare_v2(ib__sqlite_db(r), sql, -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_text(st, 1, consumer, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    bool found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+static bool is_done(ib_recorder *r, const char *consumer, uint64_t n)
+{
+    char id[IB_ID_BUF_SIZE];
+    bool done = false;
+    rt_id(id, n);
+    CHECK(ib_recorder_is_processed(r, &done, consumer, id, &err));
+    return done;
+}
+
+/* Acquires and marks ids first.. in one batch each, as the host does. */
+static void run_batch(ib_recorder *r, const char *owner, uint64_t first, size_t n)
+{
+    char ids[64][IB_ID_BUF_SIZE];
+    ib_marker_key keys[64];
+    ib_claim_info info[64];
+    bool marked[64];
+    assert_true(n <= 64);
+    for (size_t i = 0; i < n; i++) {
+        rt_id(ids[i], first + i);
+        keys[i] = (ib_marker_key){"svc", ids[i]};
+    }
+    ib_claim_request req = {.owner = owner, .lease_ms = 60000};
+    CHECK(ib__recorder_acquire_fp(r, info, keys, NULL, n, &req, &err));
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(info[i].state, IB_CLAIM_ACQUIRED);
+    CHECK(ib__recorder_mark_owned_fp(r, marked, keys, NULL, n, owner, &err));
+    for (size_t i = 0; i < n; i++)
+        assert_true(marked[i]);
+}
+
+static void test_marks_are_journalled_then_merged(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_file();
+    run_batch(r, "A", 0, 10);
+    /* claim and mark: two states per key, nothing in the B-trees yet */
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 20);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_markers"), 0);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_log"), 10);
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 3);
+    assert_true(view_has(r, "svc", id));
+
+    size_t moved = 0;
+    CHECK(ib__sqlite_merge(r, &moved, &err));
+    assert_int_equal(moved, 10);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 0);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_markers"), 10);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_claims"), 0);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_log"), 10);
+    assert_int_equal(count_of(r, "SELECT merged_seq FROM processed_merge"), 20);
+    assert_true(view_has(r, "svc", id));
+    for (uint64_t i = 0; i < 10; i++)
+        assert_true(is_done(r, "svc", i));
+    assert_false(is_done(r, "svc", 10));
+
+    /* Seqs keep rising after the journal was emptied. */
+    run_batch(r, "A", 10, 1);
+    assert_int_equal(count_of(r, "SELECT min(seq) FROM processed_journal"), 21);
+    ib_recorder_stats s;
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    assert_int_equal(s.markers, 11);
+    ib_recorder_close(r);
+}
+
+static void test_merge_starts_at_its_threshold(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_file();
+    ib__sqlite_set_merge_rows(r, 100);
+    for (uint64_t b = 0; b < 10; b++)
+        run_batch(r, "A", b * 20, 20); /* 40 journal rows per batch */
+    assert_true(ib__sqlite_merges(r) >= 3);
+    assert_int_equal(ib__sqlite_merge_failures(r), 0);
+    assert_true(count_of(r, "SELECT count(*) FROM processed_journal") < 100);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_log"), 200);
+    for (uint64_t i = 0; i < 200; i++)
+        assert_true(is_done(r, "svc", i));
+    ib_recorder_close(r);
+}
+
+/* A released claim's attempts and a live claim survive a merge. */
+static void test_claims_survive_a_merge(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_file();
+    char a[IB_ID_BUF_SIZE], b[IB_ID_BUF_SIZE];
+    rt_id(a, 1);
+    rt_id(b, 2);
+    ib_marker_key ka = {"svc", a}, kb = {"svc", b};
+    ib_claim_request req = {.owner = "A", .lease_ms = 60000};
+    ib_claim_info info;
+    CHECK(ib__recorder_acquire_fp(r, &info, &ka, NULL, 1, &req, &err));
+    CHECK(ib_recorder_release(r, "svc", a, "A", &err));
+    CHECK(ib__recorder_acquire_fp(r, &info, &kb, NULL, 1, &req, &err));
+    CHECK(ib__sqlite_merge(r, NULL, &err));
+    assert_int_equal(count_of(r, "SELECT attempts FROM processed_claims WHERE owner = ''"), 1);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_claims WHERE owner = 'A'"), 1);
+    ib_recorder_stats s;
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    assert_int_equal(s.claims, 1);
+
+    ib_claim_request other = {.owner = "B", .lease_ms = 60000};
+    CHECK(ib__recorder_acquire_fp(r, &info, &ka, NULL, 1, &other, &err));
+    assert_int_equal(info.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(info.attempts, 2);
+    CHECK(ib__recorder_acquire_fp(r, &info, &kb, NULL, 1, &other, &err));
+    assert_int_equal(info.state, IB_CLAIM_BUSY);
+    /* journal and B-tree claims counted together */
+    CHECK(ib_recorder_stats_get(r, &s, &err));
+    assert_int_equal(s.claims, 2);
+    ib_recorder_close(r);
+}
+
+/* A second connection sees the first one's marks, forgets and merges. */
+static void test_other_connection_follows(void **state)
+{
+    (void)state;
+    ib_recorder *r1 = open_file(), *r2 = open_file();
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 7);
+    assert_false(is_done(r2, "svc", 7));
+    run_batch(r1, "A", 7, 1);
+    assert_true(is_done(r2, "svc", 7)); /* from the journal */
+    CHECK(ib__sqlite_merge(r1, NULL, &err));
+    assert_true(is_done(r2, "svc", 7)); /* from the B-tree */
+
+    bool existed = false;
+    CHECK(ib_recorder_forget(r1, &existed, "svc", id, &err));
+    assert_true(existed);
+    assert_false(is_done(r2, "svc", 7));
+    assert_false(view_has(r2, "svc", id)); /* the B-tree row is hidden */
+    assert_int_equal(count_of(r2, "SELECT count(*) FROM processed_markers"), 1);
+    CHECK(ib__sqlite_merge(r2, NULL, &err));
+    assert_int_equal(count_of(r2, "SELECT count(*) FROM processed_markers"), 0);
+    assert_false(is_done(r1, "svc", 7));
+
+    /* r2 claims it; r1, which merged nothing since, must see the claim. */
+    ib_marker_key key = {"svc", id};
+    ib_claim_info info;
+    ib_claim_request b = {.owner = "B", .lease_ms = 60000};
+    CHECK(ib__recorder_acquire_fp(r2, &info, &key, NULL, 1, &b, &err));
+    assert_int_equal(info.state, IB_CLAIM_ACQUIRED);
+    ib_claim_request a = {.owner = "A", .lease_ms = 60000};
+    CHECK(ib__recorder_acquire_fp(r1, &info, &key, NULL, 1, &a, &err));
+    assert_int_equal(info.state, IB_CLAIM_BUSY);
+    ib_recorder_close(r1);
+    ib_recorder_close(r2);
+}
+
+/* A body that journals a mark, then fails: the transaction rolls back. */
+static int mark_then_fail(sq_recorder *s, void *ctx, ib_error *local)
+{
+    const ib_marker_key *key = ctx;
+    sq_state st = {.done = true, .ts = 1};
+    (void)local;
+    int rc = ib__sq_catch_up(s);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_state_put(s, key, &st);
+    return rc == SQLITE_OK ? SQLITE_CONSTRAINT : rc;
+}
+
+static void test_rollback_leaves_nothing_in_the_tail(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_file();
+    run_batch(r, "A", 0, 3);
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 42);
+    ib_marker_key key = {"svc", id};
+    sq_recorder *s = (sq_recorder *)r;
+    assert_int_not_equal(ib__sq_run_locked(s, TX_WRITE, mark_then_fail, &key, &err), IB_OK);
+    assert_false(is_done(r, "svc", 42));
+    for (uint64_t i = 0; i < 3; i++)
+        assert_true(is_done(r, "svc", i)); /* read again from the journal */
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 6);
+    ib_recorder_close(r);
+}
+
+/* Prune merges first, so journalled markers are pruned like the others. */
+static void test_prune_reaches_journalled_markers(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_file();
+    run_batch(r, "A", 0, 5);
+    rt_clock_advance(10000);
+    run_batch(r, "A", 5, 3);
+    uint64_t removed = 0;
+    CHECK(ib_recorder_prune(r, &removed, 1700000005000LL, &err));
+    assert_int_equal(removed, 5);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_log"), 3);
+    assert_false(is_done(r, "svc", 0));
+    assert_true(is_done(r, "svc", 5));
+    ib_recorder_close(r);
+}
+
+/* --- the tail ------------------------------------------------------------ */
+
+static void tail_put(sq_tail *t, uint64_t seq, const char *consumer, uint64_t n, bool done)
+{
+    char id[IB_ID_BUF_SIZE];
+    uint8_t packed[16];
+    rt_id(id, n);
+    assert_true(ib_id_pack(packed, id));
+    sq_state st = {.done = done, .ts = (int64_t)seq, .attempts = 1};
+    snprintf(st.owner, sizeof(st.owner), "%s", done ? "" : "owner");
+    assert_true(ib__sq_tail_put(t, seq, consumer, packed, &st));
+}
+
+static const sq_tail_entry *tail_get(const sq_tail *t, const char *consumer, uint64_t n)
+{
+    char id[IB_ID_BUF_SIZE];
+    uint8_t packed[16];
+    rt_id(id, n);
+    assert_true(ib_id_pack(packed, id));
+    return ib__sq_tail_find(t, consumer, packed);
+}
+
+static void test_tail_keeps_newest_and_sweeps(void **state)
+{
+    (void)state;
+    sq_tail t;
+    ib__sq_tail_init(&t);
+    assert_null(tail_get(&t, "a", 1));
+    /* enough keys to grow the table several times */
+    for (uint64_t i = 1; i <= 5000; i++)
+        tail_put(&t, i, i % 2 ? "a" : "b", i, false);
+    assert_int_equal(t.used, 5000);
+    assert_int_equal(t.seen, 5000);
+    assert_non_null(tail_get(&t, "a", 1));
+    assert_null(tail_get(&t, "b", 1)); /* consumer is part of the key */
+    tail_put(&t, 6000, "a", 1, true);
+    tail_put(&t, 10, "a", 1, false); /* older: ignored */
+    const sq_tail_entry *e = tail_get(&t, "a", 1);
+    assert_true(e->done);
+    assert_int_equal(e->seq, 6000);
+    assert_string_equal(e->owner, "");
+    assert_int_equal(t.used, 5000);
+
+    assert_true(ib__sq_tail_sweep(&t, 2500));
+    assert_int_equal(t.used, 2501);
+    assert_int_equal(t.merged, 2500);
+    assert_non_null(tail_get(&t, "a", 1)); /* its newest row is above */
+    assert_null(tail_get(&t, "b", 2));
+    assert_non_null(tail_get(&t, "a", 2501));
+    ib__sq_tail_clear(&t);
+    assert_int_equal(t.seen, 0);
+    assert_null(tail_get(&t, "a", 2501));
+    ib__sq_tail_free(&t);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_marks_are_journalled_then_merged, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_merge_starts_at_its_threshold, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_claims_survive_a_merge, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_other_connection_follows, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_rollback_leaves_nothing_in_the_tail, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_prune_reaches_journalled_markers, setup, teardown),
+    cmocka_unit_test(test_tail_keeps_newest_and_sweeps),
+};
+
+IB_TEST_MAIN(tests)
