@@ -1,5 +1,5 @@
 /* sqlite: the file itself. Mode of a new file, pragmas, schema layout,
- * migration of the seed's layout and of versions 1 and 2, refusal of a newer schema, pruning in
+ * migration of the seed's layout and of versions 1, 2 and 3, refusal of a newer schema, pruning in
  * batches, waiting out a held write lock, sharing one file between
  * connections, and error messages that name the file. */
 #include <pthread.h>
@@ -378,8 +378,9 @@ static void insert_old_markers(sqlite3 *db, uint64_t n0, uint64_t n)
     char id[IB_ID_BUF_SIZE];
     for (uint64_t i = n0; i < n0 + n; i++) {
         rt_id(id, i);
-        char *sql = sqlite3_mprintf("INSERT INTO processed_log VALUES ('old', '%s', %lld)", id,
-                                    1600000000000LL + (long long)i);
+        char *sql = sqlite3_mprintf("INSERT INTO processed_log (consumer, event_id, ts) "
+                                    "VALUES ('old', '%s', %lld)",
+                                    id, 1600000000000LL + (long long)i);
         exec_raw(db, sql);
         sqlite3_free(sql);
     }
@@ -451,6 +452,69 @@ static void test_migrates_version_1(void **state)
     insert_old_markers(db, 200, 5);
     sqlite3_close(db);
     check_migrated("v1.db", 200, 5);
+}
+
+/* The layout of version 3 exactly as that build wrote it. */
+#define V3_SCHEMA                                                                                  \
+    "CREATE TABLE processed_log (consumer TEXT NOT NULL, event_id TEXT NOT NULL, "                 \
+    "ts INTEGER NOT NULL, fp INTEGER, PRIMARY KEY (consumer, event_id)) WITHOUT ROWID;"            \
+    "CREATE TABLE processed_claims (consumer TEXT NOT NULL, event_id TEXT NOT NULL, "              \
+    "owner TEXT NOT NULL, expires_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, "      \
+    "PRIMARY KEY (consumer, event_id)) WITHOUT ROWID;"                                             \
+    "CREATE TABLE processed_outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, subject TEXT NOT "      \
+    "NULL, msg_id TEXT NOT NULL, data BLOB NOT NULL, staged_ms INTEGER NOT NULL);"
+
+/* Version 3 to 4: the markers table is renamed, not copied; fingerprints,
+ * claims with their attempts and staged messages all carry over. */
+static void test_migrates_version_3(void **state)
+{
+    (void)state;
+    char id[IB_ID_BUF_SIZE], held[IB_ID_BUF_SIZE];
+    sqlite3 *db = raw_open("v3.db");
+    exec_raw(db, V3_SCHEMA "PRAGMA user_version = 3;");
+    insert_old_markers(db, 300, 30);
+    rt_id(id, 300);
+    char *sql = sqlite3_mprintf("UPDATE processed_log SET fp = 77 WHERE event_id = '%s'", id);
+    exec_raw(db, sql);
+    sqlite3_free(sql);
+    rt_id(held, 999);
+    sql = sqlite3_mprintf("INSERT INTO processed_claims VALUES ('old', '%s', 'A', 5, 3)", held);
+    exec_raw(db, sql);
+    sqlite3_free(sql);
+    exec_raw(db, "INSERT INTO processed_outbox (subject, msg_id, data, staged_ms) "
+                 "VALUES ('out.x', 'm1', x'01', 1)");
+    long long root = query_int(db, "SELECT rootpage FROM sqlite_master WHERE name = "
+                                   "'processed_log'");
+    sqlite3_close(db);
+
+    ib_recorder *r = open_uri("sqlite:%s", "v3.db");
+    db = ib__sqlite_db(r);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), IB__SQLITE_SCHEMA_VERSION);
+    assert_int_equal(query_int(db, "SELECT rootpage FROM sqlite_master WHERE name = "
+                                   "'processed_markers'"),
+                     root);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 30);
+    bool found = false;
+    int64_t ts = 0;
+    CHECK(ib_recorder_lookup(r, &found, &ts, "old", id, &err));
+    assert_true(found);
+    assert_int_equal(ts, 1600000000300LL);
+    /* the fingerprint came along: another payload under the id conflicts */
+    ib_marker_key key = {"old", id};
+    ib_claim_info info;
+    ib_claim_request req = {.owner = "B", .lease_ms = 1000};
+    uint64_t other_fp = 78;
+    CHECK(ib__recorder_acquire_fp(r, &info, &key, &other_fp, 1, &req, &err));
+    assert_int_equal(info.state, IB_CLAIM_CONFLICT);
+    /* the lapsed claim kept its three attempts */
+    key.event_id = held;
+    CHECK(ib__recorder_acquire_fp(r, &info, &key, NULL, 1, &req, &err));
+    assert_int_equal(info.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(info.attempts, 4);
+    uint64_t staged = 0;
+    CHECK(ib__recorder_outbox_count(r, &staged, &err));
+    assert_int_equal(staged, 1);
+    ib_recorder_close(r);
 }
 
 /* A version-2 file with an outbox table someone else made is not ours. */
@@ -638,6 +702,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_migrates_untyped_seed_with_nulls, setup, teardown),
     cmocka_unit_test_setup_teardown(test_migrates_version_2, setup, teardown),
     cmocka_unit_test_setup_teardown(test_migrates_version_1, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_migrates_version_3, setup, teardown),
     cmocka_unit_test_setup_teardown(test_v2_with_foreign_outbox_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unknown_layout_refused, setup, teardown),
