@@ -73,6 +73,9 @@ static const char *const query_sql[Q_COUNT] = {
                     "coalesce(c.attempts, 0) FROM (SELECT 1) "
                     "LEFT JOIN processed_markers m ON m.consumer = ?1 AND m.event_id = ?2 "
                     "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
+    [Q_MARKER_GET] = "SELECT ts, coalesce(fp, 0) FROM processed_markers "
+                     "WHERE consumer = ?1 AND event_id = ?2",
+    [Q_CLAIMS_ANY] = "SELECT EXISTS (SELECT 1 FROM processed_claims)",
     [Q_JOURNAL_PUT] = "INSERT INTO processed_journal (consumer, event_id, done, ts, fp, owner, "
                       "expires_ms, attempts, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [Q_JOURNAL_READ] = "SELECT seq, consumer, event_id, done, ts, fp, owner, expires_ms, "
@@ -146,6 +149,13 @@ static ib_status run_write(sq_recorder *s, tx_body body, void *ctx, ib_error *er
 
 /* --- transaction bodies ------------------------------------------------- */
 
+/* The wrappers checked the owner's length (recorder.c). */
+static void set_owner(sq_state *st, const char *owner)
+{
+    memcpy(st->owner, owner, strnlen(owner, IB_OWNER_MAX) + 1);
+    st->owner[IB_OWNER_MAX] = '\0';
+}
+
 typedef struct batch_ctx {
     const ib_marker_key *keys;
     size_t n;
@@ -195,7 +205,7 @@ static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key 
         *state = IB_CLAIM_ACQUIRED;
     if (*state != IB_CLAIM_ACQUIRED)
         return SQLITE_OK;
-    snprintf(st.owner, sizeof(st.owner), "%s", owner);
+    set_owner(&st, owner);
     st.expires = expires;
     return ib__sq_state_put(s, key, &st);
 }
@@ -284,7 +294,7 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
         acquire_decide(&c->out[i], &take, &st, c->fps != NULL ? c->fps[i] : 0, req, now);
         if (!take)
             continue;
-        snprintf(st.owner, sizeof(st.owner), "%s", req->owner);
+        set_owner(&st, req->owner);
         st.expires = expires;
         st.attempts = c->out[i].attempts;
         rc = ib__sq_state_put(s, &c->keys[i], &st);

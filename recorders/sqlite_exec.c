@@ -94,6 +94,7 @@ void ib__sq_tail_rollback(sq_recorder *s)
     if (s->tail_dirty)
         ib__sq_tail_clear(&s->tail);
     s->tail_dirty = false;
+    s->claims_known = false; /* a merge may have been rolled back */
 }
 
 ib_status ib__sq_run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)

@@ -67,6 +67,8 @@ enum ib__sq_query {
     Q_COMMIT,
     Q_ROLLBACK,
     Q_STATE_GET,
+    Q_MARKER_GET,
+    Q_CLAIMS_ANY,
     Q_JOURNAL_PUT,
     Q_JOURNAL_READ,
     Q_JOURNAL_TRIM,
@@ -118,8 +120,11 @@ typedef struct sq_recorder {
     uint64_t jitter;
     unsigned prune_rows;
     uint64_t prune_transactions;
-    sq_tail tail;        /* the journal's unmerged states (sqlite_journal.c) */
-    bool tail_dirty;     /* the tail holds rows of the open transaction */
+    sq_tail tail;    /* the journal's unmerged states (sqlite_journal.c) */
+    bool tail_dirty; /* the tail holds rows of the open transaction */
+    /* processed_claims had no row when this process last saw merged_seq
+     * move (only merges write it); unknown after a rollback */
+    bool claims_known, claims_empty;
     uint64_t merge_rows; /* journal rows that start a merge */
     uint64_t merges, merge_failures;
     void (*merge_hook)(void *ctx, size_t keys); /* tests: runs inside a merge */
@@ -182,7 +187,8 @@ int ib__sq_catch_up(sq_recorder *s);
 int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key);
 
 /* Appends `st` as the newest state of `key` and puts it in the tail. In a
- * write transaction, after ib__sq_catch_up. An SQLite code. */
+ * write transaction, after ib__sq_catch_up; `st` was read for `key` by
+ * ib__sq_state_get (its packed id is used). An SQLite code. */
 int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st);
 
 /* Whether `st` holds a live claim of another owner than `owner`. */

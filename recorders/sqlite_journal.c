@@ -47,7 +47,6 @@
 static int apply_row(sq_recorder *s, sqlite3_stmt *st)
 {
     sq_state state;
-    uint8_t id[16];
     uint64_t seq = (uint64_t)sqlite3_column_int64(st, 0);
     const char *consumer = (const char *)sqlite3_column_text(st, 1);
     const char *event_id = (const char *)sqlite3_column_text(st, 2);
@@ -55,16 +54,17 @@ static int apply_row(sq_recorder *s, sqlite3_stmt *st)
     if (consumer == NULL || event_id == NULL || owner == NULL)
         return SQLITE_NOMEM;
     /* Only this recorder writes the journal, with checked keys. */
-    if (!ib_id_pack(id, event_id))
+    size_t owner_len = (size_t)sqlite3_column_bytes(st, 6);
+    if (!ib_id_pack(state.id, event_id) || owner_len > IB_OWNER_MAX)
         return SQLITE_CORRUPT;
     state.done = sqlite3_column_int(st, 3) != 0;
     state.ts = sqlite3_column_int64(st, 4);
     state.fp = (uint64_t)sqlite3_column_int64(st, 5);
-    snprintf(state.owner, sizeof(state.owner), "%s", owner);
+    memcpy(state.owner, owner, owner_len + 1);
     state.expires = sqlite3_column_int64(st, 7);
     int64_t attempts = sqlite3_column_int64(st, 8);
     state.attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
-    return ib__sq_tail_put(&s->tail, seq, consumer, id, &state) ? SQLITE_OK : SQLITE_NOMEM;
+    return ib__sq_tail_put(&s->tail, seq, consumer, state.id, &state) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 int ib__sq_catch_up(sq_recorder *s)
@@ -73,8 +73,16 @@ int ib__sq_catch_up(sq_recorder *s)
     int rc = ib__sq_read_count(&merged, s->q[Q_MERGE_STATE]);
     if (rc != SQLITE_OK)
         return rc;
-    if (merged > s->tail.merged)
+    /* Only merges write processed_claims, and each raises merged_seq. */
+    if (merged > s->tail.merged || !s->claims_known) {
         ib__sq_tail_sweep(&s->tail, merged);
+        uint64_t any = 1;
+        rc = ib__sq_read_count(&any, s->q[Q_CLAIMS_ANY]);
+        if (rc != SQLITE_OK)
+            return rc;
+        s->claims_empty = any == 0;
+        s->claims_known = true;
+    }
     sqlite3_stmt *st = s->q[Q_JOURNAL_READ];
     rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)s->tail.seen);
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -85,9 +93,30 @@ int ib__sq_catch_up(sq_recorder *s)
 
 /* --- reading and writing a key's state ------------------------------------ */
 
-/* The state of a key the journal does not hold: its B-tree rows. */
+/* A key's marker, when it has no claim row. */
+static int read_marker(sq_recorder *s, sq_state *out, const ib_marker_key *key)
+{
+    sqlite3_stmt *get = s->q[Q_MARKER_GET];
+    int rc = ib__sq_bind_key(get, key->consumer, key->event_id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(get);
+    out->owner[0] = '\0';
+    out->expires = 0;
+    out->attempts = 0;
+    out->done = rc == SQLITE_ROW;
+    out->ts = out->done ? sqlite3_column_int64(get, 0) : 0;
+    out->fp = out->done ? (uint64_t)sqlite3_column_int64(get, 1) : 0;
+    int rrc = sqlite3_reset(get);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? rrc : rc;
+}
+
+/* The state of a key the journal does not hold: its B-tree rows. While
+ * processed_claims is empty (the common case: merged keys are marked), one
+ * probe of processed_markers is all it takes. */
 static int read_tables(sq_recorder *s, sq_state *out, const ib_marker_key *key)
 {
+    if (s->claims_empty)
+        return read_marker(s, out, key);
     sqlite3_stmt *get = s->q[Q_STATE_GET];
     int rc = ib__sq_bind_key(get, key->consumer, key->event_id);
     if (rc == SQLITE_OK)
@@ -109,9 +138,8 @@ static int read_tables(sq_recorder *s, sq_state *out, const ib_marker_key *key)
 
 int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key)
 {
-    uint8_t id[16];
-    ib_id_pack(id, key->event_id);
-    const sq_tail_entry *e = ib__sq_tail_find(&s->tail, key->consumer, id);
+    ib_id_pack(out->id, key->event_id);
+    const sq_tail_entry *e = ib__sq_tail_find(&s->tail, key->consumer, out->id);
     if (e == NULL)
         return read_tables(s, out, key);
     ib__sq_tail_state(e, out);
@@ -121,8 +149,6 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key)
 int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st)
 {
     sqlite3_stmt *put = s->q[Q_JOURNAL_PUT];
-    uint8_t id[16];
-    ib_id_pack(id, key->event_id);
     int rc = ib__sq_bind_key(put, key->consumer, key->event_id);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int(put, 3, st->done);
@@ -147,7 +173,7 @@ int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *s
     if (rrc != SQLITE_OK)
         return rrc;
     s->tail_dirty = true;
-    return ib__sq_tail_put(&s->tail, seq, key->consumer, id, st) ? SQLITE_OK : SQLITE_NOMEM;
+    return ib__sq_tail_put(&s->tail, seq, key->consumer, st->id, st) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 bool ib__sq_foreign_claim(const sq_state *st, const char *owner, int64_t lease_now)
@@ -234,7 +260,8 @@ static int merge_entry(sq_recorder *s, const sq_tail_entry *e)
     if (rc != SQLITE_OK)
         return rc;
     if (e->owner[0] == '\0' && e->attempts == 0)
-        return ib__sq_exec_key(s->q[Q_CLAIM_DEL], e->consumer, event_id);
+        return s->claims_empty ? SQLITE_OK
+                               : ib__sq_exec_key(s->q[Q_CLAIM_DEL], e->consumer, event_id);
     sqlite3_stmt *claim = s->q[Q_CLAIM_SET];
     rc = sqlite3_bind_text(claim, 3, e->owner, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)

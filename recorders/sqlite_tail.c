@@ -7,7 +7,6 @@
  * keep pointers. */
 #include "sqlite_tail.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,12 +163,14 @@ bool ib__sq_tail_sweep(sq_tail *t, uint64_t merged)
 
 void ib__sq_tail_state(const sq_tail_entry *e, sq_state *out)
 {
+    memcpy(out->id, e->id, 16);
     out->done = e->done;
     out->ts = e->ts;
     out->fp = e->fp;
     out->attempts = e->attempts;
     out->expires = e->expires;
-    snprintf(out->owner, sizeof(out->owner), "%s", e->owner);
+    /* interned from an sq_state's owner, so it fits */
+    memcpy(out->owner, e->owner, strlen(e->owner) + 1);
 }
 
 void ib__sq_tail_each(const sq_tail *t, void (*visit)(void *ctx, const sq_tail_entry *e), void *ctx)

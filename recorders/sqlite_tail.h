@@ -20,6 +20,7 @@
 
 /* A key's whole state: its marker and its claim. */
 typedef struct sq_state {
+    uint8_t id[16];               /* the key's id, packed (set by whoever reads the state) */
     bool done;                    /* marked */
     int64_t ts;                   /* done: unix ms when marked */
     uint64_t fp;                  /* done: payload fingerprint, 0 = none */

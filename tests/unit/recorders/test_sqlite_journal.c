@@ -231,9 +231,13 @@ static void test_other_connection_follows(void **state)
 static int mark_then_fail(sq_recorder *s, void *ctx, ib_error *local)
 {
     const ib_marker_key *key = ctx;
-    sq_state st = {.done = true, .ts = 1};
+    sq_state st;
     (void)local;
     int rc = ib__sq_catch_up(s);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_state_get(s, &st, key);
+    st.done = true;
+    st.ts = 1;
     if (rc == SQLITE_OK)
         rc = ib__sq_state_put(s, key, &st);
     return rc == SQLITE_OK ? SQLITE_CONSTRAINT : rc;
