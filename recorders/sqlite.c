@@ -76,10 +76,14 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_MARKER_GET] = "SELECT ts, coalesce(fp, 0) FROM processed_markers "
                      "WHERE consumer = ?1 AND event_id = ?2",
     [Q_CLAIMS_ANY] = "SELECT EXISTS (SELECT 1 FROM processed_claims)",
-    [Q_JOURNAL_PUT] = "INSERT INTO processed_journal (consumer, event_id, done, ts, fp, owner, "
-                      "expires_ms, attempts, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    [Q_JOURNAL_READ] = "SELECT seq, consumer, event_id, done, ts, fp, owner, expires_ms, "
-                       "attempts FROM processed_journal WHERE seq > ?1 ORDER BY seq",
+    [Q_JOURNAL_PUT] = "INSERT INTO processed_journal (seq, consumer, states) VALUES (?1, ?2, ?3)",
+    /* SQLite's JSON functions unpack the rows' states. */
+    [Q_JOURNAL_READ] = "SELECT j.seq, e.key, j.consumer, json_extract(e.value, '$[0]'), "
+                       "json_extract(e.value, '$[1]'), json_extract(e.value, '$[2]'), "
+                       "json_extract(e.value, '$[3]'), json_extract(e.value, '$[4]'), "
+                       "json_extract(e.value, '$[5]'), json_extract(e.value, '$[6]') "
+                       "FROM processed_journal j, json_each(j.states) e WHERE j.seq > ?1 "
+                       "ORDER BY j.seq, e.key",
     /* No WHERE: SQLite then empties the table at once instead of row by
      * row, and a merge moves every row (the write lock keeps others out). */
     [Q_JOURNAL_TRIM] = "DELETE FROM processed_journal",
@@ -113,8 +117,8 @@ static const char *const query_sql[Q_COUNT] = {
      * the journal's newest states. */
     [Q_STATS_CLAIMS] =
         "SELECT (SELECT count(*) FROM processed_claims WHERE owner <> '' AND "
-        "(consumer, event_id) NOT IN (SELECT consumer, event_id FROM processed_journal)) + "
-        "(SELECT count(*) FROM (SELECT done, owner, max(seq) FROM processed_journal "
+        "(consumer, event_id) NOT IN (SELECT consumer, event_id FROM processed_states)) + "
+        "(SELECT count(*) FROM (SELECT done, owner, max(pos) FROM processed_states "
         "GROUP BY consumer, event_id) WHERE done = 0 AND owner <> '')",
     [Q_STATS_PAGES] = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
     [Q_SAVEPOINT] = "SAVEPOINT " IB__SQ_SAVEPOINT,
@@ -721,6 +725,7 @@ static void sq_close(ib_recorder *r)
 {
     sq_recorder *s = sq(r);
     ib__sq_tail_free(&s->tail);
+    ib__sq_pending_free(s);
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
     /* close_v2 never fails for lack of finalising; nothing is left here. */
@@ -867,7 +872,7 @@ static ib_status sq_new(sq_recorder **out, const ib__recorder_config *cfg, ib_er
     memcpy(s->path, cfg->path, sizeof(s->path));
     s->in_memory = strcmp(cfg->path, ":memory:") == 0;
     s->prune_rows = DEFAULT_PRUNE_ROWS;
-    s->merge_rows = IB__SQ_MERGE_ROWS;
+    s->merge_keys = IB__SQ_MERGE_KEYS;
     ib__sq_tail_init(&s->tail);
     s->retry_budget_ms = (int64_t)cfg->busy_timeout_ms * 6;
     if (s->retry_budget_ms < RETRY_FLOOR_MS)
@@ -963,6 +968,7 @@ finalize_stmts:
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
     ib__sq_tail_free(&s->tail);
+    ib__sq_pending_free(s);
 close_db:
     sqlite3_close_v2(s->db); /* a no-op while no connection was opened */
     pthread_mutex_destroy(&s->mu);
@@ -1021,11 +1027,11 @@ uint64_t ib__sqlite_prune_transactions(ib_recorder *r)
     return read_counter(r, offsetof(sq_recorder, prune_transactions));
 }
 
-void ib__sqlite_set_merge_rows(ib_recorder *r, uint64_t rows)
+void ib__sqlite_set_merge_keys(ib_recorder *r, uint64_t rows)
 {
     if (r != NULL && r->ops == &sq_ops && rows > 0) {
         pthread_mutex_lock(&sq(r)->mu);
-        sq(r)->merge_rows = rows;
+        sq(r)->merge_keys = rows;
         pthread_mutex_unlock(&sq(r)->mu);
     }
 }

@@ -58,6 +58,8 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
             rc = ib__sq_step_done(s->q[kind == TX_WRITE ? Q_BEGIN_WRITE : Q_BEGIN_READ]);
         if (rc == SQLITE_OK) {
             rc = body(s, ctx, &local);
+            if (rc == SQLITE_OK && kind == TX_WRITE)
+                rc = ib__sq_pending_flush(s);
             if (rc == SQLITE_OK && kind != TX_NONE)
                 rc = ib__sq_step_done(s->q[Q_COMMIT]);
         }
@@ -91,6 +93,7 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
 
 void ib__sq_tail_rollback(sq_recorder *s)
 {
+    ib__sq_pending_drop(s);
     if (s->tail_dirty)
         ib__sq_tail_clear(&s->tail);
     s->tail_dirty = false;

@@ -98,15 +98,29 @@ enum ib__sq_query {
     Q_FIRST_SCHEMA = Q_STATE_GET, /* statements before this need no tables */
 };
 
-/* Journal rows that start a merge, by default: enough that a merge writes
- * many keys per B-tree page, few enough that the tail stays small. */
-#define IB__SQ_MERGE_ROWS 16384
+/* Keys in the tail that start a merge, by default: enough that a merge
+ * writes many keys per B-tree page, few enough that the tail stays small. */
+#define IB__SQ_MERGE_KEYS 8192
 
 /* Bytes of a path shown in messages. */
 #define IB__SQ_NAME_SHOWN 150
 
 /* The savepoint around each work of a transaction; work may not end it. */
 #define IB__SQ_SAVEPOINT "ib_recorder_work"
+
+/* A state's place in the journal: its row's seq shifted left by this many
+ * bits, plus its index in the row. Rows hold at most IB__SQ_ROW_STATES. */
+#define IB__SQ_SEQ_SHIFT 16
+#define IB__SQ_ROW_STATES 4096
+
+/* The journal row the open transaction is building (sqlite_batch.c). */
+typedef struct sq_pending {
+    char *buf; /* JSON text so far, not NUL-terminated */
+    size_t len, cap;
+    uint32_t count; /* states in it; 0 = no row being built */
+    uint64_t row;   /* its seq */
+    char consumer[IB_CONSUMER_MAX + 1];
+} sq_pending;
 
 typedef struct sq_recorder {
     ib_recorder base;
@@ -120,12 +134,13 @@ typedef struct sq_recorder {
     uint64_t jitter;
     unsigned prune_rows;
     uint64_t prune_transactions;
-    sq_tail tail;    /* the journal's unmerged states (sqlite_journal.c) */
-    bool tail_dirty; /* the tail holds rows of the open transaction */
+    sq_tail tail;       /* the journal's unmerged states (sqlite_journal.c) */
+    sq_pending pending; /* the journal row of the open transaction */
+    bool tail_dirty;    /* the tail holds rows of the open transaction */
     /* processed_claims had no row when this process last saw merged_seq
      * move (only merges write it); unknown after a rollback */
     bool claims_known, claims_empty;
-    uint64_t merge_rows; /* journal rows that start a merge */
+    uint64_t merge_keys; /* keys in the tail that start a merge */
     uint64_t merges, merge_failures;
     void (*merge_hook)(void *ctx, size_t keys); /* tests: runs inside a merge */
     void *merge_hook_ctx;
@@ -149,6 +164,21 @@ typedef int (*tx_body)(sq_recorder *s, void *ctx, ib_error *local);
  * mutex; ib__sq_run_locked takes it around the call. */
 ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);
 ib_status ib__sq_run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);
+
+/* ---- the row being written (sqlite_batch.c) ---------------------------- */
+
+/* Adds `st` (the new state of `key`) to the open transaction's journal
+ * row, first inserting the row so far if it is full or for another
+ * consumer. `*seq`: the state's place (IB__SQ_SEQ_SHIFT). An SQLite code. */
+int ib__sq_pending_add(sq_recorder *s, uint64_t *seq, const ib_marker_key *key, const sq_state *st);
+
+/* Inserts the row being built, if any; before every COMMIT. An SQLite
+ * code. */
+int ib__sq_pending_flush(sq_recorder *s);
+
+/* Forgets the row being built (after a rollback), and frees it (close). */
+void ib__sq_pending_drop(sq_recorder *s);
+void ib__sq_pending_free(sq_recorder *s);
 
 /* After a rollback: clears the tail if it held rows of the transaction
  * (the next catch-up reads the journal again). */
@@ -206,7 +236,7 @@ typedef struct ib__sq_merge_ctx {
 } ib__sq_merge_ctx;
 
 /* A transaction body (TX_WRITE): moves the journal into the B-trees when
- * it holds merge_rows rows, or anything with `force`. */
+ * the tail holds merge_keys keys, or anything with `force`. */
 int ib__sq_body_merge(sq_recorder *s, void *ctx, ib_error *local);
 
 /* Merges after a committed write when the journal is due; a failure is
@@ -234,8 +264,8 @@ void ib__sqlite_set_prune_batch(ib_recorder *r, unsigned rows);
 /* Transactions the last prune committed. */
 uint64_t ib__sqlite_prune_transactions(ib_recorder *r);
 
-/* Journal rows that start a merge (default IB__SQ_MERGE_ROWS). */
-void ib__sqlite_set_merge_rows(ib_recorder *r, uint64_t rows);
+/* Keys in the tail that start a merge (default IB__SQ_MERGE_KEYS). */
+void ib__sqlite_set_merge_keys(ib_recorder *r, uint64_t keys);
 
 /* Calls `hook` inside every merge transaction, after the journal was read
  * and before the B-trees are written, with the number of keys it moves

@@ -8,8 +8,10 @@
  *
  * How:
  *  - Every change to a key is appended to processed_journal as the key's
- *    whole new state (marker and claim), so the newest row of a key is its
- *    state, whatever came before.
+ *    whole new state (marker and claim), so the newest state of a key is
+ *    its state, whatever came before. A transaction writes its states as
+ *    one row per consumer (sqlite_batch.c); a state's place is its row's
+ *    seq and its index in the row.
  *  - Each process reads the rows it has not seen at the start of every
  *    transaction (the catch-up) into its tail (sqlite_tail.c). Inside
  *    BEGIN IMMEDIATE nobody else can append, so after the catch-up the
@@ -17,14 +19,16 @@
  *    made is seen before any handler runs.
  *  - A key's state is the tail's entry, else the B-trees' rows
  *    (processed_markers and processed_claims), else nothing.
- *  - A merge, once the journal holds merge_rows rows, writes each key's
+ *  - A merge, once the tail holds merge_keys keys, writes each key's
  *    newest state into the B-trees in key order, deletes the journal rows
  *    and raises processed_merge.merged_seq, all in one transaction: a
  *    crash anywhere leaves either the journal or the B-trees holding every
- *    state. Every process drops the tail entries at or below merged_seq at
- *    its next catch-up.
+ *    state. Claims in flight (live, not marked yet) are carried into a new
+ *    journal row instead: their marks follow within a batch, and the
+ *    claims table then stays empty, which spares a probe per new id. Every process drops the tail
+ * entries at or below merged_seq at its next catch-up.
  *  - Seqs rise for good, across merges that empty the journal: the writer
- *    sets each row's seq to one above the newest it knows, which, after the
+ *    sets its row's seq to one above the newest it knows, which, after the
  *    catch-up under the write lock, is the newest there is (or the merged
  *    seq). A rowid chosen by SQLite would start again after a merge, and
  *    AUTOINCREMENT costs a write to sqlite_sequence per statement.
@@ -43,26 +47,30 @@
 
 /* --- the catch-up --------------------------------------------------------- */
 
-/* Applies the journal row at the current step of Q_JOURNAL_READ. */
-static int apply_row(sq_recorder *s, sqlite3_stmt *st)
+/* Applies the state at the current step of Q_JOURNAL_READ: row seq,
+ * index in the row, consumer, then the state's seven fields. */
+static int apply_state(sq_recorder *s, sqlite3_stmt *st)
 {
     sq_state state;
-    uint64_t seq = (uint64_t)sqlite3_column_int64(st, 0);
-    const char *consumer = (const char *)sqlite3_column_text(st, 1);
-    const char *event_id = (const char *)sqlite3_column_text(st, 2);
-    const char *owner = (const char *)sqlite3_column_text(st, 6);
+    uint64_t row = (uint64_t)sqlite3_column_int64(st, 0);
+    uint64_t index = (uint64_t)sqlite3_column_int64(st, 1);
+    const char *consumer = (const char *)sqlite3_column_text(st, 2);
+    const char *event_id = (const char *)sqlite3_column_text(st, 3);
+    const char *owner = (const char *)sqlite3_column_text(st, 7);
     if (consumer == NULL || event_id == NULL || owner == NULL)
         return SQLITE_NOMEM;
     /* Only this recorder writes the journal, with checked keys. */
-    size_t owner_len = (size_t)sqlite3_column_bytes(st, 6);
-    if (!ib_id_pack(state.id, event_id) || owner_len > IB_OWNER_MAX)
+    size_t owner_len = (size_t)sqlite3_column_bytes(st, 7);
+    if (!ib_id_pack(state.id, event_id) || owner_len > IB_OWNER_MAX || index >= IB__SQ_ROW_STATES ||
+        row >= UINT64_MAX >> IB__SQ_SEQ_SHIFT)
         return SQLITE_CORRUPT;
-    state.done = sqlite3_column_int(st, 3) != 0;
-    state.ts = sqlite3_column_int64(st, 4);
-    state.fp = (uint64_t)sqlite3_column_int64(st, 5);
+    uint64_t seq = row << IB__SQ_SEQ_SHIFT | index;
+    state.done = sqlite3_column_int(st, 4) != 0;
+    state.ts = sqlite3_column_int64(st, 5);
+    state.fp = (uint64_t)sqlite3_column_int64(st, 6);
     memcpy(state.owner, owner, owner_len + 1);
-    state.expires = sqlite3_column_int64(st, 7);
-    int64_t attempts = sqlite3_column_int64(st, 8);
+    state.expires = sqlite3_column_int64(st, 8);
+    int64_t attempts = sqlite3_column_int64(st, 9);
     state.attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
     return ib__sq_tail_put(&s->tail, seq, consumer, state.id, &state) ? SQLITE_OK : SQLITE_NOMEM;
 }
@@ -73,6 +81,8 @@ int ib__sq_catch_up(sq_recorder *s)
     int rc = ib__sq_read_count(&merged, s->q[Q_MERGE_STATE]);
     if (rc != SQLITE_OK)
         return rc;
+    /* Every state of the merged rows, whatever its index. */
+    merged = merged << IB__SQ_SEQ_SHIFT | ((1u << IB__SQ_SEQ_SHIFT) - 1);
     /* Only merges write processed_claims, and each raises merged_seq. */
     if (merged > s->tail.merged || !s->claims_known) {
         ib__sq_tail_sweep(&s->tail, merged);
@@ -84,9 +94,9 @@ int ib__sq_catch_up(sq_recorder *s)
         s->claims_known = true;
     }
     sqlite3_stmt *st = s->q[Q_JOURNAL_READ];
-    rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)s->tail.seen);
+    rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)(s->tail.seen >> IB__SQ_SEQ_SHIFT));
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        rc = apply_row(s, st);
+        rc = apply_state(s, st);
     int rrc = sqlite3_reset(st);
     return rc == SQLITE_DONE ? rrc : rc;
 }
@@ -148,30 +158,10 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key)
 
 int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st)
 {
-    sqlite3_stmt *put = s->q[Q_JOURNAL_PUT];
-    int rc = ib__sq_bind_key(put, key->consumer, key->event_id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int(put, 3, st->done);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(put, 4, st->done ? st->ts : 0);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(put, 5, st->done ? (sqlite3_int64)st->fp : 0);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_text(put, 6, st->owner, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(put, 7, st->expires);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(put, 8, st->attempts);
-    uint64_t seq = s->tail.seen + 1;
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(put, 9, (sqlite3_int64)seq);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(put);
-    int rrc = sqlite3_reset(put);
-    if (rc != SQLITE_DONE)
-        return rc == SQLITE_OK ? SQLITE_INTERNAL : rc;
-    if (rrc != SQLITE_OK)
-        return rrc;
+    uint64_t seq = 0;
+    int rc = ib__sq_pending_add(s, &seq, key, st);
+    if (rc != SQLITE_OK)
+        return rc;
     s->tail_dirty = true;
     return ib__sq_tail_put(&s->tail, seq, key->consumer, st->id, st) ? SQLITE_OK : SQLITE_NOMEM;
 }
@@ -271,6 +261,26 @@ static int merge_entry(sq_recorder *s, const sq_tail_entry *e)
     return rc == SQLITE_OK ? ib__sq_exec_key(claim, e->consumer, event_id) : rc;
 }
 
+/* A live claim on an unmarked key: its holder is at work and will mark
+ * or release it soon, so writing it to processed_claims now would only
+ * cost a write and, later, a delete. */
+static bool in_flight(const sq_tail_entry *e, int64_t lease_now)
+{
+    return !e->done && e->owner[0] != '\0' && e->expires > lease_now;
+}
+
+/* Appends an entry's state again, to the row this transaction writes:
+ * it stays in the journal (and the tail) with a place above the merge. */
+static int carry(sq_recorder *s, const sq_tail_entry *e)
+{
+    char event_id[IB_ID_BUF_SIZE];
+    sq_state st;
+    ib_id_unpack(event_id, e->id);
+    ib__sq_tail_state(e, &st);
+    ib_marker_key key = {e->consumer, event_id};
+    return ib__sq_state_put(s, &key, &st);
+}
+
 int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
 {
     ib__sq_merge_ctx *c = vctx;
@@ -279,9 +289,8 @@ int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
     int rc = ib__sq_catch_up(s);
     if (rc != SQLITE_OK)
         return rc;
-    uint64_t upto = s->tail.seen;
-    uint64_t pending = upto - s->tail.merged;
-    if (pending == 0 || (!c->force && pending < s->merge_rows))
+    uint64_t upto = s->tail.seen >> IB__SQ_SEQ_SHIFT;
+    if (s->tail.used == 0 || (!c->force && s->tail.used < s->merge_keys))
         return SQLITE_OK;
     merge_list l = {.items = malloc((s->tail.used + 1) * sizeof(*l.items))};
     if (l.items == NULL)
@@ -290,9 +299,19 @@ int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
     qsort(l.items, l.n, sizeof(*l.items), by_key);
     if (s->merge_hook != NULL)
         s->merge_hook(s->merge_hook_ctx, l.n);
-    for (size_t i = 0; i < l.n && rc == SQLITE_OK; i++)
-        rc = merge_entry(s, l.items[i].e);
+    int64_t lease_now = s->base.lease_now_ms();
+    size_t carried = 0;
+    for (size_t i = 0; i < l.n && rc == SQLITE_OK; i++) {
+        if (in_flight(l.items[i].e, lease_now)) {
+            rc = carry(s, l.items[i].e);
+            carried++;
+        } else {
+            rc = merge_entry(s, l.items[i].e);
+        }
+    }
     free(l.items);
+    /* The carried states go into a row above `upto`, inserted before
+     * the COMMIT (ib__sq_run), so this empties only what was merged. */
     if (rc == SQLITE_OK)
         rc = ib__sq_step_done(s->q[Q_JOURNAL_TRIM]);
     if (rc == SQLITE_OK)
@@ -300,13 +319,13 @@ int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
     if (rc == SQLITE_OK)
         rc = ib__sq_step_done(s->q[Q_MERGE_SET]);
     if (rc == SQLITE_OK)
-        c->moved = l.n;
+        c->moved = l.n - carried;
     return rc;
 }
 
 void ib__sq_maybe_merge(sq_recorder *s)
 {
-    if (s->tail.seen - s->tail.merged < s->merge_rows)
+    if (s->tail.used < s->merge_keys)
         return;
     ib__sq_merge_ctx c = {.force = false};
     /* The call that got here has committed; a merge that fails now is

@@ -47,23 +47,30 @@
 #define CREATE_LOG "CREATE TABLE processed_log" LOG_COLUMNS
 
 /* Version 4: every change to a key is appended here as its whole new
- * state; a merge moves the newest states into processed_markers and
- * processed_claims (sqlite_journal.c). */
+ * state; a transaction writes one row per consumer, its states a JSON
+ * array of [event_id, done, ts, fp, owner, expires_ms, attempts]. A merge
+ * moves the newest states into processed_markers and processed_claims
+ * (sqlite_journal.c). */
 #define CREATE_JOURNAL                                                                             \
     "CREATE TABLE processed_journal (\n"                                                           \
     "    seq INTEGER PRIMARY KEY, -- rising for good: set by the writer\n"                         \
     "    consumer TEXT NOT NULL,\n"                                                                \
-    "    event_id TEXT NOT NULL,\n"                                                                \
-    "    done INTEGER NOT NULL, -- 1 = marked\n"                                                   \
-    "    ts INTEGER NOT NULL, -- done: unix milliseconds when marked\n"                            \
-    "    fp INTEGER NOT NULL, -- done: payload fingerprint; 0 = none\n"                            \
-    "    owner TEXT NOT NULL, -- claim holder; '' = none\n"                                        \
-    "    expires_ms INTEGER NOT NULL, -- claim's lease end (ms since boot)\n"                      \
-    "    attempts INTEGER NOT NULL -- handler attempts the claim counted\n"                        \
+    "    states TEXT NOT NULL -- JSON: [[event_id, done, ts, fp, owner, expires_ms, "              \
+    "attempts], ...]\n"                                                                            \
     ")"
 
 /* Journal rows at or below merged_seq are in the B-trees. */
 #define CREATE_MERGE "CREATE TABLE processed_merge (merged_seq INTEGER NOT NULL)"
+
+/* The journal's states one per row, pos ordering them (row seq, index). */
+#define CREATE_STATES_VIEW                                                                         \
+    "CREATE VIEW processed_states (consumer, event_id, done, ts, fp, owner, expires_ms, "          \
+    "attempts, pos) AS\n"                                                                          \
+    "SELECT j.consumer, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),\n"           \
+    "       json_extract(e.value, '$[2]'), json_extract(e.value, '$[3]'),\n"                       \
+    "       json_extract(e.value, '$[4]'), json_extract(e.value, '$[5]'),\n"                       \
+    "       json_extract(e.value, '$[6]'), j.seq * 65536 + e.key\n"                                \
+    "FROM processed_journal j, json_each(j.states) e"
 
 /* The markers as the seed's table showed them: the B-tree's, unless the
  * journal holds a newer state of the key, and the journal's newest states
@@ -72,10 +79,10 @@
 #define CREATE_LOG_VIEW                                                                            \
     "CREATE VIEW processed_log (consumer, event_id, ts, fp) AS\n"                                  \
     "SELECT consumer, event_id, ts, fp FROM processed_markers\n"                                   \
-    " WHERE (consumer, event_id) NOT IN (SELECT consumer, event_id FROM processed_journal)\n"      \
+    " WHERE (consumer, event_id) NOT IN (SELECT consumer, event_id FROM processed_states)\n"       \
     "UNION ALL\n"                                                                                  \
     "SELECT consumer, event_id, ts, nullif(fp, 0) FROM\n"                                          \
-    " (SELECT consumer, event_id, done, ts, fp, max(seq) FROM processed_journal\n"                 \
+    " (SELECT consumer, event_id, done, ts, fp, max(pos) FROM processed_states\n"                  \
     "  GROUP BY consumer, event_id)\n"                                                             \
     " WHERE done = 1"
 
@@ -236,6 +243,8 @@ static int from_v3(sqlite3 *db)
     if (rc == SQLITE_OK)
         rc = exec(db, "INSERT INTO processed_merge VALUES (0)");
     if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_STATES_VIEW);
+    if (rc == SQLITE_OK)
         rc = exec(db, CREATE_LOG_VIEW);
     return rc;
 }
@@ -296,14 +305,14 @@ static int check_current(sqlite3 *db, const char *name, long long version, ib_er
     if (rc == SQLITE_OK)
         rc = read_int(db,
                       "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND "
-                      "name = 'processed_log'",
+                      "name IN ('processed_log', 'processed_states')",
                       &views);
     if (rc != SQLITE_OK)
         return rc;
-    if (tables != 5 || views != 1)
+    if (tables != 5 || views != 2)
         return refuse(err, name,
-                      "schema version %lld but %lld of its 5 tables and %lld processed_log "
-                      "view exist",
+                      "schema version %lld but %lld of its 5 tables and %lld of its 2 views "
+                      "exist",
                       version, tables, views);
     return SQLITE_OK;
 }

@@ -120,9 +120,14 @@ static bool rebuild(sq_tail *t, size_t cap, uint64_t keep_above)
 bool ib__sq_tail_put(sq_tail *t, uint64_t seq, const char *consumer, const uint8_t id[16],
                      const sq_state *st)
 {
-    if ((t->used + 1) * 2 > t->cap && !rebuild(t, t->cap == 0 ? FIRST_CAP : t->cap * 2, 0))
-        return false;
-    sq_tail_entry *e = &t->slots[probe(t, consumer, id)];
+    /* Grow only for a new key: an entry being updated keeps its slot, so
+     * pointers to other entries (a merge's list) stay valid. */
+    sq_tail_entry *e = t->cap > 0 ? &t->slots[probe(t, consumer, id)] : NULL;
+    if (e == NULL || (e->seq == 0 && (t->used + 1) * 2 > t->cap)) {
+        if (!rebuild(t, t->cap == 0 ? FIRST_CAP : t->cap * 2, 0))
+            return false;
+        e = &t->slots[probe(t, consumer, id)];
+    }
     if (e->seq > seq)
         return true; /* a newer state is already here */
     const char *owner = intern(t, st->owner);

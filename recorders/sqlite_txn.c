@@ -38,7 +38,7 @@ static bool is_ours(const char *table)
 {
     static const char *const ours[] = {"processed_log",     "processed_markers", "processed_claims",
                                        "processed_journal", "processed_merge",   "processed_outbox",
-                                       "sqlite_sequence"};
+                                       "processed_states",  "sqlite_sequence"};
     if (table == NULL)
         return false;
     for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
@@ -211,7 +211,9 @@ static int pass(txn_call *c)
             return rc;
         c->decided = i + 1;
     }
-    rc = ib__sq_step_done(s->q[Q_COMMIT]);
+    rc = ib__sq_pending_flush(s);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_step_done(s->q[Q_COMMIT]);
     if (rc == SQLITE_OK)
         s->tail_dirty = false;
     return rc;

@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     snprintf(owner, sizeof(owner), "merger-%d", (int)getpid());
     if (ib_recorder_open(&r, uri, NULL, &err) != IB_OK)
         return fail("open", &err);
-    ib__sqlite_set_merge_rows(r, UINT64_MAX);
+    ib__sqlite_set_merge_keys(r, UINT64_MAX);
     ib__sqlite_set_merge_hook(r, announce, NULL);
     unsigned batches = 0;
     for (uint64_t id = first; id < first + count; id += BATCH) {

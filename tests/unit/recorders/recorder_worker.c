@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     if (ib_recorder_open(&r, uri, NULL, &err) != IB_OK)
         return fail("open recorder", &err);
     /* Merges while the others claim and mark: every few dozen ids. */
-    ib__sqlite_set_merge_rows(r, 64);
+    ib__sqlite_set_merge_keys(r, 64);
 
     /* Start together: the parent closes its end of the pipe. */
     char b;

@@ -112,8 +112,9 @@ static void test_marks_are_journalled_then_merged(void **state)
     (void)state;
     ib_recorder *r = open_file();
     run_batch(r, "A", 0, 10);
-    /* claim and mark: two states per key, nothing in the B-trees yet */
-    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 20);
+    /* claim and mark: two rows of ten states, nothing in the B-trees yet */
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 2);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_states"), 20);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_markers"), 0);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_log"), 10);
     char id[IB_ID_BUF_SIZE];
@@ -127,7 +128,7 @@ static void test_marks_are_journalled_then_merged(void **state)
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_markers"), 10);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_claims"), 0);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_log"), 10);
-    assert_int_equal(count_of(r, "SELECT merged_seq FROM processed_merge"), 20);
+    assert_int_equal(count_of(r, "SELECT merged_seq FROM processed_merge"), 2);
     assert_true(view_has(r, "svc", id));
     for (uint64_t i = 0; i < 10; i++)
         assert_true(is_done(r, "svc", i));
@@ -135,7 +136,7 @@ static void test_marks_are_journalled_then_merged(void **state)
 
     /* Seqs keep rising after the journal was emptied. */
     run_batch(r, "A", 10, 1);
-    assert_int_equal(count_of(r, "SELECT min(seq) FROM processed_journal"), 21);
+    assert_int_equal(count_of(r, "SELECT min(seq) FROM processed_journal"), 3);
     ib_recorder_stats s;
     CHECK(ib_recorder_stats_get(r, &s, &err));
     assert_int_equal(s.markers, 11);
@@ -146,12 +147,12 @@ static void test_merge_starts_at_its_threshold(void **state)
 {
     (void)state;
     ib_recorder *r = open_file();
-    ib__sqlite_set_merge_rows(r, 100);
+    ib__sqlite_set_merge_keys(r, 50);
     for (uint64_t b = 0; b < 10; b++)
-        run_batch(r, "A", b * 20, 20); /* 40 journal rows per batch */
+        run_batch(r, "A", b * 20, 20);
     assert_true(ib__sqlite_merges(r) >= 3);
     assert_int_equal(ib__sqlite_merge_failures(r), 0);
-    assert_true(count_of(r, "SELECT count(*) FROM processed_journal") < 100);
+    assert_true(count_of(r, "SELECT count(*) FROM processed_states") < 100);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_log"), 200);
     for (uint64_t i = 0; i < 200; i++)
         assert_true(is_done(r, "svc", i));
@@ -173,8 +174,12 @@ static void test_claims_survive_a_merge(void **state)
     CHECK(ib_recorder_release(r, "svc", a, "A", &err));
     CHECK(ib__recorder_acquire_fp(r, &info, &kb, NULL, 1, &req, &err));
     CHECK(ib__sqlite_merge(r, NULL, &err));
+    /* the released claim is merged; the live one is carried over */
     assert_int_equal(count_of(r, "SELECT attempts FROM processed_claims WHERE owner = ''"), 1);
-    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_claims WHERE owner = 'A'"), 1);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_claims WHERE owner = 'A'"), 0);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_states WHERE owner = 'A'"), 1);
+    assert_int_equal(count_of(r, "SELECT min(seq) FROM processed_journal"),
+                     count_of(r, "SELECT merged_seq FROM processed_merge") + 1);
     ib_recorder_stats s;
     CHECK(ib_recorder_stats_get(r, &s, &err));
     assert_int_equal(s.claims, 1);
@@ -256,7 +261,7 @@ static void test_rollback_leaves_nothing_in_the_tail(void **state)
     assert_false(is_done(r, "svc", 42));
     for (uint64_t i = 0; i < 3; i++)
         assert_true(is_done(r, "svc", i)); /* read again from the journal */
-    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 6);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 2);
     ib_recorder_close(r);
 }
 
