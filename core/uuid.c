@@ -11,6 +11,25 @@
 
 static const char hex_digits[] = "0123456789abcdef";
 
+/* Hex digit value + 1 for '0'-'9' and 'a'-'f', 0 for every other byte.
+ * A table instead of comparisons: ids are random, so per-digit branches
+ * mispredict about every other digit, and those mispredictions were most of
+ * the cost of a memory-recorder check, which packs every id it sees. */
+static const uint8_t hex_plus_one[256] = {
+    ['0'] = 1, ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+};
+
+/* The lowercase hex digit each byte stands for ('0'-'9', 'a'-'f', upper
+ * case folded), 0 for every other byte: normalising an id is one lookup a
+ * digit, with no branch for random digits to mispredict. */
+static const char hex_fold[256] = {
+    ['0'] = '0', ['1'] = '1', ['2'] = '2', ['3'] = '3', ['4'] = '4', ['5'] = '5',
+    ['6'] = '6', ['7'] = '7', ['8'] = '8', ['9'] = '9', ['a'] = 'a', ['b'] = 'b',
+    ['c'] = 'c', ['d'] = 'd', ['e'] = 'e', ['f'] = 'f', ['A'] = 'a', ['B'] = 'b',
+    ['C'] = 'c', ['D'] = 'd', ['E'] = 'e', ['F'] = 'f',
+};
+
 static int hex_value(unsigned char c)
 {
     if (c >= '0' && c <= '9')
@@ -31,8 +50,8 @@ static bool is_dash_position(size_t i)
  * variant) so the reason reported for an id is always the same one. */
 ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t len, unsigned flags)
 {
+    char undashed[IB_ID_LEN];
     char digits[IB_ID_BUF_SIZE];
-    size_t n = 0;
 
     out[0] = '\0';
     if (in == NULL || len == 0)
@@ -44,17 +63,23 @@ ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t le
             if (is_dash_position(i) && in[i] != '-')
                 return IB_ID_BAD_DASHES;
         }
+        /* The groups of 8-4-4-4-12 digits, without their dashes. */
+        memcpy(undashed, in, 8);
+        memcpy(undashed + 8, in + 9, 4);
+        memcpy(undashed + 12, in + 14, 4);
+        memcpy(undashed + 16, in + 19, 4);
+        memcpy(undashed + 20, in + 24, 12);
+        in = undashed;
     }
-    for (size_t i = 0; i < len; i++) {
-        int v;
-        if (len == 36 && is_dash_position(i))
-            continue;
-        v = hex_value((unsigned char)in[i]);
-        if (v < 0)
-            return IB_ID_BAD_CHAR;
-        digits[n++] = hex_digits[v];
+    unsigned bad = 0;
+    for (size_t i = 0; i < IB_ID_LEN; i++) {
+        char d = hex_fold[(unsigned char)in[i]];
+        bad |= d == 0;
+        digits[i] = d;
     }
-    digits[n] = '\0';
+    if (bad)
+        return IB_ID_BAD_CHAR;
+    digits[IB_ID_LEN] = '\0';
     if (!(flags & IB_ID_ANY_VERSION) && digits[VERSION_DIGIT] != '4')
         return IB_ID_BAD_VERSION;
     /* RFC 4122 variant: the two top bits of the variant nibble are 10. */
@@ -68,12 +93,13 @@ bool ib_id_is_normalised(const char *id)
 {
     if (id == NULL)
         return false;
-    for (size_t i = 0; i < IB_ID_LEN; i++) {
-        char c = id[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return false;
-    }
-    return id[IB_ID_LEN] == '\0';
+    /* strnlen stops at the NUL, so a short id is never read past its end. */
+    if (strnlen(id, IB_ID_LEN + 1) != IB_ID_LEN)
+        return false;
+    unsigned bad = 0;
+    for (size_t i = 0; i < IB_ID_LEN; i++)
+        bad |= hex_plus_one[(unsigned char)id[i]] == 0;
+    return bad == 0;
 }
 
 const char *ib_id_reason_str(ib_id_reason reason)
@@ -220,15 +246,6 @@ void ib_uuid_derive(char out[IB_ID_BUF_SIZE], const char *parent_id, const char 
     set_v4_bits(bytes);
     ib_id_unpack(out, bytes);
 }
-
-/* Hex digit value + 1 for '0'-'9' and 'a'-'f', 0 for every other byte.
- * A table instead of comparisons: ids are random, so per-digit branches
- * mispredict about every other digit, and those mispredictions were most of
- * the cost of a memory-recorder check, which packs every id it sees. */
-static const uint8_t hex_plus_one[256] = {
-    ['0'] = 1, ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
-    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
-};
 
 bool ib_id_pack(uint8_t out[16], const char *id)
 {
