@@ -10,50 +10,13 @@
 #include "utf8.h"
 #include "wire.h"
 
-/* Counts what protobuf-c allocates while unpacking and refuses past a
- * budget, because protobuf-c itself has no limit: a message of many tiny
- * fields costs far more memory than its size. The count is cumulative (frees
- * are not subtracted), so it also bounds the peak. */
-typedef struct budget_allocator {
-    ProtobufCAllocator base;
-    size_t used;
-    size_t limit;
-    bool refused; /* the budget said no */
-    bool failed;  /* malloc said no */
-} budget_allocator;
-
-/* The event handed out, its unpacked message and the allocator that
- * free_unpacked needs, in one block; `pub` is what callers see. */
+/* The event handed out and everything it points to, in one block: the
+ * public view, the header array, then the payload and the NUL-terminated
+ * strings copied from the wire. One allocation and one free per event. */
 typedef struct event_impl {
     ib_event pub;
-    budget_allocator alloc;
-    InfinityBus__V1__Event *msg;
     ib_event_header headers[]; /* after header de-duplication */
 } event_impl;
-
-static void *budget_alloc(void *data, size_t size)
-{
-    budget_allocator *b = data;
-    void *p;
-
-    if (size > b->limit - b->used) {
-        b->refused = true;
-        return NULL;
-    }
-    p = malloc(size > 0 ? size : 1);
-    if (p == NULL) {
-        b->failed = true;
-        return NULL;
-    }
-    b->used += size;
-    return p;
-}
-
-static void budget_free(void *data, void *p)
-{
-    (void)data;
-    free(p);
-}
 
 static size_t default_budget(size_t len)
 {
@@ -89,6 +52,10 @@ static size_t type_bad_offset(const uint8_t *type, size_t len)
 {
     size_t i = 0;
     while (i < len) {
+        if (type[i] > 0x20 && type[i] < 0x7f) {
+            i++; /* printable ASCII, the common case: nothing to decode */
+            continue;
+        }
         uint32_t cp = 0;
         size_t n = ib__utf8_decode(&cp, type + i, len - i);
         if (n == 0 || is_invisible_or_space(cp))
@@ -147,12 +114,11 @@ static int header_slot_cmp(const void *pa, const void *pb)
     return (a->index > b->index) - (a->index < b->index);
 }
 
-/* Copies the headers into `impl->headers`, keeping for each key only its
- * last occurrence (protobuf map semantics), in wire order. */
-static bool fill_headers(event_impl *impl)
+/* Keeps, for each key of the `n` headers in `impl->headers`, only its last
+ * occurrence (protobuf map semantics), in wire order. */
+static bool dedup_headers(event_impl *impl, size_t n)
 {
-    InfinityBus__V1__Event *msg = impl->msg;
-    size_t n = msg->n_headers;
+    ib_event_header *h = impl->headers;
     header_slot *slots = NULL;
     bool *dropped = NULL;
     size_t out = 0;
@@ -166,7 +132,7 @@ static bool fill_headers(event_impl *impl)
             return false;
         }
         for (size_t i = 0; i < n; i++)
-            slots[i] = (header_slot){msg->headers[i]->key, i};
+            slots[i] = (header_slot){h[i].key, i};
         qsort(slots, n, sizeof(*slots), header_slot_cmp);
         for (size_t i = 0; i + 1 < n; i++) {
             if (strcmp(slots[i].key, slots[i + 1].key) == 0)
@@ -174,54 +140,107 @@ static bool fill_headers(event_impl *impl)
         }
     }
     for (size_t i = 0; i < n; i++) {
-        if (dropped != NULL && dropped[i])
-            continue;
-        impl->headers[out].key = msg->headers[i]->key;
-        impl->headers[out].value = msg->headers[i]->value;
-        out++;
+        if (dropped == NULL || !dropped[i])
+            h[out++] = h[i];
     }
-    impl->pub.headers = out > 0 ? impl->headers : NULL;
+    impl->pub.headers = out > 0 ? h : NULL;
     impl->pub.header_count = out;
     free(dropped);
     free(slots);
     return true;
 }
 
-/* Unpacks within the budget into `impl` (allocated here). */
-static ib_status unpack(event_impl **out, ib_event_reject *reject, const uint8_t *buf, size_t len,
-                        size_t budget, const ib__wire_scan *scan, ib_error *err)
+/* a + b, or SIZE_MAX when that overflows. */
+static size_t add_sat(size_t a, size_t b)
 {
-    event_impl *impl;
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
 
-    *out = NULL;
-    if (scan->header_entries > (SIZE_MAX - sizeof(*impl)) / sizeof(ib_event_header))
+/* Bytes of the event's block: the struct, the header array, the payload
+ * and the strings with their NULs. SIZE_MAX when it cannot be counted. */
+static size_t block_size(const ib__wire_scan *scan)
+{
+    size_t entries = scan->header_entries;
+    if (entries > (SIZE_MAX - sizeof(event_impl)) / (sizeof(ib_event_header) + 2))
+        return SIZE_MAX;
+    /* The copied bytes are disjoint slices of the message: no overflow. */
+    size_t n = sizeof(event_impl) + entries * (sizeof(ib_event_header) + 2);
+    n = add_sat(n, scan->payload_len);
+    n = add_sat(n, scan->type_len + 1);
+    n = add_sat(n, scan->source_len + 1);
+    return add_sat(n, scan->header_bytes);
+}
+
+/* The checks the wire scan does not make: the type is printable, the id a
+ * valid one (normalised into `id`). */
+static ib_status validate(char id[IB_ID_BUF_SIZE], ib_event_reject *reject,
+                          const ib__wire_scan *scan, unsigned id_flags, ib_error *err)
+{
+    if (scan->type_len == 0)
         return refuse(reject, IB_EVENT_REJECT_DECODE,
-                      ib_error_set(err, IB_ERR_TOO_LARGE, "too many headers"));
-    impl = calloc(1, sizeof(*impl) + scan->header_entries * sizeof(ib_event_header));
+                      ib_error_set(err, IB_ERR_DECODE, "type is empty"));
+    size_t bad = type_bad_offset(scan->type, scan->type_len);
+    if (bad != scan->type_len)
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_DECODE,
+                                   "type has a control, space or invisible character at byte %zu",
+                                   bad));
+
+    if (scan->id_len == 0)
+        return refuse(reject, IB_EVENT_REJECT_INVALID_ID,
+                      ib_error_set(err, IB_ERR_INVALID_ID, "id is missing"));
+    /* The raw bytes, NULs included: a NUL makes the id malformed. */
+    ib_id_reason why = ib_id_normalise(id, (const char *)scan->id, scan->id_len, id_flags);
+    if (why != IB_ID_VALID)
+        return refuse(reject, IB_EVENT_REJECT_INVALID_ID,
+                      ib_error_set(err, IB_ERR_INVALID_ID, "id is malformed (%zu bytes): %s",
+                                   scan->id_len, ib_id_reason_str(why)));
+    return IB_OK;
+}
+
+/* Copies `len` bytes to `*at` and a NUL after them; returns the copy. */
+static const char *copy_string(char **at, const uint8_t *src, size_t len)
+{
+    char *s = *at;
+    if (len > 0)
+        memcpy(s, src, len);
+    s[len] = '\0';
+    *at = s + len + 1;
+    return s;
+}
+
+/* Builds the event in one block of `size` bytes from the slices the scan
+ * found in `buf`. */
+static ib_status build(event_impl **out, ib_event_reject *reject, const uint8_t *buf, size_t len,
+                       const ib__wire_scan *scan, size_t size, ib_error *err)
+{
+    event_impl *impl = malloc(size);
     if (impl == NULL)
         goto nomem;
-    impl->pub.impl_ = impl;
-    impl->alloc.base.alloc = budget_alloc;
-    impl->alloc.base.free = budget_free;
-    impl->alloc.base.allocator_data = &impl->alloc;
-    impl->alloc.limit = budget;
-    impl->msg = infinity_bus__v1__event__unpack(&impl->alloc.base, len, buf);
-    if (impl->msg == NULL) {
-        bool refused = impl->alloc.refused;
-        bool failed = impl->alloc.failed;
+    size_t n = scan->header_entries;
+    char *at = (char *)&impl->headers[n];
+    ib_event *ev = &impl->pub;
+    ev->impl_ = impl;
+    ev->payload = NULL;
+    ev->payload_len = scan->payload_len;
+    if (scan->payload_len > 0) {
+        memcpy(at, scan->payload, scan->payload_len);
+        ev->payload = (const uint8_t *)at;
+        at += scan->payload_len;
+    }
+    ev->type = copy_string(&at, scan->type, scan->type_len);
+    ev->source = copy_string(&at, scan->source, scan->source_len);
+    ev->created_at_ms = (int64_t)scan->created_at_ms; /* protobuf's int64 from a varint */
+    size_t pos = scan->headers_at;
+    for (size_t i = 0; i < n; i++) {
+        ib__wire_header h = {0};
+        ib__wire_next_header(&h, buf, len, &pos);
+        impl->headers[i].key = copy_string(&at, h.key, h.key_len);
+        impl->headers[i].value = copy_string(&at, h.value, h.value_len);
+    }
+    if (!dedup_headers(impl, n)) {
         free(impl);
-        if (failed)
-            goto nomem;
-        if (refused)
-            return refuse(
-                reject, IB_EVENT_REJECT_DECODE,
-                ib_error_set(err, IB_ERR_TOO_LARGE,
-                             "unpacking this %zu-byte message needs more than its memory budget "
-                             "of %zu bytes",
-                             len, budget));
-        return refuse(
-            reject, IB_EVENT_REJECT_DECODE,
-            ib_error_set(err, IB_ERR_DECODE, "not a protobuf Event: protobuf-c refused it"));
+        goto nomem;
     }
     *out = impl;
     return IB_OK;
@@ -232,81 +251,16 @@ nomem:
         ib_error_set(err, IB_ERR_NOMEM, "out of memory while decoding a %zu-byte event", len));
 }
 
-/* The scanner and protobuf-c read the same bytes; if they ever disagree on a
- * string the checks above would have judged the wrong bytes, so refuse. */
-static bool agrees(const char *unpacked, bool present, const uint8_t *raw, size_t raw_len)
-{
-    if (!present)
-        return unpacked[0] == '\0';
-    return strlen(unpacked) == raw_len && memcmp(unpacked, raw, raw_len) == 0;
-}
-
-/* The checks protobuf-c does not make: the scanner and protobuf-c agree on
- * the strings, the type is printable, the id is a valid one (normalised
- * into `impl->pub.id`). */
-static ib_status validate(event_impl *impl, ib_event_reject *reject, const ib__wire_scan *scan,
-                          unsigned id_flags, ib_error *err)
-{
-    const InfinityBus__V1__Event *msg = impl->msg;
-
-    /* A NUL in the id legitimately cuts protobuf-c's copy; the id check
-     * below refuses it from the raw bytes. */
-    bool id_has_nul = scan->id_len > 0 && memchr(scan->id, 0, scan->id_len) != NULL;
-    if ((!id_has_nul && !agrees(msg->id, scan->has_id, scan->id, scan->id_len)) ||
-        !agrees(msg->type, scan->has_type, scan->type, scan->type_len))
-        return refuse(
-            reject, IB_EVENT_REJECT_DECODE,
-            ib_error_set(err, IB_ERR_DECODE,
-                         "not a protobuf Event: its string fields could not be read consistently"));
-    if (scan->type_len == 0)
-        return refuse(reject, IB_EVENT_REJECT_DECODE,
-                      ib_error_set(err, IB_ERR_DECODE, "type is empty"));
-    size_t bad = type_bad_offset((const uint8_t *)msg->type, scan->type_len);
-    if (bad != scan->type_len)
-        return refuse(reject, IB_EVENT_REJECT_DECODE,
-                      ib_error_set(err, IB_ERR_DECODE,
-                                   "type has a control, space or invisible character at byte %zu",
-                                   bad));
-
-    if (scan->id_len == 0)
-        return refuse(reject, IB_EVENT_REJECT_INVALID_ID,
-                      ib_error_set(err, IB_ERR_INVALID_ID, "id is missing"));
-    /* Judge the raw bytes: protobuf-c's copy stops at a NUL. */
-    ib_id_reason why =
-        ib_id_normalise(impl->pub.id, (const char *)scan->id, scan->id_len, id_flags);
-    if (why != IB_ID_VALID)
-        return refuse(reject, IB_EVENT_REJECT_INVALID_ID,
-                      ib_error_set(err, IB_ERR_INVALID_ID, "id is malformed (%zu bytes): %s",
-                                   scan->id_len, ib_id_reason_str(why)));
-    return IB_OK;
-}
-
-/* Fills the public view of a validated event. */
-static ib_status publish(event_impl *impl, ib_event_reject *reject, size_t len, ib_error *err)
-{
-    const InfinityBus__V1__Event *msg = impl->msg;
-
-    if (!fill_headers(impl))
-        return refuse(
-            reject, IB_EVENT_NOT_REJECTED,
-            ib_error_set(err, IB_ERR_NOMEM, "out of memory while decoding a %zu-byte event", len));
-    impl->pub.type = msg->type;
-    impl->pub.payload = msg->payload.len > 0 ? msg->payload.data : NULL;
-    impl->pub.payload_len = msg->payload.len;
-    impl->pub.created_at_ms = msg->created_at_ms;
-    impl->pub.source = msg->source;
-    return IB_OK;
-}
-
-/* Decode is four steps: the limits, the wire scan (refuses what protobuf-c
- * would accept but we must not), unpacking within the memory budget, then
- * validate and publish. */
+/* Decode is four steps: the limits, the wire scan (the one parse: refuses
+ * what a protobuf parser would accept but we must not, and finds every
+ * field), the memory budget, then validate and build. */
 ib_status ib_event_decode(ib_event **out, ib_event_reject *reject, const void *buf, size_t len,
                           const ib_event_limits *limits, ib_error *err)
 {
     size_t max_bytes = IB_EVENT_DEFAULT_MAX_BYTES;
     unsigned id_flags = IB_ID_UUID4_ONLY;
     ib__wire_scan scan;
+    char id[IB_ID_BUF_SIZE];
     event_impl *impl = NULL;
 
     if (reject != NULL)
@@ -334,30 +288,27 @@ ib_status ib_event_decode(ib_event **out, ib_event_reject *reject, const void *b
 
     size_t budget =
         limits != NULL && limits->max_alloc != 0 ? limits->max_alloc : default_budget(len);
-    ib_status st = unpack(&impl, reject, buf, len, budget, &scan, err);
+    size_t size = block_size(&scan);
+    if (size > budget)
+        return refuse(reject, IB_EVENT_REJECT_DECODE,
+                      ib_error_set(err, IB_ERR_TOO_LARGE,
+                                   "unpacking this %zu-byte message needs more than its memory "
+                                   "budget of %zu bytes",
+                                   len, budget));
+    ib_status st = validate(id, reject, &scan, id_flags, err);
+    if (st == IB_OK)
+        st = build(&impl, reject, buf, len, &scan, size, err);
     if (st != IB_OK)
         return st;
-    st = validate(impl, reject, &scan, id_flags, err);
-    if (st == IB_OK)
-        st = publish(impl, reject, len, err);
-    if (st != IB_OK) {
-        infinity_bus__v1__event__free_unpacked(impl->msg, &impl->alloc.base);
-        free(impl);
-        return st;
-    }
+    memcpy(impl->pub.id, id, sizeof(id));
     *out = &impl->pub;
     return IB_OK;
 }
 
 void ib_event_free(ib_event *event)
 {
-    event_impl *impl;
-
-    if (event == NULL)
-        return;
-    impl = event->impl_;
-    infinity_bus__v1__event__free_unpacked(impl->msg, &impl->alloc.base);
-    free(impl);
+    if (event != NULL)
+        free(event->impl_);
 }
 
 /* Checks one string for ib_event_encode: present and valid UTF-8. */

@@ -1,10 +1,12 @@
 /* Decoding and validation of the wire Event (proto/event.proto).
  *
- * Decoding refuses oversized input before unpacking, unpacks with an
- * allocator that caps memory, checks the raw bytes of the string fields
- * (protobuf-c accepts invalid UTF-8 and cuts strings at an embedded NUL),
- * refuses an empty buffer (which protobuf-c takes as a valid all-default
- * message) and normalises the id (uuid.h).
+ * Decoding refuses oversized input before reading it, parses the wire
+ * format once (core/wire.h: it checks the raw bytes of the string fields,
+ * which protobuf-c would accept as invalid UTF-8 or cut at an embedded NUL,
+ * and finds every field), refuses an empty buffer (which a protobuf parser
+ * takes as a valid all-default message), copies the fields into one block
+ * within a memory budget and normalises the id (uuid.h). protobuf-c is only
+ * used to encode.
  *
  * Rules, checked in this order (the first that fails decides):
  *   1. size: more than max_bytes -> IB_ERR_TOO_LARGE, class DECODE;
@@ -14,7 +16,8 @@
  *      (id, type, source, header key or value), a NUL byte in type, source
  *      or a header -> IB_ERR_DECODE. A proto3 string must be UTF-8, so other
  *      languages' parsers refuse these bytes too.
- *   3. unpack within the memory budget (ib_event_limits.max_alloc): over it
+ *   3. the memory budget (ib_event_limits.max_alloc): an event whose block
+ *      (struct, header array, payload, strings and their NULs) is larger
  *      -> IB_ERR_TOO_LARGE, class DECODE.
  *   4. type: empty or missing -> IB_ERR_DECODE "type is empty"; a control
  *      character (U+0000..U+001F, U+007F..U+009F), a Unicode space
@@ -45,16 +48,17 @@ typedef enum ib_event_reject {
     IB_EVENT_REJECT_INVALID_ID, /* dead-letter reason IB_DLQ_INVALID_ID */
 } ib_event_reject;
 
-/* Default unpack memory budget for a message of `len` bytes: four times its
- * size (a payload is copied once; small fields cost a struct, a pointer and a
- * scan slot each) plus 64 KiB for fixed overheads. */
+/* Default memory budget for a message of `len` bytes: four times its size
+ * (a payload is copied once; each header entry costs an array slot and two
+ * NULs, so many tiny entries cost far more than their bytes) plus 64 KiB
+ * for fixed overheads. */
 #define IB_EVENT_ALLOC_BUDGET(len) (4 * (size_t)(len) + 64u * 1024u)
 
 typedef struct ib_event_limits {
     size_t max_bytes;  /* refuse input larger than this; 0 = IB_EVENT_DEFAULT_MAX_BYTES */
     unsigned id_flags; /* IB_ID_UUID4_ONLY or IB_ID_ANY_VERSION */
-    size_t max_alloc;  /* bytes protobuf-c may allocate while unpacking (counted
-                          cumulatively); 0 = IB_EVENT_ALLOC_BUDGET(len) */
+    size_t max_alloc;  /* bytes the decoded event may take (its one block);
+                          0 = IB_EVENT_ALLOC_BUDGET(len) */
 } ib_event_limits;
 
 typedef struct ib_event_header {
@@ -74,7 +78,7 @@ typedef struct ib_event {
     const char *source;             /* "" when absent */
     const ib_event_header *headers; /* unique keys, wire order; NULL when header_count is 0 */
     size_t header_count;
-    void *impl_; /* the unpacked message and its allocator; private */
+    void *impl_; /* the block holding the event; private */
 } ib_event;
 
 /* Decodes `len` bytes at `buf` into a new event stored in `*out` (owned by the

@@ -37,6 +37,7 @@ typedef struct wire_field {
     unsigned wire_type;
     const uint8_t *data; /* WT_LEN: the value bytes after the length */
     size_t data_len;
+    uint64_t value; /* WT_VARINT: the value */
 } wire_field;
 
 /* Reads a varint of at most `max_bytes` bytes at *pos. */
@@ -79,6 +80,7 @@ static ib__wire_problem next_field(wire_field *f, const uint8_t *buf, size_t len
     f->number = 0;
     f->data = NULL;
     f->data_len = 0;
+    f->value = 0;
     p = read_varint(&key, buf, len, pos, 5);
     if (p != IB__WIRE_OK)
         return p;
@@ -88,7 +90,7 @@ static ib__wire_problem next_field(wire_field *f, const uint8_t *buf, size_t len
     f->number = (uint32_t)(key >> 3);
     switch (f->wire_type) {
     case WT_VARINT:
-        return read_varint(&v, buf, len, pos, 10);
+        return read_varint(&f->value, buf, len, pos, 10);
     case WT_I64:
         return skip_bytes(pos, len, 8);
     case WT_I32:
@@ -130,13 +132,15 @@ static ib__wire_problem fail(ib__wire_scan *out, ib__wire_problem p, size_t offs
     return p;
 }
 
-/* Scans one headers map entry (nested key = 1, value = 2, both strings). */
+/* Scans one headers map entry (nested key = 1, value = 2, both strings)
+ * and adds the lengths of its last key and last value to header_bytes. */
 static ib__wire_problem scan_entry(ib__wire_scan *out, const uint8_t *msg, const wire_field *entry)
 {
     const uint8_t *buf = entry->data;
     size_t len = entry->data_len;
     size_t base = (size_t)(entry->data - msg);
     size_t pos = 0;
+    size_t key_len = 0, value_len = 0;
 
     while (pos < len) {
         wire_field f;
@@ -150,7 +154,13 @@ static ib__wire_problem scan_entry(ib__wire_scan *out, const uint8_t *msg, const
         p = check_string(&f, false);
         if (p != IB__WIRE_OK)
             return fail(out, p, base + f.start, F_HEADERS, f.number);
+        if (f.number == F_ENTRY_KEY)
+            key_len = f.data_len;
+        else
+            value_len = f.data_len;
     }
+    /* Both lie inside the message, so the sum never exceeds its length. */
+    out->header_bytes += key_len + value_len;
     return IB__WIRE_OK;
 }
 
@@ -203,10 +213,21 @@ ib__wire_problem ib__wire_scan_event(ib__wire_scan *out, const uint8_t *buf, siz
             out->type = f.data;
             out->type_len = f.data_len;
             break;
+        case F_PAYLOAD:
+            out->payload = f.data_len > 0 ? f.data : NULL;
+            out->payload_len = f.data_len;
+            break;
+        case F_CREATED_AT_MS:
+            out->created_at_ms = f.value;
+            break;
         case F_SOURCE:
             p = check_string(&f, false);
+            out->source = f.data_len > 0 ? f.data : NULL;
+            out->source_len = f.data_len;
             break;
         case F_HEADERS:
+            if (out->header_entries == 0)
+                out->headers_at = f.start;
             out->header_index = out->header_entries++;
             if (scan_entry(out, buf, &f) != IB__WIRE_OK)
                 return out->problem;
@@ -219,6 +240,43 @@ ib__wire_problem ib__wire_scan_event(ib__wire_scan *out, const uint8_t *buf, siz
     }
     out->header_index = 0;
     return IB__WIRE_OK;
+}
+
+/* Reads the entry in `f` (already checked by scan_entry). */
+static void read_entry(ib__wire_header *out, const wire_field *f)
+{
+    size_t pos = 0;
+    *out = (ib__wire_header){0};
+    while (pos < f->data_len) {
+        wire_field e;
+        if (next_field(&e, f->data, f->data_len, &pos) != IB__WIRE_OK)
+            return;
+        if (e.wire_type != WT_LEN)
+            continue;
+        if (e.number == F_ENTRY_KEY) {
+            out->key = e.data;
+            out->key_len = e.data_len;
+        } else if (e.number == F_ENTRY_VALUE) {
+            out->value = e.data;
+            out->value_len = e.data_len;
+        }
+    }
+}
+
+bool ib__wire_next_header(ib__wire_header *out, const uint8_t *buf, size_t len, size_t *pos)
+{
+    if (buf == NULL)
+        return false;
+    while (*pos < len) {
+        wire_field f;
+        if (next_field(&f, buf, len, pos) != IB__WIRE_OK)
+            return false;
+        if (f.number == F_HEADERS && f.wire_type == WT_LEN) {
+            read_entry(out, &f);
+            return true;
+        }
+    }
+    return false;
 }
 
 const char *ib__wire_problem_str(ib__wire_problem problem)

@@ -15,7 +15,13 @@
  *     id (field 1) is left to the id check, which refuses it as a malformed
  *     id rather than as undecodable bytes.
  * Unknown fields with wire types 0, 1, 2 and 5 are skipped, as protobuf
- * requires for forward compatibility. It never reads outside [buf, buf+len). */
+ * requires for forward compatibility. It never reads outside [buf, buf+len).
+ *
+ * The scan is also the decoder's only parse: it records where the last
+ * occurrence of every field lies and sizes the headers, so ib_event_decode
+ * copies the fields without reading the wire format again (the headers,
+ * whose number is only known at the end, are walked once more from their
+ * first entry with ib__wire_next_header). */
 #ifndef IB_WIRE_H
 #define IB_WIRE_H
 
@@ -37,7 +43,8 @@ typedef enum ib__wire_problem {
     IB__WIRE_NUL,              /* a string field (other than the id) has a NUL */
 } ib__wire_problem;
 
-/* What the scanner found. Pointers point into the scanned buffer. */
+/* What the scanner found. Pointers point into the scanned buffer. A field
+ * given twice counts by its LAST occurrence, as protobuf reads it. */
 typedef struct ib__wire_scan {
     ib__wire_problem problem;
     size_t offset;       /* byte offset of the field (or entry field) at fault */
@@ -51,14 +58,37 @@ typedef struct ib__wire_scan {
     bool has_type; /* field 2 seen; type/type_len are its LAST occurrence */
     const uint8_t *type;
     size_t type_len;
+    const uint8_t *payload; /* field 3; NULL and 0 when absent */
+    size_t payload_len;
+    uint64_t created_at_ms; /* field 4 as its raw varint; 0 when absent */
+    const uint8_t *source;  /* field 5; NULL and 0 when absent */
+    size_t source_len;
     size_t header_entries; /* occurrences of field 6 */
+    size_t header_bytes;   /* sum of each entry's (last) key and value lengths */
+    size_t headers_at;     /* offset of the first field 6, when header_entries > 0 */
     size_t fields;         /* top-level fields scanned */
 } ib__wire_scan;
+
+/* One headers map entry: its last key and last value (a missing one is
+ * empty, as protobuf's default). Pointers point into the scanned buffer. */
+typedef struct ib__wire_header {
+    const uint8_t *key;
+    size_t key_len;
+    const uint8_t *value;
+    size_t value_len;
+} ib__wire_header;
 
 /* Scans `len` bytes at `buf` as an Event and fills `*out` (always, also on
  * failure; it owns nothing). Returns out->problem. `buf` may be NULL when
  * `len` is 0. */
 ib__wire_problem ib__wire_scan_event(ib__wire_scan *out, const uint8_t *buf, size_t len);
+
+/* Steps from `*pos` to the next headers entry of a buffer that
+ * ib__wire_scan_event accepted and fills `*out` with it; start at
+ * scan.headers_at. Returns false when no entry is left. It trusts the scan:
+ * on bytes the scan refused it stops early but still never reads outside
+ * [buf, buf+len). */
+bool ib__wire_next_header(ib__wire_header *out, const uint8_t *buf, size_t len, size_t *pos);
 
 /* Static description of a problem, e.g. "invalid UTF-8". */
 const char *ib__wire_problem_str(ib__wire_problem problem);

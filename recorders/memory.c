@@ -572,22 +572,16 @@ static bool find_locked(mem_recorder *m, size_t *bi, uint32_t *consumer, const c
     return m->buckets[i].slot != NO_SLOT;
 }
 
-/* `fp`: the marker's fingerprint (0 = none); a marker that exists keeps
- * its own. */
-static ib_status mark_locked(mem_recorder *m, const char *name, const char *event_id, uint64_t fp,
-                             ib_error *err)
+/* Adds the marker of consumer number `c` and packed `id`, whose claim the
+ * caller has cleared. `fp`: the marker's fingerprint (0 = none); a marker
+ * that exists keeps its own. */
+static ib_status insert_marker(mem_recorder *m, uint32_t c, const uint8_t id[16], uint64_t fp,
+                               ib_error *err)
 {
-    uint8_t id[16];
-    uint32_t c;
-    ib_id_pack(id, event_id);
-    ib_status st = consumer_intern(m, &c, name, err);
-    if (st != IB_OK)
-        return st;
-    claim_clear(m, c, id);
     uint64_t h = key_hash(m, c, id);
     if (m->buckets[index_probe(m, c, id, h)].slot != NO_SLOT)
         return IB_OK; /* first mark wins; its ts stays */
-    st = reserve_one(m, err);
+    ib_status st = reserve_one(m, err);
     if (st != IB_OK)
         return st;
     uint32_t slot = slot_of(m, m->head);
@@ -602,6 +596,48 @@ static ib_status mark_locked(mem_recorder *m, const char *name, const char *even
     m->live++;
     m->consumers[c].markers++;
     return IB_OK;
+}
+
+/* Marks (name, event_id), whatever claim it has. */
+static ib_status mark_locked(mem_recorder *m, const char *name, const char *event_id, uint64_t fp,
+                             ib_error *err)
+{
+    uint8_t id[16];
+    uint32_t c;
+    ib_id_pack(id, event_id);
+    ib_status st = consumer_intern(m, &c, name, err);
+    if (st != IB_OK)
+        return st;
+    claim_clear(m, c, id);
+    return insert_marker(m, c, id, fp, err);
+}
+
+/* The fenced mark of one key: allowed unless another owner's lease still
+ * runs (`now` on the lease clock). The id is packed, the consumer looked up
+ * and the claim probed once, for the decision and the mark alike. */
+static ib_status mark_owned_locked(mem_recorder *m, bool *marked, const ib_marker_key *key,
+                                   uint64_t fp, const char *owner, int64_t now, ib_error *err)
+{
+    uint8_t id[16];
+    ib_id_pack(id, key->event_id);
+    uint32_t c = consumer_find(m, key->consumer);
+    size_t ci = 0;
+    const claim *cl = NULL;
+    if (c != HOLE && m->nclaims > 0) {
+        ci = claim_probe(m, c, id);
+        cl = m->claims[ci].owner != NULL ? &m->claims[ci] : NULL;
+    }
+    *marked = cl == NULL || strcmp(cl->owner, owner) == 0 || cl->expires_ms <= now;
+    if (!*marked)
+        return IB_OK;
+    if (c == HOLE) {
+        ib_status st = consumer_intern(m, &c, key->consumer, err);
+        if (st != IB_OK)
+            return st;
+    }
+    if (cl != NULL)
+        claim_delete(m, ci);
+    return insert_marker(m, c, id, fp, err);
 }
 
 /* Claims one key (ib_recorder_acquire_batch's rules; `fp` as for
@@ -854,13 +890,9 @@ static ib_status mem_mark_owned_batch(ib_recorder *r, bool *marked, const ib_mar
     ib_status st = IB_OK;
     pthread_mutex_lock(&m->mu);
     int64_t now = m->base.lease_now_ms();
-    for (size_t i = 0; i < n && st == IB_OK; i++) {
-        claim *cl = claim_find(m, keys[i].consumer, keys[i].event_id);
-        marked[i] = cl == NULL || strcmp(cl->owner, owner) == 0 || cl->expires_ms <= now;
-        if (marked[i])
-            st = mark_locked(m, keys[i].consumer, keys[i].event_id,
-                             fingerprints != NULL ? fingerprints[i] : 0, err);
-    }
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        st = mark_owned_locked(m, &marked[i], &keys[i], fingerprints != NULL ? fingerprints[i] : 0,
+                               owner, now, err);
     pthread_mutex_unlock(&m->mu);
     return st;
 }

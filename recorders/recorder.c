@@ -1,6 +1,7 @@
 /* The ib_recorder_* wrappers: argument checks shared by every kind, and the
  * fallbacks that let a kind offering only is_processed/mark_processed serve
- * every call. Kinds may rely on keys having been checked here. */
+ * every call. Kinds may rely on keys having been checked here, or by the
+ * caller of a *_checked entry point. */
 #include "recorder_internal.h"
 
 #include <stdlib.h>
@@ -186,14 +187,19 @@ ib_status ib_recorder_claim(ib_recorder *r, ib_claim_state *state, const char *c
     return claim_fallback(r, state, consumer, event_id, err);
 }
 
+/* Whether a call checks its keys one by one: every public call does; the
+ * in-tree *_checked entry points take keys their caller has checked. */
+typedef enum key_trust { KEYS_UNCHECKED, KEYS_CHECKED } key_trust;
+
 /* The checks every batch call with an owner makes: recorder and output,
- * keys, owner, and (unless lease_ms is NO_LEASE) the lease. */
+ * keys (unless `trust` says the caller checked them), owner, and (unless
+ * lease_ms is NO_LEASE) the lease. */
 static ib_status check_owned_call(const ib_recorder *r, const void *out, size_t n,
-                                  const ib_marker_key *keys, const char *owner, int64_t lease_ms,
-                                  ib_error *err)
+                                  const ib_marker_key *keys, key_trust trust, const char *owner,
+                                  int64_t lease_ms, ib_error *err)
 {
     ib_status st = check_recorder(r, n > 0 ? out : (const void *)r, err);
-    if (st == IB_OK)
+    if (st == IB_OK && trust == KEYS_UNCHECKED)
         st = check_keys(keys, n, err);
     if (st == IB_OK)
         st = check_owner(owner, err);
@@ -205,7 +211,7 @@ static ib_status check_owned_call(const ib_recorder *r, const void *out, size_t 
 ib_status ib_recorder_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
                                   size_t n, const char *owner, int64_t lease_ms, ib_error *err)
 {
-    ib_status st = check_owned_call(r, states, n, keys, owner, lease_ms, err);
+    ib_status st = check_owned_call(r, states, n, keys, KEYS_UNCHECKED, owner, lease_ms, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, claim_batch))
@@ -327,21 +333,15 @@ ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_err
 /* --- attempts, fenced leases and marks ------------------------------------ */
 
 /* The public calls pass no fingerprints, so they never answer CONFLICT
- * (ib_claim_state); the in-tree *_fp forms share their checks and
- * fallbacks. */
-ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                                    size_t n, const ib_claim_request *req, ib_error *err)
-{
-    return ib__recorder_acquire_fp(r, out, keys, NULL, n, req, err);
-}
-
-ib_status ib__recorder_acquire_fp(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
-                                  const uint64_t *fingerprints, size_t n,
-                                  const ib_claim_request *req, ib_error *err)
+ * (ib_claim_state); the in-tree *_fp and *_checked forms share their
+ * checks (the *_checked ones all but the per-key ones) and fallbacks. */
+static ib_status acquire(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                         const uint64_t *fingerprints, size_t n, const ib_claim_request *req,
+                         key_trust trust, ib_error *err)
 {
     if (req == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: claim request is NULL");
-    ib_status st = check_owned_call(r, out, n, keys, req->owner, req->lease_ms, err);
+    ib_status st = check_owned_call(r, out, n, keys, trust, req->owner, req->lease_ms, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, acquire_batch))
@@ -356,10 +356,30 @@ ib_status ib__recorder_acquire_fp(ib_recorder *r, ib_claim_info *out, const ib_m
     return st;
 }
 
+ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                    size_t n, const ib_claim_request *req, ib_error *err)
+{
+    return acquire(r, out, keys, NULL, n, req, KEYS_UNCHECKED, err);
+}
+
+ib_status ib__recorder_acquire_fp(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                                  const uint64_t *fingerprints, size_t n,
+                                  const ib_claim_request *req, ib_error *err)
+{
+    return acquire(r, out, keys, fingerprints, n, req, KEYS_UNCHECKED, err);
+}
+
+ib_status ib__recorder_acquire_checked(ib_recorder *r, ib_claim_info *out,
+                                       const ib_marker_key *keys, const uint64_t *fingerprints,
+                                       size_t n, const ib_claim_request *req, ib_error *err)
+{
+    return acquire(r, out, keys, fingerprints, n, req, KEYS_CHECKED, err);
+}
+
 ib_status ib_recorder_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                   const char *owner, int64_t lease_ms, ib_error *err)
 {
-    ib_status st = check_owned_call(r, held, n, keys, owner, lease_ms, err);
+    ib_status st = check_owned_call(r, held, n, keys, KEYS_UNCHECKED, owner, lease_ms, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, renew_batch))
@@ -374,17 +394,11 @@ ib_status ib_recorder_renew_batch(ib_recorder *r, bool *held, const ib_marker_ke
     return st;
 }
 
-ib_status ib_recorder_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                       size_t n, const char *owner, ib_error *err)
+static ib_status mark_owned(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                            const uint64_t *fingerprints, size_t n, const char *owner,
+                            key_trust trust, ib_error *err)
 {
-    return ib__recorder_mark_owned_fp(r, marked, keys, NULL, n, owner, err);
-}
-
-ib_status ib__recorder_mark_owned_fp(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                     const uint64_t *fingerprints, size_t n, const char *owner,
-                                     ib_error *err)
-{
-    ib_status st = check_owned_call(r, marked, n, keys, owner, NO_LEASE, err);
+    ib_status st = check_owned_call(r, marked, n, keys, trust, owner, NO_LEASE, err);
     if (st != IB_OK || n == 0)
         return st;
     if (HAS_OP(r, mark_owned_batch))
@@ -393,6 +407,26 @@ ib_status ib__recorder_mark_owned_fp(ib_recorder *r, bool *marked, const ib_mark
     for (size_t i = 0; i < n; i++)
         marked[i] = st == IB_OK;
     return st;
+}
+
+ib_status ib_recorder_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                       size_t n, const char *owner, ib_error *err)
+{
+    return mark_owned(r, marked, keys, NULL, n, owner, KEYS_UNCHECKED, err);
+}
+
+ib_status ib__recorder_mark_owned_fp(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                     const uint64_t *fingerprints, size_t n, const char *owner,
+                                     ib_error *err)
+{
+    return mark_owned(r, marked, keys, fingerprints, n, owner, KEYS_UNCHECKED, err);
+}
+
+ib_status ib__recorder_mark_owned_checked(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                          const uint64_t *fingerprints, size_t n, const char *owner,
+                                          ib_error *err)
+{
+    return mark_owned(r, marked, keys, fingerprints, n, owner, KEYS_CHECKED, err);
 }
 
 bool ib_recorder_has_durable_attempts(const ib_recorder *r)

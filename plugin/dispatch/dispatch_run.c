@@ -458,8 +458,10 @@ static void claim(run_ctx *c)
                 : 0,
         .probe_holders = ib_recorder_is_host_local(r->recorder),
     };
+    /* Keys checked already: ids by check_deliveries, consumers when their
+     * handler registered. */
     ib_status st =
-        ib__recorder_acquire_fp(r->recorder, s->infos, s->keys, s->key_fps, nk, &req, &e);
+        ib__recorder_acquire_checked(r->recorder, s->infos, s->keys, s->key_fps, nk, &req, &e);
     if (st != IB_OK) {
         for (size_t k = 0; k < nk; k++)
             c->items[s->key_items[k]].result = R_CLAIM_FAILED;
@@ -624,8 +626,8 @@ static bool commit(run_ctx *c, bool force)
 
     ib_error e = {0};
     int64_t t0 = ib_clock_monotonic_ns();
-    ib_status st = ib__recorder_mark_owned_fp(r->recorder, s->flags, s->pend_keys, s->pend_fps,
-                                              c->npend, r->opts.owner, &e);
+    ib_status st = ib__recorder_mark_owned_checked(r->recorder, s->flags, s->pend_keys, s->pend_fps,
+                                                   c->npend, r->opts.owner, &e);
     c->recorder_seconds += seconds_since(t0);
     if (st != IB_OK) {
         int64_t b = r->commit_backoff_ms;
@@ -1020,6 +1022,8 @@ static void decide(run_ctx *c, size_t i)
 
 /* ---- entry -------------------------------------------------------------- */
 
+/* The run's claims and marks go through the recorder's *_checked entry
+ * points, which rely on these checks instead of repeating them per key. */
 static ib_status check_deliveries(const ib_delivery *dl, size_t n, ib_error *err)
 {
     for (size_t i = 0; i < n; i++) {

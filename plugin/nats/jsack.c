@@ -5,17 +5,24 @@
 #define PREFIX "$JS.ACK."
 #define MAX_TOKENS 16
 
-/* Strict decimal without sign or leading '+'; refuses overflow. */
+/* Strict decimal without sign or leading '+'; refuses overflow. Up to 19
+ * digits cannot overflow 64 bits, so only a 20-digit token pays for the
+ * check; the subject arrives with every message, so this is hot. */
 static int parse_u64(uint64_t *out, const char *s, size_t len)
 {
     uint64_t v = 0;
     if (len == 0 || len > 20)
         return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
+    size_t quick = len < 19 ? len : 19;
+    for (size_t i = 0; i < quick; i++) {
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d > 9)
             return -1;
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
+        v = v * 10 + d;
+    }
+    if (len == 20) {
+        unsigned d = (unsigned)(unsigned char)s[19] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
             return -1;
         v = v * 10 + d;
     }
@@ -23,6 +30,8 @@ static int parse_u64(uint64_t *out, const char *s, size_t len)
     return 0;
 }
 
+/* One pass over the subject: each token is cut where its dot is found, with
+ * no call per token; the numbers are read once the form is known. */
 ib_status ib_jsack_parse(ib_jsack_meta *out, const char *reply, size_t len, ib_error *err)
 {
     const size_t plen = sizeof(PREFIX) - 1;
@@ -32,20 +41,20 @@ ib_status ib_jsack_parse(ib_jsack_meta *out, const char *reply, size_t len, ib_e
 
     if (reply == NULL || len < plen || memcmp(reply, PREFIX, plen) != 0)
         return ib_error_set(err, IB_ERR_DECODE, "reply subject is not a JetStream ack subject");
-    const char *p = reply + plen, *end = reply + len;
-    while (p <= end) {
-        const char *dot = memchr(p, '.', (size_t)(end - p));
-        const char *stop = dot != NULL ? dot : end;
+    const char *start = reply + plen, *end = reply + len;
+    for (const char *q = start;; q++) {
+        if (q < end && *q != '.')
+            continue;
         if (n == MAX_TOKENS)
             return ib_error_set(err, IB_ERR_DECODE, "ack subject has too many tokens");
-        if (stop == p)
+        if (q == start)
             return ib_error_set(err, IB_ERR_DECODE, "ack subject has an empty token");
-        tok[n] = p;
-        tlen[n] = (size_t)(stop - p);
+        tok[n] = start;
+        tlen[n] = (size_t)(q - start);
         n++;
-        if (dot == NULL)
+        if (q == end)
             break;
-        p = dot + 1;
+        start = q + 1;
     }
     /* Seven tokens after the prefix in the first form; nine or more in the
      * form with domain and account hash. */
@@ -58,7 +67,6 @@ ib_status ib_jsack_parse(ib_jsack_meta *out, const char *reply, size_t len, ib_e
         return ib_error_set(err, IB_ERR_DECODE, "ack subject has %zu tokens, expected 7 or 9+", n);
 
     uint64_t ts = 0;
-    memset(out, 0, sizeof(*out));
     out->stream = tok[base];
     out->stream_len = tlen[base];
     out->consumer = tok[base + 1];

@@ -656,6 +656,99 @@ static void test_last_occurrence_wins(void **state)
     pb_free(&b);
 }
 
+/* What protobuf-c's unpack settled before the scan became the only parse:
+ * the last payload, time and source win; a ten-byte varint time is a
+ * negative int64; inside a headers entry the last key and value win and
+ * unknown fields are skipped. */
+static void test_single_parse_semantics(void **state)
+{
+    (void)state;
+    pb b = {0}, e = {0};
+    pb_str(&b, 3, "first payload");
+    pb_key(&b, 4, 0);
+    pb_varint(&b, 1700000000000u);
+    pb_str(&b, 5, "first source");
+    pb_str(&e, 1, "k-old");
+    pb_key(&e, 7, 5); /* unknown fixed32 inside the entry */
+    pb_raw(&e, "\x01\x02\x03\x04", 4);
+    pb_str(&e, 2, "v-old");
+    pb_str(&e, 1, "k");
+    pb_str(&e, 2, "v");
+    pb_bytes(&b, 6, e.buf, e.len);
+    pb_str(&b, 1, ID);
+    pb_str(&b, 2, "t");
+    pb_bytes(&b, 3, "\x00p\x00", 3);
+    pb_key(&b, 4, 0);
+    pb_varint(&b, (uint64_t)-42);
+    pb_str(&b, 5, "src");
+    decoded d = decode_pb(&b);
+    assert_int_equal(d.st, IB_OK);
+    assert_int_equal(d.ev->payload_len, 3);
+    assert_memory_equal(d.ev->payload, "\x00p\x00", 3);
+    assert_int_equal(d.ev->created_at_ms, -42);
+    assert_string_equal(d.ev->source, "src");
+    assert_int_equal(d.ev->header_count, 1);
+    assert_string_equal(d.ev->headers[0].key, "k");
+    assert_string_equal(d.ev->headers[0].value, "v");
+    ib_event_free(d.ev);
+    pb_free(&b);
+
+    /* An empty last payload clears an earlier one. */
+    pb_str(&b, 1, ID);
+    pb_str(&b, 2, "t");
+    pb_str(&b, 3, "x");
+    pb_bytes(&b, 3, "", 0);
+    d = decode_pb(&b);
+    assert_int_equal(d.st, IB_OK);
+    assert_null(d.ev->payload);
+    assert_int_equal(d.ev->payload_len, 0);
+    assert_string_equal(d.ev->source, "");
+    assert_null(d.ev->headers);
+    ib_event_free(d.ev);
+    pb_free(&b);
+    pb_free(&e);
+}
+
+/* The budget counts the event's one block: a large payload fits the
+ * default budget, and the smallest budget that takes an event is a sharp
+ * line (one byte less refuses it). */
+static void test_budget_counts_the_block(void **state)
+{
+    (void)state;
+    pb b = {0};
+    static uint8_t big[512 * 1024];
+    pb_str(&b, 1, ID);
+    pb_str(&b, 2, "t");
+    pb_bytes(&b, 3, big, sizeof(big));
+    decoded d = decode_pb(&b);
+    assert_int_equal(d.st, IB_OK);
+    assert_int_equal(d.ev->payload_len, sizeof(big));
+    ib_event_free(d.ev);
+    pb_free(&b);
+
+    pb_str(&b, 1, ID);
+    pb_str(&b, 2, "t");
+    size_t lo = 1, hi = 4096;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        ib_event_limits l = {.max_alloc = mid};
+        d = decode_with(b.buf, b.len, &l);
+        ib_event_free(d.ev);
+        if (d.st == IB_OK)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    ib_event_limits at = {.max_alloc = lo}, below = {.max_alloc = lo - 1};
+    d = decode_with(b.buf, b.len, &at);
+    assert_int_equal(d.st, IB_OK);
+    ib_event_free(d.ev);
+    d = decode_with(b.buf, b.len, &below);
+    assert_refused(d, IB_ERR_TOO_LARGE, IB_EVENT_REJECT_DECODE, "memory budget");
+    assert_true(lo > sizeof(ib_event));
+    pb_free(&b);
+}
+
 static void test_duplicate_header_keys(void **state)
 {
     (void)state;
@@ -894,6 +987,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_wrong_wire_types),
     cmocka_unit_test(test_unknown_fields_skipped),
     cmocka_unit_test(test_last_occurrence_wins),
+    cmocka_unit_test(test_single_parse_semantics),
+    cmocka_unit_test(test_budget_counts_the_block),
     cmocka_unit_test(test_duplicate_header_keys),
     cmocka_unit_test(test_type_rule),
     cmocka_unit_test(test_allocation_budget),

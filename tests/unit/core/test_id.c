@@ -389,6 +389,57 @@ static void test_id_pack_agrees_with_is_normalised(void **state)
     }
 }
 
+/* A plain per-byte oracle for one digit: its lower-case form, or 0. */
+static char oracle_digit(int c)
+{
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))
+        return (char)c;
+    if (c >= 'A' && c <= 'F')
+        return (char)(c - 'A' + 'a');
+    return 0;
+}
+
+/* The digits are checked eight at a time, one byte a lane: every byte
+ * value at every digit position (each lane of each word, in both forms)
+ * must give what a per-byte check gives, high-bit bytes and the bytes
+ * next to each range included. */
+static void test_id_every_byte_in_every_lane(void **state)
+{
+    (void)state;
+    char id[IB_ID_BUF_SIZE], out[IB_ID_BUF_SIZE], dashed[37];
+    uint8_t packed[16];
+    for (int pos = 0; pos < IB_ID_LEN; pos++) {
+        for (int c = 1; c < 256; c++) {
+            memcpy(id, V4, IB_ID_BUF_SIZE);
+            id[pos] = (char)c;
+            char d = oracle_digit(c);
+            ib_id_reason want = IB_ID_VALID;
+            if (d == 0)
+                want = IB_ID_BAD_CHAR;
+            else if (pos == 12 && d != '4')
+                want = IB_ID_BAD_VERSION;
+            else if (pos == 16 && strchr("89ab", d) == NULL)
+                want = IB_ID_BAD_VARIANT;
+            ib_id_reason got = ib_id_normalise(out, id, IB_ID_LEN, IB_ID_UUID4_ONLY);
+            if (got != want)
+                fail_msg("byte 0x%02x at %d: reason %d, want %d", c, pos, got, want);
+            if (want == IB_ID_VALID) {
+                assert_int_equal(out[pos], d);
+                assert_memory_equal(out, V4, (size_t)pos);
+                assert_string_equal(out + pos + 1, V4 + pos + 1);
+            }
+            bool lower = d != 0 && d == (char)c;
+            assert_int_equal(ib_id_is_normalised(id), lower);
+            assert_int_equal(ib_id_pack(packed, id), lower);
+            /* the same digit in the dashed form */
+            memcpy(dashed, V4_DASHED, sizeof(dashed));
+            int dpos = pos + (pos >= 8) + (pos >= 12) + (pos >= 16) + (pos >= 20);
+            dashed[dpos] = (char)c;
+            assert_int_equal(ib_id_normalise(out, dashed, 36, IB_ID_UUID4_ONLY), want);
+        }
+    }
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_id_table),
     cmocka_unit_test(test_id_is_normalised),
@@ -399,6 +450,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_uuid_derive_avalanche),
     cmocka_unit_test(test_id_pack_round_trip),
     cmocka_unit_test(test_id_pack_agrees_with_is_normalised),
+    cmocka_unit_test(test_id_every_byte_in_every_lane),
 };
 
 IB_TEST_MAIN(tests)

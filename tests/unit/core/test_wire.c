@@ -154,6 +154,91 @@ static void test_scan_records_last_id_and_type(void **state)
     assert_int_equal(s.fields, 0);
 }
 
+/* The scan is the decoder's only parse: it keeps the last payload, time
+ * and source, and sizes the headers by each entry's last key and value. */
+static void test_scan_records_every_field(void **state)
+{
+    (void)state;
+    pb b = {0};
+    ib__wire_scan s;
+
+    pb_str(&b, 3, "old payload");
+    pb_key(&b, 4, 0);
+    pb_varint(&b, 5);
+    pb_str(&b, 5, "src-one");
+    pb_str(&b, 3, "pay"); /* key at 0 + 13 + 2 + 9 = 24, data at 26 */
+    pb_key(&b, 4, 0);
+    pb_varint(&b, UINT64_MAX);     /* -1 as int64: ten bytes */
+    pb_entry(&b, "k", 1, "vv", 2); /* at 29 + 11 = 40 */
+    pb_str(&b, 5, "");
+    pb_entry(&b, "", 0, "", 0);
+    assert_int_equal(ib__wire_scan_event(&s, b.buf, b.len), IB__WIRE_OK);
+    assert_ptr_equal(s.payload, b.buf + 26);
+    assert_int_equal(s.payload_len, 3);
+    assert_int_equal(s.created_at_ms, UINT64_MAX);
+    assert_null(s.source); /* the last source is empty */
+    assert_int_equal(s.source_len, 0);
+    assert_int_equal(s.header_entries, 2);
+    assert_int_equal(s.headers_at, 40);
+    assert_int_equal(s.header_bytes, 3);
+    pb_free(&b);
+
+    /* Absent fields read as protobuf's defaults. */
+    pb_str(&b, 2, "t");
+    assert_int_equal(ib__wire_scan_event(&s, b.buf, b.len), IB__WIRE_OK);
+    assert_null(s.payload);
+    assert_int_equal(s.payload_len, 0);
+    assert_int_equal(s.created_at_ms, 0);
+    assert_null(s.source);
+    assert_int_equal(s.header_entries, 0);
+    assert_int_equal(s.header_bytes, 0);
+    pb_free(&b);
+}
+
+/* ib__wire_next_header on odd entries: a key or value given twice keeps
+ * the last, a missing one is empty, unknown fields inside are skipped, and
+ * entries between other fields are all found. */
+static void test_next_header_odd_entries(void **state)
+{
+    (void)state;
+    pb b = {0}, e = {0};
+    ib__wire_scan s;
+    ib__wire_header h;
+
+    pb_str(&e, 1, "k1");
+    pb_str(&e, 2, "v1");
+    pb_str(&e, 1, "key");
+    pb_key(&e, 9, 0); /* unknown varint field */
+    pb_varint(&e, 300);
+    pb_str(&e, 2, "value");
+    pb_str(&b, 2, "t");
+    pb_bytes(&b, 6, e.buf, e.len);
+    pb_str(&b, 1, "id");
+    pb_bytes(&b, 6, "\x0a\x01x", 3); /* key only */
+    pb_bytes(&b, 6, "", 0);          /* neither */
+    pb_bytes(&b, 6, "\x12\x01y", 3); /* value only */
+    assert_int_equal(ib__wire_scan_event(&s, b.buf, b.len), IB__WIRE_OK);
+    assert_int_equal(s.header_entries, 4);
+    assert_int_equal(s.header_bytes, 3 + 5 + 1 + 1);
+
+    size_t pos = s.headers_at;
+    static const char *const want[4][2] = {{"key", "value"}, {"x", ""}, {"", ""}, {"", "y"}};
+    for (size_t i = 0; i < 4; i++) {
+        assert_true(ib__wire_next_header(&h, b.buf, b.len, &pos));
+        assert_int_equal(h.key_len, strlen(want[i][0]));
+        assert_int_equal(h.value_len, strlen(want[i][1]));
+        assert_memory_equal(h.key_len > 0 ? (const char *)h.key : "", want[i][0], h.key_len);
+        assert_memory_equal(h.value_len > 0 ? (const char *)h.value : "", want[i][1], h.value_len);
+    }
+    assert_false(ib__wire_next_header(&h, b.buf, b.len, &pos));
+    assert_false(ib__wire_next_header(&h, NULL, 0, &pos));
+    /* On bytes the scan would refuse it stops, inside the buffer. */
+    pos = 0;
+    assert_false(ib__wire_next_header(&h, (const uint8_t *)"\x32\x7f", 2, &pos));
+    pb_free(&e);
+    pb_free(&b);
+}
+
 static void test_scan_id_may_hold_nul(void **state)
 {
     (void)state;
@@ -322,6 +407,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_utf8_every_position),
     cmocka_unit_test(test_utf8_decode),
     cmocka_unit_test(test_scan_records_last_id_and_type),
+    cmocka_unit_test(test_scan_records_every_field),
+    cmocka_unit_test(test_next_header_odd_entries),
     cmocka_unit_test(test_scan_id_may_hold_nul),
     cmocka_unit_test(test_scan_varint_limits),
     cmocka_unit_test(test_scan_truncated_fixed),

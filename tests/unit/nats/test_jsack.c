@@ -30,6 +30,23 @@ static const jsack_case cases[] = {
     {"", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
     {"$JS.ACK.", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
     {"$JS.ACK.S.C.1.2.3.4.5.", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0}, /* trailing dot */
+    /* Numbers at the edges of the fast path: 19 digits never overflow, a
+     * 20th is checked, a 21st refused; leading zeros are digits. */
+    {"$JS.ACK.S.C.1.9999999999999999999.3.4.18446744073709551615", IB_OK, "S", "C", 1,
+     9999999999999999999u, 3, UINT64_MAX, 4},
+    {"$JS.ACK.S.C.1.2.3.4.18446744073709551616", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
+    {"$JS.ACK.S.C.1.2.3.4.1844674407370955161x", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
+    {"$JS.ACK.S.C.1.2.3.4.184467440737095516150", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
+    {"$JS.ACK.S.C.007.2.3.9223372036854775807.0", IB_OK, "S", "C", 7, 2, 3, 0, INT64_MAX},
+    {"$JS.ACK.S.C.1.2.3.9223372036854775808.0", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
+    {"$JS.ACK.S.C.1./.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0}, /* '0' - 1 */
+    {"$JS.ACK.S.C.1.:.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0}, /* '9' + 1 */
+    {".$JS.ACK.S.C.1.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
+    {"$JS.ACK..S.C.1.2.3.4.5", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0}, /* empty first */
+    /* Sixteen tokens is the most; the 17th is refused before it is read. */
+    {"$JS.ACK.d.h.S.C.1.2.3.4.5.a.b.c.d.e.f.g", IB_OK, "S", "C", 1, 2, 3, 5, 4},
+    {"$JS.ACK.d.h.S.C.1.2.3.4.5.a.b.c.d.e.f.g.h", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
+    {"$JS.ACK.d.h.S.C.1.2.3.4.5.a.b.c.d.e.f.g.", IB_ERR_DECODE, NULL, NULL, 0, 0, 0, 0, 0},
 };
 
 static void jsack_table(void **state)
@@ -67,6 +84,11 @@ static void jsack_uses_length(void **state)
     assert_int_equal(ib_jsack_parse(&m, s, strlen(s) - 3, NULL), IB_OK);
     assert_int_equal(m.pending, 5);
     assert_int_equal(ib_jsack_parse(&m, s, strlen(s), NULL), IB_ERR_DECODE);
+    /* A NUL inside the given length is a byte like any other. */
+    const char nul[] = "$JS.ACK.S.C.1.2.3.4.5\0";
+    assert_int_equal(ib_jsack_parse(&m, nul, sizeof(nul) - 1, NULL), IB_ERR_DECODE);
+    assert_int_equal(ib_jsack_parse(&m, "$JS.ACK.S.C.1.2.3.4.5", 7, NULL), IB_ERR_DECODE);
+    assert_int_equal(ib_jsack_parse(&m, NULL, 0, NULL), IB_ERR_DECODE);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -735,6 +735,83 @@ CONTRACT(test_renew_and_mark_are_fenced)
     assert_true(marked);
 }
 
+/* The *_checked entry points the dispatcher uses: the fenced flow gives
+ * what the public calls give, the checks other than the per-key ones
+ * stay, and the public and *_fp calls still refuse bad keys. */
+CONTRACT(test_checked_entry_points)
+{
+    char ids[3][IB_ID_BUF_SIZE];
+    ib_marker_key keys[3];
+    for (int i = 0; i < 3; i++) {
+        rt_id(ids[i], 6200 + (uint64_t)i);
+        keys[i] = (ib_marker_key){"chk", ids[i]};
+    }
+    keys[2].consumer = "chk-never-seen";
+    ib_claim_request req_a = {.owner = "A", .lease_ms = LEASE};
+    ib_claim_request req_b = {.owner = "B", .lease_ms = LEASE};
+    ib_claim_info info[3];
+    bool marked[3] = {false, false, false};
+    uint64_t fps[3] = {0x1111000000000001ull, 0, 0x1111000000000001ull};
+
+    CHECK(ib__recorder_acquire_checked(r, info, keys, fps, 2, &req_a, &err));
+    assert_int_equal(info[0].state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(info[1].state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(acquire(r, "chk", ids[0], "B", LEASE, 0).state, IB_CLAIM_BUSY);
+    /* B may not mark over A's running lease; A may; a key of a consumer
+     * the recorder never saw is marked */
+    CHECK(ib__recorder_mark_owned_checked(r, marked, keys, fps, 1, "B", &err));
+    assert_false(marked[0]);
+    assert_false(processed(r, "chk", ids[0]));
+    CHECK(ib__recorder_mark_owned_checked(r, marked, keys, fps, 3, "A", &err));
+    assert_true(marked[0] && marked[1] && marked[2]);
+    assert_true(processed(r, "chk", ids[0]));
+    assert_true(processed(r, "chk-never-seen", ids[2]));
+    CHECK(ib__recorder_acquire_checked(r, info, keys, fps, 3, &req_b, &err));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(info[i].state, IB_CLAIM_DONE);
+
+    /* an ended lease of another owner does not fence a mark, and the mark
+     * frees the claim */
+    rt_id(ids[1], 6210);
+    CHECK(ib__recorder_acquire_checked(r, info, &keys[1], NULL, 1, &req_a, &err));
+    assert_int_equal(info[0].state, IB_CLAIM_ACQUIRED);
+    rt_clock_advance(LEASE + 1);
+    CHECK(ib__recorder_mark_owned_checked(r, marked, &keys[1], NULL, 1, "B", &err));
+    assert_true(marked[0]);
+    assert_int_equal(acquire(r, "chk", ids[1], "C", LEASE, 0).state, IB_CLAIM_DONE);
+
+    /* what is still checked */
+    assert_int_equal(ib__recorder_acquire_checked(NULL, info, keys, NULL, 1, &req_a, &err),
+                     IB_ERR_INVALID_ARG);
+    assert_int_equal(ib__recorder_acquire_checked(r, NULL, keys, NULL, 1, &req_a, &err),
+                     IB_ERR_INVALID_ARG);
+    assert_int_equal(ib__recorder_acquire_checked(r, info, keys, NULL, 1, NULL, &err),
+                     IB_ERR_INVALID_ARG);
+    ib_claim_request no_lease = {.owner = "A", .lease_ms = 0};
+    assert_int_equal(ib__recorder_acquire_checked(r, info, keys, NULL, 1, &no_lease, &err),
+                     IB_ERR_INVALID_ARG);
+    assert_int_equal(ib__recorder_mark_owned_checked(r, marked, keys, NULL, 1, "", &err),
+                     IB_ERR_INVALID_ARG);
+    assert_int_equal(ib__recorder_mark_owned_checked(r, NULL, keys, NULL, 1, "A", &err),
+                     IB_ERR_INVALID_ARG);
+    CHECK(ib__recorder_mark_owned_checked(r, marked, NULL, NULL, 0, "A", &err));
+
+    /* the other entry points keep checking every key */
+    ib_marker_key bad = {"chk", "6BA7B8109DAD41D180B400C04FD430C8"};
+    assert_int_equal(ib__recorder_acquire_fp(r, info, &bad, NULL, 1, &req_a, &err),
+                     IB_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "event id"));
+    assert_int_equal(ib_recorder_acquire_batch(r, info, &bad, 1, &req_a, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(ib__recorder_mark_owned_fp(r, marked, &bad, NULL, 1, "A", &err),
+                     IB_ERR_INVALID_ARG);
+    assert_int_equal(ib_recorder_mark_owned_batch(r, marked, &bad, 1, "A", &err),
+                     IB_ERR_INVALID_ARG);
+    ib_marker_key no_consumer = {"", ids[0]};
+    assert_int_equal(ib_recorder_mark_owned_batch(r, marked, &no_consumer, 1, "A", &err),
+                     IB_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "consumer"));
+}
+
 /* --- payload fingerprints ----------------------------------------------- */
 
 /* Fingerprints that differ in their top bits (the memory kind compares 16
@@ -856,6 +933,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_stats_counts),
     cmocka_unit_test(test_acquire_counts_attempts_and_exhausts),
     cmocka_unit_test(test_renew_and_mark_are_fenced),
+    cmocka_unit_test(test_checked_entry_points),
     cmocka_unit_test(test_fingerprints_catch_reused_ids),
     cmocka_unit_test(test_fingerprints_in_a_batch),
 };
