@@ -1,13 +1,17 @@
 /* sqlite: markers in a SQLite file shared by the processes of one host.
  *
  * Concurrency:
- *  - Between processes: WAL mode, a busy timeout, and every write inside
+ *  - Between processes: WAL mode, a busy handler, and every write inside
  *    BEGIN IMMEDIATE, so a writer takes the write lock before it reads and
  *    never has to upgrade a read transaction (the case where SQLite returns
  *    SQLITE_BUSY without calling the busy handler). Whatever BUSY/LOCKED
  *    still comes back (busy timeout spent, WAL recovery, ...) is retried
  *    (sqlite_exec.c) with jittered back-off, the whole transaction over,
- *    until a generous deadline: max(60 s, 6 x busy timeout). Every
+ *    until a generous deadline: max(60 s, 6 x busy timeout). SQLite's own
+ *    busy timeout sleeps 1, 2, 5, 10 ms... between tries, far longer than
+ *    the write transactions it waits for (a fraction of a millisecond),
+ *    so processes sharing a file spent most of their time asleep; the
+ *    recorder's handler (sqlite_exec.c) polls from 50 us up. Every
  *    transaction body is idempotent, so replaying it is safe; transactional
  *    work (sqlite_txn.c) is not, and is never replayed once it ran.
  *  - Between threads: one connection per recorder, opened NOMUTEX, and one
@@ -918,7 +922,8 @@ static ib_status open_connection(sq_recorder *s, bool *fresh, const ib__recorder
         return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name,
                             s->db != NULL ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
     sqlite3_extended_result_codes(s->db, 1);
-    rc = sqlite3_busy_timeout(s->db, cfg->busy_timeout_ms);
+    s->busy_timeout_ms = cfg->busy_timeout_ms;
+    rc = sqlite3_busy_handler(s->db, ib__sq_busy_wait, s);
     if (rc != SQLITE_OK)
         return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name,
                             sqlite3_errmsg(s->db));

@@ -14,6 +14,8 @@
 #include "uuid.h"
 
 #define BACKOFF_MAX_US 100000
+#define BUSY_FIRST_US 50
+#define BUSY_MAX_US 2000
 
 /* --- the retry loop --------------------------------------------------------- */
 
@@ -23,18 +25,36 @@ bool ib__sq_retryable(int rc)
     return primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_PROTOCOL;
 }
 
-void ib__sq_backoff(sq_recorder *s, unsigned *delay_us)
+/* Sleeps between half and all of `us`, jittered by xorshift so that
+ * processes that collided do not collide again. */
+static void jittered_sleep(sq_recorder *s, unsigned us)
 {
-    /* xorshift jitter keeps processes that collided from colliding again */
     s->jitter ^= s->jitter << 13;
     s->jitter ^= s->jitter >> 7;
     s->jitter ^= s->jitter << 17;
-    unsigned us = *delay_us / 2 + (unsigned)(s->jitter % (*delay_us / 2 + 1));
+    us = us / 2 + (unsigned)(s->jitter % (us / 2 + 1));
     struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+void ib__sq_backoff(sq_recorder *s, unsigned *delay_us)
+{
+    jittered_sleep(s, *delay_us);
     if (*delay_us < BACKOFF_MAX_US)
         *delay_us *= 2;
+}
+
+int ib__sq_busy_wait(void *ctx, int count)
+{
+    sq_recorder *s = ctx;
+    int64_t now = ib_clock_monotonic_ns();
+    if (count == 0)
+        s->busy_since_ns = now;
+    if (now - s->busy_since_ns >= s->busy_timeout_ms * 1000000)
+        return 0;
+    jittered_sleep(s, count < 6 ? BUSY_FIRST_US << count : BUSY_MAX_US);
+    return 1;
 }
 
 int ib__sq_step_done(sqlite3_stmt *st)

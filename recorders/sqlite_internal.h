@@ -131,6 +131,8 @@ typedef struct sq_recorder {
     char path[IB__RECORDER_PATH_MAX];
     bool in_memory;
     int64_t retry_budget_ms;
+    int64_t busy_timeout_ms; /* how long ib__sq_busy_wait waits */
+    int64_t busy_since_ns;   /* when the current wait began */
     uint64_t jitter;
     unsigned prune_rows;
     uint64_t prune_transactions;
@@ -183,6 +185,12 @@ void ib__sq_pending_free(sq_recorder *s);
 /* After a rollback: clears the tail if it held rows of the transaction
  * (the next catch-up reads the journal again). */
 void ib__sq_tail_rollback(sq_recorder *s);
+
+/* The connection's busy handler (sqlite3_busy_handler; `ctx` is the
+ * recorder): sleeps 50 us, doubling up to 2 ms, with jitter, until
+ * busy_timeout_ms have passed since the first call of this wait
+ * (`count` 0). Returns 1 to try again, 0 to give up (SQLITE_BUSY). */
+int ib__sq_busy_wait(void *ctx, int count);
 
 /* Whether an SQLite code is worth a retry of the whole transaction. */
 bool ib__sq_retryable(int rc);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "ib_test.h"
+#include "clock.h"
 #include "rtest.h"
 #include "sqlite_internal.h"
 
@@ -164,7 +165,7 @@ static void test_pragmas_applied(void **state)
         sqlite3 *db = ib__sqlite_db(r);
         assert_non_null(db);
         assert_int_equal(query_int(db, "PRAGMA synchronous"), level);
-        assert_int_equal(query_int(db, "PRAGMA busy_timeout"), 1000 + level);
+        assert_int_equal(((sq_recorder *)r)->busy_timeout_ms, 1000 + level);
         char *mode = query_text(db, "PRAGMA journal_mode");
         assert_string_equal(mode, "wal");
         free(mode);
@@ -173,7 +174,7 @@ static void test_pragmas_applied(void **state)
     /* Defaults: NORMAL and 10 s. */
     ib_recorder *r = open_uri("sqlite:%s", "p.db");
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA synchronous"), 1);
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA busy_timeout"), 10000);
+    assert_int_equal(((sq_recorder *)r)->busy_timeout_ms, 10000);
     ib_recorder_close(r);
     /* Write-cost tuning: a new file gets 1 KiB pages, a 32 MiB checkpoint
      * window and a 64 MiB cache. */
@@ -647,6 +648,24 @@ static void test_held_write_lock_is_waited_out(void **state)
     ib_recorder_close(r);
 }
 
+/* The busy handler polls until the timeout, counted from its first call. */
+static void test_busy_handler_honours_the_timeout(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_uri("sqlite:%s?busy_timeout_ms=50", "bh.db");
+    sq_recorder *s = (sq_recorder *)r;
+    int64_t start = ib_clock_monotonic_ns();
+    int tries = 0;
+    while (ib__sq_busy_wait(s, tries) == 1)
+        tries++;
+    int64_t waited_ms = (ib_clock_monotonic_ns() - start) / 1000000;
+    assert_true(waited_ms >= 50);
+    assert_true(tries >= 5); /* short sleeps first: more than a handful of tries */
+    s->busy_timeout_ms = 0;
+    assert_int_equal(ib__sq_busy_wait(s, 0), 0);
+    ib_recorder_close(r);
+}
+
 static void test_two_connections_share_markers_and_claims(void **state)
 {
     (void)state;
@@ -708,6 +727,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_unknown_layout_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_prune_in_batches, setup, teardown),
     cmocka_unit_test_setup_teardown(test_held_write_lock_is_waited_out, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_busy_handler_honours_the_timeout, setup, teardown),
     cmocka_unit_test_setup_teardown(test_two_connections_share_markers_and_claims, setup, teardown),
     cmocka_unit_test_setup_teardown(test_errors_name_the_file, setup, teardown),
 };
