@@ -79,6 +79,8 @@ static const char *const query_sql[Q_COUNT] = {
                     "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
     [Q_MARKER_GET] = "SELECT ts, coalesce(fp, 0) FROM processed_markers "
                      "WHERE consumer = ?1 AND event_id = ?2",
+    [Q_MARKER_COUNT] = "SELECT count(*) FROM processed_markers",
+    [Q_MARKER_KEYS] = "SELECT consumer, event_id FROM processed_markers",
     [Q_CLAIMS_ANY] = "SELECT EXISTS (SELECT 1 FROM processed_claims)",
     [Q_JOURNAL_PUT] = "INSERT INTO processed_journal (seq, consumer, states) VALUES (?1, ?2, ?3)",
     /* SQLite's JSON functions unpack the rows' states. */
@@ -88,11 +90,11 @@ static const char *const query_sql[Q_COUNT] = {
                        "json_extract(e.value, '$[5]'), json_extract(e.value, '$[6]') "
                        "FROM processed_journal j, json_each(j.states) e WHERE j.seq > ?1 "
                        "ORDER BY j.seq, e.key",
-    /* No WHERE: SQLite then empties the table at once instead of row by
-     * row, and a merge moves every row (the write lock keeps others out). */
-    [Q_JOURNAL_TRIM] = "DELETE FROM processed_journal",
-    [Q_MERGE_STATE] = "SELECT merged_seq FROM processed_merge",
-    [Q_MERGE_SET] = "UPDATE processed_merge SET merged_seq = ?1",
+    /* A merge deletes the rows of the merge before it: each generation
+     * stays one more, for processes catching up (sqlite_journal.c). */
+    [Q_JOURNAL_TRIM] = "DELETE FROM processed_journal WHERE seq <= ?1",
+    [Q_MERGE_STATE] = "SELECT merged_seq, trimmed_seq FROM processed_merge",
+    [Q_MERGE_SET] = "UPDATE processed_merge SET merged_seq = ?1, trimmed_seq = ?2",
     [Q_MARKER_PUT] = "INSERT OR REPLACE INTO processed_markers (consumer, event_id, ts, fp) "
                      "VALUES (?1, ?2, ?3, ?4)",
     [Q_MARKER_DEL] = "DELETE FROM processed_markers WHERE consumer = ?1 AND event_id = ?2",
@@ -730,6 +732,7 @@ static void sq_close(ib_recorder *r)
     sq_recorder *s = sq(r);
     ib__sq_tail_free(&s->tail);
     ib__sq_pending_free(s);
+    ib__sq_filter_free(&s->filter);
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
     /* close_v2 never fails for lack of finalising; nothing is left here. */
@@ -974,6 +977,9 @@ finalize_stmts:
         sqlite3_finalize(s->q[i]);
     ib__sq_tail_free(&s->tail);
     ib__sq_pending_free(s);
+    ib__sq_filter_free(&s->filter);
+    ib__sq_pending_free(s);
+    ib__sq_filter_free(&s->filter);
 close_db:
     sqlite3_close_v2(s->db); /* a no-op while no connection was opened */
     pthread_mutex_destroy(&s->mu);

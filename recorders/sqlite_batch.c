@@ -139,6 +139,8 @@ int ib__sq_pending_flush(sq_recorder *s)
     p->len = 0;
     if (rc != SQLITE_DONE)
         return rc == SQLITE_OK || rc == SQLITE_ROW ? SQLITE_INTERNAL : rc;
+    if (rrc == SQLITE_OK)
+        s->written_row = p->row;
     return rrc;
 }
 

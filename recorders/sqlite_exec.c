@@ -66,6 +66,13 @@ int ib__sq_step_done(sqlite3_stmt *st)
     return rc;
 }
 
+/* SQLite's message for the connection's last error, or the code's own
+ * text when the failure came from the recorder (out of memory, ...). */
+static const char *error_text(sq_recorder *s, int rc)
+{
+    return sqlite3_errcode(s->db) == SQLITE_OK ? sqlite3_errstr(rc) : sqlite3_errmsg(s->db);
+}
+
 ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)
 {
     ib_error local;
@@ -84,13 +91,13 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
                 rc = ib__sq_step_done(s->q[Q_COMMIT]);
         }
         if (rc == SQLITE_OK) {
-            s->tail_dirty = false;
+            ib__sq_committed(s);
             return IB_OK;
         }
 
         /* Keep SQLite's message before the rollback replaces it. */
         char msg[IB_ERROR_MSG_MAX];
-        snprintf(msg, sizeof(msg), "%s", rc == IB__SQLITE_REFUSED ? "" : sqlite3_errmsg(s->db));
+        snprintf(msg, sizeof(msg), "%s", rc == IB__SQLITE_REFUSED ? "" : error_text(s, rc));
         if (!sqlite3_get_autocommit(s->db))
             ib__sq_step_done(s->q[Q_ROLLBACK]);
         ib__sq_tail_rollback(s);
@@ -111,9 +118,19 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
     }
 }
 
+void ib__sq_committed(sq_recorder *s)
+{
+    /* The catch-up under the write lock read every row before ours. */
+    if (s->written_row > s->filter_row)
+        s->filter_row = s->written_row;
+    s->written_row = 0;
+    s->tail_dirty = false;
+}
+
 void ib__sq_tail_rollback(sq_recorder *s)
 {
     ib__sq_pending_drop(s);
+    s->written_row = 0;
     if (s->tail_dirty)
         ib__sq_tail_clear(&s->tail);
     s->tail_dirty = false;

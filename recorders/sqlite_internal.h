@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "recorder_internal.h"
+#include "sqlite_filter.h"
 #include "sqlite_tail.h"
 
 /* PRAGMA user_version this build writes and understands.
@@ -68,6 +69,8 @@ enum ib__sq_query {
     Q_ROLLBACK,
     Q_STATE_GET,
     Q_MARKER_GET,
+    Q_MARKER_COUNT,
+    Q_MARKER_KEYS,
     Q_CLAIMS_ANY,
     Q_JOURNAL_PUT,
     Q_JOURNAL_READ,
@@ -136,9 +139,12 @@ typedef struct sq_recorder {
     uint64_t jitter;
     unsigned prune_rows;
     uint64_t prune_transactions;
-    sq_tail tail;       /* the journal's unmerged states (sqlite_journal.c) */
-    sq_pending pending; /* the journal row of the open transaction */
-    bool tail_dirty;    /* the tail holds rows of the open transaction */
+    sq_tail tail;         /* the journal's unmerged states (sqlite_journal.c) */
+    sq_pending pending;   /* the journal row of the open transaction */
+    sq_filter filter;     /* keys that may be in processed_markers */
+    uint64_t filter_row;  /* journal rows up to this one are in the filter */
+    uint64_t written_row; /* the last row the open transaction inserted */
+    bool tail_dirty;      /* the tail holds rows of the open transaction */
     /* processed_claims had no row when this process last saw merged_seq
      * move (only merges write it); unknown after a rollback */
     bool claims_known, claims_empty;
@@ -181,6 +187,10 @@ int ib__sq_pending_flush(sq_recorder *s);
 /* Forgets the row being built (after a rollback), and frees it (close). */
 void ib__sq_pending_drop(sq_recorder *s);
 void ib__sq_pending_free(sq_recorder *s);
+
+/* After a COMMIT: the transaction's rows are in the tail and the filter
+ * for good. */
+void ib__sq_committed(sq_recorder *s);
 
 /* After a rollback: clears the tail if it held rows of the transaction
  * (the next catch-up reads the journal again). */

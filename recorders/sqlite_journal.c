@@ -49,7 +49,7 @@
 
 /* Applies the state at the current step of Q_JOURNAL_READ: row seq,
  * index in the row, consumer, then the state's seven fields. */
-static int apply_state(sq_recorder *s, sqlite3_stmt *st)
+static int apply_state(sq_recorder *s, sqlite3_stmt *st, uint64_t *last_row)
 {
     sq_state state;
     uint64_t row = (uint64_t)sqlite3_column_int64(st, 0);
@@ -72,17 +72,71 @@ static int apply_state(sq_recorder *s, sqlite3_stmt *st)
     state.expires = sqlite3_column_int64(st, 8);
     int64_t attempts = sqlite3_column_int64(st, 9);
     state.attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    if (row > s->filter_row)
+        ib__sq_filter_add(&s->filter, consumer, state.id);
+    *last_row = row;
+    if (seq <= s->tail.merged)
+        return SQLITE_OK; /* in the B-trees already: the filter needed it */
     return ib__sq_tail_put(&s->tail, seq, consumer, state.id, &state) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* Fills the filter anew from processed_markers, sized for twice its keys
+ * plus a few merges, for rows up to `trimmed`: the journal rows above are
+ * read into it by the catch-up. */
+static int rebuild_filter(sq_recorder *s, uint64_t trimmed)
+{
+    uint64_t n = 0;
+    int rc = ib__sq_read_count(&n, s->q[Q_MARKER_COUNT]);
+    if (rc != SQLITE_OK)
+        return rc;
+    uint64_t slack = s->merge_keys < (1u << 20) ? 4 * s->merge_keys : 4u << 20;
+    if (!ib__sq_filter_reset(&s->filter, 2 * n + slack))
+        return SQLITE_NOMEM;
+    sqlite3_stmt *st = s->q[Q_MARKER_KEYS];
+    uint8_t id[16];
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *consumer = (const char *)sqlite3_column_text(st, 0);
+        const char *event_id = (const char *)sqlite3_column_text(st, 1);
+        /* a key that is no normalised id can never be asked for */
+        if (consumer != NULL && event_id != NULL && ib_id_pack(id, event_id))
+            ib__sq_filter_add(&s->filter, consumer, id);
+    }
+    int rrc = sqlite3_reset(st);
+    if (rc != SQLITE_DONE || rrc != SQLITE_OK) {
+        ib__sq_filter_free(&s->filter); /* unbuilt: "maybe" for every key */
+        return rc != SQLITE_DONE ? rc : rrc;
+    }
+    s->filter_row = trimmed;
+    return SQLITE_OK;
+}
+
+/* Reads merged_seq and trimmed_seq. */
+static int read_merge_state(sq_recorder *s, uint64_t *merged, uint64_t *trimmed)
+{
+    sqlite3_stmt *st = s->q[Q_MERGE_STATE];
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *merged = (uint64_t)sqlite3_column_int64(st, 0);
+        *trimmed = (uint64_t)sqlite3_column_int64(st, 1);
+        rc = SQLITE_DONE;
+    }
+    int rrc = sqlite3_reset(st);
+    return rc == SQLITE_DONE ? rrc : (rc == SQLITE_OK ? SQLITE_CORRUPT : rc);
 }
 
 int ib__sq_catch_up(sq_recorder *s)
 {
-    uint64_t merged = 0;
-    int rc = ib__sq_read_count(&merged, s->q[Q_MERGE_STATE]);
+    uint64_t merged_row = 0, trimmed = 0;
+    int rc = read_merge_state(s, &merged_row, &trimmed);
+    /* Rows this process never read were deleted: their keys reach the
+     * filter only through a scan of the B-tree. */
+    if (rc == SQLITE_OK &&
+        (s->filter.words == NULL || s->filter_row < trimmed || ib__sq_filter_full(&s->filter)))
+        rc = rebuild_filter(s, trimmed);
     if (rc != SQLITE_OK)
         return rc;
     /* Every state of the merged rows, whatever its index. */
-    merged = merged << IB__SQ_SEQ_SHIFT | ((1u << IB__SQ_SEQ_SHIFT) - 1);
+    uint64_t merged = merged_row << IB__SQ_SEQ_SHIFT | ((1u << IB__SQ_SEQ_SHIFT) - 1);
     /* Only merges write processed_claims, and each raises merged_seq. */
     if (merged > s->tail.merged || !s->claims_known) {
         ib__sq_tail_sweep(&s->tail, merged);
@@ -93,11 +147,15 @@ int ib__sq_catch_up(sq_recorder *s)
         s->claims_empty = any == 0;
         s->claims_known = true;
     }
+    uint64_t tail_row = s->tail.seen >> IB__SQ_SEQ_SHIFT;
+    uint64_t from = tail_row < s->filter_row ? tail_row : s->filter_row, last = 0;
     sqlite3_stmt *st = s->q[Q_JOURNAL_READ];
-    rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)(s->tail.seen >> IB__SQ_SEQ_SHIFT));
+    rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)from);
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        rc = apply_state(s, st);
+        rc = apply_state(s, st, &last);
     int rrc = sqlite3_reset(st);
+    if (last > s->filter_row)
+        s->filter_row = last;
     return rc == SQLITE_DONE ? rrc : rc;
 }
 
@@ -150,6 +208,16 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key)
 {
     ib_id_pack(out->id, key->event_id);
     const sq_tail_entry *e = ib__sq_tail_find(&s->tail, key->consumer, out->id);
+    if (e == NULL && s->claims_empty && !ib__sq_filter_maybe(&s->filter, key->consumer, out->id)) {
+        /* never marked, never claimed: the common case, with no probe */
+        out->done = false;
+        out->ts = 0;
+        out->fp = 0;
+        out->attempts = 0;
+        out->expires = 0;
+        out->owner[0] = '\0';
+        return SQLITE_OK;
+    }
     if (e == NULL)
         return read_tables(s, out, key);
     ib__sq_tail_state(e, out);
@@ -163,6 +231,9 @@ int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *s
     if (rc != SQLITE_OK)
         return rc;
     s->tail_dirty = true;
+    /* A merge, ours or another's, may move it to the B-tree. */
+    if (s->filter.words != NULL)
+        ib__sq_filter_add(&s->filter, key->consumer, st->id);
     return ib__sq_tail_put(&s->tail, seq, key->consumer, st->id, st) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
@@ -290,6 +361,7 @@ int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
     if (rc != SQLITE_OK)
         return rc;
     uint64_t upto = s->tail.seen >> IB__SQ_SEQ_SHIFT;
+    uint64_t previous = s->tail.merged >> IB__SQ_SEQ_SHIFT;
     if (s->tail.used == 0 || (!c->force && s->tail.used < s->merge_keys))
         return SQLITE_OK;
     merge_list l = {.items = malloc((s->tail.used + 1) * sizeof(*l.items))};
@@ -310,12 +382,18 @@ int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
         }
     }
     free(l.items);
-    /* The carried states go into a row above `upto`, inserted before
-     * the COMMIT (ib__sq_run), so this empties only what was merged. */
+    /* The rows of the merge before go; this merge's stay until the next,
+     * so that a process a little behind still reads their keys. The
+     * carried states go into a row above `upto`, inserted before the
+     * COMMIT (ib__sq_run). */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(s->q[Q_JOURNAL_TRIM], 1, (sqlite3_int64)previous);
     if (rc == SQLITE_OK)
         rc = ib__sq_step_done(s->q[Q_JOURNAL_TRIM]);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(s->q[Q_MERGE_SET], 1, (sqlite3_int64)upto);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(s->q[Q_MERGE_SET], 2, (sqlite3_int64)previous);
     if (rc == SQLITE_OK)
         rc = ib__sq_step_done(s->q[Q_MERGE_SET]);
     if (rc == SQLITE_OK)

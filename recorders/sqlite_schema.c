@@ -59,10 +59,13 @@
     "attempts], ...]\n"                                                                            \
     ")"
 
-/* Journal rows at or below merged_seq are in the B-trees. */
-#define CREATE_MERGE "CREATE TABLE processed_merge (merged_seq INTEGER NOT NULL)"
+/* Journal rows at or below merged_seq are in the B-trees; those at or
+ * below trimmed_seq (the merge before) are deleted. */
+#define CREATE_MERGE                                                                               \
+    "CREATE TABLE processed_merge (merged_seq INTEGER NOT NULL, trimmed_seq INTEGER NOT NULL)"
 
-/* The journal's states one per row, pos ordering them (row seq, index). */
+/* The journal's unmerged states one per row, pos ordering them (row seq,
+ * index). */
 #define CREATE_STATES_VIEW                                                                         \
     "CREATE VIEW processed_states (consumer, event_id, done, ts, fp, owner, expires_ms, "          \
     "attempts, pos) AS\n"                                                                          \
@@ -70,7 +73,8 @@
     "       json_extract(e.value, '$[2]'), json_extract(e.value, '$[3]'),\n"                       \
     "       json_extract(e.value, '$[4]'), json_extract(e.value, '$[5]'),\n"                       \
     "       json_extract(e.value, '$[6]'), j.seq * 65536 + e.key\n"                                \
-    "FROM processed_journal j, json_each(j.states) e"
+    "FROM processed_journal j, json_each(j.states) e\n"                                            \
+    "WHERE j.seq > (SELECT merged_seq FROM processed_merge)"
 
 /* The markers as the seed's table showed them: the B-tree's, unless the
  * journal holds a newer state of the key, and the journal's newest states
@@ -241,7 +245,7 @@ static int from_v3(sqlite3 *db)
     if (rc == SQLITE_OK)
         rc = exec(db, CREATE_MERGE);
     if (rc == SQLITE_OK)
-        rc = exec(db, "INSERT INTO processed_merge VALUES (0)");
+        rc = exec(db, "INSERT INTO processed_merge VALUES (0, 0)");
     if (rc == SQLITE_OK)
         rc = exec(db, CREATE_STATES_VIEW);
     if (rc == SQLITE_OK)

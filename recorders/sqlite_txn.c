@@ -215,7 +215,7 @@ static int pass(txn_call *c)
     if (rc == SQLITE_OK)
         rc = ib__sq_step_done(s->q[Q_COMMIT]);
     if (rc == SQLITE_OK)
-        s->tail_dirty = false;
+        ib__sq_committed(s);
     return rc;
 }
 

@@ -2,8 +2,9 @@
  * and the processed_log view shows them at once; merges move them into the
  * B-trees, by threshold or on demand, keeping claims and their attempts;
  * a second connection sees marks, forgets and merges of the first; a
- * rolled-back transaction leaves nothing in the tail; the in-memory tail
- * itself (sqlite_tail.c). */
+ * rolled-back transaction leaves nothing in the tail; a connection that
+ * slept through merges rebuilds its filter; the filter and the in-memory
+ * tail themselves (sqlite_filter.c, sqlite_tail.c). */
 #include <sqlite3.h>
 
 #include "ib_test.h"
@@ -124,22 +125,30 @@ static void test_marks_are_journalled_then_merged(void **state)
     size_t moved = 0;
     CHECK(ib__sqlite_merge(r, &moved, &err));
     assert_int_equal(moved, 10);
-    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 0);
+    /* the merged rows stay one merge longer, outside every view */
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_journal"), 2);
+    assert_int_equal(count_of(r, "SELECT count(*) FROM processed_states"), 0);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_markers"), 10);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_claims"), 0);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_log"), 10);
     assert_int_equal(count_of(r, "SELECT merged_seq FROM processed_merge"), 2);
+    assert_int_equal(count_of(r, "SELECT trimmed_seq FROM processed_merge"), 0);
     assert_true(view_has(r, "svc", id));
     for (uint64_t i = 0; i < 10; i++)
         assert_true(is_done(r, "svc", i));
     assert_false(is_done(r, "svc", 10));
 
-    /* Seqs keep rising after the journal was emptied. */
+    /* The next merge deletes them; seqs keep rising all the same. */
     run_batch(r, "A", 10, 1);
+    CHECK(ib__sqlite_merge(r, &moved, &err));
+    assert_int_equal(moved, 1);
     assert_int_equal(count_of(r, "SELECT min(seq) FROM processed_journal"), 3);
+    assert_int_equal(count_of(r, "SELECT trimmed_seq FROM processed_merge"), 2);
+    run_batch(r, "A", 11, 1);
+    assert_int_equal(count_of(r, "SELECT max(seq) FROM processed_journal"), 6);
     ib_recorder_stats s;
     CHECK(ib_recorder_stats_get(r, &s, &err));
-    assert_int_equal(s.markers, 11);
+    assert_int_equal(s.markers, 12);
     ib_recorder_close(r);
 }
 
@@ -178,7 +187,8 @@ static void test_claims_survive_a_merge(void **state)
     assert_int_equal(count_of(r, "SELECT attempts FROM processed_claims WHERE owner = ''"), 1);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_claims WHERE owner = 'A'"), 0);
     assert_int_equal(count_of(r, "SELECT count(*) FROM processed_states WHERE owner = 'A'"), 1);
-    assert_int_equal(count_of(r, "SELECT min(seq) FROM processed_journal"),
+    assert_int_equal(count_of(r, "SELECT seq FROM processed_journal WHERE seq > (SELECT "
+                                 "merged_seq FROM processed_merge)"),
                      count_of(r, "SELECT merged_seq FROM processed_merge") + 1);
     ib_recorder_stats s;
     CHECK(ib_recorder_stats_get(r, &s, &err));
@@ -282,7 +292,78 @@ static void test_prune_reaches_journalled_markers(void **state)
     ib_recorder_close(r);
 }
 
-/* --- the tail ------------------------------------------------------------ */
+/* A connection that slept through two merges never read the rows that
+ * put its keys in the B-tree: it must scan the B-tree rather than trust
+ * its filter. */
+static void test_sleeper_rebuilds_its_filter(void **state)
+{
+    (void)state;
+    ib_recorder *r1 = open_file(), *r2 = open_file();
+    assert_false(is_done(r2, "svc", 1)); /* r2 has read the journal once */
+    run_batch(r1, "A", 0, 30);
+    CHECK(ib__sqlite_merge(r1, NULL, &err));
+    run_batch(r1, "A", 30, 30);
+    CHECK(ib__sqlite_merge(r1, NULL, &err)); /* deletes the rows of ids 0..29 */
+    assert_true(count_of(r1, "SELECT trimmed_seq FROM processed_merge") > 0);
+    for (uint64_t i = 0; i < 60; i++)
+        assert_true(is_done(r2, "svc", i));
+    assert_false(is_done(r2, "svc", 60));
+    /* and one a single merge behind catches up from the kept rows */
+    run_batch(r1, "A", 60, 5);
+    CHECK(ib__sqlite_merge(r1, NULL, &err));
+    for (uint64_t i = 60; i < 65; i++)
+        assert_true(is_done(r2, "svc", i));
+    ib_recorder_close(r1);
+    ib_recorder_close(r2);
+}
+
+/* --- the filter and the tail ---------------------------------------------- */
+
+static void test_filter_answers(void **state)
+{
+    (void)state;
+    sq_filter f = {0};
+    char id[IB_ID_BUF_SIZE];
+    uint8_t packed[16];
+    rt_id(id, 1);
+    assert_true(ib_id_pack(packed, id));
+    assert_true(ib__sq_filter_maybe(&f, "a", packed)); /* unbuilt: maybe */
+    assert_true(ib__sq_filter_reset(&f, 1000));
+    assert_int_equal(f.nbits, 1u << 20); /* the floor */
+    for (uint64_t i = 0; i < 50000; i++) {
+        rt_id(id, i);
+        assert_true(ib_id_pack(packed, id));
+        ib__sq_filter_add(&f, "a", packed);
+    }
+    for (uint64_t i = 0; i < 50000; i++) {
+        rt_id(id, i);
+        assert_true(ib_id_pack(packed, id));
+        assert_true(ib__sq_filter_maybe(&f, "a", packed)); /* never a false "no" */
+    }
+    unsigned false_maybe = 0, other_consumer = 0;
+    for (uint64_t i = 100000; i < 200000; i++) {
+        rt_id(id, i);
+        assert_true(ib_id_pack(packed, id));
+        false_maybe += ib__sq_filter_maybe(&f, "a", packed);
+    }
+    for (uint64_t i = 0; i < 10000; i++) {
+        rt_id(id, i);
+        assert_true(ib_id_pack(packed, id));
+        other_consumer += ib__sq_filter_maybe(&f, "b", packed);
+    }
+    /* 50 000 keys in 2^20 bits: about 0.24 % at its sized load, far less here */
+    assert_true(false_maybe < 500);
+    assert_true(other_consumer < 50);
+    assert_false(ib__sq_filter_full(&f));
+    for (uint64_t i = 50000; i <= 65536; i++) {
+        rt_id(id, i);
+        assert_true(ib_id_pack(packed, id));
+        ib__sq_filter_add(&f, "a", packed);
+    }
+    assert_true(ib__sq_filter_full(&f));
+    ib__sq_filter_free(&f);
+    assert_null(f.words);
+}
 
 static void tail_put(sq_tail *t, uint64_t seq, const char *consumer, uint64_t n, bool done)
 {
@@ -344,6 +425,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_other_connection_follows, setup, teardown),
     cmocka_unit_test_setup_teardown(test_rollback_leaves_nothing_in_the_tail, setup, teardown),
     cmocka_unit_test_setup_teardown(test_prune_reaches_journalled_markers, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_sleeper_rebuilds_its_filter, setup, teardown),
+    cmocka_unit_test(test_filter_answers),
     cmocka_unit_test(test_tail_keeps_newest_and_sweeps),
 };
 
