@@ -1,8 +1,8 @@
 /* A Bloom filter over the keys that may have a marker in the sqlite
  * recorder's B-tree (processed_markers), so that a new id, the common
  * case, is answered without a B-tree probe (sqlite_journal.c keeps it
- * complete). It answers "maybe" or "certainly not"; a false "maybe" only
- * costs the probe it would have cost anyway.
+ * complete: every mark this process writes or reads in the journal). It answers "maybe" or
+ * "certainly not"; a false "maybe" only costs the probe it would have cost anyway.
  *
  * Not thread-safe: the recorder mutex guards it. */
 #ifndef IB_SQLITE_FILTER_H

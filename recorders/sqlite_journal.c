@@ -72,7 +72,8 @@ static int apply_state(sq_recorder *s, sqlite3_stmt *st, uint64_t *last_row)
     state.expires = sqlite3_column_int64(st, 8);
     int64_t attempts = sqlite3_column_int64(st, 9);
     state.attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
-    if (row > s->filter_row)
+    /* Only a mark can reach processed_markers. */
+    if (row > s->filter_row && state.done)
         ib__sq_filter_add(&s->filter, consumer, state.id);
     *last_row = row;
     if (seq <= s->tail.merged)
@@ -231,8 +232,8 @@ int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *s
     if (rc != SQLITE_OK)
         return rc;
     s->tail_dirty = true;
-    /* A merge, ours or another's, may move it to the B-tree. */
-    if (s->filter.words != NULL)
+    /* A merge, ours or another's, may move a mark to the B-tree. */
+    if (st->done && s->filter.words != NULL)
         ib__sq_filter_add(&s->filter, key->consumer, st->id);
     return ib__sq_tail_put(&s->tail, seq, key->consumer, st->id, st) ? SQLITE_OK : SQLITE_NOMEM;
 }
