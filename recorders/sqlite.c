@@ -83,15 +83,9 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_MARKER_KEYS] = "SELECT consumer, event_id FROM processed_markers",
     [Q_CLAIMS_ANY] = "SELECT EXISTS (SELECT 1 FROM processed_claims)",
     [Q_JOURNAL_PUT] = "INSERT INTO processed_journal (seq, consumer, states) VALUES (?1, ?2, ?3)",
-    /* SQLite's JSON functions unpack the rows' states. */
-    [Q_JOURNAL_READ] = "SELECT j.seq, e.key, j.consumer, json_extract(e.value, '$[0]'), "
-                       "json_extract(e.value, '$[1]'), json_extract(e.value, '$[2]'), "
-                       "json_extract(e.value, '$[3]'), json_extract(e.value, '$[4]'), "
-                       "json_extract(e.value, '$[5]'), json_extract(e.value, '$[6]') "
-                       "FROM processed_journal j, json_each(j.states) e WHERE j.seq > ?1 "
-                       "ORDER BY j.seq, e.key",
-    /* A merge deletes the rows of the merge before it: each generation
-     * stays one more, for processes catching up (sqlite_journal.c). */
+    /* The states are parsed by sqlite_states.c. */
+    [Q_JOURNAL_READ] = "SELECT seq, consumer, states FROM processed_journal WHERE seq > ?1 "
+                       "ORDER BY seq",
     [Q_JOURNAL_TRIM] = "DELETE FROM processed_journal WHERE seq <= ?1",
     [Q_MERGE_STATE] = "SELECT merged_seq, trimmed_seq FROM processed_merge",
     [Q_MERGE_SET] = "UPDATE processed_merge SET merged_seq = ?1, trimmed_seq = ?2",

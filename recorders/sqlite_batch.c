@@ -8,7 +8,7 @@
  * is built in memory as states are put and inserted just before COMMIT;
  * a rollback drops it. */
 #include "sqlite_internal.h"
-#include "uuid.h"
+#include "sqlite_states.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,50 +30,6 @@ static bool reserve(sq_pending *p, size_t more)
     return true;
 }
 
-/* Appends bytes the caller reserved room for. */
-static void put_raw(sq_pending *p, const char *bytes, size_t n)
-{
-    memcpy(p->buf + p->len, bytes, n);
-    p->len += n;
-}
-
-static void put_int(sq_pending *p, int64_t v)
-{
-    char digits[24];
-    size_t n = 0;
-    /* negate in unsigned arithmetic, so INT64_MIN is safe */
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u > 0);
-    if (v < 0)
-        p->buf[p->len++] = '-';
-    while (n > 0)
-        p->buf[p->len++] = digits[--n];
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped;
- * other bytes as they are (SQLite's JSON functions take UTF-8 text). */
-static void put_string(sq_pending *p, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    p->buf[p->len++] = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++) {
-        if (*c == '"' || *c == '\\') {
-            p->buf[p->len++] = '\\';
-            p->buf[p->len++] = (char)*c;
-        } else if (*c < 0x20) {
-            put_raw(p, "\\u00", 4);
-            p->buf[p->len++] = hex[*c >> 4];
-            p->buf[p->len++] = hex[*c & 15];
-        } else {
-            p->buf[p->len++] = (char)*c;
-        }
-    }
-    p->buf[p->len++] = '"';
-}
-
 int ib__sq_pending_add(sq_recorder *s, uint64_t *seq, const ib_marker_key *key, const sq_state *st)
 {
     sq_pending *p = &s->pending;
@@ -83,9 +39,7 @@ int ib__sq_pending_add(sq_recorder *s, uint64_t *seq, const ib_marker_key *key, 
         if (rc != SQLITE_OK)
             return rc;
     }
-    /* ids are 32 bytes, owners at most IB_OWNER_MAX escaped to 6 each,
-     * seven numbers at most 20 each, and punctuation */
-    if (!reserve(p, 64 + 6 * (size_t)IB_OWNER_MAX + 7 * 21))
+    if (!reserve(p, IB__SQ_STATE_TEXT_MAX + 1))
         return SQLITE_NOMEM;
     if (p->count == 0) {
         p->row = (s->tail.seen >> IB__SQ_SEQ_SHIFT) + 1;
@@ -95,24 +49,7 @@ int ib__sq_pending_add(sq_recorder *s, uint64_t *seq, const ib_marker_key *key, 
     } else {
         p->buf[p->len++] = ',';
     }
-    p->buf[p->len++] = '[';
-    /* a normalised id is 32 hex digits: nothing to escape */
-    p->buf[p->len++] = '"';
-    put_raw(p, key->event_id, IB_ID_LEN);
-    p->buf[p->len++] = '"';
-    p->buf[p->len++] = ',';
-    put_int(p, st->done);
-    p->buf[p->len++] = ',';
-    put_int(p, st->done ? st->ts : 0);
-    p->buf[p->len++] = ',';
-    put_int(p, st->done ? (int64_t)st->fp : 0);
-    p->buf[p->len++] = ',';
-    put_string(p, st->owner);
-    p->buf[p->len++] = ',';
-    put_int(p, st->expires);
-    p->buf[p->len++] = ',';
-    put_int(p, st->attempts);
-    p->buf[p->len++] = ']';
+    p->len += ib__sq_state_encode(p->buf + p->len, key->event_id, st);
     *seq = p->row << IB__SQ_SEQ_SHIFT | p->count;
     p->count++;
     return SQLITE_OK;

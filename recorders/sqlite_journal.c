@@ -38,6 +38,7 @@
  * the transaction in progress; when that transaction rolls back, the tail
  * is cleared and read again from the journal (ib__sq_tail_rollback). */
 #include "sqlite_internal.h"
+#include "sqlite_states.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,38 +48,49 @@
 
 /* --- the catch-up --------------------------------------------------------- */
 
-/* Applies the state at the current step of Q_JOURNAL_READ: row seq,
- * index in the row, consumer, then the state's seven fields. */
-static int apply_state(sq_recorder *s, sqlite3_stmt *st, uint64_t *last_row)
+/* A journal row being read by the catch-up. */
+typedef struct row_ctx {
+    sq_recorder *s;
+    uint64_t row;
+    const char *consumer;
+} row_ctx;
+
+/* Applies one state of a row: to the filter if it is a mark the filter
+ * has not seen, to the tail unless a merge has moved it already. */
+static int apply_state(void *vctx, size_t index, const sq_state *st)
 {
-    sq_state state;
-    uint64_t row = (uint64_t)sqlite3_column_int64(st, 0);
-    uint64_t index = (uint64_t)sqlite3_column_int64(st, 1);
-    const char *consumer = (const char *)sqlite3_column_text(st, 2);
-    const char *event_id = (const char *)sqlite3_column_text(st, 3);
-    const char *owner = (const char *)sqlite3_column_text(st, 7);
-    if (consumer == NULL || event_id == NULL || owner == NULL)
-        return SQLITE_NOMEM;
-    /* Only this recorder writes the journal, with checked keys. */
-    size_t owner_len = (size_t)sqlite3_column_bytes(st, 7);
-    if (!ib_id_pack(state.id, event_id) || owner_len > IB_OWNER_MAX || index >= IB__SQ_ROW_STATES ||
-        row >= UINT64_MAX >> IB__SQ_SEQ_SHIFT)
+    row_ctx *c = vctx;
+    sq_recorder *s = c->s;
+    if (index >= IB__SQ_ROW_STATES)
         return SQLITE_CORRUPT;
-    uint64_t seq = row << IB__SQ_SEQ_SHIFT | index;
-    state.done = sqlite3_column_int(st, 4) != 0;
-    state.ts = sqlite3_column_int64(st, 5);
-    state.fp = (uint64_t)sqlite3_column_int64(st, 6);
-    memcpy(state.owner, owner, owner_len + 1);
-    state.expires = sqlite3_column_int64(st, 8);
-    int64_t attempts = sqlite3_column_int64(st, 9);
-    state.attempts = attempts < 0 ? 0 : attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    uint64_t seq = c->row << IB__SQ_SEQ_SHIFT | index;
     /* Only a mark can reach processed_markers. */
-    if (row > s->filter_row && state.done)
-        ib__sq_filter_add(&s->filter, consumer, state.id);
-    *last_row = row;
+    if (c->row > s->filter_row && st->done)
+        ib__sq_filter_add(&s->filter, c->consumer, st->id);
     if (seq <= s->tail.merged)
         return SQLITE_OK; /* in the B-trees already: the filter needed it */
-    return ib__sq_tail_put(&s->tail, seq, consumer, state.id, &state) ? SQLITE_OK : SQLITE_NOMEM;
+    return ib__sq_tail_put(&s->tail, seq, c->consumer, st->id, st) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* Applies every state of the row at the current step of Q_JOURNAL_READ. */
+static int apply_row(sq_recorder *s, sqlite3_stmt *st, uint64_t *last_row)
+{
+    row_ctx c = {.s = s,
+                 .row = (uint64_t)sqlite3_column_int64(st, 0),
+                 .consumer = (const char *)sqlite3_column_text(st, 1)};
+    const char *states = (const char *)sqlite3_column_text(st, 2);
+    size_t len = (size_t)sqlite3_column_bytes(st, 2);
+    if (c.consumer == NULL || states == NULL)
+        return SQLITE_NOMEM;
+    /* Only this recorder writes the journal; anything else is damage. */
+    if (c.row >= UINT64_MAX >> IB__SQ_SEQ_SHIFT || c.consumer[0] == '\0' ||
+        strlen(c.consumer) > IB_CONSUMER_MAX)
+        return SQLITE_CORRUPT;
+    int rc = ib__sq_states_parse(states, len, apply_state, &c);
+    if (rc != 0)
+        return rc < 0 ? SQLITE_CORRUPT : rc;
+    *last_row = c.row;
+    return SQLITE_OK;
 }
 
 /* Fills the filter anew from processed_markers, sized for twice its keys
@@ -153,7 +165,7 @@ int ib__sq_catch_up(sq_recorder *s)
     sqlite3_stmt *st = s->q[Q_JOURNAL_READ];
     rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)from);
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        rc = apply_state(s, st, &last);
+        rc = apply_row(s, st, &last);
     int rrc = sqlite3_reset(st);
     if (last > s->filter_row)
         s->filter_row = last;

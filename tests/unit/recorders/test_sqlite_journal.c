@@ -10,6 +10,7 @@
 #include "ib_test.h"
 #include "rtest.h"
 #include "sqlite_internal.h"
+#include "sqlite_states.h"
 
 static ib_error err;
 static char *dir;
@@ -317,6 +318,70 @@ static void test_sleeper_rebuilds_its_filter(void **state)
     ib_recorder_close(r2);
 }
 
+/* --- the states' text ------------------------------------------------------ */
+
+static int count_states(void *ctx, size_t index, const sq_state *st)
+{
+    size_t *n = ctx;
+    (void)st;
+    assert_int_equal(index, *n);
+    (*n)++;
+    return 0;
+}
+
+static int parse(const char *text, size_t *n)
+{
+    *n = 0;
+    return ib__sq_states_parse(text, strlen(text), count_states, n);
+}
+
+static void test_states_text(void **state)
+{
+    (void)state;
+    char id[IB_ID_BUF_SIZE], text[2 * IB__SQ_STATE_TEXT_MAX];
+    sq_state st = {.done = true,
+                   .ts = 1700000000000LL,
+                   .fp = 0x8000000000000001ULL,
+                   .expires = -5,
+                   .attempts = 4};
+    snprintf(st.owner, sizeof(st.owner), "%s", "a\"b\\c\x01");
+    rt_id(id, 9);
+    assert_true(ib_id_pack(st.id, id));
+    text[0] = '[';
+    size_t len = 1 + ib__sq_state_encode(text + 1, id, &st);
+    text[len++] = ',';
+    len += ib__sq_state_encode(text + len, id, &st);
+    text[len++] = ']';
+    text[len] = '\0';
+    assert_non_null(strstr(text, "\"a\\\"b\\\\c\\u0001\""));
+    assert_non_null(strstr(text, ",-9223372036854775807,"));
+    size_t n = 0;
+    assert_int_equal(parse(text, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(parse("[]", &n), 0);
+    assert_int_equal(parse(" [ ] ", &n), 0);
+    static const char *const bad[] = {
+        "",
+        "[",
+        "[[]]",
+        "[] x",
+        "[[\"9203ebd1544c452faeba0d150000012c\",1,1,1,\"\",0,0]",
+        "[[\"9203ebd1544c452faeba0d150000012c\",1,1,1,\"\",0,0],]",
+        "[[\"9203EBD1544C452FAEBA0D150000012C\",1,1,1,\"\",0,0]]",
+        "[[\"9203ebd1544c452faeba0d150000012\",1,1,1,\"\",0,0]]",
+        "[[\"9203ebd1544c452faeba0d150000012c\",2,1,1,\"\",0,0]]",
+        "[[\"9203ebd1544c452faeba0d150000012c\",1,01,1,\"\",0,0]]",
+        "[[\"9203ebd1544c452faeba0d150000012c\",1,9223372036854775808,1,\"\",0,0]]",
+        "[[\"9203ebd1544c452faeba0d150000012c\",1,1,1,\"\",0,4294967296]]",
+        "[[\"9203ebd1544c452faeba0d150000012c\",1,1,1,\"\\u0000\",0,0]]",
+        "[[\"9203ebd1544c452faeba0d150000012c\",1,1,1,\"\\x\",0,0]]",
+        "[[\"9203ebd1544c452faeba0d150000012c\",1,1,1,\"\x01\",0,0]]",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (parse(bad[i], &n) != -1)
+            fail_msg("accepted: %s", bad[i]);
+}
+
 /* --- the filter and the tail ---------------------------------------------- */
 
 static void test_filter_answers(void **state)
@@ -426,6 +491,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_rollback_leaves_nothing_in_the_tail, setup, teardown),
     cmocka_unit_test_setup_teardown(test_prune_reaches_journalled_markers, setup, teardown),
     cmocka_unit_test_setup_teardown(test_sleeper_rebuilds_its_filter, setup, teardown),
+    cmocka_unit_test(test_states_text),
     cmocka_unit_test(test_filter_answers),
     cmocka_unit_test(test_tail_keeps_newest_and_sweeps),
 };
