@@ -176,20 +176,20 @@ static void test_pragmas_applied(void **state)
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA synchronous"), 1);
     assert_int_equal(((sq_recorder *)r)->busy_timeout_ms, 10000);
     ib_recorder_close(r);
-    /* Write-cost tuning: a new file gets 1 KiB pages, a 32 MiB checkpoint
-     * window and a 64 MiB cache. */
+    /* Write-cost tuning: a new file gets 4 KiB pages, a 32 MiB checkpoint
+     * window and an 8 MiB cache. */
     r = open_uri("sqlite:%s", "tuned.db");
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 1024);
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 32768);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 4096);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 8192);
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA cache_size"), -8192);
     ib_recorder_close(r);
     /* An existing file keeps its page size; the window stays 32 MiB. */
     sqlite3 *old = raw_open("old.db");
-    exec_raw(old, "PRAGMA page_size = 4096; CREATE TABLE unrelated (x)");
+    exec_raw(old, "PRAGMA page_size = 1024; CREATE TABLE unrelated (x)");
     sqlite3_close(old);
     r = open_uri("sqlite:%s", "old.db");
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 4096);
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 8192);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 1024);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 32768);
     ib_recorder_close(r);
     /* The hook answers only for sqlite recorders. */
     ib_recorder *m = NULL;
