@@ -2,9 +2,10 @@
  *
  * 16 bits and 4 probes per key: about 0.24 % false "maybe" at its sized
  * load. The probes come from two 64-bit hashes of the key (double
- * hashing); uuid4 ids are random already, but ids and consumers are mixed
- * so that ids chosen by a client cannot crowd the bits. */
+ * hashing), both from the tail's mixed hash: uuid4 ids are random
+ * already, but mixing keeps ids chosen by a client from crowding bits. */
 #include "sqlite_filter.h"
+#include "sqlite_tail.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,25 +34,12 @@ void ib__sq_filter_free(sq_filter *f)
     memset(f, 0, sizeof(*f));
 }
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    return x ^ (x >> 33);
-}
-
 /* The two hashes of a key; the second is odd, so the probes differ. */
 static void hashes(const char *consumer, const uint8_t id[16], uint64_t *h1, uint64_t *h2)
 {
-    uint64_t a, b, c = 0x9e3779b97f4a7c15ULL;
-    for (const unsigned char *p = (const unsigned char *)consumer; *p != '\0'; p++)
-        c = (c ^ *p) * 0x100000001b3ULL;
-    memcpy(&a, id, 8);
-    memcpy(&b, id + 8, 8);
-    *h1 = mix(a ^ c);
-    *h2 = mix(b + *h1) | 1;
+    *h1 = ib__sq_key_hash(consumer, id);
+    /* the other half of the bits, spread by an odd multiplier */
+    *h2 = ((*h1 >> 32 | *h1 << 32) * 0x9e3779b97f4a7c15ULL) | 1;
 }
 
 void ib__sq_filter_add(sq_filter *f, const char *consumer, const uint8_t id[16])

@@ -43,7 +43,7 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 33);
 }
 
-static uint64_t key_hash(const char *consumer, const uint8_t id[16])
+uint64_t ib__sq_key_hash(const char *consumer, const uint8_t id[16])
 {
     uint64_t a, b, h = 0xcbf29ce484222325ULL;
     for (const unsigned char *p = (const unsigned char *)consumer; *p != '\0'; p++)
@@ -57,7 +57,7 @@ static uint64_t key_hash(const char *consumer, const uint8_t id[16])
 static size_t probe(const sq_tail *t, const char *consumer, const uint8_t id[16])
 {
     size_t mask = t->cap - 1;
-    size_t i = (size_t)key_hash(consumer, id) & mask;
+    size_t i = (size_t)ib__sq_key_hash(consumer, id) & mask;
     for (;;) {
         const sq_tail_entry *e = &t->slots[i];
         if (e->seq == 0 || (memcmp(e->id, id, 16) == 0 && strcmp(e->consumer, consumer) == 0))

@@ -57,6 +57,10 @@ typedef struct sq_tail {
     uint64_t merged; /* entries from rows at or below this were dropped */
 } sq_tail;
 
+/* A 64-bit hash of a key, well mixed (the tail's table and the filter
+ * use it). */
+uint64_t ib__sq_key_hash(const char *consumer, const uint8_t id[16]);
+
 /* An empty tail; frees nothing. */
 void ib__sq_tail_init(sq_tail *t);
 
