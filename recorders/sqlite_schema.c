@@ -102,7 +102,7 @@
 
 #define CREATE_OUTBOX                                                                              \
     "CREATE TABLE processed_outbox (\n"                                                            \
-    "    seq INTEGER PRIMARY KEY, -- rising for good: set by the writer\n"                         \
+    "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"                                                 \
     "    subject TEXT NOT NULL,\n"                                                                 \
     "    msg_id TEXT NOT NULL, -- sent as Nats-Msg-Id\n"                                           \
     "    data BLOB NOT NULL,\n"                                                                    \

@@ -220,6 +220,11 @@ static void test_schema_layout(void **state)
     sql = query_text(db, "SELECT type FROM sqlite_master WHERE name = 'processed_log'");
     assert_string_equal(sql, "view");
     free(sql);
+    /* An outbox seq names one message for good: every process deletes by
+     * it after publishing, so a reused seq would delete an unsent one. */
+    sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_outbox'");
+    assert_non_null(strstr(sql, "seq INTEGER PRIMARY KEY AUTOINCREMENT"));
+    free(sql);
     sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_journal'");
     assert_non_null(strstr(sql, "seq INTEGER PRIMARY KEY"));
     assert_null(strstr(sql, "WITHOUT ROWID"));
