@@ -150,6 +150,7 @@ typedef struct ib__bench_config {
     int processes;               /* 1..IB__BENCH_MAX_PROCS, sharing one durable (and file) */
     int concurrency;             /* ibus --concurrency; 0 = its default */
     int sleep_ms;                /* handler time per event; 0 = none */
+    int batch;                   /* ibus --batch; 0 = the run's --batch */
 } ib__bench_config;
 
 /* What every launch needs: programs, server, scratch directory. */

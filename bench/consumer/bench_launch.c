@@ -54,7 +54,7 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
 
     memset(l, 0, sizeof(*l));
     l->kind = c->kind;
-    snprintf(batch, sizeof(batch), "%ld", env->batch);
+    snprintf(batch, sizeof(batch), "%ld", c->batch > 0 ? (long)c->batch : env->batch);
     snprintf(l->summary, sizeof(l->summary), "%s/%s.summary", env->dir, durable);
     if (c->processes < 1 || c->processes > IB__BENCH_MAX_PROCS)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "%s: 1..%d processes", c->label,

@@ -226,12 +226,24 @@ static void print_goals(FILE *out, const ib__bench_report *r)
     bool k;
     double v;
 
-    fprintf(
-        out,
-        "\nGoals (issues 5 and 11), from this run.\n\n| goal | measured | met |\n|---|---:|---|\n");
+    fprintf(out, "\nGoals (issues 5, 11 and 13), from this run.\n\n| goal | measured | met "
+                 "|\n|---|---:|---|\n");
     k = cell_good(bare) && cell_good(sql);
     v = k ? sql->msgs_per_s / bare->msgs_per_s : 0;
     goal(out, "sqlite normal, 10% dups >= 0.8 x bare", k, v >= 0.8, "%.2f x", v);
+
+    /* issue 13: sharing a file and a larger batch must not cost speed */
+    static const struct {
+        int row;
+        const char *what;
+    } peers[] = {{6, "3 x sqlite on one file >= 1 x sqlite (10% dups)"},
+                 {9, "sqlite --batch 256 >= --batch 64 (10% dups)"}};
+    for (size_t i = 0; i < sizeof(peers) / sizeof(peers[0]); i++) {
+        const ib__bench_cell *p = &r->rows[peers[i].row].cells[1];
+        k = cell_good(sql) && cell_good(p);
+        v = k ? p->msgs_per_s / sql->msgs_per_s : 0;
+        goal(out, peers[i].what, k, v >= 1.0, "%.2f x", v);
+    }
 
     /* issue 11: the fleet recorder, same column as sqlite's goal. */
     static const struct {
@@ -259,7 +271,8 @@ static void print_goals(FILE *out, const ib__bench_report *r)
         if (m->msgs_per_s / d->msgs_per_s < v)
             v = m->msgs_per_s / d->msgs_per_s;
     }
-    goal(out, "memory >= 0.9 x bare + decode (worst ratio of the three)", k, v >= 0.9, "%.2f x", v);
+    goal(out, "memory >= 0.95 x bare + decode (worst ratio of the three)", k, v >= 0.95, "%.2f x",
+         v);
 
     k = cell_good(&r->slow[0]) && cell_good(&r->slow[1]);
     v = k ? r->slow[1].msgs_per_s / r->slow[0].msgs_per_s : 0;

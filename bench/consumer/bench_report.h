@@ -38,7 +38,9 @@ typedef struct ib__bench_report {
     bool published[IB__BENCH_COLUMNS];
     ib__bench_row rows[IB__BENCH_MAX_ROWS]; /* rows[0] is the baseline, rows[1] bare +
                                                decode, rows[2] memory, rows[3] sqlite normal,
-                                               rows[7] kv: 1 replica, rows[8] kv: 3 */
+                                               rows[6] 3 x sqlite, rows[7] kv: 1
+                                               replica, rows[8] kv: 3, rows[9]
+                                               sqlite --batch 256 */
     size_t row_count;
 
     const char *slow_labels[2]; /* concurrency 1, 16 */
