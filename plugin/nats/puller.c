@@ -105,8 +105,9 @@ struct ib_puller {
     size_t batch;
     int64_t expires_ms;
     int64_t flush_ms;
-    /* the request in flight: its number, messages still expected and when
-     * it ends locally; outstanding 0 = none in flight */
+    /* the request in flight as this thread sees it (the latest it sent or
+     * adopted from the callback): its number, messages still expected and
+     * when it ends locally; outstanding 0 = none in flight */
     uint64_t request_no;
     size_t outstanding;
     int64_t request_deadline;

@@ -238,8 +238,9 @@ ib_status ib_puller_prefetch(ib_puller *p, ib_error *err);
 void ib_puller_chain(ib_puller *p, bool on);
 
 /* Sends no further request and collects, in `msgs` (up to `max`), the
- * messages still queued or still arriving for the request in flight,
- * until it ends (a status message or its expiry) or `wait_ms` passes.
+ * messages still queued or still arriving for the requests in flight
+ * (one the delivery callback chained included), until they end (a
+ * status message or their expiry) or `wait_ms` passes.
  * When `*n` < `max` it has unsubscribed: nothing more will come. When
  * `*n` == `max` more may be waiting: call again (with the time left).
  * The caller naks what it gets back, so those messages are redelivered to
