@@ -281,9 +281,12 @@ static int run_loop(ib_host *h, natsMsg **buf)
         }
         /* Ask for the next batch before working on this one, so the server
          * delivers it while the handlers and the recorder run instead of
-         * idling for a round trip per batch. Not when the last batch took
-         * a good part of AckWait: prefetched messages wait unseen by the
-         * watcher's +WPI and could be redelivered elsewhere meanwhile. */
+         * idling for a round trip per batch; and let the puller ask for
+         * the one after as soon as that has arrived. Not when the last
+         * batch took a good part of AckWait: prefetched messages (up to two
+         * batches when chained) wait unseen by the watcher's +WPI and could
+         * be redelivered elsewhere meanwhile. */
+        ib_puller_chain(h->puller, last_batch_ms < h->ack_wait_ms / 8);
         if (last_batch_ms < h->ack_wait_ms / 4)
             ib_puller_prefetch(h->puller, NULL);
         int64_t started = ib_clock_monotonic_ms();

@@ -40,12 +40,18 @@ typedef struct refusal_kind {
     uint64_t suppressed;
 } refusal_kind;
 
+/* Flushing threads: while one waits for its PONG, the other can flush a
+ * request sent meanwhile (the delivery callback sends one while the
+ * pulling thread's is still being flushed). */
+#define KICKERS 2
+
 /* nats.c has no flush that does not wait for the server's PONG, and under
  * load that PONG queues behind the messages the server is delivering. The
  * kicker thread does the waiting, so the thread that pulls goes on working
  * on the batch it holds while its next request is on the wire. */
 typedef struct kicker {
-    pthread_t thread;
+    pthread_t thread[KICKERS];
+    int threads; /* started */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool started, pending, stop;
@@ -60,12 +66,32 @@ typedef struct kicker {
  * request it answers. Allocated apart from the puller: if the last
  * callback does not return in time at shutdown, it is left, not freed
  * under it. */
+typedef struct queued {
+    natsMsg *msg;
+    uint64_t request_no; /* the request it was counted against on arrival; 0 = none */
+} queued;
+
 typedef struct inbox {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* on CLOCK_MONOTONIC */
-    natsMsg **ring;
+    queued *ring;
     size_t cap, head, count;
     bool done; /* the subscription is closed and its last callback returned */
+    /* Requests as the callback sees them, whichever thread sent them: the
+     * server answers them in order, so arrivals count against the oldest
+     * that has not ended. When `chain` is set (only while `owner` is
+     * alive) the callback keeps a second request waiting behind that one,
+     * so the server has the next batch's request at hand the moment one
+     * is complete instead of a round trip later. */
+    struct ib_puller *owner;
+    bool chain;
+    uint64_t sent_no;      /* the latest request sent */
+    int64_t sent_deadline; /* when it ends locally */
+    uint64_t arriving_no;  /* the request arrivals count against */
+    size_t arrivals_left;  /* messages it may still bring; 0 = ended */
+    uint64_t ended_ahead;  /* a request behind it that a status ended early */
+    uint64_t chained;      /* requests the callback sent */
+    size_t owner_batch;    /* the owner's batch size */
 } inbox;
 
 struct ib_puller {
@@ -79,8 +105,9 @@ struct ib_puller {
     size_t batch;
     int64_t expires_ms;
     int64_t flush_ms;
-    /* the request in flight: its number, messages still expected and when
-     * it ends locally; outstanding 0 = none in flight */
+    /* the request in flight as this thread sees it (the latest it sent or
+     * adopted from the callback): its number, messages still expected and
+     * when it ends locally; outstanding 0 = none in flight */
     uint64_t request_no;
     size_t outstanding;
     int64_t request_deadline;
@@ -119,6 +146,21 @@ static void *kicker_main(void *arg)
     return NULL;
 }
 
+static void kicker_stop(kicker *k)
+{
+    if (!k->started)
+        return;
+    pthread_mutex_lock(&k->mu);
+    k->stop = true;
+    pthread_cond_broadcast(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    for (int i = 0; i < k->threads; i++)
+        pthread_join(k->thread[i], NULL);
+    pthread_cond_destroy(&k->cv);
+    pthread_mutex_destroy(&k->mu);
+    k->started = false;
+}
+
 static int kicker_start(kicker *k, natsConnection *nc)
 {
     sigset_t all, old;
@@ -129,17 +171,19 @@ static int kicker_start(kicker *k, natsConnection *nc)
         pthread_mutex_destroy(&k->mu);
         return -1;
     }
+    k->started = true;
     /* signals stay with the host's own threads */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&k->thread, NULL, kicker_main, k);
+    int rc = 0;
+    while (k->threads < KICKERS && rc == 0)
+        if ((rc = pthread_create(&k->thread[k->threads], NULL, kicker_main, k)) == 0)
+            k->threads++;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        pthread_cond_destroy(&k->cv);
-        pthread_mutex_destroy(&k->mu);
+        kicker_stop(k);
         return -1;
     }
-    k->started = true;
     return 0;
 }
 
@@ -151,18 +195,104 @@ static void kicker_kick(kicker *k)
     pthread_mutex_unlock(&k->mu);
 }
 
-static void kicker_stop(kicker *k)
+/* True for a reply subject of a JetStream delivery. */
+static bool is_delivery(const natsMsg *m)
 {
-    if (!k->started)
+    const char *reply = natsMsg_GetReply((natsMsg *)m);
+    return reply != NULL && strncmp(reply, "$JS.ACK.", 8) == 0;
+}
+
+/* The request number in a status's subject "<inbox>.<k>"; 0 for any other
+ * message. */
+static uint64_t status_request_no(natsMsg *m, const char *inbox_prefix)
+{
+    const char *subject = natsMsg_GetSubject(m);
+    size_t il = strlen(inbox_prefix);
+    if (subject == NULL || strncmp(subject, inbox_prefix, il) != 0 || subject[il] != '.')
+        return 0;
+    return strtoull(subject + il + 1, NULL, 10);
+}
+
+/* Publishes pull request number in->sent_no + 1 and makes it the latest;
+ * arrivals count against it once the one before has ended, or at once
+ * when `fresh` (the pulling thread holds no earlier request in flight any
+ * more). Called with p->in->mu held, by the pulling thread or, while
+ * `chain` is set, by the delivery callback. */
+static natsStatus publish_request_locked(ib_puller *p, bool fresh)
+{
+    inbox *in = p->in;
+    char body[96], reply[300];
+    int len = snprintf(body, sizeof(body), "{\"batch\":%zu,\"expires\":%lld}", p->batch,
+                       (long long)p->expires_ms * 1000000LL);
+    snprintf(reply, sizeof(reply), "%s.%" PRIu64, p->inbox, in->sent_no + 1);
+    natsStatus s = natsConnection_PublishRequest(p->nc, p->next_subject, reply, body, len);
+    if (s != NATS_OK)
+        return s;
+    /* nats.c's flusher thread holds a publish back for up to a millisecond
+     * to batch writes: a held-back pull request idles the server for that
+     * long per batch, which capped a consumer at about 64 messages per
+     * 1.3 ms. The kicker flushes it now. */
+    kicker_kick(&p->kick);
+    int64_t margin =
+        p->expires_ms < LOCAL_EXPIRY_MARGIN_MAX_MS ? p->expires_ms : LOCAL_EXPIRY_MARGIN_MAX_MS;
+    in->sent_no++;
+    in->sent_deadline = now_ms() + p->expires_ms + margin;
+    if (fresh || in->arrivals_left == 0) {
+        in->arriving_no = in->sent_no;
+        in->arrivals_left = p->batch;
+    }
+    return NATS_OK;
+}
+
+/* Once the request arrivals count against has ended, moves past one
+ * behind it that a status has already ended (in->mu held). */
+static void skip_ended(inbox *in)
+{
+    while (in->arrivals_left == 0 && in->arriving_no < in->sent_no &&
+           in->arriving_no + 1 == in->ended_ahead)
+        in->arriving_no++;
+}
+
+/* A status of a request other than a heartbeat ends it (in->mu held):
+ * the one arrivals count against, or one waiting behind it. */
+static void count_status(inbox *in, natsMsg *m, const char *status)
+{
+    if (strcmp(status, "100") == 0 || in->owner == NULL)
         return;
-    pthread_mutex_lock(&k->mu);
-    k->stop = true;
-    pthread_cond_signal(&k->cv);
-    pthread_mutex_unlock(&k->mu);
-    pthread_join(k->thread, NULL);
-    pthread_cond_destroy(&k->cv);
-    pthread_mutex_destroy(&k->mu);
-    k->started = false;
+    uint64_t no = status_request_no(m, in->owner->inbox);
+    if (no == in->arriving_no)
+        in->arrivals_left = 0;
+    else if (no > in->arriving_no && no <= in->sent_no)
+        in->ended_ahead = no;
+    skip_ended(in);
+}
+
+/* Counts a new arrival (in->mu held) and returns the request it counted
+ * against (0: none, a leftover or a status). With chaining on and no
+ * request waiting behind that one, sends the next, as long as the queue
+ * and what the request may still bring stay within one batch: at most two
+ * batches then wait unseen, and a host that falls behind stops asking. */
+static uint64_t count_arrival(inbox *in, natsMsg *m)
+{
+    const char *status = NULL;
+    if (!is_delivery(m) && natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status != NULL) {
+        count_status(in, m, status);
+        return 0;
+    }
+    if (in->arrivals_left == 0 && in->arriving_no < in->sent_no) {
+        in->arriving_no++;
+        in->arrivals_left = in->owner_batch;
+    }
+    if (in->arrivals_left == 0)
+        return 0;
+    uint64_t no = in->arriving_no;
+    if (--in->arrivals_left == 0)
+        skip_ended(in);
+    if (in->chain && in->sent_no == in->arriving_no &&
+        in->count + in->arrivals_left <= in->owner_batch &&
+        publish_request_locked(in->owner, false) == NATS_OK)
+        in->chained++;
+    return no;
 }
 
 static void on_inbox_msg(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *closure)
@@ -173,7 +303,7 @@ static void on_inbox_msg(natsConnection *nc, natsSubscription *sub, natsMsg *m, 
     pthread_mutex_lock(&in->mu);
     if (in->count == in->cap) {
         size_t cap = in->cap * 2;
-        natsMsg **ring = malloc(cap * sizeof(*ring));
+        queued *ring = malloc(cap * sizeof(*ring));
         if (ring == NULL) {
             /* not acked: it comes back after AckWait */
             pthread_mutex_unlock(&in->mu);
@@ -188,8 +318,10 @@ static void on_inbox_msg(natsConnection *nc, natsSubscription *sub, natsMsg *m, 
         in->cap = cap;
         in->head = 0;
     }
-    in->ring[(in->head + in->count) % in->cap] = m;
+    queued *slot = &in->ring[(in->head + in->count) % in->cap];
     in->count++;
+    slot->msg = m;
+    slot->request_no = count_arrival(in, m);
     pthread_cond_signal(&in->cv);
     pthread_mutex_unlock(&in->mu);
 }
@@ -228,7 +360,7 @@ static void inbox_free(inbox *in)
     if (in == NULL)
         return;
     for (size_t i = 0; i < in->count; i++)
-        natsMsg_Destroy(in->ring[(in->head + i) % in->cap]);
+        natsMsg_Destroy(in->ring[(in->head + i) % in->cap].msg);
     free(in->ring);
     pthread_cond_destroy(&in->cv);
     pthread_mutex_destroy(&in->mu);
@@ -238,10 +370,10 @@ static void inbox_free(inbox *in)
 /* Takes the oldest message, waiting up to timeout_ms (0: only what is
  * queued). NATS_TIMEOUT when none came; NATS_CONNECTION_CLOSED once the
  * subscription is closed (the connection closed) and the queue is empty. */
-static natsStatus inbox_next(natsMsg **out, inbox *in, int64_t timeout_ms)
+static natsStatus inbox_next(queued *out, inbox *in, int64_t timeout_ms)
 {
     struct timespec until = ib_clock_monotonic_deadline(timeout_ms);
-    *out = NULL;
+    out->msg = NULL;
     pthread_mutex_lock(&in->mu);
     while (in->count == 0 && !in->done && timeout_ms > 0)
         if (pthread_cond_timedwait(&in->cv, &in->mu, &until) != 0)
@@ -328,6 +460,8 @@ ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_
         st = ib_error_set(err, IB_ERR_NOMEM, "puller: out of memory");
         goto fail;
     }
+    p->in->owner = p;
+    p->in->owner_batch = p->batch;
     if ((s = subscribe_inbox(p, wildcard)) != NATS_OK) {
         char d[200];
         st = ib_error_set(err, IB_ERR_NATS, "puller: subscribe: %s",
@@ -348,30 +482,43 @@ fail:
     return st;
 }
 
+/* Makes request `no`, sent by the delivery callback, the one in flight
+ * for the pulling thread (in->mu held); its messages are about to be
+ * taken, or it has a status. */
+static void adopt_locked(ib_puller *p, uint64_t no)
+{
+    if (no <= p->request_no)
+        return;
+    p->request_no = no;
+    p->outstanding = p->batch;
+    p->request_deadline = p->in->sent_deadline;
+}
+
+static void adopt(ib_puller *p, uint64_t no)
+{
+    pthread_mutex_lock(&p->in->mu);
+    adopt_locked(p, no);
+    pthread_mutex_unlock(&p->in->mu);
+}
+
+/* Sends the next request, or adopts the one the delivery callback has
+ * already sent and nothing of which has been taken yet. */
 static ib_status send_request(ib_puller *p, ib_error *err)
 {
-    char body[96], reply[300];
-    int len = snprintf(body, sizeof(body), "{\"batch\":%zu,\"expires\":%lld}", p->batch,
-                       (long long)p->expires_ms * 1000000LL);
-    snprintf(reply, sizeof(reply), "%s.%" PRIu64, p->inbox, p->request_no + 1);
-    natsStatus s = natsConnection_PublishRequest(p->nc, p->next_subject, reply, body, len);
-    /* nats.c's flusher thread holds a publish back for up to a millisecond
-     * to batch writes: a held-back pull request idles the server for that
-     * long per batch, which capped a consumer at about 64 messages per
-     * 1.3 ms. The kicker flushes it now. */
-    if (s == NATS_OK)
-        kicker_kick(&p->kick);
+    natsStatus s = NATS_OK;
+    pthread_mutex_lock(&p->in->mu);
+    if (p->in->sent_no > p->request_no) {
+        adopt_locked(p, p->in->sent_no);
+    } else if ((s = publish_request_locked(p, true)) == NATS_OK) {
+        adopt_locked(p, p->in->sent_no);
+        p->stats.requests++;
+    }
+    pthread_mutex_unlock(&p->in->mu);
     if (s != NATS_OK) {
         char d[200];
         return ib_error_set(err, IB_ERR_NATS, "pull request to %s: %s", p->next_subject,
                             ib_nats_strerror(d, sizeof(d), s));
     }
-    int64_t margin =
-        p->expires_ms < LOCAL_EXPIRY_MARGIN_MAX_MS ? p->expires_ms : LOCAL_EXPIRY_MARGIN_MAX_MS;
-    p->request_no++;
-    p->outstanding = p->batch;
-    p->request_deadline = now_ms() + p->expires_ms + margin;
-    p->stats.requests++;
     return IB_OK;
 }
 
@@ -442,13 +589,6 @@ static void answered(ib_puller *p)
     p->condition = IB_PULLER_OK;
 }
 
-/* True for a reply subject of a JetStream delivery. */
-static bool is_delivery(const natsMsg *m)
-{
-    const char *reply = natsMsg_GetReply((natsMsg *)m);
-    return reply != NULL && strncmp(reply, "$JS.ACK.", 8) == 0;
-}
-
 /* A status is a message without a $JS.ACK reply subject, with a "Status"
  * header (and, from the server, no payload); it arrives on the reply
  * subject of the request it answers. A message WITH a $JS.ACK reply is a
@@ -463,10 +603,9 @@ static status_kind handle_status(ib_puller *p, natsMsg *m)
     p->stats.statuses++;
     if (strcmp(status, "100") == 0)
         return STATUS_IGNORED;
-    const char *subject = natsMsg_GetSubject(m);
-    size_t il = strlen(p->inbox);
-    if (subject == NULL || strncmp(subject, p->inbox, il) != 0 || subject[il] != '.' ||
-        strtoull(subject + il + 1, NULL, 10) != p->request_no)
+    uint64_t no = status_request_no(m, p->inbox);
+    adopt(p, no);
+    if (no != p->request_no)
         return STATUS_IGNORED;
     p->outstanding = 0;
     /* 404 (no messages) and 408 (request expired) end a request that the
@@ -483,28 +622,30 @@ static status_kind handle_status(ib_puller *p, natsMsg *m)
 
 /* Hands a message out, counting it against the request in flight, or as a
  * leftover when that request has already ended locally. */
-static void take(ib_puller *p, natsMsg **msgs, size_t *n, natsMsg *m)
+static void take(ib_puller *p, natsMsg **msgs, size_t *n, queued q)
 {
+    if (q.request_no > p->request_no)
+        adopt(p, q.request_no);
     if (p->outstanding > 0)
         p->outstanding--;
     else
         p->stats.leftovers++;
     p->stats.messages++;
     answered(p);
-    msgs[(*n)++] = m;
+    msgs[(*n)++] = q.msg;
 }
 
 /* With no request in flight: takes one message already queued (it answers
  * a request that has ended). Returns false when nothing is queued. */
 static bool take_queued(ib_puller *p, natsMsg **msgs, size_t *n)
 {
-    natsMsg *m = NULL;
-    if (inbox_next(&m, p->in, 0) != NATS_OK)
+    queued q;
+    if (inbox_next(&q, p->in, 0) != NATS_OK)
         return false;
-    if (handle_status(p, m) != NOT_STATUS)
-        natsMsg_Destroy(m);
+    if (handle_status(p, q.msg) != NOT_STATUS)
+        natsMsg_Destroy(q.msg);
     else
-        take(p, msgs, n, m);
+        take(p, msgs, n, q);
     return true;
 }
 
@@ -549,8 +690,8 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
                 return IB_OK;
             continue; /* request deadline or back-off over: send another */
         }
-        natsMsg *m = NULL;
-        natsStatus s = inbox_next(&m, p->in, timeout);
+        queued q;
+        natsStatus s = inbox_next(&q, p->in, timeout);
         if (s == NATS_TIMEOUT)
             continue;
         if (s != NATS_OK) {
@@ -559,14 +700,14 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
                 return IB_OK;
             return ib_error_set(err, IB_ERR_NATS, "pull: %s", ib_nats_strerror(d, sizeof(d), s));
         }
-        status_kind k = handle_status(p, m);
+        status_kind k = handle_status(p, q.msg);
         if (k != NOT_STATUS) {
-            natsMsg_Destroy(m);
+            natsMsg_Destroy(q.msg);
             if (k == STATUS_ENDED && *n > 0)
                 return IB_OK;
             continue;
         }
-        take(p, msgs, n, m);
+        take(p, msgs, n, q);
         last_arrival = now_ms();
         if (*n == max)
             return IB_OK;
@@ -582,6 +723,24 @@ ib_status ib_puller_prefetch(ib_puller *p, ib_error *err)
     return send_request(p, err);
 }
 
+/* True while a request sent may still bring messages, as counted in
+ * arrival order, with `*deadline` the latest local end of one. */
+static bool awaiting(ib_puller *p, int64_t *deadline)
+{
+    pthread_mutex_lock(&p->in->mu);
+    bool r = p->in->arrivals_left > 0 || p->in->arriving_no < p->in->sent_no;
+    *deadline = p->in->sent_deadline;
+    pthread_mutex_unlock(&p->in->mu);
+    return r;
+}
+
+void ib_puller_chain(ib_puller *p, bool on)
+{
+    pthread_mutex_lock(&p->in->mu);
+    p->in->chain = on && !p->stopping;
+    pthread_mutex_unlock(&p->in->mu);
+}
+
 ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms)
 {
     int64_t give_up = now_ms() + wait_ms;
@@ -589,20 +748,21 @@ ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
     p->stopping = true;
     if (p->sub == NULL)
         return IB_OK;
+    /* no request after this, from either thread */
+    ib_puller_chain(p, false);
     while (*n < max) {
-        int64_t now = now_ms();
-        int64_t until =
-            p->outstanding > 0 && p->request_deadline < give_up ? p->request_deadline : give_up;
-        if (p->outstanding == 0)
-            until = now; /* only take what is already queued */
-        natsMsg *m = NULL;
-        if (inbox_next(&m, p->in, until > now ? until - now : 0) != NATS_OK)
+        int64_t now = now_ms(), deadline = 0;
+        int64_t until = now; /* only take what is already queued */
+        if (awaiting(p, &deadline))
+            until = deadline < give_up ? deadline : give_up;
+        queued q;
+        if (inbox_next(&q, p->in, until > now ? until - now : 0) != NATS_OK)
             break;
-        if (handle_status(p, m) != NOT_STATUS) {
-            natsMsg_Destroy(m);
+        if (handle_status(p, q.msg) != NOT_STATUS) {
+            natsMsg_Destroy(q.msg);
             continue;
         }
-        take(p, msgs, n, m);
+        take(p, msgs, n, q);
     }
     /* A full `msgs` may leave more behind: the caller calls again. */
     if (*n < max)
@@ -618,12 +778,22 @@ ib_puller_condition ib_puller_condition_get(const ib_puller *p)
 void ib_puller_stats_get(const ib_puller *p, ib_puller_stats *out)
 {
     *out = p->stats;
+    pthread_mutex_lock(&p->in->mu);
+    out->requests += p->in->chained;
+    pthread_mutex_unlock(&p->in->mu);
 }
 
 void ib_puller_free(ib_puller *p)
 {
     if (p == NULL)
         return;
+    if (p->in != NULL) {
+        /* the callback may outlive the puller: it must not reach it */
+        pthread_mutex_lock(&p->in->mu);
+        p->in->chain = false;
+        p->in->owner = NULL;
+        pthread_mutex_unlock(&p->in->mu);
+    }
     kicker_stop(&p->kick);
     close_subscription(p);
     if (p->in != NULL) {

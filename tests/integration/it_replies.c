@@ -88,7 +88,7 @@ static void request_limits_refused_at_bind(void **state)
          0,
          {"--pull-expires", "2s", NULL},
          "pull request lifetime 2000ms exceeds the consumer's MaxRequestExpires 500ms"},
-        {"rw", 0, 0, 2, {NULL}, "MaxWaiting 2 is too small"},
+        {"rw", 0, 0, 3, {NULL}, "MaxWaiting 3 is too small"},
     };
     it_env *e = *state;
     char log[PATH_MAX];
@@ -142,8 +142,8 @@ static void refused_pulls_backed_off(void **state)
     it_proc host;
     it_summary sum;
 
-    make_consumer(e, "mw", 0, 0, 3);
-    natsSubscription *occupied = occupy_waiting(e, "mw", 3);
+    make_consumer(e, "mw", 0, 0, 4);
+    natsSubscription *occupied = occupy_waiting(e, "mw", 4);
     host_argv(&a, e, "mw", it_path(log, e, "calls.log"));
     assert_true(it_spawn(&host, e, "host", &a));
     it_argv_free(&a);

@@ -184,10 +184,11 @@ typedef struct ib_puller ib_puller;
 #define IB_PULLER_DEFAULT_EXPIRES_MS 1000
 
 /* The most pull requests of one puller that can wait on the server at
- * once: the one in flight, and one that ended locally at its deadline but
- * reached the server late (buffered across a reconnect). A consumer's
- * MaxWaiting must leave room for them. */
-#define IB_PULLER_MAX_WAITING 2
+ * once: the one whose messages are arriving, one chained behind it (see
+ * ib_puller_chain), and one that ended locally at its deadline but reached
+ * the server late (buffered across a reconnect). A consumer's MaxWaiting
+ * must leave room for them. */
+#define IB_PULLER_MAX_WAITING 3
 
 /* The largest batch a puller asks for; a caller that takes the size from
  * a user checks it against this first and names its own option. */
@@ -227,9 +228,19 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
  * ib_puller_next sends the request. */
 ib_status ib_puller_prefetch(ib_puller *p, ib_error *err);
 
+/* With `on`, the inbox's delivery callback itself sends the next pull
+ * request the moment the last message of a batch arrives, while the
+ * caller still works on an earlier batch, as long as no more than one
+ * batch waits unseen in the queue: the server is not left idle until the
+ * caller notices. At most two batches then wait unseen (see
+ * ib_puller_prefetch): only turn it on when they will be taken well within
+ * AckWait. Off by default, and after ib_puller_stop. */
+void ib_puller_chain(ib_puller *p, bool on);
+
 /* Sends no further request and collects, in `msgs` (up to `max`), the
- * messages still queued or still arriving for the request in flight,
- * until it ends (a status message or its expiry) or `wait_ms` passes.
+ * messages still queued or still arriving for the requests in flight
+ * (one the delivery callback chained included), until they end (a
+ * status message or their expiry) or `wait_ms` passes.
  * When `*n` < `max` it has unsubscribed: nothing more will come. When
  * `*n` == `max` more may be waiting: call again (with the time left).
  * The caller naks what it gets back, so those messages are redelivered to
