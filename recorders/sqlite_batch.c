@@ -1,10 +1,9 @@
 /* sqlite: the journal row a transaction is writing (sqlite_journal.c).
  *
  * A transaction appends one journal row per consumer, not one per key: a
- * row holds the states of a batch as a JSON array of
- * [event_id, done, ts, fp, owner, expires_ms, attempts] arrays, so a batch
- * of 64 marks costs one INSERT instead of 64, and SQLite's own JSON
- * functions read it back (the catch-up, the processed_log view). The row
+ * row holds the states of a batch as a JSON array (sqlite_states.h), so a
+ * batch of 64 marks costs one INSERT instead of 64; the catch-up reads it
+ * with sqlite_states.c, the views with SQLite's JSON functions. The row
  * is built in memory as states are put and inserted just before COMMIT;
  * a rollback drops it. */
 #include "sqlite_internal.h"

@@ -17,16 +17,24 @@
  *    BEGIN IMMEDIATE nobody else can append, so after the catch-up the
  *    tail plus the B-trees are the whole truth: a mark another process
  *    made is seen before any handler runs.
- *  - A key's state is the tail's entry, else the B-trees' rows
- *    (processed_markers and processed_claims), else nothing.
+ *  - A key's state is the tail's entry; else, while processed_claims is
+ *    empty and the Bloom filter (sqlite_filter.c) says the key was never
+ *    marked, nothing, with no probe at all (the common case: a new id);
+ *    else the B-trees' rows (processed_markers, processed_claims).
  *  - A merge, once the tail holds merge_keys keys, writes each key's
- *    newest state into the B-trees in key order, deletes the journal rows
- *    and raises processed_merge.merged_seq, all in one transaction: a
- *    crash anywhere leaves either the journal or the B-trees holding every
- *    state. Claims in flight (live, not marked yet) are carried into a new
- *    journal row instead: their marks follow within a batch, and the
- *    claims table then stays empty, which spares a probe per new id. Every process drops the tail
- * entries at or below merged_seq at its next catch-up.
+ *    newest state into the B-trees in key order and raises
+ *    processed_merge.merged_seq, all in one transaction: a crash anywhere
+ *    leaves either the journal or the B-trees holding every state. Claims
+ *    in flight (live, not marked yet) are carried into a new journal row
+ *    instead: their marks follow within a batch, and the claims table
+ *    then stays empty. Every process drops the tail entries at or below
+ *    merged_seq at its next catch-up.
+ *  - The filter must know every key a merge may put in processed_markers.
+ *    Each process adds the marks it writes and the marks it reads in the
+ *    catch-up; a merge deletes only the rows of the merge before it
+ *    (trimmed_seq), so a process a merge behind still reads the keys it
+ *    has not seen, and one further behind rebuilds its filter from a scan
+ *    of processed_markers.
  *  - Seqs rise for good, across merges that empty the journal: the writer
  *    sets its row's seq to one above the newest it knows, which, after the
  *    catch-up under the write lock, is the newest there is (or the merged
