@@ -18,6 +18,9 @@ done
 # kubectl renders the Kubernetes overlays in the deploy checks; Debian's
 # kubernetes-client provides one where the machine has none.
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+# prometheus brings promtool (rule checks and rule unit tests) and the server
+# the live-Prometheus integration test starts on loopback by itself.
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}"
@@ -25,5 +28,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q
+  # Debian's prometheus package starts a system-wide Prometheus and enables
+  # it for boot; the tests start their own. While installing, a policy-rc.d
+  # refuses every service start (one already there, as in container images,
+  # is kept), and afterwards the service is disabled for boot.
+  policy=/usr/sbin/policy-rc.d
+  if [[ " ${missing[*]} " == *" prometheus "* && ! -e $policy ]]; then
+    printf '#!/bin/sh\n# deps.sh: no service starts while installing\nexit 101\n' |
+      $sudo tee "$policy" >/dev/null
+    $sudo chmod 0755 "$policy"
+    trap '$sudo rm -f "$policy"' EXIT
+  fi
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+    if command -v systemctl >/dev/null 2>&1; then
+      $sudo systemctl disable prometheus.service >/dev/null 2>&1 || true
+    fi
+    $sudo update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
 fi
