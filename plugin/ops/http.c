@@ -183,10 +183,17 @@ static enum MHD_Result queue_static(struct MHD_Connection *c, unsigned int statu
     return queue(c, status, r, "text/plain; charset=utf-8");
 }
 
+/* /readyz's answer, shared with ibus_ready so the two cannot drift. */
+static int is_ready(const ib_http *h)
+{
+    return h->ready == NULL || h->ready(h->ctx) != 0;
+}
+
 static enum MHD_Result serve_metrics(struct MHD_Connection *c, const ib_http *h)
 {
     if (h->metrics == NULL)
         return queue_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "metrics disabled\n");
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_READY, is_ready(h));
     char *text = NULL;
     size_t len = 0;
     ib_error err;
@@ -225,9 +232,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (strcmp(url, "/healthz") == 0)
         return queue_static(c, MHD_HTTP_OK, "ok\n");
     if (strcmp(url, "/readyz") == 0) {
-        int ready = h->ready == NULL || h->ready(h->ctx) != 0;
-        return ready ? queue_static(c, MHD_HTTP_OK, "ready\n")
-                     : queue_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n");
+        return is_ready(h) ? queue_static(c, MHD_HTTP_OK, "ready\n")
+                           : queue_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n");
     }
     if (strcmp(url, "/metrics") == 0)
         return serve_metrics(c, h);

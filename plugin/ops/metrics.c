@@ -26,12 +26,28 @@ typedef struct ib_hist {
     _Atomic uint64_t buckets[IB_METRICS_BUCKETS + 1];
 } ib_hist;
 
+/* One consumer identity's series. Its runs share a cache line: only the
+ * handlers of that one consumer bump them. Registered once, never freed
+ * before the registry, so the host may keep a pointer per handler. */
+struct ib_metrics_consumer {
+    ib_hist hist;
+    _Alignas(64) _Atomic uint64_t runs[IB_METRIC_RESULT_COUNT];
+    /* Registration appends while a scrape may walk the list: `next` is
+     * published with release, read with acquire. */
+    _Atomic(ib_metrics_consumer *) next;
+    char *name;  /* as given, for lookups at registration */
+    char *label; /* `consumer="<escaped name>",`: built once, so a scrape only copies it */
+};
+
 struct ib_metrics {
     ib_cell_u64 counters[IB_METRIC_COUNTER_COUNT];
     ib_cell_u64 dead[IB_DLQ_REASON_COUNT];
     ib_cell_i64 gauges[IB_METRIC_GAUGE_COUNT];
     ib_hist hist[IB_METRIC_HISTOGRAM_COUNT];
+    _Atomic(ib_metrics_consumer *) consumers; /* registration order */
+    ib_metrics_consumer *consumers_tail;      /* registering thread only */
     char version[64];
+    char version_label[2 * 64]; /* version, escaped */
 };
 
 static const double bucket_bounds[IB_METRICS_BUCKETS] = {
@@ -76,12 +92,17 @@ static const metric_info counter_info[IB_METRIC_COUNTER_COUNT] = {
     [IB_METRIC_MARKERS_PRUNED] = {"ibus_markers_pruned_total",
                                   "Markers removed by background pruning (--retention); "
                                   "rate() of it is the pruning rate."},
+    [IB_METRIC_REDELIVERED_DUPLICATES] =
+        {"ibus_redelivered_duplicates_total",
+         "Handler runs skipped as already marked on a redelivery (delivery count above 1): "
+         "marks were durable but the ack was lost or the process died before it."},
 };
 
 static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
     [IB_METRIC_HANDLERS_IN_FLIGHT] = {"ibus_handlers_in_flight", "Handler calls running now."},
     [IB_METRIC_CONSUMER_PENDING] = {"ibus_consumer_pending",
-                                    "Messages the consumer has not delivered yet."},
+                                    "Messages the consumer has not delivered yet, from the last "
+                                    "delivery or the server (read every 5 s)."},
     [IB_METRIC_CONNECTED] = {"ibus_connected", "1 while connected to NATS, else 0."},
     [IB_METRIC_CONSUMER_BOUND] = {"ibus_consumer_bound",
                                   "1 while bound to the durable consumer, else 0."},
@@ -94,6 +115,21 @@ static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
                                       "Bytes in the recorder's write-ahead log (sqlite), else 0."},
     [IB_METRIC_OUTBOX_PENDING] = {"ibus_outbox_pending",
                                   "Messages committed to the outbox and not yet published."},
+    [IB_METRIC_CONSUMER_ACK_PENDING] = {"ibus_consumer_ack_pending",
+                                        "Messages delivered to some process of the consumer and "
+                                        "not acked yet, read from the server every 5 s."},
+    [IB_METRIC_READY] = {"ibus_ready", "1 exactly when /readyz answers 200, else 0."},
+};
+
+/* The result label values of ibus_consumer_runs_total. */
+static const char *const result_label[IB_METRIC_RESULT_COUNT] = {
+    [IB_METRIC_RESULT_HANDLED] = "handled",
+    [IB_METRIC_RESULT_DUPLICATE] = "duplicate",
+    [IB_METRIC_RESULT_RETRY] = "retry",
+    [IB_METRIC_RESULT_REJECTED] = "rejected",
+    [IB_METRIC_RESULT_CONFLICT] = "conflict",
+    [IB_METRIC_RESULT_CLAIM_LOST] = "claim-lost",
+    [IB_METRIC_RESULT_RECORDER_FAILED] = "recorder-failed",
 };
 
 static const metric_info hist_info[IB_METRIC_HISTOGRAM_COUNT] = {
@@ -108,6 +144,26 @@ double ib_metrics_bucket_bound(size_t i)
     return i < IB_METRICS_BUCKETS ? bucket_bounds[i] : INFINITY;
 }
 
+static void hist_init(ib_hist *h)
+{
+    atomic_init(&h->sum_ns, 0);
+    for (size_t i = 0; i <= IB_METRICS_BUCKETS; i++)
+        atomic_init(&h->buckets[i], 0);
+}
+
+/* Escapes a label value as format 0.0.4 asks (backslash, double quote,
+ * newline) into `out`, which holds at least 2 * strlen(s) + 1 bytes.
+ * Done once per value, when it is set, so a scrape only copies it. */
+static void label_escape(char *out, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '\\' || *s == '"' || *s == '\n')
+            *out++ = '\\';
+        *out++ = *s == '\n' ? 'n' : *s;
+    }
+    *out = '\0';
+}
+
 ib_metrics *ib_metrics_create(void)
 {
     ib_metrics *m = aligned_alloc(_Alignof(ib_metrics), sizeof(ib_metrics));
@@ -119,24 +175,35 @@ ib_metrics *ib_metrics_create(void)
         atomic_init(&m->dead[i].v, 0);
     for (size_t i = 0; i < IB_METRIC_GAUGE_COUNT; i++)
         atomic_init(&m->gauges[i].v, 0);
-    for (size_t h = 0; h < IB_METRIC_HISTOGRAM_COUNT; h++) {
-        atomic_init(&m->hist[h].sum_ns, 0);
-        for (size_t i = 0; i <= IB_METRICS_BUCKETS; i++)
-            atomic_init(&m->hist[h].buckets[i], 0);
-    }
-    snprintf(m->version, sizeof(m->version), "%s", "unknown");
+    for (size_t h = 0; h < IB_METRIC_HISTOGRAM_COUNT; h++)
+        hist_init(&m->hist[h]);
+    atomic_init(&m->consumers, NULL);
+    m->consumers_tail = NULL;
+    ib_metrics_set_version(m, NULL);
     return m;
 }
 
 void ib_metrics_free(ib_metrics *m)
 {
+    if (m == NULL)
+        return;
+    ib_metrics_consumer *c = atomic_load_explicit(&m->consumers, memory_order_acquire);
+    while (c != NULL) {
+        ib_metrics_consumer *next = atomic_load_explicit(&c->next, memory_order_acquire);
+        free(c->name);
+        free(c->label);
+        free(c);
+        c = next;
+    }
     free(m);
 }
 
 void ib_metrics_set_version(ib_metrics *m, const char *version)
 {
-    if (m != NULL)
-        snprintf(m->version, sizeof(m->version), "%s", version != NULL ? version : "unknown");
+    if (m == NULL)
+        return;
+    snprintf(m->version, sizeof(m->version), "%s", version != NULL ? version : "unknown");
+    label_escape(m->version_label, m->version);
 }
 
 void ib_metrics_add(ib_metrics *m, ib_metric_counter which, uint64_t n)
@@ -169,10 +236,8 @@ void ib_metrics_gauge_add(ib_metrics *m, ib_metric_gauge which, int64_t delta)
     atomic_fetch_add_explicit(&m->gauges[which].v, delta, memory_order_relaxed);
 }
 
-void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds)
+static void hist_observe(ib_hist *h, double seconds)
 {
-    if (m == NULL || (unsigned)which >= IB_METRIC_HISTOGRAM_COUNT)
-        return;
     if (!(seconds > 0)) /* also catches NaN */
         seconds = 0;
     if (seconds > 1e6)
@@ -180,11 +245,75 @@ void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds
     size_t b = 0;
     while (b < IB_METRICS_BUCKETS && seconds > bucket_bounds[b])
         b++;
-    ib_hist *h = &m->hist[which];
     /* bucket first, then the sum with release: a reader that acquires the
      * sum sees the bucket too, so a scrape never shows time without count */
     atomic_fetch_add_explicit(&h->buckets[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)(seconds * 1e9 + 0.5), memory_order_release);
+}
+
+void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds)
+{
+    if (m == NULL || (unsigned)which >= IB_METRIC_HISTOGRAM_COUNT)
+        return;
+    hist_observe(&m->hist[which], seconds);
+}
+
+static ib_metrics_consumer *consumer_find(ib_metrics *m, const char *consumer)
+{
+    ib_metrics_consumer *c = atomic_load_explicit(&m->consumers, memory_order_acquire);
+    for (; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        if (strcmp(c->name, consumer) == 0)
+            return c;
+    return NULL;
+}
+
+ib_metrics_consumer *ib_metrics_consumer_add(ib_metrics *m, const char *consumer)
+{
+    if (m == NULL || consumer == NULL)
+        return NULL;
+    ib_metrics_consumer *c = consumer_find(m, consumer);
+    if (c != NULL)
+        return c;
+    c = aligned_alloc(_Alignof(ib_metrics_consumer), sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    hist_init(&c->hist);
+    for (size_t r = 0; r < IB_METRIC_RESULT_COUNT; r++)
+        atomic_init(&c->runs[r], 0);
+    atomic_init(&c->next, NULL);
+    c->name = strdup(consumer);
+    c->label = malloc(2 * strlen(consumer) + sizeof("consumer=\"\","));
+    if (c->label != NULL) {
+        memcpy(c->label, "consumer=\"", 10);
+        label_escape(c->label + 10, consumer);
+        strcat(c->label, "\",");
+    }
+    if (c->name == NULL || c->label == NULL) {
+        free(c->name);
+        free(c->label);
+        free(c);
+        return NULL;
+    }
+    /* release: a scrape that sees the link sees a fully built entry */
+    if (m->consumers_tail == NULL)
+        atomic_store_explicit(&m->consumers, c, memory_order_release);
+    else
+        atomic_store_explicit(&m->consumers_tail->next, c, memory_order_release);
+    m->consumers_tail = c;
+    return c;
+}
+
+void ib_metrics_consumer_count(ib_metrics_consumer *c, ib_metric_result result)
+{
+    if (c == NULL || (unsigned)result >= IB_METRIC_RESULT_COUNT)
+        return;
+    atomic_fetch_add_explicit(&c->runs[result], 1, memory_order_relaxed);
+}
+
+void ib_metrics_consumer_observe(ib_metrics_consumer *c, double seconds)
+{
+    if (c != NULL)
+        hist_observe(&c->hist, seconds);
 }
 
 void ib_metrics_snapshot_get(const ib_metrics *m, ib_metrics_snapshot *out)
@@ -261,77 +390,102 @@ static void sb_family(ib_strbuf *b, const char *name, const char *help, const ch
     sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* Label values escape backslash, double quote and newline (format 0.0.4). */
-static void sb_label_value(ib_strbuf *b, const char *s)
-{
-    for (; *s != '\0'; s++) {
-        if (*s == '\\')
-            sb_printf(b, "\\\\");
-        else if (*s == '"')
-            sb_printf(b, "\\\"");
-        else if (*s == '\n')
-            sb_printf(b, "\\n");
-        else
-            sb_printf(b, "%c", *s);
-    }
-}
-
 /* Seconds from integer nanoseconds, printed without floating point. */
 static void sb_seconds(ib_strbuf *b, uint64_t ns)
 {
     sb_printf(b, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u, ns % 1000000000u);
 }
 
+/* One histogram's samples. `labels` is "" or label text with a trailing
+ * comma (`consumer="x",`), put before le and inside the braces of _sum and
+ * _count. */
+static void sb_hist(ib_strbuf *b, const char *name, const char *labels, ib_hist *h)
+{
+    /* sum first (acquire, pairing with observe's release): a racing
+     * observation may show in the buckets without its time, never the
+     * reverse, which would look like one impossibly slow sample */
+    uint64_t sum_ns = atomic_load_explicit(&h->sum_ns, memory_order_acquire);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= IB_METRICS_BUCKETS; i++) {
+        cumulative += atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
+        sb_printf(b, "%s_bucket{%sle=\"%s\"} %" PRIu64 "\n", name, labels, bucket_le[i],
+                  cumulative);
+    }
+    /* "{x=\"y\",}" is valid text format, but "{}" alone reads better as nothing */
+    size_t ll = strlen(labels);
+    const char *open = ll > 0 ? "{" : "", *close = ll > 0 ? "}" : "";
+    int keep = ll > 0 ? (int)ll - 1 : 0; /* without the trailing comma */
+    sb_printf(b, "%s_sum%s%.*s%s ", name, open, keep, labels, close);
+    sb_seconds(b, sum_ns);
+    sb_printf(b, "\n%s_count%s%.*s%s %" PRIu64 "\n", name, open, keep, labels, close, cumulative);
+}
+
+/* The fixed families: counters, dead letters by reason, gauges and the
+ * process-wide histograms. */
+static void render_fixed(ib_strbuf *b, ib_metrics *m)
+{
+    for (size_t i = 0; i < IB_METRIC_COUNTER_COUNT; i++) {
+        sb_family(b, counter_info[i].name, counter_info[i].help, "counter");
+        sb_printf(b, "%s %" PRIu64 "\n", counter_info[i].name,
+                  atomic_load_explicit(&m->counters[i].v, memory_order_relaxed));
+    }
+
+    sb_family(b, "ibus_dead_lettered_total",
+              "Messages published to the dead-letter subject, by reason.", "counter");
+    for (size_t i = 0; i < IB_DLQ_REASON_COUNT; i++)
+        sb_printf(b, "ibus_dead_lettered_total{reason=\"%s\"} %" PRIu64 "\n",
+                  ib_dead_letter_reason_str((ib_dead_letter_reason)i),
+                  atomic_load_explicit(&m->dead[i].v, memory_order_relaxed));
+
+    for (size_t i = 0; i < IB_METRIC_GAUGE_COUNT; i++) {
+        sb_family(b, gauge_info[i].name, gauge_info[i].help, "gauge");
+        sb_printf(b, "%s %" PRId64 "\n", gauge_info[i].name,
+                  atomic_load_explicit(&m->gauges[i].v, memory_order_relaxed));
+    }
+
+    for (size_t h = 0; h < IB_METRIC_HISTOGRAM_COUNT; h++) {
+        sb_family(b, hist_info[h].name, hist_info[h].help, "histogram");
+        sb_hist(b, hist_info[h].name, "", &m->hist[h]);
+    }
+}
+
+/* The per-consumer families: every registered consumer with every result,
+ * zeros included, so rate() has a series from the first scrape. */
+static void render_consumers(ib_strbuf *b, ib_metrics *m)
+{
+    ib_metrics_consumer *first = atomic_load_explicit(&m->consumers, memory_order_acquire);
+    ib_metrics_consumer *c;
+
+    sb_family(b, "ibus_consumer_runs_total",
+              "Handler runs by consumer identity and result (duplicate: skipped, already "
+              "marked).",
+              "counter");
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        for (size_t r = 0; r < IB_METRIC_RESULT_COUNT; r++)
+            sb_printf(b, "ibus_consumer_runs_total{%sresult=\"%s\"} %" PRIu64 "\n", c->label,
+                      result_label[r], atomic_load_explicit(&c->runs[r], memory_order_relaxed));
+
+    sb_family(b, "ibus_consumer_handle_seconds",
+              "Time spent in one call of the handler of a consumer identity.", "histogram");
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        sb_hist(b, "ibus_consumer_handle_seconds", c->label, &c->hist);
+}
+
 ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_error *err)
 {
     if (out == NULL || len == NULL || m == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "metrics render: NULL argument");
+    /* the registry is logically const here; atomics need a non-const pointer */
     ib_metrics *mm = (ib_metrics *)m;
     ib_strbuf b = {.p = malloc(4096), .len = 0, .cap = 4096, .oom = 0};
     if (b.p == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "metrics render: out of memory");
     b.p[0] = '\0';
 
-    for (size_t i = 0; i < IB_METRIC_COUNTER_COUNT; i++) {
-        sb_family(&b, counter_info[i].name, counter_info[i].help, "counter");
-        sb_printf(&b, "%s %" PRIu64 "\n", counter_info[i].name,
-                  atomic_load_explicit(&mm->counters[i].v, memory_order_relaxed));
-    }
-
-    sb_family(&b, "ibus_dead_lettered_total",
-              "Messages published to the dead-letter subject, by reason.", "counter");
-    for (size_t i = 0; i < IB_DLQ_REASON_COUNT; i++)
-        sb_printf(&b, "ibus_dead_lettered_total{reason=\"%s\"} %" PRIu64 "\n",
-                  ib_dead_letter_reason_str((ib_dead_letter_reason)i),
-                  atomic_load_explicit(&mm->dead[i].v, memory_order_relaxed));
-
-    for (size_t i = 0; i < IB_METRIC_GAUGE_COUNT; i++) {
-        sb_family(&b, gauge_info[i].name, gauge_info[i].help, "gauge");
-        sb_printf(&b, "%s %" PRId64 "\n", gauge_info[i].name,
-                  atomic_load_explicit(&mm->gauges[i].v, memory_order_relaxed));
-    }
-
-    for (size_t h = 0; h < IB_METRIC_HISTOGRAM_COUNT; h++) {
-        const char *name = hist_info[h].name;
-        sb_family(&b, name, hist_info[h].help, "histogram");
-        /* sum first (acquire, pairing with observe's release): a racing
-         * observation may show in the buckets without its time, never the
-         * reverse, which would look like one impossibly slow sample */
-        uint64_t sum_ns = atomic_load_explicit(&mm->hist[h].sum_ns, memory_order_acquire);
-        uint64_t cumulative = 0;
-        for (size_t i = 0; i <= IB_METRICS_BUCKETS; i++) {
-            cumulative += atomic_load_explicit(&mm->hist[h].buckets[i], memory_order_relaxed);
-            sb_printf(&b, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name, bucket_le[i], cumulative);
-        }
-        sb_printf(&b, "%s_sum ", name);
-        sb_seconds(&b, sum_ns);
-        sb_printf(&b, "\n%s_count %" PRIu64 "\n", name, cumulative);
-    }
-
+    render_fixed(&b, mm);
+    render_consumers(&b, mm);
     sb_family(&b, "ibus_build_info", "Build of this ibus process; the value is always 1.", "gauge");
-    sb_printf(&b, "ibus_build_info{version=\"");
-    sb_label_value(&b, m->version);
-    sb_printf(&b, "\"} 1\n");
+    sb_printf(&b, "ibus_build_info{version=\"%s\"} 1\n", m->version_label);
 
     if (b.oom) {
         free(b.p);

@@ -12,11 +12,13 @@
 
 /* Prometheus metrics of one ibus process.
  *
- * A fixed registry: every series is known at compile time and the only
- * labels are bounded sets (the dead-letter reason, the build version), so no
- * event id or subject can ever become a label. Updates are lock-free C11
- * atomics (relaxed), cheap enough to call per event from any thread; only
- * rendering walks the whole registry.
+ * A fixed registry: every series is known at compile time, or (per
+ * consumer identity) registered once before the handlers first run, and the
+ * only labels are bounded sets (the dead-letter reason, the consumer
+ * identities the configuration names, the run result, the build version),
+ * so no event id or subject can ever become a label. Updates are lock-free
+ * C11 atomics (relaxed), cheap enough to call per event from any thread;
+ * only rendering walks the whole registry.
  *
  * Series (text format 0.0.4):
  *   ibus_events_received_total, ibus_events_handled_total,
@@ -24,12 +26,16 @@
  *   ibus_events_unhandled_total, ibus_naks_total, ibus_acks_total,
  *   ibus_redeliveries_total, ibus_recorder_errors_total,
  *   ibus_claims_lost_total, ibus_conflicts_total,
- *   ibus_markers_pruned_total                                  counters
+ *   ibus_markers_pruned_total, ibus_redelivered_duplicates_total counters
  *   ibus_dead_lettered_total{reason="decode|invalid-id|max-deliver|rejected|conflict|other"}
- *   ibus_handlers_in_flight, ibus_consumer_pending,
- *   ibus_connected, ibus_consumer_bound, ibus_recorder_up,
+ *   ibus_consumer_runs_total{consumer="ID",result="handled|duplicate|retry|rejected|
+ *                            conflict|claim-lost|recorder-failed"}  counter, every
+ *                            result of every registered consumer rendered from 0
+ *   ibus_handlers_in_flight, ibus_consumer_pending, ibus_consumer_ack_pending,
+ *   ibus_connected, ibus_consumer_bound, ibus_recorder_up, ibus_ready,
  *   ibus_markers, ibus_recorder_wal_bytes, ibus_outbox_pending gauges
  *   ibus_handle_seconds, ibus_recorder_seconds                 histograms
+ *   ibus_consumer_handle_seconds{consumer="ID"}                histogram
  *   ibus_build_info{version="..."} 1                           gauge
  */
 typedef struct ib_metrics ib_metrics;
@@ -37,31 +43,35 @@ typedef struct ib_metrics ib_metrics;
 /* Monotonic counters. Values are never renumbered; new ones go before
  * IB_METRIC_COUNTER_COUNT. */
 typedef enum ib_metric_counter {
-    IB_METRIC_EVENTS_RECEIVED = 0,    /* JetStream deliveries, decodable or not; messages
-                                         without an ack subject are not counted */
-    IB_METRIC_EVENTS_HANDLED = 1,     /* handler runs that returned OK */
-    IB_METRIC_DUPLICATES_DROPPED = 2, /* handler runs skipped: already marked */
-    IB_METRIC_HANDLER_FAILURES = 3,   /* handler runs that returned RETRY or REJECT */
-    IB_METRIC_EVENTS_UNHANDLED = 4,   /* events no handler subscribes to (acked) */
-    IB_METRIC_NAKS = 5,               /* messages nak'ed */
-    IB_METRIC_ACKS = 6,               /* messages acked */
-    IB_METRIC_REDELIVERIES = 7,       /* messages received with delivery count > 1 */
-    IB_METRIC_RECORDER_ERRORS = 8,    /* recorder calls that failed */
-    IB_METRIC_CLAIMS_LOST = 9,        /* handlers whose claim another owner took over */
-    IB_METRIC_CONFLICTS = 10,         /* handlers not run: id marked with another payload */
-    IB_METRIC_MARKERS_PRUNED = 11,    /* markers removed by background pruning */
+    IB_METRIC_EVENTS_RECEIVED = 0,         /* JetStream deliveries, decodable or not; messages
+                                              without an ack subject are not counted */
+    IB_METRIC_EVENTS_HANDLED = 1,          /* handler runs that returned OK */
+    IB_METRIC_DUPLICATES_DROPPED = 2,      /* handler runs skipped: already marked */
+    IB_METRIC_HANDLER_FAILURES = 3,        /* handler runs that returned RETRY or REJECT */
+    IB_METRIC_EVENTS_UNHANDLED = 4,        /* events no handler subscribes to (acked) */
+    IB_METRIC_NAKS = 5,                    /* messages nak'ed */
+    IB_METRIC_ACKS = 6,                    /* messages acked */
+    IB_METRIC_REDELIVERIES = 7,            /* messages received with delivery count > 1 */
+    IB_METRIC_RECORDER_ERRORS = 8,         /* recorder calls that failed */
+    IB_METRIC_CLAIMS_LOST = 9,             /* handlers whose claim another owner took over */
+    IB_METRIC_CONFLICTS = 10,              /* handlers not run: id marked with another payload */
+    IB_METRIC_MARKERS_PRUNED = 11,         /* markers removed by background pruning */
+    IB_METRIC_REDELIVERED_DUPLICATES = 12, /* duplicates on a delivery count > 1: the
+                                              crash window (marked, ack lost) at work */
     IB_METRIC_COUNTER_COUNT
 } ib_metric_counter;
 
 typedef enum ib_metric_gauge {
-    IB_METRIC_HANDLERS_IN_FLIGHT = 0, /* handler calls running now */
-    IB_METRIC_CONSUMER_PENDING = 1,   /* messages the consumer has not delivered yet */
-    IB_METRIC_CONNECTED = 2,          /* 1 while connected to NATS, else 0 */
-    IB_METRIC_CONSUMER_BOUND = 3,     /* 1 while bound to the durable consumer, else 0 */
-    IB_METRIC_RECORDER_UP = 4,        /* 1 while the recorder's last call worked, else 0 */
-    IB_METRIC_MARKERS = 5,            /* markers in the recorder, as last counted */
-    IB_METRIC_RECORDER_WAL_BYTES = 6, /* bytes in the recorder's write-ahead log */
-    IB_METRIC_OUTBOX_PENDING = 7,     /* messages waiting in the recorder's outbox */
+    IB_METRIC_HANDLERS_IN_FLIGHT = 0,   /* handler calls running now */
+    IB_METRIC_CONSUMER_PENDING = 1,     /* messages the consumer has not delivered yet */
+    IB_METRIC_CONNECTED = 2,            /* 1 while connected to NATS, else 0 */
+    IB_METRIC_CONSUMER_BOUND = 3,       /* 1 while bound to the durable consumer, else 0 */
+    IB_METRIC_RECORDER_UP = 4,          /* 1 while the recorder's last call worked, else 0 */
+    IB_METRIC_MARKERS = 5,              /* markers in the recorder, as last counted */
+    IB_METRIC_RECORDER_WAL_BYTES = 6,   /* bytes in the recorder's write-ahead log */
+    IB_METRIC_OUTBOX_PENDING = 7,       /* messages waiting in the recorder's outbox */
+    IB_METRIC_CONSUMER_ACK_PENDING = 8, /* delivered to some process, not acked yet */
+    IB_METRIC_READY = 9,                /* 1 when /readyz answers 200; set per scrape */
     IB_METRIC_GAUGE_COUNT
 } ib_metric_gauge;
 
@@ -70,6 +80,23 @@ typedef enum ib_metric_histogram {
     IB_METRIC_RECORDER_SECONDS = 1, /* recorder time of one batch (claims, marks, releases) */
     IB_METRIC_HISTOGRAM_COUNT
 } ib_metric_histogram;
+
+/* What became of one handler run, the result label of
+ * ibus_consumer_runs_total. Never renumbered; new ones go before
+ * IB_METRIC_RESULT_COUNT. */
+typedef enum ib_metric_result {
+    IB_METRIC_RESULT_HANDLED = 0,         /* ran, said OK, marked */
+    IB_METRIC_RESULT_DUPLICATE = 1,       /* not run: already marked */
+    IB_METRIC_RESULT_RETRY = 2,           /* ran, said RETRY */
+    IB_METRIC_RESULT_REJECTED = 3,        /* ran, said REJECT */
+    IB_METRIC_RESULT_CONFLICT = 4,        /* not run: id marked with another payload */
+    IB_METRIC_RESULT_CLAIM_LOST = 5,      /* ran, said OK, another owner took its claim */
+    IB_METRIC_RESULT_RECORDER_FAILED = 6, /* not run: the recorder call failed */
+    IB_METRIC_RESULT_COUNT
+} ib_metric_result;
+
+/* The series of one consumer identity; owned by the registry. */
+typedef struct ib_metrics_consumer ib_metrics_consumer;
 
 /* Upper bounds (le) of the finite histogram buckets, in seconds:
  * 0.0005 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10.
@@ -123,6 +150,25 @@ void ib_metrics_gauge_add(ib_metrics *m, ib_metric_gauge which, int64_t delta);
  * kept in integer nanoseconds, so it is exact and needs no lock. */
 void ib_metrics_observe(ib_metrics *m, ib_metric_histogram which, double seconds);
 
+/* Registers consumer identity `consumer` (copied): its
+ * ibus_consumer_runs_total series, one per result, and its
+ * ibus_consumer_handle_seconds histogram, all at 0 until counted. Returns
+ * the consumer's slot, BORROWED from the registry and valid until
+ * ib_metrics_free(): keep it per handler, so counting needs no lookup.
+ * Registering a name again returns its slot. Call from one thread at a
+ * time (registration compares names; rendering may run meanwhile). Returns
+ * NULL on a NULL argument or when out of memory; the count and observe
+ * calls below accept NULL as a no-op, so metrics simply stay off. */
+ib_metrics_consumer *ib_metrics_consumer_add(ib_metrics *m, const char *consumer);
+
+/* Counts one handler run of the consumer under `result`. Lock-free; no-op
+ * on NULL or an unknown result. */
+void ib_metrics_consumer_count(ib_metrics_consumer *c, ib_metric_result result);
+
+/* Records one call's time in the consumer's ibus_consumer_handle_seconds,
+ * as ib_metrics_observe() does (same buckets, same clamping). */
+void ib_metrics_consumer_observe(ib_metrics_consumer *c, double seconds);
+
 /* Copies every value into `out`. Each value is read atomically; values are
  * not read at one instant, so a snapshot taken while other threads update
  * may mix slightly different moments (each counter is still monotonic). */
@@ -160,7 +206,9 @@ typedef int (*ib_http_ready_fn)(void *ctx);
  * Addresses are numeric (no DNS). Port 0 picks a free port: read it with
  * ib_http_port().
  * `m` (BORROWED; must outlive the server) may be NULL: /metrics then answers
- * 503. `ready` may be NULL: /readyz then always answers 200.
+ * 503. `ready` may be NULL: /readyz then always answers 200. Each scrape of
+ * /metrics sets ibus_ready from the same `ready` first, so the gauge and
+ * /readyz cannot disagree.
  * Errors: IB_ERR_CONFIG when `addr` is malformed ("HTTP address 'A': why"),
  * IB_ERR_IO when the socket cannot be bound (in use, not a local address),
  * IB_ERR_NOMEM. On error *out is NULL. Stop with ib_http_stop(). */

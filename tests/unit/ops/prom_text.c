@@ -118,9 +118,31 @@ static double le_value(const char *labels)
     return *end == '"' ? v : NAN;
 }
 
-static int check_histogram(const prom_text *p, const family *f, char *why, size_t why_len)
+/* The labels of a bucket sample without its le label (and the comma
+ * before or after it): the labels its _sum and _count carry. */
+static void labels_without_le(char *out, size_t out_len, const char *labels)
 {
-    char bucket[112], count[112], sum[112];
+    const char *le = strstr(labels, "le=\"");
+    if (le == NULL) {
+        snprintf(out, out_len, "%s", labels);
+        return;
+    }
+    const char *end = strchr(le + 4, '"');
+    end = end != NULL ? end + 1 : le + strlen(le);
+    size_t head = (size_t)(le - labels);
+    if (head > 0 && labels[head - 1] == ',')
+        head--; /* le was last: drop the comma before it */
+    else if (*end == ',')
+        end++; /* le was first: drop the comma after it */
+    snprintf(out, out_len, "%.*s%s", (int)head, labels, end);
+}
+
+/* Checks the series of one histogram with the labels `key` (le aside):
+ * buckets ordered and cumulative, ending in +Inf equal to _count, a _sum. */
+static int check_histogram_series(const prom_text *p, const family *f, const char *key, char *why,
+                                  size_t why_len)
+{
+    char bucket[112], count[112], sum[112], other[sizeof(p->samples[0].labels)];
     snprintf(bucket, sizeof(bucket), "%s_bucket", f->name);
     snprintf(count, sizeof(count), "%s_count", f->name);
     snprintf(sum, sizeof(sum), "%s_sum", f->name);
@@ -129,6 +151,9 @@ static int check_histogram(const prom_text *p, const family *f, char *why, size_
     for (size_t i = 0; i < p->count; i++) {
         const prom_sample *s = &p->samples[i];
         if (strcmp(s->name, bucket) != 0)
+            continue;
+        labels_without_le(other, sizeof(other), s->labels);
+        if (strcmp(other, key) != 0)
             continue;
         double le = le_value(s->labels);
         if (isnan(le) || le <= prev_le || s->value < prev_v) {
@@ -142,11 +167,34 @@ static int check_histogram(const prom_text *p, const family *f, char *why, size_
         inf = isinf(le);
         nb++;
     }
-    double c = prom_text_value(p, count, "");
-    double sm = prom_text_value(p, sum, "");
+    double c = prom_text_value(p, count, key);
+    double sm = prom_text_value(p, sum, key);
     if (nb == 0 || !inf || c < 0 || sm < 0 || c != last_v) {
-        snprintf(why, why_len, "%s: missing +Inf/_count/_sum or _count != +Inf bucket", f->name);
+        snprintf(why, why_len, "%s{%s}: missing +Inf/_count/_sum or _count != +Inf bucket", f->name,
+                 key);
         return -1;
+    }
+    return 0;
+}
+
+/* Checks every labelled series of a histogram family; a family with no
+ * series yet (labels registered later) is fine, a _count without buckets
+ * is not. */
+static int check_histogram(const prom_text *p, const family *f, char *why, size_t why_len)
+{
+    char bucket[112], count[112], key[sizeof(p->samples[0].labels)];
+    snprintf(bucket, sizeof(bucket), "%s_bucket", f->name);
+    snprintf(count, sizeof(count), "%s_count", f->name);
+    for (size_t i = 0; i < p->count; i++) {
+        const prom_sample *s = &p->samples[i];
+        if (strcmp(s->name, bucket) == 0)
+            labels_without_le(key, sizeof(key), s->labels);
+        else if (strcmp(s->name, count) == 0)
+            snprintf(key, sizeof(key), "%s", s->labels);
+        else
+            continue;
+        if (check_histogram_series(p, f, key, why, why_len) != 0)
+            return -1;
     }
     return 0;
 }

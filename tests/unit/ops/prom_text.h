@@ -9,7 +9,7 @@
 
 typedef struct prom_sample {
     char name[96];
-    char labels[128]; /* raw text between the braces, "" when none */
+    char labels[640]; /* raw text between the braces, "" when none */
     double value;
 } prom_sample;
 

@@ -146,6 +146,45 @@ static void unknown_paths_and_methods_are_refused(void **state)
     ib_metrics_free(m);
 }
 
+/* Scrapes /metrics and returns ibus_ready. */
+static double scrape_ready(uint16_t port)
+{
+    http_reply r;
+    prom_text p;
+    get(&r, port, "GET", "/metrics");
+    assert_int_equal(r.status, 200);
+    parse_metrics(&p, &r);
+    double v = prom_text_value(&p, "ibus_ready", "");
+    prom_text_free(&p);
+    http_reply_free(&r);
+    return v;
+}
+
+/* ibus_ready comes from the callback /readyz asks, at each scrape: it
+ * flips with readiness and is 1 without a callback, as /readyz is 200. */
+static void ready_gauge_follows_readyz(void **state)
+{
+    (void)state;
+    atomic_int ready = 0;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_http *h = NULL;
+    ib_error err;
+    assert_int_equal(ib_http_start(&h, "127.0.0.1:0", m, ready_fn, &ready, &err), IB_OK);
+    uint16_t port = ib_http_port(h);
+    assert_true(scrape_ready(port) == 0);
+    atomic_store(&ready, 1);
+    assert_true(scrape_ready(port) == 1);
+    atomic_store(&ready, 0);
+    assert_true(scrape_ready(port) == 0);
+    ib_http_stop(h);
+
+    assert_int_equal(ib_http_start(&h, "127.0.0.1:0", m, NULL, NULL, &err), IB_OK);
+    assert_true(scrape_ready(ib_http_port(h)) == 1);
+    ib_http_stop(h);
+    ib_metrics_free(m);
+}
+
 static void without_metrics_the_endpoint_says_so(void **state)
 {
     (void)state;
@@ -343,6 +382,7 @@ static void concurrent_scrapes_see_consistent_totals(void **state)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(probes_and_metrics_answer),
+    cmocka_unit_test(ready_gauge_follows_readyz),
     cmocka_unit_test(unknown_paths_and_methods_are_refused),
     cmocka_unit_test(without_metrics_the_endpoint_says_so),
     cmocka_unit_test(ipv6_loopback_is_served),

@@ -1,6 +1,7 @@
 /* The metrics registry: counting, histogram buckets, rendering that parses
  * back to the values added, and lock-free updates from many threads. */
 #include <math.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -242,6 +243,134 @@ static void render_has_help_type_and_build_info(void **state)
 
 /* The test's own parser must reject what Prometheus would reject, or the
  * assertions above prove nothing. */
+static const char *const results[IB_METRIC_RESULT_COUNT] = {
+    "handled", "duplicate", "retry", "rejected", "conflict", "claim-lost", "recorder-failed"};
+
+/* Every result of every registered consumer renders from the start, at 0,
+ * so rate() has a series before the first event; counts land on their own
+ * consumer and result only. */
+static void consumer_runs_render_every_result(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_metrics_consumer *a = ib_metrics_consumer_add(m, "orders/audit/audit");
+    ib_metrics_consumer *b = ib_metrics_consumer_add(m, "orders/ledger/post");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_ptr_equal(ib_metrics_consumer_add(m, "orders/audit/audit"), a); /* same slot */
+    assert_null(ib_metrics_consumer_add(m, NULL));
+    assert_null(ib_metrics_consumer_add(NULL, "x"));
+
+    prom_text p;
+    char labels[128];
+    render_parse(&p, m);
+    for (size_t r = 0; r < IB_METRIC_RESULT_COUNT; r++) {
+        snprintf(labels, sizeof(labels), "consumer=\"orders/audit/audit\",result=\"%s\"",
+                 results[r]);
+        assert_true(prom_text_value(&p, "ibus_consumer_runs_total", labels) == 0);
+        snprintf(labels, sizeof(labels), "consumer=\"orders/ledger/post\",result=\"%s\"",
+                 results[r]);
+        assert_true(prom_text_value(&p, "ibus_consumer_runs_total", labels) == 0);
+    }
+    assert_true(prom_text_value(&p, "ibus_consumer_handle_seconds_count",
+                                "consumer=\"orders/audit/audit\"") == 0);
+    prom_text_free(&p);
+
+    ib_metrics_consumer_count(a, IB_METRIC_RESULT_HANDLED);
+    ib_metrics_consumer_count(a, IB_METRIC_RESULT_HANDLED);
+    ib_metrics_consumer_count(a, IB_METRIC_RESULT_DUPLICATE);
+    ib_metrics_consumer_count(b, IB_METRIC_RESULT_RECORDER_FAILED);
+    ib_metrics_consumer_count(b, IB_METRIC_RESULT_COUNT); /* ignored */
+    ib_metrics_consumer_count(NULL, IB_METRIC_RESULT_HANDLED);
+    ib_metrics_consumer_observe(NULL, 1);
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_consumer_runs_total",
+                                "consumer=\"orders/audit/audit\",result=\"handled\"") == 2);
+    assert_true(prom_text_value(&p, "ibus_consumer_runs_total",
+                                "consumer=\"orders/audit/audit\",result=\"duplicate\"") == 1);
+    assert_true(prom_text_value(&p, "ibus_consumer_runs_total",
+                                "consumer=\"orders/ledger/post\",result=\"handled\"") == 0);
+    assert_true(prom_text_value(&p, "ibus_consumer_runs_total",
+                                "consumer=\"orders/ledger/post\",result=\"recorder-failed\"") == 1);
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
+/* A consumer identity comes from configuration (--consumer-name): quotes,
+ * backslashes and newlines are escaped as in ibus_build_info. */
+static void consumer_labels_are_escaped(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    assert_non_null(ib_metrics_consumer_add(m, "a\"b\\c\nd"));
+    ib_metrics_set_version(m, "1.0\"x");
+    char *text = NULL;
+    size_t len = 0;
+    ib_error err;
+    assert_int_equal(ib_metrics_render(&text, &len, m, &err), IB_OK);
+    assert_non_null(strstr(text, "ibus_consumer_runs_total{consumer=\"a\\\"b\\\\c\\nd\","
+                                 "result=\"handled\"} 0\n"));
+    assert_non_null(
+        strstr(text, "ibus_consumer_handle_seconds_count{consumer=\"a\\\"b\\\\c\\nd\"} 0\n"));
+    assert_non_null(strstr(text, "ibus_build_info{version=\"1.0\\\"x\"} 1\n"));
+    prom_text p;
+    render_parse(&p, m);
+    prom_text_free(&p);
+    free(text);
+    ib_metrics_free(m);
+}
+
+/* Each consumer's histogram is its own: cumulative buckets, _count equal
+ * to +Inf, _sum the seconds observed; the process-wide one is untouched. */
+static void consumer_histograms_are_separate(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_metrics_consumer *a = ib_metrics_consumer_add(m, "d/p/a");
+    ib_metrics_consumer *b = ib_metrics_consumer_add(m, "d/p/b");
+    ib_metrics_consumer_observe(a, 0.002);
+    ib_metrics_consumer_observe(a, 0.3);
+    ib_metrics_consumer_observe(a, 100);
+    ib_metrics_consumer_observe(b, 0.0001);
+    prom_text p;
+    render_parse(&p, m); /* checks the invariants of each labelled series */
+    const char *name = "ibus_consumer_handle_seconds_bucket";
+    assert_true(prom_text_value(&p, name, "consumer=\"d/p/a\",le=\"0.0025\"") == 1);
+    assert_true(prom_text_value(&p, name, "consumer=\"d/p/a\",le=\"0.5\"") == 2);
+    assert_true(prom_text_value(&p, name, "consumer=\"d/p/a\",le=\"10\"") == 2);
+    assert_true(prom_text_value(&p, name, "consumer=\"d/p/a\",le=\"+Inf\"") == 3);
+    assert_true(prom_text_value(&p, name, "consumer=\"d/p/b\",le=\"0.0005\"") == 1);
+    assert_true(prom_text_value(&p, "ibus_consumer_handle_seconds_count", "consumer=\"d/p/a\"") ==
+                3);
+    assert_true(fabs(prom_text_value(&p, "ibus_consumer_handle_seconds_sum", "consumer=\"d/p/a\"") -
+                     100.302) < 1e-6);
+    assert_true(prom_text_value(&p, "ibus_handle_seconds_count", "") == 0);
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
+/* The series the alerts and the dashboard read render under their names. */
+static void issue14_series_render(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    assert_non_null(m);
+    ib_metrics_add(m, IB_METRIC_REDELIVERED_DUPLICATES, 3);
+    ib_metrics_gauge_set(m, IB_METRIC_CONSUMER_ACK_PENDING, 7);
+    ib_metrics_gauge_set(m, IB_METRIC_READY, 1);
+    prom_text p;
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_redelivered_duplicates_total", "") == 3);
+    assert_true(prom_text_value(&p, "ibus_consumer_ack_pending", "") == 7);
+    assert_true(prom_text_value(&p, "ibus_ready", "") == 1);
+    assert_true(prom_text_value(&p, "ibus_consumer_pending", "") == 0);
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
 static void exposition_checker_rejects_malformed_text(void **state)
 {
     (void)state;
@@ -254,6 +383,11 @@ static void exposition_checker_rejects_malformed_text(void **state)
         "# HELP h h\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
         "h_sum 0\nh_count 1\n", /* not cumulative */
         "# HELP h h\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 0\nh_count 1\n",
+        /* labelled series are checked one by one */
+        "# HELP h h\n# TYPE h histogram\nh_bucket{c=\"a\",le=\"+Inf\"} 2\nh_sum{c=\"a\"} 0\n"
+        "h_count{c=\"a\"} 2\nh_bucket{c=\"b\",le=\"+Inf\"} 1\nh_sum{c=\"b\"} 0\n"
+        "h_count{c=\"b\"} 2\n",
+        "# HELP h h\n# TYPE h histogram\nh_sum{c=\"a\"} 0\nh_count{c=\"a\"} 0\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         prom_text p;
@@ -342,6 +476,10 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(retention_and_conflict_series_render),
     cmocka_unit_test(histogram_buckets_are_le_and_cumulative),
     cmocka_unit_test(render_has_help_type_and_build_info),
+    cmocka_unit_test(consumer_runs_render_every_result),
+    cmocka_unit_test(consumer_labels_are_escaped),
+    cmocka_unit_test(consumer_histograms_are_separate),
+    cmocka_unit_test(issue14_series_render),
     cmocka_unit_test(exposition_checker_rejects_malformed_text),
     cmocka_unit_test(concurrent_updates_lose_nothing),
 };
