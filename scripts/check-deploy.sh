@@ -10,11 +10,18 @@
 #                                      of deploy/systemd/ibus@.service; with
 #                                      PLUGINDIR, also that its plugins load
 #                                      under MemoryDenyWriteExecute
+#   check-deploy.sh promtool-check     promtool check rules deploy/prometheus/
+#   check-deploy.sh promtool-test      promtool test rules (unit tests of every
+#                                      alert) and the alerts' completeness
+#   check-deploy.sh grafana            the dashboard model deploy/grafana/ibus.json
+#   check-deploy.sh operator OVERLAY   the overlay with the prometheus-operator
+#                                      component: ServiceMonitor and PrometheusRule
 #   check-deploy.sh all [PLUGINDIR]    everything above, every overlay
 #
 # Tools: kubectl (its built-in kustomize; the step is skipped with exit 77 when
 # kubectl is absent), yamllint and python3 with PyYAML (Debian: yamllint,
-# python3-yaml), systemd-analyze (Debian: systemd), readelf (binutils).
+# python3-yaml), systemd-analyze (Debian: systemd), readelf (binutils),
+# promtool (Debian: prometheus; its steps are skipped with exit 77 without it).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -114,18 +121,92 @@ check_wx() { # plugindir
     return $bad
 }
 
+need_promtool() {
+    if ! command -v promtool >/dev/null 2>&1; then
+        echo "check-deploy: SKIP: promtool is not installed (Debian: prometheus)"
+        exit $SKIP
+    fi
+}
+
+check_promtool() { # check|test
+    need_promtool
+    # promtool resolves rule_files relative to the tests file: run it there
+    (cd "$here/deploy/prometheus" && if [[ $1 == check ]]; then
+        promtool check rules ibus-rules.yaml
+    else
+        promtool test rules ibus-rules.test.yaml
+    fi)
+    if [[ $1 == test ]]; then
+        need python3 python3
+        python3 "$here/tests/deploy/check_observability.py" rules "$here"
+    fi
+}
+
+# The component is added to a copy of the overlay, as an operator's own
+# overlay would add it. The single-pod overlays serve one metrics port per
+# container; their copy adds the endpoints deploy/README.md tells operators
+# to add, and the check then demands that every port is scraped.
+check_operator() { # overlay
+    local dir out rel
+    if ! command -v kubectl >/dev/null 2>&1; then
+        echo "check-deploy: SKIP: kubectl is not installed (Debian: kubernetes-client), cannot render $1"
+        exit $SKIP
+    fi
+    dir=$(mktemp -d)
+    trap 'rm -rf "$dir"' RETURN
+    # kustomize refuses absolute paths to bases: name them relative to the copy
+    rel=$(realpath --relative-to="$dir" "$here")
+    cat >"$dir/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: infinity-bus
+resources:
+  - $rel/deploy/k8s/overlays/$1
+components:
+  - $rel/deploy/k8s/components/prometheus-operator
+EOF
+    if [[ $1 == single-pod* ]]; then
+        cat >>"$dir/kustomization.yaml" <<EOF
+patches:
+  - target: {kind: ServiceMonitor, name: ibus}
+    patch: |-
+      - {op: add, path: /spec/endpoints/-, value: {port: metrics-1, path: /metrics, interval: 30s}}
+      - {op: add, path: /spec/endpoints/-, value: {port: metrics-2, path: /metrics, interval: 30s}}
+EOF
+    fi
+    out=$dir/rendered.yaml
+    kubectl kustomize "$dir" >"$out"
+    need python3 python3
+    python3 "$here/tests/deploy/check_observability.py" operator "$here" "$out"
+    # the component must not break any workload rule either
+    python3 "$here/tests/deploy/check_manifests.py" --topology "$1" "$out"
+}
+
 cmd=${1:-all}
 case $cmd in
 render) check_overlay "${2:?overlay}" ;;
 selftest) check_overlay "${2:?overlay}" --self-test ;;
 yamllint) check_yamllint ;;
 systemd) check_systemd "${2:-}" ;;
+promtool-check) check_promtool check ;;
+promtool-test) check_promtool test ;;
+grafana)
+    need python3 python3
+    python3 "$here/tests/deploy/check_observability.py" dashboard "$here"
+    ;;
+operator) check_operator "${2:?overlay}" ;;
 all)
     check_yamllint
     for o in "${overlays[@]}"; do
         check_overlay "$o"
         check_overlay "$o" --self-test >/dev/null
+        check_operator "$o"
     done
+    if command -v promtool >/dev/null 2>&1; then
+        check_promtool check
+        check_promtool test
+    fi
+    python3 "$here/tests/deploy/check_observability.py" dashboard "$here"
     "$here/scripts/check-dockerfile.sh" "$here/deploy/Dockerfile"
     check_systemd "${2:-}"
     ;;
