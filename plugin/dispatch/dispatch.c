@@ -154,6 +154,21 @@ size_t ib_dispatch_count_for(const ib_dispatch *d, const char *type)
     return count;
 }
 
+size_t ib_dispatch_handler_count(const ib_dispatch *d)
+{
+    size_t count = 0;
+    if (d != NULL)
+        ib__dtable_handler(d->table, 0, &count);
+    return count;
+}
+
+const char *ib_dispatch_handler_consumer(const ib_dispatch *d, size_t index)
+{
+    size_t count;
+    const ib__dhandler *h = d != NULL ? ib__dtable_handler(d->table, index, &count) : NULL;
+    return h != NULL ? h->consumer : NULL;
+}
+
 ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
                           ib_error *err)
 {

@@ -833,15 +833,23 @@ static void run_handlers(run_ctx *c)
 
 /* ---- outcomes ----------------------------------------------------------- */
 
-/* Reports one leader item's result to the observer, if it ran or failed
- * to start for a recorder error. */
-static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it, unsigned char r)
+/* Reports one item's result to the observer: a leader's, if it ran or
+ * failed to start for a recorder error; any item's that was skipped as
+ * already marked (a follower of a leader that succeeded included), so
+ * duplicates reach the observer exactly as tally() counts them. */
+static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
 {
     const ib_dispatch_options *o = &c->r->opts;
+    bool follower = it->result == R_FOLLOW;
+    unsigned char r = follower ? c->items[it->leader].result : it->result;
     ib_handler_result res;
     switch (r) {
+    case R_DONE:
+    case R_POISON_DONE:
+        res = IB_RESULT_DUPLICATE;
+        break;
     case R_MARKED:
-        res = IB_RESULT_HANDLED;
+        res = follower ? IB_RESULT_DUPLICATE : IB_RESULT_HANDLED;
         break;
     case R_RETRY:
         res = IB_RESULT_RETRY;
@@ -860,9 +868,12 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it, unsig
         res = IB_RESULT_CONFLICT;
         break;
     default:
-        return; /* duplicate, busy, poisoned, skipped: no handler call to report */
+        return; /* busy, poisoned, skipped: no handler call to report */
     }
-    o->observer(o->observer_ctx, dl, it->h->consumer, res, it->seconds);
+    if (follower && res != IB_RESULT_DUPLICATE)
+        return; /* coalesced: its leader's call was reported */
+    o->observer(o->observer_ctx, dl, it->h->consumer, it->h->index, res,
+                follower ? 0 : it->seconds);
 }
 
 /* What one delivery's items add up to. */
@@ -1013,8 +1024,8 @@ static void decide(run_ctx *c, size_t i)
     for (size_t j = first; j < end; j++) {
         const run_item *it = &c->items[j];
         dl->handle_seconds += it->seconds;
-        if (it->result != R_FOLLOW && o->observer != NULL)
-            observe(c, dl, it, it->result);
+        if (o->observer != NULL)
+            observe(c, dl, it);
         tally(c, dl, it, &v);
     }
     choose_outcome(c, dl, &v);

@@ -97,6 +97,12 @@ ib__dhandler *const *ib__dtable_lookup(const ib__dtable *t, const char *type, si
     return slot->handlers;
 }
 
+const ib__dhandler *ib__dtable_handler(const ib__dtable *t, size_t index, size_t *count)
+{
+    *count = t->handler_count;
+    return index < t->handler_count ? t->handlers[index] : NULL;
+}
+
 /* ---- registration ------------------------------------------------------- */
 
 static ib_status check_handler(const ib__dtable *t, const ib_dispatch_handler *hd, size_t *ntypes,

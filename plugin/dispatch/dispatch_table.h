@@ -37,6 +37,10 @@ void ib__dtable_free(ib__dtable *t);
  * documents. On error the table is unchanged. */
 ib_status ib__dtable_add(ib__dtable *t, const ib_dispatch_handler *hd, ib_error *err);
 
+/* The handler registered `index`-th (0-based), or NULL past the last;
+ * `*count` is the number registered. The handler is the table's. */
+const ib__dhandler *ib__dtable_handler(const ib__dtable *t, size_t index, size_t *count);
+
 /* Handlers subscribed to `type` (NULL: none), in registration order, and
  * how many in *count. The list is the table's and stays valid until the next
  * ib__dtable_add(). */

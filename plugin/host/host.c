@@ -545,6 +545,7 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     if (h->metrics != NULL && code != 2)
         write_summary(h, code);
     ib_metrics_free(h->metrics);
+    free(h->consumer_metrics);
     ib__host_batch_free(h);
     free(buf);
     pthread_mutex_destroy(&h->inflight_lock);

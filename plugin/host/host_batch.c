@@ -101,6 +101,11 @@ static void count_delivery(ib_host *h, const item *it)
     ib_metrics_add(h->metrics, IB_METRIC_DUPLICATES_DROPPED, c->duplicates);
     ib_metrics_add(h->metrics, IB_METRIC_HANDLER_FAILURES, c->retried + c->rejected);
     ib_metrics_add(h->metrics, IB_METRIC_CLAIMS_LOST, c->lost);
+    /* Skipped as marked on a redelivery: the marks were durable, the ack
+     * never landed (lost, or the process died first). A producer's retry
+     * is a new message with delivery count 1 and does not count here. */
+    if (d->delivery_count > 1 && c->duplicates > 0)
+        ib_metrics_add(h->metrics, IB_METRIC_REDELIVERED_DUPLICATES, c->duplicates);
     if (c->unhandled) {
         h->totals.unhandled++;
         ib_metrics_add(h->metrics, IB_METRIC_EVENTS_UNHANDLED, 1);
@@ -126,11 +131,25 @@ static void observe_conflict(ib_host *h, const ib_delivery *d, const char *consu
               (unsigned)p < sizeof(action) / sizeof(action[0]) ? action[p] : "?", NULL);
 }
 
-/* Dispatch observer: one histogram sample per handler call, and one log
- * line per handler failure or conflict naming the handler's consumer
- * identity. */
-static void observe(void *ctx, const ib_delivery *d, const char *consumer, ib_handler_result result,
-                    double seconds)
+/* The ibus_consumer_runs_total result of each observer report. */
+static const ib_metric_result run_result[] = {
+    [IB_RESULT_HANDLED] = IB_METRIC_RESULT_HANDLED,
+    [IB_RESULT_RETRY] = IB_METRIC_RESULT_RETRY,
+    [IB_RESULT_REJECT] = IB_METRIC_RESULT_REJECTED,
+    [IB_RESULT_MARK_FAILED] = IB_METRIC_RESULT_COUNT, /* retired, never reported */
+    [IB_RESULT_RECORDER_FAILED] = IB_METRIC_RESULT_RECORDER_FAILED,
+    [IB_RESULT_LOST] = IB_METRIC_RESULT_CLAIM_LOST,
+    [IB_RESULT_CONFLICT] = IB_METRIC_RESULT_CONFLICT,
+    [IB_RESULT_DUPLICATE] = IB_METRIC_RESULT_DUPLICATE,
+};
+
+/* Dispatch observer: the handler's consumer series (one count per report,
+ * one sample per call), the process-wide histogram, and one log line per
+ * handler failure or conflict naming the handler's consumer identity.
+ * `handler` indexes the slots registered with the handlers, so the hot path
+ * is two relaxed adds and no lookup. */
+static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_t handler,
+                    ib_handler_result result, double seconds)
 {
     static const char *const what[] = {
         [IB_RESULT_HANDLED] = "handled",
@@ -141,12 +160,20 @@ static void observe(void *ctx, const ib_delivery *d, const char *consumer, ib_ha
         [IB_RESULT_LOST] = "claim-lost",
     };
     ib_host *h = ctx;
+    ib_metrics_consumer *slot =
+        handler < h->consumer_metrics_n ? h->consumer_metrics[handler] : NULL;
+    if ((unsigned)result < sizeof(run_result) / sizeof(run_result[0]))
+        ib_metrics_consumer_count(slot, run_result[result]);
+    if (result == IB_RESULT_DUPLICATE)
+        return; /* not run: nothing to time or say */
     if (result == IB_RESULT_CONFLICT) {
         observe_conflict(h, d, consumer); /* not run: no time to observe */
         return;
     }
-    if (result != IB_RESULT_RECORDER_FAILED)
+    if (result != IB_RESULT_RECORDER_FAILED) {
         ib_metrics_observe(h->metrics, IB_METRIC_HANDLE_SECONDS, seconds);
+        ib_metrics_consumer_observe(slot, seconds);
+    }
     if (result == IB_RESULT_HANDLED || (unsigned)result >= sizeof(what) / sizeof(what[0]))
         return;
     char dc[24];
@@ -208,6 +235,30 @@ void ib__host_batch_free(ib_host *h)
     h->batch_deliveries = NULL;
 }
 
+/* Registers every handler's consumer identity with the metrics, before the
+ * first batch, so each series renders (at 0) from the first scrape after
+ * start-up and the observer finds its slot by index. */
+static int register_consumer_metrics(ib_host *h, ib_error *err)
+{
+    size_t n = ib_dispatch_handler_count(h->dispatch);
+    h->consumer_metrics = calloc(n > 0 ? n : 1, sizeof(*h->consumer_metrics));
+    if (h->consumer_metrics == NULL) {
+        ib_error_set(err, IB_ERR_NOMEM, "out of memory for the consumer metrics");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *consumer = ib_dispatch_handler_consumer(h->dispatch, i);
+        h->consumer_metrics[i] = ib_metrics_consumer_add(h->metrics, consumer);
+        if (h->consumer_metrics[i] == NULL) {
+            ib_error_set(err, IB_ERR_NOMEM, "out of memory for the metrics of consumer %s",
+                         consumer);
+            return -1;
+        }
+    }
+    h->consumer_metrics_n = n;
+    return 0;
+}
+
 int ib__host_dispatch_open(ib_host *h, ib_error *err)
 {
     ib_dispatch_options o = {
@@ -232,7 +283,7 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
         if (ib_host_plugin_register(h->plugins[i], h->dispatch, h->cfg->durable,
                                     h->cfg->consumer_names, err) != IB_OK)
             return -1;
-    return 0;
+    return register_consumer_metrics(h, err);
 }
 
 /* Decode: reads the JetStream metadata of message `i` and decodes its

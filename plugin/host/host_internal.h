@@ -54,6 +54,11 @@ typedef struct ib_host {
     ib_nats *nats;
     ib_puller *puller;
     ib_metrics *metrics;
+    /* Each handler's ibus_consumer_* slot, by dispatch registration index
+     * (the observer's `handler`): counting needs no lookup. The slots are
+     * the registry's; the array is the host's. */
+    ib_metrics_consumer **consumer_metrics;
+    size_t consumer_metrics_n;
     ib_http *http;
     ib_bus_proxy bus;
     int64_t ack_wait_ms;
@@ -63,6 +68,8 @@ typedef struct ib_host {
     atomic_int recorder_down; /* the last recorder call failed: not ready */
     bool probe_down;          /* the watcher's probe set recorder_down (watcher only) */
     int64_t probe_last_ms;    /* monotonic time of the last probe (watcher only) */
+    int64_t info_last_ms;     /* monotonic time of the last consumer info (watcher only) */
+    bool info_failing;        /* the last consumer info failed (watcher only) */
     ib_host_totals totals;
     ib_puller_stats pull_stats; /* copied from the puller before it is freed */
 
@@ -104,10 +111,11 @@ void ib__host_batch_free(ib_host *h);
 
 /* Creates h->dispatch over h->recorder, with host_batch.c's observer and
  * callbacks (which own the handler metrics, the failure log lines, early
- * acks and readiness after recorder failures), and registers every loaded
- * plugin's handlers under their consumer identities (host_consumers.c).
- * Returns 0, or -1 with `err` set; h->dispatch may then be non-NULL and
- * is freed by the caller. */
+ * acks and readiness after recorder failures), registers every loaded
+ * plugin's handlers under their consumer identities (host_consumers.c),
+ * and registers each identity's ibus_consumer_* series (h->consumer_metrics,
+ * freed by the caller with free()). Returns 0, or -1 with `err` set;
+ * h->dispatch may then be non-NULL and is freed by the caller. */
 int ib__host_dispatch_open(ib_host *h, ib_error *err);
 
 /* Reports the recorder's health (`ctx` is the ib_host): counts a failure in
@@ -139,7 +147,8 @@ int ib__host_outbox_flush(ib_host *h);
 void ib__host_outbox_tick(ib_host *h);
 
 /* Starts and stops the watcher thread: in-progress acks for a long batch,
- * metrics gauges, the recorder probe while idle, and the drain deadline. */
+ * metrics gauges (the consumer's pending counts read from the server every
+ * 5 s), the recorder probe while idle, and the drain deadline. */
 int ib__host_watch_start(ib_host *h);
 void ib__host_watch_stop(ib_host *h);
 

@@ -2,7 +2,9 @@
  * (possibly for long, with slow handlers), it
  *   - sends +WPI for the batch's messages every half AckWait, so JetStream
  *     does not redeliver work that is still running;
- *   - keeps the connection gauges current;
+ *   - keeps the connection gauges current, and the consumer's pending
+ *     counts, read from the server every few seconds, so they move while
+ *     nothing arrives (a stuck handler, a paused process);
  *   - while no batch runs, probes the recorder every few seconds, so a
  *     store that fails while idle turns /readyz false (and back) without
  *     waiting for the next event;
@@ -87,6 +89,42 @@ static void probe_recorder(ib_host *h, int64_t now)
     }
 }
 
+/* How often the consumer's info is read for the pending gauges: one
+ * JetStream request, on this thread, never the dispatch thread. */
+#define INFO_EVERY_MS 5000
+
+/* Sets ibus_consumer_pending and ibus_consumer_ack_pending from the
+ * server's consumer info. Skipped while disconnected (the request would
+ * only wait for its timeout). A failure keeps the last values and is
+ * logged once per change, as is the recovery. A slow server delays the
+ * next tick by at most the JetStream request timeout. */
+static void read_consumer_info(ib_host *h, int64_t now)
+{
+    if (now - h->info_last_ms < INFO_EVERY_MS || !atomic_load(&h->bound) ||
+        !ib_nats_is_connected(h->nats))
+        return;
+    h->info_last_ms = now;
+    ib_consumer_facts f;
+    ib_error e = {0};
+    bool ok = ib_consumer_facts_get(&f, ib_nats_jetstream(h->nats), h->cfg->stream, h->cfg->durable,
+                                    &e) == IB_OK &&
+              f.exists;
+    if (ok) {
+        ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)f.num_pending);
+        ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_ACK_PENDING, f.num_ack_pending);
+    }
+    if (ok == !h->info_failing)
+        return;
+    h->info_failing = !ok;
+    if (ok)
+        ib_log_kv(IB_SEV_INFO, "consumer info readable again; pending gauges current", "durable",
+                  h->cfg->durable, NULL);
+    else
+        ib_log_kv(IB_SEV_WARN,
+                  "cannot read the consumer info; pending gauges keep their last value", "durable",
+                  h->cfg->durable, "error", e.status != IB_OK ? e.msg : "consumer not found", NULL);
+}
+
 static void *watch_main(void *arg)
 {
     ib_host *h = arg;
@@ -109,8 +147,10 @@ static void *watch_main(void *arg)
             atomic_store(&h->stop_requested_at_ms, now);
         }
         /* not while draining: the deadline below must not wait on a store */
-        if (stop_at == 0)
+        if (stop_at == 0) {
             probe_recorder(h, now);
+            read_consumer_info(h, now);
+        }
         if (stop_at > 0 && h->cfg->drain_timeout_ms > 0 &&
             now - stop_at > h->cfg->drain_timeout_ms) {
             ib_log_kv(IB_SEV_ERROR, "drain deadline passed with handlers still running; exiting 1",

@@ -60,6 +60,7 @@ static void facts_from(ib_consumer_facts *out, const jsConsumerInfo *ci)
     out->ack_wait_ms = cc->AckWait / 1000000;
     out->max_deliver = cc->MaxDeliver;
     out->num_pending = ci->NumPending;
+    out->num_ack_pending = ci->NumAckPending;
     out->backoff_max_ms = 0;
     for (int i = 0; cc->BackOff != NULL && i < cc->BackOffLen; i++)
         if (cc->BackOff[i] / 1000000 > out->backoff_max_ms) /* nanoseconds */

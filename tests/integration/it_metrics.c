@@ -1,6 +1,7 @@
 /* --http: /healthz, /readyz and /metrics scraped with curl during and after
  * a run; the counters must equal what was published, dropped as duplicates
  * and dead-lettered (issue 6). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +115,184 @@ static void metrics_scrape(void **state)
     it_done(e);
 }
 
+/* ---- issue 14: per consumer, the crash window, readiness, pending ---- */
+
+#define C_SCRIPTED "consumers/scripted/scripted"
+#define C_SECOND "consumers/scripted/second"
+#define C_OTHER "consumers/scripted/other"
+
+static const char *const run_results[] = {"handled",  "duplicate",  "retry",          "rejected",
+                                          "conflict", "claim-lost", "recorder-failed"};
+
+/* ibus_consumer_runs_total of one consumer and result. */
+static double runs(const char *body, const char *consumer, const char *result)
+{
+    char series[256];
+    snprintf(series, sizeof(series), "ibus_consumer_runs_total{consumer=\"%s\",result=\"%s\"}",
+             consumer, result);
+    return metric(body, series);
+}
+
+/* Every result of one consumer equals `want` (same order as run_results). */
+static void expect_runs(const char *body, const char *consumer, const long want[7])
+{
+    for (size_t r = 0; r < 7; r++) {
+        double v = runs(body, consumer, run_results[r]);
+        if ((long)v != want[r])
+            fail_msg("%s %s is %.0f, expected %ld", consumer, run_results[r], v, want[r]);
+    }
+}
+
+static double hist_count(const char *body, const char *consumer)
+{
+    char series[256];
+    snprintf(series, sizeof(series), "ibus_consumer_handle_seconds_count{consumer=\"%s\"}",
+             consumer);
+    return metric(body, series);
+}
+
+static char *scrape(it_env *e, int port)
+{
+    char *body = NULL;
+    assert_int_equal(it_http_get(&body, e, port, "/metrics"), 200);
+    assert_non_null(body);
+    return body;
+}
+
+/* Polls until /readyz answers `status` and a scrape right after shows
+ * ibus_ready as `want`: both come from one function, so they agree. */
+static void wait_ready(it_env *e, int port, int status, long want)
+{
+    int64_t deadline = it_now_ms() + it_timeout(30000);
+    for (;;) {
+        int got = it_http_get(NULL, e, port, "/readyz");
+        char *body = scrape(e, port);
+        double v = metric(body, "ibus_ready");
+        free(body);
+        if (got == status && (long)v == want)
+            return;
+        if (it_now_ms() > deadline)
+            fail_msg("/readyz %d with ibus_ready %.0f, expected %d with %ld", got, v, status, want);
+        it_sleep_ms(200);
+    }
+}
+
+/* A known workload, then exact counts per consumer identity:
+ *   A  "ok", published twice with one id: the copy is a duplicate for both
+ *      handlers of test.scripted (delivery count 1: not the crash window);
+ *   B  "reject": scripted rejects (dead letter), second handles;
+ *   C  "retry:1": scripted retries once, second handles; on the redelivery
+ *      second is skipped as marked: one redelivered duplicate;
+ *   D  test.other "ok": other handles. */
+static void per_consumer_workload(it_env *e, int port)
+{
+    static const char id_a[] = "0f8fad5bd9cb469fa16570867728950e";
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(
+            it_publish(NULL, e, NULL, "--type", "test.scripted", "--id", id_a, "ok", NULL), 0);
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "test.scripted", "reject", NULL), 0);
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "test.scripted", "retry:1", NULL), 0);
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "test.other", "ok", NULL), 0);
+    assert_int_equal(it_wait_stream_count(&e->server, "DLQ_consumers", 1, it_timeout(60000)), 1);
+    it_consumer_state cs;
+    assert_true(it_wait_consumer_idle(&cs, &e->server, IT_STREAM, "consumers", it_timeout(120000)));
+
+    char *body = scrape(e, port);
+    /*                          handled dup retry rej conflict lost recorder */
+    const long scripted[7] = {2, 1, 1, 1, 0, 0, 0};
+    const long second[7] = {3, 2, 0, 0, 0, 0, 0};
+    const long other[7] = {1, 0, 0, 0, 0, 0, 0};
+    expect_runs(body, C_SCRIPTED, scripted);
+    expect_runs(body, C_SECOND, second);
+    expect_runs(body, C_OTHER, other);
+    expect_metric(body, "ibus_redelivered_duplicates_total", 1);
+    expect_metric(body, "ibus_duplicates_dropped_total", 3);
+    expect_metric(body, "ibus_redeliveries_total", 1);
+    /* one histogram sample per call that ran */
+    assert_true(hist_count(body, C_SCRIPTED) == 4);
+    assert_true(hist_count(body, C_SECOND) == 3);
+    assert_true(hist_count(body, C_OTHER) == 1);
+    free(body);
+}
+
+/* While the only handler sleeps, nothing is decoded, yet the pending
+ * gauges follow the server: the watcher reads the consumer's info. */
+static void pending_while_blocked(it_env *e, int port)
+{
+    it_consumer_state cs;
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "test.other", "sleep:15000", NULL), 0);
+    int64_t deadline = it_now_ms() + it_timeout(20000);
+    while (!(it_consumer_get(&cs, &e->server, IT_STREAM, "consumers") && cs.ack_pending == 1 &&
+             cs.pending == 0)) {
+        assert_true(it_now_ms() < deadline);
+        it_sleep_ms(50);
+    }
+    /* the handler runs now; it was delivered with nothing behind it */
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "test.other", "--count", "6", NULL), 0);
+    deadline = it_now_ms() + 11000; /* two watcher periods, well inside the sleep */
+    for (;;) {
+        assert_true(it_consumer_get(&cs, &e->server, IT_STREAM, "consumers"));
+        char *body = scrape(e, port);
+        double pending = metric(body, "ibus_consumer_pending");
+        double ack_pending = metric(body, "ibus_consumer_ack_pending");
+        free(body);
+        if (pending >= 1 && (uint64_t)pending == cs.pending &&
+            (uint64_t)ack_pending == cs.ack_pending && pending + ack_pending == 7)
+            break;
+        if (it_now_ms() > deadline)
+            fail_msg("gauges pending %.0f ack_pending %.0f, server %" PRIu64 " and %" PRIu64,
+                     pending, ack_pending, cs.pending, cs.ack_pending);
+        it_sleep_ms(250);
+    }
+}
+
+static void consumer_series(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX], cfg[PATH_MAX + 8], addr[64];
+    it_proc host;
+    it_argv a;
+    int port = it_free_port();
+    assert_true(port > 0);
+
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    snprintf(cfg, sizeof(cfg), "file=%s", it_path(log, e, "scripted.log"));
+    it_argv_run(&a, e, "consumers");
+    it_argv_plugin(&a, "scripted", cfg);
+    /* one message per pull, so a blocked handler leaves the rest pending */
+    it_argv_addl(&a, "--http", addr, "--batch", "1", "--retry-delay", "200ms", NULL);
+    assert_true(it_spawn(&host, e, "host", &a));
+    it_argv_free(&a);
+    wait_ready(e, port, 200, 1);
+
+    /* every consumer and result is there, at 0, before any event */
+    char *body = scrape(e, port);
+    const long zero[7] = {0};
+    expect_runs(body, C_SCRIPTED, zero);
+    expect_runs(body, C_SECOND, zero);
+    expect_runs(body, C_OTHER, zero);
+    assert_true(hist_count(body, C_OTHER) == 0);
+    expect_metric(body, "ibus_redelivered_duplicates_total", 0);
+    free(body);
+
+    per_consumer_workload(e, port);
+    pending_while_blocked(e, port);
+    it_consumer_state cs;
+    assert_true(it_wait_consumer_idle(&cs, &e->server, IT_STREAM, "consumers", it_timeout(120000)));
+
+    /* readiness: the server goes away and comes back */
+    assert_true(it_server_stop(&e->server));
+    wait_ready(e, port, 503, 0);
+    assert_true(it_server_restart(&e->server));
+    wait_ready(e, port, 200, 1);
+
+    it_finish_hosts(e, "consumers", &host, 1, it_timeout(60000));
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(metrics_scrape, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(consumer_series, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)

@@ -120,6 +120,8 @@ typedef enum ib_handler_result {
                                       claim over: not marked over the new holder */
     IB_RESULT_CONFLICT = 6,        /* not run: the id is marked with another payload
                                       fingerprint (a producer reused the id) */
+    IB_RESULT_DUPLICATE = 7,       /* not run: already marked (by an earlier delivery or
+                                      an earlier copy in the batch that succeeded) */
 } ib_handler_result;
 
 /* What becomes of a delivery whose id is marked for one of its handlers
@@ -134,13 +136,18 @@ typedef enum ib_conflict_policy {
 struct ib_delivery;
 
 /* Called on the thread of ib_dispatch_run(), after the batch's marks, once
- * for every handler call that ran or failed to start for a recorder error
- * (not for duplicates, busy claims or followers of a failed first
- * occurrence). `consumer` and `delivery` are BORROWED for the call;
- * `seconds` is the handler's run time (0 when it did not run). */
+ * for every handler call that ran or failed to start for a recorder error,
+ * and once for every handler skipped as a duplicate (IB_RESULT_DUPLICATE:
+ * the sum of those reports is the deliveries' counts.duplicates). Not for
+ * busy claims, exhausted attempts or followers of a failed first
+ * occurrence. `consumer` and `delivery` are BORROWED for the call;
+ * `handler` is the handler's registration index (0-based, as
+ * ib_dispatch_handler_consumer() reads it), so an observer can keep
+ * per-handler state in an array and never look a name up; `seconds` is the
+ * handler's run time (0 when it did not run). */
 typedef struct ib_delivery ib_delivery;
 typedef void (*ib_dispatch_observer)(void *ctx, const struct ib_delivery *delivery,
-                                     const char *consumer, ib_handler_result result,
+                                     const char *consumer, size_t handler, ib_handler_result result,
                                      double seconds);
 
 typedef struct ib_dispatch_options {
@@ -268,6 +275,13 @@ void ib_dispatch_free(ib_dispatch *d);
  * recorder has no transactions (only sqlite: has) or the options give no
  * transactional_bus. On error the table is unchanged. */
 ib_status ib_dispatch_add(ib_dispatch *d, const ib_dispatch_handler *handler, ib_error *err);
+
+/* Number of handlers registered (0 for NULL), and the consumer identity of
+ * the one registered `index`-th (0-based; NULL past the last). The string
+ * is the table's, valid until ib_dispatch_free(). Read them after
+ * registration, e.g. to size per-handler state for the observer. */
+size_t ib_dispatch_handler_count(const ib_dispatch *d);
+const char *ib_dispatch_handler_consumer(const ib_dispatch *d, size_t index);
 
 /* Number of handlers subscribed to `type` (0 for NULL or an unknown type). */
 size_t ib_dispatch_count_for(const ib_dispatch *d, const char *type);

@@ -118,6 +118,8 @@ typedef struct ib_consumer_facts {
     /* appended: the longest BackOff step in ms (a redelivery wait after an
      * ack timeout), for the redelivery horizon; 0 without BackOff */
     int64_t backoff_max_ms;
+    /* appended: messages delivered to some subscriber and not acked yet */
+    int64_t num_ack_pending;
 } ib_consumer_facts;
 
 /* Looks the consumer up (creating stream, dead-letter stream and consumer

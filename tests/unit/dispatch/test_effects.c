@@ -27,11 +27,12 @@ typedef struct conflict_seen {
     char consumer[64];
 } conflict_seen;
 
-static void count_conflicts(void *ctx, const ib_delivery *d, const char *consumer,
+static void count_conflicts(void *ctx, const ib_delivery *d, const char *consumer, size_t handler,
                             ib_handler_result result, double seconds)
 {
     conflict_seen *seen = ctx;
     (void)d;
+    (void)handler;
     (void)seconds;
     if (result == IB_RESULT_CONFLICT) {
         seen->conflicts++;

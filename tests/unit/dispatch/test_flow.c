@@ -701,19 +701,23 @@ static void handle_seconds_measured(void **state)
 }
 
 /* The observer hears every handler call that ran (and recorder failures),
- * with the handler's consumer identity; duplicates are not reported. */
+ * and every handler skipped as a duplicate, with the handler's consumer
+ * identity and registration index. */
 typedef struct seen_results {
-    int count[5];
+    int count[IB_RESULT_DUPLICATE + 1];
+    int per_handler[2][IB_RESULT_DUPLICATE + 1];
     char last_consumer[IB_CONSUMER_MAX + 1];
 } seen_results;
 
-static void record_result(void *ctx, const ib_delivery *d, const char *consumer,
+static void record_result(void *ctx, const ib_delivery *d, const char *consumer, size_t handler,
                           ib_handler_result result, double seconds)
 {
     seen_results *s = ctx;
     assert_non_null(d->event);
     assert_true(seconds >= 0);
+    assert_true(handler < 2);
     s->count[result]++;
+    s->per_handler[handler][result]++;
     snprintf(s->last_consumer, sizeof(s->last_consumer), "%s", consumer);
 }
 
@@ -739,15 +743,36 @@ static void observer_hears_each_call(fx *f)
     assert_int_equal(ib_dispatch_run(f->d, dl, 2, NULL, NULL), IB_OK);
     assert_int_equal(seen.count[IB_RESULT_HANDLED], 2);
     assert_int_equal(seen.count[IB_RESULT_RETRY], 2);
+    assert_int_equal(seen.count[IB_RESULT_DUPLICATE], 0);
+    assert_int_equal(seen.per_handler[0][IB_RESULT_HANDLED], 2); /* "ok", registered first */
+    assert_int_equal(seen.per_handler[1][IB_RESULT_RETRY], 2);
     assert_string_equal(seen.last_consumer, "c/p/bad");
+    assert_int_equal(ib_dispatch_handler_count(f->d), 2);
+    assert_string_equal(ib_dispatch_handler_consumer(f->d, 1), "c/p/bad");
+    assert_null(ib_dispatch_handler_consumer(f->d, 2));
 
-    /* redelivery: "ok" is a duplicate now (not reported), "bad" rejects */
+    /* redelivery: "ok" is a duplicate now, "bad" rejects */
     atomic_store(&bad.verdict, IB_HANDLER_REJECT);
     memset(&seen, 0, sizeof(seen));
     fx_delivery(&dl[0], &ev[0], 2);
     assert_int_equal(ib_dispatch_run(f->d, dl, 1, NULL, NULL), IB_OK);
     assert_int_equal(seen.count[IB_RESULT_HANDLED], 0);
     assert_int_equal(seen.count[IB_RESULT_REJECT], 1);
+    assert_int_equal(seen.per_handler[0][IB_RESULT_DUPLICATE], 1);
+    assert_int_equal(dl[0].counts.duplicates, 1);
+
+    /* two copies of a new id in one batch: the second is a duplicate of the
+     * first for "ok" (reported), and coalesced for "bad" (not reported) */
+    memset(&seen, 0, sizeof(seen));
+    fx_event(&ev[1], 90, TYPE);
+    fx_delivery(&dl[0], &ev[1], 1);
+    fx_delivery(&dl[1], &ev[1], 1);
+    assert_int_equal(ib_dispatch_run(f->d, dl, 2, NULL, NULL), IB_OK);
+    assert_int_equal(seen.per_handler[0][IB_RESULT_HANDLED], 1);
+    assert_int_equal(seen.per_handler[0][IB_RESULT_DUPLICATE], 1);
+    assert_int_equal(seen.per_handler[1][IB_RESULT_REJECT], 1);
+    assert_int_equal(seen.count[IB_RESULT_DUPLICATE], 1);
+    assert_int_equal(dl[0].counts.duplicates + dl[1].counts.duplicates, 1);
 
     fx_handler_destroy(&ok);
     fx_handler_destroy(&bad);
