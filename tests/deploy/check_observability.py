@@ -222,8 +222,12 @@ def check_variables(dash, known):
             fail(f"variable {name}", f"query {q!r} is not label_values(..., {name})")
             continue
         check_names(f"variable {name}", m.group(1), known)
-    if "ibus_consumer_runs_total" not in str(vars_.get("consumer", {}).get("query")):
+    consumer = vars_.get("consumer", {})
+    if "ibus_consumer_runs_total" not in str(consumer.get("query")):
         fail("variable consumer", "must list the consumer labels of ibus_consumer_runs_total")
+    # a row repeats once per selected value: one value would show one row
+    if not (consumer.get("multi") and consumer.get("includeAll")):
+        fail("variable consumer", "needs multi and includeAll for the repeated row")
 
 
 def check_repeat(dash):
