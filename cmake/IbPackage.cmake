@@ -163,13 +163,19 @@ packages (InfinityBus, InfinityBusPlugin) for programs that link
 libinfinity-bus and for handler plugins built out of tree.")
 
 # A package built for another prefix would put its files where the unit,
-# the user's home and the plugin paths in the settings do not point.
+# the user's home and the plugin paths in the settings do not point; one
+# without IB_SYSTEM_USER would create a user its unit does not run as.
 set(CPACK_PROJECT_CONFIG_FILE ${_ib_out}/CPackProjectConfig.cmake)
-file(WRITE ${CPACK_PROJECT_CONFIG_FILE}
-     "if(CPACK_GENERATOR STREQUAL \"DEB\" AND NOT \"${CMAKE_INSTALL_PREFIX}\" STREQUAL \"/usr\")\n"
-     "  message(FATAL_ERROR \"the Debian packages need a tree configured with \"\n"
-     "                      \"-DCMAKE_INSTALL_PREFIX=/usr (this one: ${CMAKE_INSTALL_PREFIX})\")\n"
-     "endif()\n")
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr" AND IB_SYSTEM_USER)
+  file(WRITE ${CPACK_PROJECT_CONFIG_FILE} "# this tree may be packaged\n")
+else()
+  file(WRITE ${CPACK_PROJECT_CONFIG_FILE}
+       "if(CPACK_GENERATOR STREQUAL \"DEB\")\n"
+       "  message(FATAL_ERROR \"the Debian packages need a tree configured with \"\n"
+       "    \"-DCMAKE_INSTALL_PREFIX=/usr and IB_SYSTEM_USER on (this one: \"\n"
+       "    \"${CMAKE_INSTALL_PREFIX}, IB_SYSTEM_USER ${IB_SYSTEM_USER})\")\n"
+       "endif()\n")
+endif()
 
 include(CPack)
 
