@@ -4,37 +4,64 @@
 
 #include "commands.h"
 
-static void usage(FILE *out)
+static int help_main(int argc, char **argv);
+
+static const ib_cmd_desc help_desc = {
+    .name = "help",
+    .synopsis = "[COMMAND]",
+    .summary = "this list, or the --help of a command",
+    .description = "Print the list of commands, or the --help of COMMAND.",
+    .main = help_main,
+};
+
+/* Every command, in the order of the command list and of the page. */
+static const ib_cmd_desc *const commands[] = {
+    &ib_cmd_run_desc, &ib_cmd_publish_desc, &ib_cmd_markers_desc, &ib_cmd_version_desc, &help_desc,
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const ib_cmd_desc *find_command(const char *name)
 {
-    fprintf(out, "usage: ibus <command> [options]\n\n"
-                 "commands:\n"
-                 "  run       consume a JetStream durable and run handler plugins once per event\n"
-                 "  publish   publish events (arguments, generated, or JSON lines on stdin)\n"
-                 "  markers   inspect, forget and prune markers in a recorder\n"
-                 "  version   versions of ibus, its plugin ABI, nats.c, SQLite, protobuf-c\n\n"
-                 "'ibus <command> --help' describes a command's options.\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i]->name, name) == 0)
+            return commands[i];
+    return NULL;
+}
+
+/* ibus help: the command list (also for any unknown word, as it always
+ * was), or one command's --help. */
+static int help_main(int argc, char **argv)
+{
+    const char *arg = argc > 1 ? argv[1] : "";
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+        ib_cmd_usage(stdout, &help_desc, NULL, 0);
+        return 0;
+    }
+    const ib_cmd_desc *d = find_command(arg);
+    if (d != NULL && d != &help_desc) {
+        char help[] = "--help";
+        char *sub[] = {argv[1], help, NULL};
+        return d->main(2, sub);
+    }
+    ib_cmds_usage(stdout, commands, NCOMMANDS);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        ib_cmds_usage(stderr, commands, NCOMMANDS);
         return 2;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "run") == 0)
-        return ib_cmd_run(argc - 1, argv + 1);
-    if (strcmp(cmd, "publish") == 0)
-        return ib_cmd_publish(argc - 1, argv + 1);
-    if (strcmp(cmd, "markers") == 0)
-        return ib_cmd_markers(argc - 1, argv + 1);
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
-        return ib_cmd_version(argc - 1, argv + 1);
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-        usage(stdout);
-        return 0;
-    }
+    if (strcmp(cmd, "--version") == 0)
+        cmd = "version";
+    else if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
+        cmd = "help";
+    const ib_cmd_desc *d = find_command(cmd);
+    if (d != NULL)
+        return d->main(argc - 1, argv + 1);
     fprintf(stderr, "ibus: unknown command '%s'\n\n", cmd);
-    usage(stderr);
+    ib_cmds_usage(stderr, commands, NCOMMANDS);
     return 2;
 }
