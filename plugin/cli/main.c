@@ -1,16 +1,30 @@
 /* ibus: one binary with subcommands, in the style of the nats CLI. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
+#include "man.h"
+#include <infinity_bus/version.h>
+
+/* The build sets both (plugin/cli/CMakeLists.txt): the page's date, fixed
+ * so that the same sources make the same page, and the install's plugin
+ * directory. */
+#ifndef IB_MAN_DATE
+#define IB_MAN_DATE ""
+#endif
+#ifndef IB_PLUGIN_DIR
+#error "the build defines IB_PLUGIN_DIR"
+#endif
 
 static int help_main(int argc, char **argv);
 
 static const ib_cmd_desc help_desc = {
     .name = "help",
-    .synopsis = "[COMMAND]",
-    .summary = "this list, or the --help of a command",
-    .description = "Print the list of commands, or the --help of COMMAND.",
+    .synopsis = "[--man | COMMAND]",
+    .summary = "this list; 'ibus help --man' prints the manual page ibus(1)",
+    .description = "Print the list of commands, the --help of COMMAND, or with --man the manual "
+                   "page ibus(1) in roff, made from the same option tables as every --help.",
     .main = help_main,
 };
 
@@ -29,12 +43,24 @@ static const ib_cmd_desc *find_command(const char *name)
 }
 
 /* ibus help: the command list (also for any unknown word, as it always
- * was), or one command's --help. */
+ * was), one command's --help, or the page. */
 static int help_main(int argc, char **argv)
 {
     const char *arg = argc > 1 ? argv[1] : "";
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
         ib_cmd_usage(stdout, &help_desc, NULL, 0);
+        return 0;
+    }
+    if (strcmp(arg, "--man") == 0) {
+        const ib_man_page page = {.version = IB_VERSION,
+                                  .date = IB_MAN_DATE,
+                                  .plugin_dir = IB_PLUGIN_DIR,
+                                  .cmds = commands,
+                                  .ncmds = NCOMMANDS};
+        if (ib_man_write(stdout, &page) != 0) {
+            fprintf(stderr, "ibus help --man: cannot write the page: %s\n", strerror(errno));
+            return 1;
+        }
         return 0;
     }
     const ib_cmd_desc *d = find_command(arg);
