@@ -10,6 +10,7 @@
 #   share/doc/libinfinity-bus-dev/copyright     (component library-dev)
 # and with IB_SYSTEM_USER:
 #   lib/sysusers.d/infinity-bus.conf            (component ibus)
+#   share/man/man1/ibus.1 compressed to ibus.1.gz, as Debian wants it
 #
 # `cpack -G DEB` in a tree configured with -DCMAKE_INSTALL_PREFIX=/usr builds
 # one package per group of components:
@@ -95,6 +96,15 @@ install(FILES ${_ib_deploy}/debian/copyright
 if(IB_SYSTEM_USER)
   install(FILES ${_ib_deploy}/debian/infinity-bus.sysusers DESTINATION lib/sysusers.d
           RENAME infinity-bus.conf COMPONENT ibus)
+  # Debian policy: manual pages are installed compressed, with gzip -9n (no
+  # name or time stamp inside, so every build gives the same bytes). Runs
+  # after plugin/cli installed ibus.1 (install rules run in the order given).
+  install(CODE "set(_ib_mandir \"${CMAKE_INSTALL_MANDIR}\")" COMPONENT ibus)
+  install(CODE [[
+    set(_ib_man "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/${_ib_mandir}/man1/ibus.1")
+    if(EXISTS "${_ib_man}")
+      execute_process(COMMAND gzip -9nf "${_ib_man}" COMMAND_ERROR_IS_FATAL ANY)
+    endif()]] COMPONENT ibus)
 endif()
 
 # --- Debian packages (cpack -G DEB) ---------------------------------------
