@@ -9,6 +9,7 @@ packages=(
   libcmocka-dev libmicrohttpd-dev libjansson-dev libssl-dev
   nats-server sqlite3 openssl curl valgrind clang-format
   yamllint python3 python3-yaml
+  dpkg-dev file groff-base man-db
 )
 
 missing=()

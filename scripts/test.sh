@@ -54,9 +54,12 @@ if build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIB_WERROR=ON; then
   echo "== unit, fuzz, deploy and valgrind tests"
   # rootfs (the image run in a chroot) needs root and a Debian mirror: by hand,
   # ctest -L rootfs (deploy/README.md, "The image")
-  run_ctest build -LE "integration|chaos|rootfs" -j "$jobs"
+  run_ctest build -LE "integration|chaos|rootfs|package" -j "$jobs"
   echo "== integration tests (real nats-server, real ibus processes)"
   run_ctest build -L integration
+  # installs and purges the .deb packages: root only, skipped otherwise
+  echo "== Debian package (cpack, apt-get install, a consume as ibus, apt-get purge)"
+  run_ctest build -L package
 else
   echo "build failed"
   total_fail=$((total_fail + 1))

@@ -204,68 +204,115 @@ static int run_action(ib_recorder *r, const char *action, const ib_strlist *args
                s.markers, s.claims, s.consumers, o, nw, s.storage_bytes);
         return 0;
     }
-    fprintf(stderr, "ibus markers: unknown action '%s' (lookup, list, forget, prune, stats)\n",
-            action);
-    return 2;
+    return 2; /* unreachable: ib_cmd_markers checked the action */
 fail:
     fprintf(stderr, "ibus markers %s: %s\n", action, e.msg);
     return st == IB_ERR_UNSUPPORTED || st == IB_ERR_CONFIG ? 2 : 1;
 }
 
+/* Everything `ibus markers` parses. */
+typedef struct markers_args {
+    const char *uri, *consumer;
+    int64_t limit;
+    ib_recorder_options ro;
+    prune_args prune;
+} markers_args;
+
+/* Writes the option table of `ibus markers` into `opts` (room for
+ * IB_CMD_MAX_OPTIONS), its targets inside `targets` (a markers_args), and
+ * returns its length. */
+static size_t markers_options(ib_opt *opts, void *targets)
+{
+    markers_args *m = targets;
+    const ib_opt table[] = {
+        {"recorder", IB_OPT_STRING, &m->uri, "URI", "sqlite:processed.db", "marker store", 0, 0},
+        {"allow-insecure-db", IB_OPT_FLAG, &m->ro.sqlite_allow_insecure, NULL, NULL,
+         "open a marker file of another user or writable by others (never a symlink)", 0, 0},
+        {"consumer", IB_OPT_STRING, &m->consumer, "ID", NULL,
+         "consumer identity (<durable>/<plugin>/<handler>)", 0, 0},
+        {"limit", IB_OPT_INT, &m->limit, "N", "100", "list at most N markers (0 = all)", 0,
+         1000000000},
+        {"older-than", IB_OPT_DURATION, &m->prune.older_than_ms, "DURATION", NULL,
+         "prune markers older than this", 0, 0},
+        {"stream", IB_OPT_STRING, &m->prune.stream, "NAME", NULL,
+         "prune: the stream whose MaxAge bounds --older-than", 0, 0},
+        {"durable", IB_OPT_STRING, &m->prune.durable, "NAME", NULL,
+         "prune: the consumer whose redelivery settings bound --older-than too", 0, 0},
+        {"retry-max-delay", IB_OPT_DURATION, &m->prune.retry_max_ms, "DURATION", "1m",
+         "prune: the --retry-max-delay of the ibus run processes", 1, 86400000},
+        {"force", IB_OPT_FLAG, &m->prune.force, NULL, NULL,
+         "prune: skip the check against the stream and consumer", 0, 0},
+        IB_NATS_OPTIONS(&m->prune.nats),
+    };
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS, "too many options");
+    memcpy(opts, table, sizeof(table));
+    return sizeof(table) / sizeof(table[0]);
+}
+
 int ib_cmd_markers(int argc, char **argv)
 {
-    const char *uri = NULL, *consumer = NULL;
-    int64_t limit = 0;
-    prune_args pa;
+    markers_args m;
+    ib_opt opts[IB_CMD_MAX_OPTIONS];
     ib_strlist args;
-    ib_recorder_options ro = {.size = sizeof(ro)};
     bool help = false;
     ib_error e;
     int code = 2;
 
     memset(&args, 0, sizeof(args));
-    memset(&pa, 0, sizeof(pa));
-    const ib_opt opts[] = {
-        {"recorder", IB_OPT_STRING, &uri, "URI", "sqlite:processed.db", "marker store", 0, 0},
-        {"allow-insecure-db", IB_OPT_FLAG, &ro.sqlite_allow_insecure, NULL, NULL,
-         "open a marker file of another user or writable by others (never a symlink)", 0, 0},
-        {"consumer", IB_OPT_STRING, &consumer, "ID", NULL,
-         "consumer identity (<durable>/<plugin>/<handler>)", 0, 0},
-        {"limit", IB_OPT_INT, &limit, "N", "100", "list at most N markers (0 = all)", 0,
-         1000000000},
-        {"older-than", IB_OPT_DURATION, &pa.older_than_ms, "DURATION", NULL,
-         "prune markers older than this", 0, 0},
-        {"stream", IB_OPT_STRING, &pa.stream, "NAME", NULL,
-         "prune: the stream whose MaxAge bounds --older-than", 0, 0},
-        {"durable", IB_OPT_STRING, &pa.durable, "NAME", NULL,
-         "prune: the consumer whose redelivery settings bound --older-than too", 0, 0},
-        {"retry-max-delay", IB_OPT_DURATION, &pa.retry_max_ms, "DURATION", "1m",
-         "prune: the --retry-max-delay of the ibus run processes", 1, 86400000},
-        {"force", IB_OPT_FLAG, &pa.force, NULL, NULL,
-         "prune: skip the check against the stream and consumer", 0, 0},
-        IB_NATS_OPTIONS(&pa.nats),
-    };
-    const size_t n = sizeof(opts) / sizeof(opts[0]);
+    memset(&m, 0, sizeof(m));
+    m.ro.size = sizeof(m.ro);
+    const size_t n = markers_options(opts, &m);
     if (ib_opts_parse(opts, n, argc, argv, &args, &help, &e) != IB_OK) {
         fprintf(stderr, "ibus markers: %s\n", e.msg);
         goto out;
     }
     if (help || args.count == 0) {
-        ib_opts_usage(help ? stdout : stderr, "markers lookup|list|forget|prune|stats [ID]",
-                      "Inspect, forget and prune markers in a recorder.", opts, n);
+        ib_cmd_usage(help ? stdout : stderr, &ib_cmd_markers_desc, opts, n);
         code = help ? 0 : 2;
         goto out;
     }
+    if (ib_cmd_action_find(&ib_cmd_markers_desc, args.items[0]) == NULL) {
+        char known[128];
+        fprintf(stderr, "ibus markers: unknown action '%s' (%s)\n", args.items[0],
+                ib_cmd_actions_list(known, sizeof(known), &ib_cmd_markers_desc));
+        goto out;
+    }
     ib_recorder *r = NULL;
-    if (ib_recorder_open(&r, uri, &ro, &e) != IB_OK) {
+    if (ib_recorder_open(&r, m.uri, &m.ro, &e) != IB_OK) {
         fprintf(stderr, "ibus markers: %s\n", e.msg);
         code = e.status == IB_ERR_CONFIG || e.status == IB_ERR_SCHEMA ? 2 : 1;
         goto out;
     }
-    pa.nats.name = "ibus markers";
-    code = run_action(r, args.items[0], &args, consumer, limit, &pa);
+    m.prune.nats.name = "ibus markers";
+    code = run_action(r, args.items[0], &args, m.consumer, m.limit, &m.prune);
     ib_recorder_close(r);
 out:
     ib_opts_release(opts, n);
     return code;
 }
+
+/* The actions, in the order --help and the manual page list them. */
+static const ib_cmd_action markers_actions[] = {
+    {"lookup", "ID", "whether --consumer has marked event ID, and when (exit 3 when not)"},
+    {"list", NULL, "the newest markers, of --consumer or of all consumers (--limit)"},
+    {"forget", "ID", "remove --consumer's marker of event ID, so a redelivery runs it again"},
+    {"prune", NULL,
+     "remove the markers older than --older-than, checked against --stream and --durable"},
+    {"stats", NULL, "counts of markers, claims and consumers, oldest and newest, bytes"},
+};
+
+const ib_cmd_desc ib_cmd_markers_desc = {
+    .name = "markers",
+    .synopsis = "[options] ACTION [ID]",
+    .summary = "inspect, forget and prune markers in a recorder",
+    .description =
+        "Inspect, forget and prune markers in a recorder. prune refuses an age shorter than the "
+        "time the stream can still deliver a message (the floor ibus run --retention checks "
+        "too), read from the server: --stream for MaxAge, --durable for the redelivery horizon; "
+        "--force skips the check.",
+    .actions = markers_actions,
+    .nactions = sizeof(markers_actions) / sizeof(markers_actions[0]),
+    .options = markers_options,
+    .targets_size = sizeof(markers_args),
+    .main = ib_cmd_markers,
+};

@@ -338,6 +338,45 @@ static int connect_and_publish(publisher *p, const ib_strlist *args)
     return code;
 }
 
+/* Writes the option table of `ibus publish` into `opts` (room for
+ * IB_CMD_MAX_OPTIONS), its targets inside `targets` (a publish_cfg), and
+ * returns its length. */
+static size_t publish_options(ib_opt *opts, void *targets)
+{
+    publish_cfg *c = targets;
+    const ib_opt table[] = {
+        IB_NATS_OPTIONS(&c->nats),
+        {"type", IB_OPT_STRING, &c->type, "TYPE", NULL,
+         "event type (JSON lines may give their own)", 0, 0},
+        {"subject", IB_OPT_STRING, &c->subject, "SUBJECT", NULL,
+         "subject to publish on (default <prefix>.<type>)", 0, 0},
+        {"prefix", IB_OPT_STRING, &c->prefix, "PREFIX", "events", "subject prefix", 0, 0},
+        {"source", IB_OPT_STRING, &c->source, "NAME", "ibus-publish", "Event.source", 0, 0},
+        {"id", IB_OPT_STRING, &c->id, "UUID", NULL, "id for the events given as arguments", 0, 0},
+        {"count", IB_OPT_INT, &c->count, "N", "0", "publish N generated events", 0, 100000000},
+        {"payload-size", IB_OPT_INT, &c->payload_size, "BYTES", "128",
+         "payload size of generated events", 0, 1048576},
+        {"duplicates", IB_OPT_DOUBLE, &c->duplicates, "R", "0",
+         "republish this fraction of events with the same id", 0, 0},
+        {"seed", IB_OPT_INT, &c->seed, "N", "1", "seed for --duplicates and generated payloads", 0,
+         0},
+        {"max-pending", IB_OPT_INT, &c->max_pending, "N", "4096",
+         "unacknowledged publishes in flight", 1, 1000000},
+        {"ids-file", IB_OPT_STRING, &c->ids_file, "FILE", NULL,
+         "write each unique event id to FILE", 0, 0},
+        {"msg-id", IB_OPT_FLAG, &c->msg_id, NULL, NULL,
+         "set Nats-Msg-Id to the event id (JetStream drops republishes in its window)", 0, 0},
+        {"raw", IB_OPT_FLAG, &c->raw, NULL, NULL,
+         "publish the arguments as raw bytes, not as Events (testing)", 0, 0},
+        {"unchecked-id", IB_OPT_FLAG, &c->unchecked_id, NULL, NULL,
+         "send ids as given, even when they are not UUIDs (testing)", 0, 0},
+        {"quiet", IB_OPT_FLAG, &c->quiet, NULL, NULL, "no summary line", 0, 0},
+    };
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS, "too many options");
+    memcpy(opts, table, sizeof(table));
+    return sizeof(table) / sizeof(table[0]);
+}
+
 int ib_cmd_publish(int argc, char **argv)
 {
     publish_cfg c;
@@ -350,46 +389,15 @@ int ib_cmd_publish(int argc, char **argv)
     memset(&c, 0, sizeof(c));
     memset(&p, 0, sizeof(p));
     memset(&args, 0, sizeof(args));
-    const ib_opt opts[] = {
-        IB_NATS_OPTIONS(&c.nats),
-        {"type", IB_OPT_STRING, &c.type, "TYPE", NULL, "event type (JSON lines may give their own)",
-         0, 0},
-        {"subject", IB_OPT_STRING, &c.subject, "SUBJECT", NULL,
-         "subject to publish on (default <prefix>.<type>)", 0, 0},
-        {"prefix", IB_OPT_STRING, &c.prefix, "PREFIX", "events", "subject prefix", 0, 0},
-        {"source", IB_OPT_STRING, &c.source, "NAME", "ibus-publish", "Event.source", 0, 0},
-        {"id", IB_OPT_STRING, &c.id, "UUID", NULL, "id for the events given as arguments", 0, 0},
-        {"count", IB_OPT_INT, &c.count, "N", "0", "publish N generated events", 0, 100000000},
-        {"payload-size", IB_OPT_INT, &c.payload_size, "BYTES", "128",
-         "payload size of generated events", 0, 1048576},
-        {"duplicates", IB_OPT_DOUBLE, &c.duplicates, "R", "0",
-         "republish this fraction of events with the same id", 0, 0},
-        {"seed", IB_OPT_INT, &c.seed, "N", "1", "seed for --duplicates and generated payloads", 0,
-         0},
-        {"max-pending", IB_OPT_INT, &c.max_pending, "N", "4096",
-         "unacknowledged publishes in flight", 1, 1000000},
-        {"ids-file", IB_OPT_STRING, &c.ids_file, "FILE", NULL, "write each unique event id to FILE",
-         0, 0},
-        {"msg-id", IB_OPT_FLAG, &c.msg_id, NULL, NULL,
-         "set Nats-Msg-Id to the event id (JetStream drops republishes in its window)", 0, 0},
-        {"raw", IB_OPT_FLAG, &c.raw, NULL, NULL,
-         "publish the arguments as raw bytes, not as Events (testing)", 0, 0},
-        {"unchecked-id", IB_OPT_FLAG, &c.unchecked_id, NULL, NULL,
-         "send ids as given, even when they are not UUIDs (testing)", 0, 0},
-        {"quiet", IB_OPT_FLAG, &c.quiet, NULL, NULL, "no summary line", 0, 0},
-    };
-    const size_t nopts = sizeof(opts) / sizeof(opts[0]);
+    ib_opt opts[IB_CMD_MAX_OPTIONS];
+    const size_t nopts = publish_options(opts, &c);
 
     if (ib_opts_parse(opts, nopts, argc, argv, &args, &help, &e) != IB_OK) {
         fprintf(stderr, "ibus publish: %s\n", e.msg);
         goto out;
     }
     if (help) {
-        ib_opts_usage(stdout, "publish [PAYLOAD...]",
-                      "Publish events as protobuf with uuid4 ids: the arguments (one event "
-                      "each), --count generated events, or JSON lines from stdin "
-                      "({\"type\":..,\"payload\":..,\"id\":..}).",
-                      opts, nopts);
+        ib_cmd_usage(stdout, &ib_cmd_publish_desc, opts, nopts);
         code = 0;
         goto out;
     }
@@ -410,3 +418,16 @@ out:
     ib_opts_release(opts, nopts);
     return code;
 }
+
+const ib_cmd_desc ib_cmd_publish_desc = {
+    .name = "publish",
+    .synopsis = "[options] [PAYLOAD...]",
+    .summary = "publish events (arguments, generated, or JSON lines on stdin)",
+    .description = "Publish events as protobuf with uuid4 ids: the arguments (one event each), "
+                   "--count generated events, or JSON lines from stdin "
+                   "({\"type\":..,\"payload\":..,\"id\":..}). Waits for every "
+                   "acknowledgement, then prints a summary line.",
+    .options = publish_options,
+    .targets_size = sizeof(publish_cfg),
+    .main = ib_cmd_publish,
+};

@@ -9,7 +9,6 @@
 #include "options.h"
 
 #define MAX_BACKOFF 32
-#define MAX_RUN_OPTIONS 64
 
 /* Everything `ibus run` parses: the host's configuration and the option
  * values that need checking or translating before they join it. */
@@ -30,9 +29,11 @@ static const ib_conflict_policy conflict_policies[] = {IB_CONFLICT_DEAD_LETTER, 
 #define CONFLICT_CHOICES "dead-letter|drop|log"
 
 /* Writes the option table of `ibus run` into `opts` (room for
- * MAX_RUN_OPTIONS), its targets inside `a`, and returns its length. */
-static size_t run_options(ib_opt *opts, run_args *a)
+ * IB_CMD_MAX_OPTIONS), its targets inside `targets` (a run_args), and
+ * returns its length. */
+static size_t run_options(ib_opt *opts, void *targets)
 {
+    run_args *a = targets;
     ib_host_config *c = &a->c;
     const ib_opt table[] = {
         IB_NATS_OPTIONS(&c->nats),
@@ -107,7 +108,7 @@ static size_t run_options(ib_opt *opts, run_args *a)
         {"retention-unsafe", IB_OPT_FLAG, &c->retention_unsafe, NULL, NULL,
          "start with a --retention below that time (with a warning)", 0, 0},
     };
-    _Static_assert(sizeof(table) / sizeof(table[0]) <= MAX_RUN_OPTIONS, "raise MAX_RUN_OPTIONS");
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS, "too many options");
     memcpy(opts, table, sizeof(table));
     return sizeof(table) / sizeof(table[0]);
 }
@@ -161,7 +162,7 @@ static int check_args(run_args *a)
 int ib_cmd_run(int argc, char **argv)
 {
     run_args a;
-    ib_opt opts[MAX_RUN_OPTIONS];
+    ib_opt opts[IB_CMD_MAX_OPTIONS];
     ib_error e;
     int code = 2;
 
@@ -172,10 +173,7 @@ int ib_cmd_run(int argc, char **argv)
         goto out;
     }
     if (a.help) {
-        ib_opts_usage(stdout, "run",
-                      "Consume events from a JetStream durable pull consumer and run each "
-                      "subscribed handler once.",
-                      opts, n);
+        ib_cmd_usage(stdout, &ib_cmd_run_desc, opts, n);
         code = 0;
         goto out;
     }
@@ -194,3 +192,18 @@ out:
     ib_opts_release(opts, n);
     return code;
 }
+
+const ib_cmd_desc ib_cmd_run_desc = {
+    .name = "run",
+    .synopsis = "[options]",
+    .summary = "consume a JetStream durable and run handler plugins once per event",
+    .description =
+        "Consume events from a JetStream durable pull consumer and run each subscribed handler "
+        "once. An event whose marker says a handler already handled it is acked without running "
+        "that handler again; a handler's RETRY is retried with a growing delay, and an event is "
+        "dead-lettered after --max-deliver handler attempts, when a handler rejects it, or when "
+        "it is not a valid Event.",
+    .options = run_options,
+    .targets_size = sizeof(run_args),
+    .main = ib_cmd_run,
+};

@@ -34,13 +34,21 @@ int ib_parse_duration_ms(int64_t *out, const char *text)
     return 0;
 }
 
-static void env_name(char *buf, size_t cap, const char *name)
+char *ib_opt_env_name(char *buf, size_t cap, const char *name)
 {
     size_t i = 0;
     int w = snprintf(buf, cap, "IB_");
     for (i = 0; name[i] != '\0' && (size_t)w + i + 1 < cap; i++)
         buf[w + i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
     buf[w + i] = '\0';
+    return buf;
+}
+
+const char *ib_opt_metavar(const ib_opt *o)
+{
+    if (o->kind == IB_OPT_FLAG)
+        return NULL;
+    return o->metavar != NULL ? o->metavar : "VALUE";
 }
 
 static bool in_bounds(const ib_opt *o, int64_t v)
@@ -142,7 +150,7 @@ static ib_status set_value(const ib_opt *o, const char *v, const char *from, ib_
 static ib_status apply_env(const ib_opt *o, ib_error *err)
 {
     char name[128], from[160];
-    env_name(name, sizeof(name), o->name);
+    ib_opt_env_name(name, sizeof(name), o->name);
     const char *v = getenv(name);
     if (v == NULL)
         return IB_OK;
@@ -252,20 +260,17 @@ ib_status ib_opts_parse(const ib_opt *opts, size_t n, int argc, char **argv, ib_
     return IB_OK;
 }
 
-void ib_opts_usage(FILE *out, const char *cmd, const char *summary, const ib_opt *opts, size_t n)
+void ib_opts_usage(FILE *out, const ib_opt *opts, size_t n)
 {
     char env[128], flag[160];
-    fprintf(out,
-            "usage: ibus %s [options]\n\n%s\n\noptions (each also from its environment "
-            "variable; flags win):\n",
-            cmd, summary);
     for (size_t i = 0; i < n; i++) {
         const ib_opt *o = &opts[i];
-        env_name(env, sizeof(env), o->name);
-        if (o->kind == IB_OPT_FLAG)
+        const char *metavar = ib_opt_metavar(o);
+        ib_opt_env_name(env, sizeof(env), o->name);
+        if (metavar == NULL)
             snprintf(flag, sizeof(flag), "--%s", o->name);
         else
-            snprintf(flag, sizeof(flag), "--%s %s", o->name, o->metavar ? o->metavar : "VALUE");
+            snprintf(flag, sizeof(flag), "--%s %s", o->name, metavar);
         fprintf(out, "  %-34s %s%s\n", flag, o->help,
                 o->kind == IB_OPT_LIST ? " (repeatable)" : "");
         fprintf(out, "  %-34s [%s%s%s]\n", "", env, o->def ? "; default " : "",

@@ -55,9 +55,18 @@ typedef struct ib_opt {
 ib_status ib_opts_parse(const ib_opt *opts, size_t n, int argc, char **argv, ib_strlist *positional,
                         bool *help, ib_error *err);
 
-/* Prints usage: "usage: ibus <cmd> [options]" plus one line per option with
- * its environment variable and default. */
-void ib_opts_usage(FILE *out, const char *cmd, const char *summary, const ib_opt *opts, size_t n);
+/* Prints the option entries of a command's --help, two lines per option:
+ * "--name METAVAR  help" and "[IB_NAME; default X]". The usage line above
+ * them is the command's (commands.h: ib_cmd_usage). */
+void ib_opts_usage(FILE *out, const ib_opt *opts, size_t n);
+
+/* Writes the environment variable of option `name` (IB_ + upper case, '-'
+ * becomes '_') into buf, cap bytes, cut when too small; returns buf. */
+char *ib_opt_env_name(char *buf, size_t cap, const char *name);
+
+/* The value placeholder of an option: its metavar, "VALUE" when it has
+ * none, NULL for a flag (which takes no value). Static text. */
+const char *ib_opt_metavar(const ib_opt *o);
 
 /* Parses a duration ("250ms", "30s", "5m", "2h", "1d", "15" = seconds)
  * into milliseconds. Returns 0 or -1. */
