@@ -84,7 +84,7 @@ check_command() { # CMD RENDERED
     # "[IB_NAME]" or "[IB_NAME; default VALUE]"
     sed -n 's/^ *\[\(IB_[A-Z0-9_]*\)\(; default \(.*\)\)\{0,1\}\]$/\1 \3/p' "$work/help.$cmd" |
         while read -r var def; do
-            grep -Eq "Environment: $var[;.]" "$work/entry.$cmd" ||
+            grep -Eq "Environment: ${var}[;.]" "$work/entry.$cmd" ||
                 die "ibus $cmd: $var is in --help, not in its entry"
             [ -z "$def" ] || grep -Fq "$var; default: $def" "$work/entry.$cmd" ||
                 die "ibus $cmd: --help gives $var the default '$def', the page does not"
