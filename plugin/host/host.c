@@ -119,11 +119,9 @@ static int bind_consumer(ib_host *h, ib_error *err)
                   "durable", h->cfg->durable, NULL);
     }
     ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)facts.num_pending);
-    char aw[24], md[24];
-    snprintf(aw, sizeof(aw), "%" PRId64 "ms", h->ack_wait_ms);
-    snprintf(md, sizeof(md), "%" PRIu64, h->max_deliver);
-    ib_log_kv(IB_SEV_INFO, "consumer bound", "stream", h->cfg->stream, "durable", h->cfg->durable,
-              "ack_wait", aw, "max_deliver", md, NULL);
+    ib_log(IB_SEV_INFO, "consumer bound", IB_LOG_STR("stream", h->cfg->stream),
+           IB_LOG_STR("durable", h->cfg->durable), IB_LOG_I64("ack_wait_ms", h->ack_wait_ms),
+           IB_LOG_U64("max_deliver", h->max_deliver));
     /* now that the consumer's real settings are known */
     return ib__host_retention_check(h, &facts, err);
 }
@@ -181,11 +179,8 @@ static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
         }
         total += n;
     } while (n == cap);
-    if (total > 0) {
-        char c[24];
-        snprintf(c, sizeof(c), "%zu", total);
-        ib_log_kv(IB_SEV_INFO, "handed back undelivered messages", "count", c, NULL);
-    }
+    if (total > 0)
+        ib_log(IB_SEV_INFO, "handed back undelivered messages", IB_LOG_U64("count", total));
 }
 
 /* Whether the durable still exists, as far as the pull answers and the
@@ -226,14 +221,13 @@ static int watch_consumer(ib_host *h, consumer_watch *w)
         atomic_store(&h->bound, 1);
         ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
     } else if (!f.exists && w->gone_since == 0) {
-        char grace[24];
-        snprintf(grace, sizeof(grace), "%dms", CONSUMER_GONE_GRACE_MS);
         w->gone_since = now;
         atomic_store(&h->bound, 0);
-        ib_log_kv(IB_SEV_ERROR,
-                  "consumer deleted: not ready; exiting 1 unless it comes back within the grace "
-                  "period",
-                  "stream", h->cfg->stream, "durable", h->cfg->durable, "grace", grace, NULL);
+        ib_log(IB_SEV_ERROR,
+               "consumer deleted: not ready; exiting 1 unless it comes back within the grace "
+               "period",
+               IB_LOG_STR("stream", h->cfg->stream), IB_LOG_STR("durable", h->cfg->durable),
+               IB_LOG_I64("grace_ms", CONSUMER_GONE_GRACE_MS));
     }
 check_grace:
     if (w->gone_since != 0 && now - w->gone_since >= CONSUMER_GONE_GRACE_MS) {
