@@ -133,6 +133,11 @@ static void assert_log_numbers(const char *err_path, const char *durable)
     assert_true(json_is_integer(json_object_get(dl, "stream_seq")));
     assert_true(json_integer_value(json_object_get(dl, "stream_seq")) > 0);
     json_decref(dl);
+
+    json_t *stopped = log_record(err_path, "stopped");
+    assert_true(json_is_integer(json_object_get(stopped, "dead_lettered")));
+    assert_int_equal(json_integer_value(json_object_get(stopped, "dead_lettered")), 1);
+    json_decref(stopped);
 }
 
 static void reject_dead_lettered(void **state)
