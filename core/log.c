@@ -5,7 +5,10 @@
 
 #include "utf8.h"
 
+#include <inttypes.h>
+#include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,12 +285,73 @@ static int reserved_key(const char *key)
     return strcmp(key, "ts") == 0 || strcmp(key, "level") == 0 || strcmp(key, "msg") == 0;
 }
 
-static void put_field(ib_linebuf *b, ib_log_format fmt, const char *key, const char *value)
+/* Room for any number this file writes: "%.17g" of a double takes at most
+ * 24 bytes, a 64-bit integer 20 plus a sign. */
+#define IB_LOG_NUMBER_MAX 40
+
+/* Rewrites the decimal point of a number printf just wrote as '.': a
+ * plugin that calls setlocale() could otherwise make it a comma (or
+ * several bytes), and the JSON invalid. Digits, signs and the exponent are
+ * the same in every locale; anything else is the decimal point. */
+static void decimal_point_to_dot(char *s)
+{
+    char *w = s;
+    bool dot = false;
+    for (const char *r = s; *r != '\0'; r++) {
+        if ((*r >= '0' && *r <= '9') || *r == '-' || *r == '+' || *r == 'e' || *r == 'E') {
+            *w++ = *r;
+        } else if (!dot) {
+            *w++ = '.';
+            dot = true;
+        }
+    }
+    *w = '\0';
+}
+
+/* A finite double with the fewest digits that read back as the same value,
+ * and always with a fraction or an exponent: a pipeline that types a field
+ * from its first value must see 3.0 as a real, or a later 0.25 would not
+ * fit the field. */
+static const char *double_repr(char out[IB_LOG_NUMBER_MAX], double d)
+{
+    snprintf(out, IB_LOG_NUMBER_MAX, "%.15g", d);
+    if (strtod(out, NULL) != d)
+        snprintf(out, IB_LOG_NUMBER_MAX, "%.17g", d);
+    decimal_point_to_dot(out);
+    if (strpbrk(out, ".e") == NULL)
+        strcat(out, ".0");
+    return out;
+}
+
+/* The bare (unquoted) form of a number or boolean in `fmt`, or NULL for a
+ * value JSON cannot hold (NaN, infinities) or an unknown kind: null. */
+static const char *scalar_repr(char out[IB_LOG_NUMBER_MAX], const ib_log_field *f,
+                               ib_log_format fmt)
+{
+    switch (f->kind) {
+    case IB_LOG_KIND_I64:
+        snprintf(out, IB_LOG_NUMBER_MAX, "%" PRId64, f->v.i);
+        return out;
+    case IB_LOG_KIND_U64:
+        snprintf(out, IB_LOG_NUMBER_MAX, "%" PRIu64, f->v.u);
+        return out;
+    case IB_LOG_KIND_BOOL:
+        return f->v.b ? "true" : "false";
+    case IB_LOG_KIND_F64:
+        if (isfinite(f->v.f))
+            return double_repr(out, f->v.f);
+        if (fmt == IB_LOG_FORMAT_JSON)
+            return NULL;
+        return isnan(f->v.f) ? "NaN" : f->v.f > 0 ? "+Inf" : "-Inf";
+    default:
+        return NULL;
+    }
+}
+
+/* Writes a string value, or null ("-" in text) for NULL. */
+static void put_string_value(ib_linebuf *b, ib_log_format fmt, const char *value)
 {
     if (fmt == IB_LOG_FORMAT_JSON) {
-        lb_puts(b, reserved_key(key) ? ",\"_" : ",\"");
-        json_escape(b, key);
-        lb_puts(b, "\":");
         if (value == NULL) {
             lb_puts(b, "null");
         } else {
@@ -295,17 +359,35 @@ static void put_field(ib_linebuf *b, ib_log_format fmt, const char *key, const c
             json_escape(b, value);
             lb_putc(b, '"');
         }
+    } else if (value == NULL) {
+        lb_putc(b, '-');
+    } else {
+        text_escape(b, value, 1);
+    }
+}
+
+static void put_field(ib_linebuf *b, ib_log_format fmt, const ib_log_field *f)
+{
+    const char *key = f->key != NULL ? f->key : "";
+    if (fmt == IB_LOG_FORMAT_JSON) {
+        lb_puts(b, reserved_key(key) ? ",\"_" : ",\"");
+        json_escape(b, key);
+        lb_puts(b, "\":");
     } else {
         lb_putc(b, ' ');
         if (reserved_key(key))
             lb_putc(b, '_');
         text_escape(b, key, 1);
         lb_putc(b, '=');
-        if (value == NULL)
-            lb_putc(b, '-');
-        else
-            text_escape(b, value, 1);
     }
+    if (f->kind == IB_LOG_KIND_STR) {
+        put_string_value(b, fmt, f->v.s);
+        return;
+    }
+    /* numbers need no escaping: digits, signs, '.', 'e', letters of NaN/Inf */
+    char num[IB_LOG_NUMBER_MAX];
+    const char *repr = scalar_repr(num, f, fmt);
+    lb_puts(b, repr != NULL ? repr : fmt == IB_LOG_FORMAT_JSON ? "null" : "-");
 }
 
 static void put_head(ib_linebuf *b, ib_log_format fmt, ib_log_sev sev, const char *msg)
@@ -404,38 +486,60 @@ int ib_log_enabled(ib_log_sev sev)
     return (int)sev_clamp(sev) >= atomic_load_explicit(&g_min_sev, memory_order_relaxed);
 }
 
-/* Starts a record of an enabled `sev` in `b`: the stream and format it
- * will be written with (read once, so a concurrent reconfiguration cannot
- * split it), then the head. */
-static void record_start(ib_linebuf *b, FILE **f, ib_log_format *fmt, ib_log_sev sev,
-                         const char *msg)
+/* A record being built, and the stream and format it will be written
+ * with (read once at the start, so a concurrent reconfiguration cannot
+ * split it). */
+typedef struct log_record {
+    ib_linebuf b;
+    FILE *f;
+    ib_log_format fmt;
+} log_record;
+
+/* Starts a record of an enabled `sev` in `r`: its head. */
+static void record_start(log_record *r, ib_log_sev sev, const char *msg)
 {
-    *f = current_stream();
-    *fmt = resolve_format((ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed), *f);
-    lb_init(b);
-    put_head(b, *fmt, sev_clamp(sev), msg);
+    r->f = current_stream();
+    r->fmt =
+        resolve_format((ib_log_format)atomic_load_explicit(&g_format, memory_order_relaxed), r->f);
+    lb_init(&r->b);
+    put_head(&r->b, r->fmt, sev_clamp(sev), msg);
+}
+
+/* Closes the record, writes it in one piece and releases its buffer. */
+static void record_finish(log_record *r)
+{
+    put_tail_and_write(&r->b, r->fmt, r->f);
+    lb_release(&r->b);
 }
 
 void ib_log_kv(ib_log_sev sev, const char *msg, ...)
 {
     if (!ib_log_enabled(sev))
         return;
-    ib_linebuf b;
-    FILE *f;
-    ib_log_format fmt;
-    record_start(&b, &f, &fmt, sev, msg);
+    log_record r;
+    record_start(&r, sev, msg);
     va_list ap;
     va_start(ap, msg);
     for (;;) {
         const char *key = va_arg(ap, const char *);
         if (key == NULL)
             break;
-        const char *value = va_arg(ap, const char *);
-        put_field(&b, fmt, key, value);
+        ib_log_field field = IB_LOG_STR(key, va_arg(ap, const char *));
+        put_field(&r.b, r.fmt, &field);
     }
     va_end(ap);
-    put_tail_and_write(&b, fmt, f);
-    lb_release(&b);
+    record_finish(&r);
+}
+
+void ib_log_fields(ib_log_sev sev, const char *msg, const ib_log_field *fields, size_t n)
+{
+    if (!ib_log_enabled(sev))
+        return;
+    log_record r;
+    record_start(&r, sev, msg);
+    for (size_t i = 0; fields != NULL && i < n; i++)
+        put_field(&r.b, r.fmt, &fields[i]);
+    record_finish(&r);
 }
 
 void ib_logv(ib_log_sev sev, const char *component, const char *fmtstr, va_list ap)
@@ -460,15 +564,8 @@ void ib_logv(ib_log_sev sev, const char *component, const char *fmtstr, va_list 
         vsnprintf(heap, (size_t)n + 1, fmtstr, ap);
         msg = heap;
     }
-
-    ib_linebuf b;
-    FILE *f;
-    ib_log_format fmt;
-    record_start(&b, &f, &fmt, sev, msg);
-    if (component != NULL)
-        put_field(&b, fmt, "component", component);
-    put_tail_and_write(&b, fmt, f);
-    lb_release(&b);
+    ib_log_field field = IB_LOG_STR("component", component);
+    ib_log_fields(sev, msg, &field, component != NULL ? 1 : 0);
     free(heap);
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,9 @@
 #include "log.h"
 #include "owner.h"
 #include "clock.h"
+#include "utf8.h"
 #include <infinity_bus/version.h>
+#include <jansson.h>
 
 /* How long the shutdown hand-back collects messages to nak. */
 #define HAND_BACK_WAIT_MS 1500
@@ -119,48 +122,124 @@ static int bind_consumer(ib_host *h, ib_error *err)
                   "durable", h->cfg->durable, NULL);
     }
     ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)facts.num_pending);
-    char aw[24], md[24];
-    snprintf(aw, sizeof(aw), "%" PRId64 "ms", h->ack_wait_ms);
-    snprintf(md, sizeof(md), "%" PRIu64, h->max_deliver);
-    ib_log_kv(IB_SEV_INFO, "consumer bound", "stream", h->cfg->stream, "durable", h->cfg->durable,
-              "ack_wait", aw, "max_deliver", md, NULL);
+    ib_log(IB_SEV_INFO, "consumer bound", IB_LOG_STR("stream", h->cfg->stream),
+           IB_LOG_STR("durable", h->cfg->durable), IB_LOG_I64("ack_wait_ms", h->ack_wait_ms),
+           IB_LOG_U64("max_deliver", h->max_deliver));
     /* now that the consumer's real settings are known */
     return ib__host_retention_check(h, &facts, err);
 }
 
+/* A string for jansson, which refuses invalid UTF-8 (json_string gives
+ * NULL): each byte of a broken sequence becomes U+FFFD, as in the logs. A
+ * durable name reaches the summary unchecked when the server was never
+ * reached, so it can hold any bytes. */
+static json_t *json_text(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j != NULL)
+        return j;
+    size_t n = strlen(s);
+    char *fixed = malloc(n * 3 + 1);
+    if (fixed == NULL)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t len = ib__utf8_decode(&cp, (const uint8_t *)s + i, n - i);
+        if (len == 0) {
+            memcpy(fixed + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(fixed + o, s + i, len);
+            o += len;
+            i += len;
+        }
+    }
+    j = json_stringn(fixed, o);
+    free(fixed);
+    return j;
+}
+
+/* One log field as a jansson value, typed as the JSON logs type it. A
+ * counter beyond INT64_MAX (jansson's integers are signed) becomes a real. */
+static json_t *json_from_field(const ib_log_field *f)
+{
+    switch (f->kind) {
+    case IB_LOG_KIND_STR:
+        return f->v.s != NULL ? json_text(f->v.s) : json_null();
+    case IB_LOG_KIND_I64:
+        return json_integer((json_int_t)f->v.i);
+    case IB_LOG_KIND_U64:
+        return f->v.u <= INT64_MAX ? json_integer((json_int_t)f->v.u) : json_real((double)f->v.u);
+    case IB_LOG_KIND_F64:
+        return isfinite(f->v.f) ? json_real(f->v.f) : json_null();
+    case IB_LOG_KIND_BOOL:
+        return json_boolean(f->v.b);
+    default:
+        return json_null();
+    }
+}
+
+char *ib_host_summary_line(long pid, const char *durable, int exit_code, const ib_log_field *fields,
+                           size_t n)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+    bad |= json_object_set_new(o, "pid", json_integer(pid));
+    bad |= json_object_set_new(o, "durable", durable != NULL ? json_text(durable) : json_null());
+    bad |= json_object_set_new(o, "exit", json_integer(exit_code));
+    for (size_t i = 0; i < n && !bad; i++)
+        bad |= json_object_set_new(o, fields[i].key, json_from_field(&fields[i]));
+    /* compact, as the line always was: readers look for "acked":N */
+    size_t need = bad ? 0 : json_dumpb(o, NULL, 0, JSON_COMPACT);
+    char *line = need > 0 ? malloc(need + 2) : NULL;
+    if (line != NULL) {
+        json_dumpb(o, line, need, JSON_COMPACT);
+        line[need] = '\n';
+        line[need + 1] = '\0';
+    }
+    json_decref(o);
+    return line;
+}
+
+/* The exit summary: the "stopped" record, and one line appended to
+ * --summary-file (written with one write(), so hosts sharing the file do
+ * not mix their lines). */
 static void write_summary(const ib_host *h, int exit_code)
 {
     const ib_host_totals *t = &h->totals;
     const ib_puller_stats *ps = &h->pull_stats;
-    char line[896];
     /* pull_requests and leftovers (messages that reached the inbox after
      * their pull request had ended) show the consumption design at work. */
-    snprintf(line, sizeof(line),
-             "{\"pid\":%ld,\"durable\":\"%s\",\"exit\":%d,\"received\":%" PRIu64
-             ",\"handled\":%" PRIu64 ",\"duplicates\":%" PRIu64 ",\"retried\":%" PRIu64
-             ",\"rejected\":%" PRIu64 ",\"unhandled\":%" PRIu64 ",\"dead_lettered\":%" PRIu64
-             ",\"acked\":%" PRIu64 ",\"naked\":%" PRIu64 ",\"busy\":%" PRIu64
-             ",\"pull_requests\":%" PRIu64 ",\"leftovers\":%" PRIu64 "}\n",
-             (long)getpid(), h->cfg->durable, exit_code, t->received, t->handled, t->duplicates,
-             t->retried, t->rejected, t->unhandled, t->dead_lettered, t->acked, t->naked, t->busy,
-             ps->requests, ps->leftovers);
+    const ib_log_field counters[] = {
+        IB_LOG_U64("received", t->received),
+        IB_LOG_U64("handled", t->handled),
+        IB_LOG_U64("duplicates", t->duplicates),
+        IB_LOG_U64("retried", t->retried),
+        IB_LOG_U64("rejected", t->rejected),
+        IB_LOG_U64("unhandled", t->unhandled),
+        IB_LOG_U64("dead_lettered", t->dead_lettered),
+        IB_LOG_U64("acked", t->acked),
+        IB_LOG_U64("naked", t->naked),
+        IB_LOG_U64("busy", t->busy),
+        IB_LOG_U64("pull_requests", ps->requests),
+        IB_LOG_U64("leftovers", ps->leftovers),
+    };
+    const size_t n = sizeof(counters) / sizeof(counters[0]);
     if (h->cfg->summary_file != NULL && h->cfg->summary_file[0] != '\0') {
-        int fd = open(h->cfg->summary_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        char *line = ib_host_summary_line((long)getpid(), h->cfg->durable, exit_code, counters, n);
+        int fd = line != NULL
+                     ? open(h->cfg->summary_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
+                     : -1;
         if (fd >= 0) {
             ssize_t w = write(fd, line, strlen(line));
             (void)w;
             close(fd);
         }
+        free(line);
     }
-    char n[12][24];
-    const uint64_t v[12] = {t->received, t->handled,   t->duplicates,    t->retried,
-                            t->rejected, t->unhandled, t->dead_lettered, t->acked,
-                            t->naked,    t->busy,      ps->requests,     ps->leftovers};
-    for (int i = 0; i < 12; i++)
-        snprintf(n[i], sizeof(n[i]), "%" PRIu64, v[i]);
-    ib_log_kv(IB_SEV_INFO, "stopped", "received", n[0], "handled", n[1], "duplicates", n[2],
-              "retried", n[3], "rejected", n[4], "unhandled", n[5], "dead_lettered", n[6], "acked",
-              n[7], "naked", n[8], "busy", n[9], "pull_requests", n[10], "leftovers", n[11], NULL);
+    ib_log_fields(IB_SEV_INFO, "stopped", counters, n);
 }
 
 /* Stop taking messages: collect what is queued and what still arrives for
@@ -181,11 +260,8 @@ static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
         }
         total += n;
     } while (n == cap);
-    if (total > 0) {
-        char c[24];
-        snprintf(c, sizeof(c), "%zu", total);
-        ib_log_kv(IB_SEV_INFO, "handed back undelivered messages", "count", c, NULL);
-    }
+    if (total > 0)
+        ib_log(IB_SEV_INFO, "handed back undelivered messages", IB_LOG_U64("count", total));
 }
 
 /* Whether the durable still exists, as far as the pull answers and the
@@ -226,14 +302,13 @@ static int watch_consumer(ib_host *h, consumer_watch *w)
         atomic_store(&h->bound, 1);
         ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
     } else if (!f.exists && w->gone_since == 0) {
-        char grace[24];
-        snprintf(grace, sizeof(grace), "%dms", CONSUMER_GONE_GRACE_MS);
         w->gone_since = now;
         atomic_store(&h->bound, 0);
-        ib_log_kv(IB_SEV_ERROR,
-                  "consumer deleted: not ready; exiting 1 unless it comes back within the grace "
-                  "period",
-                  "stream", h->cfg->stream, "durable", h->cfg->durable, "grace", grace, NULL);
+        ib_log(IB_SEV_ERROR,
+               "consumer deleted: not ready; exiting 1 unless it comes back within the grace "
+               "period",
+               IB_LOG_STR("stream", h->cfg->stream), IB_LOG_STR("durable", h->cfg->durable),
+               IB_LOG_I64("grace_ms", CONSUMER_GONE_GRACE_MS));
     }
 check_grace:
     if (w->gone_since != 0 && now - w->gone_since >= CONSUMER_GONE_GRACE_MS) {

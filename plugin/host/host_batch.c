@@ -33,7 +33,6 @@ typedef ib_host_item item;
 static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, const char *detail)
 {
     const char *reason = ib_dead_letter_reason_str(why);
-    char seq[24], dc[24];
     ib_error e;
     ib_dead_letter_info info = {
         .reason = why,
@@ -45,23 +44,25 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
         .event_id = it->event != NULL ? it->event->id : NULL,
         .event_type = it->event != NULL ? it->event->type : NULL,
     };
-    snprintf(seq, sizeof(seq), "%" PRIu64, it->meta.stream_seq);
-    snprintf(dc, sizeof(dc), "%" PRIu64, it->meta.delivered);
     if (ib_dead_letter(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
                        h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
                        &e) != IB_OK) {
         h->totals.naked++;
         ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
-        ib_log_kv(IB_SEV_ERROR, "dead-letter failed; message nak'ed", "consumer", h->cfg->durable,
-                  "event_id", info.event_id, "type", info.event_type, "reason", reason,
-                  "delivery_count", dc, "stream_seq", seq, "error", e.msg, NULL);
+        ib_log(IB_SEV_ERROR, "dead-letter failed; message nak'ed",
+               IB_LOG_STR("consumer", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
+               IB_LOG_STR("type", info.event_type), IB_LOG_STR("reason", reason),
+               IB_LOG_U64("delivery_count", it->meta.delivered),
+               IB_LOG_U64("stream_seq", it->meta.stream_seq), IB_LOG_STR("error", e.msg));
         return;
     }
     h->totals.dead_lettered++;
     ib_metrics_dead_letter(h->metrics, why);
-    ib_log_kv(IB_SEV_WARN, "dead-lettered", "consumer", h->cfg->durable, "event_id", info.event_id,
-              "type", info.event_type, "reason", reason, "delivery_count", dc, "stream_seq", seq,
-              "subject", h->dead_letter_subject, "detail", detail, NULL);
+    ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("consumer", h->cfg->durable),
+           IB_LOG_STR("event_id", info.event_id), IB_LOG_STR("type", info.event_type),
+           IB_LOG_STR("reason", reason), IB_LOG_U64("delivery_count", it->meta.delivered),
+           IB_LOG_U64("stream_seq", it->meta.stream_seq),
+           IB_LOG_STR("subject", h->dead_letter_subject), IB_LOG_STR("detail", detail));
 }
 
 static void settle_ack(ib_host *h, item *it)
@@ -176,10 +177,9 @@ static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_
     }
     if (result == IB_RESULT_HANDLED || (unsigned)result >= sizeof(what) / sizeof(what[0]))
         return;
-    char dc[24];
-    snprintf(dc, sizeof(dc), "%" PRIu64, d->delivery_count);
-    ib_log_kv(IB_SEV_WARN, "handler failure", "consumer", consumer, "event_id", d->event->id,
-              "type", d->event->type, "reason", what[result], "delivery_count", dc, NULL);
+    ib_log(IB_SEV_WARN, "handler failure", IB_LOG_STR("consumer", consumer),
+           IB_LOG_STR("event_id", d->event->id), IB_LOG_STR("type", d->event->type),
+           IB_LOG_STR("reason", what[result]), IB_LOG_U64("delivery_count", d->delivery_count));
 }
 
 /* Acks a delivery whose marks just became durable, during the run. */

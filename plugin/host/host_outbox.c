@@ -137,11 +137,8 @@ int ib__host_outbox_flush(ib_host *h)
     o->retry_at_ms = 0;
     o->sweep_at_ms = ib_clock_monotonic_ms() + OUTBOX_SWEEP_MS;
     note_state(o, false, NULL);
-    if (total > 0) {
-        char count[24];
-        snprintf(count, sizeof(count), "%ld", total);
-        ib_log_kv(IB_SEV_DEBUG, "outbox: sent staged events", "count", count, NULL);
-    }
+    if (total > 0)
+        ib_log(IB_SEV_DEBUG, "outbox: sent staged events", IB_LOG_I64("count", total));
     return 0;
 }
 

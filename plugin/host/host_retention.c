@@ -126,20 +126,23 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
     };
     if (ib_stream_max_age_get(&w.max_age_ms, ib_nats_jetstream(h->nats), cfg->stream, err) != IB_OK)
         return -1;
-    char why[640], floor[32], ret[32];
+    char why[640];
     int64_t fl = ib_host_retention_floor_ms(&w);
-    ib_host_duration_str(ret, sizeof(ret), cfg->retention_ms);
-    ib_host_duration_str(floor, sizeof(floor), fl);
+    /* the figures of every line below; no floor (no MaxAge) is null */
+    const ib_log_field figures[] = {
+        IB_LOG_I64("retention_ms", cfg->retention_ms),
+        fl == IB_HOST_UNBOUNDED ? IB_LOG_STR("floor_ms", NULL) : IB_LOG_I64("floor_ms", fl),
+    };
     if (cfg->retention_ms >= fl) {
-        ib_log_kv(IB_SEV_INFO, "retention checked", "retention", ret, "floor", floor, NULL);
+        ib_log_fields(IB_SEV_INFO, "retention checked", figures, 2);
         return 0;
     }
     ib_host_retention_explain(why, sizeof(why), "--retention", cfg->retention_ms, &w, cfg->stream);
     if (cfg->retention_unsafe) {
-        ib_log_kv(IB_SEV_WARN,
-                  "retention below the floor (--retention-unsafe): markers may be pruned while "
-                  "their event can still arrive, and then it runs again",
-                  "detail", why, "retention", ret, "floor", floor, NULL);
+        ib_log(IB_SEV_WARN,
+               "retention below the floor (--retention-unsafe): markers may be pruned while "
+               "their event can still arrive, and then it runs again",
+               IB_LOG_STR("detail", why), figures[0], figures[1]);
         return 0;
     }
     /* Logged here, whole: with a long stream name the sentence outgrows an
@@ -150,8 +153,8 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
              ": markers could be pruned while their event can still arrive; %s or pass "
              "--retention-unsafe",
              fl == IB_HOST_UNBOUNDED ? "give the stream a MaxAge" : "raise --retention");
-    ib_log_kv(IB_SEV_ERROR, why, "status", ib_status_str(IB_ERR_CONFIG), "retention", ret, "floor",
-              floor, NULL);
+    ib_log(IB_SEV_ERROR, why, IB_LOG_STR("status", ib_status_str(IB_ERR_CONFIG)), figures[0],
+           figures[1]);
     if (err != NULL) {
         err->status = IB_ERR_CONFIG;
         err->msg[0] = '\0';

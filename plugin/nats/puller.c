@@ -552,13 +552,11 @@ static void log_refusal(ib_puller *p, const char *status, const char *text)
         snprintf(slot->status, sizeof(slot->status), "%s", status);
         snprintf(slot->text, sizeof(slot->text), "%s", text);
     }
-    char suppressed[24], backoff[24];
-    snprintf(suppressed, sizeof(suppressed), "%" PRIu64, slot->suppressed);
-    snprintf(backoff, sizeof(backoff), "%" PRId64 "ms", p->backoff_ms);
-    ib_log_kv(p->condition == IB_PULLER_CONSUMER_GONE ? IB_SEV_ERROR : IB_SEV_WARN,
-              "pull request refused by the server; backing off", "status", status, "description",
-              text, "subject", p->next_subject, "next_request_in", backoff,
-              "suppressed_since_last_line", suppressed, NULL);
+    ib_log(p->condition == IB_PULLER_CONSUMER_GONE ? IB_SEV_ERROR : IB_SEV_WARN,
+           "pull request refused by the server; backing off", IB_LOG_STR("status", status),
+           IB_LOG_STR("description", text), IB_LOG_STR("subject", p->next_subject),
+           IB_LOG_I64("next_request_in_ms", p->backoff_ms),
+           IB_LOG_U64("suppressed_since_last_line", slot->suppressed));
     slot->logged_at = now;
     slot->suppressed = 0;
 }

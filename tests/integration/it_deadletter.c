@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "event.h"
 #include "ib_test.h"
 #include "it_support.h"
@@ -91,6 +93,53 @@ static char *first_id(it_env *e, const char *file)
     return id;
 }
 
+/* The first JSON log line of `path` whose message is `msg`, parsed by
+ * jansson as a log pipeline would (json_decref it). */
+static json_t *log_record(const char *path, const char *msg)
+{
+    char needle[128];
+    char **lines = NULL;
+    json_t *found = NULL;
+    snprintf(needle, sizeof(needle), "\"msg\":\"%s\"", msg);
+    size_t n = it_file_read_lines(&lines, path);
+    for (size_t i = 0; i < n && found == NULL; i++) {
+        if (strstr(lines[i], needle) == NULL)
+            continue;
+        json_error_t jerr;
+        found = json_loads(lines[i], JSON_REJECT_DUPLICATES, &jerr);
+        if (found == NULL)
+            fail_msg("%s: not JSON (%s): %s", path, jerr.text, lines[i]);
+    }
+    it_lines_free(lines, n);
+    if (found == NULL)
+        fail_msg("%s: no record \"%s\"", path, msg);
+    return found;
+}
+
+/* Numbers in the JSON logs are JSON numbers, durations *_ms integers. */
+static void assert_log_numbers(const char *err_path, const char *durable)
+{
+    json_t *bound = log_record(err_path, "consumer bound");
+    assert_string_equal(json_string_value(json_object_get(bound, "durable")), durable);
+    assert_true(json_is_integer(json_object_get(bound, "ack_wait_ms")));
+    assert_true(json_integer_value(json_object_get(bound, "ack_wait_ms")) > 0);
+    assert_true(json_is_integer(json_object_get(bound, "max_deliver")));
+    json_decref(bound);
+
+    json_t *dl = log_record(err_path, "dead-lettered");
+    assert_string_equal(json_string_value(json_object_get(dl, "reason")), "rejected");
+    assert_true(json_is_integer(json_object_get(dl, "delivery_count")));
+    assert_int_equal(json_integer_value(json_object_get(dl, "delivery_count")), 1);
+    assert_true(json_is_integer(json_object_get(dl, "stream_seq")));
+    assert_true(json_integer_value(json_object_get(dl, "stream_seq")) > 0);
+    json_decref(dl);
+
+    json_t *stopped = log_record(err_path, "stopped");
+    assert_true(json_is_integer(json_object_get(stopped, "dead_lettered")));
+    assert_int_equal(json_integer_value(json_object_get(stopped, "dead_lettered")), 1);
+    json_decref(stopped);
+}
+
 static void reject_dead_lettered(void **state)
 {
     it_env *e = *state;
@@ -119,6 +168,7 @@ static void reject_dead_lettered(void **state)
     assert_int_equal(sum.rejected, 1);
     assert_int_equal(sum.dead_lettered, 1);
     assert_int_equal(sum.acked, 0);
+    assert_log_numbers(host.err_path, "rej");
     free(id);
     it_done(e);
 }

@@ -223,7 +223,7 @@ static void server_restart_midstream(void **state)
     it_done(e);
 }
 
-/* JSON log lines report hand-backs as "count":"N". */
+/* JSON log lines report hand-backs as "count":N. */
 static long handed_back(const char *err_log)
 {
     char **lines = NULL;
@@ -232,9 +232,9 @@ static long handed_back(const char *err_log)
     for (size_t i = 0; i < n; i++) {
         if (strstr(lines[i], "handed back undelivered messages") == NULL)
             continue;
-        const char *c = strstr(lines[i], "\"count\":\"");
+        const char *c = strstr(lines[i], "\"count\":");
         if (c != NULL)
-            total += atol(c + strlen("\"count\":\""));
+            total += atol(c + strlen("\"count\":"));
     }
     it_lines_free(lines, n);
     return total;

@@ -19,6 +19,7 @@
 #include "error.h"
 #include "jetstream.h"
 #include "loader.h"
+#include "log.h"
 
 /* How many plugins one host loads at most. */
 #define IB_HOST_MAX_PLUGINS 64
@@ -71,6 +72,17 @@ typedef struct ib_host_config {
  * process exit status: 0 clean stop, 1 runtime failure, 2 bad
  * configuration (a message naming the option has been logged). */
 int ib_host_run(const ib_host_config *config);
+
+/* Builds the line `ibus run` appends to --summary-file at exit: one JSON
+ * object, {"pid":..,"durable":"..","exit":..} followed by `fields` (the
+ * `n` counters of the "stopped" record, BORROWED), in that order, and a
+ * newline. Written with jansson: any durable name gives valid JSON (quotes
+ * and backslashes escaped, invalid UTF-8 as U+FFFD; NULL is null), and
+ * numbers stay JSON numbers (a u64 beyond INT64_MAX becomes a real).
+ * Returns a malloc'd string the caller frees, or NULL when out of memory
+ * or a field has no key. Pure. */
+char *ib_host_summary_line(long pid, const char *durable, int exit_code, const ib_log_field *fields,
+                           size_t n);
 
 /* Retention: how long a marker must outlive its event.
  *

@@ -195,7 +195,7 @@ static int parse_string(cursor *c, char **out)
     return 0;
 }
 
-int json_check_object(json_object *o, const char *s, size_t len, char *why, size_t why_len)
+int json_check_object(json_flat *o, const char *s, size_t len, char *why, size_t why_len)
 {
     cursor c = {(const unsigned char *)s, len, 0, why, why_len};
     memset(o, 0, sizeof(*o));
@@ -247,7 +247,7 @@ int json_check_object(json_object *o, const char *s, size_t len, char *why, size
     return 0;
 }
 
-void json_object_free(json_object *o)
+void json_flat_free(json_flat *o)
 {
     for (size_t i = 0; i < o->count; i++) {
         free(o->fields[i].key);
@@ -256,7 +256,7 @@ void json_object_free(json_object *o)
     o->count = 0;
 }
 
-const json_field *json_get(const json_object *o, const char *key)
+const json_field *json_get(const json_flat *o, const char *key)
 {
     for (size_t i = 0; i < o->count; i++)
         if (strcmp(o->fields[i].key, key) == 0)

@@ -15,17 +15,17 @@ typedef struct json_field {
     char *value; /* decoded, malloc'd; NULL for a JSON null */
 } json_field;
 
-typedef struct json_object {
+typedef struct json_flat {
     json_field fields[JSON_MAX_FIELDS];
     size_t count;
-} json_object;
+} json_flat;
 
 /* Parses `len` bytes at `s` as one object. Returns 0, or -1 with a reason in
- * `why`. Always release with json_object_free. */
-int json_check_object(json_object *out, const char *s, size_t len, char *why, size_t why_len);
-void json_object_free(json_object *o);
+ * `why`. Always release with json_flat_free. */
+int json_check_object(json_flat *out, const char *s, size_t len, char *why, size_t why_len);
+void json_flat_free(json_flat *o);
 
 /* The field named `key`, or NULL. */
-const json_field *json_get(const json_object *o, const char *key);
+const json_field *json_get(const json_flat *o, const char *key);
 
 #endif

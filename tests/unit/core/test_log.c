@@ -1,9 +1,15 @@
 /* The structured logger: every JSON line must parse back (strictly) to what
- * was logged, text lines must stay one line with no raw control bytes, and
- * records from many threads must never interleave. */
+ * was logged, with numbers as JSON numbers of the right kind, text lines
+ * must stay one line with no raw control bytes, and records from many
+ * threads must never interleave. */
 #include <fcntl.h>
+#include <float.h>
+#include <jansson.h>
+#include <locale.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +58,7 @@ static size_t count_lines(const char *s)
 }
 
 /* Parses the single line in `text` (which must end in exactly one '\n'). */
-static void parse_one(json_object *o, const char *text)
+static void parse_one(json_flat *o, const char *text)
 {
     size_t len = strlen(text);
     assert_true(len > 0);
@@ -65,7 +71,7 @@ static void parse_one(json_object *o, const char *text)
     assert_int_equal(rc, 0);
 }
 
-static void assert_field(const json_object *o, const char *key, const char *want)
+static void assert_field(const json_flat *o, const char *key, const char *want)
 {
     const json_field *f = json_get(o, key);
     assert_non_null(f);
@@ -105,14 +111,14 @@ static void json_escapes_awkward_values(void **state)
         capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
         ib_log_kv(IB_SEV_WARN, awkward[i].in, "value", awkward[i].in, awkward[i].in, "as-key",
                   "nothing", NULL, NULL);
-        json_object o;
+        json_flat o;
         parse_one(&o, capture_text(&c));
         assert_field(&o, "level", "warn");
         assert_field(&o, "msg", awkward[i].want);
         assert_field(&o, "value", awkward[i].want);
         assert_field(&o, "nothing", NULL);
         assert_field(&o, awkward[i].want, "as-key");
-        json_object_free(&o);
+        json_flat_free(&o);
         capture_close(&c);
     }
 }
@@ -132,7 +138,7 @@ static void json_long_value_is_cut_at_a_character(void **state)
     capture c;
     capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
     ib_log_kv(IB_SEV_INFO, "big", "v", big, NULL);
-    json_object o;
+    json_flat o;
     parse_one(&o, capture_text(&c));
     const json_field *f = json_get(&o, "v");
     assert_non_null(f);
@@ -142,7 +148,7 @@ static void json_long_value_is_cut_at_a_character(void **state)
     assert_int_equal(f->value[0], 'a');
     assert_int_equal(f->value[n - 1], 'a');
     assert_string_equal(f->value + n, "...(truncated)");
-    json_object_free(&o);
+    json_flat_free(&o);
     capture_close(&c);
     free(big);
 }
@@ -177,7 +183,7 @@ static void timestamp_is_rfc3339_utc_with_ms(void **state)
     capture c;
     capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
     ib_log_kv(IB_SEV_ERROR, "x", NULL);
-    json_object o;
+    json_flat o;
     parse_one(&o, capture_text(&c));
     const json_field *ts = json_get(&o, "ts");
     assert_non_null(ts);
@@ -187,7 +193,7 @@ static void timestamp_is_rfc3339_utc_with_ms(void **state)
     assert_string_equal(o.fields[0].key, "ts");
     assert_string_equal(o.fields[1].key, "level");
     assert_string_equal(o.fields[2].key, "msg");
-    json_object_free(&o);
+    json_flat_free(&o);
     capture_close(&c);
 }
 
@@ -197,13 +203,13 @@ static void reserved_keys_are_never_duplicated(void **state)
     capture c;
     capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
     ib_log_kv(IB_SEV_INFO, "real", "msg", "x", "level", "y", "ts", "z", NULL);
-    json_object o;
+    json_flat o;
     parse_one(&o, capture_text(&c)); /* the checker rejects duplicate keys */
     assert_field(&o, "msg", "real");
     assert_field(&o, "_msg", "x");
     assert_field(&o, "_level", "y");
     assert_field(&o, "_ts", "z");
-    json_object_free(&o);
+    json_flat_free(&o);
     capture_close(&c);
 }
 
@@ -236,11 +242,11 @@ static void logf_formats_message_and_component(void **state)
     capture c;
     capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
     ib_logf(IB_SEV_INFO, "loader", "plugin %s: %d handlers", "x.so", 3);
-    json_object o;
+    json_flat o;
     parse_one(&o, capture_text(&c));
     assert_field(&o, "msg", "plugin x.so: 3 handlers");
     assert_field(&o, "component", "loader");
-    json_object_free(&o);
+    json_flat_free(&o);
     capture_close(&c);
 
     /* longer than the stack buffer: formatted on the heap */
@@ -253,7 +259,7 @@ static void logf_formats_message_and_component(void **state)
     assert_field(&o, "msg", want);
     assert_field(&o, "level", "debug");
     assert_null(json_get(&o, "component"));
-    json_object_free(&o);
+    json_flat_free(&o);
     capture_close(&c);
 }
 
@@ -285,9 +291,9 @@ static void auto_format_follows_the_terminal(void **state)
     capture c;
     capture_open(&c, IB_LOG_FORMAT_AUTO, IB_SEV_DEBUG);
     ib_log_kv(IB_SEV_INFO, "auto", NULL);
-    json_object o;
+    json_flat o;
     parse_one(&o, capture_text(&c));
-    json_object_free(&o);
+    json_flat_free(&o);
     capture_close(&c);
 
     /* a pseudo-terminal: text */
@@ -359,7 +365,7 @@ static void concurrent_records_never_interleave(void **state)
     int total = 0;
     while ((n = getline(&line, &cap, f)) > 0) {
         assert_int_equal(line[n - 1], '\n');
-        json_object o;
+        json_flat o;
         char why[128];
         int rc = json_check_object(&o, line, (size_t)n - 1, why, sizeof(why));
         if (rc != 0)
@@ -374,7 +380,7 @@ static void concurrent_records_never_interleave(void **state)
         const char *filler = json_get(&o, "filler")->value;
         assert_int_equal(strlen(filler), 300);
         assert_int_equal(filler[299], 'a' + tid);
-        json_object_free(&o);
+        json_flat_free(&o);
         total++;
     }
     free(line);
@@ -409,6 +415,203 @@ static void names_parse(void **state)
     assert_int_equal(ib_log_sev_parse(&s, ""), -1);
 }
 
+/* Parses the single JSON line in `text` with jansson, refusing duplicate
+ * keys; `flags` may add JSON_DECODE_INT_AS_REAL. Free with json_decref. */
+static json_t *jansson_one(const char *text, size_t flags)
+{
+    assert_int_equal(count_lines(text), 1);
+    json_error_t jerr;
+    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES | flags, &jerr);
+    if (o == NULL)
+        print_error("jansson refused (%s): %s", jerr.text, text);
+    assert_true(json_is_object(o));
+    return o;
+}
+
+static void json_numbers_and_booleans_keep_their_types(void **state)
+{
+    (void)state;
+    capture c;
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+    ib_log(IB_SEV_INFO, "typed", IB_LOG_I64("count", 42), IB_LOG_I64("negative", -7),
+           IB_LOG_I64("i64_min", INT64_MIN), IB_LOG_U64("u64_small", 5),
+           IB_LOG_U64("u64_i64_max", (uint64_t)INT64_MAX), IB_LOG_F64("quarter", 0.25),
+           IB_LOG_F64("whole", 3.0), IB_LOG_F64("huge", 1e300), IB_LOG_F64("nan", NAN),
+           IB_LOG_F64("inf", INFINITY), IB_LOG_F64("ninf", -INFINITY), IB_LOG_BOOL("yes", true),
+           IB_LOG_BOOL("no", false), IB_LOG_STR("s", "quote\" back\\slash"),
+           IB_LOG_STR("none", NULL));
+    const char *text = capture_text(&c);
+    json_t *o = jansson_one(text, 0);
+    json_t *v = json_object_get(o, "count");
+    assert_true(json_is_integer(v) && json_integer_value(v) == 42);
+    v = json_object_get(o, "negative");
+    assert_true(json_is_integer(v) && json_integer_value(v) == -7);
+    v = json_object_get(o, "i64_min");
+    assert_true(json_is_integer(v) && json_integer_value(v) == INT64_MIN);
+    v = json_object_get(o, "u64_small");
+    assert_true(json_is_integer(v) && json_integer_value(v) == 5);
+    v = json_object_get(o, "u64_i64_max");
+    assert_true(json_is_integer(v) && json_integer_value(v) == INT64_MAX);
+    v = json_object_get(o, "quarter");
+    assert_true(json_is_real(v) && json_real_value(v) == 0.25);
+    v = json_object_get(o, "whole"); /* a real, not the integer 3 */
+    assert_true(json_is_real(v) && json_real_value(v) == 3.0);
+    v = json_object_get(o, "huge");
+    assert_true(json_is_real(v) && json_real_value(v) == 1e300);
+    assert_true(json_is_null(json_object_get(o, "nan")));
+    assert_true(json_is_null(json_object_get(o, "inf")));
+    assert_true(json_is_null(json_object_get(o, "ninf")));
+    assert_true(json_is_true(json_object_get(o, "yes")));
+    assert_true(json_is_false(json_object_get(o, "no")));
+    assert_string_equal(json_string_value(json_object_get(o, "s")), "quote\" back\\slash");
+    assert_true(json_is_null(json_object_get(o, "none")));
+    assert_string_equal(json_string_value(json_object_get(o, "msg")), "typed");
+    /* the exact text of the bare values */
+    assert_non_null(strstr(text, ",\"count\":42,\"negative\":-7,"));
+    assert_non_null(strstr(text, ",\"whole\":3.0,\"huge\":1e+300,\"nan\":null,"));
+    assert_non_null(strstr(text, ",\"yes\":true,\"no\":false,"));
+    json_decref(o);
+    capture_close(&c);
+}
+
+/* 2^64 - 1 does not fit jansson's signed integers: the text must still be
+ * the exact bare number, which a reader asked for reals takes. */
+static void json_u64_max_is_a_bare_number(void **state)
+{
+    (void)state;
+    capture c;
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+    ib_log(IB_SEV_INFO, "big", IB_LOG_U64("max", UINT64_MAX));
+    const char *text = capture_text(&c);
+    assert_non_null(strstr(text, ",\"max\":18446744073709551615}\n"));
+    json_t *o = jansson_one(text, JSON_DECODE_INT_AS_REAL);
+    json_t *v = json_object_get(o, "max");
+    assert_true(json_is_real(v) && json_real_value(v) == 18446744073709551615.0);
+    json_decref(o);
+    capture_close(&c);
+}
+
+/* Doubles are written with the fewest digits that read back exactly. */
+static void json_doubles_read_back_exactly(void **state)
+{
+    (void)state;
+    static const double values[] = {0.1,     1.0 / 3.0, -2.5,      123456789.125, 1e-300,
+                                    DBL_MAX, DBL_MIN,   5e-324,    -0.0,          1e21,
+                                    0.3,     2.0 / 3.0, 1e15 + 0.5};
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+        capture c;
+        capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+        ib_log(IB_SEV_INFO, "d", IB_LOG_F64("v", values[i]));
+        json_t *o = jansson_one(capture_text(&c), 0);
+        json_t *v = json_object_get(o, "v");
+        assert_true(json_is_real(v));
+        assert_true(json_real_value(v) == values[i]);
+        json_decref(o);
+        capture_close(&c);
+    }
+    capture c;
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+    ib_log(IB_SEV_INFO, "d", IB_LOG_F64("v", 0.1));
+    assert_non_null(strstr(capture_text(&c), "\"v\":0.1}")); /* not 0.10000000000000001 */
+    capture_close(&c);
+}
+
+/* A plugin that calls setlocale() may make printf's decimal point a
+ * comma; the JSON must still hold "0.5". Skipped where no such locale is
+ * installed. */
+static void json_doubles_ignore_the_locale(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8",  "fr_FR.UTF-8",
+                                        "fr_FR.utf8",  "ru_RU.UTF-8", "nl_NL.UTF-8"};
+    const char *set = NULL;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && set == NULL; i++)
+        set = setlocale(LC_NUMERIC, names[i]);
+    if (set == NULL || strcmp(localeconv()->decimal_point, ".") == 0) {
+        setlocale(LC_NUMERIC, "C");
+        skip();
+    }
+    capture c;
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+    ib_log(IB_SEV_INFO, "d", IB_LOG_F64("half", 0.5), IB_LOG_F64("third", 1.0 / 3.0),
+           IB_LOG_F64("big", 1.5e30));
+    setlocale(LC_NUMERIC, "C");
+    const char *text = capture_text(&c);
+    assert_non_null(strstr(text, "\"half\":0.5,"));
+    json_t *o = jansson_one(text, 0);
+    assert_true(json_real_value(json_object_get(o, "third")) == 1.0 / 3.0);
+    assert_true(json_real_value(json_object_get(o, "big")) == 1.5e30);
+    json_decref(o);
+    capture_close(&c);
+}
+
+static void typed_fields_keep_the_string_guarantees(void **state)
+{
+    (void)state;
+    capture c;
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+    /* reserved keys renamed; awkward keys and values escaped; an unknown
+     * kind (a field built by hand) is null */
+    ib_log_field odd = {.kind = (ib_log_kind)99, .key = "odd"};
+    ib_log(IB_SEV_WARN, "real", IB_LOG_U64("msg", 1), IB_LOG_BOOL("level", true),
+           IB_LOG_F64("ts", 1.5), IB_LOG_I64("we\"ird\n", -1),
+           IB_LOG_STR("bytes", "bad\xff\"}\n{\"forged\":\"1"), odd);
+    json_t *o = jansson_one(capture_text(&c), 0);
+    assert_string_equal(json_string_value(json_object_get(o, "msg")), "real");
+    assert_string_equal(json_string_value(json_object_get(o, "level")), "warn");
+    assert_true(json_is_string(json_object_get(o, "ts")));
+    assert_int_equal(json_integer_value(json_object_get(o, "_msg")), 1);
+    assert_true(json_is_true(json_object_get(o, "_level")));
+    assert_true(json_real_value(json_object_get(o, "_ts")) == 1.5);
+    assert_int_equal(json_integer_value(json_object_get(o, "we\"ird\n")), -1);
+    assert_string_equal(json_string_value(json_object_get(o, "bytes")),
+                        "bad\xef\xbf\xbd\"}\n{\"forged\":\"1");
+    assert_true(json_is_null(json_object_get(o, "odd")));
+    assert_int_equal(json_object_size(o), 9);
+    json_decref(o);
+    capture_close(&c);
+
+    /* the strict checker agrees on a record of strings written by ib_log */
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+    ib_log(IB_SEV_INFO, awkward[3].in, IB_LOG_STR("value", awkward[3].in));
+    json_flat jo;
+    parse_one(&jo, capture_text(&c));
+    assert_field(&jo, "value", awkward[3].want);
+    json_flat_free(&jo);
+    capture_close(&c);
+}
+
+static void text_renders_typed_fields(void **state)
+{
+    (void)state;
+    capture c;
+    capture_open(&c, IB_LOG_FORMAT_TEXT, IB_SEV_DEBUG);
+    ib_log(IB_SEV_INFO, "consumer bound", IB_LOG_STR("durable", "has space"),
+           IB_LOG_I64("ack_wait_ms", 30000), IB_LOG_I64("neg", -3), IB_LOG_U64("max", UINT64_MAX),
+           IB_LOG_F64("f", 0.25), IB_LOG_F64("whole", 2.0), IB_LOG_F64("nan", NAN),
+           IB_LOG_F64("inf", INFINITY), IB_LOG_F64("ninf", -INFINITY), IB_LOG_BOOL("yes", true),
+           IB_LOG_BOOL("no", false), IB_LOG_STR("none", NULL), IB_LOG_U64("msg", 7));
+    const char *text = capture_text(&c);
+    assert_int_equal(count_lines(text), 1);
+    assert_string_equal(text + 24, " INFO consumer bound durable=\"has space\" ack_wait_ms=30000 "
+                                   "neg=-3 max=18446744073709551615 f=0.25 whole=2.0 nan=NaN "
+                                   "inf=+Inf ninf=-Inf yes=true no=false none=- _msg=7\n");
+    capture_close(&c);
+}
+
+static void typed_records_below_the_minimum_are_dropped(void **state)
+{
+    (void)state;
+    capture c;
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_WARN);
+    ib_log(IB_SEV_INFO, "dropped", IB_LOG_U64("n", 1));
+    ib_log_fields(IB_SEV_ERROR, "no fields", NULL, 0);
+    const char *text = capture_text(&c);
+    assert_int_equal(count_lines(text), 1);
+    assert_non_null(strstr(text, "\"level\":\"error\",\"msg\":\"no fields\"}\n"));
+    capture_close(&c);
+}
+
 /* The checker must catch what a broken escaper would produce. */
 static void json_checker_rejects_invalid_lines(void **state)
 {
@@ -425,10 +628,10 @@ static void json_checker_rejects_invalid_lines(void **state)
         "[\"a\"]",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        json_object o;
+        json_flat o;
         char why[128];
         assert_int_not_equal(json_check_object(&o, bad[i], strlen(bad[i]), why, sizeof(why)), 0);
-        json_object_free(&o);
+        json_flat_free(&o);
     }
 }
 
@@ -444,6 +647,13 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(concurrent_records_never_interleave),
     cmocka_unit_test(names_parse),
     cmocka_unit_test(json_checker_rejects_invalid_lines),
+    cmocka_unit_test(json_numbers_and_booleans_keep_their_types),
+    cmocka_unit_test(json_u64_max_is_a_bare_number),
+    cmocka_unit_test(json_doubles_read_back_exactly),
+    cmocka_unit_test(json_doubles_ignore_the_locale),
+    cmocka_unit_test(typed_fields_keep_the_string_guarantees),
+    cmocka_unit_test(text_renders_typed_fields),
+    cmocka_unit_test(typed_records_below_the_minimum_are_dropped),
 };
 
 IB_TEST_MAIN(tests)
