@@ -89,6 +89,20 @@ static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
     ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
 }
 
+/* A redelivery on which every handler found the event already marked:
+ * the marks were durable and the ack never landed (lost, or the process
+ * died between the commit and the ack): the crash window at work. A
+ * producer's retry is a new message with delivery count 1; a RETRY of one
+ * handler brings its event back with that handler still unmarked; neither
+ * counts. */
+static bool redelivered_all_marked(const ib_delivery *d)
+{
+    const ib_delivery_counts *c = &d->counts;
+    unsigned other = c->handled + c->retried + c->rejected + c->busy + c->recorder_failed +
+                     c->coalesced + c->lost + c->exhausted + c->conflicts;
+    return d->delivery_count > 1 && c->duplicates > 0 && other == 0;
+}
+
 static void count_delivery(ib_host *h, const item *it)
 {
     const ib_delivery *d = it->delivery;
@@ -102,10 +116,7 @@ static void count_delivery(ib_host *h, const item *it)
     ib_metrics_add(h->metrics, IB_METRIC_DUPLICATES_DROPPED, c->duplicates);
     ib_metrics_add(h->metrics, IB_METRIC_HANDLER_FAILURES, c->retried + c->rejected);
     ib_metrics_add(h->metrics, IB_METRIC_CLAIMS_LOST, c->lost);
-    /* Skipped as marked on a redelivery: the marks were durable, the ack
-     * never landed (lost, or the process died first). A producer's retry
-     * is a new message with delivery count 1 and does not count here. */
-    if (d->delivery_count > 1 && c->duplicates > 0)
+    if (redelivered_all_marked(d))
         ib_metrics_add(h->metrics, IB_METRIC_REDELIVERED_DUPLICATES, c->duplicates);
     if (c->unhandled) {
         h->totals.unhandled++;

@@ -94,8 +94,9 @@ static const metric_info counter_info[IB_METRIC_COUNTER_COUNT] = {
                                   "rate() of it is the pruning rate."},
     [IB_METRIC_REDELIVERED_DUPLICATES] =
         {"ibus_redelivered_duplicates_total",
-         "Handler runs skipped as already marked on a redelivery (delivery count above 1): "
-         "marks were durable but the ack was lost or the process died before it."},
+         "Handler runs skipped as already marked on a redelivery (delivery count above 1) "
+         "whose every handler was marked: the marks were durable but the ack was lost or the "
+         "process died before it."},
 };
 
 static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {

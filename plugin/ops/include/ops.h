@@ -56,8 +56,9 @@ typedef enum ib_metric_counter {
     IB_METRIC_CLAIMS_LOST = 9,             /* handlers whose claim another owner took over */
     IB_METRIC_CONFLICTS = 10,              /* handlers not run: id marked with another payload */
     IB_METRIC_MARKERS_PRUNED = 11,         /* markers removed by background pruning */
-    IB_METRIC_REDELIVERED_DUPLICATES = 12, /* duplicates on a delivery count > 1: the
-                                              crash window (marked, ack lost) at work */
+    IB_METRIC_REDELIVERED_DUPLICATES = 12, /* duplicates on a delivery count > 1 whose
+                                              handlers were all marked: the crash window
+                                              (marked, ack lost) at work */
     IB_METRIC_COUNTER_COUNT
 } ib_metric_counter;
 
