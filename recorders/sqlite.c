@@ -775,8 +775,12 @@ static bool upkeep(sq_recorder *s, ib_error *err)
     while (st == IB_OK) {
         pthread_mutex_lock(&s->mu);
         bool more = ib__sq_filter_build_due(s);
+        int64_t t0 = ib_clock_monotonic_ns();
         if (more)
             st = ib__sq_run(s, TX_READ, body_build, NULL, err);
+        int64_t held = ib_clock_monotonic_ns() - t0;
+        if (held > s->upkeep_hold_max_ns)
+            s->upkeep_hold_max_ns = held;
         more = more && ib__sq_filter_build_due(s);
         pthread_mutex_unlock(&s->mu);
         if (!more || ib_clock_monotonic_ms() - start >= IB__SQ_UPKEEP_BUILD_MS)

@@ -186,7 +186,10 @@ typedef struct sq_recorder {
     char *scan_consumer, *scan_event; /* the scan's cursor (exclusive) */
     int64_t filter_started_ms;
     uint64_t filter_builds, stale_rebuilds;
-    int64_t upkeep_at; /* monotonic ms of the last upkeep; 0 = never */
+    uint64_t catchup_rows;      /* journal rows the catch-ups read */
+    uint64_t filter_chunks;     /* read transactions of filter builds */
+    int64_t upkeep_hold_max_ns; /* the longest one upkeep transaction took */
+    int64_t upkeep_at;          /* monotonic ms of the last upkeep; 0 = never */
     /* the schema check (sqlite_exec.c) and the WAL (sqlite.c) */
     long long data_version;
     bool version_known;
@@ -356,7 +359,7 @@ bool ib__sq_filter_build_due(const sq_recorder *s);
  * host's keeper, a few times a second) builds the filter IB__SQ_FILTER_CHUNK
  * keys per read transaction, for at most IB__SQ_UPKEEP_BUILD_MS per call. */
 #define IB__SQ_BEAT_MS 1000
-#define IB__SQ_FILTER_CHUNK 4096
+#define IB__SQ_FILTER_CHUNK 2048
 #define IB__SQ_UPKEEP_BUILD_MS 40
 
 /* ---- marker counts (sqlite_counts.c) -------------------------------------- */

@@ -148,8 +148,10 @@ int ib__sq_catch_up(sq_recorder *s)
     uint64_t from = tail_row < s->filter_row ? tail_row : s->filter_row, last = 0;
     sqlite3_stmt *st = s->q[Q_JOURNAL_READ];
     rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)from);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         rc = apply_row(s, st, &last);
+        s->catchup_rows++;
+    }
     int rrc = sqlite3_reset(st);
     if (last > s->filter_row)
         s->filter_row = last;

@@ -20,7 +20,7 @@
  *    (stopped, hung) is passed over, and finds on its return that it fell
  *    behind: it builds its filter again, once, and says so in the log.
  *  - The filter is built from the B-tree in short read transactions of
- *    IB__SQ_FILTER_CHUNK keys each, the recorder mutex released between them,
+ *    IB__SQ_FILTER_CHUNK (2048) keys each, the recorder mutex released between them,
  *    from the upkeep (the host's keeper thread); until it is complete a new
  *    key costs a B-tree probe instead of none. Marks in the journal reach
  *    it through the catch-up, so it is complete once the scan ends.
@@ -209,6 +209,7 @@ static void filter_finish(sq_recorder *s)
 /* Scans up to `chunk` keys of the B-tree after the cursor into the filter. */
 static int filter_step(sq_recorder *s, unsigned chunk)
 {
+    s->filter_chunks++;
     sqlite3_stmt *st = s->q[Q_FILTER_SCAN];
     unsigned rows = 0;
     uint8_t id[16];
