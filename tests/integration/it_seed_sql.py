@@ -14,7 +14,9 @@ two live `ibus run` processes use:
   4. events with all those ids and thirty fresh ones are published: the
      audit handler runs for the thirty fresh ones only, once each;
   5. the seed's SELECT finds every mark ibus made;
-  6. a repeated INSERT OR IGNORE is harmless; an id that is no uuid is refused.
+  6. a repeated INSERT OR IGNORE is harmless; an id that is no uuid is refused;
+  7. a file stamped by a (simulated) newer version stops a running process:
+     it claims nothing more, logs why and exits 2 (issue 23, part 4).
 Every process is stopped by its PID, also on failure; loopback only.
 
 usage: it_seed_sql.py --ibus EXE --plugin-audit SO --nats-server EXE
@@ -200,6 +202,38 @@ def run(args, tmp, procs):
         code = procs.stop(name, p)
         assert code == 0, f"{name} exited with {code}"
     log(f"ok: seed marks {len(seeded) + len(live)} dropped, {len(fresh)} handled once")
+    newer_version(args, tmp, procs, url, path, audit)
+
+
+def newer_version(args, tmp, procs, url, path, audit):
+    """A newer version migrates the file under a running process (simulated
+    by stamping user_version): the process stops claiming, says why, and
+    exits 2 so its supervisor does not restart it into the same state."""
+    p = procs.start("ibus-old", [
+        args.ibus, "run", "--nats-url", url, "--durable", "ibus",
+        "--plugin", args.plugin_audit, "--plugin-config", "audit=file=" + audit,
+        "--recorder", "sqlite:" + path, "--log-format", "json"])
+    time.sleep(1.5)
+    assert p.poll() is None, f"ibus-old exited with {p.returncode}"
+    with sqlite3.connect(path, timeout=30) as c:
+        c.execute("PRAGMA user_version = 6")
+    before = len(audit_ids(audit))
+    event = os.path.join(tmp, "one.jsonl")
+    with open(event, "w") as f:
+        f.write(json.dumps({"type": "order.created", "payload": "{}"}) + "\n")
+    with open(event) as stdin:
+        subprocess.run([args.ibus, "publish", "--nats-url", url, "--prefix", "events"],
+                       stdin=stdin, capture_output=True, timeout=60)
+    try:
+        code = p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the process went on after its file was migrated by a newer version")
+    assert code == 2, f"exit {code}, expected 2"
+    with open(os.path.join(tmp, "ibus-old.log")) as f:
+        text = f.read()
+    assert "schema is now version 6" in text, "the log does not say why it stopped"
+    assert len(audit_ids(audit)) == before, "a handler ran on a file of another schema"
+    log("ok: a newer schema stops the running process with exit 2")
 
 
 def main():

@@ -540,6 +540,30 @@ static void test_v2_with_foreign_outbox_refused(void **state)
     assert_non_null(strstr(err.msg, "processed_outbox"));
 }
 
+/* A newer version migrates the file while this recorder has it open: the
+ * next transaction sees the new user_version and refuses, IB_ERR_SCHEMA,
+ * writing nothing (issue 23, part 4). */
+static void test_schema_changed_under_an_open_recorder(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_uri("sqlite:%s", "live.db");
+    mark_n(r, "c", 0, 3);
+    sqlite3 *db = raw_open("live.db");
+    exec_raw(db, "PRAGMA user_version = 6");
+    sqlite3_close(db);
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 7);
+    ib_claim_state cs;
+    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, "A", 1000, &err), IB_ERR_SCHEMA);
+    assert_non_null(strstr(err.msg, "schema is now version 6, this process speaks version 5"));
+    bool done = true;
+    assert_int_equal(ib_recorder_is_processed(r, &done, "c", id, &err), IB_ERR_SCHEMA);
+    ib_recorder_close(r);
+    db = raw_open("live.db");
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 3);
+    sqlite3_close(db);
+}
+
 static void test_newer_schema_refused(void **state)
 {
     (void)state;
@@ -731,6 +755,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_migrates_version_3, setup, teardown),
     cmocka_unit_test_setup_teardown(test_v2_with_foreign_outbox_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_schema_changed_under_an_open_recorder, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unknown_layout_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_prune_in_batches, setup, teardown),
     cmocka_unit_test_setup_teardown(test_held_write_lock_is_waited_out, setup, teardown),
