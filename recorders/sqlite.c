@@ -98,8 +98,12 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_JOURNAL_READ] = "SELECT seq, consumer, states FROM processed_journal WHERE seq > ?1 "
                        "ORDER BY seq",
     [Q_JOURNAL_TRIM] = "DELETE FROM processed_journal WHERE seq <= ?1",
-    [Q_MERGE_STATE] = "SELECT merged_seq, trimmed_seq FROM processed_merge",
-    [Q_MERGE_SET] = "UPDATE processed_merge SET merged_seq = ?1, trimmed_seq = ?2",
+    /* counted_seq: the merge processed_counts last followed. Only merges of
+     * version 5 or later raise it; an older process's merge leaves it
+     * behind, and the next merge of ours counts the B-tree again. */
+    [Q_MERGE_STATE] = "SELECT merged_seq, trimmed_seq, counted_seq FROM processed_merge",
+    [Q_MERGE_SET] = "UPDATE processed_merge SET merged_seq = ?1, trimmed_seq = ?2, "
+                    "counted_seq = ?1",
     /* A merge inserts, and counts what it inserted (sqlite_counts.c); a
      * key that has a row already was forgotten and marked again. */
     [Q_MARKER_PUT] = "INSERT OR IGNORE INTO processed_markers (consumer, event_id, ts, fp) "

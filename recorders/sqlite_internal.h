@@ -177,6 +177,7 @@ typedef struct sq_recorder {
     int64_t beat_at;                    /* lease clock of its last committed beat */
     int64_t beat_pending;               /* a beat in the open transaction */
     uint64_t trimmed_seen;              /* trimmed_seq at the last catch-up */
+    bool counts_stale; /* an older version merged since processed_counts was kept */
     /* the filter's build (sqlite_readers.c) */
     bool filter_complete;             /* it knows every key processed_markers may hold */
     bool filter_building;             /* a scan of the B-tree is under way */

@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "uuid.h"
 
 /* --- the catch-up --------------------------------------------------------- */
@@ -109,6 +110,7 @@ static int read_merge_state(sq_recorder *s, uint64_t *merged, uint64_t *trimmed)
     if (rc == SQLITE_ROW) {
         *merged = (uint64_t)sqlite3_column_int64(st, 0);
         *trimmed = (uint64_t)sqlite3_column_int64(st, 1);
+        s->counts_stale = (uint64_t)sqlite3_column_int64(st, 2) != *merged;
         rc = SQLITE_DONE;
     }
     int rrc = sqlite3_reset(st);
@@ -400,12 +402,31 @@ static int trim(sq_recorder *s, uint64_t previous, uint64_t upto)
     return rc;
 }
 
+/* An older version merged since the counts were last kept (it does not
+ * keep them): count the B-tree again, once, and say so. */
+static int recount(sq_recorder *s)
+{
+    ib_log(IB_SEV_WARN,
+           "an older infinity-bus merged this marker file; counting its markers again (one scan)",
+           IB_LOG_STR("recorder", s->name));
+    int rc = sqlite3_exec(s->db, "DELETE FROM processed_counts", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db,
+                          "INSERT INTO processed_counts (consumer, markers, oldest_ms, newest_ms) "
+                          "SELECT consumer, count(*), min(ts), max(ts) FROM processed_markers "
+                          "GROUP BY consumer",
+                          NULL, NULL, NULL);
+    return rc;
+}
+
 int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
 {
     ib__sq_merge_ctx *c = vctx;
     (void)local;
     c->moved = 0;
     int rc = ib__sq_catch_up(s);
+    if (rc == SQLITE_OK && s->counts_stale)
+        rc = recount(s);
     if (rc != SQLITE_OK)
         return rc;
     uint64_t upto = s->tail.seen >> IB__SQ_SEQ_SHIFT;

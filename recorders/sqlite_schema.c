@@ -325,6 +325,11 @@ static int from_v4(sqlite3 *db)
                       "SELECT consumer, count(*), min(ts), max(ts) FROM processed_markers "
                       "GROUP BY consumer");
     if (rc == SQLITE_OK)
+        rc = exec(db, "ALTER TABLE processed_merge ADD COLUMN counted_seq INTEGER NOT NULL "
+                      "DEFAULT 0");
+    if (rc == SQLITE_OK)
+        rc = exec(db, "UPDATE processed_merge SET counted_seq = merged_seq");
+    if (rc == SQLITE_OK)
         rc = exec(db, CREATE_READERS);
     if (rc == SQLITE_OK)
         rc = exec(db, CREATE_LOG_TRIGGER);

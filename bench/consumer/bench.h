@@ -129,9 +129,10 @@ ib_status ib__bench_consumer_create(jsCtx *js, const char *stream, const char *d
 #define IB__BENCH_MAX_PROCS 4
 
 typedef enum ib__bench_kind {
-    IB__BENCH_BARE,        /* bench_bare: ack only */
-    IB__BENCH_BARE_DECODE, /* bench_bare --decode */
-    IB__BENCH_IBUS,        /* ibus run with the no-op plugin */
+    IB__BENCH_BARE,           /* bench_bare: ack only */
+    IB__BENCH_BARE_DECODE,    /* bench_bare --decode */
+    IB__BENCH_BARE_PIPELINED, /* bench_bare --pipeline 2 */
+    IB__BENCH_IBUS,           /* ibus run with the no-op plugin */
 } ib__bench_kind;
 
 typedef enum ib__bench_recorder {
@@ -151,6 +152,7 @@ typedef struct ib__bench_config {
     int concurrency;             /* ibus --concurrency; 0 = its default */
     int sleep_ms;                /* handler time per event; 0 = none */
     int batch;                   /* ibus --batch; 0 = the run's --batch */
+    int join_ms; /* processes after the first start this much later, as a user scales out */
 } ib__bench_config;
 
 /* What every launch needs: programs, server, scratch directory. */

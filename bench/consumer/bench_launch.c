@@ -44,6 +44,35 @@ static const char *recorder_uri(char *buf, size_t len, const ib__bench_env *env,
     return buf;
 }
 
+/* Starts the row's processes from `argv` (`argc` entries). A joiner is
+ * `sh -c '... sleep S ...; exec "$0" "$@"' ibus run ...`: the same pid, started
+ * join_ms after the first, while it is busy, as a user scales out. */
+static ib_status spawn_all(ib__bench_launch *l, const ib__bench_env *env, const ib__bench_config *c,
+                           const char *durable, char **argv, int argc, ib_error *err)
+{
+    char sleep_cmd[128];
+    char *joiner[56];
+    /* stopped before it joined (a short run): a clean exit */
+    snprintf(sleep_cmd, sizeof(sleep_cmd),
+             "trap 'exit 0' TERM; sleep %d.%03d & wait $!; trap - TERM; exec \"$0\" \"$@\"",
+             c->join_ms / 1000, c->join_ms % 1000);
+    joiner[0] = "/bin/sh";
+    joiner[1] = "-c";
+    joiner[2] = sleep_cmd;
+    for (int k = 0; k <= argc; k++)
+        joiner[3 + k] = argv[k];
+    for (int i = 0; i < c->processes; i++) {
+        snprintf(l->logs[i], sizeof(l->logs[i]), "%s/%s.%d.log", env->dir, durable, i);
+        pid_t pid = ib__bench_spawn(l->logs[i], i > 0 && c->join_ms > 0 ? joiner : argv);
+        if (pid < 0) {
+            ib__bench_launch_stop(l);
+            return ib_error_set(err, IB_ERR_IO, "%s: cannot start %s", c->label, argv[0]);
+        }
+        l->pids[l->n++] = pid;
+    }
+    return IB_OK;
+}
+
 ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
                                  const ib__bench_config *c, const char *stream, const char *durable,
                                  const char *callgrind_out, ib_error *err)
@@ -79,6 +108,10 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
         argv[a++] = batch;
         if (c->kind == IB__BENCH_BARE_DECODE)
             argv[a++] = "--decode";
+        if (c->kind == IB__BENCH_BARE_PIPELINED) {
+            argv[a++] = "--pipeline";
+            argv[a++] = "2";
+        }
     } else {
         argv[a++] = (char *)env->ibus;
         argv[a++] = "run";
@@ -113,16 +146,7 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
     }
     argv[a] = NULL;
 
-    for (int i = 0; i < c->processes; i++) {
-        snprintf(l->logs[i], sizeof(l->logs[i]), "%s/%s.%d.log", env->dir, durable, i);
-        pid_t pid = ib__bench_spawn(l->logs[i], argv);
-        if (pid < 0) {
-            ib__bench_launch_stop(l);
-            return ib_error_set(err, IB_ERR_IO, "%s: cannot start %s", c->label, argv[0]);
-        }
-        l->pids[l->n++] = pid;
-    }
-    return IB_OK;
+    return spawn_all(l, env, c, durable, argv, a, err);
 }
 
 /* Sums `key` (e.g. "\"acked\":" or "acked=") over every line of a file. */

@@ -48,36 +48,47 @@ static const double ratios[IB__BENCH_COLUMNS] = {0.0, 0.10, 0.50};
 
 /* The throughput rows, in table order; the first is the baseline. */
 static const ib__bench_config rows[] = {
-    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0},
-    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0, 0},
-    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0},
-    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0},
-    {"ibus run, sqlite synchronous=full", IB__BENCH_IBUS, IB__BENCH_SQLITE_FULL, 1, 0, 0, 0},
-    {"2 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 2, 0, 0, 0},
-    {"3 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3, 0, 0, 0},
-    {"ibus run, kv: 1 replica", IB__BENCH_IBUS, IB__BENCH_KV1, 1, 0, 0, 0},
-    {"ibus run, kv: 3 replicas (3-node cluster)", IB__BENCH_IBUS, IB__BENCH_KV3, 1, 0, 0, 0},
-    {"ibus run --batch 256, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 256},
+    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0, 0},
+    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0, 0, 0},
+    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0, 0},
+    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0, 0},
+    {"ibus run, sqlite synchronous=full", IB__BENCH_IBUS, IB__BENCH_SQLITE_FULL, 1, 0, 0, 0, 0},
+    {"2 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 2, 0, 0, 0,
+     0},
+    {"3 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3, 0, 0, 0,
+     0},
+    {"ibus run, kv: 1 replica", IB__BENCH_IBUS, IB__BENCH_KV1, 1, 0, 0, 0, 0},
+    {"ibus run, kv: 3 replicas (3-node cluster)", IB__BENCH_IBUS, IB__BENCH_KV3, 1, 0, 0, 0, 0},
+    {"ibus run --batch 256, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 256,
+     0},
+    {"bare, two pipelined pull requests", IB__BENCH_BARE_PIPELINED, 0, 1, 0, 0, 0, 0},
+    /* processes started the way a user scales out: one, then more while it is busy */
+    {"3 x ibus run, one file, 2 join after 1.5 s", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3, 0, 0,
+     0, 1500},
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 
 static const ib__bench_config slow_rows[] = {
-    {"ibus run --concurrency 1, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 1, 5,
+    {"ibus run --concurrency 1, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 1, 5, 0,
      0},
     {"ibus run --concurrency 16, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 16, 5,
+     0, 0},
+    {"ibus run, 1 ms handler, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 1, 0,
      0},
+    {"3 x ibus run, 1 ms handler, 2 join after 0.3 s", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3,
+     0, 1, 0, 300},
 };
 
 static const ib__bench_config latency_rows[] = {
-    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0},
-    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0},
-    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0},
+    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0, 0},
+    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0, 0},
+    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0, 0},
 };
 
 static const ib__bench_config callgrind_rows[IB__BENCH_CALLGRIND_ROWS] = {
-    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0, 0},
-    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0},
-    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0},
+    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0, 0, 0},
+    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0, 0},
+    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0, 0},
 };
 
 typedef struct bench_opts {
@@ -452,7 +463,7 @@ static void slow(bench *b)
 {
     if (!fill(b, "SLOW", "bench.slow", b->o.slow_messages, 0.10, 2))
         return;
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < IB__BENCH_SLOW_ROWS; i++) {
         ib__bench_cell *cell = &b->r.slow[i];
         ib__bench_rate rate;
         b->r.slow_labels[i] = slow_rows[i].label;
@@ -513,9 +524,9 @@ static void latency(bench *b)
 static void memory(bench *b)
 {
     static const ib__bench_config sqlite_row = {
-        "ibus run, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0};
+        "ibus run, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0, 0};
     static const ib__bench_config memory_row = {
-        "ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0};
+        "ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0, 0};
     ib__bench_rate rate;
     ib_error e;
 

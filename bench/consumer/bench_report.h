@@ -9,7 +9,8 @@
 #include "bench.h"
 
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
-#define IB__BENCH_MAX_ROWS 10
+#define IB__BENCH_MAX_ROWS 12
+#define IB__BENCH_SLOW_ROWS 4
 
 #define IB__BENCH_MAX_REPEAT 9
 
@@ -40,11 +41,14 @@ typedef struct ib__bench_report {
                                                decode, rows[2] memory, rows[3] sqlite normal,
                                                rows[6] 3 x sqlite, rows[7] kv: 1
                                                replica, rows[8] kv: 3, rows[9]
-                                               sqlite --batch 256 */
+                                               sqlite --batch 256, rows[10]
+                                               bare with two pull requests, rows[11]
+                                               3 x sqlite, two joining */
     size_t row_count;
 
-    const char *slow_labels[2]; /* concurrency 1, 16 */
-    ib__bench_cell slow[2];
+    const char *slow_labels[IB__BENCH_SLOW_ROWS]; /* 1 ms x1, 1 ms x3 joining, 5 ms at
+                                                     concurrency 1, 16 */
+    ib__bench_cell slow[IB__BENCH_SLOW_ROWS];
 
     double latency_rate;
     const char *latency_labels[3];
