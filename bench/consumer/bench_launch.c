@@ -29,6 +29,9 @@ static const char *recorder_uri(char *buf, size_t len, const ib__bench_env *env,
     case IB__BENCH_SQLITE_FULL:
         snprintf(buf, len, "sqlite:%s/%s.db?synchronous=full", env->dir, durable);
         break;
+    case IB__BENCH_SQLITE_BIG:
+        snprintf(buf, len, "sqlite:%s/%s.db", env->dir, durable);
+        break;
     case IB__BENCH_KV1:
         /* No url=: ibus opens it on its own connection to the stream's server. */
         snprintf(buf, len, "kv:bench_%s?create=1&replicas=1", durable);
@@ -61,6 +64,16 @@ static ib_status spawn_all(ib__bench_launch *l, const ib__bench_env *env, const 
     joiner[2] = sleep_cmd;
     for (int k = 0; k <= argc; k++)
         joiner[3 + k] = argv[k];
+    if (c->recorder == IB__BENCH_SQLITE_BIG) {
+        char copy[700];
+        snprintf(copy, sizeof(copy), "%s/%s.db", env->dir, durable);
+        if (env->big_template == NULL)
+            return ib_error_set(err, IB_ERR_INVALID_ARG, "%s: no template file", c->label);
+        ib_status st = ib__bench_copy_file(env->big_template, copy, err);
+        if (st != IB_OK)
+            return st;
+    }
+    l->started_ns = ib__bench_now_ns();
     for (int i = 0; i < c->processes; i++) {
         snprintf(l->logs[i], sizeof(l->logs[i]), "%s/%s.%d.log", env->dir, durable, i);
         pid_t pid = ib__bench_spawn(l->logs[i], i > 0 && c->join_ms > 0 ? joiner : argv);

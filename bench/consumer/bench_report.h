@@ -9,7 +9,7 @@
 #include "bench.h"
 
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
-#define IB__BENCH_MAX_ROWS 12
+#define IB__BENCH_MAX_ROWS 13
 #define IB__BENCH_SLOW_ROWS 4
 
 #define IB__BENCH_MAX_REPEAT 9
@@ -21,6 +21,7 @@ typedef struct ib__bench_cell {
     double consumer_cpu, server_cpu; /* cores busy between the first and the last ack, mean */
     double samples[IB__BENCH_MAX_REPEAT];
     int nsamples;
+    double startup_ms; /* exec of the first process to the first ack, worst repetition */
 } ib__bench_cell;
 
 typedef struct ib__bench_row {
@@ -31,7 +32,7 @@ typedef struct ib__bench_row {
 
 typedef struct ib__bench_report {
     char header[512];
-    size_t messages, slow_messages, markers, callgrind_events;
+    size_t messages, slow_messages, markers, callgrind_events, big_markers;
     int repeat;
     long batch;
     int64_t poll_ms;
@@ -43,7 +44,8 @@ typedef struct ib__bench_report {
                                                replica, rows[8] kv: 3, rows[9]
                                                sqlite --batch 256, rows[10]
                                                bare with two pull requests, rows[11]
-                                               3 x sqlite, two joining */
+                                               3 x sqlite, two joining, rows[12]
+                                               sqlite normal on a file of big_markers */
     size_t row_count;
 
     const char *slow_labels[IB__BENCH_SLOW_ROWS]; /* 1 ms x1, 1 ms x3 joining, 5 ms at
