@@ -114,6 +114,8 @@ static void count_delivery(ib_host *h, const item *it)
 {
     const ib_delivery *d = it->delivery;
     const ib_delivery_counts *c = &d->counts;
+    if (c->handled > 0 && h->first_handled_ms < 0)
+        h->first_handled_ms = ib_clock_monotonic_ms() - h->opened_at_ms;
     h->totals.handled += c->handled;
     h->totals.duplicates += c->duplicates;
     h->totals.retried += c->retried;
@@ -215,6 +217,12 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
     ib_host *h = ctx;
     if (!healthy)
         ib_metrics_add(h->metrics, IB_METRIC_RECORDER_ERRORS, 1);
+    if (!healthy && e != NULL && e->status == IB_ERR_SCHEMA &&
+        atomic_exchange(&h->schema_changed, 1) == 0)
+        ib_log_kv(IB_SEV_ERROR,
+                  "marker file changed schema under this process; it stops claiming and exits 2 "
+                  "(upgrade it to the version that migrated the file)",
+                  "recorder", h->cfg->recorder, "error", e->msg, NULL);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
     /* One line per change of state, not per failed call. */
     if (atomic_exchange(&h->recorder_down, !healthy) == !healthy)
