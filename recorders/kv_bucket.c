@@ -307,6 +307,46 @@ ib_status ib__kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
     return st;
 }
 
+/* The attempts written in the claim epoch `key`. */
+static ib_status claim_attempts(kv_recorder *k, uint32_t *attempts, const kv_key *key,
+                                ib_error *err)
+{
+    char subject[KV_SUBJECT_MAX];
+    kv_read rd;
+    snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
+             key->epoch);
+    ib_status st = ib__kv_read_last(k, &rd, subject, err);
+    unsigned long long n = st == IB_OK && rd.found ? strtoull(rd.value, NULL, 10) : 0;
+    *attempts = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    return st;
+}
+
+ib_status ib__kv_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                               ib_error *err)
+{
+    kv_recorder *k = kv_of(r);
+    key_walk w;
+    ib_status st = walk_keys(k, &w, err);
+    if (st != IB_OK)
+        return st;
+    qsort(w.keys, w.n, sizeof(*w.keys), cmp_key);
+    for (size_t i = 0; i < w.n && st == IB_OK; i++) {
+        const kv_key *key = &w.keys[i];
+        const kv_key *next = i + 1 < w.n ? &w.keys[i + 1] : NULL;
+        bool same_id =
+            next != NULL && strcmp(next->hex, key->hex) == 0 && strcmp(next->id, key->id) == 0;
+        uint32_t attempts = 0;
+        /* as in stats: the last 'c' of an id is its highest epoch, and a
+         * 'd' after it means done */
+        if (key->type != 'c' || same_id || (st = claim_attempts(k, &attempts, key, err)) != IB_OK)
+            continue;
+        out->attempted += attempts > 0;
+        out->exhausted += attempts >= max_attempts;
+    }
+    walk_free(&w);
+    return st;
+}
+
 static int cmp_newest(const void *a, const void *b)
 {
     const kv_key *x = a, *y = b;

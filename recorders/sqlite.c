@@ -513,7 +513,8 @@ static ib_status sq_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const ch
     return st;
 }
 
-/* Forgetting is a new state like any other: not marked, claim kept. */
+/* Forgetting is a new state like any other: not marked, no attempts,
+ * claim kept. */
 static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
 {
     lookup_ctx *c = vctx;
@@ -524,12 +525,13 @@ static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
     if (rc == SQLITE_OK)
         rc = ib__sq_state_get(s, &st, &key);
     c->found = rc == SQLITE_OK && st.done;
-    if (!c->found)
+    if (rc != SQLITE_OK || (!c->found && st.attempts == 0))
         return rc;
     st.done = false;
     st.ts = 0;
     st.fp = 0;
-    return ib__sq_state_put(s, &key, &st, true);
+    st.attempts = 0;
+    return ib__sq_state_put(s, &key, &st, c->found);
 }
 
 static ib_status sq_forget(ib_recorder *r, bool *existed, const char *consumer,
@@ -730,6 +732,104 @@ static ib_status sq_list(ib_recorder *r, const char *consumer, size_t limit,
 {
     list_ctx c = {.consumer = consumer, .limit = limit, .visit = visit, .ctx = ctx};
     return ib__sq_run_locked(sq(r), TX_READ, body_list, &c, err);
+}
+
+/* --- the end of attempts ------------------------------------------------- */
+
+/* A dead letter's new state for each key: no attempts, claim kept; a key
+ * marked or without attempts is not written. */
+static int body_end_attempts(sq_recorder *s, void *vctx, ib_error *local)
+{
+    batch_ctx *c = vctx;
+    sq_state st;
+    (void)local;
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++) {
+        rc = ib__sq_state_get(s, &st, &c->keys[i]);
+        if (rc != SQLITE_OK || st.done || st.attempts == 0)
+            continue;
+        st.attempts = 0;
+        rc = ib__sq_state_put(s, &c->keys[i], &st, false);
+    }
+    return rc;
+}
+
+static ib_status sq_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n};
+    return run_write(sq(r), body_end_attempts, &c, err);
+}
+
+typedef struct inspect_ctx {
+    ib_marker_key key;
+    ib_marker_state *out;
+} inspect_ctx;
+
+static int body_inspect(sq_recorder *s, void *vctx, ib_error *local)
+{
+    inspect_ctx *c = vctx;
+    sq_state st;
+    (void)local;
+    int rc = ib__sq_catch_up(s);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_state_get(s, &st, &c->key);
+    memset(c->out, 0, sizeof(*c->out));
+    if (rc != SQLITE_OK)
+        return rc;
+    int64_t left = st.owner[0] != '\0' ? st.expires - s->base.lease_now_ms() : 0;
+    c->out->marked = st.done;
+    c->out->ts_ms = st.done ? st.ts : 0;
+    c->out->attempts = st.attempts;
+    memcpy(c->out->owner, st.owner, sizeof(c->out->owner));
+    c->out->owner[IB_OWNER_MAX] = '\0';
+    c->out->lease_left_ms = left > 0 ? left : 0;
+    return SQLITE_OK;
+}
+
+static ib_status sq_inspect(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                            const char *event_id, ib_error *err)
+{
+    inspect_ctx c = {.key = {consumer, event_id}, .out = out};
+    return ib__sq_run_locked(sq(r), TX_READ, body_inspect, &c, err);
+}
+
+typedef struct attempt_stats_ctx {
+    ib_attempt_stats *out;
+    uint32_t max_attempts;
+} attempt_stats_ctx;
+
+/* After a full merge the B-trees hold every key's newest state: a claim
+ * row with attempts and no marker is a key attempted and not ended. An
+ * admin call, so its statement is prepared for the one use. */
+static int body_attempt_stats(sq_recorder *s, void *vctx, ib_error *local)
+{
+    const char *sql = "SELECT count(*), coalesce(sum(c.attempts >= ?1), 0) FROM processed_claims c "
+                      "WHERE c.attempts > 0 AND NOT EXISTS (SELECT 1 FROM processed_markers m "
+                      "WHERE m.consumer = c.consumer AND m.event_id = c.event_id)";
+    const attempt_stats_ctx *c = vctx;
+    ib_attempt_stats *out = c->out;
+    sqlite3_stmt *q = NULL;
+    (void)local;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(q, 1, c->max_attempts);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        out->attempted = (uint64_t)sqlite3_column_int64(q, 0);
+        out->exhausted = (uint64_t)sqlite3_column_int64(q, 1);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static ib_status sq_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                                  ib_error *err)
+{
+    attempt_stats_ctx c = {out, max_attempts};
+    ib_status st = ib__sqlite_merge(r, NULL, err);
+    if (st == IB_OK)
+        st = ib__sq_run_locked(sq(r), TX_READ, body_attempt_stats, &c, err);
+    return st;
 }
 
 static uint64_t file_size(const char *path, const char *suffix)
@@ -1153,6 +1253,9 @@ static const ib_recorder_ops sq_ops = {
     .wal_bytes = sq_wal_bytes,
     .upkeep = sq_upkeep,
     .lock_wait_max_ns = sq_lock_wait_max_ns,
+    .end_attempts = sq_end_attempts,
+    .inspect = sq_inspect,
+    .attempt_stats = sq_attempt_stats,
 };
 
 /* --- hooks ------------------------------------------------------------------ */

@@ -56,6 +56,13 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
                IB_LOG_U64("stream_seq", it->meta.stream_seq), IB_LOG_STR("error", e.msg));
         return;
     }
+    /* Only once the dead letter is published: a crash before this point
+     * leaves the attempts spent, so a redelivery is dead-lettered again at
+     * once (JetStream drops the copy) and ends them then. */
+    if (it->event != NULL && ib_dispatch_end_attempts(h->dispatch, it->event, &e) != IB_OK)
+        ib_log(IB_SEV_WARN, "dead-lettered, but its attempts could not be ended",
+               IB_LOG_STR("consumer", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
+               IB_LOG_STR("error", e.msg));
     h->totals.dead_lettered++;
     ib_metrics_dead_letter(h->metrics, why);
     ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("consumer", h->cfg->durable),

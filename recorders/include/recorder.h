@@ -249,6 +249,15 @@ typedef struct ib_recorder_ops {
      * ib__recorder_* wrappers of the same names). */
     bool (*upkeep)(ib_recorder *r);
     int64_t (*lock_wait_max_ns)(ib_recorder *r);
+
+    /* Optional, appended: the end of attempts at a dead letter and the
+     * admin calls that show them (see the ib_recorder_* wrappers of the
+     * same names). Keys are checked by the wrappers. */
+    ib_status (*end_attempts)(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err);
+    ib_status (*inspect)(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                         const char *event_id, ib_error *err);
+    ib_status (*attempt_stats)(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                               ib_error *err);
 } ib_recorder_ops;
 
 /* Every kind embeds this as its first member. */
