@@ -1181,13 +1181,17 @@ static ib_status configure(sq_recorder *s, bool fresh, const ib__recorder_config
     s->check_schema = true;
     if (st == IB_OK && !s->in_memory)
         st = ib__sq_reader_init(s, err);
-    if (st == IB_OK)
-        st = ib__sq_run(s, TX_WRITE, body_join, NULL, err);
-    /* The journal rows an older version wrote carry no counts: merged now,
-     * they are counted by what the merge inserts. */
+    /* Both writes below may wait: a recorder that cannot write now (a full
+     * disk) still opens, like one whose schema was current, and says how
+     * far it has read at its next write; until then a merge may pass it
+     * over, and it rebuilds its filter. The journal rows an older version
+     * wrote carry no counts: merged now, they are counted by what the
+     * merge inserts, or by the next merge. */
     ib__sq_merge_ctx mc = {.force = true};
+    if (st == IB_OK)
+        (void)ib__sq_run(s, TX_WRITE, body_join, NULL, NULL);
     if (st == IB_OK && migrated)
-        st = ib__sq_run(s, TX_WRITE, ib__sq_body_merge, &mc, err);
+        (void)ib__sq_run(s, TX_WRITE, ib__sq_body_merge, &mc, NULL);
     return st;
 }
 
