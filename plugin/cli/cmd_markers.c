@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "host.h"
+#include "markers_known.h"
 #include "nats_options.h"
 #include "options.h"
 #include "recorder.h"
@@ -132,23 +133,42 @@ static int check_floor(const prune_args *p)
     return 2;
 }
 
-static int run_action(ib_recorder *r, const char *action, const ib_strlist *args,
+/* What lookup, forget and list need before they act: --consumer and an
+ * event id where the action takes them (into `id`), and an identity the
+ * recorder knows, since a mistyped one is an error, not a quiet "not
+ * processed". Returns 0, or the exit code after saying why. */
+static int check_target(char id[IB_ID_BUF_SIZE], ib_recorder *r, const char *uri,
+                        const char *action, const ib_strlist *args, const char *consumer)
+{
+    bool by_id = strcmp(action, "lookup") == 0 || strcmp(action, "forget") == 0;
+    bool named = consumer != NULL && consumer[0] != '\0';
+    if (by_id && !named) {
+        fprintf(stderr,
+                "ibus markers %s: --consumer is required (e.g. --consumer "
+                "<durable>/<plugin>/<handler>)\n",
+                action);
+        return 2;
+    }
+    if (by_id && need_id(id, args, action) != 0)
+        return 2;
+    if ((by_id || strcmp(action, "list") == 0) && named)
+        return ib_cli_markers_identity_check(r, uri, action, consumer);
+    return 0;
+}
+
+static int run_action(ib_recorder *r, const char *uri, const char *action, const ib_strlist *args,
                       const char *consumer, int64_t limit, const prune_args *prune)
 {
     char id[IB_ID_BUF_SIZE];
     ib_error e;
     ib_status st;
 
-    if ((strcmp(action, "lookup") == 0 || strcmp(action, "forget") == 0) &&
-        (consumer == NULL || consumer[0] == '\0')) {
-        fprintf(stderr, "ibus markers %s: --consumer is required\n", action);
-        return 2;
-    }
+    int code = check_target(id, r, uri, action, args, consumer);
+    if (code != 0)
+        return code;
     if (strcmp(action, "lookup") == 0) {
         bool found = false;
         int64_t ts = 0;
-        if (need_id(id, args, action) != 0)
-            return 2;
         if ((st = ib_recorder_lookup(r, &found, &ts, consumer, id, &e)) != IB_OK)
             goto fail;
         if (!found) {
@@ -162,8 +182,6 @@ static int run_action(ib_recorder *r, const char *action, const ib_strlist *args
     }
     if (strcmp(action, "forget") == 0) {
         bool existed = false;
-        if (need_id(id, args, action) != 0)
-            return 2;
         if ((st = ib_recorder_forget(r, &existed, consumer, id, &e)) != IB_OK)
             goto fail;
         printf("%s: %s %s\n", existed ? "forgotten" : "was not marked", consumer, id);
@@ -181,7 +199,7 @@ static int run_action(ib_recorder *r, const char *action, const ib_strlist *args
             return 2;
         }
         /* a kv: bucket's TTL prunes: let prune itself say so */
-        int code = strcmp(ib_recorder_kind(r), "kv") != 0 ? check_floor(prune) : 0;
+        code = strcmp(ib_recorder_kind(r), "kv") != 0 ? check_floor(prune) : 0;
         if (code != 0)
             return code;
         int64_t cutoff = ib_clock_realtime_ms() - prune->older_than_ms;
@@ -205,8 +223,9 @@ static int run_action(ib_recorder *r, const char *action, const ib_strlist *args
         return 0;
     }
     return 2; /* unreachable: ib_cmd_markers checked the action */
-fail:
-    fprintf(stderr, "ibus markers %s: %s\n", action, e.msg);
+fail:;
+    char msg[sizeof(e.msg) + 64];
+    fprintf(stderr, "ibus markers %s: %s\n", action, ib_host_flag_hint(msg, sizeof(msg), e.msg));
     return st == IB_ERR_UNSUPPORTED || st == IB_ERR_CONFIG ? 2 : 1;
 }
 
@@ -278,13 +297,16 @@ int ib_cmd_markers(int argc, char **argv)
         goto out;
     }
     ib_recorder *r = NULL;
+    /* no action creates a marker file: a typo in --recorder says so */
+    m.ro.sqlite_must_exist = true;
     if (ib_recorder_open(&r, m.uri, &m.ro, &e) != IB_OK) {
-        fprintf(stderr, "ibus markers: %s\n", e.msg);
+        char msg[sizeof(e.msg) + 64];
+        fprintf(stderr, "ibus markers: %s\n", ib_host_flag_hint(msg, sizeof(msg), e.msg));
         code = e.status == IB_ERR_CONFIG || e.status == IB_ERR_SCHEMA ? 2 : 1;
         goto out;
     }
     m.prune.nats.name = "ibus markers";
-    code = run_action(r, args.items[0], &args, m.consumer, m.limit, &m.prune);
+    code = run_action(r, m.uri, args.items[0], &args, m.consumer, m.limit, &m.prune);
     ib_recorder_close(r);
 out:
     ib_opts_release(opts, n);
