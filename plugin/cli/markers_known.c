@@ -9,6 +9,9 @@
 #define KNOWN_MAX 16
 
 typedef struct known {
+    const char *wanted; /* the --consumer asked about */
+    size_t family;      /* its length up to the last '/' (0: none) */
+    bool sibling;       /* a marker of another handler of its <durable>/<plugin> */
     char names[KNOWN_MAX][IB_CONSUMER_MAX + 1];
     size_t count;
     bool more; /* more identities than KNOWN_MAX */
@@ -24,6 +27,9 @@ static int count_one(void *ctx, const ib_marker_info *m)
 static int collect(void *ctx, const ib_marker_info *m)
 {
     known *k = ctx;
+    if (k->family > 0 && strncmp(m->consumer, k->wanted, k->family) == 0 &&
+        m->consumer[k->family] == '/')
+        k->sibling = true;
     for (size_t i = 0; i < k->count; i++)
         if (strcmp(k->names[i], m->consumer) == 0)
             return 0;
@@ -47,8 +53,15 @@ int ib_cli_markers_identity_check(ib_recorder *r, const char *uri, const char *a
     /* Only on this error path: a walk over every marker. */
     static known k;
     memset(&k, 0, sizeof(k));
+    k.wanted = consumer;
+    const char *slash = strrchr(consumer, '/');
+    k.family = slash != NULL ? (size_t)(slash - consumer) : 0;
     if (ib_recorder_list(r, NULL, 0, collect, &k, &e) != IB_OK)
         goto fail;
+    /* An empty file, or another handler of the same plugin with markers
+     * (one that only ever rejected has none): a plausible identity. */
+    if (k.count == 0 || k.sibling)
+        return 0;
     char list[KNOWN_MAX * 80] = "";
     size_t used = 0;
     for (size_t i = 0; i < k.count && used < sizeof(list); i++)

@@ -302,42 +302,83 @@ static void check_lists_handlers_without_nats(void **state)
     it_done(e);
 }
 
-/* Item 3: --create with --stream-max-age makes the stream --retention and
- * markers prune accept. */
-static void created_stream_has_max_age(void **state)
+/* Item 3: the manual page's examples as written: its run, with --create
+ * --stream-max-age 30d --retention 30d, makes the stream its prune (and
+ * that --retention) accepts. */
+static void man_page_retention_examples_work(void **state)
 {
     it_env *e = *state;
-    char *err, *out, db[PATH_MAX];
+    char *err, *out, path[PATH_MAX];
     it_argv a;
-    it_argv_run(&a, e, "kept");
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "help", "--man", NULL);
+    assert_int_equal(run_cmd(&err, &out, e, "man", &a), 0);
+    assert_contains(out, "ibus run \\-\\-create \\-\\-stream EVENTS \\-\\-durable orders \\e\n"
+                         "    \\-\\-stream\\-max\\-age 30d \\-\\-retention 30d \\e\n");
+    assert_contains(out,
+                    "ibus markers \\-\\-older\\-than 30d \\-\\-stream EVENTS \\-\\-durable orders "
+                    "prune\n");
+    free(err);
+    free(out);
+    it_argv_free(&a);
+
+    /* the run example, with the test's server and files, and an idle exit */
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "run", NULL);
+    it_argv_connect(&a, &e->server);
+    it_argv_addl(&a, "--create", "--stream", "EVENTS", "--durable", "orders", "--stream-max-age",
+                 "30d", "--retention", "30d", "--idle-exit", "1s", "--log-format", "json", NULL);
     it_argv_plugin(&a, "audit", NULL);
-    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(db, e, "audit.log"));
-    it_argv_addl(&a, "--stream-max-age", "2h", "--stream-max-bytes", "1000000000", "--retention",
-                 "2h", "--idle-exit", "1s", NULL);
+    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
+    it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, "processed.db"));
     assert_int_equal(run_cmd(&err, NULL, e, "kept", &a), 0);
-    assert_contains(err, "\"msg\":\"stream created\"");
+    assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"EVENTS\"");
+    assert_contains(err, "\"max_age_ms\":2592000000");
     free(err);
     it_argv_free(&a);
 
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
-    assert_int_equal(js_GetStreamInfo(&si, it_server_js(&e->server), IT_STREAM, NULL, &jerr),
+    assert_int_equal(js_GetStreamInfo(&si, it_server_js(&e->server), "EVENTS", NULL, &jerr),
                      NATS_OK);
-    assert_true(si->Config->MaxAge == 2LL * 3600 * 1000000000LL);
-    assert_true(si->Config->MaxBytes == 1000000000LL);
+    assert_true(si->Config->MaxAge == 30LL * 86400 * 1000000000LL);
     jsStreamInfo_Destroy(si);
 
+    /* the prune example */
     it_argv_init(&a);
     it_argv_addl(&a, it_ibus(), "markers", NULL);
     it_argv_connect(&a, &e->server);
-    it_argv_addf(&a, "--recorder=sqlite:%s", it_path(db, e, "markers.db"));
-    it_argv_addl(&a, "--older-than", "2h", "--stream", IT_STREAM, "--durable", "kept", "prune",
+    it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, "processed.db"));
+    it_argv_addl(&a, "--older-than", "30d", "--stream", "EVENTS", "--durable", "orders", "prune",
                  NULL);
     assert_int_equal(run_cmd(&err, &out, e, "prune", &a), 0);
     assert_string_equal(out, "pruned=0\n");
     free(err);
     free(out);
     it_argv_free(&a);
+    it_done(e);
+}
+
+/* Item 3: --stream-max-bytes reaches the created stream too. */
+static void created_stream_has_max_bytes(void **state)
+{
+    it_env *e = *state;
+    char *err, path[PATH_MAX];
+    it_argv a;
+    it_argv_run(&a, e, "sized");
+    it_argv_plugin(&a, "audit", NULL);
+    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
+    it_argv_addl(&a, "--stream-max-bytes", "1000000000", "--idle-exit", "1s", NULL);
+    assert_int_equal(run_cmd(&err, NULL, e, "sized", &a), 0);
+    free(err);
+    it_argv_free(&a);
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(js_GetStreamInfo(&si, it_server_js(&e->server), IT_STREAM, NULL, &jerr),
+                     NATS_OK);
+    assert_true(si->Config->MaxBytes == 1000000000LL);
+    assert_true(si->Config->MaxAge == 0);
+    jsStreamInfo_Destroy(si);
     it_done(e);
 }
 
@@ -409,7 +450,8 @@ static const struct CMUnitTest tests[] = {
                                     it_teardown),
     cmocka_unit_test_setup_teardown(check_lists_handlers_without_nats, it_setup_no_server,
                                     it_teardown),
-    cmocka_unit_test_setup_teardown(created_stream_has_max_age, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(man_page_retention_examples_work, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(created_stream_has_max_bytes, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(publish_key_and_fixed_id, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(max_deliver_help_counts_attempts, it_setup_no_server,
                                     it_teardown),
