@@ -9,7 +9,10 @@
  * prune refuses an age shorter than the time the stream can still deliver
  * a message (the floor `ibus run --retention` checks too), read from the
  * server: --stream for MaxAge, --durable for the redelivery horizon.
- * --force skips the check. */
+ * --force skips the check.
+ *
+ * No action creates a marker file, and lookup, forget and list refuse a
+ * --consumer the file has no markers of (markers_known.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -315,7 +318,9 @@ out:
 
 /* The actions, in the order --help and the manual page list them. */
 static const ib_cmd_action markers_actions[] = {
-    {"lookup", "ID", "whether --consumer has marked event ID, and when (exit 3 when not)"},
+    {"lookup", "ID",
+     "whether --consumer has marked event ID, and when (exit 3 when not; exit 2 for an "
+     "identity the file has no markers of)"},
     {"list", NULL, "the newest markers, of --consumer or of all consumers (--limit)"},
     {"forget", "ID", "remove --consumer's marker of event ID, so a redelivery runs it again"},
     {"prune", NULL,
