@@ -74,19 +74,31 @@ endfunction()
 
 set(_ib_deploy ${PROJECT_SOURCE_DIR}/deploy)
 set(_ib_out ${PROJECT_BINARY_DIR}/deploy)
+# The paths become a placeholder here, and the install puts in the prefix
+# it installs to (cmake/IbInstallPrefix.cmake), which `cmake --install
+# --prefix` may change after configuring.
+set(_ib_prefix_mark "@IB_INSTALL_PREFIX@")
 set(_ib_unit_edits
-  "ExecStart=/usr/local/bin/ibus " "ExecStart=${CMAKE_INSTALL_FULL_BINDIR}/ibus "
-  "file:///usr/local/share/doc/infinity-bus/" "file://${CMAKE_INSTALL_PREFIX}/${IB_DOCDIR}/")
+  "ExecStart=/usr/local/bin/ibus " "ExecStart=${_ib_prefix_mark}/${CMAKE_INSTALL_BINDIR}/ibus "
+  "ExecStartPre=/usr/local/bin/ibus " "ExecStartPre=${_ib_prefix_mark}/${CMAKE_INSTALL_BINDIR}/ibus "
+  "file:///usr/local/share/doc/infinity-bus/" "file://${_ib_prefix_mark}/${IB_DOCDIR}/")
 if(IB_SYSTEM_USER)
   list(APPEND _ib_unit_edits "DynamicUser=yes" "DynamicUser=no")
 endif()
 ib_rewrite_file(${_ib_deploy}/systemd/ibus@.service ${_ib_out}/ibus@.service ${_ib_unit_edits})
 ib_rewrite_file(${_ib_deploy}/systemd/ibus.env.example ${_ib_out}/ibus.env.example
   "IB_PLUGIN=/usr/local/lib/infinity-bus/plugins/"
-  "IB_PLUGIN=${CMAKE_INSTALL_FULL_LIBDIR}/infinity-bus/plugins/")
+  "IB_PLUGIN=${_ib_prefix_mark}/${CMAKE_INSTALL_LIBDIR}/infinity-bus/plugins/")
 
 install(FILES ${_ib_out}/ibus@.service DESTINATION ${IB_SYSTEMD_UNITDIR} COMPONENT ibus)
 install(FILES ${_ib_out}/ibus.env.example DESTINATION ${IB_SYSCONFDIR} COMPONENT ibus)
+foreach(_ib_installed ${IB_SYSTEMD_UNITDIR}/ibus@.service ${IB_SYSCONFDIR}/ibus.env.example)
+  install(CODE "set(IB_FILE \"${_ib_installed}\")
+    set(IB_FROM \"${_ib_prefix_mark}\")
+    set(IB_TO_REL \"\")
+    set(IB_ROFF OFF)
+    include(\"${PROJECT_SOURCE_DIR}/cmake/IbInstallPrefix.cmake\")" COMPONENT ibus)
+endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${_ib_deploy}/debian/copyright
         DESTINATION ${IB_DOCDIR} COMPONENT ibus)
 install(FILES ${_ib_deploy}/debian/copyright

@@ -12,10 +12,13 @@
 #include "recorder_internal.h"
 #include "clock.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #define DEFAULT_BUSY_TIMEOUT_MS 10000
 #define DEFAULT_FILE_MODE 0600u
@@ -441,6 +444,46 @@ ib_status ib__recorder_config_parse(ib__recorder_config *cfg, const char *uri,
     return IB_OK;
 }
 
+/* sqlite_must_exist, read only from a struct long enough to hold it. */
+static bool options_must_exist(const ib_recorder_options *o)
+{
+    return (o->size == 0 || o->size >= offsetof(ib_recorder_options, sqlite_must_exist) + 1) &&
+           o->sqlite_must_exist;
+}
+
+/* What a restart cannot fix is a configuration error: a marker file in a
+ * directory that does not exist, and with `must_exist` a missing file
+ * (a tool that only reads must not leave an empty file behind a typo). */
+static ib_status check_sqlite_path(const ib__recorder_config *cfg, const char *uri, bool must_exist,
+                                   ib_error *err)
+{
+    struct stat st;
+    char dir[IB__RECORDER_PATH_MAX];
+    if (strcmp(cfg->path, ":memory:") == 0)
+        return IB_OK;
+    if (lstat(cfg->path, &st) == 0 || errno != ENOENT)
+        return IB_OK; /* the sqlite recorder checks what is there */
+    snprintf(dir, sizeof(dir), "%s", cfg->path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash != NULL)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof(dir), ".");
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "recorder %.*s: directory %s does not exist (create it, or name a "
+                            "file in an existing directory)",
+                            QUOTE_MAX, uri, dir);
+    if (must_exist)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "recorder %.*s: no such file (check the path; only ibus run creates "
+                            "a marker file)",
+                            QUOTE_MAX, uri);
+    return IB_OK;
+}
+
 ib_status ib_recorder_open(ib_recorder **out, const char *uri, const ib_recorder_options *options,
                            ib_error *err)
 {
@@ -455,7 +498,8 @@ ib_status ib_recorder_open(ib_recorder **out, const char *uri, const ib_recorder
     case IB__RECORDER_MEMORY:
         return ib__memory_open(out, &cfg, err);
     case IB__RECORDER_SQLITE:
-        return ib__sqlite_open(out, &cfg, err);
+        st = check_sqlite_path(&cfg, uri, options != NULL && options_must_exist(options), err);
+        return st == IB_OK ? ib__sqlite_open(out, &cfg, err) : st;
     case IB__RECORDER_KV:
         break;
     }
@@ -468,4 +512,14 @@ bool ib__recorder_uri_needs_connection(const char *uri)
     if (ib__recorder_config_parse(&cfg, uri, NULL, NULL) != IB_OK)
         return false;
     return cfg.kind == IB__RECORDER_KV && cfg.kv_url[0] == '\0';
+}
+
+bool ib__recorder_uri_sqlite_path(const char *uri, char *path, size_t cap)
+{
+    ib__recorder_config cfg;
+    if (ib__recorder_config_parse(&cfg, uri, NULL, NULL) != IB_OK ||
+        cfg.kind != IB__RECORDER_SQLITE || strcmp(cfg.path, ":memory:") == 0)
+        return false;
+    snprintf(path, cap, "%s", cfg.path);
+    return true;
 }

@@ -46,6 +46,30 @@ extern "C" {
 ib_status ib_event_id_normalise(char out[IB_EVENT_ID_SIZE], const char *in, size_t len,
                                 bool any_version, ib_error *err);
 
+/* The namespace `ibus publish --key` derives ids in (a uuid4 chosen once
+ * for infinity-bus; never changes). */
+#define IB_EVENT_ID_NAMESPACE "0cbcfddbcfef40be81d1dd8a7cee166f"
+
+/* Derives the event id of a key that is not a UUID (a webhook's "evt_..."
+ * id, an order number), so every retry of the same key gets the same id
+ * and is deduplicated. The id is a UUID version 8 (RFC 9562) made the way
+ * its name-based example is: the first 16 bytes of
+ *     SHA-256(namespace as 16 bytes || key bytes)
+ * with the version nibble set to 8 and the variant bits to 10. It depends
+ * on nothing else, so it is the same in every release and in any language
+ * (Python: h = hashlib.sha256(uuid.UUID(ns).bytes + key).digest()[:16],
+ * then h[6] = h[6] & 0x0f | 0x80 and h[8] = h[8] & 0x3f | 0x80).
+ * `namespace_id` is a UUID in any form ib_event_id_normalise accepts, of
+ * any version: pick one per producer or kind of key (or use
+ * IB_EVENT_ID_NAMESPACE) so equal keys of different sources do not meet.
+ * `key` is `len` bytes, any bytes, len may be 0. Writes 32 lowercase hex
+ * into `out`. A consumer accepts these ids with `ibus run
+ * --any-uuid-version` (or any_version in ib_event_id_normalise).
+ * Errors: IB_ERR_INVALID_ARG for a NULL `out` or a NULL `key` with len > 0,
+ * IB_ERR_INVALID_ID for a namespace that is not a UUID; `out` is then "". */
+ib_status ib_event_id_derive(char out[IB_EVENT_ID_SIZE], const char *namespace_id,
+                             const void *key, size_t len, ib_error *err);
+
 /* The handler ib_idempotent_call() runs: IB_OK when the event was handled
  * (its effects are done and should never be repeated), anything else when
  * it failed and may be retried. It may fill `err` (never NULL here) with

@@ -144,6 +144,10 @@ typedef struct ib_recorder_options {
     /* kv: refuse a bucket whose TTL is shorter than this, in ms: the
      * caller's redelivery horizon (URI min_ttl= overrides); 0 = no floor. */
     int64_t kv_min_ttl_ms;
+    /* sqlite: refuse a file that does not exist instead of creating it
+     * (IB_ERR_CONFIG "no such file"): for tools that only read, or only
+     * change markers that must already be there. */
+    bool sqlite_must_exist;
 } ib_recorder_options;
 
 /* Opens a recorder from a URI:
@@ -170,7 +174,9 @@ typedef struct ib_recorder_options {
  * failure it is NULL. A bad URI or option gives IB_ERR_CONFIG with a
  * message that names the URI and the reason; a SQLite file with a newer
  * schema than this build knows gives IB_ERR_SCHEMA; a file that cannot be
- * created IB_ERR_IO; a file SQLite cannot use IB_ERR_RECORDER. kv: gives
+ * created IB_ERR_IO; a file SQLite cannot use IB_ERR_RECORDER. A sqlite:
+ * file whose directory does not exist, or that does not exist while
+ * sqlite_must_exist is set, gives IB_ERR_CONFIG: no retry can fix it. kv: gives
  * IB_ERR_CONFIG for a missing bucket (without create=1), a bucket whose
  * settings differ from the URI's, or whose TTL is below min_ttl, and
  * without any connection; IB_ERR_NATS when url= cannot be reached. */

@@ -9,7 +9,10 @@
  * prune refuses an age shorter than the time the stream can still deliver
  * a message (the floor `ibus run --retention` checks too), read from the
  * server: --stream for MaxAge, --durable for the redelivery horizon.
- * --force skips the check. */
+ * --force skips the check.
+ *
+ * No action creates a marker file, and lookup, forget and list refuse a
+ * --consumer the file has no markers of (markers_known.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 
 #include "commands.h"
 #include "host.h"
+#include "markers_known.h"
 #include "nats_options.h"
 #include "options.h"
 #include "recorder.h"
@@ -132,6 +136,29 @@ static int check_floor(const prune_args *p)
     return 2;
 }
 
+/* What lookup, forget and list need before they act: --consumer and an
+ * event id where the action takes them (into `id`), and an identity the
+ * recorder knows, since a mistyped one is an error, not a quiet "not
+ * processed". Returns 0, or the exit code after saying why. */
+static int check_target(char id[IB_ID_BUF_SIZE], ib_recorder *r, const char *uri,
+                        const char *action, const ib_strlist *args, const char *consumer)
+{
+    bool by_id = strcmp(action, "lookup") == 0 || strcmp(action, "forget") == 0;
+    bool named = consumer != NULL && consumer[0] != '\0';
+    if (by_id && !named) {
+        fprintf(stderr,
+                "ibus markers %s: --consumer is required (e.g. --consumer "
+                "<durable>/<plugin>/<handler>)\n",
+                action);
+        return 2;
+    }
+    if (by_id && need_id(id, args, action) != 0)
+        return 2;
+    if ((by_id || strcmp(action, "list") == 0) && named)
+        return ib_cli_markers_identity_check(r, uri, action, consumer);
+    return 0;
+}
+
 /* lookup: the key's whole state. Exit 0 when marked, 3 when not (like
  * grep, a quiet "no" for scripts), with the claim and the attempts. */
 static int do_lookup(ib_recorder *r, const char *consumer, const char *id, ib_error *e)
@@ -217,21 +244,16 @@ static int do_stats(ib_recorder *r, int64_t max_deliver, ib_error *e)
     return 0;
 }
 
-static int run_action(ib_recorder *r, const char *action, const ib_strlist *args,
+static int run_action(ib_recorder *r, const char *uri, const char *action, const ib_strlist *args,
                       const char *consumer, int64_t limit, int64_t max_deliver,
                       const prune_args *prune)
 {
     char id[IB_ID_BUF_SIZE];
     ib_error e = {0};
-    int code = 2; /* unreachable: ib_cmd_markers checked the action */
-    bool one_key = strcmp(action, "lookup") == 0 || strcmp(action, "forget") == 0;
-
-    if (one_key && (consumer == NULL || consumer[0] == '\0')) {
-        fprintf(stderr, "ibus markers %s: --consumer is required\n", action);
-        return 2;
-    }
-    if (one_key && need_id(id, args, action) != 0)
-        return 2;
+    int code = check_target(id, r, uri, action, args, consumer);
+    if (code != 0)
+        return code;
+    code = 2; /* unreachable: ib_cmd_markers checked the action */
     if (strcmp(action, "lookup") == 0)
         code = do_lookup(r, consumer, id, &e);
     else if (strcmp(action, "forget") == 0)
@@ -245,7 +267,8 @@ static int run_action(ib_recorder *r, const char *action, const ib_strlist *args
         code = do_stats(r, max_deliver, &e);
     if (code >= 0)
         return code;
-    fprintf(stderr, "ibus markers %s: %s\n", action, e.msg);
+    char msg[sizeof(e.msg) + 64];
+    fprintf(stderr, "ibus markers %s: %s\n", action, ib_host_flag_hint(msg, sizeof(msg), e.msg));
     return e.status == IB_ERR_UNSUPPORTED || e.status == IB_ERR_CONFIG ? 2 : 1;
 }
 
@@ -322,13 +345,16 @@ int ib_cmd_markers(int argc, char **argv)
         goto out;
     }
     ib_recorder *r = NULL;
+    /* no action creates a marker file: a typo in --recorder says so */
+    m.ro.sqlite_must_exist = true;
     if (ib_recorder_open(&r, m.uri, &m.ro, &e) != IB_OK) {
-        fprintf(stderr, "ibus markers: %s\n", e.msg);
+        char msg[sizeof(e.msg) + 64];
+        fprintf(stderr, "ibus markers: %s\n", ib_host_flag_hint(msg, sizeof(msg), e.msg));
         code = e.status == IB_ERR_CONFIG || e.status == IB_ERR_SCHEMA ? 2 : 1;
         goto out;
     }
     m.prune.nats.name = "ibus markers";
-    code = run_action(r, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
+    code = run_action(r, m.uri, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
     ib_recorder_close(r);
 out:
     ib_opts_release(opts, n);
@@ -338,7 +364,8 @@ out:
 /* The actions, in the order --help and the manual page list them. */
 static const ib_cmd_action markers_actions[] = {
     {"lookup", "ID",
-     "whether --consumer has marked event ID, and when; else its claim and attempts (exit 3)"},
+     "whether --consumer has marked event ID, and when; else its claim and attempts (exit 3; "
+     "exit 2 for an identity the file has no markers of)"},
     {"list", NULL, "the newest markers, of --consumer or of all consumers (--limit)"},
     {"forget", "ID",
      "remove --consumer's marker and attempts of event ID, so a redelivery runs it again"},

@@ -25,6 +25,7 @@
 #include "options.h"
 #include "uuid.h"
 #include "clock.h"
+#include <infinity_bus/idempotency.h>
 
 typedef struct publish_cfg {
     ib_nats_config nats;
@@ -33,6 +34,9 @@ typedef struct publish_cfg {
     const char *type;
     const char *source;
     const char *id;
+    const char *key;           /* --key: the arguments' id is derived from it */
+    const char *key_namespace; /* --key-namespace */
+    char key_id[IB_ID_BUF_SIZE];
     const char *ids_file;
     int64_t count;
     int64_t payload_size;
@@ -53,6 +57,7 @@ typedef struct publisher {
     uint64_t published, unique, duplicates;
     atomic_ullong failed;
     bool progress;
+    bool fixed_id_sent; /* the arguments' --id or --key went out once already */
     int64_t last_progress;
     int64_t total_hint;
 } publisher;
@@ -172,7 +177,12 @@ static int publish_event(publisher *p, const char *type, const void *payload, si
         return -1;
     }
     int rc = send_msg(p, &m);
-    if (rc == 0) {
+    /* the arguments all carry one --id or --key: one event, sent again */
+    bool repeat = given_id != NULL && given_id == c->id && p->fixed_id_sent;
+    if (rc == 0 && repeat) {
+        p->duplicates++;
+    } else if (rc == 0) {
+        p->fixed_id_sent |= given_id != NULL && given_id == c->id;
         p->unique++;
         if (p->ids != NULL)
             fprintf(p->ids, "%s\n", id);
@@ -209,10 +219,20 @@ static int publish_json_line(publisher *p, const char *line, size_t lineno)
         data = dumped != NULL ? dumped : "";
         len = strlen(data);
     }
+    json_t *key = json_object_get(root, "key");
+    char derived[IB_ID_BUF_SIZE];
     if (id != NULL && !json_is_string(id)) {
         fprintf(stderr, "ibus publish: stdin line %zu: \"id\" must be a string\n", lineno);
+    } else if (key != NULL && (!json_is_string(key) || id != NULL)) {
+        fprintf(stderr, "ibus publish: stdin line %zu: \"key\" must be a string, without \"id\"\n",
+                lineno);
     } else {
-        rc = publish_event(p, t, data, len, id != NULL ? json_string_value(id) : NULL,
+        const char *given = id != NULL ? json_string_value(id) : NULL;
+        if (key != NULL &&
+            ib_event_id_derive(derived, p->cfg->key_namespace, json_string_value(key),
+                               json_string_length(key), NULL) == IB_OK)
+            given = derived;
+        rc = publish_event(p, t, data, len, given,
                            json_is_string(subject) ? json_string_value(subject) : NULL);
     }
     free(dumped);
@@ -277,8 +297,23 @@ static int publish_all(publisher *p, const ib_strlist *args)
 }
 
 /* What the option table cannot check. Prints why and returns -1. */
-static int check_cfg(const publish_cfg *c, const ib_strlist *args)
+static int check_cfg(publish_cfg *c, const ib_strlist *args)
 {
+    ib_error e;
+    if (c->key != NULL && c->id != NULL) {
+        fprintf(stderr, "ibus publish: give --id or --key, not both\n");
+        return -1;
+    }
+    if (ib_event_id_derive(c->key_id, c->key_namespace, "", 0, &e) != IB_OK) {
+        fprintf(stderr, "ibus publish: --key-namespace: '%s' is not a UUID: %s\n", c->key_namespace,
+                e.msg);
+        return -1;
+    }
+    /* the arguments then carry the derived id, as if given with --id */
+    if (c->key != NULL) {
+        ib_event_id_derive(c->key_id, c->key_namespace, c->key, strlen(c->key), NULL);
+        c->id = c->key_id;
+    }
     if (c->duplicates < 0 || c->duplicates > 1) {
         fprintf(stderr, "ibus publish: --duplicates: expected a fraction in 0..1\n");
         return -1;
@@ -353,6 +388,12 @@ static size_t publish_options(ib_opt *opts, void *targets)
         {"prefix", IB_OPT_STRING, &c->prefix, "PREFIX", "events", "subject prefix", 0, 0},
         {"source", IB_OPT_STRING, &c->source, "NAME", "ibus-publish", "Event.source", 0, 0},
         {"id", IB_OPT_STRING, &c->id, "UUID", NULL, "id for the events given as arguments", 0, 0},
+        {"key", IB_OPT_STRING, &c->key, "STRING", NULL,
+         "derive the arguments' id from STRING, any text such as a webhook's evt_ id: the same "
+         "key gives the same uuid8 id (ib_event_id_derive); JSON lines may give \"key\"",
+         0, 0},
+        {"key-namespace", IB_OPT_STRING, &c->key_namespace, "UUID", IB_EVENT_ID_NAMESPACE,
+         "namespace of --key and \"key\" (one per kind of key)", 0, 0},
         {"count", IB_OPT_INT, &c->count, "N", "0", "publish N generated events", 0, 100000000},
         {"payload-size", IB_OPT_INT, &c->payload_size, "BYTES", "128",
          "payload size of generated events", 0, 1048576},

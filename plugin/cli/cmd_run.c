@@ -28,12 +28,11 @@ static const ib_conflict_policy conflict_policies[] = {IB_CONFLICT_DEAD_LETTER, 
                                                        IB_CONFLICT_LOG};
 #define CONFLICT_CHOICES "dead-letter|drop|log"
 
-/* Writes the option table of `ibus run` into `opts` (room for
- * IB_CMD_MAX_OPTIONS), its targets inside `targets` (a run_args), and
- * returns its length. */
-static size_t run_options(ib_opt *opts, void *targets)
+/* The first part of `ibus run`'s table: connection, consumer, plugins,
+ * recorder and what --create sets up. Writes into `opts`, returns the
+ * count. */
+static size_t run_options_setup(ib_opt *opts, run_args *a)
 {
-    run_args *a = targets;
     ib_host_config *c = &a->c;
     const ib_opt table[] = {
         IB_NATS_OPTIONS(&c->nats),
@@ -46,6 +45,10 @@ static size_t run_options(ib_opt *opts, void *targets)
          "configuration string for plugin NAME (else IB_PLUGIN_CONFIG_<NAME>)", 0, 0},
         {"consumer-name", IB_OPT_LIST, &a->consumer_names, "PLUGIN/HANDLER=ID", NULL,
          "consumer identity of a handler (default <durable>/<plugin>/<handler>)", 0, 0},
+        {"check", IB_OPT_FLAG, &c->check_only, NULL, NULL,
+         "check the options, load the plugins, open an existing recorder and print each "
+         "handler, its types and consumer identity; exit 0 or 2 without connecting to NATS",
+         0, 0},
         {"allow-insecure-plugins", IB_OPT_FLAG, &c->allow_insecure_plugins, NULL, NULL,
          "load plugin files writable by others (development only)", 0, 0},
         {"recorder", IB_OPT_STRING, &c->recorder, "URI", "sqlite:processed.db",
@@ -55,7 +58,8 @@ static size_t run_options(ib_opt *opts, void *targets)
         {"dead-letter", IB_OPT_STRING, &c->dead_letter, "SUBJECT", NULL,
          "dead-letter subject (default ibus.dlq.<durable>)", 0, 0},
         {"max-deliver", IB_OPT_INT, &c->max_deliver, "N", "5",
-         "the delivery on which an event is dead-lettered instead of handled", 2, 10000},
+         "handler attempts per event and handler: a RETRY on attempt N dead-letters the event", 2,
+         10000},
         {"ack-wait", IB_OPT_DURATION, &c->ack_wait_ms, "DURATION", "30s",
          "AckWait when creating the consumer", 100, 86400000},
         {"backoff", IB_OPT_LIST, &a->backoff, "DURATION", NULL,
@@ -66,6 +70,24 @@ static size_t run_options(ib_opt *opts, void *targets)
          "create the stream, dead-letter stream and consumer if missing", 0, 0},
         {"stream-subjects", IB_OPT_STRING, &c->stream_subjects, "SUBJECTS", "events.>",
          "subjects of a stream created by --create (comma-separated)", 0, 0},
+        {"stream-max-age", IB_OPT_DURATION, &c->stream_max_age_ms, "DURATION", "0",
+         "MaxAge of a stream created by --create: messages older than this are removed, which "
+         "is what --retention and markers prune need (0 = keep for ever)",
+         0, 0},
+        {"stream-max-bytes", IB_OPT_INT, &c->stream_max_bytes, "BYTES", "0",
+         "MaxBytes of a stream created by --create, oldest removed first (0 = unlimited)", 0,
+         INT64_MAX},
+    };
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 2, "too many options");
+    memcpy(opts, table, sizeof(table));
+    return sizeof(table) / sizeof(table[0]);
+}
+
+/* The rest: batching, retries, timeouts, ops and retention. */
+static size_t run_options_flow(ib_opt *opts, run_args *a)
+{
+    ib_host_config *c = &a->c;
+    const ib_opt table[] = {
         {"batch", IB_OPT_INT, &c->batch, "N", "64", "messages per pull (and per group commit)", 1,
          4096},
         {"flush-interval", IB_OPT_DURATION, &c->flush_ms, "DURATION", "5ms",
@@ -108,9 +130,20 @@ static size_t run_options(ib_opt *opts, void *targets)
         {"retention-unsafe", IB_OPT_FLAG, &c->retention_unsafe, NULL, NULL,
          "start with a --retention below that time (with a warning)", 0, 0},
     };
-    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS, "too many options");
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 2, "too many options");
     memcpy(opts, table, sizeof(table));
     return sizeof(table) / sizeof(table[0]);
+}
+
+/* Writes the option table of `ibus run` into `opts` (room for
+ * IB_CMD_MAX_OPTIONS), its targets inside `targets` (a run_args), and
+ * returns its length. */
+static size_t run_options(ib_opt *opts, void *targets)
+{
+    run_args *a = targets;
+    size_t n = run_options_setup(opts, a);
+    n += run_options_flow(opts + n, a);
+    return n;
 }
 
 /* Checks what the option table cannot: log settings, the plugin list and
@@ -119,6 +152,11 @@ static size_t run_options(ib_opt *opts, void *targets)
  * translated into `a`. */
 static int check_args(run_args *a)
 {
+    char why[640];
+    if (ib_cli_nats_url_check(a->c.nats.url, why, sizeof(why)) != 0) {
+        fprintf(stderr, "ibus run: %s\n", why);
+        return -1;
+    }
     if (ib_log_format_parse(&a->lf, a->log_format) != 0) {
         fprintf(stderr, "ibus run: --log-format: expected json, text or auto, got '%s'\n",
                 a->log_format);

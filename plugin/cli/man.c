@@ -346,12 +346,19 @@ static void write_examples(FILE *out, const ib_man_page *p)
     char run[600];
     snprintf(run, sizeof(run),
              "ibus run --create --stream EVENTS --durable orders \\\n"
+             "    --stream-max-age 30d --retention 30d \\\n"
              "    --plugin %s/audit.so \\\n"
              "    --http 127.0.0.1:9090",
              p->plugin_dir);
+    char check[300];
+    snprintf(check, sizeof(check), "ibus run --check --durable orders --plugin %s/audit.so",
+             p->plugin_dir);
     const man_entry examples[] = {
-        {run, "Consume the stream EVENTS with the audit plugin, creating the stream and the "
-              "durable consumer on first start, and serve health and metrics on loopback:"},
+        {run, "Consume the stream EVENTS with the audit plugin, creating the stream (keeping "
+              "messages 30 days) and the durable consumer on first start, pruning markers "
+              "older than 30 days, and serve health and metrics on loopback:"},
+        {check, "Check the options and the plugins and print each handler, its event types "
+                "and its consumer identity, without connecting to NATS (exit 0 or 2):"},
         {"ibus publish --type order.created '{\"n\":1}' '{\"n\":2}'",
          "Publish two events of type order.created:"},
         {"ibus publish --type order.created --count 10000 --duplicates 0.1",

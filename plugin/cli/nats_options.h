@@ -29,4 +29,10 @@
         "tls-key", IB_OPT_STRING, &(c)->tls_key, "FILE", NULL, "client private key (PEM)", 0, 0      \
     }
 
+/* Checks a --nats-url list before anything connects: every
+ * comma-separated entry names a host and, when it has a port, a number in
+ * 1..65535. Returns 0, or -1 with the reason, naming the option and the
+ * entry, in `why` (cap bytes). */
+int ib_cli_nats_url_check(const char *list, char *why, size_t cap);
+
 #endif

@@ -182,6 +182,61 @@ static const ib_opt *find(const ib_opt *opts, size_t n, const char *name, size_t
     return NULL;
 }
 
+/* Edit distance (insertions, deletions, substitutions) between a[0..an)
+ * and b, for names below 64 bytes; 99 beyond that. */
+static size_t distance(const char *a, size_t an, const char *b)
+{
+    size_t bn = strlen(b), row[64];
+    if (an >= 64 || bn >= 64)
+        return 99;
+    for (size_t j = 0; j <= bn; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= an; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= bn; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[bn];
+}
+
+/* The option a mistyped `name` most likely meant: the nearest within
+ * three edits (one for names of up to four bytes), or one it is the start
+ * of; NULL when none is near. */
+static const ib_opt *nearest(const ib_opt *opts, size_t n, const char *name, size_t len)
+{
+    const ib_opt *best = NULL;
+    size_t best_d = len <= 4 ? 2 : 4;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = distance(name, len, opts[i].name);
+        if (len >= 3 && strncmp(opts[i].name, name, len) == 0)
+            d = d < 1 ? d : 1;
+        if (d < best_d) {
+            best_d = d;
+            best = &opts[i];
+        }
+    }
+    return best;
+}
+
+/* The error for an option no entry names, with the nearest one. */
+static ib_status unknown_option(const ib_opt *opts, size_t n, const char *name, size_t len,
+                                ib_error *err)
+{
+    const ib_opt *near = nearest(opts, n, name, len);
+    if (near != NULL)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "unknown option --%.*s: did you mean --%s? (see --help)", (int)len,
+                            name, near->name);
+    return ib_error_set(err, IB_ERR_CONFIG, "unknown option --%.*s (see --help)", (int)len, name);
+}
+
 ib_status ib_opts_parse(const ib_opt *opts, size_t n, int argc, char **argv, ib_strlist *positional,
                         bool *help, ib_error *err)
 {
@@ -231,8 +286,7 @@ ib_status ib_opts_parse(const ib_opt *opts, size_t n, int argc, char **argv, ib_
         size_t nlen = eq != NULL ? (size_t)(eq - name) : strlen(name);
         const ib_opt *o = find(opts, n, name, nlen);
         if (o == NULL)
-            return ib_error_set(err, IB_ERR_CONFIG, "unknown option --%.*s (see --help)", (int)nlen,
-                                name);
+            return unknown_option(opts, n, name, nlen, err);
         const char *v;
         if (o->kind == IB_OPT_FLAG && eq == NULL) {
             v = "true";

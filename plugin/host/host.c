@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "jetstream.h"
@@ -29,26 +30,93 @@
 /* How long start-up waits out a server that times out or has no
  * responder (with_grace). */
 #define START_GRACE_MS 30000
+/* While the first connect fails: the first reminder, and the longest
+ * interval between two (wait_connected). */
+#define CONNECT_LOG_FIRST_MS 2000
+#define CONNECT_LOG_MAX_MS 60000
 
-static int ready(void *ctx)
+/* /readyz: ready once connected, bound and not stopping, with a recorder
+ * that answers; otherwise `why` says which of these is missing, so a probe
+ * that fails names its reason. */
+static int ready(void *ctx, char *why, size_t cap)
 {
     ib_host *h = ctx;
-    if (h->nats == NULL)
+    if (atomic_load(&h->stopping)) {
+        snprintf(why, cap, "stopping");
         return 0;
-    return ib_nats_is_connected(h->nats) && atomic_load(&h->bound) && !atomic_load(&h->stopping) &&
-           !atomic_load(&h->recorder_down);
+    }
+    if (h->nats == NULL || !ib_nats_is_connected(h->nats)) {
+        char err[160] = "";
+        if (h->nats != NULL)
+            ib_nats_last_error(h->nats, err, sizeof(err));
+        snprintf(why, cap, "not connected to NATS at %s%s%s", h->nats_url,
+                 err[0] != '\0' ? ": " : "", err);
+        return 0;
+    }
+    if (!atomic_load(&h->bound)) {
+        snprintf(why, cap, "consumer %s on stream %s not bound", h->cfg->durable, h->cfg->stream);
+        return 0;
+    }
+    if (atomic_load(&h->recorder_down)) {
+        snprintf(why, cap, "recorder %s is failing", h->cfg->recorder);
+        return 0;
+    }
+    return 1;
 }
 
 /* Fatal setup errors: configuration problems exit 2, the rest 1. An
  * empty message means the failing step has logged its own. */
 static int fail(const ib_error *e)
 {
+    char msg[sizeof(e->msg) + 64];
     if (e->msg[0] != '\0')
-        ib_log_kv(IB_SEV_ERROR, e->msg, "status", ib_status_str(e->status), NULL);
+        ib_log_kv(IB_SEV_ERROR, ib_host_flag_hint(msg, sizeof(msg), e->msg), "status",
+                  ib_status_str(e->status), NULL);
     return e->status == IB_ERR_CONFIG || e->status == IB_ERR_PLUGIN || e->status == IB_ERR_SCHEMA ||
                    e->status == IB_ERR_INVALID_ARG
                ? 2
                : 1;
+}
+
+/* Every handler of `pl` as ib_host_handler_describe writes it, joined by
+ * "; ", into buf (cap bytes). */
+static const char *describe_handlers(char *buf, size_t cap, const ib_host *h, const ib_plugin *pl)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ib_plugin_handler_count(pl) && used + 1 < cap; i++) {
+        char one[512];
+        ib_host_handler_describe(one, sizeof(one), pl, i, h->cfg->durable, h->cfg->consumer_names);
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i > 0 ? "; " : "", one);
+    }
+    return buf;
+}
+
+/* Every --plugin-config entry must name a loaded plugin: a mistyped name
+ * would otherwise leave the plugin unconfigured without a word. */
+static int check_plugin_configs(const ib_host *h, ib_error *err)
+{
+    const char *const *pairs = h->cfg->plugin_configs;
+    for (size_t i = 0; pairs != NULL && pairs[i] != NULL; i++) {
+        const char *eq = strchr(pairs[i], '=');
+        size_t len = eq != NULL ? (size_t)(eq - pairs[i]) : strlen(pairs[i]);
+        char loaded[512] = "";
+        bool found = false;
+        for (size_t p = 0; p < h->plugin_count; p++) {
+            const char *name = ib_plugin_name(h->plugins[p]);
+            found |= strlen(name) == len && strncmp(name, pairs[i], len) == 0;
+            size_t used = strlen(loaded);
+            snprintf(loaded + used, sizeof(loaded) - used, "%s%s", used > 0 ? ", " : "", name);
+        }
+        if (!found) {
+            ib_error_set(err, IB_ERR_CONFIG,
+                         "--plugin-config %.*s=...: no plugin named '%.*s' is loaded (loaded: %s); "
+                         "use the name the plugin declares",
+                         (int)len, pairs[i], (int)len, pairs[i], loaded);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int load_plugins(ib_host *h, ib_error *err)
@@ -72,13 +140,17 @@ static int load_plugins(ib_host *h, ib_error *err)
         free(config);
         if (st != IB_OK)
             return -1;
+        char handlers[1024];
         ib_log_kv(IB_SEV_INFO, "plugin loaded", "plugin", ib_plugin_name(pl), "version",
-                  ib_plugin_version(pl), "path", *p, NULL);
+                  ib_plugin_version(pl), "path", *p, "handlers",
+                  describe_handlers(handlers, sizeof(handlers), h, pl), NULL);
     }
     if (h->plugin_count == 0) {
         ib_error_set(err, IB_ERR_CONFIG, "no plugin to load");
         return -1;
     }
+    if (check_plugin_configs(h, err) != 0)
+        return -1;
     return ib_host_overrides_check(h->cfg->consumer_names, h->plugins, h->plugin_count, err) ==
                    IB_OK
                ? 0
@@ -104,6 +176,8 @@ static int bind_consumer(ib_host *h, ib_error *err)
         .pull_expires_ms =
             h->cfg->pull_expires_ms > 0 ? h->cfg->pull_expires_ms : IB_PULLER_DEFAULT_EXPIRES_MS,
         .waiting_requests = IB_PULLER_MAX_WAITING,
+        .stream_max_age_ms = h->cfg->stream_max_age_ms,
+        .stream_max_bytes = h->cfg->stream_max_bytes,
     };
     if (ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, err) != IB_OK)
         return -1;
@@ -410,6 +484,8 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
     h->bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
     h->bus.source = cfg->durable;
     h->bus.timeout_ms = 5000;
+    h->nats_url =
+        cfg->nats.url != NULL && cfg->nats.url[0] != '\0' ? cfg->nats.url : "nats://127.0.0.1:4222";
 }
 
 /* The longest a delivered event may still come back, from the settings
@@ -477,6 +553,28 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
     return 0;
 }
 
+/* Waits for the first connect, which nats.c retries in the background
+ * (the first failure was logged by ib_nats_connect). While it fails, one
+ * warning after 2 s, then at doubling intervals up to one a minute, says
+ * what it waits for, so a wrong URL is never silent. Returns true once
+ * connected. */
+static bool wait_connected(ib_host *h)
+{
+    int64_t started = ib_clock_monotonic_ms(), interval = CONNECT_LOG_FIRST_MS;
+    for (;;) {
+        if (ib_nats_wait_connected(h->nats, ib__host_signal_flag(), interval))
+            return true;
+        if (ib_nats_is_closed(h->nats) || ib__host_signal_received())
+            return false;
+        char why[256];
+        ib_log(IB_SEV_WARN, "still cannot connect to NATS; retrying",
+               IB_LOG_STR("url", h->nats_url),
+               IB_LOG_STR("error", ib_nats_last_error(h->nats, why, sizeof(why))),
+               IB_LOG_I64("waited_ms", ib_clock_monotonic_ms() - started));
+        interval = interval * 2 < CONNECT_LOG_MAX_MS ? interval * 2 : CONNECT_LOG_MAX_MS;
+    }
+}
+
 /* Connects and waits for the connection. Returns true when connected;
  * otherwise `*code` is the exit code: 0 for a signal while waiting, 1 when
  * nats.c gave up on every server (said why), or fail()'s for a setup
@@ -491,7 +589,7 @@ static bool open_connection(ib_host *h, int *code)
         return false;
     }
     h->bus.js = ib_nats_jetstream(h->nats);
-    if (ib_nats_wait_connected(h->nats, ib__host_signal_flag(), -1))
+    if (wait_connected(h))
         return true;
     *code = ib__host_signal_received() ? 0 : 1;
     /* Closed before it ever connected (nats.c gave up on every server):
@@ -634,6 +732,75 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     pthread_mutex_destroy(&h->inflight_lock);
 }
 
+/* The recorder part of --check: a file that exists is opened as ibus run
+ * would open it (its permissions and schema checked), one that does not is
+ * left alone; a kv: bucket needs the server and is not checked. Prints
+ * what it found; returns 0, or -1 with `e` set. */
+static int check_recorder(ib_host *h, ib_error *e)
+{
+    char path[4096];
+    struct stat st;
+    const char *uri = h->cfg->recorder;
+    if (ib__recorder_uri_needs_connection(uri)) {
+        printf("recorder %s: not checked (a kv: bucket needs the server)\n", uri);
+        return 0;
+    }
+    bool file = ib__recorder_uri_sqlite_path(uri, path, sizeof(path));
+    if (file && lstat(path, &st) != 0 && errno == ENOENT) {
+        char *slash = strrchr(path, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        const char *dir = slash == NULL ? "." : slash == path ? "/" : path;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            ib_error_set(e, IB_ERR_CONFIG,
+                         "recorder %s: directory %s does not exist (create it, or name a file "
+                         "in an existing directory)",
+                         uri, dir);
+            return -1;
+        }
+        printf("recorder %s: no file yet; ibus run creates it\n", uri);
+        return 0;
+    }
+    ib_recorder_options ro = {
+        .size = sizeof(ro),
+        .sqlite_allow_insecure = h->cfg->allow_insecure_db,
+        .sqlite_must_exist = true,
+    };
+    if (ib_recorder_open(&h->recorder, uri, &ro, e) != IB_OK)
+        return -1;
+    printf("recorder %s: opened\n", uri);
+    return 0;
+}
+
+/* ibus run --check: everything but NATS. Returns 0, or 2 after saying
+ * why. */
+static int host_check(ib_host *h)
+{
+    ib_error e;
+    char line[1024];
+    int code = 0;
+    if (load_plugins(h, &e) != 0 || check_recorder(h, &e) != 0) {
+        fail(&e);
+        code = 2;
+    }
+    for (size_t p = 0; code == 0 && p < h->plugin_count; p++) {
+        printf("plugin %s %s %s\n", ib_plugin_name(h->plugins[p]), ib_plugin_version(h->plugins[p]),
+               ib_plugin_path(h->plugins[p]));
+        for (size_t i = 0; i < ib_plugin_handler_count(h->plugins[p]); i++)
+            printf("handler %s\n",
+                   ib_host_handler_describe(line, sizeof(line), h->plugins[p], i, h->cfg->durable,
+                                            h->cfg->consumer_names));
+    }
+    if (code == 0)
+        printf("check passed: ibus run would start with this configuration (NATS not "
+               "contacted)\n");
+    for (size_t i = h->plugin_count; i > 0; i--)
+        ib_plugin_close(h->plugins[i - 1]);
+    ib_recorder_close(h->recorder);
+    pthread_mutex_destroy(&h->inflight_lock);
+    return code;
+}
+
 int ib_host_run(const ib_host_config *cfg)
 {
     ib_host h;
@@ -641,6 +808,8 @@ int ib_host_run(const ib_host_config *cfg)
     int code;
 
     host_init(&h, cfg);
+    if (cfg->check_only)
+        return host_check(&h);
     ib__host_signal_install();
     if (host_open(&h, &buf, &code))
         code = host_serve(&h, buf);

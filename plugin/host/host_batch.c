@@ -50,7 +50,7 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
         h->totals.naked++;
         ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
         ib_log(IB_SEV_ERROR, "dead-letter failed; message nak'ed",
-               IB_LOG_STR("consumer", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
+               IB_LOG_STR("durable", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
                IB_LOG_STR("type", info.event_type), IB_LOG_STR("reason", reason),
                IB_LOG_U64("delivery_count", it->meta.delivered),
                IB_LOG_U64("stream_seq", it->meta.stream_seq), IB_LOG_STR("error", e.msg));
@@ -65,7 +65,7 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
                IB_LOG_STR("error", e.msg));
     h->totals.dead_lettered++;
     ib_metrics_dead_letter(h->metrics, why);
-    ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("consumer", h->cfg->durable),
+    ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("durable", h->cfg->durable),
            IB_LOG_STR("event_id", info.event_id), IB_LOG_STR("type", info.event_type),
            IB_LOG_STR("reason", reason), IB_LOG_U64("delivery_count", it->meta.delivered),
            IB_LOG_U64("stream_seq", it->meta.stream_seq),

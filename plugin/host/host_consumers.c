@@ -33,22 +33,48 @@ static const char *find_override(const char *const *overrides, const char *plugi
     return found;
 }
 
+/* Writes handler `handler` of plugin `plugin`'s consumer identity into
+ * `consumer` (IB_CONSUMER_MAX + 2 bytes); returns its length (above
+ * IB_CONSUMER_MAX when too long). */
+static int identity(char *consumer, const char *plugin, const char *handler, const char *durable,
+                    const char *const *overrides)
+{
+    const char *id = find_override(overrides, plugin, handler);
+    if (id != NULL)
+        return snprintf(consumer, IB_CONSUMER_MAX + 2, "%s", id);
+    return snprintf(consumer, IB_CONSUMER_MAX + 2, "%s/%s/%s", durable, plugin, handler);
+}
+
+char *ib_host_handler_describe(char *buf, size_t cap, const ib_plugin *p, size_t i,
+                               const char *durable, const char *const *overrides)
+{
+    const ib_handler_desc *h = ib_plugin_handler(p, i);
+    char consumer[IB_CONSUMER_MAX + 2];
+    size_t used = 0;
+    buf[0] = '\0';
+    if (h == NULL)
+        return buf;
+    identity(consumer, ib_plugin_name(p), h->name, durable, overrides);
+    used += (size_t)snprintf(buf, cap, "%s/%s types=", ib_plugin_name(p), h->name);
+    for (size_t t = 0; h->event_types != NULL && h->event_types[t] != NULL && used < cap; t++)
+        used +=
+            (size_t)snprintf(buf + used, cap - used, "%s%s", t > 0 ? "," : "", h->event_types[t]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, " consumer=%s", consumer);
+    return buf;
+}
+
 /* Adds handler `h` of plugin `p` to `d` under its consumer identity. */
 static ib_status register_handler(ib_plugin *p, const ib_handler_desc *h, ib_dispatch *d,
                                   const char *durable, const char *const *overrides, ib_error *err)
 {
     const char *plugin = ib_plugin_name(p);
-    const char *id = find_override(overrides, plugin, h->name);
     char consumer[IB_CONSUMER_MAX + 2];
     char name[2 * IB_PLUGIN_NAME_MAX + 2];
     ib_dispatch_handler dh;
     ib_error inner;
-    int n;
+    int n = identity(consumer, plugin, h->name, durable, overrides);
 
-    if (id != NULL)
-        n = snprintf(consumer, sizeof(consumer), "%s", id);
-    else
-        n = snprintf(consumer, sizeof(consumer), "%s/%s/%s", durable, plugin, h->name);
     if (n <= 0 || n > IB_CONSUMER_MAX)
         return ib_error_set(err, IB_ERR_CONFIG,
                             "plugin %s: consumer identity of handler %s/%s must be 1-%d "

@@ -63,6 +63,7 @@ typedef struct ib_host {
     ib_bus_proxy bus;
     int64_t ack_wait_ms;
     uint64_t max_deliver;
+    const char *nats_url; /* the configured server URL(s), for messages (BORROWED) */
     atomic_int bound;
     atomic_int stopping;
     /* The recorder's file now speaks another schema (a newer version

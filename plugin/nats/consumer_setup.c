@@ -15,12 +15,35 @@ static ib_status js_fail(ib_error *err, const char *what, natsStatus s, jsErrCod
 
 /* Creates stream `name` capturing `subjects` (comma-separated) unless it
  * exists. */
-static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects, ib_error *err)
+/* The limits of a stream ensure_stream creates; 0 = none. */
+typedef struct stream_limits {
+    int64_t max_age_ms;
+    int64_t max_bytes;
+} stream_limits;
+
+/* An existing stream keeps its settings: say so when they differ from the
+ * limits asked for, which apply only when creating it. */
+static void warn_limits(const jsStreamInfo *si, const char *name, const stream_limits *lim)
+{
+    int64_t age_ms = si->Config != NULL ? si->Config->MaxAge / 1000000 : 0;
+    int64_t bytes = si->Config != NULL ? si->Config->MaxBytes : 0;
+    if ((lim->max_age_ms > 0 && lim->max_age_ms != age_ms) ||
+        (lim->max_bytes > 0 && lim->max_bytes != bytes))
+        ib_log(IB_SEV_WARN,
+               "stream exists with other limits; the stream limits apply only when creating "
+               "it (change an existing stream with nats stream edit)",
+               IB_LOG_STR("stream", name), IB_LOG_I64("max_age_ms", age_ms),
+               IB_LOG_I64("max_bytes", bytes));
+}
+
+static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects,
+                               const stream_limits *lim, ib_error *err)
 {
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     natsStatus s = js_GetStreamInfo(&si, js, name, NULL, &jerr);
     if (s == NATS_OK) {
+        warn_limits(si, name, lim);
         jsStreamInfo_Destroy(si);
         return IB_OK;
     }
@@ -41,6 +64,9 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
     cfg.Subjects = list;
     cfg.SubjectsLen = n;
     cfg.Storage = js_FileStorage;
+    cfg.MaxAge = lim->max_age_ms * 1000000; /* nanoseconds */
+    if (lim->max_bytes > 0)
+        cfg.MaxBytes = lim->max_bytes;
     s = js_AddStream(&si, js, &cfg, NULL, &jerr);
     free(copy);
     if (s != NATS_OK) {
@@ -49,7 +75,9 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
         return js_fail(err, what, s, jerr);
     }
     jsStreamInfo_Destroy(si);
-    ib_log_kv(IB_SEV_INFO, "stream created", "stream", name, "subjects", subjects, NULL);
+    ib_log(IB_SEV_INFO, "stream created", IB_LOG_STR("stream", name),
+           IB_LOG_STR("subjects", subjects), IB_LOG_I64("max_age_ms", lim->max_age_ms),
+           IB_LOG_I64("max_bytes", lim->max_bytes));
     return IB_OK;
 }
 
@@ -183,7 +211,8 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                                                                                : "events.>");
             subjects = fallback;
         }
-        if ((st = ensure_stream(js, s->stream, subjects, err)) != IB_OK)
+        const stream_limits lim = {s->stream_max_age_ms, s->stream_max_bytes};
+        if ((st = ensure_stream(js, s->stream, subjects, &lim, err)) != IB_OK)
             return st;
         if (s->dead_letter_subject != NULL && s->dead_letter_subject[0] != '\0') {
             char dlq[300];
@@ -193,17 +222,23 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                 if (*c == '.' || *c == '*' || *c == '>' || *c == ' ')
                     *c = '_';
             ib_error e;
-            if (ensure_stream(js, dlq, s->dead_letter_subject, &e) != IB_OK)
+            const stream_limits none = {0, 0};
+            if (ensure_stream(js, dlq, s->dead_letter_subject, &none, &e) != IB_OK)
                 ib_log_kv(IB_SEV_WARN, "dead-letter stream not created", "error", e.msg, NULL);
         }
     }
     natsStatus ns = js_GetConsumerInfo(&ci, js, s->stream, s->durable, NULL, &jerr);
     if (ns != NATS_OK &&
         (ns == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr || jerr == JSStreamNotFoundErr)) {
+        if (!s->create && jerr == JSStreamNotFoundErr)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "stream %s does not exist: create it, or start ibus run with "
+                                "--create (which also sets up consumer %s)",
+                                s->stream, s->durable);
         if (!s->create)
             return ib_error_set(err, IB_ERR_CONFIG,
-                                "consumer %s on stream %s does not exist (create it, or "
-                                "let ibus create it)",
+                                "consumer %s on stream %s does not exist: create it, or start "
+                                "ibus run with --create",
                                 s->durable, s->stream);
         if ((st = create_consumer(&ci, js, s, err)) != IB_OK)
             return st;

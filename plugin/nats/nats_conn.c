@@ -17,12 +17,32 @@ struct ib_nats {
     atomic_int closing; /* set by ib_nats_close: disconnects are expected */
     atomic_uint_fast64_t reconnects;
     char nkey_public[IB_NKEY_PUBLIC_LEN + 1];
+    /* why the first connect failed, while nats.c retries it (it keeps no
+     * error of its own then) */
+    char first_error[200];
 };
+
+/* nats.c's last error reads "(conn.c:2088): No server available": the
+ * source location means nothing to an operator. Copies `text` without
+ * "(file:line): " prefixes into buf. */
+static void without_location(char *buf, size_t len, const char *text)
+{
+    for (;;) {
+        const char *close = text[0] == '(' ? strstr(text, "): ") : NULL;
+        if (close == NULL || memchr(text, ':', (size_t)(close - text)) == NULL)
+            break;
+        text = close + 3;
+    }
+    snprintf(buf, len, "%s", text);
+}
 
 const char *ib_nats_strerror(char *buf, size_t len, natsStatus s)
 {
-    const char *last = nats_GetLastError(NULL);
-    if (last != NULL && last[0] != '\0' && strcmp(last, natsStatus_GetText(s)) != 0)
+    char last[256] = "";
+    const char *raw = nats_GetLastError(NULL);
+    if (raw != NULL)
+        without_location(last, sizeof(last), raw);
+    if (last[0] != '\0' && strcmp(last, natsStatus_GetText(s)) != 0)
         snprintf(buf, len, "%s: %s", natsStatus_GetText(s), last);
     else
         snprintf(buf, len, "%s", natsStatus_GetText(s));
@@ -230,6 +250,14 @@ static ib_status connect_first(ib_nats *n, natsOptions *o, const ib_nats_config 
                                 "cannot connect to %s: %s (login refused: check the user and "
                                 "password, token, credentials file or nkey seed)",
                                 url, ib_nats_strerror(detail, sizeof(detail), s));
+        /* A URL nats.c cannot parse never heals by retrying. */
+        if (s == NATS_INVALID_ARG)
+            return ib_error_set(err, IB_ERR_CONFIG, "server URL %s: %s", url,
+                                ib_nats_strerror(detail, sizeof(detail), s));
+        /* Said at once: nats.c now retries quietly in the background. */
+        ib_nats_strerror(n->first_error, sizeof(n->first_error), s);
+        ib_log_kv(IB_SEV_WARN, "cannot connect to NATS; retrying", "url", url, "error",
+                  n->first_error, NULL);
         natsOptions_SetRetryOnFailedConnect(o, true, on_connected, n);
         s = natsConnection_Connect(&n->nc, o);
     }
@@ -343,9 +371,11 @@ const char *ib_nats_last_error(ib_nats *n, char *buf, size_t len)
         return buf;
     natsStatus s = natsConnection_GetLastError(n->nc, &text);
     if (text != NULL && text[0] != '\0')
-        snprintf(buf, len, "%s", text);
+        without_location(buf, len, text);
     else if (s != NATS_OK)
         snprintf(buf, len, "%s", natsStatus_GetText(s));
+    else if (!ib_nats_is_connected(n))
+        snprintf(buf, len, "%s", n->first_error);
     return buf;
 }
 

@@ -183,17 +183,31 @@ static enum MHD_Result queue_static(struct MHD_Connection *c, unsigned int statu
     return queue(c, status, r, "text/plain; charset=utf-8");
 }
 
-/* /readyz's answer, shared with ibus_ready so the two cannot drift. */
-static int is_ready(const ib_http *h)
+/* /readyz's answer, shared with ibus_ready so the two cannot drift.
+ * `why` (cap bytes) gets the reason when not ready. */
+static int is_ready(const ib_http *h, char *why, size_t cap)
 {
-    return h->ready == NULL || h->ready(h->ctx) != 0;
+    why[0] = '\0';
+    return h->ready == NULL || h->ready(h->ctx, why, cap) != 0;
+}
+
+/* 503 with the callback's reason: "not ready: <why>", or "not ready"
+ * when it gave none. */
+static enum MHD_Result queue_not_ready(struct MHD_Connection *c, const char *why)
+{
+    char body[320];
+    snprintf(body, sizeof(body), "not ready%s%s\n", why[0] != '\0' ? ": " : "", why);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+    return queue(c, MHD_HTTP_SERVICE_UNAVAILABLE, r, "text/plain; charset=utf-8");
 }
 
 static enum MHD_Result serve_metrics(struct MHD_Connection *c, const ib_http *h)
 {
     if (h->metrics == NULL)
         return queue_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "metrics disabled\n");
-    ib_metrics_gauge_set(h->metrics, IB_METRIC_READY, is_ready(h));
+    char why[256];
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_READY, is_ready(h, why, sizeof(why)));
     char *text = NULL;
     size_t len = 0;
     ib_error err;
@@ -232,8 +246,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (strcmp(url, "/healthz") == 0)
         return queue_static(c, MHD_HTTP_OK, "ok\n");
     if (strcmp(url, "/readyz") == 0) {
-        return is_ready(h) ? queue_static(c, MHD_HTTP_OK, "ready\n")
-                           : queue_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n");
+        char why[256];
+        return is_ready(h, why, sizeof(why)) ? queue_static(c, MHD_HTTP_OK, "ready\n")
+                                             : queue_not_ready(c, why);
     }
     if (strcmp(url, "/metrics") == 0)
         return serve_metrics(c, h);

@@ -110,8 +110,9 @@ static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
     [IB_METRIC_RECORDER_UP] = {"ibus_recorder_up",
                                "1 while the recorder's last call worked, else 0."},
     [IB_METRIC_MARKERS] = {"ibus_markers",
-                           "Markers in the recorder, counted every few seconds (not per "
-                           "scrape: counting walks them all)."},
+                           "Markers in the recorder, as last counted: every 5 s, every 30 s "
+                           "when idle, so up to 30 s old (not per scrape: counting walks them "
+                           "all)."},
     [IB_METRIC_RECORDER_WAL_BYTES] = {"ibus_recorder_wal_bytes",
                                       "Bytes in the recorder's write-ahead log (sqlite), else 0."},
     [IB_METRIC_OUTBOX_PENDING] = {"ibus_outbox_pending",

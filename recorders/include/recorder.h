@@ -278,6 +278,11 @@ struct ib_recorder {
  * things. */
 bool ib__recorder_uri_needs_connection(const char *uri);
 
+/* True when `uri` names a SQLite file (not sqlite::memory:); its path is
+ * copied into `path` (cap bytes). False for other kinds and for a URI
+ * that does not parse. For a tool that must not create the file. */
+bool ib__recorder_uri_sqlite_path(const char *uri, char *path, size_t cap);
+
 /* Validates a key the way every kind must: non-empty consumer up to
  * IB_CONSUMER_MAX bytes, normalised id. IB_ERR_INVALID_ARG with a message
  * saying which part is wrong (the id itself is not quoted). Internal. */

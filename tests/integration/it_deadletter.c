@@ -128,6 +128,10 @@ static void assert_log_numbers(const char *err_path, const char *durable)
 
     json_t *dl = log_record(err_path, "dead-lettered");
     assert_string_equal(json_string_value(json_object_get(dl, "reason")), "rejected");
+    /* an event is dead-lettered for the durable: durable=, never consumer=,
+     * which names a handler's identity in "handler failure" */
+    assert_string_equal(json_string_value(json_object_get(dl, "durable")), durable);
+    assert_null(json_object_get(dl, "consumer"));
     assert_true(json_is_integer(json_object_get(dl, "delivery_count")));
     assert_int_equal(json_integer_value(json_object_get(dl, "delivery_count")), 1);
     assert_true(json_is_integer(json_object_get(dl, "stream_seq")));

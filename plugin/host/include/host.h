@@ -66,6 +66,14 @@ typedef struct ib_host_config {
      * message (ib_host_retention_floor_ms), unless retention_unsafe. */
     int64_t retention_ms;
     bool retention_unsafe; /* start anyway, with a warning */
+    /* Check and exit (ibus run --check): load the plugins, open the
+     * recorder if its file exists (never creating it), print every handler
+     * with its types and consumer identity on stdout, and return 0 or 2
+     * without connecting to NATS. */
+    bool check_only;
+    /* --create: MaxAge and MaxBytes of a stream it creates; 0 = none */
+    int64_t stream_max_age_ms;
+    int64_t stream_max_bytes;
 } ib_host_config;
 
 /* Runs the host until a signal, an idle exit or a fatal error. Returns the
@@ -83,6 +91,14 @@ int ib_host_run(const ib_host_config *config);
  * or a field has no key. Pure. */
 char *ib_host_summary_line(long pid, const char *durable, int exit_code, const ib_log_field *fields,
                            size_t n);
+
+/* Rewrites a library error for the ibus command: the loader and the
+ * recorder name their opt-outs as settings ("allow insecure plugin
+ * files", "allow an insecure marker file"), which becomes the flag that
+ * sets them ("pass --allow-insecure-plugins", "pass --allow-insecure-db").
+ * Writes the result into `buf` (cap bytes, cut when too small) and returns
+ * it; other messages are copied as they are. */
+char *ib_host_flag_hint(char *buf, size_t cap, const char *msg);
 
 /* Retention: how long a marker must outlive its event.
  *
@@ -146,6 +162,13 @@ const char *ib_host_retention_explain(char *buf, size_t cap, const char *what, i
  * failure stay in `d`, so treat a failure as fatal for `d`. */
 ib_status ib_host_plugin_register(ib_plugin *p, ib_dispatch *d, const char *durable,
                                   const char *const *overrides, ib_error *err);
+
+/* Describes handler `i` of the loaded plugin `p` for a person, in one line
+ * "plugin/handler types=T1,T2 consumer=IDENTITY", with the identity
+ * ib_host_plugin_register would give it. Writes into `buf` (cap bytes,
+ * cut when too small) and returns it; "" for an index out of range. */
+char *ib_host_handler_describe(char *buf, size_t cap, const ib_plugin *p, size_t i,
+                               const char *durable, const char *const *overrides);
 
 /* Checks consumer identity overrides before registration: each entry of
  * `overrides` (NULL-terminated; may be NULL) must read

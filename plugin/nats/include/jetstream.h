@@ -69,7 +69,9 @@ uint64_t ib_nats_reconnects(const ib_nats *n);
 bool ib_nats_wait_connected(ib_nats *n, const volatile int *stop, int64_t timeout_ms);
 
 /* Why the connection last failed, in nats.c's words (for example
- * "Authorization Violation"), copied into `buf`; "" when it reports none.
+ * "Authorization Violation") without its source location, copied into
+ * `buf`; while a first connect is being retried, why its first attempt
+ * failed; "" when there is nothing to report.
  * Meant for the message of a process that gives up because the connection
  * was closed for good. Returns `buf`. */
 const char *ib_nats_last_error(ib_nats *n, char *buf, size_t len);
@@ -106,6 +108,10 @@ typedef struct ib_consumer_setup {
     size_t batch;             /* messages per pull request; 0 = not checked */
     int64_t pull_expires_ms;  /* lifetime of a pull request; 0 = not checked */
     int64_t waiting_requests; /* pull requests that may wait on the server at once */
+    /* With create: MaxAge (ms) and MaxBytes of a new stream; 0 = none. An
+     * existing stream keeps its own (a warning says when they differ). */
+    int64_t stream_max_age_ms;
+    int64_t stream_max_bytes;
 } ib_consumer_setup;
 
 /* What the host needs to know of the consumer as the server has it. */

@@ -185,6 +185,7 @@ ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_err
  *
  *   GET /healthz  200 "ok"            the process is alive and serving
  *   GET /readyz   200 "ready" when ready(ctx) returns non-zero, else 503
+ *                 "not ready: <reason>" with the reason the callback gave
  *   GET /metrics  200, Prometheus text format 0.0.4 of the registry
  *   other paths   404; methods other than GET and HEAD: 405
  *
@@ -195,8 +196,10 @@ ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_err
 typedef struct ib_http ib_http;
 
 /* Readiness probe callback. Called on the server thread for each /readyz
- * request: must be thread-safe and must not block (read atomics). */
-typedef int (*ib_http_ready_fn)(void *ctx);
+ * request: must be thread-safe and must not block (read atomics). Returns
+ * non-zero when ready; otherwise it may write why into `why` (cap bytes,
+ * starts empty), which /readyz sends after "not ready: ". */
+typedef int (*ib_http_ready_fn)(void *ctx, char *why, size_t cap);
 
 /* Starts serving on `addr`:
  *   "127.0.0.1:9090"  one IPv4 address

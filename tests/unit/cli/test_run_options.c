@@ -105,7 +105,32 @@ static void bad_values_exit_2(void **state)
     assert_int_equal(calls, 1);
 }
 
+/* Issue 25: --check and the stream limits of --create reach the host; a
+ * --nats-url whose port is not a number is exit 2 before any connect. */
+static void check_and_stream_limits(void **state)
+{
+    (void)state;
+    assert_int_equal(
+        run("--check", "--stream-max-age", "30d", "--stream-max-bytes", "1000000", NULL), 0);
+    assert_true(seen.check_only);
+    assert_int_equal(seen.stream_max_age_ms, 30LL * 86400 * 1000);
+    assert_int_equal(seen.stream_max_bytes, 1000000);
+    assert_int_equal(run(NULL), 0);
+    assert_false(seen.check_only);
+    assert_int_equal(seen.stream_max_age_ms, 0);
+    calls = 0;
+    assert_int_equal(run("--nats-url", "127.0.0.1:notaport", NULL), 2);
+    assert_int_equal(run("--nats-url", "nats://a:1,nats://b:99999", NULL), 2);
+    assert_int_equal(run("--nats-url", "nats://:4222", NULL), 2);
+    assert_int_equal(run("--stream-max-age", "forever", NULL), 2);
+    assert_int_equal(calls, 0);
+    assert_int_equal(run("--nats-url", "nats://u:p@127.0.0.1:4222, tls://[::1]:4443", NULL), 0);
+    assert_int_equal(run("--nats-url", "127.0.0.1", NULL), 0);
+    assert_int_equal(calls, 2);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup(check_and_stream_limits, reset),
     cmocka_unit_test_setup(defaults, reset),
     cmocka_unit_test_setup(each_conflict_policy, reset),
     cmocka_unit_test_setup(retention_flags, reset),

@@ -12,9 +12,13 @@
 #include "ib_test.h"
 #include "prom_text.h"
 
-static int ready_fn(void *ctx)
+/* Ready when *ctx is non-zero; otherwise says why, as the host does. */
+static int ready_fn(void *ctx, char *why, size_t cap)
 {
-    return atomic_load((atomic_int *)ctx);
+    if (atomic_load((atomic_int *)ctx))
+        return 1;
+    snprintf(why, cap, "not connected to NATS at nats://127.0.0.1:1");
+    return 0;
 }
 
 static int under_valgrind(void)
@@ -58,9 +62,11 @@ static void probes_and_metrics_answer(void **state)
     assert_string_equal(r.body, "ok\n");
     http_reply_free(&r);
 
-    /* readiness follows the callback: 503, then 200, then 503 again */
+    /* readiness follows the callback: 503 with its reason, then 200, then
+     * 503 again */
     get(&r, port, "GET", "/readyz");
     assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "not ready: not connected to NATS at nats://127.0.0.1:1\n");
     http_reply_free(&r);
     atomic_store(&ready, 1);
     get(&r, port, "GET", "/readyz");

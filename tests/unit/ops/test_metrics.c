@@ -162,6 +162,10 @@ static void retention_and_conflict_series_render(void **state)
     assert_non_null(strstr(text, "# TYPE ibus_conflicts_total counter\n"));
     assert_non_null(strstr(text, "# TYPE ibus_markers_pruned_total counter\n"));
     assert_non_null(strstr(text, "# TYPE ibus_markers gauge\n"));
+    /* the gauge is counted in the background: its help says how old it
+     * may be (issue 25) */
+    assert_non_null(strstr(text, "# HELP ibus_markers Markers in the recorder, as last counted: "
+                                 "every 5 s, every 30 s when idle, so up to 30 s old"));
     assert_non_null(strstr(text, "# TYPE ibus_recorder_wal_bytes gauge\n"));
     assert_non_null(strstr(text, "# TYPE ibus_outbox_pending gauge\n"));
     free(text);

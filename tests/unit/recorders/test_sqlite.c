@@ -726,9 +726,22 @@ static void test_errors_name_the_file(void **state)
     ib_recorder *r = NULL;
     path_of(path, sizeof(path), "missing-dir/x.db");
     snprintf(uri, sizeof(uri), "sqlite:%s", path);
-    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_IO);
+    /* a missing directory is a configuration error (issue 25): no restart
+     * can fix it, so ibus exits 2 and the unit does not loop */
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_CONFIG);
     assert_non_null(strstr(err.msg, uri));
-    assert_non_null(strstr(err.msg, "No such file or directory"));
+    assert_non_null(strstr(err.msg, "missing-dir does not exist (create it, or name a file in an "
+                                    "existing directory)"));
+
+    /* a tool that must not create the file is told it is missing, and
+     * nothing is left behind */
+    path_of(path, sizeof(path), "typo.db");
+    snprintf(uri, sizeof(uri), "sqlite:%s", path);
+    ib_recorder_options ro = {.size = sizeof(ro), .sqlite_must_exist = true};
+    assert_int_equal(ib_recorder_open(&r, uri, &ro, &err), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "no such file (check the path; only ibus run creates a "
+                                    "marker file)"));
+    assert_int_equal(access(path, F_OK), -1);
 
     path_of(path, sizeof(path), "junk.db");
     FILE *f = fopen(path, "w");

@@ -1,0 +1,61 @@
+/* --nats-url, checked before anything connects (see nats_options.h). */
+#include "nats_options.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Checks one URL of `len` bytes at `u`: [scheme://][user[:pass]@]host[:port]
+ * with a port of digits in 1..65535. */
+static int check_one(const char *u, size_t len, char *why, size_t cap)
+{
+    char url[512];
+    if (len == 0) {
+        snprintf(why, cap, "--nats-url: empty entry in the list (URLs are comma-separated)");
+        return -1;
+    }
+    snprintf(url, sizeof(url), "%.*s", (int)len, u);
+    const char *host = strstr(url, "://");
+    host = host != NULL ? host + 3 : url;
+    const char *at = strrchr(host, '@');
+    host = at != NULL ? at + 1 : host;
+    const char *end = host[0] == '[' ? strchr(host, ']') : host;
+    const char *colon = end != NULL ? strchr(end, ':') : NULL;
+    if (host[0] == '\0' || host[0] == ':' || end == NULL) {
+        snprintf(why, cap, "--nats-url: '%s' names no host (e.g. nats://127.0.0.1:4222)", url);
+        return -1;
+    }
+    if (colon == NULL)
+        return 0; /* nats.c adds the default port */
+    const char *port = colon + 1;
+    char *stop = NULL;
+    long p = isdigit((unsigned char)port[0]) ? strtol(port, &stop, 10) : -1;
+    if (p < 1 || p > 65535 || (stop != NULL && *stop != '\0' && *stop != '/')) {
+        snprintf(why, cap,
+                 "--nats-url: '%s' has port '%s', expected a number in 1..65535 (e.g. "
+                 "nats://127.0.0.1:4222)",
+                 url, port);
+        return -1;
+    }
+    return 0;
+}
+
+int ib_cli_nats_url_check(const char *list, char *why, size_t cap)
+{
+    if (list == NULL || list[0] == '\0')
+        return 0; /* the default */
+    for (const char *p = list;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        while (len > 0 && *p == ' ')
+            p++, len--;
+        while (len > 0 && p[len - 1] == ' ')
+            len--;
+        if (check_one(p, len, why, cap) != 0)
+            return -1;
+        if (comma == NULL)
+            return 0;
+        p = comma + 1;
+    }
+}
