@@ -130,7 +130,9 @@ static ib_status publish_round(kv_recorder *k, ack_ctx *a, ib_error *err)
         natsMsg *m = NULL;
         jsPubOptions po;
         jsPubOptions_Init(&po);
-        if (w->expect_seq == 0)
+        if (w->put)
+            ; /* a plain put: nothing expected */
+        else if (w->expect_seq == 0)
             po.ExpectNoMessage = true;
         else
             po.ExpectLastSubjectSeq = w->expect_seq;
@@ -205,21 +207,60 @@ ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
     return st;
 }
 
-void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,
+void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
                           uint32_t attempts, int64_t end, const char *owner)
 {
-    ib__kv_subject(k, w->subject, 'c', key, h->epoch + 1);
+    ib__kv_subject(k, w->subject, 'c', key, epoch);
     snprintf(w->value, sizeof(w->value), "%u %lld %s", attempts, (long long)end, owner);
     w->expect_seq = 0;
+    w->put = false;
+    w->epoch = epoch;
+    w->attempts = attempts;
+    w->end = end;
+}
+
+void ib__kv_prepare_anchor(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
+                           uint32_t attempts, int64_t end, const char *owner)
+{
+    ib__kv_subject(k, w->subject, 'c', key, 1);
+    snprintf(w->value, sizeof(w->value), "@%u %u %lld %s", epoch, attempts, (long long)end, owner);
+    w->expect_seq = 0;
+    w->put = true;
+    w->epoch = 0;
+}
+
+ib_status ib__kv_refresh_anchors(kv_recorder *k, const kv_write *w, size_t n,
+                                 const ib_marker_key *keys, const size_t *index, ib_error *err)
+{
+    kv_write *a = calloc(n > 0 ? n : 1, sizeof(*a));
+    if (a == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory for %zu anchors",
+                            k->bucket, n);
+    size_t m = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (w[j].result != KV_WRITTEN || w[j].epoch < 2)
+            continue;
+        /* The owner is what follows "<attempts> <end> " in the value. */
+        const char *sp = strchr(w[j].value, ' ');
+        sp = sp != NULL ? strchr(sp + 1, ' ') : NULL;
+        ib__kv_prepare_anchor(k, &a[m++], &keys[index != NULL ? index[j] : j], w[j].epoch,
+                              w[j].attempts, w[j].end, sp != NULL ? sp + 1 : "");
+    }
+    ib_status st = m > 0 ? ib__kv_publish(k, a, m, err) : IB_OK;
+    free(a);
+    return st;
 }
 
 ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want,
                            const uint64_t *fps, size_t n, int64_t ts, ib_error *err)
 {
-    kv_write *w = calloc(n > 0 ? n : 1, sizeof(*w));
-    if (w == NULL)
-        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
-                            k->bucket, n);
+    return ib__kv_mark_keys_with(k, keys, want, fps, n, ts, NULL, 0, err);
+}
+
+/* Fills w[0..) with the markers to write; returns how many. */
+static size_t prepare_marks(kv_recorder *k, kv_write *w, const ib_marker_key *keys,
+                            const bool *want, const uint64_t *fps, size_t n, int64_t ts)
+{
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (want != NULL && !want[i])
@@ -231,13 +272,31 @@ ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool
                      (unsigned long long)fp);
         else
             snprintf(w[m].value, sizeof(w[m].value), "%lld", (long long)ts);
+        w[m].put = false;
+        w[m].epoch = 0;
         w[m++].expect_seq = 0;
     }
+    return m;
+}
+
+ib_status ib__kv_mark_keys_with(kv_recorder *k, const ib_marker_key *keys, const bool *want,
+                                const uint64_t *fps, size_t n, int64_t ts, const kv_write *extra,
+                                size_t nextra, ib_error *err)
+{
+    kv_write *w = calloc(n + nextra > 0 ? n + nextra : 1, sizeof(*w));
+    if (w == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
+                            k->bucket, n);
+    size_t m = prepare_marks(k, w, keys, want, fps, n, ts);
+    if (nextra > 0)
+        memcpy(&w[m], extra, nextra * sizeof(*w));
     ib_status st = IB_OK;
     /* Taken means marked already, unless what is there is a forget's
-     * tombstone: then the marker is written over it, by its sequence. */
-    for (int round = 0; round <= KV_RETRIES && m > 0 && st == IB_OK; round++) {
-        st = ib__kv_publish(k, w, m, err);
+     * tombstone: then the marker is written over it, by its sequence. The
+     * extra writes go with the first round only. */
+    for (int round = 0; round <= KV_RETRIES && m + (round == 0 ? nextra : 0) > 0 && st == IB_OK;
+         round++) {
+        st = ib__kv_publish(k, w, m + (round == 0 ? nextra : 0), err);
         size_t again = 0;
         for (size_t i = 0; i < m && st == IB_OK; i++) {
             kv_read rd;
