@@ -77,8 +77,7 @@ typedef struct kv_write {
     int64_t end;
     kv_result result;
     natsStatus st;
-    natsMsg *inflight; /* the message while its ack is awaited */
-    unsigned tries;    /* times sent */
+    unsigned tries; /* times sent */
 } kv_write;
 
 /* A message read through the leader: `found` false when the subject has

@@ -5,12 +5,15 @@
  * answers: a direct get (kvStore_Get) may be served by a follower that has
  * not applied the latest writes yet. Writes are publishes to the bucket's
  * subjects with an expected last subject sequence, because only those
- * report jsErrCode 10071 reliably when the key is taken. */
+ * report jsErrCode 10071 reliably when the key is taken; a batch's are
+ * sent together and their acks collected on one inbox. */
 #include "kv_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "clock.h"
 
 void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
                     uint32_t n)
@@ -74,96 +77,98 @@ ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib
 
 /* --- pipelined conditional writes ----------------------------------------- */
 
-typedef struct ack_ctx {
-    pthread_mutex_t mu;
-    kv_write *w;
-    size_t n;
-} ack_ctx;
-
-/* Runs on the library's thread for every answer. The message is the one
- * published, so its address finds the write (cleared here, before the
- * message is freed, so a later message at the same address cannot match a
- * stale entry). A timeout or "no responders" leaves the write pending: its
- * outcome is unknown or nil, and it is sent again. */
-static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+/* Sends every pending write once, each a request with its expectation as
+ * a header and its own reply subject "<inbox>.<i>". Not through the
+ * JetStream context's async publish: that needs a context (with its reply
+ * subscription and its thread) per round and a callback per ack; here
+ * one inbox per round collects the answers on the calling thread. */
+static natsStatus send_writes(kv_recorder *k, const char *inbox, kv_write *w, size_t n)
 {
-    ack_ctx *a = closure;
-    (void)js;
-    (void)pa;
-    pthread_mutex_lock(&a->mu);
-    for (size_t i = 0; i < a->n; i++) {
-        kv_write *w = &a->w[i];
-        if (w->inflight != msg)
+    char reply[96], seq[24];
+    natsStatus s = NATS_OK;
+    for (size_t i = 0; i < n && s == NATS_OK; i++) {
+        if (w[i].result != KV_PENDING)
             continue;
-        w->inflight = NULL;
-        if (pae == NULL)
-            w->result = KV_WRITTEN;
-        else if (pae->ErrCode == JSStreamWrongLastSequenceErr)
-            w->result = KV_EXISTS;
-        else if (pae->Err != NATS_TIMEOUT && pae->Err != NATS_NO_RESPONDERS) {
-            w->result = KV_FAILED;
-            w->st = pae->Err;
+        natsMsg *m = NULL;
+        snprintf(reply, sizeof(reply), "%s.%zu", inbox, i);
+        s = natsMsg_Create(&m, w[i].subject, reply, w[i].value, (int)strlen(w[i].value));
+        if (s == NATS_OK && !w[i].put) {
+            snprintf(seq, sizeof(seq), "%llu", (unsigned long long)w[i].expect_seq);
+            s = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", seq);
         }
-        break;
+        if (s == NATS_OK)
+            s = natsConnection_PublishMsg(k->nc, m);
+        natsMsg_Destroy(m);
+        w[i].tries++;
     }
-    pthread_mutex_unlock(&a->mu);
-    /* With an ack handler the message is ours again. */
-    natsMsg_Destroy(msg);
+    return s == NATS_OK ? natsConnection_Flush(k->nc) : s;
+}
+
+/* One answer: a publish ack ("seq") is WRITTEN, jsErrCode 10071 EXISTS,
+ * another error FAILED; anything else (an empty "no responders" status)
+ * leaves the write pending, to be sent again. */
+static void take_answer(kv_write *w, const char *json)
+{
+    const char *code = strstr(json, "\"err_code\":");
+    if (strstr(json, "\"error\"") != NULL) {
+        long c = code != NULL ? strtol(code + 11, NULL, 10) : 0;
+        w->result = c == JSStreamWrongLastSequenceErr ? KV_EXISTS : KV_FAILED;
+        w->st = NATS_ERR;
+    } else if (strstr(json, "\"seq\"") != NULL) {
+        w->result = KV_WRITTEN;
+    }
+}
+
+/* Collects the answers of this round until every write sent has one or
+ * the wait runs out (then the rest stay pending: unknown). */
+static void collect_acks(kv_recorder *k, natsSubscription *sub, kv_write *w, size_t n, size_t sent)
+{
+    int64_t deadline = ib_clock_monotonic_ms() + k->wait_ms;
+    for (size_t got = 0; got < sent;) {
+        int64_t left = deadline - ib_clock_monotonic_ms();
+        natsMsg *m = NULL;
+        if (left <= 0 || natsSubscription_NextMsg(&m, sub, left) != NATS_OK)
+            break;
+        const char *dot = strrchr(natsMsg_GetSubject(m), '.');
+        size_t i = dot != NULL ? (size_t)strtoull(dot + 1, NULL, 10) : n;
+        if (i < n && w[i].result == KV_PENDING) {
+            char json[512];
+            int len = natsMsg_GetDataLength(m);
+            len = len < 0 ? 0 : len >= (int)sizeof(json) ? (int)sizeof(json) - 1 : len;
+            memcpy(json, natsMsg_GetData(m), (size_t)len);
+            json[len] = '\0';
+            take_answer(&w[i], json);
+            got++;
+        }
+        natsMsg_Destroy(m);
+    }
 }
 
 /* Sends every pending write once and waits for the answers. */
-static ib_status publish_round(kv_recorder *k, ack_ctx *a, ib_error *err)
+static ib_status publish_round(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
 {
-    jsCtx *js = NULL;
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = k->wait_ms;
-    jo.PublishAsync.AckHandler = on_ack;
-    jo.PublishAsync.AckHandlerClosure = a;
-    natsStatus s = natsConnection_JetStream(&js, k->nc, &jo);
-    if (s != NATS_OK)
-        return ib__kv_fail(k, err, s, "JetStream context");
-    for (size_t i = 0; i < a->n && s == NATS_OK; i++) {
-        kv_write *w = &a->w[i];
-        if (w->result != KV_PENDING)
-            continue;
-        natsMsg *m = NULL;
-        jsPubOptions po;
-        jsPubOptions_Init(&po);
-        if (w->put)
-            ; /* a plain put: nothing expected */
-        else if (w->expect_seq == 0)
-            po.ExpectNoMessage = true;
-        else
-            po.ExpectLastSubjectSeq = w->expect_seq;
-        s = natsMsg_Create(&m, w->subject, NULL, w->value, (int)strlen(w->value));
-        if (s != NATS_OK)
-            break;
-        pthread_mutex_lock(&a->mu);
-        w->inflight = m;
-        w->tries++;
-        pthread_mutex_unlock(&a->mu);
-        s = js_PublishMsgAsync(js, &m, &po);
-        if (s != NATS_OK) {
-            /* Not taken by the library: still ours to free. */
-            pthread_mutex_lock(&a->mu);
-            w->inflight = NULL;
-            pthread_mutex_unlock(&a->mu);
-            natsMsg_Destroy(m);
-        }
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    char filter[96];
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++)
+        sent += w[i].result == KV_PENDING;
+    natsStatus s = natsInbox_Create(&inbox);
+    if (s == NATS_OK) {
+        snprintf(filter, sizeof(filter), "%s.*", inbox);
+        s = natsConnection_SubscribeSync(&sub, k->nc, filter);
     }
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MaxWait = k->wait_ms;
-    natsStatus ws = js_PublishAsyncComplete(js, &po);
-    jsCtx_Destroy(js);
-    pthread_mutex_lock(&a->mu);
-    for (size_t i = 0; i < a->n; i++)
-        a->w[i].inflight = NULL;
-    pthread_mutex_unlock(&a->mu);
-    if (s != NATS_OK)
-        return ib__kv_fail(k, err, s, "publish");
-    return ws == NATS_OK || ws == NATS_TIMEOUT ? IB_OK : ib__kv_fail(k, err, ws, "publish");
+    if (s == NATS_OK)
+        s = natsSubscription_SetPendingLimits(sub, -1, -1);
+    if (s == NATS_OK)
+        s = send_writes(k, inbox, w, n);
+    if (s == NATS_OK)
+        collect_acks(k, sub, w, n, sent);
+    if (sub != NULL)
+        natsSubscription_Unsubscribe(sub);
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "publish");
 }
 
 /* A write sent more than once that then found its key taken may have
@@ -179,23 +184,19 @@ static ib_status recognise_own(kv_recorder *k, kv_write *w, ib_error *err)
 
 ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
 {
-    ack_ctx a = {.w = w, .n = n};
     ib_status st = IB_OK;
     for (size_t i = 0; i < n; i++) {
         w[i].result = KV_PENDING;
-        w[i].inflight = NULL;
         w[i].tries = 0;
     }
-    pthread_mutex_init(&a.mu, NULL);
     for (int round = 0; round <= KV_RETRIES && st == IB_OK; round++) {
         size_t pending = 0;
         for (size_t i = 0; i < n; i++)
             pending += w[i].result == KV_PENDING;
         if (pending == 0)
             break;
-        st = publish_round(k, &a, err);
+        st = publish_round(k, w, n, err);
     }
-    pthread_mutex_destroy(&a.mu);
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         if (w[i].result == KV_EXISTS && w[i].tries > 1)
             st = recognise_own(k, &w[i], err);

@@ -58,6 +58,7 @@ static const ib__bench_config rows[] = {
     {"ibus run, kv: 1 replica", IB__BENCH_IBUS, IB__BENCH_KV1, 1, 0, 0, 0},
     {"ibus run, kv: 3 replicas (3-node cluster)", IB__BENCH_IBUS, IB__BENCH_KV3, 1, 0, 0, 0},
     {"ibus run --batch 256, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 256},
+    {"3 x ibus run, kv: 1 replica, one bucket", IB__BENCH_IBUS, IB__BENCH_KV1, 3, 0, 0, 0},
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 

@@ -9,7 +9,7 @@
 #include "bench.h"
 
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
-#define IB__BENCH_MAX_ROWS 10
+#define IB__BENCH_MAX_ROWS 11
 
 #define IB__BENCH_MAX_REPEAT 9
 
@@ -40,7 +40,8 @@ typedef struct ib__bench_report {
                                                decode, rows[2] memory, rows[3] sqlite normal,
                                                rows[6] 3 x sqlite, rows[7] kv: 1
                                                replica, rows[8] kv: 3, rows[9]
-                                               sqlite --batch 256 */
+                                               sqlite --batch 256, rows[10]
+                                               3 x kv: 1 replica */
     size_t row_count;
 
     const char *slow_labels[2]; /* concurrency 1, 16 */
