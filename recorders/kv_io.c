@@ -101,7 +101,7 @@ static natsStatus send_writes(kv_recorder *k, const char *inbox, kv_write *w, si
         natsMsg_Destroy(m);
         w[i].tries++;
     }
-    return s == NATS_OK ? natsConnection_Flush(k->nc) : s;
+    return s;
 }
 
 /* One answer: a publish ack ("seq") is WRITTEN, jsErrCode 10071 EXISTS,
