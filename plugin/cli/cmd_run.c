@@ -66,6 +66,10 @@ static size_t run_options(ib_opt *opts, void *targets)
          "create the stream, dead-letter stream and consumer if missing", 0, 0},
         {"stream-subjects", IB_OPT_STRING, &c->stream_subjects, "SUBJECTS", "events.>",
          "subjects of a stream created by --create (comma-separated)", 0, 0},
+        {"stream-replicas", IB_OPT_INT, &c->stream_replicas, "N", "1",
+         "replicas of the event and dead-letter streams --create makes (3 on a cluster, so the "
+         "stream survives a node)",
+         1, 5},
         {"batch", IB_OPT_INT, &c->batch, "N", "64", "messages per pull (and per group commit)", 1,
          4096},
         {"flush-interval", IB_OPT_DURATION, &c->flush_ms, "DURATION", "5ms",

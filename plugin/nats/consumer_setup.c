@@ -13,9 +13,10 @@ static ib_status js_fail(ib_error *err, const char *what, natsStatus s, jsErrCod
                         ib_nats_strerror(d, sizeof(d), s), (int)jerr);
 }
 
-/* Creates stream `name` capturing `subjects` (comma-separated) unless it
- * exists. */
-static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects, ib_error *err)
+/* Creates stream `name` capturing `subjects` (comma-separated), with
+ * `replicas` (<= 0: 1), unless it exists. */
+static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects, int replicas,
+                               ib_error *err)
 {
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
@@ -41,6 +42,7 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
     cfg.Subjects = list;
     cfg.SubjectsLen = n;
     cfg.Storage = js_FileStorage;
+    cfg.Replicas = replicas > 0 ? replicas : 1;
     s = js_AddStream(&si, js, &cfg, NULL, &jerr);
     free(copy);
     if (s != NATS_OK) {
@@ -183,7 +185,7 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                                                                                : "events.>");
             subjects = fallback;
         }
-        if ((st = ensure_stream(js, s->stream, subjects, err)) != IB_OK)
+        if ((st = ensure_stream(js, s->stream, subjects, s->stream_replicas, err)) != IB_OK)
             return st;
         if (s->dead_letter_subject != NULL && s->dead_letter_subject[0] != '\0') {
             char dlq[300];
@@ -193,7 +195,7 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                 if (*c == '.' || *c == '*' || *c == '>' || *c == ' ')
                     *c = '_';
             ib_error e;
-            if (ensure_stream(js, dlq, s->dead_letter_subject, &e) != IB_OK)
+            if (ensure_stream(js, dlq, s->dead_letter_subject, s->stream_replicas, &e) != IB_OK)
                 ib_log_kv(IB_SEV_WARN, "dead-letter stream not created", "error", e.msg, NULL);
         }
     }
