@@ -456,6 +456,19 @@ static void test_ibus_markers(void **state)
     assert_int_equal(markers(&p, uri, "forget", id), 0);
     assert_false(processed(r, "c", id));
     assert_int_equal(markers(&p, uri, "lookup", id), 3);
+    /* without url=: the connection options, as ibus run takes them */
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    setenv("IB_NATS_URL", server.url, 1);
+    assert_int_equal(markers(&p, "kv:admin", "lookup", id), 0);
+    unsetenv("IB_NATS_URL");
+    assert_true(it_file_contains(p.out_path, id));
+    /* no server there: the error names the option */
+    char down[64];
+    snprintf(down, sizeof(down), "nats://127.0.0.1:%d", it_free_port());
+    setenv("IB_NATS_URL", down, 1);
+    assert_int_equal(markers(&p, "kv:admin", "lookup", id), 1);
+    unsetenv("IB_NATS_URL");
+    assert_true(it_file_contains(p.err_path, "--nats-url"));
     ib_recorder_close(r);
 }
 
