@@ -614,6 +614,7 @@ static void kv_close(ib_recorder *r)
 {
     ib__kv_disconnect(kv_of(r));
     ib__kv_held_free(kv_of(r));
+    pthread_mutex_destroy(&kv_of(r)->acks_mu);
     free(r);
 }
 
@@ -636,6 +637,7 @@ ib_status ib__kv_open(ib_recorder **out, const ib__recorder_config *cfg, ib_erro
         free(k);
         return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory", cfg->path);
     }
+    pthread_mutex_init(&k->acks_mu, NULL);
     ib_status st = ib__kv_connect(k, cfg, err);
     if (st == IB_OK)
         st = ib__kv_bind(k, cfg, err);

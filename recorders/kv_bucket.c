@@ -66,6 +66,10 @@ ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_erro
 
 void ib__kv_disconnect(kv_recorder *k)
 {
+    if (k->acks != NULL)
+        natsSubscription_Unsubscribe(k->acks);
+    natsSubscription_Destroy(k->acks);
+    k->acks = NULL;
     kvStore_Destroy(k->kv);
     jsCtx_Destroy(k->js);
     if (k->own_nc) {

@@ -54,7 +54,11 @@ typedef struct kv_recorder {
     int64_t wait_ms;
     char bucket[IB__KV_BUCKET_MAX + 1];
     char stream[IB__KV_BUCKET_MAX + 4]; /* KV_<bucket> */
-    pthread_mutex_t held_mu;            /* guards held, held_n (kv_held.c) */
+    pthread_mutex_t acks_mu;            /* one write round at a time (kv_io.c) */
+    natsSubscription *acks;             /* the write rounds' ack inbox, or NULL */
+    char acks_inbox[64];
+    uint64_t acks_round;
+    pthread_mutex_t held_mu; /* guards held, held_n (kv_held.c) */
     struct kv_held **held;
     size_t held_n;
 } kv_recorder;

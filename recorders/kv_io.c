@@ -78,19 +78,21 @@ ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib
 /* --- pipelined conditional writes ----------------------------------------- */
 
 /* Sends every pending write once, each a request with its expectation as
- * a header and its own reply subject "<inbox>.<i>". Not through the
- * JetStream context's async publish: that needs a context (with its reply
- * subscription and its thread) per round and a callback per ack; here
- * one inbox per round collects the answers on the calling thread. */
-static natsStatus send_writes(kv_recorder *k, const char *inbox, kv_write *w, size_t n)
+ * a header and its own reply subject "<inbox>.<round>.<i>". Not through
+ * the JetStream context's async publish: that needs a context (with its
+ * reply subscription and its thread) per round and a callback per ack;
+ * here the recorder's one ack inbox collects the answers on the calling
+ * thread. */
+static natsStatus send_writes(kv_recorder *k, kv_write *w, size_t n)
 {
-    char reply[96], seq[24];
+    char reply[128], seq[24];
     natsStatus s = NATS_OK;
     for (size_t i = 0; i < n && s == NATS_OK; i++) {
         if (w[i].result != KV_PENDING)
             continue;
         natsMsg *m = NULL;
-        snprintf(reply, sizeof(reply), "%s.%zu", inbox, i);
+        snprintf(reply, sizeof(reply), "%s.%llu.%zu", k->acks_inbox,
+                 (unsigned long long)k->acks_round, i);
         s = natsMsg_Create(&m, w[i].subject, reply, w[i].value, (int)strlen(w[i].value));
         if (s == NATS_OK && !w[i].put) {
             snprintf(seq, sizeof(seq), "%llu", (unsigned long long)w[i].expect_seq);
@@ -119,55 +121,100 @@ static void take_answer(kv_write *w, const char *json)
     }
 }
 
+/* The round and the write index of a reply subject "<inbox>.<round>.<i>";
+ * false for anything else. */
+static bool reply_of(const char *subject, size_t inbox_len, uint64_t *round, size_t *i)
+{
+    if (strlen(subject) <= inbox_len + 1)
+        return false;
+    char *end = NULL;
+    *round = strtoull(subject + inbox_len + 1, &end, 10);
+    if (end == NULL || *end != '.')
+        return false;
+    *i = (size_t)strtoull(end + 1, NULL, 10);
+    return true;
+}
+
+/* Takes one reply of this round into its write; false for one of an
+ * earlier round (late) or of none. */
+static bool take_reply(kv_recorder *k, natsMsg *m, kv_write *w, size_t n, size_t inbox_len)
+{
+    uint64_t round = 0;
+    size_t i = n;
+    if (!reply_of(natsMsg_GetSubject(m), inbox_len, &round, &i) || round != k->acks_round ||
+        i >= n || w[i].result != KV_PENDING)
+        return false;
+    char json[512];
+    int len = natsMsg_GetDataLength(m);
+    len = len < 0 ? 0 : len >= (int)sizeof(json) ? (int)sizeof(json) - 1 : len;
+    memcpy(json, natsMsg_GetData(m), (size_t)len);
+    json[len] = '\0';
+    take_answer(&w[i], json);
+    return true;
+}
+
 /* Collects the answers of this round until every write sent has one or
- * the wait runs out (then the rest stay pending: unknown). */
-static void collect_acks(kv_recorder *k, natsSubscription *sub, kv_write *w, size_t n, size_t sent)
+ * the wait runs out (then the rest stay pending: unknown). A "no
+ * responders" status (nats.c gives it as NATS_NO_RESPONDERS, without the
+ * message: no stream leader took the write) counts as an answer whose
+ * write stays pending, to be sent again. Late answers of earlier rounds
+ * are dropped; so may a late "no responders" of theirs count here, which
+ * only ends this round early (its writes still pending are sent again). */
+static void collect_acks(kv_recorder *k, kv_write *w, size_t n, size_t sent)
 {
     int64_t deadline = ib_clock_monotonic_ms() + k->wait_ms;
+    size_t inbox_len = strlen(k->acks_inbox);
     for (size_t got = 0; got < sent;) {
         int64_t left = deadline - ib_clock_monotonic_ms();
         natsMsg *m = NULL;
-        if (left <= 0 || natsSubscription_NextMsg(&m, sub, left) != NATS_OK)
-            break;
-        const char *dot = strrchr(natsMsg_GetSubject(m), '.');
-        size_t i = dot != NULL ? (size_t)strtoull(dot + 1, NULL, 10) : n;
-        if (i < n && w[i].result == KV_PENDING) {
-            char json[512];
-            int len = natsMsg_GetDataLength(m);
-            len = len < 0 ? 0 : len >= (int)sizeof(json) ? (int)sizeof(json) - 1 : len;
-            memcpy(json, natsMsg_GetData(m), (size_t)len);
-            json[len] = '\0';
-            take_answer(&w[i], json);
+        natsStatus s = left > 0 ? natsSubscription_NextMsg(&m, k->acks, left) : NATS_TIMEOUT;
+        if (s == NATS_NO_RESPONDERS) {
             got++;
+            continue;
         }
+        if (s != NATS_OK)
+            break;
+        got += take_reply(k, m, w, n, inbox_len);
         natsMsg_Destroy(m);
     }
 }
 
-/* Sends every pending write once and waits for the answers. */
+/* The recorder's ack inbox, made on first use and kept until close: a
+ * subscription per round, made and dropped while the connection
+ * reconnects, crashed nats.c 3.4.1's reader thread. */
+static natsStatus ack_inbox(kv_recorder *k)
+{
+    if (k->acks != NULL)
+        return NATS_OK;
+    natsInbox *inbox = NULL;
+    natsStatus s = natsInbox_Create(&inbox);
+    char filter[96];
+    if (s == NATS_OK) {
+        snprintf(k->acks_inbox, sizeof(k->acks_inbox), "%s", inbox);
+        snprintf(filter, sizeof(filter), "%s.>", inbox);
+        s = natsConnection_SubscribeSync(&k->acks, k->nc, filter);
+    }
+    natsInbox_Destroy(inbox);
+    if (s == NATS_OK)
+        s = natsSubscription_SetPendingLimits(k->acks, -1, -1);
+    return s;
+}
+
+/* Sends every pending write once and waits for the answers; one round at
+ * a time per recorder (they share the ack inbox). */
 static ib_status publish_round(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
 {
-    natsInbox *inbox = NULL;
-    natsSubscription *sub = NULL;
-    char filter[96];
     size_t sent = 0;
     for (size_t i = 0; i < n; i++)
         sent += w[i].result == KV_PENDING;
-    natsStatus s = natsInbox_Create(&inbox);
-    if (s == NATS_OK) {
-        snprintf(filter, sizeof(filter), "%s.*", inbox);
-        s = natsConnection_SubscribeSync(&sub, k->nc, filter);
-    }
+    pthread_mutex_lock(&k->acks_mu);
+    k->acks_round++;
+    natsStatus s = ack_inbox(k);
     if (s == NATS_OK)
-        s = natsSubscription_SetPendingLimits(sub, -1, -1);
+        s = send_writes(k, w, n);
     if (s == NATS_OK)
-        s = send_writes(k, inbox, w, n);
-    if (s == NATS_OK)
-        collect_acks(k, sub, w, n, sent);
-    if (sub != NULL)
-        natsSubscription_Unsubscribe(sub);
-    natsSubscription_Destroy(sub);
-    natsInbox_Destroy(inbox);
+        collect_acks(k, w, n, sent);
+    pthread_mutex_unlock(&k->acks_mu);
     return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "publish");
 }
 
