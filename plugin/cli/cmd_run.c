@@ -28,6 +28,31 @@ static const ib_conflict_policy conflict_policies[] = {IB_CONFLICT_DEAD_LETTER, 
                                                        IB_CONFLICT_LOG};
 #define CONFLICT_CHOICES "dead-letter|drop|log"
 
+/* What --create makes, and how: entries of run_options. */
+#define RUN_CREATE_OPTIONS(c)                                                                      \
+    {"create",                                                                                     \
+     IB_OPT_FLAG,                                                                                  \
+     &(c)->create,                                                                                 \
+     NULL,                                                                                         \
+     NULL,                                                                                         \
+     "create the stream, dead-letter stream and consumer if missing",                              \
+     0,                                                                                            \
+     0},                                                                                           \
+        {"stream-subjects",                                                                        \
+         IB_OPT_STRING,                                                                            \
+         &(c)->stream_subjects,                                                                    \
+         "SUBJECTS",                                                                               \
+         "events.>",                                                                               \
+         "subjects of a stream created by --create (comma-separated)",                             \
+         0,                                                                                        \
+         0},                                                                                       \
+    {                                                                                              \
+        "stream-replicas", IB_OPT_INT, &(c)->stream_replicas, "N", "1",                            \
+            "replicas of the event and dead-letter streams --create makes (3 on a cluster, so "    \
+            "the stream survives a node)",                                                         \
+            1, 5                                                                                   \
+    }
+
 /* Writes the option table of `ibus run` into `opts` (room for
  * IB_CMD_MAX_OPTIONS), its targets inside `targets` (a run_args), and
  * returns its length. */
@@ -62,14 +87,7 @@ static size_t run_options(ib_opt *opts, void *targets)
          "consumer BackOff step when creating it", 0, 0},
         {"max-ack-pending", IB_OPT_INT, &c->max_ack_pending, "N", "1000",
          "MaxAckPending when creating the consumer", 1, 1000000},
-        {"create", IB_OPT_FLAG, &c->create, NULL, NULL,
-         "create the stream, dead-letter stream and consumer if missing", 0, 0},
-        {"stream-subjects", IB_OPT_STRING, &c->stream_subjects, "SUBJECTS", "events.>",
-         "subjects of a stream created by --create (comma-separated)", 0, 0},
-        {"stream-replicas", IB_OPT_INT, &c->stream_replicas, "N", "1",
-         "replicas of the event and dead-letter streams --create makes (3 on a cluster, so the "
-         "stream survives a node)",
-         1, 5},
+        RUN_CREATE_OPTIONS(c),
         {"batch", IB_OPT_INT, &c->batch, "N", "64", "messages per pull (and per group commit)", 1,
          4096},
         {"flush-interval", IB_OPT_DURATION, &c->flush_ms, "DURATION", "5ms",
