@@ -426,6 +426,34 @@ static ib_status kv_renew_batch(ib_recorder *r, bool *held, const ib_marker_key 
     return owned_batch(kv_of(r), held, keys, n, owner, lease_ms, err);
 }
 
+/* --- the end of attempts: the next epoch counts none ------------------------------ */
+
+/* Keeps the owner and the lease as they are; a key done, never claimed or
+ * without attempts is left alone. */
+static bool end_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv_write *w)
+{
+    owned_ctx *c = vctx;
+    (void)now;
+    if (h->done || h->epoch == 0 || h->attempts == 0)
+        return false;
+    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1, 0, h->end, h->owner);
+    return true;
+}
+
+static void end_written(void *vctx, size_t i, const kv_head *h, const kv_write *w)
+{
+    (void)vctx;
+    (void)i;
+    (void)h;
+    (void)w;
+}
+
+static ib_status kv_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    owned_ctx c = {kv_of(r), keys, NULL, NULL, 0};
+    return run_rounds(kv_of(r), keys, n, end_decide, end_written, &c, err);
+}
+
 /* --- marks ------------------------------------------------------------------------- */
 
 /* The anchor a mark leaves: a key never claimed gets one (epoch 1,
@@ -588,14 +616,33 @@ static ib_status kv_forget(ib_recorder *r, bool *existed, const char *consumer,
     kv_read rd;
     ib_status st = read_done(k, &rd, consumer, event_id, err);
     *existed = st == IB_OK && rd.found && !rd.deleted;
-    if (!*existed)
-        return st;
-    char subject[KV_SUBJECT_MAX];
     ib_marker_key key = {consumer, event_id};
-    ib__kv_subject(k, subject, 'd', &key, 0);
-    /* kvStore_Delete takes the key without the "$KV.<bucket>." prefix. */
-    natsStatus s = kvStore_Delete(k->kv, subject + strlen(k->bucket) + 5);
-    return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "forget");
+    if (*existed) {
+        char subject[KV_SUBJECT_MAX];
+        ib__kv_subject(k, subject, 'd', &key, 0);
+        /* kvStore_Delete takes the key without the "$KV.<bucket>." prefix. */
+        natsStatus s = kvStore_Delete(k->kv, subject + strlen(k->bucket) + 5);
+        if (s != NATS_OK)
+            return ib__kv_fail(k, err, s, "forget");
+    }
+    return st == IB_OK ? kv_end_attempts(r, &key, 1, err) : st;
+}
+
+static ib_status kv_inspect(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                            const char *event_id, ib_error *err)
+{
+    kv_head h;
+    ib_marker_key key = {consumer, event_id};
+    ib_status st = kv_lookup(r, &out->marked, &out->ts_ms, consumer, event_id, err);
+    if (st == IB_OK)
+        st = ib__kv_read_head(kv_of(r), &h, &key, err);
+    if (st != IB_OK || out->marked || h.epoch == 0)
+        return st;
+    int64_t left = h.owner[0] != '\0' ? h.end - r->now_ms() : 0;
+    memcpy(out->owner, h.owner, sizeof(out->owner));
+    out->lease_left_ms = left > 0 ? left : 0;
+    out->attempts = h.attempts;
+    return IB_OK;
 }
 
 static ib_status kv_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err)
@@ -671,4 +718,7 @@ static const ib_recorder_ops kv_ops = {
     .acquire_batch = kv_acquire_batch,
     .renew_batch = kv_renew_batch,
     .mark_owned_batch = kv_mark_owned_batch,
+    .end_attempts = kv_end_attempts,
+    .inspect = kv_inspect,
+    .attempt_stats = ib__kv_attempt_stats,
 };

@@ -258,7 +258,10 @@ static ib_status claim_held(kv_recorder *k, bool *held, const kv_key *key, ib_er
     snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
              key->epoch);
     ib_status st = ib__kv_read_last(k, &rd, subject, err);
-    const char *sp = st == IB_OK && rd.found ? strchr(rd.value, ' ') : NULL;
+    /* skip an anchor rewrite's "@<n> " */
+    const char *v =
+        rd.value[0] == '@' && strchr(rd.value, ' ') != NULL ? strchr(rd.value, ' ') + 1 : rd.value;
+    const char *sp = st == IB_OK && rd.found ? strchr(v, ' ') : NULL;
     sp = sp != NULL ? strchr(sp + 1, ' ') : NULL;
     *held = sp != NULL && sp[1] != '\0';
     return st;
@@ -306,6 +309,49 @@ ib_status ib__kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
     if (st == IB_OK && js_GetStreamInfo(&si, k->js, k->stream, NULL, &jerr) == NATS_OK) {
         stats->storage_bytes = si->State.Bytes;
         jsStreamInfo_Destroy(si);
+    }
+    walk_free(&w);
+    return st;
+}
+
+/* The attempts written in the claim epoch `key`. */
+static ib_status claim_attempts(kv_recorder *k, uint32_t *attempts, const kv_key *key,
+                                ib_error *err)
+{
+    char subject[KV_SUBJECT_MAX];
+    kv_read rd;
+    snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
+             key->epoch);
+    ib_status st = ib__kv_read_last(k, &rd, subject, err);
+    /* an anchor's rewrite, "@<n> <attempts> ...", carries the count second */
+    const char *v =
+        rd.value[0] == '@' && strchr(rd.value, ' ') != NULL ? strchr(rd.value, ' ') + 1 : rd.value;
+    unsigned long long n = st == IB_OK && rd.found ? strtoull(v, NULL, 10) : 0;
+    *attempts = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    return st;
+}
+
+ib_status ib__kv_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                               ib_error *err)
+{
+    kv_recorder *k = kv_of(r);
+    key_walk w;
+    ib_status st = walk_keys(k, &w, err);
+    if (st != IB_OK)
+        return st;
+    qsort(w.keys, w.n, sizeof(*w.keys), cmp_key);
+    for (size_t i = 0; i < w.n && st == IB_OK; i++) {
+        const kv_key *key = &w.keys[i];
+        const kv_key *next = i + 1 < w.n ? &w.keys[i + 1] : NULL;
+        bool same_id =
+            next != NULL && strcmp(next->hex, key->hex) == 0 && strcmp(next->id, key->id) == 0;
+        uint32_t attempts = 0;
+        /* as in stats: the last 'c' of an id is its highest epoch, and a
+         * 'd' after it means done */
+        if (key->type != 'c' || same_id || (st = claim_attempts(k, &attempts, key, err)) != IB_OK)
+            continue;
+        out->attempted += attempts > 0;
+        out->exhausted += attempts >= max_attempts;
     }
     walk_free(&w);
     return st;

@@ -30,6 +30,7 @@
 #include "recorder_internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -924,6 +925,14 @@ static uint64_t pos_of(const mem_recorder *m, uint32_t slot)
     return m->tail + ((slot - slot_of(m, m->tail)) & (m->space - 1));
 }
 
+/* Ends the attempts of one key (lock held); its claim cell stays. */
+static void end_attempts_locked(mem_recorder *m, const char *consumer, const char *event_id)
+{
+    claim *cl = claim_find(m, consumer, event_id);
+    if (cl != NULL)
+        cl->attempts = 0;
+}
+
 static ib_status mem_forget(ib_recorder *r, bool *existed, const char *consumer,
                             const char *event_id, ib_error *err)
 {
@@ -934,6 +943,58 @@ static ib_status mem_forget(ib_recorder *r, bool *existed, const char *consumer,
     *existed = find_key_locked(m, &bi, consumer, event_id);
     if (*existed)
         remove_marker(m, bi, pos_of(m, m->buckets[bi].slot));
+    end_attempts_locked(m, consumer, event_id);
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+/* A marked key holds no claim (marking clears it), so every cell found
+ * belongs to a key that is not marked. */
+static ib_status mem_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                  ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        end_attempts_locked(m, keys[i].consumer, keys[i].event_id);
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static ib_status mem_inspect(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                             const char *event_id, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    size_t bi = 0;
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    out->marked = find_key_locked(m, &bi, consumer, event_id);
+    out->ts_ms = out->marked ? entry_ts(at_slot(m, m->buckets[bi].slot)) : 0;
+    const claim *cl = claim_find(m, consumer, event_id);
+    if (cl != NULL) {
+        int64_t left = cl->expires_ms - m->base.lease_now_ms();
+        snprintf(out->owner, sizeof(out->owner), "%s", cl->owner);
+        out->lease_left_ms = left > 0 ? left : 0;
+        out->attempts = cl->attempts;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
+}
+
+static ib_status mem_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                                   ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; m->claims != NULL && i <= claim_mask(m); i++) {
+        const claim *cl = &m->claims[i];
+        if (cl->owner == NULL || cl->attempts == 0)
+            continue;
+        out->attempted++;
+        out->exhausted += cl->attempts >= max_attempts;
+    }
     pthread_mutex_unlock(&m->mu);
     return IB_OK;
 }
@@ -1076,6 +1137,9 @@ static const ib_recorder_ops mem_ops = {
     .acquire_batch = mem_acquire_batch,
     .renew_batch = mem_renew_batch,
     .mark_owned_batch = mem_mark_owned_batch,
+    .end_attempts = mem_end_attempts,
+    .inspect = mem_inspect,
+    .attempt_stats = mem_attempt_stats,
 };
 
 ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)

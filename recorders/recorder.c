@@ -461,3 +461,42 @@ int64_t ib__claim_hold_ms(const char *holder, const char *owner, int64_t expires
         return expires + lease_ms - now;
     return 0;
 }
+
+/* --- the end of attempts and what shows them ------------------------------- */
+
+ib_status ib_recorder_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                   ib_error *err)
+{
+    ib_status st = check_recorder(r, r, err);
+    if (st == IB_OK)
+        st = check_keys(keys, n, err);
+    if (st != IB_OK || n == 0 || !HAS_OP(r, end_attempts))
+        return st;
+    return r->ops->end_attempts(r, keys, n, err);
+}
+
+ib_status ib_recorder_inspect(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                              const char *event_id, ib_error *err)
+{
+    ib_status st = check_call(r, out, consumer, event_id, err);
+    if (st != IB_OK)
+        return st;
+    memset(out, 0, sizeof(*out));
+    if (HAS_OP(r, inspect))
+        return r->ops->inspect(r, out, consumer, event_id, err);
+    return ib_recorder_lookup(r, &out->marked, &out->ts_ms, consumer, event_id, err);
+}
+
+ib_status ib_recorder_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                                    ib_error *err)
+{
+    ib_status st = check_recorder(r, out, err);
+    if (st != IB_OK)
+        return st;
+    if (max_attempts == 0)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: max_attempts must be above 0");
+    if (!HAS_OP(r, attempt_stats))
+        return unsupported(r, "attempt stats", err);
+    memset(out, 0, sizeof(*out));
+    return r->ops->attempt_stats(r, out, max_attempts, err);
+}

@@ -52,6 +52,7 @@
 #include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,7 @@
 #define DEFAULT_PRUNE_ROWS 2000
 #define RETRY_FLOOR_MS 60000
 #define NEW_FILE_PAGE_SIZE 4096
-#define WAL_WINDOW_BYTES (32 * 1024 * 1024)
+#define WAL_KEEP_BYTES (64 * 1024 * 1024)
 /* Page cache per connection. 8 MiB keeps a host with a million markers
  * near 20 MiB peak RSS (64 MiB let it reach 85 MiB) and measured no slower:
  * with random ids, commits touch scattered pages either way. */
@@ -74,6 +75,11 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_BEGIN_WRITE] = "BEGIN IMMEDIATE",
     [Q_COMMIT] = "COMMIT",
     [Q_ROLLBACK] = "ROLLBACK",
+    /* Every transaction checks that the file still speaks our schema:
+     * data_version moves when another connection committed, and only then
+     * is user_version read again (sqlite_exec.c). */
+    [Q_DATA_VERSION] = "PRAGMA data_version",
+    [Q_USER_VERSION] = "PRAGMA user_version",
     /* One row always: a key's state in the B-trees. The marker's ts is
      * NULL when it is not marked; fingerprints are stored as signed 64-bit
      * INTEGERs (all bits kept), NULL = none. */
@@ -83,19 +89,40 @@ static const char *const query_sql[Q_COUNT] = {
                     "LEFT JOIN processed_claims c ON c.consumer = ?1 AND c.event_id = ?2",
     [Q_MARKER_GET] = "SELECT ts, coalesce(fp, 0) FROM processed_markers "
                      "WHERE consumer = ?1 AND event_id = ?2",
-    [Q_MARKER_COUNT] = "SELECT count(*) FROM processed_markers",
+    [Q_MARKER_COUNT] = "SELECT coalesce(sum(markers), 0) FROM processed_counts",
     [Q_MARKER_KEYS] = "SELECT consumer, event_id FROM processed_markers",
     [Q_CLAIMS_ANY] = "SELECT EXISTS (SELECT 1 FROM processed_claims)",
-    [Q_JOURNAL_PUT] = "INSERT INTO processed_journal (seq, consumer, states) VALUES (?1, ?2, ?3)",
+    [Q_JOURNAL_PUT] = "INSERT INTO processed_journal (seq, consumer, states, marked, ts) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5)",
     /* The states are parsed by sqlite_states.c. */
     [Q_JOURNAL_READ] = "SELECT seq, consumer, states FROM processed_journal WHERE seq > ?1 "
                        "ORDER BY seq",
     [Q_JOURNAL_TRIM] = "DELETE FROM processed_journal WHERE seq <= ?1",
-    [Q_MERGE_STATE] = "SELECT merged_seq, trimmed_seq FROM processed_merge",
-    [Q_MERGE_SET] = "UPDATE processed_merge SET merged_seq = ?1, trimmed_seq = ?2",
-    [Q_MARKER_PUT] = "INSERT OR REPLACE INTO processed_markers (consumer, event_id, ts, fp) "
+    /* counted_seq: the merge processed_counts last followed. Only merges of
+     * version 5 or later raise it; an older process's merge leaves it
+     * behind, and the next merge of ours counts the B-tree again. */
+    [Q_MERGE_STATE] = "SELECT merged_seq, trimmed_seq, counted_seq FROM processed_merge",
+    [Q_MERGE_SET] = "UPDATE processed_merge SET merged_seq = ?1, trimmed_seq = ?2, "
+                    "counted_seq = ?1",
+    /* A merge inserts, and counts what it inserted (sqlite_counts.c); a
+     * key that has a row already was forgotten and marked again. */
+    [Q_MARKER_PUT] = "INSERT OR IGNORE INTO processed_markers (consumer, event_id, ts, fp) "
                      "VALUES (?1, ?2, ?3, ?4)",
+    [Q_MARKER_FIX] = "UPDATE processed_markers SET ts = ?3, fp = ?4 "
+                     "WHERE consumer = ?1 AND event_id = ?2 AND (ts IS NOT ?3 OR fp IS NOT ?4)",
     [Q_MARKER_DEL] = "DELETE FROM processed_markers WHERE consumer = ?1 AND event_id = ?2",
+    [Q_COUNTS_ADD] = "INSERT INTO processed_counts (consumer, markers, oldest_ms, newest_ms) "
+                     "VALUES (?1, max(?2, 0), max(?3, ?5), ?4) ON CONFLICT (consumer) DO UPDATE "
+                     "SET markers = max(markers + ?2, 0), oldest_ms = max(min(oldest_ms, ?3), ?5), "
+                     "newest_ms = max(newest_ms, ?4)",
+    [Q_READER_BEAT] = "INSERT OR REPLACE INTO processed_readers (reader, seen_row, beat_ms, "
+                      "schema, pid, slot) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [Q_READER_LIST] = "SELECT reader, seen_row, beat_ms, slot FROM processed_readers",
+    [Q_READER_DROP] = "DELETE FROM processed_readers WHERE reader = ?1",
+    /* The filter is built from the B-tree in short read transactions of
+     * ?3 keys each, in key order from a cursor (sqlite_readers.c). */
+    [Q_FILTER_SCAN] = "SELECT consumer, event_id FROM processed_markers "
+                      "WHERE (consumer, event_id) > (?1, ?2) ORDER BY consumer, event_id LIMIT ?3",
     [Q_CLAIM_SET] = "INSERT OR REPLACE INTO processed_claims (consumer, event_id, owner, "
                     "expires_ms, attempts) VALUES (?1, ?2, ?3, ?4, ?5)",
     [Q_CLAIM_DEL] = "DELETE FROM processed_claims WHERE consumer = ?1 AND event_id = ?2",
@@ -107,16 +134,28 @@ static const char *const query_sql[Q_COUNT] = {
                     "WHERE (consumer, event_id) > (?1, ?2) "
                     "ORDER BY consumer, event_id LIMIT 1 OFFSET ?3",
     [Q_PRUNE_RANGE] = "DELETE FROM processed_markers WHERE (consumer, event_id) > (?1, ?2) "
-                      "AND (consumer, event_id) <= (?3, ?4) AND ts < ?5",
+                      "AND (consumer, event_id) <= (?3, ?4) AND ts < ?5 RETURNING consumer",
     [Q_PRUNE_REST] = "DELETE FROM processed_markers WHERE (consumer, event_id) > (?1, ?2) "
-                     "AND ts < ?5",
+                     "AND ts < ?5 RETURNING consumer",
     [Q_PRUNE_CLAIMS] = "DELETE FROM processed_claims WHERE (consumer, event_id) IN "
                        "(SELECT consumer, event_id FROM processed_claims "
                        "WHERE expires_ms <= ?1 LIMIT ?2)",
     [Q_LIST_ALL] = "SELECT consumer, event_id, ts FROM processed_log ORDER BY ts DESC LIMIT ?1",
     [Q_LIST_ONE] = "SELECT consumer, event_id, ts FROM processed_log WHERE consumer = ?2 "
                    "ORDER BY ts DESC LIMIT ?1",
-    [Q_STATS] = "SELECT count(*), count(DISTINCT consumer), min(ts), max(ts) FROM processed_log",
+    /* The counts plus the unmerged journal rows: a few rows, whatever the
+     * file holds (sqlite_counts.c). */
+    [Q_STATS] =
+        "WITH j AS (SELECT consumer, marked, ts FROM processed_journal "
+        "WHERE seq > (SELECT merged_seq FROM processed_merge)), "
+        "per AS (SELECT consumer, sum(n) AS n FROM (SELECT consumer, markers AS n "
+        "FROM processed_counts UNION ALL SELECT consumer, marked FROM j) "
+        "GROUP BY consumer), "
+        "times AS (SELECT oldest_ms AS lo, newest_ms AS hi FROM processed_counts "
+        "WHERE markers > 0 UNION ALL SELECT ts, ts FROM j WHERE marked > 0) "
+        "SELECT (SELECT coalesce(sum(n), 0) FROM per), "
+        "(SELECT count(*) FROM per WHERE n > 0), "
+        "(SELECT coalesce(min(lo), 0) FROM times), (SELECT coalesce(max(hi), 0) FROM times)",
     /* Live claims: the B-tree's that the journal does not override, and
      * the journal's newest states. */
     [Q_STATS_CLAIMS] =
@@ -215,7 +254,7 @@ static int claim_one(sq_recorder *s, ib_claim_state *state, const ib_marker_key 
         return SQLITE_OK;
     set_owner(&st, owner);
     st.expires = expires;
-    return ib__sq_state_put(s, key, &st);
+    return ib__sq_state_put(s, key, &st, false);
 }
 
 static int body_claim(sq_recorder *s, void *vctx, ib_error *local)
@@ -245,7 +284,7 @@ static int body_release(sq_recorder *s, void *vctx, ib_error *local)
             continue;
         st.owner[0] = '\0';
         st.expires = now;
-        rc = ib__sq_state_put(s, &c->keys[i], &st);
+        rc = ib__sq_state_put(s, &c->keys[i], &st, st.done);
     }
     return rc;
 }
@@ -305,7 +344,7 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
         set_owner(&st, req->owner);
         st.expires = expires;
         st.attempts = c->out[i].attempts;
-        rc = ib__sq_state_put(s, &c->keys[i], &st);
+        rc = ib__sq_state_put(s, &c->keys[i], &st, st.done);
     }
     return rc;
 }
@@ -333,7 +372,7 @@ static int body_renew(sq_recorder *s, void *vctx, ib_error *local)
         if (!c->flags[i])
             continue;
         st.expires = expires;
-        rc = ib__sq_state_put(s, &c->keys[i], &st);
+        rc = ib__sq_state_put(s, &c->keys[i], &st, st.done);
     }
     return rc;
 }
@@ -474,7 +513,8 @@ static ib_status sq_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const ch
     return st;
 }
 
-/* Forgetting is a new state like any other: not marked, claim kept. */
+/* Forgetting is a new state like any other: not marked, no attempts,
+ * claim kept. */
 static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
 {
     lookup_ctx *c = vctx;
@@ -485,12 +525,13 @@ static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
     if (rc == SQLITE_OK)
         rc = ib__sq_state_get(s, &st, &key);
     c->found = rc == SQLITE_OK && st.done;
-    if (!c->found)
+    if (rc != SQLITE_OK || (!c->found && st.attempts == 0))
         return rc;
     st.done = false;
     st.ts = 0;
     st.fp = 0;
-    return ib__sq_state_put(s, &key, &st);
+    st.attempts = 0;
+    return ib__sq_state_put(s, &key, &st, c->found);
 }
 
 static ib_status sq_forget(ib_recorder *r, bool *existed, const char *consumer,
@@ -517,6 +558,30 @@ static void prune_drop_end(prune_ctx *c)
     free(c->end_consumer);
     free(c->end_event);
     c->end_consumer = c->end_event = NULL;
+}
+
+/* Steps a prune DELETE ... RETURNING consumer, counting what it deleted
+ * per consumer into processed_counts (whose oldest times rise to the
+ * cutoff: nothing older is left). */
+static int prune_delete(sq_recorder *s, prune_ctx *c, sqlite3_stmt *del)
+{
+    sq_tally tally = {0};
+    int rc;
+    while ((rc = sqlite3_step(del)) == SQLITE_ROW) {
+        const char *consumer = (const char *)sqlite3_column_text(del, 0);
+        if (consumer == NULL || !ib__sq_tally_add(&tally, consumer, -1, 0)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        c->deleted++;
+    }
+    int rrc = sqlite3_reset(del);
+    if (rc == SQLITE_DONE)
+        rc = rrc;
+    if (rc == SQLITE_OK)
+        rc = ib__sq_tally_write(s, &tally, c->older_than_ms);
+    ib__sq_tally_free(&tally);
+    return rc;
 }
 
 static int body_prune(sq_recorder *s, void *vctx, ib_error *local)
@@ -556,13 +621,7 @@ static int body_prune(sq_recorder *s, void *vctx, ib_error *local)
         rc = sqlite3_bind_text(del, 4, c->end_event, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(del, 5, c->older_than_ms);
-    if (rc == SQLITE_OK)
-        rc = ib__sq_step_done(del);
-    else
-        sqlite3_reset(del);
-    if (rc == SQLITE_OK)
-        c->deleted = sqlite3_changes64(s->db);
-    return rc;
+    return rc == SQLITE_OK ? prune_delete(s, c, del) : (sqlite3_reset(del), rc);
 }
 
 static int body_prune_claims(sq_recorder *s, void *vctx, ib_error *local)
@@ -675,29 +734,102 @@ static ib_status sq_list(ib_recorder *r, const char *consumer, size_t limit,
     return ib__sq_run_locked(sq(r), TX_READ, body_list, &c, err);
 }
 
-static int body_stats(sq_recorder *s, void *vctx, ib_error *local)
+/* --- the end of attempts ------------------------------------------------- */
+
+/* A dead letter's new state for each key: no attempts, claim kept; a key
+ * marked or without attempts is not written. */
+static int body_end_attempts(sq_recorder *s, void *vctx, ib_error *local)
 {
-    ib_recorder_stats *out = vctx;
-    sqlite3_stmt *st = s->q[Q_STATS];
+    batch_ctx *c = vctx;
+    sq_state st;
     (void)local;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        out->markers = (uint64_t)sqlite3_column_int64(st, 0);
-        out->consumers = (uint64_t)sqlite3_column_int64(st, 1);
-        out->oldest_ts_ms = sqlite3_column_int64(st, 2);
-        out->newest_ts_ms = sqlite3_column_int64(st, 3);
-        rc = SQLITE_DONE;
+    int rc = ib__sq_catch_up(s);
+    for (size_t i = 0; i < c->n && rc == SQLITE_OK; i++) {
+        rc = ib__sq_state_get(s, &st, &c->keys[i]);
+        if (rc != SQLITE_OK || st.done || st.attempts == 0)
+            continue;
+        st.attempts = 0;
+        rc = ib__sq_state_put(s, &c->keys[i], &st, false);
     }
-    int rrc = sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
+    return rc;
+}
+
+static ib_status sq_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n};
+    return run_write(sq(r), body_end_attempts, &c, err);
+}
+
+typedef struct inspect_ctx {
+    ib_marker_key key;
+    ib_marker_state *out;
+} inspect_ctx;
+
+static int body_inspect(sq_recorder *s, void *vctx, ib_error *local)
+{
+    inspect_ctx *c = vctx;
+    sq_state st;
+    (void)local;
+    int rc = ib__sq_catch_up(s);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_state_get(s, &st, &c->key);
+    memset(c->out, 0, sizeof(*c->out));
+    if (rc != SQLITE_OK)
         return rc;
-    if (rrc != SQLITE_OK)
-        return rrc;
-    rc = ib__sq_read_count(&out->claims, s->q[Q_STATS_CLAIMS]);
-    if (rc != SQLITE_OK || !s->in_memory)
-        return rc;
-    /* A file's size is read from the file system instead (WAL included). */
-    return ib__sq_read_count(&out->storage_bytes, s->q[Q_STATS_PAGES]);
+    int64_t left = st.owner[0] != '\0' ? st.expires - s->base.lease_now_ms() : 0;
+    c->out->marked = st.done;
+    c->out->ts_ms = st.done ? st.ts : 0;
+    c->out->attempts = st.attempts;
+    memcpy(c->out->owner, st.owner, sizeof(c->out->owner));
+    c->out->owner[IB_OWNER_MAX] = '\0';
+    c->out->lease_left_ms = left > 0 ? left : 0;
+    return SQLITE_OK;
+}
+
+static ib_status sq_inspect(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                            const char *event_id, ib_error *err)
+{
+    inspect_ctx c = {.key = {consumer, event_id}, .out = out};
+    return ib__sq_run_locked(sq(r), TX_READ, body_inspect, &c, err);
+}
+
+typedef struct attempt_stats_ctx {
+    ib_attempt_stats *out;
+    uint32_t max_attempts;
+} attempt_stats_ctx;
+
+/* After a full merge the B-trees hold every key's newest state: a claim
+ * row with attempts and no marker is a key attempted and not ended. An
+ * admin call, so its statement is prepared for the one use. */
+static int body_attempt_stats(sq_recorder *s, void *vctx, ib_error *local)
+{
+    const char *sql = "SELECT count(*), coalesce(sum(c.attempts >= ?1), 0) FROM processed_claims c "
+                      "WHERE c.attempts > 0 AND NOT EXISTS (SELECT 1 FROM processed_markers m "
+                      "WHERE m.consumer = c.consumer AND m.event_id = c.event_id)";
+    const attempt_stats_ctx *c = vctx;
+    ib_attempt_stats *out = c->out;
+    sqlite3_stmt *q = NULL;
+    (void)local;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(q, 1, c->max_attempts);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        out->attempted = (uint64_t)sqlite3_column_int64(q, 0);
+        out->exhausted = (uint64_t)sqlite3_column_int64(q, 1);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static ib_status sq_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                                  ib_error *err)
+{
+    attempt_stats_ctx c = {out, max_attempts};
+    ib_status st = ib__sqlite_merge(r, NULL, err);
+    if (st == IB_OK)
+        st = ib__sq_run_locked(sq(r), TX_READ, body_attempt_stats, &c, err);
+    return st;
 }
 
 static uint64_t file_size(const char *path, const char *suffix)
@@ -711,10 +843,69 @@ static uint64_t file_size(const char *path, const char *suffix)
 static ib_status sq_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
 {
     sq_recorder *s = sq(r);
-    ib_status st = ib__sq_run_locked(s, TX_READ, body_stats, stats, err);
+    ib_status st = ib__sq_run_locked(s, TX_READ, ib__sq_body_stats, stats, err);
     if (st == IB_OK && !s->in_memory)
         stats->storage_bytes = file_size(s->path, "") + file_size(s->path, "-wal");
     return st;
+}
+
+/* --- the upkeep (sqlite_readers.c says what for) ----------------------------- */
+
+static int body_build(sq_recorder *s, void *vctx, ib_error *local)
+{
+    (void)vctx;
+    (void)local;
+    int rc = ib__sq_catch_up(s);
+    return rc == SQLITE_OK ? ib__sq_filter_advance(s, IB__SQ_FILTER_CHUNK) : rc;
+}
+
+static int body_beat(sq_recorder *s, void *vctx, ib_error *local)
+{
+    (void)vctx;
+    (void)local;
+    int rc = ib__sq_catch_up(s);
+    return rc == SQLITE_OK ? ib__sq_reader_beat(s, true) : rc;
+}
+
+static bool upkeep(sq_recorder *s, ib_error *err)
+{
+    int64_t start = ib_clock_monotonic_ms();
+    ib_status st = IB_OK;
+    pthread_mutex_lock(&s->mu);
+    s->upkeep_at = start;
+    if (!s->in_memory && s->base.lease_now_ms() - s->beat_at >= IB__SQ_BEAT_MS)
+        st = ib__sq_run(s, TX_WRITE, body_beat, NULL, err);
+    pthread_mutex_unlock(&s->mu);
+    while (st == IB_OK) {
+        pthread_mutex_lock(&s->mu);
+        bool more = ib__sq_filter_build_due(s);
+        int64_t t0 = ib_clock_monotonic_ns();
+        if (more)
+            st = ib__sq_run(s, TX_READ, body_build, NULL, err);
+        int64_t held = ib_clock_monotonic_ns() - t0;
+        if (held > s->upkeep_hold_max_ns)
+            s->upkeep_hold_max_ns = held;
+        more = more && ib__sq_filter_build_due(s);
+        pthread_mutex_unlock(&s->mu);
+        if (!more || ib_clock_monotonic_ms() - start >= IB__SQ_UPKEEP_BUILD_MS)
+            return more;
+        sched_yield();
+    }
+    return false;
+}
+
+static bool sq_upkeep(ib_recorder *r)
+{
+    return upkeep(sq(r), NULL);
+}
+
+static int64_t sq_lock_wait_max_ns(ib_recorder *r)
+{
+    sq_recorder *s = sq(r);
+    pthread_mutex_lock(&s->mu);
+    int64_t ns = s->turn.max_wait_ns;
+    pthread_mutex_unlock(&s->mu);
+    return ns;
 }
 
 static uint64_t sq_wal_bytes(ib_recorder *r)
@@ -728,6 +919,12 @@ static uint64_t sq_wal_bytes(ib_recorder *r)
 static void sq_close(ib_recorder *r)
 {
     sq_recorder *s = sq(r);
+    /* best effort: a row left behind goes once its slot is seen unlocked */
+    if (!s->in_memory)
+        ib__sq_run(s, TX_WRITE, ib__sq_reader_leave, NULL, NULL);
+    free(s->scan_consumer);
+    free(s->scan_event);
+    ib__sq_filter_free(&s->next);
     ib__sq_tail_free(&s->tail);
     ib__sq_pending_free(s);
     ib__sq_filter_free(&s->filter);
@@ -735,6 +932,7 @@ static void sq_close(ib_recorder *r)
         sqlite3_finalize(s->q[i]);
     /* close_v2 never fails for lack of finalising; nothing is left here. */
     sqlite3_close_v2(s->db);
+    ib__sq_turn_close(&s->turn);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -803,8 +1001,28 @@ static int body_synchronous(sq_recorder *s, void *vctx, ib_error *local)
 
 static int body_schema(sq_recorder *s, void *vctx, ib_error *local)
 {
+    return ib__sqlite_schema_ensure(s->db, s->name, s->base.now_ms(), vctx, local);
+}
+
+/* The first write after the open: the catch-up, and this recorder's row
+ * among the readers. */
+static int body_join(sq_recorder *s, void *vctx, ib_error *local)
+{
     (void)vctx;
-    return ib__sqlite_schema_ensure(s->db, s->name, s->base.now_ms(), local);
+    (void)local;
+    int rc = ib__sq_catch_up(s);
+    return rc == SQLITE_OK ? ib__sq_reader_beat(s, true) : rc;
+}
+
+/* The WAL hook: called after every commit of this connection with the
+ * WAL's size in frames. Replaces SQLite's autocheckpoint (ib__sq_wal_bound
+ * does its job). */
+static int on_wal(void *ctx, sqlite3 *db, const char *schema, int frames)
+{
+    (void)db;
+    (void)schema;
+    ((sq_recorder *)ctx)->wal_frames = frames;
+    return SQLITE_OK;
 }
 
 static ib_status create_file(const sq_recorder *s, bool *created, unsigned mode, ib_error *err)
@@ -848,18 +1066,24 @@ static int body_tuning(sq_recorder *s, void *vctx, ib_error *local)
     return sqlite3_exec(s->db, sql, NULL, NULL, NULL);
 }
 
-/* After the schema exists, so the page size is the file's real one. */
+/* After the schema exists, so the page size is the file's real one. The
+ * recorder checkpoints by itself (ib__sq_wal_bound), and a WAL file that
+ * grew is cut back to WAL_KEEP_BYTES when it starts over. */
 static int body_checkpoint_window(sq_recorder *s, void *vctx, ib_error *local)
 {
     long long page = 0;
+    char sql[64];
     (void)vctx;
     (void)local;
     int rc = ib__sqlite_read_value(s->db, "PRAGMA page_size", &page, NULL, 0);
     if (rc != SQLITE_OK)
         return rc;
-    if (page <= 0)
-        page = 4096;
-    return sqlite3_wal_autocheckpoint(s->db, (int)(WAL_WINDOW_BYTES / page));
+    s->page_size = page > 0 ? (int)page : 4096;
+    snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit = %lld", (long long)WAL_KEEP_BYTES);
+    rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        sqlite3_wal_hook(s->db, on_wal, s);
+    return rc;
 }
 
 /* Allocates the recorder and its mutex; nothing is opened yet. */
@@ -879,6 +1103,7 @@ static ib_status sq_new(sq_recorder **out, const ib__recorder_config *cfg, ib_er
     s->prune_rows = DEFAULT_PRUNE_ROWS;
     s->merge_keys = IB__SQ_MERGE_KEYS;
     ib__sq_tail_init(&s->tail);
+    ib__sq_turn_init(&s->turn);
     s->retry_budget_ms = (int64_t)cfg->busy_timeout_ms * 6;
     if (s->retry_budget_ms < RETRY_FLOOR_MS)
         s->retry_budget_ms = RETRY_FLOOR_MS;
@@ -907,6 +1132,8 @@ static ib_status open_connection(sq_recorder *s, bool *fresh, const ib__recorder
                                              geteuid(), err);
         if (st == IB_OK)
             st = create_file(s, fresh, cfg->file_mode, err);
+        if (st == IB_OK)
+            st = ib__sq_turn_open(&s->turn, s->path, s->name, cfg->file_mode, err);
         if (st != IB_OK)
             return st;
     }
@@ -937,6 +1164,7 @@ static ib_status configure(sq_recorder *s, bool fresh, const ib__recorder_config
 {
     int sync = (int)cfg->synchronous;
     int schema_range[2] = {Q_FIRST_SCHEMA, Q_COUNT};
+    bool migrated = false;
     ib_status st = prepare_tx(s, err);
     if (st == IB_OK)
         st = ib__sq_run(s, TX_NONE, body_tuning, &fresh, err);
@@ -945,11 +1173,21 @@ static ib_status configure(sq_recorder *s, bool fresh, const ib__recorder_config
     if (st == IB_OK)
         st = ib__sq_run(s, TX_NONE, body_synchronous, &sync, err);
     if (st == IB_OK)
-        st = ib__sq_run(s, TX_WRITE, body_schema, NULL, err);
+        st = ib__sq_run(s, TX_WRITE, body_schema, &migrated, err);
     if (st == IB_OK && !s->in_memory)
         st = ib__sq_run(s, TX_NONE, body_checkpoint_window, NULL, err);
     if (st == IB_OK)
         st = ib__sq_run(s, TX_NONE, body_prepare, schema_range, err);
+    s->check_schema = true;
+    if (st == IB_OK && !s->in_memory)
+        st = ib__sq_reader_init(s, err);
+    if (st == IB_OK)
+        st = ib__sq_run(s, TX_WRITE, body_join, NULL, err);
+    /* The journal rows an older version wrote carry no counts: merged now,
+     * they are counted by what the merge inserts. */
+    ib__sq_merge_ctx mc = {.force = true};
+    if (st == IB_OK && migrated)
+        st = ib__sq_run(s, TX_WRITE, ib__sq_body_merge, &mc, err);
     return st;
 }
 
@@ -973,13 +1211,15 @@ ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_
 finalize_stmts:
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
+    free(s->scan_consumer);
+    free(s->scan_event);
+    ib__sq_filter_free(&s->next);
     ib__sq_tail_free(&s->tail);
-    ib__sq_pending_free(s);
-    ib__sq_filter_free(&s->filter);
     ib__sq_pending_free(s);
     ib__sq_filter_free(&s->filter);
 close_db:
     sqlite3_close_v2(s->db); /* a no-op while no connection was opened */
+    ib__sq_turn_close(&s->turn);
     pthread_mutex_destroy(&s->mu);
     free(s);
     return st;
@@ -1011,6 +1251,11 @@ static const ib_recorder_ops sq_ops = {
     .outbox_delete = ib__sq_outbox_delete,
     .outbox_count = ib__sq_outbox_count,
     .wal_bytes = sq_wal_bytes,
+    .upkeep = sq_upkeep,
+    .lock_wait_max_ns = sq_lock_wait_max_ns,
+    .end_attempts = sq_end_attempts,
+    .inspect = sq_inspect,
+    .attempt_stats = sq_attempt_stats,
 };
 
 /* --- hooks ------------------------------------------------------------------ */

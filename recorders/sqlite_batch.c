@@ -69,10 +69,16 @@ int ib__sq_pending_flush(sq_recorder *s)
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_text(put, 3, p->buf, (int)p->len, SQLITE_STATIC);
     if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(put, 4, p->marked);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(put, 5, p->ts);
+    if (rc == SQLITE_OK)
         rc = sqlite3_step(put);
     int rrc = sqlite3_reset(put);
     p->count = 0;
     p->len = 0;
+    p->marked = 0;
+    p->ts = 0;
     if (rc != SQLITE_DONE)
         return rc == SQLITE_OK || rc == SQLITE_ROW ? SQLITE_INTERNAL : rc;
     if (rrc == SQLITE_OK)
@@ -84,6 +90,8 @@ void ib__sq_pending_drop(sq_recorder *s)
 {
     s->pending.count = 0;
     s->pending.len = 0;
+    s->pending.marked = 0;
+    s->pending.ts = 0;
 }
 
 void ib__sq_pending_free(sq_recorder *s)

@@ -1,7 +1,8 @@
-/* sqlite: running statements and transactions, for the recorder's calls
- * (sqlite.c) and its transactional work (sqlite_txn.c): the retry loop
- * the top of sqlite.c describes, and the statements on one key that both
- * use. Every function here expects the recorder mutex held, except
+/* sqlite: running transactions, for the recorder's calls (sqlite.c) and
+ * its transactional work (sqlite_txn.c): the retry loop the top of
+ * sqlite.c describes, the turn at the write lock, the schema check, and
+ * what follows a commit (a merge that is due, a checkpoint). Every
+ * function here expects the recorder mutex held, except
  * ib__sq_run_locked, which takes it. */
 #include "sqlite_internal.h"
 
@@ -13,64 +14,70 @@
 #include "clock.h"
 #include "uuid.h"
 
-#define BACKOFF_MAX_US 100000
-#define BUSY_FIRST_US 50
-#define BUSY_MAX_US 2000
+/* The WAL's bounds (ib__sq_wal_bound): checkpoint past 16 MiB, insist
+ * past 32 MiB; a transaction writes at most a merge's pages on top (a
+ * merge touches at most IB__SQ_MERGE_KEYS leaves: 32 MiB at 4 KiB pages). */
+#define WAL_PASSIVE_BYTES (16 * 1024 * 1024)
+#define WAL_RESTART_BYTES (32 * 1024 * 1024)
 
 /* --- the retry loop --------------------------------------------------------- */
-
-bool ib__sq_retryable(int rc)
-{
-    int primary = rc & 0xff;
-    return primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_PROTOCOL;
-}
-
-/* Sleeps between half and all of `us`, jittered by xorshift so that
- * processes that collided do not collide again. */
-static void jittered_sleep(sq_recorder *s, unsigned us)
-{
-    s->jitter ^= s->jitter << 13;
-    s->jitter ^= s->jitter >> 7;
-    s->jitter ^= s->jitter << 17;
-    us = us / 2 + (unsigned)(s->jitter % (us / 2 + 1));
-    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-void ib__sq_backoff(sq_recorder *s, unsigned *delay_us)
-{
-    jittered_sleep(s, *delay_us);
-    if (*delay_us < BACKOFF_MAX_US)
-        *delay_us *= 2;
-}
-
-int ib__sq_busy_wait(void *ctx, int count)
-{
-    sq_recorder *s = ctx;
-    int64_t now = ib_clock_monotonic_ns();
-    if (count == 0)
-        s->busy_since_ns = now;
-    if (now - s->busy_since_ns >= s->busy_timeout_ms * 1000000)
-        return 0;
-    jittered_sleep(s, count < 6 ? BUSY_FIRST_US << count : BUSY_MAX_US);
-    return 1;
-}
-
-int ib__sq_step_done(sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    int rrc = sqlite3_reset(st);
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW)
-        return rrc;
-    return rc;
-}
 
 /* SQLite's message for the connection's last error, or the code's own
  * text when the failure came from the recorder (out of memory, ...). */
 static const char *error_text(sq_recorder *s, int rc)
 {
     return sqlite3_errcode(s->db) == SQLITE_OK ? sqlite3_errstr(rc) : sqlite3_errmsg(s->db);
+}
+
+/* The recorder's turn at the write lock, waited for as long as SQLite's
+ * busy timeout; a wait that runs out is a BUSY like SQLite's own. */
+static int take_turn(sq_recorder *s)
+{
+    int e = ib__sq_turn_take(&s->turn, s->busy_timeout_ms);
+    if (e == 0)
+        return SQLITE_OK;
+    return e == ETIMEDOUT ? SQLITE_BUSY : SQLITE_IOERR_LOCK;
+}
+
+/* The file must still speak the schema this recorder was opened with: a
+ * newer version may have migrated it since (then nothing is written, and
+ * the error tells the host to stop). user_version is read again only when
+ * data_version says another connection committed. */
+static int check_schema(sq_recorder *s, ib_error *local)
+{
+    uint64_t dv = 0, version = 0;
+    int rc = ib__sq_read_count(&dv, s->q[Q_DATA_VERSION]);
+    if (rc != SQLITE_OK || (s->version_known && (long long)dv == s->data_version))
+        return rc;
+    rc = ib__sq_read_count(&version, s->q[Q_USER_VERSION]);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (version != IB__SQLITE_SCHEMA_VERSION) {
+        ib_error_set(local, IB_ERR_SCHEMA,
+                     "recorder %s: the file's schema is now version %llu, this process speaks "
+                     "version %d; %s",
+                     s->name, (unsigned long long)version, IB__SQLITE_SCHEMA_VERSION,
+                     version > IB__SQLITE_SCHEMA_VERSION
+                         ? "a newer infinity-bus migrated it: upgrade this one"
+                         : "the file was replaced by an older one: restore it or use another");
+        return IB__SQLITE_REFUSED;
+    }
+    s->data_version = (long long)dv;
+    s->version_known = true;
+    return SQLITE_OK;
+}
+
+/* The work every write transaction does last: say how far this recorder
+ * has read (once a second), build the filter a little when nobody runs
+ * the upkeep, and insert the journal row being built. */
+static int before_commit(sq_recorder *s)
+{
+    if (!s->check_schema)
+        return ib__sq_pending_flush(s); /* still opening: no statements yet */
+    int rc = ib__sq_reader_beat(s, false);
+    if (rc == SQLITE_OK && ib__sq_filter_inline_due(s))
+        rc = ib__sq_filter_advance(s, ib__sq_inline_chunk());
+    return rc == SQLITE_OK ? ib__sq_pending_flush(s) : rc;
 }
 
 ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)
@@ -81,17 +88,24 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
     ib_error_clear(&local);
     for (;;) {
         int rc = SQLITE_OK;
-        if (kind != TX_NONE)
+        if (kind == TX_WRITE)
+            rc = take_turn(s);
+        if (rc == SQLITE_OK && kind != TX_NONE)
             rc = ib__sq_step_done(s->q[kind == TX_WRITE ? Q_BEGIN_WRITE : Q_BEGIN_READ]);
+        if (rc == SQLITE_OK && kind != TX_NONE && s->check_schema)
+            rc = check_schema(s, &local);
         if (rc == SQLITE_OK) {
             rc = body(s, ctx, &local);
             if (rc == SQLITE_OK && kind == TX_WRITE)
-                rc = ib__sq_pending_flush(s);
+                rc = before_commit(s);
             if (rc == SQLITE_OK && kind != TX_NONE)
                 rc = ib__sq_step_done(s->q[Q_COMMIT]);
         }
         if (rc == SQLITE_OK) {
             ib__sq_committed(s);
+            if (kind == TX_WRITE)
+                ib__sq_wal_bound(s);
+            ib__sq_turn_give(&s->turn);
             return IB_OK;
         }
 
@@ -100,6 +114,7 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
         snprintf(msg, sizeof(msg), "%s", rc == IB__SQLITE_REFUSED ? "" : error_text(s, rc));
         if (!sqlite3_get_autocommit(s->db))
             ib__sq_step_done(s->q[Q_ROLLBACK]);
+        ib__sq_turn_give(&s->turn);
         ib__sq_tail_rollback(s);
         if (rc == IB__SQLITE_REFUSED) {
             if (err != NULL)
@@ -120,6 +135,9 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
 
 void ib__sq_committed(sq_recorder *s)
 {
+    if (s->beat_pending != 0)
+        s->beat_at = s->beat_pending;
+    s->beat_pending = 0;
     /* The catch-up under the write lock read every row before ours. */
     if (s->written_row > s->filter_row)
         s->filter_row = s->written_row;
@@ -129,6 +147,7 @@ void ib__sq_committed(sq_recorder *s)
 
 void ib__sq_tail_rollback(sq_recorder *s)
 {
+    s->beat_pending = 0;
     ib__sq_pending_drop(s);
     s->written_row = 0;
     if (s->tail_dirty)
@@ -145,33 +164,33 @@ ib_status ib__sq_run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ct
     return st;
 }
 
-/* --- statement helpers --------------------------------------------------- */
+/* --- after a commit --------------------------------------------------------- */
 
-int ib__sq_bind_key(sqlite3_stmt *st, const char *consumer, const char *event_id)
+void ib__sq_wal_bound(sq_recorder *s)
 {
-    int rc = sqlite3_bind_text(st, 1, consumer, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_text(st, 2, event_id, IB_ID_LEN, SQLITE_STATIC);
-    return rc;
+    int64_t bytes = (int64_t)s->wal_frames * (s->page_size > 0 ? s->page_size : 4096);
+    if (s->in_memory || bytes < WAL_PASSIVE_BYTES)
+        return;
+    /* Past the window a passive checkpoint copies what no reader still
+     * needs; past twice the window a restart waits (the busy timeout) for
+     * the readers of old snapshots, so that the next write starts the WAL
+     * over. This recorder holds the turn: no writer of ours gets between. */
+    int mode = bytes >= WAL_RESTART_BYTES ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_PASSIVE;
+    int log = 0, done = 0;
+    if (sqlite3_wal_checkpoint_v2(s->db, NULL, mode, &log, &done) == SQLITE_OK && log == done)
+        s->wal_frames = 0;
+    s->checkpoints++;
 }
 
-int ib__sq_exec_key(sqlite3_stmt *st, const char *consumer, const char *event_id)
+void ib__sq_maybe_merge(sq_recorder *s)
 {
-    int rc = ib__sq_bind_key(st, consumer, event_id);
-    if (rc != SQLITE_OK) {
-        sqlite3_reset(st);
-        return rc;
-    }
-    return ib__sq_step_done(st);
-}
-
-int ib__sq_read_count(uint64_t *out, sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *out = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    int rrc = sqlite3_reset(st);
-    return rc != SQLITE_DONE ? rc : rrc;
+    if (s->tail.used < s->merge_keys)
+        return;
+    ib__sq_merge_ctx c = {.force = false};
+    /* The call that got here has committed; a merge that fails now is
+     * tried again after the next write, and nothing waits for it. */
+    if (ib__sq_run(s, TX_WRITE, ib__sq_body_merge, &c, NULL) == IB_OK)
+        s->merges += c.moved > 0;
+    else
+        s->merge_failures++;
 }

@@ -11,6 +11,7 @@
 #include "recorder_internal.h"
 #include "sqlite_filter.h"
 #include "sqlite_tail.h"
+#include "sqlite_turn.h"
 
 /* PRAGMA user_version this build writes and understands.
  *   0: no schema yet, or the seed's layout: a rowid processed_log table,
@@ -21,8 +22,12 @@
  *      processed_outbox table.
  *   4: the marker journal: processed_log becomes processed_markers plus
  *      processed_journal and processed_merge, and processed_log a view
- *      over them (sqlite_journal.c). */
-#define IB__SQLITE_SCHEMA_VERSION 4
+ *      over them (sqlite_journal.c).
+ *   5: processed_counts and the journal's marked/ts columns (marker counts
+ *      without scans), processed_readers (journal rows are kept until every
+ *      live reader has read them), and an INSTEAD OF INSERT trigger on
+ *      processed_log, so the seed's own SQL marks through the journal. */
+#define IB__SQLITE_SCHEMA_VERSION 5
 
 /* Returned by ib__sqlite_schema_ensure when the file cannot be used and
  * retrying will not help; `err` says why (IB_ERR_SCHEMA). Not an SQLite
@@ -32,10 +37,12 @@
 /* Brings the schema of `db` to IB__SQLITE_SCHEMA_VERSION, creating or
  * migrating in place. Must run inside a write transaction (BEGIN IMMEDIATE)
  * the caller holds and commits. `name` ("sqlite:PATH") is for messages;
- * `now_ms` stands in for marker times the old layout lacks. Returns
+ * `now_ms` stands in for marker times the old layout lacks. `*migrated`:
+ * an older file was migrated (its journal should be merged once). Returns
  * SQLITE_OK, an SQLite error code (the caller rolls back; BUSY may be
  * retried) or IB__SQLITE_REFUSED. */
-int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err);
+int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, bool *migrated,
+                             ib_error *err);
 
 /* Runs `sql` (a PRAGMA or a SELECT) and reads column 0 of its first row:
  * as an integer into `*num` and as text into `text` (`text_size` bytes,
@@ -67,6 +74,8 @@ enum ib__sq_query {
     Q_BEGIN_WRITE,
     Q_COMMIT,
     Q_ROLLBACK,
+    Q_DATA_VERSION,
+    Q_USER_VERSION,
     Q_STATE_GET,
     Q_MARKER_GET,
     Q_MARKER_COUNT,
@@ -78,7 +87,13 @@ enum ib__sq_query {
     Q_MERGE_STATE,
     Q_MERGE_SET,
     Q_MARKER_PUT,
+    Q_MARKER_FIX,
     Q_MARKER_DEL,
+    Q_COUNTS_ADD,
+    Q_READER_BEAT,
+    Q_READER_LIST,
+    Q_READER_DROP,
+    Q_FILTER_SCAN,
     Q_CLAIM_SET,
     Q_CLAIM_DEL,
     Q_PRUNE_END,
@@ -105,6 +120,9 @@ enum ib__sq_query {
  * writes many keys per B-tree page, few enough that the tail stays small. */
 #define IB__SQ_MERGE_KEYS 8192
 
+/* Characters of a reader token (processed_readers.reader). */
+#define IB__SQ_READER_LEN 32
+
 /* Bytes of a path shown in messages. */
 #define IB__SQ_NAME_SHOWN 150
 
@@ -121,6 +139,8 @@ typedef struct sq_pending {
     char *buf; /* JSON text so far, not NUL-terminated */
     size_t len, cap;
     uint32_t count; /* states in it; 0 = no row being built */
+    int64_t marked; /* markers it adds (a forget subtracts one) */
+    int64_t ts;     /* the newest time it marks, unix ms; 0 = none */
     uint64_t row;   /* its seq */
     char consumer[IB_CONSUMER_MAX + 1];
 } sq_pending;
@@ -150,6 +170,34 @@ typedef struct sq_recorder {
     bool claims_known, claims_empty;
     uint64_t merge_keys; /* keys in the tail that start a merge */
     uint64_t merges, merge_failures;
+    sq_turn turn; /* the fair turn at the write lock (sqlite_turn.h) */
+    /* processed_readers (sqlite_readers.c) */
+    char reader[IB__SQ_READER_LEN + 1]; /* this recorder's token */
+    int64_t slot;                       /* its byte of the lock file */
+    int64_t beat_at;                    /* lease clock of its last committed beat */
+    int64_t beat_pending;               /* a beat in the open transaction */
+    uint64_t trimmed_seen;              /* trimmed_seq at the last catch-up */
+    bool counts_stale; /* an older version merged since processed_counts was kept */
+    /* the filter's build (sqlite_readers.c) */
+    bool filter_complete;             /* it knows every key processed_markers may hold */
+    bool filter_building;             /* a scan of the B-tree is under way */
+    bool filter_stale;                /* the build follows a fall behind the journal */
+    bool filter_grow;                 /* the filter holds more keys than it was sized for */
+    sq_filter next;                   /* the filter being built; replaces `filter` when done */
+    char *scan_consumer, *scan_event; /* the scan's cursor (exclusive) */
+    int64_t filter_started_ms;
+    uint64_t filter_builds, stale_rebuilds;
+    uint64_t catchup_rows;      /* journal rows the catch-ups read */
+    uint64_t filter_chunks;     /* read transactions of filter builds */
+    int64_t upkeep_hold_max_ns; /* the longest one upkeep transaction took */
+    int64_t upkeep_at;          /* monotonic ms of the last upkeep; 0 = never */
+    /* the schema check (sqlite_exec.c) and the WAL (sqlite.c) */
+    long long data_version;
+    bool version_known;
+    bool check_schema; /* set once the open brought the schema up to date */
+    int wal_frames;    /* WAL frames after the last commit (the WAL hook) */
+    uint64_t checkpoints;
+    int page_size;
     void (*merge_hook)(void *ctx, size_t keys); /* tests: runs inside a merge */
     void *merge_hook_ctx;
 } sq_recorder;
@@ -202,6 +250,10 @@ void ib__sq_tail_rollback(sq_recorder *s);
  * (`count` 0). Returns 1 to try again, 0 to give up (SQLITE_BUSY). */
 int ib__sq_busy_wait(void *ctx, int count);
 
+/* After a write commits, with the turn still held: checkpoints the WAL
+ * when the WAL hook says it grew past its window (sqlite.c). */
+void ib__sq_wal_bound(sq_recorder *s);
+
 /* Whether an SQLite code is worth a retry of the whole transaction. */
 bool ib__sq_retryable(int rc);
 
@@ -236,8 +288,10 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key);
 
 /* Appends `st` as the newest state of `key` and puts it in the tail. In a
  * write transaction, after ib__sq_catch_up; `st` was read for `key` by
- * ib__sq_state_get (its packed id is used). An SQLite code. */
-int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st);
+ * ib__sq_state_get (its packed id is used), and `was_done` is whether that
+ * state was marked (the journal row counts the markers it adds). An
+ * SQLite code. */
+int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st, bool was_done);
 
 /* Whether `st` holds a live claim of another owner than `owner`. */
 bool ib__sq_foreign_claim(const sq_state *st, const char *owner, int64_t lease_now);
@@ -258,8 +312,86 @@ typedef struct ib__sq_merge_ctx {
 int ib__sq_body_merge(sq_recorder *s, void *ctx, ib_error *local);
 
 /* Merges after a committed write when the journal is due; a failure is
- * counted and left for the next write. Caller holds the mutex. */
+ * counted and left for the next write. Caller holds the mutex
+ * (sqlite_exec.c). */
 void ib__sq_maybe_merge(sq_recorder *s);
+
+/* ---- readers and the filter's build (sqlite_readers.c) ------------------ */
+
+/* Picks this recorder's reader token and slot, and locks the slot (after
+ * the lock file is open). IB_ERR_IO when it cannot. */
+ib_status ib__sq_reader_init(sq_recorder *s, ib_error *err);
+
+/* The lowest journal row this recorder still needs (its tail's and its
+ * filter's). */
+uint64_t ib__sq_needed_row(const sq_recorder *s);
+
+/* In a write transaction: records how far this recorder has read, unless
+ * it did less than a second ago (`force`: now). An SQLite code. */
+int ib__sq_reader_beat(sq_recorder *s, bool force);
+
+/* In a write transaction: the lowest row a live reader other than this one
+ * still needs (UINT64_MAX: none), dropping the rows of dead readers. */
+int ib__sq_readers_need(sq_recorder *s, uint64_t *need);
+
+/* A transaction body (TX_WRITE): removes this recorder's row (at close). */
+int ib__sq_reader_leave(sq_recorder *s, void *vctx, ib_error *local);
+
+/* Builds the filter further by up to `chunk` B-tree keys, starting a build
+ * when there is none; after a catch-up, in a read or write transaction. */
+int ib__sq_filter_advance(sq_recorder *s, unsigned chunk);
+
+/* Adds a mark to the filter in use, and to the one being built. */
+void ib__sq_filter_note(sq_recorder *s, const char *consumer, const uint8_t id[16]);
+
+/* The catch-up found rows this recorder needed deleted: the filter is
+ * built again (logged). */
+void ib__sq_filter_stale(sq_recorder *s, uint64_t trimmed);
+
+/* Whether write transactions should build the filter themselves (nobody
+ * runs the upkeep), and by how many keys each. */
+bool ib__sq_filter_inline_due(const sq_recorder *s);
+unsigned ib__sq_inline_chunk(void);
+
+/* Whether the filter needs building: none, none complete, or full. */
+bool ib__sq_filter_build_due(const sq_recorder *s);
+
+/* A reader says how far it has read at most this often; the upkeep (the
+ * host's keeper, a few times a second) builds the filter IB__SQ_FILTER_CHUNK
+ * keys per read transaction, for at most IB__SQ_UPKEEP_BUILD_MS per call. */
+#define IB__SQ_BEAT_MS 1000
+#define IB__SQ_FILTER_CHUNK 2048
+#define IB__SQ_UPKEEP_BUILD_MS 40
+
+/* ---- marker counts (sqlite_counts.c) -------------------------------------- */
+
+/* Markers a merge or a prune added (or deleted) per consumer, and the times
+ * of those it added, for processed_counts. */
+typedef struct sq_tally_entry {
+    char *consumer; /* owned */
+    int64_t delta;
+    int64_t oldest, newest; /* of the markers added; INT64_MAX / INT64_MIN = none */
+} sq_tally_entry;
+
+typedef struct sq_tally {
+    sq_tally_entry *v;
+    size_t n, cap;
+} sq_tally;
+
+/* Adds `delta` markers of `consumer`, marked at `ts` when delta > 0. False
+ * when out of memory (the tally is unchanged). */
+bool ib__sq_tally_add(sq_tally *t, const char *consumer, int64_t delta, int64_t ts);
+
+/* Adds the tally to processed_counts, in the open write transaction; no
+ * consumer's oldest time stays below `floor_ms` (a prune's cutoff, else
+ * INT64_MIN). An SQLite code. */
+int ib__sq_tally_write(sq_recorder *s, const sq_tally *t, int64_t floor_ms);
+
+void ib__sq_tally_free(sq_tally *t);
+
+/* A transaction body (TX_READ) filling an ib_recorder_stats from the
+ * counts, the unmerged journal and the claims: no scan of the markers. */
+int ib__sq_body_stats(sq_recorder *s, void *vctx, ib_error *local);
 
 /* The transaction and outbox ops (sqlite_txn.c). */
 ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,

@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "uuid.h"
 
 /* --- the catch-up --------------------------------------------------------- */
@@ -74,7 +75,7 @@ static int apply_state(void *vctx, size_t index, const sq_state *st)
     uint64_t seq = c->row << IB__SQ_SEQ_SHIFT | index;
     /* Only a mark can reach processed_markers. */
     if (c->row > s->filter_row && st->done)
-        ib__sq_filter_add(&s->filter, c->consumer, st->id);
+        ib__sq_filter_note(s, c->consumer, st->id);
     if (seq <= s->tail.merged)
         return SQLITE_OK; /* in the B-trees already: the filter needed it */
     return ib__sq_tail_put(&s->tail, seq, c->consumer, st->id, st) ? SQLITE_OK : SQLITE_NOMEM;
@@ -101,36 +102,6 @@ static int apply_row(sq_recorder *s, sqlite3_stmt *st, uint64_t *last_row)
     return SQLITE_OK;
 }
 
-/* Fills the filter anew from processed_markers, sized for twice its keys
- * plus a few merges, for rows up to `trimmed`: the journal rows above are
- * read into it by the catch-up. */
-static int rebuild_filter(sq_recorder *s, uint64_t trimmed)
-{
-    uint64_t n = 0;
-    int rc = ib__sq_read_count(&n, s->q[Q_MARKER_COUNT]);
-    if (rc != SQLITE_OK)
-        return rc;
-    uint64_t slack = s->merge_keys < (1u << 20) ? 4 * s->merge_keys : 4u << 20;
-    if (!ib__sq_filter_reset(&s->filter, 2 * n + slack))
-        return SQLITE_NOMEM;
-    sqlite3_stmt *st = s->q[Q_MARKER_KEYS];
-    uint8_t id[16];
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *consumer = (const char *)sqlite3_column_text(st, 0);
-        const char *event_id = (const char *)sqlite3_column_text(st, 1);
-        /* a key that is no normalised id can never be asked for */
-        if (consumer != NULL && event_id != NULL && ib_id_pack(id, event_id))
-            ib__sq_filter_add(&s->filter, consumer, id);
-    }
-    int rrc = sqlite3_reset(st);
-    if (rc != SQLITE_DONE || rrc != SQLITE_OK) {
-        ib__sq_filter_free(&s->filter); /* unbuilt: "maybe" for every key */
-        return rc != SQLITE_DONE ? rc : rrc;
-    }
-    s->filter_row = trimmed;
-    return SQLITE_OK;
-}
-
 /* Reads merged_seq and trimmed_seq. */
 static int read_merge_state(sq_recorder *s, uint64_t *merged, uint64_t *trimmed)
 {
@@ -139,6 +110,7 @@ static int read_merge_state(sq_recorder *s, uint64_t *merged, uint64_t *trimmed)
     if (rc == SQLITE_ROW) {
         *merged = (uint64_t)sqlite3_column_int64(st, 0);
         *trimmed = (uint64_t)sqlite3_column_int64(st, 1);
+        s->counts_stale = (uint64_t)sqlite3_column_int64(st, 2) != *merged;
         rc = SQLITE_DONE;
     }
     int rrc = sqlite3_reset(st);
@@ -149,13 +121,19 @@ int ib__sq_catch_up(sq_recorder *s)
 {
     uint64_t merged_row = 0, trimmed = 0;
     int rc = read_merge_state(s, &merged_row, &trimmed);
-    /* Rows this process never read were deleted: their keys reach the
-     * filter only through a scan of the B-tree. */
-    if (rc == SQLITE_OK &&
-        (s->filter.words == NULL || s->filter_row < trimmed || ib__sq_filter_full(&s->filter)))
-        rc = rebuild_filter(s, trimmed);
     if (rc != SQLITE_OK)
         return rc;
+    s->trimmed_seen = trimmed;
+    /* Rows this process needed were deleted (it was passed over as a
+     * reader), or the filter outgrew its size: their keys reach a filter
+     * only through a scan of the B-tree, done in the background
+     * (sqlite_readers.c); until then every key is probed. */
+    if (s->filter_row < trimmed)
+        ib__sq_filter_stale(s, trimmed);
+    else if (s->filter_complete && !s->filter_building && ib__sq_filter_full(&s->filter))
+        s->filter_grow = true; /* the upkeep builds a larger one beside it */
+    if (!s->filter_complete && !s->filter_building)
+        s->filter_row = s->tail.seen >> IB__SQ_SEQ_SHIFT;
     /* Every state of the merged rows, whatever its index. */
     uint64_t merged = merged_row << IB__SQ_SEQ_SHIFT | ((1u << IB__SQ_SEQ_SHIFT) - 1);
     /* Only merges write processed_claims, and each raises merged_seq. */
@@ -172,8 +150,10 @@ int ib__sq_catch_up(sq_recorder *s)
     uint64_t from = tail_row < s->filter_row ? tail_row : s->filter_row, last = 0;
     sqlite3_stmt *st = s->q[Q_JOURNAL_READ];
     rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)from);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         rc = apply_row(s, st, &last);
+        s->catchup_rows++;
+    }
     int rrc = sqlite3_reset(st);
     if (last > s->filter_row)
         s->filter_row = last;
@@ -229,7 +209,8 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key)
 {
     ib_id_pack(out->id, key->event_id);
     const sq_tail_entry *e = ib__sq_tail_find(&s->tail, key->consumer, out->id);
-    if (e == NULL && s->claims_empty && !ib__sq_filter_maybe(&s->filter, key->consumer, out->id)) {
+    if (e == NULL && s->claims_empty && s->filter_complete &&
+        !ib__sq_filter_maybe(&s->filter, key->consumer, out->id)) {
         /* never marked, never claimed: the common case, with no probe */
         out->done = false;
         out->ts = 0;
@@ -245,16 +226,21 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, const ib_marker_key *key)
     return SQLITE_OK;
 }
 
-int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st)
+int ib__sq_state_put(sq_recorder *s, const ib_marker_key *key, const sq_state *st, bool was_done)
 {
     uint64_t seq = 0;
     int rc = ib__sq_pending_add(s, &seq, key, st);
     if (rc != SQLITE_OK)
         return rc;
+    /* the row's count of markers gained (or lost, by a forget) */
+    if (st->done != was_done)
+        s->pending.marked += st->done ? 1 : -1;
+    if (st->done && !was_done && st->ts > s->pending.ts)
+        s->pending.ts = st->ts;
     s->tail_dirty = true;
     /* A merge, ours or another's, may move a mark to the B-tree. */
-    if (st->done && s->filter.words != NULL)
-        ib__sq_filter_add(&s->filter, key->consumer, st->id);
+    if (st->done)
+        ib__sq_filter_note(s, key->consumer, st->id);
     return ib__sq_tail_put(&s->tail, seq, key->consumer, st->id, st) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
@@ -270,7 +256,7 @@ int ib__sq_write_marker(sq_recorder *s, const ib_marker_key *key, const char *ow
     int rc = ib__sq_state_get(s, &st, key);
     if (rc != SQLITE_OK)
         return rc;
-    bool changed = false;
+    bool changed = false, was_done = st.done;
     /* The claim a marker may end: the owner's own, released, or lapsed. */
     if (ib__sq_state_has_claim(&st) && !ib__sq_foreign_claim(&st, owner, lease_now)) {
         st.owner[0] = '\0';
@@ -285,7 +271,7 @@ int ib__sq_write_marker(sq_recorder *s, const ib_marker_key *key, const char *ow
         st.fp = fp;
         changed = true;
     }
-    return changed ? ib__sq_state_put(s, key, &st) : SQLITE_OK;
+    return changed ? ib__sq_state_put(s, key, &st, was_done) : SQLITE_OK;
 }
 
 /* --- merges ----------------------------------------------------------------- */
@@ -323,21 +309,38 @@ static int by_key(const void *a, const void *b)
     return memcmp(x->e->id + 8, y->e->id + 8, 8);
 }
 
+/* Writes a marker: inserted (and counted), or, when the key has a row
+ * already (forgotten and marked again), given the new time and
+ * fingerprint. */
+static int merge_mark(sq_recorder *s, const sq_tail_entry *e, const char *event_id, sq_tally *tally)
+{
+    for (int q = Q_MARKER_PUT;; q = Q_MARKER_FIX) {
+        sqlite3_stmt *put = s->q[q];
+        int rc = sqlite3_bind_int64(put, 3, e->ts);
+        if (rc == SQLITE_OK)
+            rc = e->fp != 0 ? sqlite3_bind_int64(put, 4, (sqlite3_int64)e->fp)
+                            : sqlite3_bind_null(put, 4);
+        rc = rc == SQLITE_OK ? ib__sq_exec_key(put, e->consumer, event_id) : rc;
+        if (rc != SQLITE_OK || q == Q_MARKER_FIX)
+            return rc;
+        if (sqlite3_changes(s->db) > 0)
+            return ib__sq_tally_add(tally, e->consumer, 1, e->ts) ? SQLITE_OK : SQLITE_NOMEM;
+    }
+}
+
 /* Writes one entry's state into the B-trees. */
-static int merge_entry(sq_recorder *s, const sq_tail_entry *e)
+static int merge_entry(sq_recorder *s, const sq_tail_entry *e, sq_tally *tally)
 {
     char event_id[IB_ID_BUF_SIZE];
     ib_id_unpack(event_id, e->id);
     int rc;
     if (e->done) {
-        sqlite3_stmt *put = s->q[Q_MARKER_PUT];
-        rc = sqlite3_bind_int64(put, 3, e->ts);
-        if (rc == SQLITE_OK)
-            rc = e->fp != 0 ? sqlite3_bind_int64(put, 4, (sqlite3_int64)e->fp)
-                            : sqlite3_bind_null(put, 4);
-        rc = rc == SQLITE_OK ? ib__sq_exec_key(put, e->consumer, event_id) : rc;
+        rc = merge_mark(s, e, event_id, tally);
     } else {
         rc = ib__sq_exec_key(s->q[Q_MARKER_DEL], e->consumer, event_id);
+        if (rc == SQLITE_OK && sqlite3_changes(s->db) > 0 &&
+            !ib__sq_tally_add(tally, e->consumer, -1, 0))
+            rc = SQLITE_NOMEM;
     }
     if (rc != SQLITE_OK)
         return rc;
@@ -370,7 +373,50 @@ static int carry(sq_recorder *s, const sq_tail_entry *e)
     ib_id_unpack(event_id, e->id);
     ib__sq_tail_state(e, &st);
     ib_marker_key key = {e->consumer, event_id};
-    return ib__sq_state_put(s, &key, &st);
+    return ib__sq_state_put(s, &key, &st, st.done);
+}
+
+/* The rows of the merge before go, unless a live reader has not read
+ * them yet (sqlite_readers.c); this merge's stay until the next, so that a
+ * process a little behind still reads their keys. The carried states go
+ * into a row above `upto`, inserted before the COMMIT (ib__sq_run). */
+static int trim(sq_recorder *s, uint64_t previous, uint64_t upto)
+{
+    uint64_t need = UINT64_MAX, cut = previous;
+    int rc = ib__sq_readers_need(s, &need);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (need < cut)
+        cut = need;
+    if (cut < s->trimmed_seen)
+        cut = s->trimmed_seen;
+    rc = sqlite3_bind_int64(s->q[Q_JOURNAL_TRIM], 1, (sqlite3_int64)cut);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_step_done(s->q[Q_JOURNAL_TRIM]);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(s->q[Q_MERGE_SET], 1, (sqlite3_int64)upto);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(s->q[Q_MERGE_SET], 2, (sqlite3_int64)cut);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_step_done(s->q[Q_MERGE_SET]);
+    return rc;
+}
+
+/* An older version merged since the counts were last kept (it does not
+ * keep them): count the B-tree again, once, and say so. */
+static int recount(sq_recorder *s)
+{
+    ib_log(IB_SEV_WARN,
+           "an older infinity-bus merged this marker file; counting its markers again (one scan)",
+           IB_LOG_STR("recorder", s->name));
+    int rc = sqlite3_exec(s->db, "DELETE FROM processed_counts", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db,
+                          "INSERT INTO processed_counts (consumer, markers, oldest_ms, newest_ms) "
+                          "SELECT consumer, count(*), min(ts), max(ts) FROM processed_markers "
+                          "GROUP BY consumer",
+                          NULL, NULL, NULL);
+    return rc;
 }
 
 int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
@@ -379,6 +425,8 @@ int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
     (void)local;
     c->moved = 0;
     int rc = ib__sq_catch_up(s);
+    if (rc == SQLITE_OK && s->counts_stale)
+        rc = recount(s);
     if (rc != SQLITE_OK)
         return rc;
     uint64_t upto = s->tail.seen >> IB__SQ_SEQ_SHIFT;
@@ -394,43 +442,22 @@ int ib__sq_body_merge(sq_recorder *s, void *vctx, ib_error *local)
         s->merge_hook(s->merge_hook_ctx, l.n);
     int64_t lease_now = s->base.lease_now_ms();
     size_t carried = 0;
+    sq_tally tally = {0};
     for (size_t i = 0; i < l.n && rc == SQLITE_OK; i++) {
         if (in_flight(l.items[i].e, lease_now)) {
             rc = carry(s, l.items[i].e);
             carried++;
         } else {
-            rc = merge_entry(s, l.items[i].e);
+            rc = merge_entry(s, l.items[i].e, &tally);
         }
     }
     free(l.items);
-    /* The rows of the merge before go; this merge's stay until the next,
-     * so that a process a little behind still reads their keys. The
-     * carried states go into a row above `upto`, inserted before the
-     * COMMIT (ib__sq_run). */
     if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(s->q[Q_JOURNAL_TRIM], 1, (sqlite3_int64)previous);
+        rc = ib__sq_tally_write(s, &tally, INT64_MIN);
+    ib__sq_tally_free(&tally);
     if (rc == SQLITE_OK)
-        rc = ib__sq_step_done(s->q[Q_JOURNAL_TRIM]);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(s->q[Q_MERGE_SET], 1, (sqlite3_int64)upto);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(s->q[Q_MERGE_SET], 2, (sqlite3_int64)previous);
-    if (rc == SQLITE_OK)
-        rc = ib__sq_step_done(s->q[Q_MERGE_SET]);
+        rc = trim(s, previous, upto);
     if (rc == SQLITE_OK)
         c->moved = l.n - carried;
     return rc;
-}
-
-void ib__sq_maybe_merge(sq_recorder *s)
-{
-    if (s->tail.used < s->merge_keys)
-        return;
-    ib__sq_merge_ctx c = {.force = false};
-    /* The call that got here has committed; a merge that fails now is
-     * tried again after the next write, and nothing waits for it. */
-    if (ib__sq_run(s, TX_WRITE, ib__sq_body_merge, &c, NULL) == IB_OK)
-        s->merges += c.moved > 0;
-    else
-        s->merge_failures++;
 }

@@ -27,9 +27,12 @@
  * attempts and with wall-clock expiries; 2 counts attempts and keeps lease
  * ends on the boot clock; 3 adds processed_log.fp and processed_outbox;
  * 4 renames the table processed_markers and adds the journal, the merge
- * state and the view. Every older version is migrated in place, within the opening
- * transaction; version 2 gains its column without a rewrite of the table
- * (ALTER TABLE ADD COLUMN). */
+ * state and the view; 5 counts markers (processed_counts, and each journal
+ * row's marked and ts), registers the processes reading the journal
+ * (processed_readers) and lets the seed's INSERT OR IGNORE into
+ * processed_log write the journal (a trigger). Every older version is migrated in place, within the
+ * opening transaction; version 2 gains its column without a rewrite of the table (ALTER TABLE ADD
+ * COLUMN). */
 #include "sqlite_internal.h"
 
 #include <stdarg.h>
@@ -58,6 +61,59 @@
     "    states TEXT NOT NULL -- JSON: [[event_id, done, ts, fp, owner, expires_ms, "              \
     "attempts], ...]\n"                                                                            \
     ")"
+
+/* Version 5: markers per consumer in processed_markers, kept by every
+ * merge and prune, so counting them never scans the B-tree. oldest_ms is a
+ * lower bound once markers were deleted (prune raises it to its cutoff). */
+#define CREATE_COUNTS                                                                              \
+    "CREATE TABLE processed_counts (\n"                                                            \
+    "    consumer TEXT PRIMARY KEY,\n"                                                             \
+    "    markers INTEGER NOT NULL, -- rows of this consumer in processed_markers\n"                \
+    "    oldest_ms INTEGER NOT NULL, -- no marker is older (a bound after deletes)\n"              \
+    "    newest_ms INTEGER NOT NULL\n"                                                             \
+    ") WITHOUT ROWID"
+
+/* Version 5: the processes that read the journal, and how far. A merge
+ * deletes only rows every live reader has read, so a process catches up
+ * on what it missed instead of scanning the B-tree (sqlite_readers.c). */
+#define CREATE_READERS                                                                             \
+    "CREATE TABLE processed_readers (\n"                                                           \
+    "    reader TEXT PRIMARY KEY, -- random token of one open recorder\n"                          \
+    "    seen_row INTEGER NOT NULL, -- it has read the journal up to this seq\n"                   \
+    "    beat_ms INTEGER NOT NULL, -- lease clock (ms since boot) when it said so\n"               \
+    "    schema INTEGER NOT NULL, -- the schema version it speaks\n"                               \
+    "    pid INTEGER NOT NULL, -- for people: pids repeat across containers\n"                     \
+    "    slot INTEGER NOT NULL -- byte of <file>-lock it holds a lock on while open\n"             \
+    ") WITHOUT ROWID"
+
+/* Version 5: the seed's INSERT OR IGNORE INTO processed_log (consumer,
+ * event_id, ts) appends a journal row, as a mark of ours would, so every
+ * running process sees it at its next transaction. The id is normalised
+ * the way the host does it; ts in seconds (the seed's time.time()) becomes
+ * ms; an id that is no uuid, or a consumer the recorder would refuse, is
+ * an error rather than a marker nobody can match. */
+#define CREATE_LOG_TRIGGER                                                                         \
+    "CREATE TRIGGER processed_log_insert INSTEAD OF INSERT ON processed_log\n"                     \
+    "BEGIN\n"                                                                                      \
+    "  SELECT RAISE(ABORT, 'processed_log: consumer must be 1 to 255 bytes of text and "           \
+    "event_id a uuid (32 hex digits, dashes allowed)')\n"                                          \
+    "   WHERE typeof(NEW.consumer) <> 'text' OR length(CAST(NEW.consumer AS BLOB)) NOT BETWEEN 1 " \
+    "AND 255\n"                                                                                    \
+    "      OR typeof(NEW.event_id) <> 'text'\n"                                                    \
+    "      OR length(replace(NEW.event_id, '-', '')) <> 32\n"                                      \
+    "      OR lower(replace(NEW.event_id, '-', '')) GLOB '*[^0-9a-f]*';\n"                         \
+    "  INSERT INTO processed_journal (seq, consumer, states, marked, ts)\n"                        \
+    "  SELECT max(coalesce((SELECT max(seq) FROM processed_journal), 0),\n"                        \
+    "             (SELECT merged_seq FROM processed_merge)) + 1,\n"                                \
+    "         NEW.consumer, json_array(json_array(k.id, 1, k.ts, 0, '', 0, 0)), 1, k.ts\n"         \
+    "  FROM (SELECT lower(replace(NEW.event_id, '-', '')) AS id,\n"                                \
+    "         CASE WHEN typeof(NEW.ts) IN ('integer', 'real') AND abs(NEW.ts) < 1e11\n"            \
+    "              THEN CAST(round(NEW.ts * 1000) AS INTEGER)\n"                                   \
+    "              WHEN typeof(NEW.ts) IN ('integer', 'real') THEN CAST(NEW.ts AS INTEGER)\n"      \
+    "              ELSE CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) END AS ts) k\n" \
+    "  WHERE NOT EXISTS (SELECT 1 FROM processed_log l\n"                                          \
+    "                    WHERE l.consumer = NEW.consumer AND l.event_id = k.id);\n"                \
+    "END"
 
 /* Journal rows at or below merged_seq are in the B-trees; those at or
  * below trimmed_seq (the merge before) are deleted. */
@@ -253,6 +309,33 @@ static int from_v3(sqlite3 *db)
     return rc;
 }
 
+/* Version 4 to 5. The counts start from the B-tree, the one scan of the
+ * file a migration makes; the journal rows written before have no counts
+ * of their own, so the recorder merges them right after the migration
+ * (ib__sqlite_schema_ensure's `*migrated`). */
+static int from_v4(sqlite3 *db)
+{
+    int rc = exec(db, "ALTER TABLE processed_journal ADD COLUMN marked INTEGER NOT NULL DEFAULT 0");
+    if (rc == SQLITE_OK)
+        rc = exec(db, "ALTER TABLE processed_journal ADD COLUMN ts INTEGER NOT NULL DEFAULT 0");
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_COUNTS);
+    if (rc == SQLITE_OK)
+        rc = exec(db, "INSERT INTO processed_counts (consumer, markers, oldest_ms, newest_ms) "
+                      "SELECT consumer, count(*), min(ts), max(ts) FROM processed_markers "
+                      "GROUP BY consumer");
+    if (rc == SQLITE_OK)
+        rc = exec(db, "ALTER TABLE processed_merge ADD COLUMN counted_seq INTEGER NOT NULL "
+                      "DEFAULT 0");
+    if (rc == SQLITE_OK)
+        rc = exec(db, "UPDATE processed_merge SET counted_seq = merged_seq");
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_READERS);
+    if (rc == SQLITE_OK)
+        rc = exec(db, CREATE_LOG_TRIGGER);
+    return rc;
+}
+
 static int set_version(sqlite3 *db)
 {
     char sql[64];
@@ -263,7 +346,7 @@ static int set_version(sqlite3 *db)
 /* Counts how many of the tables in `names` (an SQL list) exist. */
 static int count_tables(sqlite3 *db, const char *names, long long *n)
 {
-    char sql[200];
+    char sql[400];
     snprintf(sql, sizeof(sql),
              "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (%s)", names);
     return read_int(db, sql, n);
@@ -302,28 +385,37 @@ static int from_v0(sqlite3 *db, const char *name, long long version, long long t
 static int check_current(sqlite3 *db, const char *name, long long version, ib_error *err)
 {
     long long tables = 0, views = 0;
+    long long triggers = 0;
     int rc = count_tables(db,
                           "'processed_markers', 'processed_claims', 'processed_outbox', "
-                          "'processed_journal', 'processed_merge'",
+                          "'processed_journal', 'processed_merge', 'processed_counts', "
+                          "'processed_readers'",
                           &tables);
     if (rc == SQLITE_OK)
         rc = read_int(db,
                       "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND "
                       "name IN ('processed_log', 'processed_states')",
                       &views);
+    if (rc == SQLITE_OK)
+        rc = read_int(db,
+                      "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND "
+                      "name = 'processed_log_insert'",
+                      &triggers);
     if (rc != SQLITE_OK)
         return rc;
-    if (tables != 5 || views != 2)
+    if (tables != 7 || views != 2 || triggers != 1)
         return refuse(err, name,
-                      "schema version %lld but %lld of its 5 tables and %lld of its 2 views "
-                      "exist",
-                      version, tables, views);
+                      "schema version %lld but %lld of its 7 tables, %lld of its 2 views and "
+                      "%lld of its 1 trigger exist",
+                      version, tables, views, triggers);
     return SQLITE_OK;
 }
 
-int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err)
+int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, bool *migrated,
+                             ib_error *err)
 {
     long long version = 0, tables = 0, outbox = 0;
+    *migrated = false;
     int rc = read_int(db, "PRAGMA user_version", &version);
     if (rc != SQLITE_OK)
         return rc;
@@ -339,6 +431,11 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
         return rc;
     if (version == IB__SQLITE_SCHEMA_VERSION)
         return check_current(db, name, version, err);
+    *migrated = true;
+    if (version == 4) {
+        rc = from_v4(db);
+        return rc == SQLITE_OK ? set_version(db) : rc;
+    }
     if (version == 3) {
         if (tables != 2 || outbox != 1)
             return refuse(err, name,
@@ -360,6 +457,8 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
     }
     if (rc == SQLITE_OK)
         rc = from_v3(db);
+    if (rc == SQLITE_OK)
+        rc = from_v4(db);
     if (rc == SQLITE_OK)
         rc = set_version(db);
     return rc;

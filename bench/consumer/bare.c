@@ -6,12 +6,15 @@
  * and pull requests {"batch":N,"expires":ns} published to
  * $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>, one request in flight,
  * the next sent (and flushed at once) when the last message of the current
- * one has arrived.
+ * one has arrived; with --pipeline 2, two in flight, the next sent when
+ * the older one has brought its last message (the server then always has
+ * a request to deliver to).
  * natsSubscription_Fetch is avoided on purpose (heap overflow in nats.c
  * 3.4.1 with leftovers of an expired pull). Each message is acked ("+ACK"
  * on its reply subject, fire-and-forget) as soon as it arrives.
  *
- *   bench_bare --url URL --stream S --durable D [--batch 64] [--decode]
+ *   bench_bare --url URL --stream S --durable D [--batch 64] [--pipeline 1|2]
+ *              [--decode]
  *
  * Runs until SIGTERM or SIGINT, then flushes its acks, prints
  * "received=N acked=N decode_failed=N" and exits 0. */
@@ -39,13 +42,14 @@ typedef struct bare_args {
     const char *url, *stream, *durable;
     long batch;
     long expires_ms;
+    long pipeline; /* pull requests in flight */
     bool decode;
 } bare_args;
 
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_bare --url URL --stream NAME --durable NAME [--batch N] "
-                    "[--expires-ms MS] [--decode]\n");
+                    "[--expires-ms MS] [--pipeline 1|2] [--decode]\n");
     return 2;
 }
 
@@ -54,6 +58,7 @@ static int parse_args(bare_args *a, int argc, char **argv)
     memset(a, 0, sizeof(*a));
     a->batch = 64;
     a->expires_ms = 1000;
+    a->pipeline = 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--decode") == 0) {
@@ -72,12 +77,14 @@ static int parse_args(bare_args *a, int argc, char **argv)
             a->batch = strtol(v, NULL, 10);
         else if (strcmp(argv[i], "--expires-ms") == 0)
             a->expires_ms = strtol(v, NULL, 10);
+        else if (strcmp(argv[i], "--pipeline") == 0)
+            a->pipeline = strtol(v, NULL, 10);
         else
             return -1;
         i++;
     }
     if (a->url == NULL || a->stream == NULL || a->durable == NULL || a->batch < 1 ||
-        a->batch > 4096 || a->expires_ms < 10)
+        a->batch > 4096 || a->expires_ms < 10 || a->pipeline < 1 || a->pipeline > 2)
         return -1;
     return 0;
 }
@@ -103,16 +110,18 @@ typedef struct bare {
     char next_subject[512];
     char request[96];
     int request_len;
-    long outstanding; /* messages the request in flight may still bring */
+    long outstanding; /* messages the requests in flight may still bring */
     int64_t request_deadline;
     uint64_t received, acked, decode_failed;
 } bare;
 
-/* Sends the next pull request when none is in flight or the last one
- * should have expired. */
+/* Sends the next pull request when fewer than --pipeline are in flight or
+ * the last one should have expired. */
 static natsStatus pull_if_due(bare *b)
 {
-    if (b->outstanding != 0 && nats_Now() < b->request_deadline)
+    if (nats_Now() >= b->request_deadline)
+        b->outstanding = 0; /* lost or expired: ask again */
+    if (b->outstanding > (b->a.pipeline - 1) * b->a.batch)
         return NATS_OK;
     natsStatus s =
         natsConnection_PublishRequest(b->nc, b->next_subject, b->inbox, b->request, b->request_len);
@@ -124,7 +133,7 @@ static natsStatus pull_if_due(bare *b)
         s = natsConnection_FlushTimeout(b->nc, 1000);
     if (s != NATS_OK)
         return s;
-    b->outstanding = b->a.batch;
+    b->outstanding += b->a.batch;
     b->request_deadline = nats_Now() + b->a.expires_ms + LOCAL_EXPIRY_MARGIN_MS;
     return NATS_OK;
 }
@@ -135,7 +144,7 @@ static void handle(bare *b, natsMsg *m)
     bool ends = false;
     if (is_status(m, &ends)) {
         if (ends)
-            b->outstanding = 0;
+            b->outstanding = b->outstanding > b->a.batch ? b->outstanding - b->a.batch : 0;
         natsMsg_Destroy(m);
         return;
     }

@@ -129,17 +129,19 @@ ib_status ib__bench_consumer_create(jsCtx *js, const char *stream, const char *d
 #define IB__BENCH_MAX_PROCS 4
 
 typedef enum ib__bench_kind {
-    IB__BENCH_BARE,        /* bench_bare: ack only */
-    IB__BENCH_BARE_DECODE, /* bench_bare --decode */
-    IB__BENCH_IBUS,        /* ibus run with the no-op plugin */
+    IB__BENCH_BARE,           /* bench_bare: ack only */
+    IB__BENCH_BARE_DECODE,    /* bench_bare --decode */
+    IB__BENCH_BARE_PIPELINED, /* bench_bare --pipeline 2 */
+    IB__BENCH_IBUS,           /* ibus run with the no-op plugin */
 } ib__bench_kind;
 
 typedef enum ib__bench_recorder {
     IB__BENCH_MEMORY,
     IB__BENCH_SQLITE_NORMAL,
     IB__BENCH_SQLITE_FULL,
-    IB__BENCH_KV1, /* kv: bucket, 1 replica, on the stream's server */
-    IB__BENCH_KV3, /* kv: bucket, 3 replicas, on the cluster (env.kv_cluster) */
+    IB__BENCH_KV1,        /* kv: bucket, 1 replica, on the stream's server */
+    IB__BENCH_KV3,        /* kv: bucket, 3 replicas, on the cluster (env.kv_cluster) */
+    IB__BENCH_SQLITE_BIG, /* sqlite normal, on a copy of env.big_template */
 } ib__bench_recorder;
 
 /* One way of consuming a stream: a row of the table. */
@@ -151,13 +153,15 @@ typedef struct ib__bench_config {
     int concurrency;             /* ibus --concurrency; 0 = its default */
     int sleep_ms;                /* handler time per event; 0 = none */
     int batch;                   /* ibus --batch; 0 = the run's --batch */
+    int join_ms; /* processes after the first start this much later, as a user scales out */
 } ib__bench_config;
 
 /* What every launch needs: programs, server, scratch directory. */
 typedef struct ib__bench_env {
     const char *ibus, *plugin, *bare, *valgrind;
     const char *url;
-    const char *kv_cluster; /* the cluster's URLs for IB__BENCH_KV3; NULL = none */
+    const char *kv_cluster;   /* the cluster's URLs for IB__BENCH_KV3; NULL = none */
+    const char *big_template; /* a file full of markers for IB__BENCH_SQLITE_BIG */
     const char *dir;
     long batch;
 } ib__bench_env;
@@ -169,7 +173,16 @@ typedef struct ib__bench_launch {
     ib__bench_kind kind;
     char summary[600]; /* ibus --summary-file, shared by the row's processes */
     char logs[IB__BENCH_MAX_PROCS][600];
+    int64_t started_ns; /* when the first process was started */
 } ib__bench_launch;
+
+/* Fills `<dir>/big-template.db` (its path into `out`) with `markers`
+ * markers of an identity no row uses, in the current schema. */
+ib_status ib__bench_big_template(char *out, size_t len, const char *dir, size_t markers,
+                                 ib_error *err);
+
+/* Copies a file (a marker file for one cell). */
+ib_status ib__bench_copy_file(const char *from, const char *to, ib_error *err);
 
 /* Starts config `c` on `durable` of `stream`. With `callgrind_out` (one
  * process) the process runs under valgrind --tool=callgrind writing that
@@ -198,6 +211,7 @@ typedef struct ib__bench_rate {
     uint64_t total;       /* messages the consumer had to ack */
     uint64_t acked_first; /* acks seen by the first poll that saw any */
     int64_t t_first_ns, t_done_ns;
+    double startup_ms;   /* the launch to the first ack (measure_row) */
     long rss_first_kib;  /* VmRSS of the first consumer at the first poll with acks; -1 if none */
     long rss_done_kib;   /* VmRSS when done */
     long hwm_done_kib;   /* VmHWM when done */

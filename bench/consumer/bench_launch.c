@@ -29,6 +29,9 @@ static const char *recorder_uri(char *buf, size_t len, const ib__bench_env *env,
     case IB__BENCH_SQLITE_FULL:
         snprintf(buf, len, "sqlite:%s/%s.db?synchronous=full", env->dir, durable);
         break;
+    case IB__BENCH_SQLITE_BIG:
+        snprintf(buf, len, "sqlite:%s/%s.db", env->dir, durable);
+        break;
     case IB__BENCH_KV1:
         /* No url=: ibus opens it on its own connection to the stream's server. */
         snprintf(buf, len, "kv:bench_%s?create=1&replicas=1", durable);
@@ -42,6 +45,45 @@ static const char *recorder_uri(char *buf, size_t len, const ib__bench_env *env,
         break;
     }
     return buf;
+}
+
+/* Starts the row's processes from `argv` (`argc` entries). A joiner is
+ * `sh -c '... sleep S ...; exec "$0" "$@"' ibus run ...`: the same pid, started
+ * join_ms after the first, while it is busy, as a user scales out. */
+static ib_status spawn_all(ib__bench_launch *l, const ib__bench_env *env, const ib__bench_config *c,
+                           const char *durable, char **argv, int argc, ib_error *err)
+{
+    char sleep_cmd[128];
+    char *joiner[56];
+    /* stopped before it joined (a short run): a clean exit */
+    snprintf(sleep_cmd, sizeof(sleep_cmd),
+             "trap 'exit 0' TERM; sleep %d.%03d & wait $!; trap - TERM; exec \"$0\" \"$@\"",
+             c->join_ms / 1000, c->join_ms % 1000);
+    joiner[0] = "/bin/sh";
+    joiner[1] = "-c";
+    joiner[2] = sleep_cmd;
+    for (int k = 0; k <= argc; k++)
+        joiner[3 + k] = argv[k];
+    if (c->recorder == IB__BENCH_SQLITE_BIG) {
+        char copy[700];
+        snprintf(copy, sizeof(copy), "%s/%s.db", env->dir, durable);
+        if (env->big_template == NULL)
+            return ib_error_set(err, IB_ERR_INVALID_ARG, "%s: no template file", c->label);
+        ib_status st = ib__bench_copy_file(env->big_template, copy, err);
+        if (st != IB_OK)
+            return st;
+    }
+    l->started_ns = ib__bench_now_ns();
+    for (int i = 0; i < c->processes; i++) {
+        snprintf(l->logs[i], sizeof(l->logs[i]), "%s/%s.%d.log", env->dir, durable, i);
+        pid_t pid = ib__bench_spawn(l->logs[i], i > 0 && c->join_ms > 0 ? joiner : argv);
+        if (pid < 0) {
+            ib__bench_launch_stop(l);
+            return ib_error_set(err, IB_ERR_IO, "%s: cannot start %s", c->label, argv[0]);
+        }
+        l->pids[l->n++] = pid;
+    }
+    return IB_OK;
 }
 
 ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
@@ -79,6 +121,10 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
         argv[a++] = batch;
         if (c->kind == IB__BENCH_BARE_DECODE)
             argv[a++] = "--decode";
+        if (c->kind == IB__BENCH_BARE_PIPELINED) {
+            argv[a++] = "--pipeline";
+            argv[a++] = "2";
+        }
     } else {
         argv[a++] = (char *)env->ibus;
         argv[a++] = "run";
@@ -113,16 +159,7 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
     }
     argv[a] = NULL;
 
-    for (int i = 0; i < c->processes; i++) {
-        snprintf(l->logs[i], sizeof(l->logs[i]), "%s/%s.%d.log", env->dir, durable, i);
-        pid_t pid = ib__bench_spawn(l->logs[i], argv);
-        if (pid < 0) {
-            ib__bench_launch_stop(l);
-            return ib_error_set(err, IB_ERR_IO, "%s: cannot start %s", c->label, argv[0]);
-        }
-        l->pids[l->n++] = pid;
-    }
-    return IB_OK;
+    return spawn_all(l, env, c, durable, argv, a, err);
 }
 
 /* Sums `key` (e.g. "\"acked\":" or "acked=") over every line of a file. */

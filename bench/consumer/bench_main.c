@@ -48,41 +48,54 @@ static const double ratios[IB__BENCH_COLUMNS] = {0.0, 0.10, 0.50};
 
 /* The throughput rows, in table order; the first is the baseline. */
 static const ib__bench_config rows[] = {
-    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0},
-    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0, 0},
-    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0},
-    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0},
-    {"ibus run, sqlite synchronous=full", IB__BENCH_IBUS, IB__BENCH_SQLITE_FULL, 1, 0, 0, 0},
-    {"2 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 2, 0, 0, 0},
-    {"3 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3, 0, 0, 0},
-    {"ibus run, kv: 1 replica", IB__BENCH_IBUS, IB__BENCH_KV1, 1, 0, 0, 0},
-    {"ibus run, kv: 3 replicas (3-node cluster)", IB__BENCH_IBUS, IB__BENCH_KV3, 1, 0, 0, 0},
-    {"ibus run --batch 256, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 256},
-    {"3 x ibus run, kv: 1 replica, one bucket", IB__BENCH_IBUS, IB__BENCH_KV1, 3, 0, 0, 0},
+    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0, 0},
+    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0, 0, 0},
+    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0, 0},
+    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0, 0},
+    {"ibus run, sqlite synchronous=full", IB__BENCH_IBUS, IB__BENCH_SQLITE_FULL, 1, 0, 0, 0, 0},
+    {"2 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 2, 0, 0, 0,
+     0},
+    {"3 x ibus run, one sqlite file (normal)", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3, 0, 0, 0,
+     0},
+    {"ibus run, kv: 1 replica", IB__BENCH_IBUS, IB__BENCH_KV1, 1, 0, 0, 0, 0},
+    {"ibus run, kv: 3 replicas (3-node cluster)", IB__BENCH_IBUS, IB__BENCH_KV3, 1, 0, 0, 0, 0},
+    {"ibus run --batch 256, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 256,
+     0},
+    {"bare, two pipelined pull requests", IB__BENCH_BARE_PIPELINED, 0, 1, 0, 0, 0, 0},
+    /* processes started the way a user scales out: one, then more while it is busy */
+    {"3 x ibus run, one file, 2 join after 1.5 s", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3, 0, 0,
+     0, 1500},
+    {"ibus run, sqlite normal, a file of --big-markers", IB__BENCH_IBUS, IB__BENCH_SQLITE_BIG, 1, 0,
+     0, 0, 0},
+    {"3 x ibus run, kv: 1 replica, one bucket", IB__BENCH_IBUS, IB__BENCH_KV1, 3, 0, 0, 0, 0},
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 
 static const ib__bench_config slow_rows[] = {
-    {"ibus run --concurrency 1, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 1, 5,
+    {"ibus run --concurrency 1, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 1, 5, 0,
      0},
     {"ibus run --concurrency 16, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 16, 5,
+     0, 0},
+    {"ibus run, 1 ms handler, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 1, 0,
      0},
+    {"3 x ibus run, 1 ms handler, 2 join after 0.3 s", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3,
+     0, 1, 0, 300},
 };
 
 static const ib__bench_config latency_rows[] = {
-    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0},
-    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0},
-    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0},
+    {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0, 0},
+    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0, 0},
+    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0, 0},
 };
 
 static const ib__bench_config callgrind_rows[IB__BENCH_CALLGRIND_ROWS] = {
-    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0, 0},
-    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0},
-    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0},
+    {"bare + ib_event_decode", IB__BENCH_BARE_DECODE, 0, 1, 0, 0, 0, 0},
+    {"ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0, 0},
+    {"ibus run, sqlite synchronous=normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0, 0},
 };
 
 typedef struct bench_opts {
-    size_t messages, slow_messages, markers, callgrind_events;
+    size_t messages, slow_messages, markers, callgrind_events, big_markers;
     int repeat;
     double latency_seconds;
     long batch;
@@ -101,6 +114,8 @@ static int usage(void)
             "  --messages N          messages per duplicate ratio (default 200000)\n"
             "  --slow-messages N     messages for the 5 ms handler rows (default 2000)\n"
             "  --markers N           markers for the memory rows (default 1000000)\n"
+            "  --big-markers N       markers already in the file of the large-file row "
+            "(default 2000000)\n"
             "  --callgrind-events N  events of the smaller callgrind run (default 20000)\n"
             "  --latency-seconds S   length of each paced latency run (default 3)\n"
             "  --repeat N            runs of each throughput cell, median reported (default 3)\n"
@@ -124,6 +139,7 @@ static void opts_defaults(bench_opts *o)
     o->messages = 200000;
     o->slow_messages = 2000;
     o->markers = 1000000;
+    o->big_markers = 2000000;
     o->callgrind_events = 20000;
     o->latency_seconds = 3;
     o->repeat = 3;
@@ -142,6 +158,7 @@ enum {
     SET_MESSAGES = 1 << 0,
     SET_SLOW = 1 << 1,
     SET_MARKERS = 1 << 2,
+    SET_BIG = 1 << 7,
     SET_CALLGRIND = 1 << 3,
     SET_LATENCY = 1 << 4,
     SET_REPEAT = 1 << 5,
@@ -156,6 +173,8 @@ static int parse_value_opt(bench_opts *o, unsigned *set, const char *f, const ch
         o->slow_messages = strtoull(v, NULL, 10), *set |= SET_SLOW;
     else if (strcmp(f, "--markers") == 0)
         o->markers = strtoull(v, NULL, 10), *set |= SET_MARKERS;
+    else if (strcmp(f, "--big-markers") == 0)
+        o->big_markers = strtoull(v, NULL, 10), *set |= SET_BIG;
     else if (strcmp(f, "--callgrind-events") == 0)
         o->callgrind_events = strtoull(v, NULL, 10), *set |= SET_CALLGRIND;
     else if (strcmp(f, "--latency-seconds") == 0)
@@ -196,6 +215,8 @@ static void apply_quick(bench_opts *o, unsigned set)
         o->slow_messages = 200;
     if (!(set & SET_MARKERS))
         o->markers = 20000;
+    if (!(set & SET_BIG))
+        o->big_markers = 20000;
     if (!(set & SET_CALLGRIND))
         o->callgrind_events = 1000;
     if (!(set & SET_LATENCY))
@@ -302,6 +323,7 @@ static bool measure_row(bench *b, ib__bench_rate *rate, bool *verified, const ib
     ib__bench_watch w = {.pids = l.pids, .n = l.n, .server = b->server.pid};
     ib_status st =
         ib__bench_measure(rate, b->js, stream, durable, total, b->o.poll_ms, STALL_MS, &w, &e);
+    rate->startup_ms = st == IB_OK ? (double)(rate->t_first_ns - l.started_ns) / 1e6 : 0;
     ib__bench_launch_retire(&l, total, verified);
     if (st != IB_OK) {
         progress(c->label, e.msg);
@@ -343,6 +365,21 @@ static bool start_cluster(bench *b)
     return true;
 }
 
+/* The file of the large-file row, filled once for the run. */
+static bool big_template(bench *b)
+{
+    static char path[700];
+    ib_error e;
+    progress("filling a marker file", "big-template.db");
+    if (ib__bench_big_template(path, sizeof(path), b->env.dir, b->o.big_markers, &e) != IB_OK) {
+        progress("big-template.db", e.msg);
+        return false;
+    }
+    b->env.big_template = path;
+    b->r.big_markers = b->o.big_markers;
+    return true;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -378,6 +415,7 @@ static void throughput(bench *b)
         progress("publishing", name);
         b->r.published[k] = fill(b, name, subject, b->o.messages, ratios[k], 1);
     }
+    bool big = listed(b->o.rows, "12") && big_template(b);
     for (size_t i = 0; i < ROW_COUNT; i++) {
         char number[8];
         b->r.rows[i].label = rows[i].label;
@@ -385,6 +423,7 @@ static void throughput(bench *b)
         b->r.rows[i].ran = listed(b->o.rows, number);
         /* Without its cluster the row runs nothing and reports n/a. */
         bool can = !b->r.rows[i].ran || rows[i].recorder != IB__BENCH_KV3 || start_cluster(b);
+        can = can && (rows[i].recorder != IB__BENCH_SQLITE_BIG || big);
         for (size_t k = 0; k < IB__BENCH_COLUMNS; k++) {
             b->r.rows[i].cells[k].ok = b->r.published[k] && can;
             b->r.rows[i].cells[k].verified = true;
@@ -408,6 +447,8 @@ static void throughput(bench *b)
                     continue;
                 }
                 cell->samples[cell->nsamples++] = rate.msgs_per_s;
+                if (rate.startup_ms > cell->startup_ms)
+                    cell->startup_ms = rate.startup_ms;
                 cell->consumer_cpu += rate.consumer_cpu;
                 cell->server_cpu += rate.server_cpu;
             }
@@ -453,7 +494,7 @@ static void slow(bench *b)
 {
     if (!fill(b, "SLOW", "bench.slow", b->o.slow_messages, 0.10, 2))
         return;
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < IB__BENCH_SLOW_ROWS; i++) {
         ib__bench_cell *cell = &b->r.slow[i];
         ib__bench_rate rate;
         b->r.slow_labels[i] = slow_rows[i].label;
@@ -514,9 +555,9 @@ static void latency(bench *b)
 static void memory(bench *b)
 {
     static const ib__bench_config sqlite_row = {
-        "ibus run, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0};
+        "ibus run, sqlite normal", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 1, 0, 0, 0, 0};
     static const ib__bench_config memory_row = {
-        "ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0};
+        "ibus run, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY, 1, 0, 0, 0, 0};
     ib__bench_rate rate;
     ib_error e;
 

@@ -9,7 +9,8 @@
 #include "bench.h"
 
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
-#define IB__BENCH_MAX_ROWS 11
+#define IB__BENCH_MAX_ROWS 14
+#define IB__BENCH_SLOW_ROWS 4
 
 #define IB__BENCH_MAX_REPEAT 9
 
@@ -20,6 +21,7 @@ typedef struct ib__bench_cell {
     double consumer_cpu, server_cpu; /* cores busy between the first and the last ack, mean */
     double samples[IB__BENCH_MAX_REPEAT];
     int nsamples;
+    double startup_ms; /* exec of the first process to the first ack, worst repetition */
 } ib__bench_cell;
 
 typedef struct ib__bench_row {
@@ -30,7 +32,7 @@ typedef struct ib__bench_row {
 
 typedef struct ib__bench_report {
     char header[512];
-    size_t messages, slow_messages, markers, callgrind_events;
+    size_t messages, slow_messages, markers, callgrind_events, big_markers;
     int repeat;
     long batch;
     int64_t poll_ms;
@@ -41,11 +43,15 @@ typedef struct ib__bench_report {
                                                rows[6] 3 x sqlite, rows[7] kv: 1
                                                replica, rows[8] kv: 3, rows[9]
                                                sqlite --batch 256, rows[10]
-                                               3 x kv: 1 replica */
+                                               bare with two pull requests, rows[11]
+                                               3 x sqlite, two joining, rows[12]
+                                               sqlite normal on a file of big_markers,
+                                               rows[13] 3 x kv: 1 replica */
     size_t row_count;
 
-    const char *slow_labels[2]; /* concurrency 1, 16 */
-    ib__bench_cell slow[2];
+    const char *slow_labels[IB__BENCH_SLOW_ROWS]; /* 1 ms x1, 1 ms x3 joining, 5 ms at
+                                                     concurrency 1, 16 */
+    ib__bench_cell slow[IB__BENCH_SLOW_ROWS];
 
     double latency_rate;
     const char *latency_labels[3];

@@ -92,6 +92,24 @@ typedef struct ib_marker_info {
     int64_t ts_ms; /* unix ms when marked */
 } ib_marker_info;
 
+/* One key's whole state, as ib_recorder_inspect() reports it. */
+typedef struct ib_marker_state {
+    bool marked;
+    int64_t ts_ms;                /* unix ms when marked; 0 when not */
+    uint32_t attempts;            /* handler attempts counted since the last dead letter (or
+                                     forget); 0 when marked or the kind counts none */
+    char owner[IB_OWNER_MAX + 1]; /* the claim's holder; "" = none (released or never) */
+    int64_t lease_left_ms;        /* how long the holder's lease still runs; 0 when ended */
+} ib_marker_state;
+
+/* Keys that are not marked and have handler attempts counted, as
+ * ib_recorder_attempt_stats() counts them. */
+typedef struct ib_attempt_stats {
+    uint64_t attempted; /* attempts > 0 */
+    uint64_t exhausted; /* attempts >= the max_attempts asked about: the next delivery is
+                           dead-lettered without running (IB_CLAIM_EXHAUSTED) */
+} ib_attempt_stats;
+
 /* Return non-zero to stop a listing early. Runs with the recorder locked
  * (and, for sqlite, a read snapshot open): it must not call the same
  * recorder, and should be quick. */
@@ -240,10 +258,22 @@ bool ib_recorder_has_durable_attempts(const ib_recorder *r);
  * tokens of another kernel boot are gone. */
 bool ib_recorder_is_host_local(const ib_recorder *r);
 
+/* Ends the handler attempts of every key that is not marked: its attempt
+ * count goes back to 0, so the next delivery of the id starts with a fresh
+ * budget of max_attempts. `ibus run` calls it once an event's dead letter
+ * is published: the dead letter is the decision the attempts led to, and a
+ * republish or replay of the event must run its handlers again. A claim
+ * on a key (its owner and lease) is left as it is; a marked key, or one
+ * without attempts, is left alone. n == 0 is a no-op. Without the op in
+ * the kind: nothing to end, IB_OK. Errors: the recorder's. */
+ib_status ib_recorder_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                   ib_error *err);
+
 /* Admin calls; IB_ERR_UNSUPPORTED when the kind does not offer them.
  * lookup: `*found` and the time it was marked (`ts_ms` may be NULL; 0 when
- * not found). forget: removes one marker (`existed` may be NULL); a claim
- * on the id is left alone. */
+ * not found). forget: removes one marker and ends the key's attempts
+ * (`existed` may be NULL: whether a marker was removed); a claim's owner
+ * and lease are left alone. */
 ib_status ib_recorder_lookup(ib_recorder *r, bool *found, int64_t *ts_ms, const char *consumer,
                              const char *event_id, ib_error *err);
 ib_status ib_recorder_forget(ib_recorder *r, bool *existed, const char *consumer,
@@ -261,6 +291,20 @@ ib_status ib_recorder_prune(ib_recorder *r, uint64_t *removed, int64_t older_tha
 ib_status ib_recorder_list(ib_recorder *r, const char *consumer, size_t limit,
                            ib_marker_visit_fn visit, void *ctx, ib_error *err);
 ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
+
+/* The whole state of one key: marked and when, the claim's holder and how
+ * long its lease still runs, the attempts counted. Not found is an answer
+ * (all zero). Without the op in the kind: lookup's answer, no claim, no
+ * attempts. */
+ib_status ib_recorder_inspect(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                              const char *event_id, ib_error *err);
+
+/* Counts the keys that are not marked and have attempts counted, and
+ * among them those with at least `max_attempts` (> 0). sqlite merges its
+ * journal first; kv walks the whole bucket (a diagnostic, costly on a
+ * large one). IB_ERR_UNSUPPORTED when the kind does not offer it. */
+ib_status ib_recorder_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                                    ib_error *err);
 
 #ifdef __cplusplus
 }

@@ -134,88 +134,128 @@ static int check_floor(const prune_args *p)
     return 2;
 }
 
-static int run_action(ib_recorder *r, const char *action, const ib_strlist *args,
-                      const char *consumer, int64_t limit, const prune_args *prune)
+/* lookup: the key's whole state. Exit 0 when marked, 3 when not (like
+ * grep, a quiet "no" for scripts), with the claim and the attempts. */
+static int do_lookup(ib_recorder *r, const char *consumer, const char *id, ib_error *e)
 {
-    char id[IB_ID_BUF_SIZE];
-    ib_error e;
-    ib_status st;
-
-    if ((strcmp(action, "lookup") == 0 || strcmp(action, "forget") == 0) &&
-        (consumer == NULL || consumer[0] == '\0')) {
-        fprintf(stderr, "ibus markers %s: --consumer is required\n", action);
-        return 2;
-    }
-    if (strcmp(action, "lookup") == 0) {
-        bool found = false;
-        int64_t ts = 0;
-        if (need_id(id, args, action) != 0)
-            return 2;
-        if ((st = ib_recorder_lookup(r, &found, &ts, consumer, id, &e)) != IB_OK)
-            goto fail;
-        if (!found) {
-            printf("not processed: %s %s\n", consumer, id);
-            return 3; /* like grep: a quiet "no" for scripts */
-        }
-        char t[40];
-        format_ts(t, sizeof(t), ts);
+    ib_marker_state s;
+    char t[40];
+    if (ib_recorder_inspect(r, &s, consumer, id, e) != IB_OK)
+        return -1;
+    if (s.marked) {
+        format_ts(t, sizeof(t), s.ts_ms);
         printf("processed: %s %s at %s\n", consumer, id, t);
         return 0;
     }
-    if (strcmp(action, "forget") == 0) {
-        bool existed = false;
-        if (need_id(id, args, action) != 0)
-            return 2;
-        if ((st = ib_recorder_forget(r, &existed, consumer, id, &e)) != IB_OK)
-            goto fail;
-        printf("%s: %s %s\n", existed ? "forgotten" : "was not marked", consumer, id);
-        return 0;
+    printf("not processed: %s %s", consumer, id);
+    if (s.owner[0] != '\0' && s.lease_left_ms > 0) {
+        format_ts(t, sizeof(t), ib_clock_realtime_ms() + s.lease_left_ms);
+        printf(" claimed by %s until %s", s.owner, t);
+    } else if (s.owner[0] != '\0') {
+        printf(" claim of %s ended", s.owner);
     }
-    if (strcmp(action, "list") == 0) {
-        if ((st = ib_recorder_list(r, consumer, (size_t)limit, print_marker, NULL, &e)) != IB_OK)
-            goto fail;
-        return 0;
+    printf(" attempts=%" PRIu32 "\n", s.attempts);
+    return 3;
+}
+
+/* forget: the marker and the attempts, so a redelivery runs it again. */
+static int do_forget(ib_recorder *r, const char *consumer, const char *id, ib_error *e)
+{
+    ib_marker_state s;
+    bool existed = false;
+    if (ib_recorder_inspect(r, &s, consumer, id, e) != IB_OK ||
+        ib_recorder_forget(r, &existed, consumer, id, e) != IB_OK)
+        return -1;
+    if (existed)
+        printf("forgotten: %s %s\n", consumer, id);
+    else if (s.attempts > 0)
+        printf("was not marked; %" PRIu32 " attempts cleared: %s %s\n", s.attempts, consumer, id);
+    else
+        printf("was not marked: %s %s\n", consumer, id);
+    return 0;
+}
+
+static int do_prune(ib_recorder *r, const prune_args *prune, ib_error *e)
+{
+    uint64_t removed = 0;
+    if (prune->older_than_ms <= 0) {
+        fprintf(stderr, "ibus markers prune: --older-than is required (e.g. 30d)\n");
+        return 2;
     }
-    if (strcmp(action, "prune") == 0) {
-        uint64_t removed = 0;
-        if (prune->older_than_ms <= 0) {
-            fprintf(stderr, "ibus markers prune: --older-than is required (e.g. 30d)\n");
-            return 2;
-        }
-        /* a kv: bucket's TTL prunes: let prune itself say so */
-        int code = strcmp(ib_recorder_kind(r), "kv") != 0 ? check_floor(prune) : 0;
-        if (code != 0)
-            return code;
-        int64_t cutoff = ib_clock_realtime_ms() - prune->older_than_ms;
-        if ((st = ib_recorder_prune(r, &removed, cutoff, &e)) != IB_OK)
-            goto fail;
-        printf("pruned=%" PRIu64 "\n", removed);
-        return 0;
+    /* a kv: bucket's TTL prunes: let prune itself say so */
+    int code = strcmp(ib_recorder_kind(r), "kv") != 0 ? check_floor(prune) : 0;
+    if (code != 0)
+        return code;
+    int64_t cutoff = ib_clock_realtime_ms() - prune->older_than_ms;
+    if (ib_recorder_prune(r, &removed, cutoff, e) != IB_OK)
+        return -1;
+    printf("pruned=%" PRIu64 "\n", removed);
+    return 0;
+}
+
+/* stats: the counts, and the events attempted and not ended: `exhausted`
+ * ones have used --max-deliver attempts, and their next delivery is
+ * dead-lettered without running. */
+static int do_stats(ib_recorder *r, int64_t max_deliver, ib_error *e)
+{
+    ib_recorder_stats s;
+    ib_attempt_stats a = {0};
+    char o[40] = "-", nw[40] = "-";
+    if (ib_recorder_stats_get(r, &s, e) != IB_OK)
+        return -1;
+    bool counted = ib_recorder_attempt_stats(r, &a, (uint32_t)max_deliver, e) == IB_OK;
+    if (!counted && e->status != IB_ERR_UNSUPPORTED)
+        return -1;
+    if (s.oldest_ts_ms > 0)
+        format_ts(o, sizeof(o), s.oldest_ts_ms);
+    if (s.newest_ts_ms > 0)
+        format_ts(nw, sizeof(nw), s.newest_ts_ms);
+    printf("markers=%" PRIu64 " claims=%" PRIu64 " consumers=%" PRIu64
+           " oldest=%s newest=%s bytes=%" PRIu64,
+           s.markers, s.claims, s.consumers, o, nw, s.storage_bytes);
+    if (counted)
+        printf(" attempted=%" PRIu64 " exhausted=%" PRIu64, a.attempted, a.exhausted);
+    printf("\n");
+    return 0;
+}
+
+static int run_action(ib_recorder *r, const char *action, const ib_strlist *args,
+                      const char *consumer, int64_t limit, int64_t max_deliver,
+                      const prune_args *prune)
+{
+    char id[IB_ID_BUF_SIZE];
+    ib_error e = {0};
+    int code = 2; /* unreachable: ib_cmd_markers checked the action */
+    bool one_key = strcmp(action, "lookup") == 0 || strcmp(action, "forget") == 0;
+
+    if (one_key && (consumer == NULL || consumer[0] == '\0')) {
+        fprintf(stderr, "ibus markers %s: --consumer is required\n", action);
+        return 2;
     }
-    if (strcmp(action, "stats") == 0) {
-        ib_recorder_stats s;
-        char o[40] = "-", nw[40] = "-";
-        if ((st = ib_recorder_stats_get(r, &s, &e)) != IB_OK)
-            goto fail;
-        if (s.oldest_ts_ms > 0)
-            format_ts(o, sizeof(o), s.oldest_ts_ms);
-        if (s.newest_ts_ms > 0)
-            format_ts(nw, sizeof(nw), s.newest_ts_ms);
-        printf("markers=%" PRIu64 " claims=%" PRIu64 " consumers=%" PRIu64
-               " oldest=%s newest=%s bytes=%" PRIu64 "\n",
-               s.markers, s.claims, s.consumers, o, nw, s.storage_bytes);
-        return 0;
-    }
-    return 2; /* unreachable: ib_cmd_markers checked the action */
-fail:
+    if (one_key && need_id(id, args, action) != 0)
+        return 2;
+    if (strcmp(action, "lookup") == 0)
+        code = do_lookup(r, consumer, id, &e);
+    else if (strcmp(action, "forget") == 0)
+        code = do_forget(r, consumer, id, &e);
+    else if (strcmp(action, "list") == 0)
+        code =
+            ib_recorder_list(r, consumer, (size_t)limit, print_marker, NULL, &e) == IB_OK ? 0 : -1;
+    else if (strcmp(action, "prune") == 0)
+        code = do_prune(r, prune, &e);
+    else if (strcmp(action, "stats") == 0)
+        code = do_stats(r, max_deliver, &e);
+    if (code >= 0)
+        return code;
     fprintf(stderr, "ibus markers %s: %s\n", action, e.msg);
-    return st == IB_ERR_UNSUPPORTED || st == IB_ERR_CONFIG ? 2 : 1;
+    return e.status == IB_ERR_UNSUPPORTED || e.status == IB_ERR_CONFIG ? 2 : 1;
 }
 
 /* Everything `ibus markers` parses. */
 typedef struct markers_args {
     const char *uri, *consumer;
     int64_t limit;
+    int64_t max_deliver;
     ib_recorder_options ro;
     prune_args prune;
 } markers_args;
@@ -234,6 +274,10 @@ static size_t markers_options(ib_opt *opts, void *targets)
          "consumer identity (<durable>/<plugin>/<handler>)", 0, 0},
         {"limit", IB_OPT_INT, &m->limit, "N", "100", "list at most N markers (0 = all)", 0,
          1000000000},
+        {"max-deliver", IB_OPT_INT, &m->max_deliver, "N", "5",
+         "stats: the --max-deliver of the ibus run processes; events with that many attempts "
+         "count as exhausted",
+         1, 1000},
         {"older-than", IB_OPT_DURATION, &m->prune.older_than_ms, "DURATION", NULL,
          "prune markers older than this", 0, 0},
         {"stream", IB_OPT_STRING, &m->prune.stream, "NAME", NULL,
@@ -310,7 +354,7 @@ int ib_cmd_markers(int argc, char **argv)
     code = open_recorder(&r, &nc, &m);
     if (code != 0)
         goto out;
-    code = run_action(r, args.items[0], &args, m.consumer, m.limit, &m.prune);
+    code = run_action(r, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
     ib_recorder_close(r);
     ib_nats_close(nc, 1000);
 out:
@@ -320,12 +364,16 @@ out:
 
 /* The actions, in the order --help and the manual page list them. */
 static const ib_cmd_action markers_actions[] = {
-    {"lookup", "ID", "whether --consumer has marked event ID, and when (exit 3 when not)"},
+    {"lookup", "ID",
+     "whether --consumer has marked event ID, and when; else its claim and attempts (exit 3)"},
     {"list", NULL, "the newest markers, of --consumer or of all consumers (--limit)"},
-    {"forget", "ID", "remove --consumer's marker of event ID, so a redelivery runs it again"},
+    {"forget", "ID",
+     "remove --consumer's marker and attempts of event ID, so a redelivery runs it again"},
     {"prune", NULL,
      "remove the markers older than --older-than, checked against --stream and --durable"},
-    {"stats", NULL, "counts of markers, claims and consumers, oldest and newest, bytes"},
+    {"stats", NULL,
+     "counts of markers, claims, consumers, attempted and exhausted events (--max-deliver), "
+     "oldest and newest, bytes"},
 };
 
 const ib_cmd_desc ib_cmd_markers_desc = {

@@ -44,6 +44,10 @@ static const man_entry extra_environment[] = {
     {"IB_PLUGIN_CONFIG_<NAME>",
      "ibus run: the configuration string of the plugin named NAME (upper case; characters other "
      "than letters and digits become _), when no --plugin-config NAME=STRING gives one."},
+    {"IB_TEST_DLQ_KILL_BEFORE_DELETE",
+     "ibus dlq replay --purge: when set (tests only), the process kills itself with SIGKILL "
+     "after the first replay is acked and before its dead letter is deleted, to show that "
+     "nothing is lost there."},
 };
 
 static const man_entry exit_status[] = {

@@ -15,6 +15,7 @@ struct ib_dispatch {
     char *owner;               /* the claim owner token; the run borrows it */
     ib__dtable *table;         /* handlers by type; filled by ib_dispatch_add */
     ib__drun *run;             /* reads the table; holds everything a batch needs */
+    ib_recorder *recorder;     /* BORROWED: the run's */
     const char *recorder_kind; /* for the refusal of a transactional handler */
     bool transactions;         /* the recorder runs transactional work */
     bool transactional_bus;    /* the caller can make a transactional handler's bus */
@@ -101,6 +102,7 @@ ib_status ib_dispatch_create(ib_dispatch **out, ib_recorder *recorder,
     st = ib__drun_create(&d->run, recorder, d->table, &opts, err);
     if (st != IB_OK)
         goto free_table;
+    d->recorder = recorder;
     d->recorder_kind = ib_recorder_kind(recorder);
     d->transactions = ib__recorder_has_transactions(recorder);
     d->transactional_bus = options->transactional_bus != NULL;
@@ -152,6 +154,24 @@ size_t ib_dispatch_count_for(const ib_dispatch *d, const char *type)
         return 0;
     ib__dtable_lookup(d->table, type, &count);
     return count;
+}
+
+ib_status ib_dispatch_end_attempts(ib_dispatch *d, const ib_event *event, ib_error *err)
+{
+    enum { KEYS_AT_ONCE = 64 };
+    ib_marker_key keys[KEYS_AT_ONCE];
+    size_t count = 0;
+    if (d == NULL || event == NULL || event->type == NULL || !ib_id_is_normalised(event->id))
+        return IB_OK;
+    ib__dhandler *const *list = ib__dtable_lookup(d->table, event->type, &count);
+    ib_status st = IB_OK;
+    for (size_t done = 0; done < count && st == IB_OK;) {
+        size_t n = 0;
+        for (; done < count && n < KEYS_AT_ONCE; done++, n++)
+            keys[n] = (ib_marker_key){list[done]->consumer, event->id};
+        st = ib_recorder_end_attempts(d->recorder, keys, n, err);
+    }
+    return st;
 }
 
 size_t ib_dispatch_handler_count(const ib_dispatch *d)

@@ -226,6 +226,9 @@ static void write_summary(const ib_host *h, int exit_code)
         IB_LOG_U64("busy", t->busy),
         IB_LOG_U64("pull_requests", ps->requests),
         IB_LOG_U64("leftovers", ps->leftovers),
+        /* how long joining a shared marker file took (churn tests read them) */
+        IB_LOG_I64("first_handled_ms", h->first_handled_ms),
+        IB_LOG_I64("lock_wait_max_ms", h->lock_wait_max_ms),
     };
     const size_t n = sizeof(counters) / sizeof(counters[0]);
     if (h->cfg->summary_file != NULL && h->cfg->summary_file[0] != '\0') {
@@ -336,6 +339,8 @@ static int run_loop(ib_host *h, natsMsg **buf)
         }
         if (watch_consumer(h, &watch) != 0)
             return 1;
+        if (atomic_load(&h->schema_changed))
+            return 2;
         size_t n = 0;
         ib_error e;
         if (ib_puller_next(h->puller, buf, &n, h->batch_cap, 250, &e) != IB_OK) {
@@ -390,6 +395,8 @@ static int make_owner(ib_host *h, ib_error *err)
 static void host_init(ib_host *h, const ib_host_config *cfg)
 {
     memset(h, 0, sizeof(*h));
+    h->opened_at_ms = ib_clock_monotonic_ms();
+    h->first_handled_ms = -1;
     h->cfg = cfg;
     pthread_mutex_init(&h->inflight_lock, NULL);
     if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
@@ -617,6 +624,7 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     ib_dispatch_free(h->dispatch);
     for (size_t i = h->plugin_count; i > 0; i--)
         ib_plugin_close(h->plugins[i - 1]);
+    h->lock_wait_max_ms = ib__recorder_lock_wait_max_ns(h->recorder) / 1000000;
     ib_recorder_close(h->recorder);
     if (h->metrics != NULL && code != 2)
         write_summary(h, code);

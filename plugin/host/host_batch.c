@@ -56,6 +56,13 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
                IB_LOG_U64("stream_seq", it->meta.stream_seq), IB_LOG_STR("error", e.msg));
         return;
     }
+    /* Only once the dead letter is published: a crash before this point
+     * leaves the attempts spent, so a redelivery is dead-lettered again at
+     * once (JetStream drops the copy) and ends them then. */
+    if (it->event != NULL && ib_dispatch_end_attempts(h->dispatch, it->event, &e) != IB_OK)
+        ib_log(IB_SEV_WARN, "dead-lettered, but its attempts could not be ended",
+               IB_LOG_STR("consumer", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
+               IB_LOG_STR("error", e.msg));
     h->totals.dead_lettered++;
     ib_metrics_dead_letter(h->metrics, why);
     ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("consumer", h->cfg->durable),
@@ -107,6 +114,8 @@ static void count_delivery(ib_host *h, const item *it)
 {
     const ib_delivery *d = it->delivery;
     const ib_delivery_counts *c = &d->counts;
+    if (c->handled > 0 && h->first_handled_ms < 0)
+        h->first_handled_ms = ib_clock_monotonic_ms() - h->opened_at_ms;
     h->totals.handled += c->handled;
     h->totals.duplicates += c->duplicates;
     h->totals.retried += c->retried;
@@ -208,6 +217,12 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
     ib_host *h = ctx;
     if (!healthy)
         ib_metrics_add(h->metrics, IB_METRIC_RECORDER_ERRORS, 1);
+    if (!healthy && e != NULL && e->status == IB_ERR_SCHEMA &&
+        atomic_exchange(&h->schema_changed, 1) == 0)
+        ib_log_kv(IB_SEV_ERROR,
+                  "marker file changed schema under this process; it stops claiming and exits 2 "
+                  "(upgrade it to the version that migrated the file)",
+                  "recorder", h->cfg->recorder, "error", e->msg, NULL);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
     /* One line per change of state, not per failed call. */
     if (atomic_exchange(&h->recorder_down, !healthy) == !healthy)

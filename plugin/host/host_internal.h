@@ -65,12 +65,18 @@ typedef struct ib_host {
     uint64_t max_deliver;
     atomic_int bound;
     atomic_int stopping;
+    /* The recorder's file now speaks another schema (a newer version
+     * migrated it): the run loop stops and the process exits 2. */
+    atomic_int schema_changed;
     atomic_int recorder_down; /* the last recorder call failed: not ready */
     bool probe_down;          /* the watcher's probe set recorder_down (watcher only) */
     int64_t probe_last_ms;    /* monotonic time of the last probe (watcher only) */
     int64_t info_last_ms;     /* monotonic time of the last consumer info (watcher only) */
     bool info_failing;        /* the last consumer info failed (watcher only) */
     ib_host_totals totals;
+    int64_t opened_at_ms;       /* monotonic ms when the host started */
+    int64_t first_handled_ms;   /* ms from the start to the first handled event; -1 = none */
+    int64_t lock_wait_max_ms;   /* the recorder's longest wait for its write turn */
     ib_puller_stats pull_stats; /* copied from the puller before it is freed */
 
     /* working arrays of one batch (host_batch.c), batch_cap entries each */

@@ -166,6 +166,18 @@ ib_status ib__recorder_outbox_count(ib_recorder *r, uint64_t *count, ib_error *e
  * kinds, or when there is none. */
 uint64_t ib__recorder_wal_bytes(ib_recorder *r);
 
+/* Work a recorder does off the hot path, a few times a second from one
+ * thread (the host's keeper): the sqlite kind says how far it has read
+ * the journal when idle and builds its filter in short transactions.
+ * Returns true when it has more to do soon (call again within ~10 ms);
+ * false when done, or for kinds without upkeep. Errors are left to the
+ * next call. */
+bool ib__recorder_upkeep(ib_recorder *r);
+
+/* The longest this recorder has waited for its turn at a shared write
+ * lock, in ns (0 for kinds without one). */
+int64_t ib__recorder_lock_wait_max_ns(ib_recorder *r);
+
 /* Features a kind declares in ib_recorder_ops.features. */
 #define IB_RECORDER_DURABLE_ATTEMPTS 0x1u /* attempt counts survive a crash of the caller */
 #define IB_RECORDER_HOST_LOCAL 0x2u       /* only ever shared by processes of one host */
@@ -232,6 +244,20 @@ typedef struct ib_recorder_ops {
     ib_status (*outbox_delete)(ib_recorder *r, const int64_t *seqs, size_t n, ib_error *err);
     ib_status (*outbox_count)(ib_recorder *r, uint64_t *count, ib_error *err);
     uint64_t (*wal_bytes)(ib_recorder *r);
+
+    /* Optional, appended: background upkeep and lock figures (see the
+     * ib__recorder_* wrappers of the same names). */
+    bool (*upkeep)(ib_recorder *r);
+    int64_t (*lock_wait_max_ns)(ib_recorder *r);
+
+    /* Optional, appended: the end of attempts at a dead letter and the
+     * admin calls that show them (see the ib_recorder_* wrappers of the
+     * same names). Keys are checked by the wrappers. */
+    ib_status (*end_attempts)(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err);
+    ib_status (*inspect)(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                         const char *event_id, ib_error *err);
+    ib_status (*attempt_stats)(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
+                               ib_error *err);
 } ib_recorder_ops;
 
 /* Every kind embeds this as its first member. */

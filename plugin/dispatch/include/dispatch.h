@@ -286,6 +286,15 @@ const char *ib_dispatch_handler_consumer(const ib_dispatch *d, size_t index);
 /* Number of handlers subscribed to `type` (0 for NULL or an unknown type). */
 size_t ib_dispatch_count_for(const ib_dispatch *d, const char *type);
 
+/* Ends the handler attempts of `event` for every handler subscribed to
+ * its type (ib_recorder_end_attempts): the host calls it once the event's
+ * dead letter is published, so a republish, replay or redelivery of the
+ * same id starts with a fresh budget. Handlers that marked the event stay
+ * marked. NULL, or an event without a type or a normalised id: nothing
+ * to do. Errors: the recorder's (the attempts then stay, and the next
+ * delivery of the id is dead-lettered again at once, which ends them). */
+ib_status ib_dispatch_end_attempts(ib_dispatch *d, const ib_event *event, ib_error *err);
+
 /* Runs a batch of deliveries through the idempotent flow. `bus` is handed to
  * handlers (may be NULL when nothing publishes). Returns IB_OK when every
  * delivery got an outcome (recorder trouble shows as NAK outcomes, never as

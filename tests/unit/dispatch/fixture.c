@@ -129,6 +129,13 @@ static ib_status c_transact(ib_recorder *r, ib__txn_result *out, size_t *consume
     return ib__recorder_transact(inner_of(r), out, consumed, keys, n, req, work, ctx, err);
 }
 
+/* The end of attempts at a dead letter passes through (the host calls it
+ * through ib_dispatch_end_attempts). */
+static ib_status c_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    return ib_recorder_end_attempts(inner_of(r), keys, n, err);
+}
+
 static const ib_recorder_ops counting_ops = {
     .size = sizeof(ib_recorder_ops),
     .kind = "counting",
@@ -145,6 +152,7 @@ static const ib_recorder_ops counting_ops = {
     .renew_batch = c_renew_batch,
     .mark_owned_batch = c_mark_owned_batch,
     .transact = c_transact,
+    .end_attempts = c_end_attempts,
 };
 
 /* ---- clock, directories, fixture --------------------------------------- */

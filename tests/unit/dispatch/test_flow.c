@@ -240,6 +240,48 @@ static void poison_not_done_dead_letters(fx *f)
     fx_handler_destroy(&h);
 }
 
+/* A dead letter ends the event's attempts for every handler of its type
+ * (ib_dispatch_end_attempts, which the host calls once the dead letter is
+ * published): the next delivery of the id runs with a fresh budget and
+ * is stopped again after it; a handler that marked the event stays
+ * marked and does not run. */
+static void dead_letter_ends_attempts(fx *f)
+{
+    fx_handler bad, good;
+    ib_event ev;
+    ib_dispatch_options o = fx_default_options();
+    o.max_deliver = 2;
+    fx_handler_init(&bad, IB_HANDLER_RETRY);
+    fx_handler_init(&good, IB_HANDLER_OK);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/bad", TYPE, &bad);
+    fx_add(f, "c/p/good", TYPE, &good);
+    fx_event(&ev, 8, TYPE);
+    ib_error e = {0};
+    bool durable = ib_recorder_has_durable_attempts(f->inner);
+
+    for (int round = 1; round <= 3; round++) {
+        ib_delivery dl;
+        /* a fresh delivery each round, as a replay is: delivery 1 */
+        for (uint64_t dc = 1; dc <= 2; dc++)
+            dl = fx_run_one(f, &ev, dc);
+        assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
+        assert_string_equal(ib_dead_letter_reason_str(dl.dead_letter_reason), "max-deliver");
+        /* memory counts deliveries: the second is poisoned, never run */
+        assert_int_equal(atomic_load(&bad.calls), (durable ? 2 : 1) * round);
+        assert_int_equal(atomic_load(&good.calls), 1);
+        assert_true(fx_marked(f, "c/p/good", ev.id));
+        assert_int_equal(ib_dispatch_end_attempts(f->d, &ev, &e), IB_OK);
+    }
+    /* unknown types and NULL are nothing to do */
+    ib_event other;
+    fx_event(&other, 9, "no.handler");
+    assert_int_equal(ib_dispatch_end_attempts(f->d, &other, &e), IB_OK);
+    assert_int_equal(ib_dispatch_end_attempts(NULL, &ev, &e), IB_OK);
+    fx_handler_destroy(&bad);
+    fx_handler_destroy(&good);
+}
+
 static void poison_done_acks(fx *f)
 {
     fx_handler a, b;
@@ -812,6 +854,7 @@ BOTH_KINDS(reject_dead_letters)
 BOTH_KINDS(redelivery_runs_only_failed)
 BOTH_KINDS(reject_still_marks_ok_handlers)
 BOTH_KINDS(poison_not_done_dead_letters)
+BOTH_KINDS(dead_letter_ends_attempts)
 BOTH_KINDS(poison_done_acks)
 BOTH_KINDS(marks_commit_as_handlers_finish)
 BOTH_KINDS(unhandled_acks)
@@ -1042,6 +1085,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(reject_still_marks_ok_handlers_sqlite),
     cmocka_unit_test(poison_not_done_dead_letters_memory),
     cmocka_unit_test(poison_not_done_dead_letters_sqlite),
+    cmocka_unit_test(dead_letter_ends_attempts_memory),
+    cmocka_unit_test(dead_letter_ends_attempts_sqlite),
     cmocka_unit_test(poison_done_acks_memory),
     cmocka_unit_test(poison_done_acks_sqlite),
     cmocka_unit_test(marks_commit_as_handlers_finish_memory),

@@ -911,6 +911,154 @@ CONTRACT(test_fingerprints_in_a_batch)
     assert_int_equal(info[3].state, IB_CLAIM_ACQUIRED);
 }
 
+/* Spends a whole budget of `max` attempts on (consumer, id), each by its
+ * own owner and released, as a failing handler would. */
+static void spend_attempts(ib_recorder *r, const char *consumer, const char *id, uint32_t max)
+{
+    char owner[16];
+    for (uint32_t k = 0; k < max; k++) {
+        snprintf(owner, sizeof(owner), "spend%u", k);
+        ib_claim_info i = acquire(r, consumer, id, owner, LEASE, max);
+        assert_int_equal(i.state, IB_CLAIM_ACQUIRED);
+        assert_int_equal(i.attempts, ib_recorder_has_durable_attempts(r) ? k + 1 : 1);
+        CHECK(ib_recorder_release(r, consumer, id, owner, &err));
+    }
+}
+
+/* Issue 22: a dead letter ends the attempts. After end_attempts the same
+ * id starts with a fresh budget, and spends it again to EXHAUSTED: a
+ * poison event is still stopped after max attempts each time it comes
+ * back. A marked key stays marked. */
+CONTRACT(test_end_attempts_gives_a_fresh_budget)
+{
+    char id[IB_ID_BUF_SIZE], done[IB_ID_BUF_SIZE];
+    rt_id(id, 8000);
+    rt_id(done, 8001);
+    ib_marker_key keys[2] = {{"dl", id}, {"dl", done}};
+    CHECK(ib_recorder_mark(r, "dl", done, &err));
+    /* an empty batch and keys never claimed are no work */
+    CHECK(ib_recorder_end_attempts(r, keys, 0, &err));
+    CHECK(ib_recorder_end_attempts(r, keys, 2, &err));
+    for (int round = 0; round < 3; round++) {
+        spend_attempts(r, "dl", id, 3);
+        if (ib_recorder_has_durable_attempts(r))
+            assert_int_equal(acquire(r, "dl", id, "late", LEASE, 3).state, IB_CLAIM_EXHAUSTED);
+        CHECK(ib_recorder_end_attempts(r, keys, 2, &err));
+        ib_claim_info fresh = acquire(r, "dl", id, "fresh", LEASE, 3);
+        assert_int_equal(fresh.state, IB_CLAIM_ACQUIRED);
+        assert_int_equal(fresh.attempts, 1);
+        CHECK(ib_recorder_release(r, "dl", id, "fresh", &err));
+        CHECK(ib_recorder_end_attempts(r, keys, 1, &err));
+        assert_true(processed(r, "dl", done));
+        assert_false(processed(r, "dl", id));
+    }
+    /* a bad key is refused whole */
+    ib_marker_key bad[1] = {{"dl", "not-an-id"}};
+    assert_int_equal(ib_recorder_end_attempts(r, bad, 1, &err), IB_ERR_INVALID_ARG);
+}
+
+/* A live claim keeps its holder and lease through end_attempts: only the
+ * count goes. */
+CONTRACT(test_end_attempts_keeps_a_live_claim)
+{
+    char id[IB_ID_BUF_SIZE];
+    ib_marker_state s;
+    rt_id(id, 8100);
+    ib_marker_key key = {"lc", id};
+    assert_int_equal(acquire(r, "lc", id, "A", LEASE, 5).state, IB_CLAIM_ACQUIRED);
+    CHECK(ib_recorder_end_attempts(r, &key, 1, &err));
+    assert_int_equal(acquire(r, "lc", id, "B", LEASE, 5).state, IB_CLAIM_BUSY);
+    CHECK(ib_recorder_inspect(r, &s, "lc", id, &err));
+    assert_string_equal(s.owner, "A");
+    assert_int_equal(s.attempts, 0);
+    assert_int_equal(s.lease_left_ms, LEASE);
+}
+
+/* inspect shows each state lookup could not: claimed (by whom, for how
+ * long), attempts used, marked. */
+CONTRACT(test_inspect_shows_claim_and_attempts)
+{
+    char id[IB_ID_BUF_SIZE], none[IB_ID_BUF_SIZE];
+    ib_marker_state s;
+    rt_id(id, 8200);
+    rt_id(none, 8201);
+    CHECK(ib_recorder_inspect(r, &s, "in", none, &err));
+    assert_false(s.marked);
+    assert_string_equal(s.owner, "");
+    assert_int_equal(s.attempts, 0);
+    assert_int_equal(acquire(r, "in", id, "A", LEASE, 5).state, IB_CLAIM_ACQUIRED);
+    rt_clock_advance(1000);
+    CHECK(ib_recorder_inspect(r, &s, "in", id, &err));
+    assert_false(s.marked);
+    assert_string_equal(s.owner, "A");
+    assert_int_equal(s.lease_left_ms, LEASE - 1000);
+    assert_int_equal(s.attempts, 1);
+    CHECK(ib_recorder_mark(r, "in", id, &err));
+    CHECK(ib_recorder_inspect(r, &s, "in", id, &err));
+    assert_true(s.marked);
+    assert_int_equal(s.ts_ms, T0 + 1000);
+    assert_int_equal(s.attempts, 0);
+}
+
+/* forget clears the attempts too, marked or not, so a republish after it
+ * runs with a whole budget. */
+CONTRACT(test_forget_clears_attempts)
+{
+    char id[IB_ID_BUF_SIZE], marked_id[IB_ID_BUF_SIZE];
+    bool existed = true;
+    rt_id(id, 8300);
+    rt_id(marked_id, 8301);
+    spend_attempts(r, "fg", id, 2);
+    CHECK(ib_recorder_forget(r, &existed, "fg", id, &err));
+    assert_false(existed);
+    ib_claim_info i = acquire(r, "fg", id, "X", LEASE, 2);
+    assert_int_equal(i.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(i.attempts, 1);
+    /* attempts spent, then marked by hand, then forgotten */
+    spend_attempts(r, "fg", marked_id, 2);
+    CHECK(ib_recorder_mark(r, "fg", marked_id, &err));
+    CHECK(ib_recorder_forget(r, &existed, "fg", marked_id, &err));
+    assert_true(existed);
+    i = acquire(r, "fg", marked_id, "Y", LEASE, 2);
+    assert_int_equal(i.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(i.attempts, 1);
+}
+
+/* attempt_stats counts keys attempted and not ended, and the exhausted
+ * ones among them; a dead letter (end_attempts) or a mark takes them out. */
+CONTRACT(test_attempt_stats_counts_exhausted)
+{
+    char a[IB_ID_BUF_SIZE], b[IB_ID_BUF_SIZE], c[IB_ID_BUF_SIZE];
+    ib_attempt_stats st;
+    rt_id(a, 8400);
+    rt_id(b, 8401);
+    rt_id(c, 8402);
+    CHECK(ib_recorder_attempt_stats(r, &st, 3, &err));
+    assert_int_equal(st.attempted, 0);
+    assert_int_equal(st.exhausted, 0);
+    assert_int_equal(ib_recorder_attempt_stats(r, &st, 0, &err), IB_ERR_INVALID_ARG);
+    if (!ib_recorder_has_durable_attempts(r)) {
+        /* memory keeps attempts only while a claim is held */
+        assert_int_equal(acquire(r, "as", a, "A", LEASE, 3).state, IB_CLAIM_ACQUIRED);
+        CHECK(ib_recorder_attempt_stats(r, &st, 1, &err));
+        assert_int_equal(st.attempted, 1);
+        assert_int_equal(st.exhausted, 1);
+        return;
+    }
+    spend_attempts(r, "as", a, 3);
+    spend_attempts(r, "as", b, 1);
+    spend_attempts(r, "as", c, 3);
+    CHECK(ib_recorder_mark(r, "as", c, &err));
+    CHECK(ib_recorder_attempt_stats(r, &st, 3, &err));
+    assert_int_equal(st.attempted, 2);
+    assert_int_equal(st.exhausted, 1);
+    ib_marker_key key = {"as", a};
+    CHECK(ib_recorder_end_attempts(r, &key, 1, &err));
+    CHECK(ib_recorder_attempt_stats(r, &st, 3, &err));
+    assert_int_equal(st.attempted, 1);
+    assert_int_equal(st.exhausted, 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_unmarked_is_not_processed),
     cmocka_unit_test(test_mark_then_processed),
@@ -936,6 +1084,11 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_checked_entry_points),
     cmocka_unit_test(test_fingerprints_catch_reused_ids),
     cmocka_unit_test(test_fingerprints_in_a_batch),
+    cmocka_unit_test(test_end_attempts_gives_a_fresh_budget),
+    cmocka_unit_test(test_end_attempts_keeps_a_live_claim),
+    cmocka_unit_test(test_inspect_shows_claim_and_attempts),
+    cmocka_unit_test(test_forget_clears_attempts),
+    cmocka_unit_test(test_attempt_stats_counts_exhausted),
 };
 
 IB_TEST_MAIN(tests)

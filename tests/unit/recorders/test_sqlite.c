@@ -176,20 +176,22 @@ static void test_pragmas_applied(void **state)
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA synchronous"), 1);
     assert_int_equal(((sq_recorder *)r)->busy_timeout_ms, 10000);
     ib_recorder_close(r);
-    /* Write-cost tuning: a new file gets 4 KiB pages, a 32 MiB checkpoint
-     * window and an 8 MiB cache. */
+    /* Write-cost tuning: a new file gets 4 KiB pages and an 8 MiB cache;
+     * the recorder checkpoints by itself (its WAL hook replaces SQLite's
+     * autocheckpoint) and a WAL that starts over is cut back to 64 MiB. */
     r = open_uri("sqlite:%s", "tuned.db");
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 4096);
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 8192);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 0);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA journal_size_limit"), 64 * 1024 * 1024);
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA cache_size"), -8192);
     ib_recorder_close(r);
-    /* An existing file keeps its page size; the window stays 32 MiB. */
+    /* An existing file keeps its page size. */
     sqlite3 *old = raw_open("old.db");
     exec_raw(old, "PRAGMA page_size = 1024; CREATE TABLE unrelated (x)");
     sqlite3_close(old);
     r = open_uri("sqlite:%s", "old.db");
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 1024);
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 32768);
+    assert_int_equal(((sq_recorder *)r)->page_size, 1024);
     ib_recorder_close(r);
     /* The hook answers only for sqlite recorders. */
     ib_recorder *m = NULL;
@@ -329,8 +331,8 @@ static void test_migrates_seed_schema(void **state)
     assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log WHERE typeof(ts) <> "
                                    "'integer'"),
                      0);
-    assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name LIKE "
-                                   "'processed_log_%'"),
+    assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                   "name LIKE 'processed_log_%'"),
                      0);
     sqlite3_close(db);
 
@@ -538,6 +540,30 @@ static void test_v2_with_foreign_outbox_refused(void **state)
     assert_non_null(strstr(err.msg, "processed_outbox"));
 }
 
+/* A newer version migrates the file while this recorder has it open: the
+ * next transaction sees the new user_version and refuses, IB_ERR_SCHEMA,
+ * writing nothing (issue 23, part 4). */
+static void test_schema_changed_under_an_open_recorder(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_uri("sqlite:%s", "live.db");
+    mark_n(r, "c", 0, 3);
+    sqlite3 *db = raw_open("live.db");
+    exec_raw(db, "PRAGMA user_version = 6");
+    sqlite3_close(db);
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 7);
+    ib_claim_state cs;
+    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, "A", 1000, &err), IB_ERR_SCHEMA);
+    assert_non_null(strstr(err.msg, "schema is now version 6, this process speaks version 5"));
+    bool done = true;
+    assert_int_equal(ib_recorder_is_processed(r, &done, "c", id, &err), IB_ERR_SCHEMA);
+    ib_recorder_close(r);
+    db = raw_open("live.db");
+    assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 3);
+    sqlite3_close(db);
+}
+
 static void test_newer_schema_refused(void **state)
 {
     (void)state;
@@ -545,7 +571,7 @@ static void test_newer_schema_refused(void **state)
     mark_n(r, "c", 0, 3);
     ib_recorder_close(r);
     sqlite3 *db = raw_open("new.db");
-    exec_raw(db, "PRAGMA user_version = 5");
+    exec_raw(db, "PRAGMA user_version = 6");
     sqlite3_close(db);
 
     char path[4096], uri[4200];
@@ -554,11 +580,11 @@ static void test_newer_schema_refused(void **state)
     r = (ib_recorder *)&r;
     assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_ERR_SCHEMA);
     assert_null(r);
-    assert_non_null(strstr(err.msg, "schema version 5 is newer than this build understands (4)"));
+    assert_non_null(strstr(err.msg, "schema version 6 is newer than this build understands (5)"));
     assert_non_null(strstr(err.msg, "new.db"));
     /* Left untouched. */
     db = raw_open("new.db");
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 5);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 6);
     assert_int_equal(query_int(db, "SELECT count(*) FROM processed_log"), 3);
     sqlite3_close(db);
 }
@@ -729,6 +755,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_migrates_version_3, setup, teardown),
     cmocka_unit_test_setup_teardown(test_v2_with_foreign_outbox_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_schema_changed_under_an_open_recorder, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unknown_layout_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_prune_in_batches, setup, teardown),
     cmocka_unit_test_setup_teardown(test_held_write_lock_is_waited_out, setup, teardown),

@@ -255,7 +255,7 @@ static int mark_then_fail(sq_recorder *s, void *ctx, ib_error *local)
     st.done = true;
     st.ts = 1;
     if (rc == SQLITE_OK)
-        rc = ib__sq_state_put(s, key, &st);
+        rc = ib__sq_state_put(s, key, &st, false);
     return rc == SQLITE_OK ? SQLITE_CONSTRAINT : rc;
 }
 
@@ -293,14 +293,41 @@ static void test_prune_reaches_journalled_markers(void **state)
     ib_recorder_close(r);
 }
 
-/* A connection that slept through two merges never read the rows that
- * put its keys in the B-tree: it must scan the B-tree rather than trust
- * its filter. */
+/* A live reader keeps the journal rows it has not read: merges do not
+ * delete them, and it catches up from them without any scan. */
+static void test_live_reader_keeps_its_rows(void **state)
+{
+    (void)state;
+    ib_recorder *r1 = open_file(), *r2 = open_file();
+    assert_false(is_done(r2, "svc", 1));
+    for (uint64_t b = 0; b < 4; b++) {
+        run_batch(r1, "A", b * 30, 30);
+        CHECK(ib__sqlite_merge(r1, NULL, &err));
+    }
+    assert_int_equal(count_of(r1, "SELECT trimmed_seq FROM processed_merge"), 0);
+    for (uint64_t i = 0; i < 120; i++)
+        assert_true(is_done(r2, "svc", i));
+    assert_int_equal(((sq_recorder *)r2)->stale_rebuilds, 0);
+    /* once r2 says it has read them, they go */
+    rt_clock_advance(2000);
+    run_batch(r2, "B", 500, 1);
+    run_batch(r1, "A", 200, 30);
+    CHECK(ib__sqlite_merge(r1, NULL, &err));
+    assert_true(count_of(r1, "SELECT trimmed_seq FROM processed_merge") > 0);
+    ib_recorder_close(r1);
+    ib_recorder_close(r2);
+}
+
+/* A reader that said nothing for longer than the readers' window (a
+ * stopped process) is passed over; it finds on its return that it never
+ * read the rows that put its keys in the B-tree, and probes the B-tree
+ * rather than trust its filter. */
 static void test_sleeper_rebuilds_its_filter(void **state)
 {
     (void)state;
     ib_recorder *r1 = open_file(), *r2 = open_file();
     assert_false(is_done(r2, "svc", 1)); /* r2 has read the journal once */
+    rt_clock_advance(20000);
     run_batch(r1, "A", 0, 30);
     CHECK(ib__sqlite_merge(r1, NULL, &err));
     run_batch(r1, "A", 30, 30);
@@ -490,6 +517,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_other_connection_follows, setup, teardown),
     cmocka_unit_test_setup_teardown(test_rollback_leaves_nothing_in_the_tail, setup, teardown),
     cmocka_unit_test_setup_teardown(test_prune_reaches_journalled_markers, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_live_reader_keeps_its_rows, setup, teardown),
     cmocka_unit_test_setup_teardown(test_sleeper_rebuilds_its_filter, setup, teardown),
     cmocka_unit_test(test_states_text),
     cmocka_unit_test(test_filter_answers),
