@@ -11,8 +11,22 @@
  * (the recorder's now_ms), since holders may run on other hosts: the hosts'
  * clocks must agree to well within a lease.
  *
- * Reads go through the stream leader (kv_io.c, kv_read.c), and keys whose writes lost
- * a race are read and decided again, at most KV_RETRIES times. */
+ * A new event costs no read: its claim is the Create of epoch 1, whose
+ * result decides; only when it finds the key taken is the key read (its
+ * marker, its anchor, its newest epoch: kv_read.c) and decided again, at
+ * most KV_RETRIES times. What this process holds it remembers (kv_held.c),
+ * so a renewal or a release creates the next epoch without a read, and a
+ * mark made well inside its lease is a plain Create of the done marker:
+ * no other owner can have taken a claim whose lease still runs. A mark
+ * near or past the lease's end reads first, and is refused when another
+ * owner's lease runs on the newest epoch (a take-over racing it can still
+ * slip in between the read and the write; its holder then finds the key
+ * done). The writes of a batch are pipelined, and the anchor is rewritten
+ * with every epoch above 1 and with a mark, so the TTL never leaves a
+ * live claim or a marker without it (kv_internal.h). The bucket's TTL must
+ * exceed a lease plus the time between renewals (half a lease in the
+ * host), or a holder that stopped renewing could lose its anchor while
+ * its newest epoch's lease still runs. */
 #include "kv_internal.h"
 
 #include <stdio.h>
@@ -26,7 +40,7 @@ static const ib_recorder_ops kv_ops;
 /* decide: fill `w` and return true to write it, or settle the key and
  * return false. written: the write went through. */
 typedef bool (*decide_fn)(void *ctx, size_t i, const kv_head *h, int64_t now, kv_write *w);
-typedef void (*written_fn)(void *ctx, size_t i, const kv_head *h);
+typedef void (*written_fn)(void *ctx, size_t i, const kv_head *h, const kv_write *w);
 
 typedef struct round_state {
     kv_head *heads;       /* by key */
@@ -90,9 +104,9 @@ static ib_status decide_round(kv_recorder *k, round_state *rs, const ib_marker_k
 }
 
 /* Decides every key from its head and writes the chosen epochs in one
- * pipelined batch; a key whose write lost a race is read and decided
- * again. Keys still undecided after KV_RETRIES rounds keep what `decide`
- * set before its last write. */
+ * pipelined batch, then rewrites their anchors; a key whose write lost a
+ * race is read and decided again. Keys still undecided after KV_RETRIES
+ * rounds keep what `decide` set before its last write. */
 static ib_status run_rounds(kv_recorder *k, const ib_marker_key *keys, size_t n, decide_fn decide,
                             written_fn written, void *ctx, ib_error *err)
 {
@@ -113,10 +127,12 @@ static ib_status run_rounds(kv_recorder *k, const ib_marker_key *keys, size_t n,
         st = ib__kv_publish(k, rs.w, m, err);
         for (size_t j = 0; j < m && st == IB_OK; j++) {
             if (rs.w[j].result == KV_WRITTEN)
-                written(ctx, rs.index[j], &rs.heads[rs.index[j]]);
+                written(ctx, rs.index[j], &rs.heads[rs.index[j]], &rs.w[j]);
             else
                 rs.todo[rs.index[j]] = true;
         }
+        if (st == IB_OK)
+            st = ib__kv_refresh_anchors(k, rs.w, m, keys, rs.index, err);
     }
     round_free(&rs);
     return st;
@@ -160,24 +176,103 @@ static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, 
      * time nobody can tell". */
     out->state = IB_CLAIM_BUSY;
     uint32_t attempts = h->attempts == UINT32_MAX ? UINT32_MAX : h->attempts + 1;
-    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h, attempts, ib__lease_end(now, req->lease_ms),
-                         req->owner);
+    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1, attempts,
+                         ib__lease_end(now, req->lease_ms), req->owner);
     return true;
 }
 
-static void acquire_written(void *vctx, size_t i, const kv_head *h)
+static void hold(kv_recorder *k, const ib_marker_key *key, const char *owner, const kv_write *w,
+                 int64_t lease_ms, bool add)
 {
-    acquire_ctx *c = vctx;
-    c->out[i].state = IB_CLAIM_ACQUIRED;
-    c->out[i].attempts = h->attempts == UINT32_MAX ? UINT32_MAX : h->attempts + 1;
+    kv_lease c = {.epoch = w->epoch, .attempts = w->attempts, .end = w->end, .lease_ms = lease_ms};
+    ib__kv_held_put(k, key, owner, &c, add);
 }
 
+static void acquire_written(void *vctx, size_t i, const kv_head *h, const kv_write *w)
+{
+    acquire_ctx *c = vctx;
+    (void)h;
+    c->out[i].state = IB_CLAIM_ACQUIRED;
+    c->out[i].attempts = w->attempts;
+    hold(c->k, &c->keys[i], c->req->owner, w, c->req->lease_ms, true);
+}
+
+/* Keys whose first write found them taken, compacted for the read path,
+ * and where each came from. */
+typedef struct slow_keys {
+    ib_marker_key *keys;
+    uint64_t *fps;
+    size_t *from;
+    size_t n;
+} slow_keys;
+
+static void slow_free(slow_keys *s)
+{
+    free(s->keys);
+    free(s->fps);
+    free(s->from);
+}
+
+static bool slow_alloc(slow_keys *s, size_t n)
+{
+    s->keys = calloc(n, sizeof(*s->keys));
+    s->fps = calloc(n, sizeof(*s->fps));
+    s->from = calloc(n, sizeof(*s->from));
+    s->n = 0;
+    return s->keys != NULL && s->fps != NULL && s->from != NULL;
+}
+
+/* The keys of a batch whose Create of epoch 1 lost: read and decided. */
+static ib_status acquire_slow(kv_recorder *k, ib_claim_info *out, const slow_keys *s, bool with_fps,
+                              const ib_claim_request *req, ib_error *err)
+{
+    ib_claim_info *info = calloc(s->n, sizeof(*info));
+    if (info == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to claim %zu keys",
+                            k->bucket, s->n);
+    acquire_ctx c = {k, s->keys, with_fps ? s->fps : NULL, info, req};
+    ib_status st = run_rounds(k, s->keys, s->n, acquire_decide, acquire_written, &c, err);
+    for (size_t j = 0; j < s->n && st == IB_OK; j++)
+        out[s->from[j]] = info[j];
+    free(info);
+    return st;
+}
+
+/* A new event costs one Create (epoch 1, pipelined with the batch's) and
+ * no read; only the keys it finds taken are read and decided. */
 static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                   const uint64_t *fingerprints, size_t n,
                                   const ib_claim_request *req, ib_error *err)
 {
-    acquire_ctx c = {kv_of(r), keys, fingerprints, out, req};
-    return run_rounds(kv_of(r), keys, n, acquire_decide, acquire_written, &c, err);
+    kv_recorder *k = kv_of(r);
+    kv_write *w = calloc(n, sizeof(*w));
+    slow_keys s = {0};
+    ib_status st = w != NULL && slow_alloc(&s, n)
+                       ? IB_OK
+                       : ib_error_set(err, IB_ERR_NOMEM,
+                                      "recorder kv:%s: no memory to claim %zu keys", k->bucket, n);
+    int64_t end = ib__lease_end(r->now_ms(), req->lease_ms);
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        ib__kv_prepare_epoch(k, &w[i], &keys[i], 1, 1, end, req->owner);
+        out[i] = (ib_claim_info){.state = IB_CLAIM_BUSY};
+    }
+    if (st == IB_OK)
+        st = ib__kv_publish(k, w, n, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        if (w[i].result == KV_WRITTEN) {
+            out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = 1};
+            hold(k, &keys[i], req->owner, &w[i], req->lease_ms, true);
+            continue;
+        }
+        s.keys[s.n] = keys[i];
+        s.fps[s.n] = fingerprints != NULL ? fingerprints[i] : 0;
+        s.from[s.n++] = i;
+    }
+    if (st == IB_OK && s.n > 0)
+        st = acquire_slow(k, out, &s, fingerprints != NULL, req, err);
+    slow_free(&s);
+    free(w);
+    return st;
 }
 
 static ib_status kv_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
@@ -224,24 +319,98 @@ static bool owned_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv
     if (!mine)
         return false;
     bool renew = c->lease_ms > 0;
-    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h, h->attempts,
+    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1, h->attempts,
                          renew ? ib__lease_end(now, c->lease_ms) : now, renew ? c->owner : "");
     return true;
 }
 
-static void owned_written(void *vctx, size_t i, const kv_head *h)
+static void owned_written(void *vctx, size_t i, const kv_head *h, const kv_write *w)
 {
     owned_ctx *c = vctx;
     (void)h;
     if (c->flags != NULL)
         c->flags[i] = true;
+    if (c->lease_ms > 0)
+        hold(c->k, &c->keys[i], c->owner, w, c->lease_ms, false);
+}
+
+/* The holder's next epoch for every key it remembers holding, without a
+ * read; keys it does not remember, and those whose Create lost (taken
+ * over, or done), go to `s` for the read path. */
+static ib_status owned_fast(kv_recorder *k, bool *held, slow_keys *s, const ib_marker_key *keys,
+                            size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    kv_write *w = calloc(n, sizeof(*w));
+    size_t *idx = calloc(n, sizeof(*idx));
+    ib_status st = w != NULL && idx != NULL
+                       ? IB_OK
+                       : ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory for %zu claims",
+                                      k->bucket, n);
+    int64_t now = k->base.now_ms();
+    size_t m = 0;
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        kv_lease c;
+        if (ib__kv_held_get(k, &keys[i], owner, &c) && c.epoch < UINT32_MAX / 2) {
+            ib__kv_prepare_epoch(k, &w[m], &keys[i], c.epoch + 1, c.attempts,
+                                 lease_ms > 0 ? ib__lease_end(now, lease_ms) : now,
+                                 lease_ms > 0 ? owner : "");
+            idx[m++] = i;
+        }
+    }
+    if (st == IB_OK && m > 0)
+        st = ib__kv_publish(k, w, m, err);
+    if (st == IB_OK && m > 0)
+        st = ib__kv_refresh_anchors(k, w, m, keys, idx, err);
+    for (size_t i = 0, j = 0; i < n && st == IB_OK; i++) {
+        bool tried = j < m && idx[j] == i;
+        if (tried && w[j].result == KV_WRITTEN) {
+            if (held != NULL)
+                held[i] = true;
+            if (lease_ms > 0)
+                hold(k, &keys[i], owner, &w[j], lease_ms, false);
+        } else {
+            s->keys[s->n] = keys[i];
+            s->from[s->n++] = i;
+        }
+        j += tried;
+    }
+    free(w);
+    free(idx);
+    return st;
+}
+
+/* Renew (lease_ms > 0; held[i]: key i still held) or release (held NULL,
+ * lease_ms 0: every key is forgotten). */
+static ib_status owned_batch(kv_recorder *k, bool *held, const ib_marker_key *keys, size_t n,
+                             const char *owner, int64_t lease_ms, ib_error *err)
+{
+    slow_keys s = {0};
+    bool *slow_held = calloc(n, sizeof(*slow_held));
+    ib_status st = slow_held != NULL && slow_alloc(&s, n)
+                       ? IB_OK
+                       : ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory for %zu claims",
+                                      k->bucket, n);
+    for (size_t i = 0; i < n && held != NULL; i++)
+        held[i] = false;
+    if (st == IB_OK)
+        st = owned_fast(k, held, &s, keys, n, owner, lease_ms, err);
+    owned_ctx c = {k, s.keys, held != NULL ? slow_held : NULL, owner, lease_ms};
+    if (st == IB_OK && s.n > 0)
+        st = run_rounds(k, s.keys, s.n, owned_decide, owned_written, &c, err);
+    for (size_t t = 0; t < s.n && st == IB_OK && held != NULL; t++)
+        held[s.from[t]] = slow_held[t];
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        if (held == NULL || !held[i])
+            ib__kv_held_drop(k, &keys[i], owner);
+    free(slow_held);
+    slow_free(&s);
+    return st;
 }
 
 static ib_status kv_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                   const char *owner, ib_error *err)
 {
-    owned_ctx c = {kv_of(r), keys, NULL, owner, 0};
-    return run_rounds(kv_of(r), keys, n, owned_decide, owned_written, &c, err);
+    return owned_batch(kv_of(r), NULL, keys, n, owner, 0, err);
 }
 
 static ib_status kv_release(ib_recorder *r, const char *consumer, const char *event_id,
@@ -254,8 +423,7 @@ static ib_status kv_release(ib_recorder *r, const char *consumer, const char *ev
 static ib_status kv_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                 const char *owner, int64_t lease_ms, ib_error *err)
 {
-    owned_ctx c = {kv_of(r), keys, held, owner, lease_ms};
-    return run_rounds(kv_of(r), keys, n, owned_decide, owned_written, &c, err);
+    return owned_batch(kv_of(r), held, keys, n, owner, lease_ms, err);
 }
 
 /* --- the end of attempts: the next epoch counts none ------------------------------ */
@@ -268,15 +436,16 @@ static bool end_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv_w
     (void)now;
     if (h->done || h->epoch == 0 || h->attempts == 0)
         return false;
-    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h, 0, h->end, h->owner);
+    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1, 0, h->end, h->owner);
     return true;
 }
 
-static void end_written(void *vctx, size_t i, const kv_head *h)
+static void end_written(void *vctx, size_t i, const kv_head *h, const kv_write *w)
 {
     (void)vctx;
     (void)i;
     (void)h;
+    (void)w;
 }
 
 static ib_status kv_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
@@ -287,9 +456,33 @@ static ib_status kv_end_attempts(ib_recorder *r, const ib_marker_key *keys, size
 
 /* --- marks ------------------------------------------------------------------------- */
 
+/* The anchor a mark leaves: a key never claimed gets one (epoch 1,
+ * released, no attempt), a claimed one is rewritten to name epoch `epoch`
+ * (released now), so it lives as long as the marker (kv_internal.h). */
+static void mark_anchor(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
+                        uint32_t attempts, int64_t now)
+{
+    if (epoch == 0)
+        ib__kv_prepare_epoch(k, w, key, 1, 0, now, "");
+    else
+        ib__kv_prepare_anchor(k, w, key, epoch, attempts, now, "");
+}
+
+/* Plain marks: each with an anchor for a key never claimed (a Create that
+ * finds the key claimed changes nothing). */
 static ib_status kv_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
 {
-    return ib__kv_mark_keys(kv_of(r), keys, NULL, NULL, n, r->now_ms(), err);
+    kv_recorder *k = kv_of(r);
+    int64_t now = r->now_ms();
+    kv_write *a = calloc(n > 0 ? n : 1, sizeof(*a));
+    if (a == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
+                            k->bucket, n);
+    for (size_t i = 0; i < n; i++)
+        mark_anchor(k, &a[i], &keys[i], 0, 0, now);
+    ib_status st = ib__kv_mark_keys_with(k, keys, NULL, NULL, n, now, a, n, err);
+    free(a);
+    return st;
 }
 
 static ib_status kv_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
@@ -298,31 +491,69 @@ static ib_status kv_mark(ib_recorder *r, const char *consumer, const char *event
     return kv_mark_batch(r, &key, 1, err);
 }
 
-/* Marks unless another owner's lease still runs on the key's highest
- * epoch. A take-over racing this mark can still slip in between the read
- * and the write; its holder then finds the key done. */
+/* Keys whose lease this process holds with a quarter of it still to run
+ * are marked without a read: nobody takes a claim over before its lease
+ * ends (clocks agree to well within a lease). fast[i] says which; their
+ * anchor rewrites, where the claim has epochs above 1, go to `a`. */
+static size_t plan_fast_marks(kv_recorder *k, bool *fast, kv_write *a, const ib_marker_key *keys,
+                              size_t n, const char *owner, int64_t now)
+{
+    size_t na = 0;
+    for (size_t i = 0; i < n; i++) {
+        kv_lease c;
+        fast[i] = ib__kv_held_get(k, &keys[i], owner, &c) && now + c.lease_ms / 4 < c.end;
+        if (fast[i] && c.epoch > 1)
+            mark_anchor(k, &a[na++], &keys[i], c.epoch, c.attempts, now);
+    }
+    return na;
+}
+
+/* Marks unless another owner's lease still runs on the key's newest
+ * epoch: without a read for the keys held well inside their lease, after
+ * reading the others' heads. */
 static ib_status kv_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
                                      const uint64_t *fingerprints, size_t n, const char *owner,
                                      ib_error *err)
 {
     kv_recorder *k = kv_of(r);
-    bool *want = calloc(n, sizeof(*want));
+    bool *want = calloc(n, sizeof(*want)), *fast = calloc(n, sizeof(*fast));
     kv_head *h = calloc(n, sizeof(*h));
-    ib_status st = want != NULL && h != NULL
-                       ? ib__kv_read_heads(k, h, keys, n, err)
+    kv_write *a = calloc(n, sizeof(*a));
+    slow_keys s = {0};
+    int64_t now = r->now_ms();
+    ib_status st = want != NULL && fast != NULL && h != NULL && a != NULL && slow_alloc(&s, n)
+                       ? IB_OK
                        : ib_error_set(err, IB_ERR_NOMEM,
                                       "recorder kv:%s: no memory to mark %zu keys", k->bucket, n);
-    int64_t now = r->now_ms();
+    size_t na = st == IB_OK ? plan_fast_marks(k, fast, a, keys, n, owner, now) : 0;
     for (size_t i = 0; i < n && st == IB_OK; i++) {
+        if (fast[i]) {
+            marked[i] = want[i] = true;
+            continue;
+        }
+        s.keys[s.n] = keys[i];
+        s.from[s.n++] = i;
+    }
+    if (st == IB_OK && s.n > 0)
+        st = ib__kv_read_heads(k, h, s.keys, s.n, err);
+    for (size_t t = 0; t < s.n && st == IB_OK; t++) {
+        size_t i = s.from[t];
         bool foreign =
-            !h[i].done && h[i].owner[0] != '\0' && strcmp(h[i].owner, owner) != 0 && h[i].end > now;
+            !h[t].done && h[t].owner[0] != '\0' && strcmp(h[t].owner, owner) != 0 && h[t].end > now;
         marked[i] = !foreign;
-        want[i] = !foreign && !h[i].done;
+        want[i] = !foreign && !h[t].done;
+        if (want[i])
+            mark_anchor(k, &a[na++], &keys[i], h[t].epoch, h[t].attempts, now);
     }
     if (st == IB_OK)
-        st = ib__kv_mark_keys(k, keys, want, fingerprints, n, now, err);
+        st = ib__kv_mark_keys_with(k, keys, want, fingerprints, n, now, a, na, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        ib__kv_held_drop(k, &keys[i], owner);
+    slow_free(&s);
     free(want);
+    free(fast);
     free(h);
+    free(a);
     return st;
 }
 
@@ -429,6 +660,8 @@ static ib_status kv_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_
 static void kv_close(ib_recorder *r)
 {
     ib__kv_disconnect(kv_of(r));
+    ib__kv_held_free(kv_of(r));
+    pthread_mutex_destroy(&kv_of(r)->acks_mu);
     free(r);
 }
 
@@ -447,6 +680,11 @@ ib_status ib__kv_open(ib_recorder **out, const ib__recorder_config *cfg, ib_erro
     memcpy(k->bucket, cfg->path, blen);
     memcpy(k->stream, "KV_", 3);
     memcpy(k->stream + 3, cfg->path, blen);
+    if (!ib__kv_held_init(k)) {
+        free(k);
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory", cfg->path);
+    }
+    pthread_mutex_init(&k->acks_mu, NULL);
     ib_status st = ib__kv_connect(k, cfg, err);
     if (st == IB_OK)
         st = ib__kv_bind(k, cfg, err);

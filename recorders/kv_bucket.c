@@ -66,6 +66,10 @@ ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_erro
 
 void ib__kv_disconnect(kv_recorder *k)
 {
+    if (k->acks != NULL)
+        natsSubscription_Unsubscribe(k->acks);
+    natsSubscription_Destroy(k->acks);
+    k->acks = NULL;
     kvStore_Destroy(k->kv);
     jsCtx_Destroy(k->js);
     if (k->own_nc) {
@@ -254,7 +258,10 @@ static ib_status claim_held(kv_recorder *k, bool *held, const kv_key *key, ib_er
     snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
              key->epoch);
     ib_status st = ib__kv_read_last(k, &rd, subject, err);
-    const char *sp = st == IB_OK && rd.found ? strchr(rd.value, ' ') : NULL;
+    /* skip an anchor rewrite's "@<n> " */
+    const char *v =
+        rd.value[0] == '@' && strchr(rd.value, ' ') != NULL ? strchr(rd.value, ' ') + 1 : rd.value;
+    const char *sp = st == IB_OK && rd.found ? strchr(v, ' ') : NULL;
     sp = sp != NULL ? strchr(sp + 1, ' ') : NULL;
     *held = sp != NULL && sp[1] != '\0';
     return st;
@@ -316,7 +323,10 @@ static ib_status claim_attempts(kv_recorder *k, uint32_t *attempts, const kv_key
     snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
              key->epoch);
     ib_status st = ib__kv_read_last(k, &rd, subject, err);
-    unsigned long long n = st == IB_OK && rd.found ? strtoull(rd.value, NULL, 10) : 0;
+    /* an anchor's rewrite, "@<n> <attempts> ...", carries the count second */
+    const char *v =
+        rd.value[0] == '@' && strchr(rd.value, ' ') != NULL ? strchr(rd.value, ' ') + 1 : rd.value;
+    unsigned long long n = st == IB_OK && rd.found ? strtoull(v, NULL, 10) : 0;
     *attempts = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
     return st;
 }

@@ -1,7 +1,8 @@
 /* Internals of the kv: recorder, shared by kv.c (the recorder calls),
  * kv_io.c (key names, single reads, pipelined conditional writes),
- * kv_read.c (pipelined reads through the stream leader, the epoch search)
- * and kv_bucket.c (connection, bucket binding, admin walks).
+ * kv_read.c (pipelined reads through the stream leader, the epoch search),
+ * kv_held.c (the claims this process holds) and kv_bucket.c (connection,
+ * bucket binding, admin walks).
  *
  * Layout of the bucket, per (consumer, event id); <c> is the consumer in
  * lowercase hex, so that no consumer name can break a key:
@@ -11,9 +12,22 @@
  *                     values of either form read in builds of either age
  *   c.<c>.<id>.<n>    claim epoch n = 1, 2, ...; value: "<attempts> <lease
  *                     end, unix ms> <owner>" (owner "" = released)
- * Every write is a Create (expect no message, or expect the tombstone's
- * sequence after a forget), the one conditional write that is safe on a
- * replicated bucket of nats-server 2.9; claim keys are never deleted. */
+ *   c.<c>.<id>.1      is also the key's anchor. A new claim creates it (so
+ *                     a new event costs one Create and no read); the writer
+ *                     of every later epoch n, and a mark, then rewrite it
+ *                     (a plain put) as "@<n> <attempts> <end> <owner>": a
+ *                     copy of epoch n that names it. The bucket's TTL
+ *                     removes every message TTL after it was written, so
+ *                     low epochs of a long claim vanish while its newest
+ *                     lives; the anchor, rewritten with every epoch, lives
+ *                     as long as the newest epoch (and the done marker),
+ *                     so the claim's state is found from it and never
+ *                     depends on older epochs surviving.
+ * Every decision comes from a Create (expect no message, or expect the
+ * tombstone's sequence after a forget), the one conditional write that is
+ * safe on a replicated bucket of nats-server 2.9; the anchor's rewrites
+ * decide nothing (a Create of epoch 1 only needs the key to exist, and the
+ * search only a lower bound). Claim keys are never deleted. */
 #ifndef IB_KV_INTERNAL_H
 #define IB_KV_INTERNAL_H
 
@@ -40,6 +54,13 @@ typedef struct kv_recorder {
     int64_t wait_ms;
     char bucket[IB__KV_BUCKET_MAX + 1];
     char stream[IB__KV_BUCKET_MAX + 4]; /* KV_<bucket> */
+    pthread_mutex_t acks_mu;            /* one write round at a time (kv_io.c) */
+    natsSubscription *acks;             /* the write rounds' ack inbox, or NULL */
+    char acks_inbox[64];
+    uint64_t acks_round;
+    pthread_mutex_t held_mu; /* guards held, held_n (kv_held.c) */
+    struct kv_held **held;
+    size_t held_n;
 } kv_recorder;
 
 /* Outcome of one conditional write. */
@@ -54,10 +75,13 @@ typedef struct kv_write {
     char subject[KV_SUBJECT_MAX];
     char value[KV_VALUE_MAX];
     uint64_t expect_seq; /* 0 = expect no message at all */
+    bool put;            /* no expectation at all (the anchor's rewrites) */
+    uint32_t epoch;      /* the claim epoch written, 0 = not an epoch */
+    uint32_t attempts;   /* an epoch's attempt count and lease end */
+    int64_t end;
     kv_result result;
     natsStatus st;
-    natsMsg *inflight; /* the message while its ack is awaited */
-    unsigned tries;    /* times sent */
+    unsigned tries; /* times sent */
 } kv_write;
 
 /* A message read through the leader: `found` false when the subject has
@@ -78,6 +102,14 @@ typedef struct kv_head {
     int64_t end; /* lease end, unix ms */
     char owner[IB_OWNER_MAX + 1];
 } kv_head;
+
+/* A claim this process holds (kv_held.c). */
+typedef struct kv_lease {
+    uint32_t epoch, attempts;
+    int64_t end, lease_ms; /* the lease written last, unix ms, and its length */
+} kv_lease;
+
+typedef struct kv_held kv_held;
 
 static inline kv_recorder *kv_of(ib_recorder *r)
 {
@@ -114,15 +146,43 @@ ib_status ib__kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key,
 ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *keys, size_t n,
                             ib_error *err);
 
-/* Fills `w` with a Create of claim epoch `h->epoch + 1`. */
-void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,
+/* Fills `w` with a Create of claim epoch `epoch` (> 0). */
+void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
                           uint32_t attempts, int64_t end, const char *owner);
+
+/* Fills `w` with the anchor's rewrite after epoch `epoch` was written
+ * with (attempts, end, owner) (see the layout above). */
+void ib__kv_prepare_anchor(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
+                           uint32_t attempts, int64_t end, const char *owner);
+
+/* Rewrites the anchor of every written epoch above 1 among w[0..n) (w[j]
+ * for keys[index[j]], or keys[j] when index is NULL), pipelined. Their
+ * outcomes are not looked at (a rewrite decides nothing, and the next epoch's writer rewrites it
+ * again). Errors as ib__kv_publish. */
+ib_status ib__kv_refresh_anchors(kv_recorder *k, const kv_write *w, size_t n,
+                                 const ib_marker_key *keys, const size_t *index, ib_error *err);
 
 /* Writes done markers for keys[i] where want[i] (NULL = all), marked at
  * `ts` with fps[i] (NULL or 0: none) unless marked already (a marker over
  * a tombstone after a forget is written over the tombstone). */
 ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want,
                            const uint64_t *fps, size_t n, int64_t ts, ib_error *err);
+
+/* ib__kv_mark_keys that also sends extra[0..nextra) (anchor writes) in
+ * the first round; their outcomes are not looked at. */
+ib_status ib__kv_mark_keys_with(kv_recorder *k, const ib_marker_key *keys, const bool *want,
+                                const uint64_t *fps, size_t n, int64_t ts, const kv_write *extra,
+                                size_t nextra, ib_error *err);
+
+/* The claims held (kv_held.c), by (key, owner). put updates an entry, and
+ * adds one only when `add`; get says whether there is one. init false =
+ * no memory. */
+bool ib__kv_held_init(kv_recorder *k);
+void ib__kv_held_free(kv_recorder *k);
+void ib__kv_held_put(kv_recorder *k, const ib_marker_key *key, const char *owner, const kv_lease *c,
+                     bool add);
+bool ib__kv_held_get(kv_recorder *k, const ib_marker_key *key, const char *owner, kv_lease *out);
+void ib__kv_held_drop(kv_recorder *k, const ib_marker_key *key, const char *owner);
 
 /* Connection and bucket: see kv_bucket.c. */
 ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err);

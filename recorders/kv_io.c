@@ -5,12 +5,15 @@
  * answers: a direct get (kvStore_Get) may be served by a follower that has
  * not applied the latest writes yet. Writes are publishes to the bucket's
  * subjects with an expected last subject sequence, because only those
- * report jsErrCode 10071 reliably when the key is taken. */
+ * report jsErrCode 10071 reliably when the key is taken; a batch's are
+ * sent together and their acks collected on one inbox. */
 #include "kv_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "clock.h"
 
 void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
                     uint32_t n)
@@ -74,94 +77,145 @@ ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib
 
 /* --- pipelined conditional writes ----------------------------------------- */
 
-typedef struct ack_ctx {
-    pthread_mutex_t mu;
-    kv_write *w;
-    size_t n;
-} ack_ctx;
-
-/* Runs on the library's thread for every answer. The message is the one
- * published, so its address finds the write (cleared here, before the
- * message is freed, so a later message at the same address cannot match a
- * stale entry). A timeout or "no responders" leaves the write pending: its
- * outcome is unknown or nil, and it is sent again. */
-static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+/* Sends every pending write once, each a request with its expectation as
+ * a header and its own reply subject "<inbox>.<round>.<i>". Not through
+ * the JetStream context's async publish: that needs a context (with its
+ * reply subscription and its thread) per round and a callback per ack;
+ * here the recorder's one ack inbox collects the answers on the calling
+ * thread. */
+static natsStatus send_writes(kv_recorder *k, kv_write *w, size_t n)
 {
-    ack_ctx *a = closure;
-    (void)js;
-    (void)pa;
-    pthread_mutex_lock(&a->mu);
-    for (size_t i = 0; i < a->n; i++) {
-        kv_write *w = &a->w[i];
-        if (w->inflight != msg)
-            continue;
-        w->inflight = NULL;
-        if (pae == NULL)
-            w->result = KV_WRITTEN;
-        else if (pae->ErrCode == JSStreamWrongLastSequenceErr)
-            w->result = KV_EXISTS;
-        else if (pae->Err != NATS_TIMEOUT && pae->Err != NATS_NO_RESPONDERS) {
-            w->result = KV_FAILED;
-            w->st = pae->Err;
-        }
-        break;
-    }
-    pthread_mutex_unlock(&a->mu);
-    /* With an ack handler the message is ours again. */
-    natsMsg_Destroy(msg);
-}
-
-/* Sends every pending write once and waits for the answers. */
-static ib_status publish_round(kv_recorder *k, ack_ctx *a, ib_error *err)
-{
-    jsCtx *js = NULL;
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = k->wait_ms;
-    jo.PublishAsync.AckHandler = on_ack;
-    jo.PublishAsync.AckHandlerClosure = a;
-    natsStatus s = natsConnection_JetStream(&js, k->nc, &jo);
-    if (s != NATS_OK)
-        return ib__kv_fail(k, err, s, "JetStream context");
-    for (size_t i = 0; i < a->n && s == NATS_OK; i++) {
-        kv_write *w = &a->w[i];
-        if (w->result != KV_PENDING)
+    char reply[128], seq[24];
+    natsStatus s = NATS_OK;
+    for (size_t i = 0; i < n && s == NATS_OK; i++) {
+        if (w[i].result != KV_PENDING)
             continue;
         natsMsg *m = NULL;
-        jsPubOptions po;
-        jsPubOptions_Init(&po);
-        if (w->expect_seq == 0)
-            po.ExpectNoMessage = true;
-        else
-            po.ExpectLastSubjectSeq = w->expect_seq;
-        s = natsMsg_Create(&m, w->subject, NULL, w->value, (int)strlen(w->value));
+        snprintf(reply, sizeof(reply), "%s.%llu.%zu", k->acks_inbox,
+                 (unsigned long long)k->acks_round, i);
+        s = natsMsg_Create(&m, w[i].subject, reply, w[i].value, (int)strlen(w[i].value));
+        if (s == NATS_OK && !w[i].put) {
+            snprintf(seq, sizeof(seq), "%llu", (unsigned long long)w[i].expect_seq);
+            s = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", seq);
+        }
+        if (s == NATS_OK)
+            s = natsConnection_PublishMsg(k->nc, m);
+        natsMsg_Destroy(m);
+        w[i].tries++;
+    }
+    return s;
+}
+
+/* One answer: a publish ack ("seq") is WRITTEN, jsErrCode 10071 EXISTS,
+ * another error FAILED; anything else (an empty "no responders" status)
+ * leaves the write pending, to be sent again. */
+static void take_answer(kv_write *w, const char *json)
+{
+    const char *code = strstr(json, "\"err_code\":");
+    if (strstr(json, "\"error\"") != NULL) {
+        long c = code != NULL ? strtol(code + 11, NULL, 10) : 0;
+        w->result = c == JSStreamWrongLastSequenceErr ? KV_EXISTS : KV_FAILED;
+        w->st = NATS_ERR;
+    } else if (strstr(json, "\"seq\"") != NULL) {
+        w->result = KV_WRITTEN;
+    }
+}
+
+/* The round and the write index of a reply subject "<inbox>.<round>.<i>";
+ * false for anything else. */
+static bool reply_of(const char *subject, size_t inbox_len, uint64_t *round, size_t *i)
+{
+    if (strlen(subject) <= inbox_len + 1)
+        return false;
+    char *end = NULL;
+    *round = strtoull(subject + inbox_len + 1, &end, 10);
+    if (end == NULL || *end != '.')
+        return false;
+    *i = (size_t)strtoull(end + 1, NULL, 10);
+    return true;
+}
+
+/* Takes one reply of this round into its write; false for one of an
+ * earlier round (late) or of none. */
+static bool take_reply(kv_recorder *k, natsMsg *m, kv_write *w, size_t n, size_t inbox_len)
+{
+    uint64_t round = 0;
+    size_t i = n;
+    if (!reply_of(natsMsg_GetSubject(m), inbox_len, &round, &i) || round != k->acks_round ||
+        i >= n || w[i].result != KV_PENDING)
+        return false;
+    char json[512];
+    int len = natsMsg_GetDataLength(m);
+    len = len < 0 ? 0 : len >= (int)sizeof(json) ? (int)sizeof(json) - 1 : len;
+    memcpy(json, natsMsg_GetData(m), (size_t)len);
+    json[len] = '\0';
+    take_answer(&w[i], json);
+    return true;
+}
+
+/* Collects the answers of this round until every write sent has one or
+ * the wait runs out (then the rest stay pending: unknown). A "no
+ * responders" status (nats.c gives it as NATS_NO_RESPONDERS, without the
+ * message: no stream leader took the write) counts as an answer whose
+ * write stays pending, to be sent again. Late answers of earlier rounds
+ * are dropped; so may a late "no responders" of theirs count here, which
+ * only ends this round early (its writes still pending are sent again). */
+static void collect_acks(kv_recorder *k, kv_write *w, size_t n, size_t sent)
+{
+    int64_t deadline = ib_clock_monotonic_ms() + k->wait_ms;
+    size_t inbox_len = strlen(k->acks_inbox);
+    for (size_t got = 0; got < sent;) {
+        int64_t left = deadline - ib_clock_monotonic_ms();
+        natsMsg *m = NULL;
+        natsStatus s = left > 0 ? natsSubscription_NextMsg(&m, k->acks, left) : NATS_TIMEOUT;
+        if (s == NATS_NO_RESPONDERS) {
+            got++;
+            continue;
+        }
         if (s != NATS_OK)
             break;
-        pthread_mutex_lock(&a->mu);
-        w->inflight = m;
-        w->tries++;
-        pthread_mutex_unlock(&a->mu);
-        s = js_PublishMsgAsync(js, &m, &po);
-        if (s != NATS_OK) {
-            /* Not taken by the library: still ours to free. */
-            pthread_mutex_lock(&a->mu);
-            w->inflight = NULL;
-            pthread_mutex_unlock(&a->mu);
-            natsMsg_Destroy(m);
-        }
+        got += take_reply(k, m, w, n, inbox_len);
+        natsMsg_Destroy(m);
     }
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MaxWait = k->wait_ms;
-    natsStatus ws = js_PublishAsyncComplete(js, &po);
-    jsCtx_Destroy(js);
-    pthread_mutex_lock(&a->mu);
-    for (size_t i = 0; i < a->n; i++)
-        a->w[i].inflight = NULL;
-    pthread_mutex_unlock(&a->mu);
-    if (s != NATS_OK)
-        return ib__kv_fail(k, err, s, "publish");
-    return ws == NATS_OK || ws == NATS_TIMEOUT ? IB_OK : ib__kv_fail(k, err, ws, "publish");
+}
+
+/* The recorder's ack inbox, made on first use and kept until close: a
+ * subscription per round, made and dropped while the connection
+ * reconnects, crashed nats.c 3.4.1's reader thread. */
+static natsStatus ack_inbox(kv_recorder *k)
+{
+    if (k->acks != NULL)
+        return NATS_OK;
+    natsInbox *inbox = NULL;
+    natsStatus s = natsInbox_Create(&inbox);
+    char filter[96];
+    if (s == NATS_OK) {
+        snprintf(k->acks_inbox, sizeof(k->acks_inbox), "%s", inbox);
+        snprintf(filter, sizeof(filter), "%s.>", inbox);
+        s = natsConnection_SubscribeSync(&k->acks, k->nc, filter);
+    }
+    natsInbox_Destroy(inbox);
+    if (s == NATS_OK)
+        s = natsSubscription_SetPendingLimits(k->acks, -1, -1);
+    return s;
+}
+
+/* Sends every pending write once and waits for the answers; one round at
+ * a time per recorder (they share the ack inbox). */
+static ib_status publish_round(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
+{
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++)
+        sent += w[i].result == KV_PENDING;
+    pthread_mutex_lock(&k->acks_mu);
+    k->acks_round++;
+    natsStatus s = ack_inbox(k);
+    if (s == NATS_OK)
+        s = send_writes(k, w, n);
+    if (s == NATS_OK)
+        collect_acks(k, w, n, sent);
+    pthread_mutex_unlock(&k->acks_mu);
+    return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "publish");
 }
 
 /* A write sent more than once that then found its key taken may have
@@ -177,23 +231,19 @@ static ib_status recognise_own(kv_recorder *k, kv_write *w, ib_error *err)
 
 ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
 {
-    ack_ctx a = {.w = w, .n = n};
     ib_status st = IB_OK;
     for (size_t i = 0; i < n; i++) {
         w[i].result = KV_PENDING;
-        w[i].inflight = NULL;
         w[i].tries = 0;
     }
-    pthread_mutex_init(&a.mu, NULL);
     for (int round = 0; round <= KV_RETRIES && st == IB_OK; round++) {
         size_t pending = 0;
         for (size_t i = 0; i < n; i++)
             pending += w[i].result == KV_PENDING;
         if (pending == 0)
             break;
-        st = publish_round(k, &a, err);
+        st = publish_round(k, w, n, err);
     }
-    pthread_mutex_destroy(&a.mu);
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         if (w[i].result == KV_EXISTS && w[i].tries > 1)
             st = recognise_own(k, &w[i], err);
@@ -205,21 +255,60 @@ ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
     return st;
 }
 
-void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, const kv_head *h,
+void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
                           uint32_t attempts, int64_t end, const char *owner)
 {
-    ib__kv_subject(k, w->subject, 'c', key, h->epoch + 1);
+    ib__kv_subject(k, w->subject, 'c', key, epoch);
     snprintf(w->value, sizeof(w->value), "%u %lld %s", attempts, (long long)end, owner);
     w->expect_seq = 0;
+    w->put = false;
+    w->epoch = epoch;
+    w->attempts = attempts;
+    w->end = end;
+}
+
+void ib__kv_prepare_anchor(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
+                           uint32_t attempts, int64_t end, const char *owner)
+{
+    ib__kv_subject(k, w->subject, 'c', key, 1);
+    snprintf(w->value, sizeof(w->value), "@%u %u %lld %s", epoch, attempts, (long long)end, owner);
+    w->expect_seq = 0;
+    w->put = true;
+    w->epoch = 0;
+}
+
+ib_status ib__kv_refresh_anchors(kv_recorder *k, const kv_write *w, size_t n,
+                                 const ib_marker_key *keys, const size_t *index, ib_error *err)
+{
+    kv_write *a = calloc(n > 0 ? n : 1, sizeof(*a));
+    if (a == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory for %zu anchors",
+                            k->bucket, n);
+    size_t m = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (w[j].result != KV_WRITTEN || w[j].epoch < 2)
+            continue;
+        /* The owner is what follows "<attempts> <end> " in the value. */
+        const char *sp = strchr(w[j].value, ' ');
+        sp = sp != NULL ? strchr(sp + 1, ' ') : NULL;
+        ib__kv_prepare_anchor(k, &a[m++], &keys[index != NULL ? index[j] : j], w[j].epoch,
+                              w[j].attempts, w[j].end, sp != NULL ? sp + 1 : "");
+    }
+    ib_status st = m > 0 ? ib__kv_publish(k, a, m, err) : IB_OK;
+    free(a);
+    return st;
 }
 
 ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool *want,
                            const uint64_t *fps, size_t n, int64_t ts, ib_error *err)
 {
-    kv_write *w = calloc(n > 0 ? n : 1, sizeof(*w));
-    if (w == NULL)
-        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
-                            k->bucket, n);
+    return ib__kv_mark_keys_with(k, keys, want, fps, n, ts, NULL, 0, err);
+}
+
+/* Fills w[0..) with the markers to write; returns how many. */
+static size_t prepare_marks(kv_recorder *k, kv_write *w, const ib_marker_key *keys,
+                            const bool *want, const uint64_t *fps, size_t n, int64_t ts)
+{
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (want != NULL && !want[i])
@@ -231,13 +320,31 @@ ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool
                      (unsigned long long)fp);
         else
             snprintf(w[m].value, sizeof(w[m].value), "%lld", (long long)ts);
+        w[m].put = false;
+        w[m].epoch = 0;
         w[m++].expect_seq = 0;
     }
+    return m;
+}
+
+ib_status ib__kv_mark_keys_with(kv_recorder *k, const ib_marker_key *keys, const bool *want,
+                                const uint64_t *fps, size_t n, int64_t ts, const kv_write *extra,
+                                size_t nextra, ib_error *err)
+{
+    kv_write *w = calloc(n + nextra > 0 ? n + nextra : 1, sizeof(*w));
+    if (w == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
+                            k->bucket, n);
+    size_t m = prepare_marks(k, w, keys, want, fps, n, ts);
+    if (nextra > 0)
+        memcpy(&w[m], extra, nextra * sizeof(*w));
     ib_status st = IB_OK;
     /* Taken means marked already, unless what is there is a forget's
-     * tombstone: then the marker is written over it, by its sequence. */
-    for (int round = 0; round <= KV_RETRIES && m > 0 && st == IB_OK; round++) {
-        st = ib__kv_publish(k, w, m, err);
+     * tombstone: then the marker is written over it, by its sequence. The
+     * extra writes go with the first round only. */
+    for (int round = 0; round <= KV_RETRIES && m + (round == 0 ? nextra : 0) > 0 && st == IB_OK;
+         round++) {
+        st = ib__kv_publish(k, w, m + (round == 0 ? nextra : 0), err);
         size_t again = 0;
         for (size_t i = 0; i < m && st == IB_OK; i++) {
             kv_read rd;

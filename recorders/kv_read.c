@@ -7,7 +7,8 @@
  * inbox, and the answers are collected as they come. The answer is JSON
  * with the message's headers and data in base64; only the few fields the
  * recorder needs are read. On these reads stands the search for a key's
- * highest claim epoch. */
+ * highest claim epoch, which starts from the epoch the key's anchor names
+ * (see kv_internal.h). */
 #include "kv_internal.h"
 
 #include <stdio.h>
@@ -195,20 +196,40 @@ static void parse_epoch(kv_head *h, const char *v)
         snprintf(h->owner, sizeof(h->owner), "%s", end + 1);
 }
 
+/* The anchor (epoch 1's key) into the search's start: a value Created as
+ * epoch 1 is epoch 1; a rewrite "@<n> <epoch n's value>" names epoch n
+ * and carries its value. Returns n, and points `state` at the value. */
+static uint32_t parse_anchor(const char *v, const char **state)
+{
+    *state = v;
+    if (v[0] != '@')
+        return 1;
+    char *end = NULL;
+    unsigned long n = strtoul(v + 1, &end, 10);
+    if (end == NULL || *end != ' ' || n == 0 || n > UINT32_MAX / 2)
+        return 1;
+    *state = end + 1;
+    return (uint32_t)n;
+}
+
 /* Where the search for a key's highest epoch stands. Epochs are made one
- * after the other from 1, so epoch n existing means every epoch below it
- * does: gallop up (1, 2, 4, ...) to a missing one, then bisect. A
+ * after the other, each after its predecessor was read, and the bucket's
+ * TTL removes them oldest first: the live ones are a run n0..N. The
+ * anchor names one of them (every epoch's writer rewrites it after its
+ * Create), so the search starts there and gallops up (n+1, n+3, n+7, ...)
+ * to a missing one, then bisects; no epoch below the anchor's is read. A
  * renewal makes an epoch too, so a long handler leaves many. */
 typedef struct epoch_search {
     uint32_t lo, hi; /* lo exists (0 = none), hi does not once !gallop */
+    uint32_t step;   /* while galloping: the next probe is lo + step */
     bool gallop, finished;
-    kv_read best; /* epoch lo */
+    kv_read best; /* epoch lo's value */
 } epoch_search;
 
 /* The epoch to read next for an unfinished search. */
 static uint32_t next_probe(const epoch_search *e)
 {
-    return e->gallop ? e->hi : e->lo + (e->hi - e->lo) / 2;
+    return e->gallop ? e->lo + e->step : e->lo + (e->hi - e->lo) / 2;
 }
 
 static ib_status take_probe(kv_recorder *k, epoch_search *e, uint32_t probe, const kv_read *rd,
@@ -217,11 +238,11 @@ static ib_status take_probe(kv_recorder *k, epoch_search *e, uint32_t probe, con
     if (rd->found) {
         e->lo = probe;
         e->best = *rd;
-        if (e->gallop && e->hi > UINT32_MAX / 2)
+        if (e->gallop && (e->step > UINT32_MAX / 4 || e->lo > UINT32_MAX / 2))
             return ib_error_set(err, IB_ERR_RECORDER, "recorder kv:%s: too many claim epochs",
                                 k->bucket);
         if (e->gallop)
-            e->hi *= 2;
+            e->step *= 2;
     } else {
         e->gallop = false;
         e->hi = probe;
@@ -265,26 +286,41 @@ static ib_status search_round(kv_recorder *k, head_reads *hr, const ib_marker_ke
     return st;
 }
 
+/* Starts the search of key i from its marker (reads[i]) and its anchor
+ * (reads[n + i]). */
+static void start_search(kv_head *h, epoch_search *e, const kv_read *marker, const kv_read *anchor)
+{
+    memset(h, 0, sizeof(*h));
+    h->done = marker->found && !marker->deleted;
+    h->fp = h->done ? done_fingerprint(marker->value) : 0;
+    *e = (epoch_search){.step = 1, .gallop = true, .finished = h->done || !anchor->found};
+    if (h->done || !anchor->found)
+        return;
+    const char *state = NULL;
+    e->lo = parse_anchor(anchor->value, &state);
+    e->best = *anchor;
+    memmove(e->best.value, state, strlen(state) + 1);
+}
+
 ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *keys, size_t n,
                             ib_error *err)
 {
-    head_reads hr = {calloc(n, sizeof(*hr.subjects)), calloc(n, sizeof(kv_read)),
+    head_reads hr = {calloc(2 * n, sizeof(*hr.subjects)), calloc(2 * n, sizeof(kv_read)),
                      calloc(n, sizeof(size_t)), calloc(n, sizeof(epoch_search))};
     if (hr.subjects == NULL || hr.reads == NULL || hr.key == NULL || hr.search == NULL) {
         head_reads_free(&hr);
         return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to read %zu keys",
                             k->bucket, n);
     }
-    /* The markers first: a done key needs no epochs. */
-    for (size_t i = 0; i < n; i++)
+    /* The markers and the anchors first, in one round: a done key needs no
+     * epochs, and the anchor says where the live ones are. */
+    for (size_t i = 0; i < n; i++) {
         ib__kv_subject(k, hr.subjects[i], 'd', &keys[i], 0);
-    ib_status st = ib__kv_read_many(k, hr.reads, hr.subjects, n, err);
-    for (size_t i = 0; i < n && st == IB_OK; i++) {
-        memset(&h[i], 0, sizeof(h[i]));
-        h[i].done = hr.reads[i].found && !hr.reads[i].deleted;
-        h[i].fp = h[i].done ? done_fingerprint(hr.reads[i].value) : 0;
-        hr.search[i] = (epoch_search){.hi = 1, .gallop = true, .finished = h[i].done};
+        ib__kv_subject(k, hr.subjects[n + i], 'c', &keys[i], 1);
     }
+    ib_status st = ib__kv_read_many(k, hr.reads, hr.subjects, 2 * n, err);
+    for (size_t i = 0; i < n && st == IB_OK; i++)
+        start_search(&h[i], &hr.search[i], &hr.reads[i], &hr.reads[n + i]);
     for (bool more = true; more && st == IB_OK;)
         st = search_round(k, &hr, keys, n, &more, err);
     for (size_t i = 0; i < n && st == IB_OK; i++) {

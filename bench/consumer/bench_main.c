@@ -67,6 +67,7 @@ static const ib__bench_config rows[] = {
      0, 1500},
     {"ibus run, sqlite normal, a file of --big-markers", IB__BENCH_IBUS, IB__BENCH_SQLITE_BIG, 1, 0,
      0, 0, 0},
+    {"3 x ibus run, kv: 1 replica, one bucket", IB__BENCH_IBUS, IB__BENCH_KV1, 3, 0, 0, 0, 0},
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 

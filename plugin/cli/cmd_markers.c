@@ -9,7 +9,9 @@
  * prune refuses an age shorter than the time the stream can still deliver
  * a message (the floor `ibus run --retention` checks too), read from the
  * server: --stream for MaxAge, --durable for the redelivery horizon.
- * --force skips the check.
+ * --force skips the check. A kv: recorder without url= in its URI is
+ * reached through the connection options (--nats-url, --creds, TLS), like
+ * `ibus run`'s.
  *
  * No action creates a marker file, and lookup, forget and list refuse a
  * --consumer the file has no markers of (markers_known.h). */
@@ -316,6 +318,33 @@ static size_t markers_options(ib_opt *opts, void *targets)
     return sizeof(table) / sizeof(table[0]);
 }
 
+/* Opens the recorder. A kv: URI without url= gets a connection made from
+ * the connection options, as `ibus run` makes its own (--nats-url, --creds,
+ * TLS, ...); it is returned in *n, to close after the recorder. Returns
+ * 0, or the exit code after saying why. */
+static int open_recorder(ib_recorder **r, ib_nats **n, markers_args *m)
+{
+    ib_error e;
+    *n = NULL;
+    m->prune.nats.name = "ibus markers";
+    if (ib__recorder_uri_needs_connection(m->uri)) {
+        if (ib_nats_connect(n, &m->prune.nats, &e) != IB_OK) {
+            fprintf(stderr, "ibus markers: the recorder's NATS connection (--nats-url): %s\n",
+                    e.msg);
+            return e.status == IB_ERR_CONFIG ? 2 : 1;
+        }
+        m->ro.nats_connection = ib_nats_connection(*n);
+    }
+    if (ib_recorder_open(r, m->uri, &m->ro, &e) != IB_OK) {
+        char msg[sizeof(e.msg) + 64];
+        fprintf(stderr, "ibus markers: %s\n", ib_host_flag_hint(msg, sizeof(msg), e.msg));
+        ib_nats_close(*n, 1000);
+        *n = NULL;
+        return e.status == IB_ERR_CONFIG || e.status == IB_ERR_SCHEMA ? 2 : 1;
+    }
+    return 0;
+}
+
 int ib_cmd_markers(int argc, char **argv)
 {
     markers_args m;
@@ -345,17 +374,15 @@ int ib_cmd_markers(int argc, char **argv)
         goto out;
     }
     ib_recorder *r = NULL;
+    ib_nats *nc = NULL;
     /* no action creates a marker file: a typo in --recorder says so */
     m.ro.sqlite_must_exist = true;
-    if (ib_recorder_open(&r, m.uri, &m.ro, &e) != IB_OK) {
-        char msg[sizeof(e.msg) + 64];
-        fprintf(stderr, "ibus markers: %s\n", ib_host_flag_hint(msg, sizeof(msg), e.msg));
-        code = e.status == IB_ERR_CONFIG || e.status == IB_ERR_SCHEMA ? 2 : 1;
+    code = open_recorder(&r, &nc, &m);
+    if (code != 0)
         goto out;
-    }
-    m.prune.nats.name = "ibus markers";
     code = run_action(r, m.uri, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
     ib_recorder_close(r);
+    ib_nats_close(nc, 1000);
 out:
     ib_opts_release(opts, n);
     return code;
@@ -384,7 +411,9 @@ const ib_cmd_desc ib_cmd_markers_desc = {
         "Inspect, forget and prune markers in a recorder. prune refuses an age shorter than the "
         "time the stream can still deliver a message (the floor ibus run --retention checks "
         "too), read from the server: --stream for MaxAge, --durable for the redelivery horizon; "
-        "--force skips the check.",
+        "--force skips the check. A kv: recorder without url= in its URI is opened on a "
+        "connection made from the connection options (--nats-url, --creds, --tls-*), as ibus "
+        "run opens it.",
     .actions = markers_actions,
     .nactions = sizeof(markers_actions) / sizeof(markers_actions[0]),
     .options = markers_options,

@@ -70,6 +70,10 @@ static size_t run_options_setup(ib_opt *opts, run_args *a)
          "create the stream, dead-letter stream and consumer if missing", 0, 0},
         {"stream-subjects", IB_OPT_STRING, &c->stream_subjects, "SUBJECTS", "events.>",
          "subjects of a stream created by --create (comma-separated)", 0, 0},
+        {"stream-replicas", IB_OPT_INT, &c->stream_replicas, "N", "1",
+         "replicas of the event and dead-letter streams --create makes (3 on a cluster, so the "
+         "stream survives a node)",
+         1, 5},
         {"stream-max-age", IB_OPT_DURATION, &c->stream_max_age_ms, "DURATION", "0",
          "MaxAge of a stream created by --create: messages older than this are removed, which "
          "is what --retention and markers prune need (0 = keep for ever)",

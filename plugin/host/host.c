@@ -166,6 +166,7 @@ static int bind_consumer(ib_host *h, ib_error *err)
         .filter_subject = h->cfg->subject,
         .create = h->cfg->create,
         .stream_subjects = h->cfg->stream_subjects,
+        .stream_replicas = (int)h->cfg->stream_replicas,
         .dead_letter_subject = h->dead_letter_subject,
         .ack_wait_ms = h->cfg->ack_wait_ms,
         .max_deliver = h->cfg->max_deliver,

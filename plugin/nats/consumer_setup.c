@@ -13,12 +13,11 @@ static ib_status js_fail(ib_error *err, const char *what, natsStatus s, jsErrCod
                         ib_nats_strerror(d, sizeof(d), s), (int)jerr);
 }
 
-/* Creates stream `name` capturing `subjects` (comma-separated) unless it
- * exists. */
-/* The limits of a stream ensure_stream creates; 0 = none. */
+/* The limits of a stream ensure_stream creates; 0 = none (replicas: 1). */
 typedef struct stream_limits {
     int64_t max_age_ms;
     int64_t max_bytes;
+    int replicas;
 } stream_limits;
 
 /* An existing stream keeps its settings: say so when they differ from the
@@ -36,6 +35,8 @@ static void warn_limits(const jsStreamInfo *si, const char *name, const stream_l
                IB_LOG_I64("max_bytes", bytes));
 }
 
+/* Creates stream `name` capturing `subjects` (comma-separated), with
+ * `lim`, unless it exists. */
 static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects,
                                const stream_limits *lim, ib_error *err)
 {
@@ -67,6 +68,7 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
     cfg.MaxAge = lim->max_age_ms * 1000000; /* nanoseconds */
     if (lim->max_bytes > 0)
         cfg.MaxBytes = lim->max_bytes;
+    cfg.Replicas = lim->replicas > 0 ? lim->replicas : 1;
     s = js_AddStream(&si, js, &cfg, NULL, &jerr);
     free(copy);
     if (s != NATS_OK) {
@@ -211,7 +213,7 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                                                                                : "events.>");
             subjects = fallback;
         }
-        const stream_limits lim = {s->stream_max_age_ms, s->stream_max_bytes};
+        const stream_limits lim = {s->stream_max_age_ms, s->stream_max_bytes, s->stream_replicas};
         if ((st = ensure_stream(js, s->stream, subjects, &lim, err)) != IB_OK)
             return st;
         if (s->dead_letter_subject != NULL && s->dead_letter_subject[0] != '\0') {
@@ -222,7 +224,7 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                 if (*c == '.' || *c == '*' || *c == '>' || *c == ' ')
                     *c = '_';
             ib_error e;
-            const stream_limits none = {0, 0};
+            const stream_limits none = {0, 0, s->stream_replicas};
             if (ensure_stream(js, dlq, s->dead_letter_subject, &none, &e) != IB_OK)
                 ib_log_kv(IB_SEV_WARN, "dead-letter stream not created", "error", e.msg, NULL);
         }

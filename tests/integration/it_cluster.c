@@ -8,6 +8,7 @@
 
 #include "ib_test.h"
 #include "it_cluster.h"
+#include "it_support.h"
 #include "jetstream.h"
 
 #define STREAM "CLUSTER"
@@ -282,6 +283,44 @@ static void url_list_connects_and_fails_over(void **state)
     it_done(e);
 }
 
+/* ibus run --create --stream-replicas 3 on a cluster makes the event
+ * stream and the dead-letter stream with 3 replicas; the default stays 1. */
+static void create_with_stream_replicas(void **state)
+{
+    it_env *e = *state;
+    it_cluster *c = it_cluster_of(e);
+    char audit[PATH_MAX], cfg[PATH_MAX + 8], path[PATH_MAX];
+    const char *replicas[] = {"3", NULL};
+    const char *streams[] = {"R3EVENTS", "R1EVENTS"};
+    snprintf(cfg, sizeof(cfg), "file=%s", it_path(audit, e, "audit.log"));
+    for (int k = 0; k < 2; k++) {
+        it_argv a;
+        it_proc p;
+        it_argv_init(&a);
+        it_argv_addl(&a, it_ibus(), "run", "--nats-url", it_cluster_urls(c), "--create", "--stream",
+                     streams[k], "--stream-subjects", k == 0 ? "r3.>" : "r1.>", "--durable",
+                     k == 0 ? "r3" : "r1", "--idle-exit", "1s", "--log-format", "json", NULL);
+        it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, k == 0 ? "r3.db" : "r1.db"));
+        if (replicas[k] != NULL)
+            it_argv_addl(&a, "--stream-replicas", replicas[k], NULL);
+        it_argv_plugin(&a, "audit", cfg);
+        int st = it_proc_run(&p, e->dir, "ibus", NULL, a.v, it_timeout(60000));
+        it_argv_free(&a);
+        assert_int_equal(st, 0);
+        char dlq[32];
+        snprintf(dlq, sizeof(dlq), "DLQ_%s", k == 0 ? "r3" : "r1");
+        const char *names[] = {streams[k], dlq};
+        for (int i = 0; i < 2; i++) {
+            jsStreamInfo *si = NULL;
+            assert_int_equal(js_GetStreamInfo(&si, it_cluster_js(c), names[i], NULL, NULL),
+                             NATS_OK);
+            assert_int_equal(si->Config->Replicas, k == 0 ? 3 : 1);
+            jsStreamInfo_Destroy(si);
+        }
+    }
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(one_url_fails_over, it_cluster_setup, it_cluster_teardown),
     cmocka_unit_test_setup_teardown(url_list_connects_and_fails_over, it_cluster_setup,
@@ -289,6 +328,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(stream_survives_leader_kill, it_cluster_setup,
                                     it_cluster_teardown),
     cmocka_unit_test_setup_teardown(kv_survives_leader_kill, it_cluster_setup, it_cluster_teardown),
+    cmocka_unit_test_setup_teardown(create_with_stream_replicas, it_cluster_setup,
+                                    it_cluster_teardown),
 };
 
 IB_TEST_MAIN(tests)

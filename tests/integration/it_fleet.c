@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ib_test.h"
+#include "it_cluster.h"
 #include "it_support.h"
 
 static void start_host(it_proc *host, it_env *e, const char *name, const char *durable,
@@ -385,6 +386,80 @@ static void kv_recorder_shared_by_hosts(void **state)
     it_done(e);
 }
 
+/* A handler that runs longer than the bucket's TTL (issue 23): kv: with a
+ * 6 s TTL, one event whose handler sleeps 15 s, --ack-wait 2s (the lease,
+ * renewed every second, so the TTL removes the claim's first epochs while
+ * it runs). 9 s in, a second process joins the same durable and a copy of
+ * the event arrives: it must find the claim held, and the event must run
+ * once. On 1 replica (the stream's server) or 3 (a 3-node cluster of its
+ * own, through url=). --max-deliver 2 and --retry-max-delay 500ms keep
+ * the redelivery horizon (2.5 s) inside the TTL. */
+static void claim_outlives_ttl(it_env *e, bool cluster)
+{
+    char log[PATH_MAX], ids_path[PATH_MAX], jsonl[PATH_MAX], cfg[PATH_MAX + 8];
+    char recorder[1024];
+    char **ids = NULL;
+    it_cluster c;
+    if (cluster) {
+        assert_true(it_cluster_start(&c, e->dir, it_timeout(60000)));
+        snprintf(recorder, sizeof(recorder), "kv:ttl-markers?create=1&ttl=6s&replicas=3&url=%s",
+                 it_cluster_urls(&c));
+    } else {
+        snprintf(recorder, sizeof(recorder), "kv:ttl-markers?create=1&ttl=6s");
+    }
+    const char *extra[] = {"--recorder",
+                           recorder,
+                           "--ack-wait",
+                           "2s",
+                           "--max-deliver",
+                           "2",
+                           "--retry-delay",
+                           "200ms",
+                           "--retry-max-delay",
+                           "500ms",
+                           NULL};
+    it_proc hosts[2];
+    it_path(log, e, "calls.log");
+    snprintf(cfg, sizeof(cfg), "file=%s", log);
+    assert_true(it_make_ids(&ids, 1, it_path(ids_path, e, "ids.txt")));
+    assert_true(
+        it_write_jsonl(it_path(jsonl, e, "events.jsonl"), ids, 1, "test.scripted", "sleep:15000"));
+    start_host(&hosts[0], e, "host1", "ttl", "scripted", cfg, extra);
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, "ttl", it_timeout(30000)));
+    assert_int_equal(it_publish(NULL, e, jsonl, NULL), 0);
+    it_sleep_ms(9000);
+    start_host(&hosts[1], e, "host2", "ttl", "scripted", cfg, extra);
+    it_sleep_ms(1000);
+    assert_int_equal(it_publish(NULL, e, jsonl, NULL), 0);
+    assert_true(it_wait_lines(log, 1, it_timeout(60000)) >= 1);
+    it_finish_hosts(e, "ttl", hosts, 2, it_timeout(60000));
+    it_tally t;
+    assert_true(it_tally_file(&t, log, ids_path, "ttl/scripted/scripted", "ok", 5));
+    printf("kv: claim outliving a 6 s TTL (%s): %zu runs\n", cluster ? "3 replicas" : "1 replica",
+           t.lines);
+    assert_int_equal(t.missing, 0);
+    assert_int_equal(t.repeated, 0);
+    char *err = it_file_read(NULL, hosts[0].err_path);
+    assert_non_null(err);
+    if (strstr(err, "taken over") != NULL)
+        fail_msg("the first process lost its claim while its handler ran: %s", err);
+    free(err);
+    if (cluster)
+        it_cluster_free(&c);
+    it_lines_free(ids, 1);
+    it_done(e);
+}
+
+static void kv_claim_outlives_ttl(void **state)
+{
+    claim_outlives_ttl(*state, false);
+}
+
+static void kv_claim_outlives_ttl_r3(void **state)
+{
+    claim_outlives_ttl(*state, true);
+}
+
 /* A bucket that forgets markers before the last redelivery can come is
  * refused at start (exit 2): with --max-deliver 5, --ack-wait 30s and
  * --retry-max-delay 1m the horizon is 4 x 90 s = 6 min, and this bucket
@@ -426,6 +501,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(concurrent_copies_claimed_once, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(kv_recorder_shared_by_hosts, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(kv_bucket_shorter_than_horizon_refused, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(kv_claim_outlives_ttl, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(kv_claim_outlives_ttl_r3, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)

@@ -42,6 +42,7 @@ typedef struct ib_host_config {
     int64_t max_ack_pending;
     bool create;
     const char *stream_subjects;
+    int64_t stream_replicas; /* replicas of the streams --create makes */
     int64_t batch;
     int64_t flush_ms;
     int64_t pull_expires_ms;

@@ -97,6 +97,7 @@ typedef struct ib_consumer_setup {
     const char *filter_subject;      /* may be NULL: the whole stream */
     bool create;                     /* create what is missing */
     const char *stream_subjects;     /* comma-separated subjects for a new stream */
+    int stream_replicas;             /* replicas of the streams it creates; <= 0 = 1 */
     const char *dead_letter_subject; /* with create: also ensure a stream captures it */
     int64_t ack_wait_ms;
     int64_t max_deliver;       /* informational: a created consumer is unlimited */

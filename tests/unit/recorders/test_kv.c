@@ -327,6 +327,60 @@ static void test_batch_finds_highest_epochs(void **state)
     ib_recorder_close(r);
 }
 
+/* A claim renewed for longer than the bucket's TTL (2 s here; lease 1 s,
+ * renewed every 300 ms): the TTL has removed its first epochs while the
+ * newest lives. Another owner must still find it held, and after the
+ * release take it as the second attempt, not the first. */
+static void claim_outlives_ttl(const char *uri)
+{
+    ib_recorder *r = NULL;
+    char id[IB_ID_BUF_SIZE];
+    bool held = false;
+    rt_id(id, 7000);
+    ib_marker_key key = {"ttl", id};
+    ib_claim_request a = {.owner = "A", .lease_ms = 1000};
+    ib_claim_request b = {.owner = "B", .lease_ms = 1000};
+    ib_claim_info info;
+    CHECK(ib_recorder_open(&r, uri, NULL, &err));
+    CHECK(ib_recorder_acquire_batch(r, &info, &key, 1, &a, &err));
+    assert_int_equal(info.state, IB_CLAIM_ACQUIRED);
+    for (int64_t end = it_now_ms() + 5000; it_now_ms() < end;) {
+        it_sleep_ms(300);
+        CHECK(ib_recorder_renew_batch(r, &held, &key, 1, "A", 1000, &err));
+        assert_true(held);
+        CHECK(ib_recorder_acquire_batch(r, &info, &key, 1, &b, &err));
+        assert_int_equal(info.state, IB_CLAIM_BUSY);
+    }
+    CHECK(ib_recorder_release(r, "ttl", id, "A", &err));
+    CHECK(ib_recorder_acquire_batch(r, &info, &key, 1, &b, &err));
+    assert_int_equal(info.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(info.attempts, 2);
+    /* a mark after the TTL: the key stays done while the marker lives */
+    bool marked = false;
+    CHECK(ib_recorder_mark_owned_batch(r, &marked, &key, 1, "B", &err));
+    assert_true(marked);
+    it_sleep_ms(1500);
+    CHECK(ib_recorder_acquire_batch(r, &info, &key, 1, &a, &err));
+    assert_int_equal(info.state, IB_CLAIM_DONE);
+    ib_recorder_close(r);
+}
+
+static void test_claim_outlives_ttl(void **state)
+{
+    (void)state;
+    char uri[512];
+    snprintf(uri, sizeof(uri), "kv:ttl?create=1&ttl=2s&url=%s", server.url);
+    claim_outlives_ttl(uri);
+}
+
+static void test_cluster_claim_outlives_ttl(void **state)
+{
+    char uri[512];
+    snprintf(uri, sizeof(uri), "kv:ttl?create=1&replicas=3&ttl=2s&url=%s",
+             it_cluster_urls(it_cluster_of(*state)));
+    claim_outlives_ttl(uri);
+}
+
 /* Wakes the stopped server after the recorder's wait for acks ran out. */
 static void *wake_server(void *arg)
 {
@@ -348,12 +402,11 @@ static void test_unacknowledged_write_recognised(void **state)
     rt_id(id, 4);
     ib_marker_key key = {"c", id};
     CHECK(open_kv(&r, "unknown", "&create=1"));
-    kv_head h = {0};
     kv_write w[2];
     memset(w, 0, sizeof(w));
-    ib__kv_prepare_epoch(kv_of(r), &w[0], &key, &h, 1, 1, "owner-A");
+    ib__kv_prepare_epoch(kv_of(r), &w[0], &key, 1, 1, 1, "owner-A");
     /* the same key, another owner's value: not ours */
-    ib__kv_prepare_epoch(kv_of(r), &w[1], &key, &h, 1, 1, "owner-B");
+    ib__kv_prepare_epoch(kv_of(r), &w[1], &key, 1, 1, 1, "owner-B");
     pthread_t t;
     assert_int_equal(kill(server.proc.pid, SIGSTOP), 0);
     assert_int_equal(pthread_create(&t, NULL, wake_server, NULL), 0);
@@ -403,6 +456,19 @@ static void test_ibus_markers(void **state)
     assert_int_equal(markers(&p, uri, "forget", id), 0);
     assert_false(processed(r, "c", id));
     assert_int_equal(markers(&p, uri, "lookup", id), 3);
+    /* without url=: the connection options, as ibus run takes them */
+    CHECK(ib_recorder_mark(r, "c", id, &err));
+    setenv("IB_NATS_URL", server.url, 1);
+    assert_int_equal(markers(&p, "kv:admin", "lookup", id), 0);
+    unsetenv("IB_NATS_URL");
+    assert_true(it_file_contains(p.out_path, id));
+    /* no server there: the error names the option */
+    char down[64];
+    snprintf(down, sizeof(down), "nats://127.0.0.1:%d", it_free_port());
+    setenv("IB_NATS_URL", down, 1);
+    assert_int_equal(markers(&p, "kv:admin", "lookup", id), 1);
+    unsetenv("IB_NATS_URL");
+    assert_true(it_file_contains(p.err_path, "--nats-url"));
     ib_recorder_close(r);
 }
 
@@ -494,6 +560,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_restart_keeps_acked_marks, setup, teardown),
     cmocka_unit_test_setup_teardown(test_batch_finds_highest_epochs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unacknowledged_write_recognised, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_claim_outlives_ttl, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_cluster_claim_outlives_ttl, it_cluster_setup,
+                                    it_cluster_teardown),
     cmocka_unit_test_setup_teardown(test_ibus_markers, setup, teardown),
     cmocka_unit_test_setup_teardown(test_bucket_settings_checked, setup, teardown),
     cmocka_unit_test_setup_teardown(test_ttl_shorter_than_horizon_refused, setup, teardown),
