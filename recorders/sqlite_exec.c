@@ -104,7 +104,7 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
         if (rc == SQLITE_OK) {
             ib__sq_committed(s);
             if (kind == TX_WRITE)
-                ib__sq_wal_bound(s);
+                ib__sq_wal_bound(s); /* gives the turn back before a passive one */
             ib__sq_turn_give(&s->turn);
             return IB_OK;
         }
@@ -174,8 +174,13 @@ void ib__sq_wal_bound(sq_recorder *s)
     /* Past the window a passive checkpoint copies what no reader still
      * needs; past twice the window a restart waits (the busy timeout) for
      * the readers of old snapshots, so that the next write starts the WAL
-     * over. This recorder holds the turn: no writer of ours gets between. */
+     * over, holding the turn so that no writer of ours gets between. */
     int mode = bytes >= WAL_RESTART_BYTES ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_PASSIVE;
+    /* A passive checkpoint excludes no writer, and its fsync of the
+     * database file takes long enough (100 ms and more) that holding the
+     * turn through it made every other process wait that long. */
+    if (mode == SQLITE_CHECKPOINT_PASSIVE)
+        ib__sq_turn_give(&s->turn);
     int log = 0, done = 0;
     if (sqlite3_wal_checkpoint_v2(s->db, NULL, mode, &log, &done) == SQLITE_OK && log == done)
         s->wal_frames = 0;
