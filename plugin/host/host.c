@@ -547,7 +547,7 @@ static int open_consumer(ib_host *h, ib_error *e)
         .expires_ms = cfg->pull_expires_ms,
         .flush_ms = cfg->flush_ms,
     };
-    if (ib_puller_create(&h->puller, ib_nats_connection(h->nats), &po, e) != IB_OK)
+    if (ib_puller_create(&h->puller, h->nats, &po, e) != IB_OK)
         return -1;
     atomic_store(&h->bound, 1);
     if (ib__host_watch_start(h) != 0 || ib__host_keeper_start(h) != 0) {
