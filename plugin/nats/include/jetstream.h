@@ -194,9 +194,9 @@ typedef struct ib_puller ib_puller;
 
 /* The most pull requests of one puller that can wait on the server at
  * once: the one whose messages are arriving, one chained behind it (see
- * ib_puller_chain), and one that ended locally at its deadline but reached
- * the server late (buffered across a reconnect). A consumer's MaxWaiting
- * must leave room for them. */
+ * ib_puller_chain), and one that ended locally (at its deadline, or at a
+ * reconnect) but reached the server late (buffered across the reconnect).
+ * A consumer's MaxWaiting must leave room for them. */
 #define IB_PULLER_MAX_WAITING 3
 
 /* The largest batch a puller asks for; a caller that takes the size from
