@@ -344,7 +344,10 @@ static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
 
 /* Whether the durable still exists, as far as the pull answers and the
  * server's consumer info tell. The puller only suspects (409 "Consumer
- * Deleted", 503 no responders); a lookup that answers "not found" decides.
+ * Deleted", 503 no responders), and only when a request was waiting at the
+ * deletion: nats-server 2.9 answers a pull request for a missing consumer
+ * with nothing at all, so the watcher's periodic consumer info saying "not
+ * found" is a suspicion too. A lookup that answers "not found" decides.
  * While it is gone /readyz is false; if it does not come back within
  * CONSUMER_GONE_GRACE_MS the process exits 1, so its supervisor notices
  * instead of it idling forever. */
@@ -358,9 +361,10 @@ static int watch_consumer(ib_host *h, consumer_watch *w)
 {
     int64_t now = ib_clock_monotonic_ms();
     ib_puller_condition c = ib_puller_condition_get(h->puller);
-    if (w->gone_since == 0 && c != IB_PULLER_CONSUMER_GONE)
+    bool info_not_found = atomic_load(&h->info_not_found) != 0;
+    if (w->gone_since == 0 && c != IB_PULLER_CONSUMER_GONE && !info_not_found)
         return 0;
-    if (w->gone_since != 0 && c == IB_PULLER_OK) {
+    if (w->gone_since != 0 && c == IB_PULLER_OK && !info_not_found) {
         /* a message or a normal end of a request: it answers again */
         w->gone_since = 0;
         atomic_store(&h->bound, 1);
@@ -653,7 +657,7 @@ static int open_consumer(ib_host *h, ib_error *e)
         .expires_ms = cfg->pull_expires_ms,
         .flush_ms = cfg->flush_ms,
     };
-    if (ib_puller_create(&h->puller, ib_nats_connection(h->nats), &po, e) != IB_OK)
+    if (ib_puller_create(&h->puller, h->nats, &po, e) != IB_OK)
         return -1;
     atomic_store(&h->bound, 1);
     if (ib__host_watch_start(h) != 0 || ib__host_keeper_start(h) != 0) {

@@ -74,6 +74,10 @@ typedef struct ib_host {
     int64_t probe_last_ms;    /* monotonic time of the last probe (watcher only) */
     int64_t info_last_ms;     /* monotonic time of the last consumer info (watcher only) */
     bool info_failing;        /* the last consumer info failed (watcher only) */
+    /* The watcher's last consumer info said "not found" (cleared when it
+     * reads the consumer again): the run loop then looks the consumer up
+     * itself, as when the puller suspects it gone. */
+    atomic_int info_not_found;
     ib_host_totals totals;
     int64_t opened_at_ms;       /* monotonic ms when the host started */
     int64_t first_handled_ms;   /* ms from the start to the first handled event; -1 = none */

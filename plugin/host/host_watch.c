@@ -106,9 +106,11 @@ static void read_consumer_info(ib_host *h, int64_t now)
     h->info_last_ms = now;
     ib_consumer_facts f;
     ib_error e = {0};
-    bool ok = ib_consumer_facts_get(&f, ib_nats_jetstream(h->nats), h->cfg->stream, h->cfg->durable,
-                                    &e) == IB_OK &&
-              f.exists;
+    bool answered = ib_consumer_facts_get(&f, ib_nats_jetstream(h->nats), h->cfg->stream,
+                                          h->cfg->durable, &e) == IB_OK;
+    bool ok = answered && f.exists;
+    if (answered)
+        atomic_store(&h->info_not_found, !f.exists);
     if (ok) {
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)f.num_pending);
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_ACK_PENDING, f.num_ack_pending);

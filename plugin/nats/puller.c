@@ -18,6 +18,11 @@
  * that pulls with 10 ms requests for fifty request lifetimes. */
 #define LOCAL_EXPIRY_MARGIN_MAX_MS 500
 
+/* Longest wait in ib_puller_next before it looks at the connection's
+ * reconnect count again: a reconnect ends the requests in flight, and the
+ * next one goes this long after it at most, whatever their expiry. */
+#define RECONNECT_CHECK_MS 100
+
 /* Longest wait for the server's PONG after a pull request (on the kicker
  * thread). */
 #define REQUEST_FLUSH_TIMEOUT_MS 100
@@ -95,6 +100,7 @@ typedef struct inbox {
 } inbox;
 
 struct ib_puller {
+    ib_nats *conn; /* BORROWED: its reconnect count ends requests in flight */
     natsConnection *nc;
     kicker kick;
     natsSubscription *sub;
@@ -115,6 +121,11 @@ struct ib_puller {
      * backoff_ms 0 = not backing off */
     int64_t backoff_ms;
     int64_t next_request_at;
+    /* ib_nats_reconnects() when last looked at, and the latest request
+     * sent before the last reconnect or 409 "Server Shutdown" (all ended
+     * then: a late status of one of them is stale and ignored) */
+    uint64_t reconnects_seen;
+    uint64_t ended_before_no;
     ib_puller_condition condition;
     bool stopping; /* ib_puller_stop was called: send nothing more */
     refusal_kind refusals[REFUSAL_KINDS];
@@ -423,7 +434,7 @@ static natsStatus subscribe_inbox(ib_puller *p, const char *wildcard)
     return natsSubscription_SetOnCompleteCB(p->sub, on_inbox_complete, p->in);
 }
 
-ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_options *o,
+ib_status ib_puller_create(ib_puller **out, ib_nats *conn, const ib_puller_options *o,
                            ib_error *err)
 {
     natsInbox *inbox = NULL;
@@ -439,7 +450,9 @@ ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_
                           o->batch, IB_PULLER_MAX_BATCH);
         goto fail;
     }
-    p->nc = nc;
+    p->conn = conn;
+    p->nc = ib_nats_connection(conn);
+    p->reconnects_seen = ib_nats_reconnects(conn);
     p->batch = o->batch;
     p->expires_ms = o->expires_ms > 0 ? o->expires_ms : IB_PULLER_DEFAULT_EXPIRES_MS;
     p->flush_ms = o->flush_ms > 0 ? o->flush_ms : 5;
@@ -468,7 +481,7 @@ ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_
                           ib_nats_strerror(d, sizeof(d), s));
         goto fail;
     }
-    if (kicker_start(&p->kick, nc) != 0) {
+    if (kicker_start(&p->kick, p->nc) != 0) {
         st = ib_error_set(err, IB_ERR_IO, "puller: cannot start the flush thread");
         goto fail;
     }
@@ -587,6 +600,51 @@ static void answered(ib_puller *p)
     p->condition = IB_PULLER_OK;
 }
 
+/* Ends every request sent so far, for this thread and for the delivery
+ * callback alike: none of them will be answered. Messages that still come
+ * for one (it was buffered across the reconnect after all) are leftovers. */
+static void end_all_requests(ib_puller *p)
+{
+    pthread_mutex_lock(&p->in->mu);
+    p->in->arriving_no = p->in->sent_no;
+    p->in->arrivals_left = 0;
+    p->request_no = p->in->sent_no;
+    p->ended_before_no = p->in->sent_no;
+    pthread_mutex_unlock(&p->in->mu);
+    p->outstanding = 0;
+    p->stats.abandoned++;
+}
+
+/* A request sent before a reconnect is never answered when it went into
+ * the closing socket (or to a server that had already said 409 "Server
+ * Shutdown"), and nothing tells it apart from one the reconnect buffer
+ * replayed. Waiting for its local expiry would idle the consumer for the
+ * whole --pull-expires, so after a reconnect every request in flight ends
+ * and the next one goes at once, back-off or not. nats.c's reconnected
+ * callback only counts (it must not block its thread); this thread looks
+ * at the count. Returns true after a reconnect. */
+static bool after_reconnect(ib_puller *p)
+{
+    uint64_t r = ib_nats_reconnects(p->conn);
+    if (r == p->reconnects_seen)
+        return false;
+    p->reconnects_seen = r;
+    bool in_flight = p->outstanding > 0;
+    end_all_requests(p);
+    p->backoff_ms = 0;
+    p->next_request_at = 0;
+    ib_log(IB_SEV_INFO, "reconnected: pull requests in flight ended; asking again",
+           IB_LOG_STR("subject", p->next_subject), IB_LOG_BOOL("request_in_flight", in_flight));
+    return true;
+}
+
+/* 409 "Server Shutdown": the server is going away with every request of
+ * ours it holds. */
+static bool server_shutdown(const char *status, const char *text)
+{
+    return strcmp(status, "409") == 0 && strcasestr(text, "server shutdown") != NULL;
+}
+
 /* A status is a message without a $JS.ACK reply subject, with a "Status"
  * header (and, from the server, no payload); it arrives on the reply
  * subject of the request it answers. A message WITH a $JS.ACK reply is a
@@ -602,6 +660,17 @@ static status_kind handle_status(ib_puller *p, natsMsg *m)
     if (strcmp(status, "100") == 0)
         return STATUS_IGNORED;
     uint64_t no = status_request_no(m, p->inbox);
+    if (no <= p->ended_before_no)
+        return STATUS_IGNORED; /* ended by a reconnect or a shutdown already */
+    if (natsMsgHeader_Get(m, "Description", &text) != NATS_OK || text == NULL)
+        text = "";
+    if (server_shutdown(status, text)) {
+        /* the chained request behind it, or the next one sent before the
+         * connection drops, would wait for an answer that never comes */
+        end_all_requests(p);
+        refused(p, status, text);
+        return STATUS_ENDED;
+    }
     adopt(p, no);
     if (no != p->request_no)
         return STATUS_IGNORED;
@@ -612,8 +681,6 @@ static status_kind handle_status(ib_puller *p, natsMsg *m)
         answered(p);
         return STATUS_ENDED;
     }
-    if (natsMsgHeader_Get(m, "Description", &text) != NATS_OK || text == NULL)
-        text = "";
     refused(p, status, text);
     return STATUS_ENDED;
 }
@@ -647,6 +714,18 @@ static bool take_queued(ib_puller *p, natsMsg **msgs, size_t *n)
     return true;
 }
 
+/* How long ib_puller_next may wait for a message now: for the first one
+ * until `wait_ms` after `start`, for a further one flush_ms after the last
+ * arrival; never past the end of the request in flight or, backing off
+ * with none in flight, the moment the next one may go. */
+static int64_t wait_budget(const ib_puller *p, int64_t now, int64_t start, int64_t wait_ms,
+                           size_t n, int64_t last_arrival)
+{
+    int64_t timeout = n > 0 ? last_arrival + p->flush_ms - now : start + wait_ms - now;
+    int64_t until = p->outstanding > 0 ? p->request_deadline : p->next_request_at;
+    return timeout < until - now ? timeout : until - now;
+}
+
 ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms,
                          ib_error *err)
 {
@@ -658,6 +737,7 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
         max = p->batch;
     for (;;) {
         int64_t now = now_ms();
+        after_reconnect(p);
         if (p->outstanding > 0 && now >= p->request_deadline)
             p->outstanding = 0; /* expired locally; its status never came */
         if (p->outstanding == 0) {
@@ -673,23 +753,15 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
                     return *n > 0 ? IB_OK : st;
             }
         }
-        int64_t timeout;
-        if (*n > 0)
-            timeout = last_arrival + p->flush_ms - now;
-        else
-            timeout = start + wait_ms - now;
-        /* wake for the end of the request in flight, or, backing off with
-         * none in flight, for the moment the next one may go */
-        int64_t until = p->outstanding > 0 ? p->request_deadline : p->next_request_at;
-        if (timeout > until - now)
-            timeout = until - now;
+        int64_t timeout = wait_budget(p, now, start, wait_ms, *n, last_arrival);
         if (timeout <= 0) {
             if (*n > 0 || now - start >= wait_ms)
                 return IB_OK;
             continue; /* request deadline or back-off over: send another */
         }
         queued q;
-        natsStatus s = inbox_next(&q, p->in, timeout);
+        natsStatus s =
+            inbox_next(&q, p->in, timeout < RECONNECT_CHECK_MS ? timeout : RECONNECT_CHECK_MS);
         if (s == NATS_TIMEOUT)
             continue;
         if (s != NATS_OK) {
@@ -714,6 +786,7 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
 
 ib_status ib_puller_prefetch(ib_puller *p, ib_error *err)
 {
+    after_reconnect(p);
     int64_t now = now_ms();
     if (p->stopping || (p->outstanding > 0 && now < p->request_deadline) ||
         now < p->next_request_at)
@@ -748,6 +821,7 @@ ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
         return IB_OK;
     /* no request after this, from either thread */
     ib_puller_chain(p, false);
+    after_reconnect(p); /* nothing more comes for what was sent before one */
     while (*n < max) {
         int64_t now = now_ms(), deadline = 0;
         int64_t until = now; /* only take what is already queued */

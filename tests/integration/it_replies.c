@@ -225,6 +225,36 @@ static void deleted_consumer_exits_1(void **state)
     it_done(e);
 }
 
+/* The consumer is deleted while no pull request of the host waits on the
+ * server, so no 409 "Consumer Deleted" comes, and nats-server 2.9 answers
+ * the requests that follow with nothing at all. The host is stopped
+ * (SIGSTOP) past its request's 1 s expiry, the consumer deleted, the host
+ * resumed: the consumer info the watcher reads must still turn /readyz
+ * 503 and end the process with exit 1. Before, it idled forever, ready
+ * (seen once in a loaded sanitizer run of deleted_consumer_exits_1). */
+static void consumer_deleted_between_requests_exits_1(void **state)
+{
+    it_env *e = *state;
+    it_proc host;
+    int port = start_ready_host(&host, e, "between", NULL);
+
+    assert_true(it_proc_signal(&host, SIGSTOP));
+    it_sleep_ms(2500); /* the request in flight expires on the server */
+    jsErrCode jerr = 0;
+    assert_int_equal(js_DeleteConsumer(it_server_js(&e->server), IT_STREAM, "between", NULL, &jerr),
+                     NATS_OK);
+    int64_t deleted_at = it_now_ms();
+    assert_true(it_proc_signal(&host, SIGCONT));
+    /* the watcher reads the consumer info every 5 s */
+    assert_int_equal(wait_readyz(e, port, 503, it_timeout(15000), "deleting the consumer"), 503);
+    printf("/readyz 503 %lld ms after the deletion\n", (long long)(it_now_ms() - deleted_at));
+    int status = it_proc_wait(&host, it_timeout(30000));
+    printf("exit %d, %lld ms after the deletion\n", status, (long long)(it_now_ms() - deleted_at));
+    assert_int_equal(status, 1);
+    assert_true(it_file_contains(host.err_path, "consumer deleted"));
+    it_done(e);
+}
+
 static double recorder_up(it_env *e, int port)
 {
     char *body = NULL;
@@ -275,6 +305,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(request_limits_refused_at_bind, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(refused_pulls_backed_off, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(deleted_consumer_exits_1, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(consumer_deleted_between_requests_exits_1, it_setup,
+                                    it_teardown),
     cmocka_unit_test_setup_teardown(deleted_bucket_not_ready, it_setup, it_teardown),
 };
 

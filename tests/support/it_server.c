@@ -191,11 +191,13 @@ bool it_server_start(it_server *s, const char *dir, const it_server_opts *o)
     return launch(s);
 }
 
-bool it_server_stop(it_server *s)
+/* Ends the server with `sig` (SIGKILL after the deadline) and forgets its
+ * ports file; the status says whether `sig` sufficed. */
+static int stop_with(it_server *s, int sig)
 {
     if (s->proc.pid == 0)
-        return true;
-    int st = it_proc_stop(&s->proc, SIGTERM, STOP_DEADLINE_MS);
+        return 0;
+    int st = it_proc_stop(&s->proc, sig, STOP_DEADLINE_MS);
     /* Remove the old ports file so a restart reads the new one. */
     char suffix_path[PATH_MAX];
     DIR *d = opendir(s->ports_dir);
@@ -206,7 +208,18 @@ bool it_server_stop(it_server *s)
         }
     if (d != NULL)
         closedir(d);
-    return st != -SIGKILL;
+    return st;
+}
+
+bool it_server_stop(it_server *s)
+{
+    return stop_with(s, SIGTERM) != -SIGKILL;
+}
+
+bool it_server_kill(it_server *s)
+{
+    stop_with(s, SIGKILL);
+    return s->proc.pid == 0;
 }
 
 bool it_server_restart(it_server *s)

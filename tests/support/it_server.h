@@ -56,7 +56,12 @@ bool it_server_start(it_server *s, const char *dir, const it_server_opts *opts);
  * client connection is kept (it reconnects after a restart). */
 bool it_server_stop(it_server *s);
 
-/* Starts the server again on the same port with the same store. */
+/* Kills the server with SIGKILL, as a crash would: no 409 "Server
+ * Shutdown", no goodbye to its clients. True once it is gone. */
+bool it_server_kill(it_server *s);
+
+/* Starts the server again on the same port with the same store (after
+ * stopping it with SIGTERM if it still runs). */
 bool it_server_restart(it_server *s);
 
 /* Stops the server and closes the cached client connection. */

@@ -185,6 +185,13 @@ ib_status ib_stream_max_age_get(int64_t *max_age_ms, jsCtx *js, const char *stre
  * after that are leftovers: the situation that breaks Fetch, counted in the
  * stats and handed out like any other message.
  *
+ * A reconnect of the connection, or a 409 "Server Shutdown", ends every
+ * request in flight at once: a request sent into a closing socket, or to
+ * a server on its way out, is never answered, and waiting for its expiry
+ * would idle the consumer for up to the whole expiry. The next request
+ * goes within RECONNECT_CHECK_MS (100 ms) of the reconnect, whatever the
+ * expiry and any back-off.
+ *
  * Acks go to each message's reply subject over core NATS (see acknowledging below).
  * Not thread-safe: one thread pulls. */
 typedef struct ib_puller ib_puller;
@@ -194,9 +201,9 @@ typedef struct ib_puller ib_puller;
 
 /* The most pull requests of one puller that can wait on the server at
  * once: the one whose messages are arriving, one chained behind it (see
- * ib_puller_chain), and one that ended locally at its deadline but reached
- * the server late (buffered across a reconnect). A consumer's MaxWaiting
- * must leave room for them. */
+ * ib_puller_chain), and one that ended locally (at its deadline, or at a
+ * reconnect) but reached the server late (buffered across the reconnect).
+ * A consumer's MaxWaiting must leave room for them. */
 #define IB_PULLER_MAX_WAITING 3
 
 /* The largest batch a puller asks for; a caller that takes the size from
@@ -211,11 +218,12 @@ typedef struct ib_puller_options {
     int64_t flush_ms;   /* once a message arrived, wait at most this for more; 0 = 5 */
 } ib_puller_options;
 
-/* Subscribes to a new inbox on `nc` (BORROWED; must outlive the puller).
- * `*out` is freed with ib_puller_free(). Errors: IB_ERR_INVALID_ARG for a
- * batch outside 1..IB_PULLER_MAX_BATCH (checked before `nc` is used),
- * IB_ERR_NOMEM, IB_ERR_NATS, IB_ERR_IO. */
-ib_status ib_puller_create(ib_puller **out, natsConnection *nc, const ib_puller_options *options,
+/* Subscribes to a new inbox on `conn`'s connection (BORROWED; must outlive
+ * the puller), whose reconnect count it follows. `*out` is freed with
+ * ib_puller_free(). Errors: IB_ERR_INVALID_ARG for a batch outside
+ * 1..IB_PULLER_MAX_BATCH (checked before `conn` is used), IB_ERR_NOMEM,
+ * IB_ERR_NATS, IB_ERR_IO. */
+ib_status ib_puller_create(ib_puller **out, ib_nats *conn, const ib_puller_options *options,
                            ib_error *err);
 
 /* Collects up to `max` (<= batch) messages into `msgs`, waiting up to
@@ -274,6 +282,8 @@ typedef struct ib_puller_stats {
     uint64_t statuses;  /* status messages seen */
     uint64_t leftovers; /* messages taken after the request in flight had ended locally */
     uint64_t refusals;  /* requests the server refused (409 and other errors) */
+    uint64_t abandoned; /* times the requests in flight were ended by a reconnect or a 409
+                           "Server Shutdown" */
 } ib_puller_stats;
 void ib_puller_stats_get(const ib_puller *p, ib_puller_stats *out);
 
