@@ -21,12 +21,14 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from it_netutil import free_port, tcp_open  # noqa: E402
 
 WAL_BOUND = 96 * 1024 * 1024  # 64 MiB + a merge's transaction, with room
 
@@ -35,18 +37,6 @@ def log(msg):
     print(f"it_join: {msg}", flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tcp_open(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class Host:

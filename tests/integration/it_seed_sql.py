@@ -26,13 +26,15 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from it_netutil import free_port, tcp_open  # noqa: E402
 
 CONSUMER = "ibus/audit/audit"
 SEED_CREATE = ("CREATE TABLE IF NOT EXISTS processed_log (consumer TEXT NOT NULL, "
@@ -45,18 +47,6 @@ def log(msg):
     print(f"it_seed_sql: {msg}", flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tcp_open(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class Processes:
