@@ -67,8 +67,8 @@ ib_status ib_event_id_normalise(char out[IB_EVENT_ID_SIZE], const char *in, size
  * --any-uuid-version` (or any_version in ib_event_id_normalise).
  * Errors: IB_ERR_INVALID_ARG for a NULL `out` or a NULL `key` with len > 0,
  * IB_ERR_INVALID_ID for a namespace that is not a UUID; `out` is then "". */
-ib_status ib_event_id_derive(char out[IB_EVENT_ID_SIZE], const char *namespace_id,
-                             const void *key, size_t len, ib_error *err);
+ib_status ib_event_id_derive(char out[IB_EVENT_ID_SIZE], const char *namespace_id, const void *key,
+                             size_t len, ib_error *err);
 
 /* The handler ib_idempotent_call() runs: IB_OK when the event was handled
  * (its effects are done and should never be repeated), anything else when

@@ -44,8 +44,7 @@ static void binary_key_over_many_blocks(void **state)
     for (size_t i = 0; i < sizeof(key); i++)
         key[i] = (unsigned char)i;
     char out[IB_EVENT_ID_SIZE];
-    assert_int_equal(ib_event_id_derive(out, IB_EVENT_ID_NAMESPACE, key, sizeof(key), NULL),
-                     IB_OK);
+    assert_int_equal(ib_event_id_derive(out, IB_EVENT_ID_NAMESPACE, key, sizeof(key), NULL), IB_OK);
     assert_string_equal(out, "830ae11f713881e4b56d516330f858f0");
 }
 
