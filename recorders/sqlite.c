@@ -29,10 +29,10 @@
  *    chosen when every commit wrote random pages, gave 181 000-188 000
  *    ids/s over 200 000 ids and 80 000 over a million; 4 KiB pages
  *    219 000-221 000 and 95 000);
- *  - the WAL is checkpointed every 32 MiB instead of every 1000 pages: a
+ *  - the WAL is checkpointed past 16 MiB instead of every 1000 pages: a
  *    page rewritten by many commits is copied back once, and the fsyncs
- *    of a checkpoint are paid far less often. The WAL file stays that
- *    large between checkpoints;
+ *    of a checkpoint are paid far less often (ib__sq_wal_bound says how it
+ *    stays bounded with several writers);
  *  - a page cache of up to 8 MiB per connection keeps the tree's upper
  *    pages between transactions (SQLite keeps its cache while no other
  *    connection writes); a larger one only raised peak memory.

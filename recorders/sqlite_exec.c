@@ -184,7 +184,6 @@ void ib__sq_wal_bound(sq_recorder *s)
     int log = 0, done = 0;
     if (sqlite3_wal_checkpoint_v2(s->db, NULL, mode, &log, &done) == SQLITE_OK && log == done)
         s->wal_frames = 0;
-    s->checkpoints++;
 }
 
 void ib__sq_maybe_merge(sq_recorder *s)

@@ -186,7 +186,7 @@ typedef struct sq_recorder {
     sq_filter next;                   /* the filter being built; replaces `filter` when done */
     char *scan_consumer, *scan_event; /* the scan's cursor (exclusive) */
     int64_t filter_started_ms;
-    uint64_t filter_builds, stale_rebuilds;
+    uint64_t stale_rebuilds;
     uint64_t catchup_rows;      /* journal rows the catch-ups read */
     uint64_t filter_chunks;     /* read transactions of filter builds */
     int64_t upkeep_hold_max_ns; /* the longest one upkeep transaction took */
@@ -196,7 +196,6 @@ typedef struct sq_recorder {
     bool version_known;
     bool check_schema; /* set once the open brought the schema up to date */
     int wal_frames;    /* WAL frames after the last commit (the WAL hook) */
-    uint64_t checkpoints;
     int page_size;
     void (*merge_hook)(void *ctx, size_t keys); /* tests: runs inside a merge */
     void *merge_hook_ctx;

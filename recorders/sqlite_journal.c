@@ -31,10 +31,10 @@
  *    merged_seq at its next catch-up.
  *  - The filter must know every key a merge may put in processed_markers.
  *    Each process adds the marks it writes and the marks it reads in the
- *    catch-up; a merge deletes only the rows of the merge before it
- *    (trimmed_seq), so a process a merge behind still reads the keys it
- *    has not seen, and one further behind rebuilds its filter from a scan
- *    of processed_markers.
+ *    catch-up; a merge deletes only rows of the merge before it that
+ *    every live reader has read (trimmed_seq; sqlite_readers.c), so a
+ *    process behind still reads the keys it has not seen, and one passed
+ *    over (stopped) builds its filter again in the background.
  *  - Seqs rise for good, across merges that empty the journal: the writer
  *    sets its row's seq to one above the newest it knows, which, after the
  *    catch-up under the write lock, is the newest there is (or the merged

@@ -187,7 +187,6 @@ static int filter_start(sq_recorder *s)
     s->filter_building = true;
     s->filter_grow = false;
     s->filter_started_ms = ib_clock_monotonic_ms();
-    s->filter_builds++;
     return SQLITE_OK;
 }
 
