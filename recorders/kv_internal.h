@@ -58,6 +58,11 @@ typedef struct kv_recorder {
     natsSubscription *acks;             /* the write rounds' ack inbox, or NULL */
     char acks_inbox[64];
     uint64_t acks_round;
+    /* Called after every write round that left writes unanswered, with
+     * the round's number (from 1); NULL in the product. Tests use it to
+     * act between a round that timed out and the next one. */
+    void (*unanswered_round)(void *ctx, int round);
+    void *unanswered_round_ctx;
     pthread_mutex_t held_mu; /* guards held, held_n (kv_held.c) */
     struct kv_held **held;
     size_t held_n;

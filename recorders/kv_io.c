@@ -242,6 +242,8 @@ ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
             pending += w[i].result == KV_PENDING;
         if (pending == 0)
             break;
+        if (round > 0 && k->unanswered_round != NULL)
+            k->unanswered_round(k->unanswered_round_ctx, round);
         st = publish_round(k, w, n, err);
     }
     for (size_t i = 0; i < n && st == IB_OK; i++) {
