@@ -35,11 +35,29 @@ need() { # tool package
     fi
 }
 
-render() { # overlay -> file
+# Skips (exit 77) unless a kubectl that can render the overlays is there:
+# 1.21 or newer, whose built-in kustomize takes directories as resources
+# and inline patches. Debian 12's kubernetes-client is 1.20 (kustomize
+# 2.0.3), too old; the message names what to install.
+need_kustomize() { # overlay
     if ! command -v kubectl >/dev/null 2>&1; then
-        echo "check-deploy: SKIP: kubectl is not installed (Debian: kubernetes-client), cannot render $1"
+        echo "check-deploy: SKIP: kubectl is not installed, cannot render $1" \
+            "(install kubectl 1.21 or newer)"
         exit $SKIP
     fi
+    local minor
+    minor=$(kubectl version --client -o json 2>/dev/null |
+        python3 -c 'import json, re, sys; print(re.sub(r"\D", "", json.load(sys.stdin)["clientVersion"]["minor"]) or 0)' \
+            2>/dev/null || echo 0)
+    if [[ ${minor:-0} -lt 21 ]]; then
+        echo "check-deploy: SKIP: kubectl 1.${minor:-?} embeds a kustomize too old for the overlays," \
+            "cannot render $1 (install kubectl 1.21 or newer; Debian 12's kubernetes-client is 1.20)"
+        exit $SKIP
+    fi
+}
+
+render() { # overlay -> file
+    need_kustomize "$1"
     local dir=$here/deploy/k8s/overlays/$1
     [[ -d $dir ]] || { echo "check-deploy: no overlay $1" >&2; exit 2; }
     kubectl kustomize "$dir" >"$2"
@@ -148,10 +166,7 @@ check_promtool() { # check|test
 # to add, and the check then demands that every port is scraped.
 check_operator() { # overlay
     local dir out rel
-    if ! command -v kubectl >/dev/null 2>&1; then
-        echo "check-deploy: SKIP: kubectl is not installed (Debian: kubernetes-client), cannot render $1"
-        exit $SKIP
-    fi
+    need_kustomize "$1"
     dir=$(mktemp -d)
     trap 'rm -rf "$dir"' RETURN
     # kustomize refuses absolute paths to bases: name them relative to the copy
