@@ -173,7 +173,8 @@ typedef struct ib__bench_launch {
     ib__bench_kind kind;
     char summary[600]; /* ibus --summary-file, shared by the row's processes */
     char logs[IB__BENCH_MAX_PROCS][600];
-    int64_t started_ns; /* when the first process was started */
+    int64_t started_ns;               /* when the first process was started */
+    bool joiner[IB__BENCH_MAX_PROCS]; /* started join_ms late, through sh */
 } ib__bench_launch;
 
 /* Fills `<dir>/big-template.db` (its path into `out`) with `markers`
