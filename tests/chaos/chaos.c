@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chaos_common.h"
@@ -711,6 +712,22 @@ static void roll_cluster(chaos_run *c)
     }
 }
 
+/* The wall-clock time of `at` (it_now_ms), "HH:MM:SS.mmm", to find a gap
+ * in the hosts' logs; a static buffer. */
+static const char *wall_clock(int64_t at)
+{
+    static char out[32];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (it_now_ms() - at);
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(out, sizeof(out), "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (int)(ms % 1000));
+    return out;
+}
+
 /* Each stretch with nothing handled against the bound of the step before
  * it: that step's election plus ROLL_GAP_SLACK_MS (before the first step:
  * the slack alone). */
@@ -730,8 +747,10 @@ static void judge_gaps(chaos_run *c, const chaos_gaps *g)
             longest[k + 1] = len;
         if (len > bound) {
             c->r->gaps_over++;
-            printf("  nothing handled for %ld ms %s (bound %ld ms)\n", len,
-                   k >= 0 ? "after a step" : "before the first step", bound);
+            printf("  nothing handled for %ld ms from %ld ms after step %d's signal (bound %ld "
+                   "ms; at %s UTC)\n",
+                   len, k >= 0 ? (long)(g->gaps[i].start - c->steps[k].stopped_at) : 0, k + 1,
+                   bound, wall_clock(g->gaps[i].start));
         }
     }
     for (int s = 0; s < ROLL_STEPS; s++)
