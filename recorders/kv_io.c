@@ -15,6 +15,10 @@
 
 #include "clock.h"
 
+/* A write round waits for its acks in slices this long, and between two
+ * looks whether the connection reconnected meanwhile. */
+#define ACK_SLICE_MS 100
+
 void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
                     uint32_t n)
 {
@@ -153,21 +157,44 @@ static bool take_reply(kv_recorder *k, natsMsg *m, kv_write *w, size_t n, size_t
     return true;
 }
 
+/* How many times the recorder's connection has reconnected; 0 when
+ * nats.c cannot say (then no reconnect is ever seen). */
+static uint64_t reconnects(natsConnection *nc)
+{
+    natsStatistics *stats = NULL;
+    uint64_t n = 0;
+    if (natsStatistics_Create(&stats) == NATS_OK && natsConnection_GetStats(nc, stats) == NATS_OK)
+        natsStatistics_GetCounts(stats, NULL, NULL, NULL, NULL, &n);
+    natsStatistics_Destroy(stats);
+    return n;
+}
+
 /* Collects the answers of this round until every write sent has one or
  * the wait runs out (then the rest stay pending: unknown). A "no
  * responders" status (nats.c gives it as NATS_NO_RESPONDERS, without the
  * message: no stream leader took the write) counts as an answer whose
  * write stays pending, to be sent again. Late answers of earlier rounds
  * are dropped; so may a late "no responders" of theirs count here, which
- * only ends this round early (its writes still pending are sent again). */
-static void collect_acks(kv_recorder *k, kv_write *w, size_t n, size_t sent)
+ * only ends this round early (its writes still pending are sent again).
+ * A reconnect after `before` (the count when the round was sent) ends the
+ * wait too: the answers of writes sent on the lost connection will never
+ * come, and waiting out k->wait_ms for them stopped the whole batch for
+ * that long when a node went away (the rolling-restart chaos test). The
+ * writes still pending are sent again at once; one that finds its key
+ * taken is then recognised as the recorder's own by its value. */
+static void collect_acks(kv_recorder *k, kv_write *w, size_t n, size_t sent, uint64_t before)
 {
     int64_t deadline = ib_clock_monotonic_ms() + k->wait_ms;
     size_t inbox_len = strlen(k->acks_inbox);
     for (size_t got = 0; got < sent;) {
         int64_t left = deadline - ib_clock_monotonic_ms();
         natsMsg *m = NULL;
-        natsStatus s = left > 0 ? natsSubscription_NextMsg(&m, k->acks, left) : NATS_TIMEOUT;
+        natsStatus s =
+            left > 0
+                ? natsSubscription_NextMsg(&m, k->acks, left < ACK_SLICE_MS ? left : ACK_SLICE_MS)
+                : NATS_TIMEOUT;
+        if (s == NATS_TIMEOUT && left > ACK_SLICE_MS && reconnects(k->nc) == before)
+            continue;
         if (s == NATS_NO_RESPONDERS) {
             got++;
             continue;
@@ -210,10 +237,11 @@ static ib_status publish_round(kv_recorder *k, kv_write *w, size_t n, ib_error *
     pthread_mutex_lock(&k->acks_mu);
     k->acks_round++;
     natsStatus s = ack_inbox(k);
+    uint64_t before = reconnects(k->nc);
     if (s == NATS_OK)
         s = send_writes(k, w, n);
     if (s == NATS_OK)
-        collect_acks(k, w, n, sent);
+        collect_acks(k, w, n, sent, before);
     pthread_mutex_unlock(&k->acks_mu);
     return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "publish");
 }
