@@ -745,13 +745,12 @@ static void judge_gaps(chaos_run *c, const chaos_gaps *g)
             c->r->longest_gap_ms = len;
         if (len > longest[k + 1])
             longest[k + 1] = len;
-        if (len > bound) {
-            c->r->gaps_over++;
+        c->r->gaps_over += len > bound;
+        if (len > bound || len >= ROLL_GAP_SLACK_MS / 2)
             printf("  nothing handled for %ld ms from %ld ms after step %d's signal (bound %ld "
-                   "ms; at %s UTC)\n",
+                   "ms%s; at %s UTC)\n",
                    len, k >= 0 ? (long)(g->gaps[i].start - c->steps[k].stopped_at) : 0, k + 1,
-                   bound, wall_clock(g->gaps[i].start));
-        }
+                   bound, len > bound ? ", OVER" : "", wall_clock(g->gaps[i].start));
     }
     for (int s = 0; s < ROLL_STEPS; s++)
         printf("  step %d (%s %s): election %ld ms, longest gap %ld ms, repeats %zu\n", s + 1,
