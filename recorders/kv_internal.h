@@ -129,7 +129,9 @@ ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib
 
 /* Publishes every write of `w` with its expectation, pipelined, and waits
  * for every answer. A write whose answer did not come in time is sent
- * again, up to KV_RETRIES times; when a retry finds the key taken, its
+ * again, up to KV_RETRIES times; one whose round ended early (no stream
+ * leader answered, or the connection reconnected) is sent again after a
+ * short pause, for up to 12 s in all (kv_io.c); when a retry finds the key taken, its
  * value is read back and, if it is ours, counts as written (our earlier
  * attempt was stored). Errors only for the connection as a whole; each
  * write's own outcome is in its `result`. */

@@ -471,6 +471,43 @@ static void test_reconnect_ends_ack_wait(void **state)
     ib_recorder_close(p.r);
 }
 
+/* A round whose every answer is "no responders" (no stream takes the
+ * bucket's subjects, as while a replicated bucket elects a leader) comes
+ * back at once. Such rounds are tried again after a pause, not all five at
+ * once: a write across a second without a stream lands once it is back,
+ * instead of failing within milliseconds. */
+static void test_no_leader_is_ridden_out(void **state)
+{
+    (void)state;
+    pending_write p;
+    memset(&p, 0, sizeof(p));
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 8);
+    ib_marker_key key = {"c", id};
+    CHECK(open_kv(&p.r, "leaderless", "&create=1"));
+    ib__kv_prepare_epoch(kv_of(p.r), &p.w, &key, 1, 1, 1, "owner-A");
+    jsCtx *js = it_server_js(&server);
+    assert_non_null(js);
+    assert_int_equal(js_DeleteKeyValue(js, "leaderless"), NATS_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_one, &p), 0);
+    usleep(1000 * 1000);
+    kvConfig kc;
+    kvConfig_Init(&kc);
+    kc.Bucket = "leaderless";
+    kc.History = 1;
+    kc.StorageType = js_FileStorage;
+    kvStore *kv = NULL;
+    assert_int_equal(js_CreateKeyValue(&kv, js, &kc), NATS_OK);
+    kvStore_Destroy(kv);
+    pthread_join(t, NULL);
+    CHECK(p.st);
+    assert_int_equal(p.w.result, KV_WRITTEN);
+    assert_true(p.w.tries >= 2);
+    assert_true(p.took >= 900);
+    ib_recorder_close(p.r);
+}
+
 /* Runs `ibus markers ACTION [ID] --recorder URI --consumer c`; returns
  * the exit code, with the output in p's logs. */
 static int markers(it_proc *p, const char *uri, const char *action, const char *id)
@@ -611,6 +648,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_batch_finds_highest_epochs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unacknowledged_write_recognised, setup, teardown),
     cmocka_unit_test_setup_teardown(test_reconnect_ends_ack_wait, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_no_leader_is_ridden_out, setup, teardown),
     cmocka_unit_test_setup_teardown(test_claim_outlives_ttl, setup, teardown),
     cmocka_unit_test_setup_teardown(test_cluster_claim_outlives_ttl, it_cluster_setup,
                                     it_cluster_teardown),
