@@ -22,10 +22,10 @@
  * after a pause that doubles from PAUSE_FIRST_MS to PAUSE_MAX_MS, for at
  * most RIDE_OUT_MS since the first round: longer than a leader election
  * of nats-server 2.9 after a node's loss (4-9 s measured in the rolling-
- * restart chaos test). */
+ * restart chaos test, up to 10.8 s). */
 #define PAUSE_FIRST_MS 25
 #define PAUSE_MAX_MS 500
-#define RIDE_OUT_MS 12000
+#define RIDE_OUT_MS 20000
 
 void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
                     uint32_t n)
@@ -186,13 +186,13 @@ static uint64_t reconnects(natsConnection *nc)
  * only ends this round early (its writes still pending are sent again).
  * A reconnect after `before` (the count when the round was sent) ends the
  * wait too: the answers of writes sent on the lost connection will never
- * come, and waiting out k->wait_ms for them stopped the whole batch for
+ * come, and waiting out the round's wait for them stopped the whole batch for
  * that long when a node went away (the rolling-restart chaos test). The
  * writes still pending are sent again at once; one that finds its key
  * taken is then recognised as the recorder's own by its value. */
 static void collect_acks(kv_recorder *k, kv_write *w, size_t n, size_t sent, uint64_t before)
 {
-    int64_t deadline = ib_clock_monotonic_ms() + k->wait_ms;
+    int64_t deadline = ib_clock_monotonic_ms() + k->write_wait_ms;
     size_t inbox_len = strlen(k->acks_inbox);
     for (size_t got = 0; got < sent;) {
         int64_t left = deadline - ib_clock_monotonic_ms();
@@ -280,26 +280,21 @@ ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
         w[i].result = KV_PENDING;
         w[i].tries = 0;
     }
-    /* A round the wait ran out on counts against KV_RETRIES; one ended
-     * early (every answer a "no responders", or a reconnect) is followed
-     * by a pause and counts only against RIDE_OUT_MS: during a leader
-     * election such rounds came back within milliseconds, used up every
-     * retry at once and made the host a failing recorder until its next
-     * probe, 2 s later, for an election of a fraction of a second. */
+    /* Pending writes are sent again until RIDE_OUT_MS have passed: after a
+     * round the wait ran out on (a write lost with a leader that stepped
+     * down is never answered) at once, after one that ended early (every
+     * answer a "no responders", or a reconnect) after a pause. During a
+     * leader election such rounds come back within milliseconds; counted
+     * as retries they were used up at once, and the host became a failing
+     * recorder until its next probe, 2 s later, for an election of a
+     * fraction of a second. */
     int64_t start = ib_clock_monotonic_ms(), pause = PAUSE_FIRST_MS;
-    for (int timed_out = 0; timed_out <= KV_RETRIES && st == IB_OK;) {
-        size_t pending = 0;
-        for (size_t i = 0; i < n; i++)
-            pending += w[i].result == KV_PENDING;
+    while (st == IB_OK && round_left_pending(w, n)) {
         int64_t t0 = ib_clock_monotonic_ms();
-        if (pending == 0 || t0 - start >= RIDE_OUT_MS)
+        if (t0 - start >= RIDE_OUT_MS)
             break;
         st = publish_round(k, w, n, err);
-        if (ib_clock_monotonic_ms() - t0 >= k->wait_ms) {
-            timed_out++;
-            continue;
-        }
-        if (round_left_pending(w, n)) {
+        if (ib_clock_monotonic_ms() - t0 < k->write_wait_ms && round_left_pending(w, n)) {
             nats_Sleep(pause);
             pause = pause * 2 < PAUSE_MAX_MS ? pause * 2 : PAUSE_MAX_MS;
         }

@@ -454,7 +454,7 @@ static void test_reconnect_ends_ack_wait(void **state)
     pending_write p;
     memset(&p, 0, sizeof(p));
     CHECK(open_kv(&p.r, "reconnect", "&create=1"));
-    kv_of(p.r)->wait_ms = 20000;
+    kv_of(p.r)->write_wait_ms = 20000;
     ib__kv_prepare_epoch(kv_of(p.r), &p.w, &key, 1, 1, 1, "owner-A");
     pthread_t t;
     assert_int_equal(kill(server.proc.pid, SIGSTOP), 0);
