@@ -21,8 +21,8 @@
 /* Writes still pending after a round that ended early are sent again
  * after a pause that doubles from PAUSE_FIRST_MS to PAUSE_MAX_MS, for at
  * most RIDE_OUT_MS since the first round: longer than a leader election
- * of nats-server 2.9 after a node's loss (4-9 s measured in the rolling-
- * restart chaos test, up to 10.8 s). */
+ * of nats-server 2.9 after a node's loss (4-11 s measured in the
+ * rolling-restart chaos test). */
 #define PAUSE_FIRST_MS 25
 #define PAUSE_MAX_MS 500
 #define RIDE_OUT_MS 20000
