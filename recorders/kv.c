@@ -675,6 +675,7 @@ ib_status ib__kv_open(ib_recorder **out, const ib__recorder_config *cfg, ib_erro
     /* Leases are compared across hosts: wall clock, not the boot clock. */
     k->base.lease_now_ms = cfg->now_ms;
     k->wait_ms = 5000;
+    k->write_wait_ms = 1500;
     /* The URI parser bounds the name by IB__KV_BUCKET_MAX. */
     size_t blen = strnlen(cfg->path, IB__KV_BUCKET_MAX);
     memcpy(k->bucket, cfg->path, blen);

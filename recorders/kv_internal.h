@@ -41,8 +41,8 @@
 #define KV_SUBJECT_MAX 1024
 /* "<attempts> <end> <owner>" fits. */
 #define KV_VALUE_MAX (IB_OWNER_MAX + 48)
-/* How many times a conditional write is tried again after an unknown
- * outcome (timeout) or a lost race re-read. */
+/* How many times a conditional write is tried again after a lost race
+ * re-read. */
 #define KV_RETRIES 4
 
 typedef struct kv_recorder {
@@ -51,7 +51,8 @@ typedef struct kv_recorder {
     bool own_nc; /* made from url=; closed with the recorder */
     jsCtx *js;   /* reads and admin calls; thread-safe */
     kvStore *kv;
-    int64_t wait_ms;
+    int64_t wait_ms;       /* reads and admin calls */
+    int64_t write_wait_ms; /* one write round (kv_io.c) */
     char bucket[IB__KV_BUCKET_MAX + 1];
     char stream[IB__KV_BUCKET_MAX + 4]; /* KV_<bucket> */
     pthread_mutex_t acks_mu;            /* one write round at a time (kv_io.c) */
@@ -133,8 +134,10 @@ ib_status ib__kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const 
 ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib_error *err);
 
 /* Publishes every write of `w` with its expectation, pipelined, and waits
- * for every answer. A write whose answer did not come in time is sent
- * again, up to KV_RETRIES times; when a retry finds the key taken, its
+ * for every answer. A write whose answer did not come within a round
+ * (write_wait_ms, or until a reconnect, or at once when no stream leader
+ * answered) is sent again, after a short pause when the round ended
+ * early, for up to 20 s in all (kv_io.c); when a retry finds the key taken, its
  * value is read back and, if it is ours, counts as written (our earlier
  * attempt was stored). Errors only for the connection as a whole; each
  * write's own outcome is in its `result`. */

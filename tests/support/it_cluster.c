@@ -388,6 +388,23 @@ int it_cluster_wait_leader(it_cluster *c, const char *stream, int not_node, int6
     return -1;
 }
 
+int it_cluster_consumer_leader(it_cluster *c, const char *stream, const char *durable)
+{
+    jsCtx *js = it_cluster_js(c);
+    if (js == NULL)
+        return -1;
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = 1000;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    if (js_GetConsumerInfo(&ci, js, stream, durable, &o, &jerr) != NATS_OK)
+        return -1;
+    int i = ci->Cluster != NULL ? it_cluster_node_index(c, ci->Cluster->Leader) : -1;
+    jsConsumerInfo_Destroy(ci);
+    return i;
+}
+
 /* True when the info shows a leader and every replica current, online. */
 static bool all_current(const jsStreamInfo *si)
 {
@@ -421,6 +438,13 @@ bool it_cluster_kill(it_cluster *c, int i)
         return false;
     it_proc_wait(&c->node[i].proc, NODE_STOP_MS);
     return true;
+}
+
+int it_cluster_stop(it_cluster *c, int i)
+{
+    if (i < 0 || i >= IT_CLUSTER_NODES || c->node[i].proc.pid == 0)
+        return -1;
+    return it_proc_stop(&c->node[i].proc, SIGTERM, NODE_STOP_MS);
 }
 
 bool it_cluster_restart(it_cluster *c, int i)

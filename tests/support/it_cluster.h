@@ -87,8 +87,18 @@ int it_cluster_wait_leader(it_cluster *c, const char *stream, int not_node, int6
  * a restarted node rejoined). False after timeout_ms. */
 bool it_cluster_wait_current(it_cluster *c, const char *stream, int64_t timeout_ms);
 
+/* Index of the node that leads the durable consumer `durable` of
+ * `stream` (a replicated consumer has a Raft group of its own, elected
+ * apart from its stream's); -1 as for it_cluster_stream_leader. */
+int it_cluster_consumer_leader(it_cluster *c, const char *stream, const char *durable);
+
 /* kill -9 of node i; reaps it. False if it was not running. */
 bool it_cluster_kill(it_cluster *c, int i);
+
+/* SIGTERM to node i, as Kubernetes stops a pod, and waits for it to exit
+ * (SIGKILL after 10 s). Returns the node's exit status (0 for a clean
+ * shutdown), or -1 if it was not running. */
+int it_cluster_stop(it_cluster *c, int i);
 
 /* Starts node i again with the same config, ports and store directory
  * (after it_cluster_kill or a crash) and waits until its monitoring port

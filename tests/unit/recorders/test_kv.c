@@ -429,6 +429,93 @@ static void test_unacknowledged_write_recognised(void **state)
     ib_recorder_close(r);
 }
 
+typedef struct pending_write {
+    ib_recorder *r;
+    kv_write w;
+    ib_status st;
+    int64_t took;
+} pending_write;
+
+static void *write_one(void *arg)
+{
+    pending_write *p = arg;
+    int64_t t0 = it_now_ms();
+    p->st = ib__kv_publish(kv_of(p->r), &p->w, 1, &err);
+    p->took = it_now_ms() - t0;
+    return NULL;
+}
+
+/* The answers of writes sent on a connection that then died never come:
+ * a reconnect ends the round's wait at once and the writes go out again,
+ * instead of the whole batch waiting out the recorder's ack wait (here
+ * 20 s) first. A rolling restart of the cluster saw a host stop for the
+ * full wait whenever its node went away. The write goes to a stopped
+ * server, which is killed a second later (the write dies unread in its
+ * socket) and started again, from this thread: a node started from a
+ * thread that then ends would be killed with it (PR_SET_PDEATHSIG). */
+static void test_reconnect_ends_ack_wait(void **state)
+{
+    (void)state;
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 5);
+    ib_marker_key key = {"c", id};
+    pending_write p;
+    memset(&p, 0, sizeof(p));
+    CHECK(open_kv(&p.r, "reconnect", "&create=1"));
+    kv_of(p.r)->write_wait_ms = 20000;
+    ib__kv_prepare_epoch(kv_of(p.r), &p.w, &key, 1, 1, 1, "owner-A");
+    pthread_t t;
+    assert_int_equal(kill(server.proc.pid, SIGSTOP), 0);
+    assert_int_equal(pthread_create(&t, NULL, write_one, &p), 0);
+    usleep(1000 * 1000);
+    assert_true(it_server_kill(&server));
+    assert_true(it_server_restart(&server));
+    pthread_join(t, NULL);
+    CHECK(p.st);
+    assert_int_equal(p.w.result, KV_WRITTEN);
+    assert_true(p.w.tries >= 2);
+    fprintf(stderr, "write across a reconnect took %lld ms\n", (long long)p.took);
+    assert_true(p.took < 15000);
+    ib_recorder_close(p.r);
+}
+
+/* A round whose every answer is "no responders" (no stream takes the
+ * bucket's subjects, as while a replicated bucket elects a leader) comes
+ * back at once. Such rounds are tried again after a pause, not all five at
+ * once: a write across a second without a stream lands once it is back,
+ * instead of failing within milliseconds. */
+static void test_no_leader_is_ridden_out(void **state)
+{
+    (void)state;
+    pending_write p;
+    memset(&p, 0, sizeof(p));
+    char id[IB_ID_BUF_SIZE];
+    rt_id(id, 8);
+    ib_marker_key key = {"c", id};
+    CHECK(open_kv(&p.r, "leaderless", "&create=1"));
+    ib__kv_prepare_epoch(kv_of(p.r), &p.w, &key, 1, 1, 1, "owner-A");
+    jsCtx *js = it_server_js(&server);
+    assert_non_null(js);
+    assert_int_equal(js_DeleteKeyValue(js, "leaderless"), NATS_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_one, &p), 0);
+    usleep(1000 * 1000);
+    kvConfig kc;
+    kvConfig_Init(&kc);
+    kc.Bucket = "leaderless";
+    kc.History = 1;
+    kc.StorageType = js_FileStorage;
+    kvStore *kv = NULL;
+    assert_int_equal(js_CreateKeyValue(&kv, js, &kc), NATS_OK);
+    kvStore_Destroy(kv);
+    pthread_join(t, NULL);
+    CHECK(p.st);
+    assert_int_equal(p.w.result, KV_WRITTEN);
+    assert_true(p.w.tries >= 2);
+    assert_true(p.took >= 900);
+    ib_recorder_close(p.r);
+}
+
 /* Runs `ibus markers ACTION [ID] --recorder URI --consumer c`; returns
  * the exit code, with the output in p's logs. */
 static int markers(it_proc *p, const char *uri, const char *action, const char *id)
@@ -568,6 +655,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_restart_keeps_acked_marks, setup, teardown),
     cmocka_unit_test_setup_teardown(test_batch_finds_highest_epochs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_unacknowledged_write_recognised, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_reconnect_ends_ack_wait, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_no_leader_is_ridden_out, setup, teardown),
     cmocka_unit_test_setup_teardown(test_claim_outlives_ttl, setup, teardown),
     cmocka_unit_test_setup_teardown(test_cluster_claim_outlives_ttl, it_cluster_setup,
                                     it_cluster_teardown),
