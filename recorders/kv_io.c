@@ -289,7 +289,7 @@ ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err)
      * recorder until its next probe, 2 s later, for an election of a
      * fraction of a second. */
     int64_t start = ib_clock_monotonic_ms(), pause = PAUSE_FIRST_MS;
-    while (st == IB_OK && round_left_pending(w, n)) {
+    for (int round = 0; st == IB_OK && round_left_pending(w, n); round++) {
         int64_t t0 = ib_clock_monotonic_ms();
         if (t0 - start >= RIDE_OUT_MS)
             break;
