@@ -412,9 +412,11 @@ static void settle_one(ib_host *h, item *it)
         settle_nak(h, it, d->nak_delay_ms);
         break;
     case IB_OUTCOME_DEAD_LETTER: {
-        char detail[128];
-        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries",
-                 ib_dead_letter_reason_str(d->dead_letter_reason), d->delivery_count);
+        char detail[IB_VERDICT_REASON_MAX + 64];
+        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries%s%s",
+                 ib_dead_letter_reason_str(d->dead_letter_reason), d->delivery_count,
+                 d->reject_detail != NULL ? ": " : "",
+                 d->reject_detail != NULL ? d->reject_detail : "");
         settle_dead_letter(h, it, d->dead_letter_reason, detail);
         break;
     }

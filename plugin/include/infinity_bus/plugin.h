@@ -56,8 +56,10 @@ extern "C" {
 #define IB_PLUGIN_MAGIC 0x49427573u /* "IBus" */
 #define IB_ABI_MAJOR 1
 /* 1.1 appended ib_plugin_desc.description; 1.2 appended ib_handler_desc.flags
- * (IB_HANDLER_TRANSACTIONAL) and ib_host_api.transaction_db. */
-#define IB_ABI_MINOR 2
+ * (IB_HANDLER_TRANSACTIONAL) and ib_host_api.transaction_db; 1.3 appended
+ * ib_host_api.verdict_detail and ib_host_api.http_request, and the event
+ * type IB_EVENT_TYPE_ANY. */
+#define IB_ABI_MINOR 3
 
 #if defined(__GNUC__)
 #define IB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -270,7 +272,35 @@ typedef struct ib_host_api {
      * publish() returns 0 once staged and the id it reports is final; on
      * RETRY or REJECT they vanish with the other writes. */
     struct sqlite3 *(*transaction_db)(ib_bus_proxy *bus);
+    /* ABI 1.3 */
+    /* Adds detail to the verdict the calling handler is about to return.
+     * Call it from inside handle(), on the thread that runs it, with the
+     * `bus` that call received; elsewhere it does nothing.
+     *   retry_after_ms: with RETRY, how long the event should wait before
+     *     it comes back, e.g. from an HTTP Retry-After header. The host
+     *     clamps it to its nak delay bounds (1 ms .. its maximum back-off,
+     *     ibus run --retry-max-delay); a negative value keeps the host's
+     *     own back-off. Ignored with OK and REJECT.
+     *   reason: with REJECT, a one-line reason the dead letter carries in
+     *     its Ibus-Error header (copied; cut at IB_VERDICT_REASON_MAX bytes,
+     *     line breaks become spaces). NULL keeps the host's own text.
+     *     Never put secrets or payload bytes you would not log in it.
+     * The last call before handle() returns wins. */
+    void (*verdict_detail)(ib_bus_proxy *bus, int64_t retry_after_ms, const char *reason);
+    /* Counts one HTTP request the calling handler made, from inside
+     * handle() (as verdict_detail): `status` is the response's status code
+     * (100..599), or IB_HTTP_TIMEOUT / IB_HTTP_ERROR when no response came;
+     * `seconds` is the request's duration. The host counts it in
+     * ibus_http_requests_total{consumer,code} and observes it in the
+     * histogram ibus_http_request_seconds{consumer}. */
+    void (*http_request)(ib_bus_proxy *bus, int status, double seconds);
 } ib_host_api;
+
+/* Longest reason verdict_detail keeps (ABI 1.3), in bytes. */
+#define IB_VERDICT_REASON_MAX 255
+/* http_request statuses for a request that got no response (ABI 1.3). */
+#define IB_HTTP_TIMEOUT (-1) /* code="timeout" */
+#define IB_HTTP_ERROR (-2)   /* code="error": connection refused, TLS failure, ... */
 
 #define IB_HOST_API_HAS(api, field)                                                                \
     ((api)->size >= offsetof(ib_host_api, field) + sizeof((api)->field))
@@ -291,10 +321,17 @@ typedef ib_verdict (*ib_handle_fn)(void *state, const uint8_t *payload, size_t p
  * recorder: with any other the host refuses to start. */
 #define IB_HANDLER_TRANSACTIONAL 0x1u
 
+/* The event type that matches every type (ABI 1.3): a handler that lists
+ * it receives every event, whatever its type, in registration order among
+ * the other handlers of that type. A host before 1.3 reads it as the
+ * literal type "*", so such a handler needs a host of ABI 1.3 or later. */
+#define IB_EVENT_TYPE_ANY "*"
+
 /* One handler. `name` is unique within the plugin ([A-Za-z0-9._-],
  * 1..IB_PLUGIN_NAME_MAX bytes). `event_types` is a NULL-terminated list of
  * at least one distinct event type (1..IB_EVENT_TYPE_MAX bytes, no
- * whitespace or control bytes, matched exactly: no wildcards). All pointers
+ * whitespace or control bytes, matched exactly; the one wildcard is
+ * IB_EVENT_TYPE_ANY, "*", which matches every type). All pointers
  * must stay valid while the plugin is loaded (static storage is the norm).
  * The host reads `handler_size` bytes per entry (see ib_plugin_desc): the
  * flags of a plugin built before 1.2 read as 0. */
