@@ -1,0 +1,379 @@
+/* http: delivers each event once to a web endpoint, so a handler can be
+ * written in any language (README: "Handlers in other languages").
+ *
+ * Handler "http" subscribes to every event type (IB_EVENT_TYPE_ANY) and
+ * POSTs each event it wants to `url`, with
+ *   Idempotency-Key: <event id>      the receiver's dedup key
+ *   Ibus-Consumer: <consumer identity>, Ibus-Event-Type, Ibus-Delivery-Count
+ *   Content-Type: application/json or application/x-protobuf
+ * and the configured headers. The answer decides the verdict:
+ *   2xx                                   OK
+ *   408, 425, 429, 5xx, 1xx, 3xx, a timeout or no connection
+ *                                         RETRY (Retry-After sets the delay,
+ *                                         within the host's bounds)
+ *   other 4xx                             REJECT: dead-lettered, with the status
+ *                                         and the body's first 200 bytes in
+ *                                         Ibus-Error
+ *
+ * Config (comma-separated key=value; --plugin-config http=...):
+ *   url=URL            required, http:// or https://
+ *   types=A B C        event types to POST, separated by spaces; * (the
+ *                      default) for every type. An event of another type is
+ *                      answered OK without a request.
+ *   timeout=DURATION   whole request, e.g. 5s or 500ms (default 10s)
+ *   concurrency=N      requests in flight at most, across handler threads
+ *                      (default: one per handler thread, ibus run --concurrency)
+ *   header=Name:Value  an extra request header; repeatable
+ *   header_file=PATH   more headers, one "Name: Value" a line (for a secret
+ *                      token kept out of the command line and the logs)
+ *   format=json|protobuf   body: the JSON envelope (default) or the Event bytes
+ *   ca=PATH cert=PATH key=PATH   TLS: CA bundle to trust, client certificate
+ *
+ * Threads: one libcurl easy handle per handler thread, kept for the
+ * plugin's life, so each thread reuses its connection (keep-alive) and no
+ * handle is shared between threads.
+ */
+#include <infinity_bus/plugin.h>
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_body.h"
+#include "http_parse.h"
+
+#define PLUGIN "http"
+#define REASON_BODY_MAX 200
+
+/* One handler thread's connection and buffers; owned by the plugin's list. */
+typedef struct http_conn {
+    CURL *curl;
+    ib_http_buf body;
+    struct http_conn *next;
+} http_conn;
+
+typedef struct http_plugin {
+    ib_http_config cfg;
+    const ib_host_api *api;
+    struct curl_slist *static_headers; /* not sent as a list: copied per request */
+    pthread_key_t key;                 /* the calling thread's http_conn */
+    pthread_mutex_t mu;                /* guards conns */
+    http_conn *conns;
+    sem_t slots; /* concurrency= */
+    _Atomic int64_t next_log_ms;
+    _Atomic uint64_t suppressed;
+} http_plugin;
+
+/* What one request brought back. */
+typedef struct http_answer {
+    char retry_after[64];
+    char body[REASON_BODY_MAX + 1];
+    size_t body_len;
+} http_answer;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One log line per failure, at most one a second: a down endpoint would
+ * otherwise log once per event. The lines left out are counted in the next. */
+static void log_failure(http_plugin *p, const ib_raw_event *ev, const char *what)
+{
+    int64_t now = now_ms(), next = atomic_load(&p->next_log_ms);
+    if (now < next || !atomic_compare_exchange_strong(&p->next_log_ms, &next, now + 1000)) {
+        atomic_fetch_add(&p->suppressed, 1);
+        return;
+    }
+    uint64_t skipped = atomic_exchange(&p->suppressed, 0);
+    p->api->log(IB_LOG_WARN, PLUGIN,
+                "POST %s for event %s (%s, delivery %llu): %s (%llu more failures not logged)",
+                p->cfg.url, ib_raw_event_id(ev), ib_raw_event_consumer(ev),
+                (unsigned long long)ib_raw_event_delivery_count(ev), what,
+                (unsigned long long)skipped);
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *ctx)
+{
+    http_answer *a = ctx;
+    size_t len = size * n;
+    if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
+        size_t vl = len - 12 < sizeof(a->retry_after) - 1 ? len - 12 : sizeof(a->retry_after) - 1;
+        memcpy(a->retry_after, data + 12, vl);
+        a->retry_after[vl] = '\0';
+    }
+    return len;
+}
+
+/* Keeps the body's first bytes for a dead letter's reason; drops the rest. */
+static size_t on_body(char *data, size_t size, size_t n, void *ctx)
+{
+    http_answer *a = ctx;
+    size_t len = size * n, room = REASON_BODY_MAX - a->body_len;
+    size_t take = len < room ? len : room;
+    for (size_t i = 0; i < take; i++) {
+        unsigned char c = (unsigned char)data[i];
+        a->body[a->body_len++] = c < 0x20 || c == 0x7f ? ' ' : (char)c;
+    }
+    a->body[a->body_len] = '\0';
+    return len;
+}
+
+/* The calling thread's connection, made on its first request. */
+static http_conn *thread_conn(http_plugin *p)
+{
+    http_conn *c = pthread_getspecific(p->key);
+    if (c != NULL)
+        return c;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL || (c->curl = curl_easy_init()) == NULL) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_lock(&p->mu);
+    c->next = p->conns;
+    p->conns = c;
+    pthread_mutex_unlock(&p->mu);
+    pthread_setspecific(p->key, c);
+    return c;
+}
+
+/* The request's headers: the configured ones and the event's own. */
+static struct curl_slist *request_headers(const http_plugin *p, const ib_raw_event *ev)
+{
+    char line[512];
+    struct curl_slist *h = NULL, *t;
+    const char *ct =
+        p->cfg.format == IB_HTTP_PROTOBUF ? "application/x-protobuf" : "application/json";
+    const char *lines[4] = {NULL};
+    char l0[80], l1[300], l2[300], l3[64];
+    snprintf(l0, sizeof(l0), "Idempotency-Key: %s", ib_raw_event_id(ev));
+    snprintf(l1, sizeof(l1), "Ibus-Consumer: %s", ib_raw_event_consumer(ev));
+    snprintf(l2, sizeof(l2), "Ibus-Event-Type: %s", ib_raw_event_type(ev));
+    snprintf(l3, sizeof(l3), "Ibus-Delivery-Count: %llu",
+             (unsigned long long)ib_raw_event_delivery_count(ev));
+    lines[0] = l0, lines[1] = l1, lines[2] = l2, lines[3] = l3;
+    snprintf(line, sizeof(line), "Content-Type: %s", ct);
+    if ((h = curl_slist_append(NULL, line)) == NULL)
+        return NULL;
+    /* no "Expect: 100-continue" round trip before a large body */
+    if ((t = curl_slist_append(h, "Expect:")) == NULL)
+        goto fail;
+    for (size_t i = 0; i < 4; i++)
+        if ((t = curl_slist_append(h, lines[i])) == NULL)
+            goto fail;
+    for (size_t i = 0; i < p->cfg.header_count; i++)
+        if ((t = curl_slist_append(h, p->cfg.headers[i])) == NULL)
+            goto fail;
+    return h;
+fail:
+    curl_slist_free_all(h);
+    return NULL;
+}
+
+static void set_options(const http_plugin *p, http_conn *c, struct curl_slist *hdrs, http_answer *a)
+{
+    CURL *e = c->curl;
+    curl_easy_setopt(e, CURLOPT_URL, p->cfg.url);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for timeouts */
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)c->body.p);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body.len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)p->cfg.timeout_ms);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
+    if (p->cfg.ca != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, p->cfg.ca);
+    if (p->cfg.cert != NULL) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, p->cfg.cert);
+        curl_easy_setopt(e, CURLOPT_SSLKEY, p->cfg.key);
+    }
+}
+
+/* Maps a status to a verdict; a retry may carry the server's delay and a
+ * rejection the body's first bytes. */
+static ib_verdict judge(http_plugin *p, const ib_raw_event *ev, long status, const http_answer *a,
+                        ib_bus_proxy *bus)
+{
+    char what[REASON_BODY_MAX + 64];
+    if (status >= 200 && status <= 299)
+        return IB_HANDLER_OK;
+    bool retry = status == 408 || status == 425 || status == 429 || status >= 500 || status < 400;
+    snprintf(what, sizeof(what), "HTTP %ld%s%s", status, a->body_len > 0 ? ": " : "", a->body);
+    log_failure(p, ev, what);
+    if (p->api->size < offsetof(ib_host_api, verdict_detail) + sizeof(p->api->verdict_detail))
+        return retry ? IB_HANDLER_RETRY : IB_HANDLER_REJECT;
+    if (!retry) {
+        p->api->verdict_detail(bus, -1, what);
+        return IB_HANDLER_REJECT;
+    }
+    int64_t delay;
+    if (a->retry_after[0] != '\0' &&
+        ib_http_retry_after_ms(&delay, a->retry_after, (int64_t)time(NULL)) == 0)
+        p->api->verdict_detail(bus, delay, NULL);
+    return IB_HANDLER_RETRY;
+}
+
+static void count_request(const http_plugin *p, ib_bus_proxy *bus, int status, double seconds)
+{
+    if (IB_HOST_API_HAS(p->api, http_request))
+        p->api->http_request(bus, status, seconds);
+}
+
+/* One POST on the calling thread's connection. */
+static ib_verdict post(http_plugin *p, http_conn *c, ib_bus_proxy *bus, const ib_raw_event *ev)
+{
+    http_answer a = {.body_len = 0};
+    struct curl_slist *hdrs = request_headers(p, ev);
+    if (hdrs == NULL)
+        return IB_HANDLER_RETRY;
+    set_options(p, c, hdrs, &a);
+    if (p->cfg.concurrency > 0)
+        while (sem_wait(&p->slots) != 0 && errno == EINTR)
+            ;
+    CURLcode rc = curl_easy_perform(c->curl);
+    if (p->cfg.concurrency > 0)
+        sem_post(&p->slots);
+    curl_slist_free_all(hdrs);
+    double seconds = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_TOTAL_TIME, &seconds);
+    if (rc != CURLE_OK) {
+        int st = rc == CURLE_OPERATION_TIMEDOUT ? IB_HTTP_TIMEOUT : IB_HTTP_ERROR;
+        count_request(p, bus, st, seconds);
+        log_failure(p, ev, curl_easy_strerror(rc));
+        return IB_HANDLER_RETRY;
+    }
+    long status = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+    count_request(p, bus, (int)status, seconds);
+    return judge(p, ev, status, &a, bus);
+}
+
+static ib_verdict http_handle(void *state, const uint8_t *payload, size_t payload_len,
+                              ib_bus_proxy *bus, const ib_raw_event *ev)
+{
+    http_plugin *p = state;
+    (void)payload;
+    (void)payload_len;
+    if (!ib_http_config_wants(&p->cfg, ib_raw_event_type(ev)))
+        return IB_HANDLER_OK;
+    http_conn *c = thread_conn(p);
+    if (c == NULL)
+        return IB_HANDLER_RETRY;
+    bool built = p->cfg.format == IB_HTTP_PROTOBUF ? ib_http_body_protobuf(&c->body, ev)
+                                                   : ib_http_body_json(&c->body, ev);
+    if (!built)
+        return IB_HANDLER_RETRY;
+    return post(p, c, bus, ev);
+}
+
+/* Reads header_file= into the configuration's headers. */
+static int read_header_file(ib_http_config *cfg, char *errbuf, size_t errlen)
+{
+    char text[16384];
+    int fd = open(cfg->header_file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(errbuf, errlen, "header_file=%s: %s", cfg->header_file, strerror(errno));
+        return -1;
+    }
+    ssize_t n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n < 0 || (size_t)n == sizeof(text) - 1) {
+        snprintf(errbuf, errlen, "header_file=%s: %s", cfg->header_file,
+                 n < 0 ? strerror(errno) : "larger than 16 KiB");
+        return -1;
+    }
+    text[n] = '\0';
+    int rc = ib_http_config_add_header_text(cfg, text, errbuf, errlen);
+    memset(text, 0, sizeof(text)); /* a token does not linger on the stack */
+    return rc;
+}
+
+static int http_init(void **state, const ib_host_api *api, const char *config, char *errbuf,
+                     size_t errlen)
+{
+    http_plugin *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
+    p->api = api;
+    if (ib_http_config_parse(&p->cfg, config, errbuf, errlen) != 0)
+        goto fail_parse;
+    if (p->cfg.header_file != NULL && read_header_file(&p->cfg, errbuf, errlen) != 0)
+        goto fail_config;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(errbuf, errlen, "libcurl could not be initialised");
+        goto fail_config;
+    }
+    if (pthread_key_create(&p->key, NULL) != 0) {
+        snprintf(errbuf, errlen, "no thread key");
+        goto fail_curl;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    sem_init(&p->slots, 0, p->cfg.concurrency > 0 ? p->cfg.concurrency : 1);
+    *state = p;
+    return 0;
+fail_curl:
+    curl_global_cleanup();
+fail_config:
+    ib_http_config_free(&p->cfg);
+fail_parse:
+    free(p);
+    return -1;
+}
+
+/* The host calls fini after the last handler call returned and its
+ * threads are joined: every connection is ours to close. */
+static void http_fini(void *state)
+{
+    http_plugin *p = state;
+    for (http_conn *c = p->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        curl_easy_cleanup(c->curl);
+        ib_http_buf_free(&c->body);
+        free(c);
+    }
+    pthread_key_delete(p->key);
+    pthread_mutex_destroy(&p->mu);
+    sem_destroy(&p->slots);
+    ib_http_config_free(&p->cfg);
+    curl_global_cleanup();
+    free(p);
+}
+
+static const char *const http_types[] = {IB_EVENT_TYPE_ANY, NULL};
+
+static const ib_handler_desc http_handlers[] = {
+    {.name = "http", .event_types = http_types, .handle = http_handle},
+};
+
+static const ib_plugin_desc http_desc = {
+    IB_PLUGIN_DESC_HEADER,
+    .name = "http",
+    .version = "1.0.0",
+    .description = "POSTs each event to a web endpoint with an Idempotency-Key",
+    .init = http_init,
+    .fini = http_fini,
+    .handlers = http_handlers,
+    .handler_count = 1,
+};
+
+IB_PLUGIN_EXPORT const ib_plugin_desc *ib_plugin_entry(void)
+{
+    return &http_desc;
+}
