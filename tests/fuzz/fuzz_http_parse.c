@@ -1,0 +1,48 @@
+/* Fuzz target: the http plugin's parsers (plugin/examples/http/
+ * http_parse.c). Any bytes, as a configuration string, a header file and a
+ * Retry-After value: no crash or leak; a Retry-After that parses is a delay
+ * of 0 .. 1 day and parses the same again; an accepted configuration has a
+ * URL, a timeout in bounds and only headers without control bytes. */
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_config(const char *s)
+{
+    ib_http_config c;
+    char err[256];
+    if (ib_http_config_parse(&c, s, err, sizeof(err)) != 0) {
+        assert(memchr(err, '\0', sizeof(err)) != NULL);
+        return;
+    }
+    assert(c.url != NULL);
+    assert(c.timeout_ms >= 1 && c.timeout_ms <= 3600000);
+    (void)ib_http_config_add_header_text(&c, s, err, sizeof(err));
+    for (size_t i = 0; i < c.header_count; i++)
+        for (const char *p = c.headers[i]; *p != '\0'; p++)
+            assert((unsigned char)*p >= 0x20 && *p != 0x7f);
+    ib_http_config_free(&c);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+    if (s == NULL)
+        return 0;
+    memcpy(s, data, size);
+    s[size] = '\0';
+    int64_t a = -1, b = -1;
+    if (ib_http_retry_after_ms(&a, s, 1445412480) == 0) {
+        assert(a >= 0 && a <= 86400000);
+        assert(ib_http_retry_after_ms(&b, s, 1445412480) == 0 && a == b);
+    }
+    check_config(s);
+    free(s);
+    return 0;
+}
