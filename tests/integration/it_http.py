@@ -380,6 +380,44 @@ def down_run(run):
     log("down: connection errors retried until the 3 attempts ran out, never rejected")
 
 
+def examples_run(run):
+    """The example receivers of plugin/examples/http/ get every event once."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    examples = os.path.join(here, "..", "..", "plugin", "examples", "http")
+    receivers = [["python3", os.path.join(examples, "receiver.py")]]
+    if shutil.which("node") is not None:
+        receivers.append(["node", os.path.join(examples, "receiver.js")])
+    for n, argv in enumerate(receivers):
+        port, durable = free_port(), f"ex{n}"
+        out = open(os.path.join(run.tmp, f"receiver{n}.log"), "wb")
+        rp = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PORT": str(port)})
+        out.close()
+        run.procs.append(rp)
+        wait_for("the example receiver", lambda: tcp_open(port))
+        ids = [uuid.uuid4().hex for _ in range(3)]
+        mport = free_port()
+        host = run.spawn(run.ibus(durable, f"url=http://127.0.0.1:{port}/",
+                                  ["--http", f"127.0.0.1:{mport}"]), f"ibus-{durable}")
+        wait_for("ibus run to be ready", lambda: ready(mport))
+        events = [{"type": "order.created", "id": i, "payload": json.dumps({"n": i})}
+                  for i in ids]
+        run.publish(durable, events + events[:1])  # one duplicate
+        path = os.path.join(run.tmp, f"receiver{n}.log")
+
+        def lines():
+            with open(path) as f:
+                # the receiver's own lines: the key first (not the access log)
+                return [w[0] for w in (ln.split() for ln in f) if w and len(w[0]) == 32]
+        wait_for("the receiver's lines", lambda: set(ids) <= set(lines()))
+        time.sleep(0.5)
+        assert run.stop(host) == 0
+        rp.kill()
+        rp.wait()
+        assert sorted(lines()) == sorted(ids), (argv[0], lines())
+        log(f"{argv[0]} example receiver: every event once, by its key")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ibus", required=True)
@@ -397,6 +435,7 @@ def main():
         main_run(run)
         tls_run(run)
         down_run(run)
+        examples_run(run)
     except BaseException:
         run.show_logs()
         raise
