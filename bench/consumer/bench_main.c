@@ -77,6 +77,9 @@ static const ib__bench_config rows[] = {
      IB__BENCH_SQLITE_NORMAL, 1, 8, 0, 0, 0},
     {"ibus run --concurrency 8, sqlite normal, http plugin (204)", IB__BENCH_IBUS_HTTP,
      IB__BENCH_SQLITE_NORMAL, 1, 8, 0, 0, 0},
+    /* the same with more requests in flight: is the row bound by round trips? */
+    {"ibus run --concurrency 32, sqlite normal, http plugin (204)", IB__BENCH_IBUS_HTTP,
+     IB__BENCH_SQLITE_NORMAL, 1, 32, 0, 0, 0},
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 

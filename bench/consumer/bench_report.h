@@ -9,7 +9,7 @@
 #include "bench.h"
 
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
-#define IB__BENCH_MAX_ROWS 16
+#define IB__BENCH_MAX_ROWS 17
 #define IB__BENCH_SLOW_ROWS 4
 
 #define IB__BENCH_MAX_REPEAT 9
@@ -48,7 +48,8 @@ typedef struct ib__bench_report {
                                                sqlite normal on a file of big_markers,
                                                rows[13] 3 x kv: 1 replica,
                                                rows[14] --concurrency 8 no-op,
-                                               rows[15] --concurrency 8 http */
+                                               rows[15] --concurrency 8 http,
+                                               rows[16] --concurrency 32 http */
     size_t row_count;
 
     const char *slow_labels[IB__BENCH_SLOW_ROWS]; /* 1 ms x1, 1 ms x3 joining, 5 ms at

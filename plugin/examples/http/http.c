@@ -129,25 +129,6 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
     return len;
 }
 
-/* The calling thread's connection, made on its first request. */
-static http_conn *thread_conn(http_plugin *p)
-{
-    http_conn *c = pthread_getspecific(p->key);
-    if (c != NULL)
-        return c;
-    c = calloc(1, sizeof(*c));
-    if (c == NULL || (c->curl = curl_easy_init()) == NULL) {
-        free(c);
-        return NULL;
-    }
-    pthread_mutex_lock(&p->mu);
-    c->next = p->conns;
-    p->conns = c;
-    pthread_mutex_unlock(&p->mu);
-    pthread_setspecific(p->key, c);
-    return c;
-}
-
 /* The request's headers: the configured ones and the event's own. */
 static struct curl_slist *request_headers(const http_plugin *p, const ib_raw_event *ev)
 {
@@ -181,27 +162,55 @@ fail:
     return NULL;
 }
 
-static void set_options(const http_plugin *p, http_conn *c, struct curl_slist *hdrs, http_answer *a)
+/* The options every request of a connection shares, set once when the
+ * thread's handle is made: libcurl then parses the URL and the TLS files
+ * once, not per event. */
+static void set_fixed_options(const http_plugin *p, CURL *e)
 {
-    CURL *e = c->curl;
     curl_easy_setopt(e, CURLOPT_URL, p->cfg.url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for timeouts */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)c->body.p);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body.len);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)p->cfg.timeout_ms);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
     if (p->cfg.ca != NULL)
         curl_easy_setopt(e, CURLOPT_CAINFO, p->cfg.ca);
     if (p->cfg.cert != NULL) {
         curl_easy_setopt(e, CURLOPT_SSLCERT, p->cfg.cert);
         curl_easy_setopt(e, CURLOPT_SSLKEY, p->cfg.key);
     }
+}
+
+/* What changes per request: the body, the headers, where answers go. */
+static void set_options(http_conn *c, struct curl_slist *hdrs, http_answer *a)
+{
+    CURL *e = c->curl;
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)c->body.p);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body.len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
+}
+
+/* The calling thread's connection, made on its first request. */
+static http_conn *thread_conn(http_plugin *p)
+{
+    http_conn *c = pthread_getspecific(p->key);
+    if (c != NULL)
+        return c;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL || (c->curl = curl_easy_init()) == NULL) {
+        free(c);
+        return NULL;
+    }
+    set_fixed_options(p, c->curl);
+    pthread_mutex_lock(&p->mu);
+    c->next = p->conns;
+    p->conns = c;
+    pthread_mutex_unlock(&p->mu);
+    pthread_setspecific(p->key, c);
+    return c;
 }
 
 /* Maps a status to a verdict; a retry may carry the server's delay and a
@@ -241,7 +250,7 @@ static ib_verdict post(http_plugin *p, http_conn *c, ib_bus_proxy *bus, const ib
     struct curl_slist *hdrs = request_headers(p, ev);
     if (hdrs == NULL)
         return IB_HANDLER_RETRY;
-    set_options(p, c, hdrs, &a);
+    set_options(c, hdrs, &a);
     if (p->cfg.concurrency > 0)
         while (sem_wait(&p->slots) != 0 && errno == EINTR)
             ;
