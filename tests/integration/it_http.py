@@ -442,7 +442,7 @@ def main():
     finally:
         run.stop_all()
     shutil.rmtree(tmp, ignore_errors=True)
-    print("it_http: 3 passed, 0 failed")
+    print("it_http: 4 passed, 0 failed")  # main, tls, down, examples
     return 0
 
 

@@ -224,7 +224,7 @@ static ib_verdict judge(http_plugin *p, const ib_raw_event *ev, long status, con
     bool retry = status == 408 || status == 425 || status == 429 || status >= 500 || status < 400;
     snprintf(what, sizeof(what), "HTTP %ld%s%s", status, a->body_len > 0 ? ": " : "", a->body);
     log_failure(p, ev, what);
-    if (p->api->size < offsetof(ib_host_api, verdict_detail) + sizeof(p->api->verdict_detail))
+    if (!IB_HOST_API_HAS(p->api, verdict_detail)) /* a host before ABI 1.3 */
         return retry ? IB_HANDLER_RETRY : IB_HANDLER_REJECT;
     if (!retry) {
         p->api->verdict_detail(bus, -1, what);
