@@ -702,6 +702,8 @@ static void call_handler(run_ctx *c, run_item *it, ib_bus_proxy *bus)
         .stream_seq = dl->stream_seq,
         .delivery_count = dl->delivery_count != 0 ? dl->delivery_count : 1,
         .consumer = it->h->consumer,
+        .message = dl->message,
+        .message_len = dl->message != NULL ? dl->message_len : 0,
     };
     int64_t t0 = ib_clock_monotonic_ns();
     ib__dnote_enter(&it->note, c->r->opts.observer_ctx, it->h->index);

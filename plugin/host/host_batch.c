@@ -360,6 +360,9 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
     d->subject = natsMsg_GetSubject(it->msg);
     d->stream_seq = it->meta.stream_seq;
     d->delivery_count = it->meta.delivered;
+    /* handlers may send the Event on as it came (ib_raw_event.message) */
+    d->message = (const uint8_t *)natsMsg_GetData(it->msg);
+    d->message_len = (size_t)natsMsg_GetDataLength(it->msg);
     d->user = it;
     it->delivery = d;
 }

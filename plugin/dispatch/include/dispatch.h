@@ -254,6 +254,11 @@ struct ib_delivery {
      * rejecting handler gave (ib_dispatch_note_verdict), else NULL. The
      * run's; valid until the next ib_dispatch_run() on the table. */
     const char *reject_detail;
+    /* appended */
+    /* input: the message's data the event was decoded from, handed to
+     * handlers as ib_raw_event.message (BORROWED; NULL = none) */
+    const uint8_t *message;
+    size_t message_len;
 };
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive

@@ -26,7 +26,8 @@
  *   header=Name:Value  an extra request header; repeatable
  *   header_file=PATH   more headers, one "Name: Value" a line (for a secret
  *                      token kept out of the command line and the logs)
- *   format=json|protobuf   body: the JSON envelope (default) or the Event bytes
+ *   format=json|protobuf   body: the JSON envelope (default) or the Event's
+ *                      bytes exactly as they were published
  *   ca=PATH cert=PATH key=PATH   TLS: CA bundle to trust, client certificate
  *
  * Threads: one libcurl easy handle per handler thread, kept for the
@@ -183,11 +184,12 @@ static void set_fixed_options(const http_plugin *p, CURL *e)
 }
 
 /* What changes per request: the body, the headers, where answers go. */
-static void set_options(http_conn *c, struct curl_slist *hdrs, http_answer *a)
+static void set_options(http_conn *c, const uint8_t *body, size_t len, struct curl_slist *hdrs,
+                        http_answer *a)
 {
     CURL *e = c->curl;
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)c->body.p);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body.len);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
@@ -243,14 +245,16 @@ static void count_request(const http_plugin *p, ib_bus_proxy *bus, int status, d
         p->api->http_request(bus, status, seconds);
 }
 
-/* One POST on the calling thread's connection. */
-static ib_verdict post(http_plugin *p, http_conn *c, ib_bus_proxy *bus, const ib_raw_event *ev)
+/* One POST of `body` (BORROWED for the call) on the calling thread's
+ * connection. */
+static ib_verdict post(http_plugin *p, http_conn *c, const uint8_t *body, size_t len,
+                       ib_bus_proxy *bus, const ib_raw_event *ev)
 {
     http_answer a = {.body_len = 0};
     struct curl_slist *hdrs = request_headers(p, ev);
     if (hdrs == NULL)
         return IB_HANDLER_RETRY;
-    set_options(c, hdrs, &a);
+    set_options(c, body, len, hdrs, &a);
     if (p->cfg.concurrency > 0)
         while (sem_wait(&p->slots) != 0 && errno == EINTR)
             ;
@@ -283,11 +287,21 @@ static ib_verdict http_handle(void *state, const uint8_t *payload, size_t payloa
     http_conn *c = thread_conn(p);
     if (c == NULL)
         return IB_HANDLER_RETRY;
-    bool built = p->cfg.format == IB_HTTP_PROTOBUF ? ib_http_body_protobuf(&c->body, ev)
-                                                   : ib_http_body_json(&c->body, ev);
-    if (!built)
-        return IB_HANDLER_RETRY;
-    return post(p, c, bus, ev);
+    size_t len = 0;
+    const uint8_t *body = NULL;
+    /* protobuf: the Event's bytes as they came, unknown fields and all;
+     * re-encoded from the decoded fields only on a host before ABI 1.3 */
+    if (p->cfg.format == IB_HTTP_PROTOBUF)
+        body = ib_raw_event_message(ev, &len);
+    if (body == NULL) {
+        bool built = p->cfg.format == IB_HTTP_PROTOBUF ? ib_http_body_protobuf(&c->body, ev)
+                                                       : ib_http_body_json(&c->body, ev);
+        if (!built)
+            return IB_HANDLER_RETRY;
+        body = c->body.p;
+        len = c->body.len;
+    }
+    return post(p, c, body, len, bus, ev);
 }
 
 /* Reads header_file= into the configuration's headers. */

@@ -31,7 +31,9 @@ bool ib_http_body_json(ib_http_buf *b, const ib_raw_event *ev);
 
 /* Writes the event as a protobuf infinity_bus.v1.Event (proto/event.proto)
  * into `b` (reset first), fields in number order, empty ones left out as
- * proto3 does. Returns false when out of memory. */
+ * proto3 does: the fallback on a host before ABI 1.3, which does not hand
+ * over the message's own bytes (fields it did not decode are lost).
+ * Returns false when out of memory. */
 bool ib_http_body_protobuf(ib_http_buf *b, const ib_raw_event *ev);
 
 /* Whether `data` is one valid UTF-8 JSON value (with optional white space

@@ -57,8 +57,9 @@ extern "C" {
 #define IB_ABI_MAJOR 1
 /* 1.1 appended ib_plugin_desc.description; 1.2 appended ib_handler_desc.flags
  * (IB_HANDLER_TRANSACTIONAL) and ib_host_api.transaction_db; 1.3 appended
- * ib_host_api.verdict_detail and ib_host_api.http_request, and the event
- * type IB_EVENT_TYPE_ANY. */
+ * ib_host_api.verdict_detail and ib_host_api.http_request, the event
+ * type IB_EVENT_TYPE_ANY, ib_raw_event.message/message_len and the handler
+ * flag IB_HANDLER_TYPES_AFTER_INIT. */
 #define IB_ABI_MINOR 3
 
 #if defined(__GNUC__)
@@ -101,9 +102,9 @@ typedef struct ib_header {
 /* The decoded event and its delivery facts, as the host hands it to a
  * handler. Read-only. BORROWED: the struct and every string and array it
  * points to are valid only during the handle() call; copy what you need to
- * keep. Read it through the accessors below. All fields here are ABI 1.0;
- * fields appended later will be read through accessors that check `size`
- * (IB_RAW_EVENT_HAS) and answer NULL/0 on an older host. */
+ * keep. Read it through the accessors below. Fields appended after ABI
+ * 1.0 are read through accessors that check `size` (IB_RAW_EVENT_HAS) and
+ * answer NULL/0 on an older host. */
 typedef struct ib_raw_event {
     uint32_t size;          /* sizeof(ib_raw_event) as the host built it */
     const char *id;         /* normalised: 32 lowercase hex */
@@ -119,6 +120,12 @@ typedef struct ib_raw_event {
     uint64_t stream_seq;     /* JetStream stream sequence; 0 outside JetStream */
     uint64_t delivery_count; /* 1 on the first delivery */
     const char *consumer;    /* consumer identity of the handler being called */
+    /* ABI 1.3 */
+    const uint8_t *message; /* the message's data as delivered: the encoded Event the
+                               fields above were decoded from, unknown fields and field
+                               order kept; NULL when the host has none (see
+                               ib_raw_event_message) */
+    size_t message_len;
 } ib_raw_event;
 
 #define IB_RAW_EVENT_HAS(ev, field)                                                                \
@@ -185,6 +192,18 @@ static inline uint64_t ib_raw_event_delivery_count(const ib_raw_event *ev)
 static inline const char *ib_raw_event_consumer(const ib_raw_event *ev)
 {
     return ev->consumer;
+}
+/* ABI 1.3: returns the message's bytes as delivered (the encoded Event,
+ * byte for byte as the producer sent it) and stores their length in *len
+ * (if non-NULL); NULL and 0 on a host before 1.3, or when the host
+ * dispatched an event it did not receive as a message. BORROWED, like the
+ * rest of the event. */
+static inline const uint8_t *ib_raw_event_message(const ib_raw_event *ev, size_t *len)
+{
+    int has = IB_RAW_EVENT_HAS(ev, message_len) && ev->message != NULL;
+    if (len != NULL)
+        *len = has ? ev->message_len : 0;
+    return has ? ev->message : NULL;
 }
 
 /* Opaque handle through which a handler publishes new events; BORROWED,
