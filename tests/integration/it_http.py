@@ -240,6 +240,13 @@ class Run:
                             "--subject", subject, data], capture_output=True, timeout=60)
         assert r.returncode == 0, f"publish --raw failed: {r.stderr!r}"
 
+    def marker(self, durable, consumer, eid):
+        """ibus markers lookup: 0 marked, 3 not marked (ibus run stopped)."""
+        return subprocess.run([self.args.ibus, "markers", "--recorder",
+                               "sqlite:" + os.path.join(self.tmp, durable + ".db"), "--consumer",
+                               consumer, "lookup", eid], capture_output=True,
+                              timeout=60).returncode
+
     def dlq(self, durable):
         r = subprocess.run([self.args.ibus, "dlq", "--nats-url", self.url, "--durable", durable,
                             "list", "--json"], capture_output=True, text=True, timeout=60)
@@ -306,6 +313,8 @@ def main_run(run):
     events = [{"type": "order.created", "id": i, "payload": json.dumps({"case": c})}
               for c, i in ids.items()]
     events.append(events[0])  # the duplicate
+    unlisted = uuid.uuid4().hex  # a type types= leaves out: not this handler's
+    events.append({"type": "order.shipped", "id": unlisted, "payload": json.dumps({"case": "ok"})})
     mport = free_port()
     cfg = (f"url=http://127.0.0.1:{srv.port}/events,timeout=1s,header=X-Team:payments,"
            f"header_file={run.header_file},types=order.created order.paid")
@@ -317,6 +326,8 @@ def main_run(run):
              and rcv.count(ids["retry_after"]) >= 2 and rcv.count(ids["422"]) >= 1
              and rcv.count(ids["timeout"]) >= 2, timeout=60)
     time.sleep(1.5)  # the duplicate and any extra retry land meanwhile
+    wait_for("the unlisted type to be acked",
+             lambda: metric(scrape(mport), "ibus_events_unhandled_total") >= 1)
     text = scrape(mport)
     dl = run.dlq("main")
     assert run.stop(host) == 0, "ibus run did not exit 0 on SIGTERM"
@@ -327,6 +338,14 @@ def main_run(run):
     assert rcv.count(ids["503"]) == 2, rcv.count(ids["503"])
     assert rcv.count(ids["timeout"]) == 2, rcv.count(ids["timeout"])
     assert rcv.count(ids["422"]) == 1, "a rejected event was POSTed again"
+    # types=: the unlisted type was never POSTed, has no marker under the
+    # handler's identity and is not counted as handled by it
+    assert rcv.count(unlisted) == 0, "an event of an unlisted type was POSTed"
+    assert run.marker("main", "main/http/http", unlisted) == 3, "unlisted type marked"
+    assert run.marker("main", "main/http/http", ids["ok"]) == 0, "handled event not marked"
+    assert metric(text, "ibus_events_unhandled_total") == 1, "unlisted type not unhandled"
+    assert metric(text, 'ibus_consumer_runs_total{consumer="main/http/http",'
+                        'result="handled"}') == 4, "handled count includes other types"
     p = rcv.posts[ids["retry_after"]]
     gap = p[1][0] - p[0][0]
     log(f"Retry-After: 2 -> second POST after {gap:.2f}s (--retry-delay 100ms)")

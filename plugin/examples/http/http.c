@@ -1,8 +1,9 @@
 /* http: delivers each event once to a web endpoint, so a handler can be
  * written in any language (README: "Handlers in other languages").
  *
- * Handler "http" subscribes to every event type (IB_EVENT_TYPE_ANY) and
- * POSTs each event it wants to `url`, with
+ * Handler "http" subscribes to the types of types= (every type,
+ * IB_EVENT_TYPE_ANY, by default: its list is filled in by init,
+ * IB_HANDLER_TYPES_AFTER_INIT) and POSTs each event to `url`, with
  *   Idempotency-Key: <event id>      the receiver's dedup key
  *   Ibus-Consumer: <consumer identity>, Ibus-Event-Type, Ibus-Delivery-Count
  *   Content-Type: application/json or application/x-protobuf
@@ -18,8 +19,9 @@
  * Config (comma-separated key=value; --plugin-config http=...):
  *   url=URL            required, http:// or https://
  *   types=A B C        event types to POST, separated by spaces; * (the
- *                      default) for every type. An event of another type is
- *                      answered OK without a request.
+ *                      default) for every type. The handler subscribes to
+ *                      these only: an event of another type is not this
+ *                      handler's (no request, no marker under its identity).
  *   timeout=DURATION   whole request, e.g. 5s or 500ms (default 10s)
  *   concurrency=N      requests in flight at most, across handler threads
  *                      (default: one per handler thread, ibus run --concurrency)
@@ -282,8 +284,6 @@ static ib_verdict http_handle(void *state, const uint8_t *payload, size_t payloa
     http_plugin *p = state;
     (void)payload;
     (void)payload_len;
-    if (!ib_http_config_wants(&p->cfg, ib_raw_event_type(ev)))
-        return IB_HANDLER_OK;
     http_conn *c = thread_conn(p);
     if (c == NULL)
         return IB_HANDLER_RETRY;
@@ -326,6 +326,21 @@ static int read_header_file(ib_http_config *cfg, char *errbuf, size_t errlen)
     return rc;
 }
 
+/* The handler's subscription, filled in by init from types= (the host
+ * reads it after init: IB_HANDLER_TYPES_AFTER_INIT). The strings are the
+ * configuration's, freed by fini. */
+static const char *http_types[IB_HTTP_MAX_TYPES + 1];
+
+static void set_subscription(const ib_http_config *cfg)
+{
+    size_t n = 0;
+    if (cfg->type_count == 0)
+        http_types[n++] = IB_EVENT_TYPE_ANY;
+    for (size_t i = 0; i < cfg->type_count; i++)
+        http_types[n++] = cfg->types[i];
+    http_types[n] = NULL;
+}
+
 static int http_init(void **state, const ib_host_api *api, const char *config, char *errbuf,
                      size_t errlen)
 {
@@ -349,6 +364,7 @@ static int http_init(void **state, const ib_host_api *api, const char *config, c
     }
     pthread_mutex_init(&p->mu, NULL);
     sem_init(&p->slots, 0, p->cfg.concurrency > 0 ? p->cfg.concurrency : 1);
+    set_subscription(&p->cfg);
     *state = p;
     return 0;
 fail_curl:
@@ -374,15 +390,17 @@ static void http_fini(void *state)
     pthread_key_delete(p->key);
     pthread_mutex_destroy(&p->mu);
     sem_destroy(&p->slots);
+    memset(http_types, 0, sizeof(http_types));
     ib_http_config_free(&p->cfg);
     curl_global_cleanup();
     free(p);
 }
 
-static const char *const http_types[] = {IB_EVENT_TYPE_ANY, NULL};
-
 static const ib_handler_desc http_handlers[] = {
-    {.name = "http", .event_types = http_types, .handle = http_handle},
+    {.name = "http",
+     .event_types = http_types,
+     .handle = http_handle,
+     .flags = IB_HANDLER_TYPES_AFTER_INIT},
 };
 
 static const ib_plugin_desc http_desc = {

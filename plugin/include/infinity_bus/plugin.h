@@ -71,6 +71,7 @@ extern "C" {
 #endif
 
 /* Limits the host enforces on names (see ib_handler_desc, ib_plugin_desc). */
+#define IB_EVENT_TYPES_MAX 256   /* event types one handler lists, at most */
 #define IB_PLUGIN_NAME_MAX 64    /* plugin and handler names: [A-Za-z0-9._-], 1..64 bytes */
 #define IB_EVENT_TYPE_MAX 255    /* event types: 1..255 bytes, no whitespace or control bytes */
 #define IB_PLUGIN_ERRBUF_MIN 256 /* init()'s errbuf is at least this large */
@@ -339,6 +340,15 @@ typedef ib_verdict (*ib_handle_fn)(void *state, const uint8_t *payload, size_t p
  * through ib_host_api.transaction_db (see there). Needs the sqlite:
  * recorder: with any other the host refuses to start. */
 #define IB_HANDLER_TRANSACTIONAL 0x1u
+/* The handler's event types come from the plugin's configuration (ABI
+ * 1.3): `event_types` points at an array (non-NULL at load, e.g. a static
+ * array of IB_EVENT_TYPES_MAX + 1 pointers) that init() fills in, with the
+ * same rules as a static list. The host checks the list after init()
+ * returns (refusing the plugin, after its fini(), if it breaks a rule) and
+ * subscribes the handler to exactly those types; it never reads the array
+ * before init(). The array and its strings must then stay unchanged until
+ * fini(). A host before 1.3 refuses such a plugin at load (unknown flag). */
+#define IB_HANDLER_TYPES_AFTER_INIT 0x2u
 
 /* The event type that matches every type (ABI 1.3): a handler that lists
  * it receives every event, whatever its type, in registration order among
@@ -350,7 +360,9 @@ typedef ib_verdict (*ib_handle_fn)(void *state, const uint8_t *payload, size_t p
  * 1..IB_PLUGIN_NAME_MAX bytes). `event_types` is a NULL-terminated list of
  * at least one distinct event type (1..IB_EVENT_TYPE_MAX bytes, no
  * whitespace or control bytes, matched exactly; the one wildcard is
- * IB_EVENT_TYPE_ANY, "*", which matches every type). All pointers
+ * IB_EVENT_TYPE_ANY, "*", which matches every type), at most
+ * IB_EVENT_TYPES_MAX. The host checks the list at load, or after init()
+ * with IB_HANDLER_TYPES_AFTER_INIT. All pointers
  * must stay valid while the plugin is loaded (static storage is the norm).
  * The host reads `handler_size` bytes per entry (see ib_plugin_desc): the
  * flags of a plugin built before 1.2 read as 0. */
