@@ -2,13 +2,16 @@
  * http_parse.c). Any bytes, as a configuration string, a header file and a
  * Retry-After value: no crash or leak; a Retry-After that parses is a delay
  * of 0 .. 1 day and parses the same again; an accepted configuration has a
- * URL, a timeout in bounds and only headers without control bytes. */
+ * URL, a timeout in bounds and only headers without control bytes; the
+ * same bytes as an event's source and type still make a JSON body that is
+ * valid JSON (invalid UTF-8 replaced). */
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_body.h"
 #include "http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -30,6 +33,21 @@ static void check_config(const char *s)
     ib_http_config_free(&c);
 }
 
+static void check_body(const char *s)
+{
+    ib_http_buf b = {0};
+    ib_raw_event ev = {.size = sizeof(ev),
+                       .id = "0123456789abcdef0123456789abcdef",
+                       .type = s,
+                       .payload = (const uint8_t *)s,
+                       .payload_len = strlen(s),
+                       .source = s,
+                       .consumer = "fuzz/http/http"};
+    if (ib_http_body_json(&b, &ev))
+        assert(ib_http_json_valid(b.p, b.len));
+    ib_http_buf_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *s = malloc(size + 1);
@@ -43,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         assert(ib_http_retry_after_ms(&b, s, 1445412480) == 0 && a == b);
     }
     check_config(s);
+    check_body(s);
     free(s);
     return 0;
 }

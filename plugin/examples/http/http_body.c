@@ -45,24 +45,56 @@ static void put_str(ib_http_buf *b, const char *s)
     put(b, s, strlen(s));
 }
 
-/* A JSON string. The host's strings are UTF-8 (ids, types, sources pass its
- * checks); control bytes are escaped, the rest is copied. */
-static void put_json_string(ib_http_buf *b, const char *s)
+/* Length of the well-formed UTF-8 sequence at `s` (1..4 bytes, RFC 3629:
+ * no overlong forms, surrogates or code points past U+10FFFF), or 0 when
+ * the bytes there are not one. Stops at the NUL that ends `s`. */
+static size_t utf8_len(const unsigned char *s)
 {
+    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+    size_t n;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* A JSON string. Control bytes are escaped; a byte that does not start a
+ * well-formed UTF-8 sequence becomes U+FFFD, so the body stays valid JSON
+ * whatever the event's strings hold (a host checks them, an older one or
+ * another caller may not). */
+static void put_json_string(ib_http_buf *b, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     put(b, "\"", 1);
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
+    while (*s != '\0') {
+        size_t n = utf8_len(s);
         char esc[8];
-        if (c == '"' || c == '\\') {
+        if (*s == '"' || *s == '\\') {
             esc[0] = '\\';
-            esc[1] = (char)c;
+            esc[1] = (char)*s;
             put(b, esc, 2);
-        } else if (c < 0x20) {
-            snprintf(esc, sizeof(esc), "\\u%04x", c);
+        } else if (*s < 0x20) {
+            snprintf(esc, sizeof(esc), "\\u%04x", *s);
             put(b, esc, 6);
+        } else if (n == 0) {
+            put(b, "\\ufffd", 6);
+            n = 1;
         } else {
-            put(b, s, 1);
+            put(b, s, n);
         }
+        s += n;
     }
     put(b, "\"", 1);
 }

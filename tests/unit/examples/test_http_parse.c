@@ -153,6 +153,26 @@ static void json_body_embeds_json_else_base64(void **state)
     ib_http_buf_free(&b);
 }
 
+/* Invalid UTF-8 in the source or type becomes U+FFFD; valid sequences
+ * (2 and 4 bytes here) are kept; the body stays valid JSON. */
+static void json_body_replaces_invalid_utf8(void **state)
+{
+    (void)state;
+    ib_http_buf b = {0};
+    ib_raw_event ev = raw("{}", 0);
+    ev.source = "a\xff\xc3\xa9"
+                "b\xc3";                               /* stray byte, é, a cut sequence */
+    ev.type = "t\xed\xa0\x80\xc0\xaf\xf0\x9f\x98\x80"; /* surrogate, overlong, U+1F600 */
+    assert_true(ib_http_body_json(&b, &ev));
+    assert_true(ib_http_json_valid(b.p, b.len));
+    char *s = strndup((const char *)b.p, b.len);
+    assert_non_null(strstr(s, "\"source\":\"a\\ufffd\xc3\xa9"
+                              "b\\ufffd\""));
+    assert_non_null(strstr(s, "\"type\":\"t\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\xf0\x9f\x98\x80\""));
+    free(s);
+    ib_http_buf_free(&b);
+}
+
 static void protobuf_body_encodes_the_event(void **state)
 {
     (void)state;
@@ -177,6 +197,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(config_refuses_with_a_reason),
     cmocka_unit_test(retry_after_reads_seconds_and_dates),
     cmocka_unit_test(json_body_embeds_json_else_base64),
+    cmocka_unit_test(json_body_replaces_invalid_utf8),
     cmocka_unit_test(protobuf_body_encodes_the_event),
 };
 
