@@ -51,29 +51,11 @@
 #include <unistd.h>
 
 #include "http_body.h"
+#include "http_headers.h"
 #include "http_parse.h"
 
 #define PLUGIN "http"
 #define REASON_BODY_MAX 200
-
-/* One handler thread's connection and buffers; owned by the plugin's list. */
-typedef struct http_conn {
-    CURL *curl;
-    ib_http_buf body;
-    struct http_conn *next;
-} http_conn;
-
-typedef struct http_plugin {
-    ib_http_config cfg;
-    const ib_host_api *api;
-    struct curl_slist *static_headers; /* not sent as a list: copied per request */
-    pthread_key_t key;                 /* the calling thread's http_conn */
-    pthread_mutex_t mu;                /* guards conns */
-    http_conn *conns;
-    sem_t slots; /* concurrency= */
-    _Atomic int64_t next_log_ms;
-    _Atomic uint64_t suppressed;
-} http_plugin;
 
 /* What one request brought back. */
 typedef struct http_answer {
@@ -81,6 +63,31 @@ typedef struct http_answer {
     char body[REASON_BODY_MAX + 1];
     size_t body_len;
 } http_answer;
+
+/* One handler thread's connection and buffers; owned by the plugin's list.
+ * Everything a request needs is here, set up once: the handle with the
+ * options its requests share, the parsed URL, the header list, the body
+ * buffer and the answer the callbacks fill in. */
+typedef struct http_conn {
+    CURL *curl;
+    CURLU *url;
+    ib_http_headers headers;
+    http_answer answer;
+    ib_http_buf body;
+    struct http_conn *next;
+} http_conn;
+
+typedef struct http_plugin {
+    ib_http_config cfg;
+    const ib_host_api *api;
+    bool no_proxy_env;  /* no proxy variable was set at init: none is looked up per request */
+    pthread_key_t key;  /* the calling thread's http_conn */
+    pthread_mutex_t mu; /* guards conns */
+    http_conn *conns;
+    sem_t slots; /* concurrency= */
+    _Atomic int64_t next_log_ms;
+    _Atomic uint64_t suppressed;
+} http_plugin;
 
 static int64_t now_ms(void)
 {
@@ -132,51 +139,31 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
     return len;
 }
 
-/* The request's headers: the configured ones and the event's own. */
-static struct curl_slist *request_headers(const http_plugin *p, const ib_raw_event *ev)
-{
-    char line[512];
-    struct curl_slist *h = NULL, *t;
-    const char *ct =
-        p->cfg.format == IB_HTTP_PROTOBUF ? "application/x-protobuf" : "application/json";
-    const char *lines[4] = {NULL};
-    char l0[80], l1[300], l2[300], l3[64];
-    snprintf(l0, sizeof(l0), "Idempotency-Key: %s", ib_raw_event_id(ev));
-    snprintf(l1, sizeof(l1), "Ibus-Consumer: %s", ib_raw_event_consumer(ev));
-    snprintf(l2, sizeof(l2), "Ibus-Event-Type: %s", ib_raw_event_type(ev));
-    snprintf(l3, sizeof(l3), "Ibus-Delivery-Count: %llu",
-             (unsigned long long)ib_raw_event_delivery_count(ev));
-    lines[0] = l0, lines[1] = l1, lines[2] = l2, lines[3] = l3;
-    snprintf(line, sizeof(line), "Content-Type: %s", ct);
-    if ((h = curl_slist_append(NULL, line)) == NULL)
-        return NULL;
-    /* no "Expect: 100-continue" round trip before a large body */
-    if ((t = curl_slist_append(h, "Expect:")) == NULL)
-        goto fail;
-    for (size_t i = 0; i < 4; i++)
-        if ((t = curl_slist_append(h, lines[i])) == NULL)
-            goto fail;
-    for (size_t i = 0; i < p->cfg.header_count; i++)
-        if ((t = curl_slist_append(h, p->cfg.headers[i])) == NULL)
-            goto fail;
-    return h;
-fail:
-    curl_slist_free_all(h);
-    return NULL;
-}
-
 /* The options every request of a connection shares, set once when the
  * thread's handle is made: libcurl then parses the URL and the TLS files
  * once, not per event. */
-static void set_fixed_options(const http_plugin *p, CURL *e)
+static void set_fixed_options(const http_plugin *p, http_conn *c)
 {
-    curl_easy_setopt(e, CURLOPT_URL, p->cfg.url);
+    CURL *e = c->curl;
+    /* a parsed URL: libcurl copies it per request instead of parsing the
+     * string again */
+    if (c->url != NULL && curl_url_set(c->url, CURLUPART_URL, p->cfg.url, 0) == CURLUE_OK)
+        curl_easy_setopt(e, CURLOPT_CURLU, c->url);
+    else
+        curl_easy_setopt(e, CURLOPT_URL, p->cfg.url);
+    if (p->no_proxy_env) { /* else libcurl reads five variables per request */
+        curl_easy_setopt(e, CURLOPT_PROXY, "");
+        curl_easy_setopt(e, CURLOPT_NOPROXY, "");
+    }
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for timeouts */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)p->cfg.timeout_ms);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, &c->answer);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->answer);
+    ib_http_headers_init(&c->headers, &p->cfg);
     if (p->cfg.ca != NULL)
         curl_easy_setopt(e, CURLOPT_CAINFO, p->cfg.ca);
     if (p->cfg.cert != NULL) {
@@ -185,16 +172,16 @@ static void set_fixed_options(const http_plugin *p, CURL *e)
     }
 }
 
-/* What changes per request: the body, the headers, where answers go. */
-static void set_options(http_conn *c, const uint8_t *body, size_t len, struct curl_slist *hdrs,
-                        http_answer *a)
+/* What changes per request: the body and the per-event header lines. */
+static void set_options(http_conn *c, const uint8_t *body, size_t len, const ib_raw_event *ev)
 {
     CURL *e = c->curl;
+    c->answer.retry_after[0] = '\0';
+    c->answer.body[0] = '\0';
+    c->answer.body_len = 0;
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, ib_http_headers_set(&c->headers, ev));
 }
 
 /* The calling thread's connection, made on its first request. */
@@ -208,7 +195,8 @@ static http_conn *thread_conn(http_plugin *p)
         free(c);
         return NULL;
     }
-    set_fixed_options(p, c->curl);
+    c->url = curl_url();
+    set_fixed_options(p, c);
     pthread_mutex_lock(&p->mu);
     c->next = p->conns;
     p->conns = c;
@@ -252,18 +240,13 @@ static void count_request(const http_plugin *p, ib_bus_proxy *bus, int status, d
 static ib_verdict post(http_plugin *p, http_conn *c, const uint8_t *body, size_t len,
                        ib_bus_proxy *bus, const ib_raw_event *ev)
 {
-    http_answer a = {.body_len = 0};
-    struct curl_slist *hdrs = request_headers(p, ev);
-    if (hdrs == NULL)
-        return IB_HANDLER_RETRY;
-    set_options(c, body, len, hdrs, &a);
+    set_options(c, body, len, ev);
     if (p->cfg.concurrency > 0)
         while (sem_wait(&p->slots) != 0 && errno == EINTR)
             ;
     CURLcode rc = curl_easy_perform(c->curl);
     if (p->cfg.concurrency > 0)
         sem_post(&p->slots);
-    curl_slist_free_all(hdrs);
     double seconds = 0;
     curl_easy_getinfo(c->curl, CURLINFO_TOTAL_TIME, &seconds);
     if (rc != CURLE_OK) {
@@ -275,7 +258,7 @@ static ib_verdict post(http_plugin *p, http_conn *c, const uint8_t *body, size_t
     long status = 0;
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
     count_request(p, bus, (int)status, seconds);
-    return judge(p, ev, status, &a, bus);
+    return judge(p, ev, status, &c->answer, bus);
 }
 
 static ib_verdict http_handle(void *state, const uint8_t *payload, size_t payload_len,
@@ -341,6 +324,17 @@ static void set_subscription(const ib_http_config *cfg)
     http_types[n] = NULL;
 }
 
+/* Whether none of the variables libcurl reads for a proxy is set. */
+static bool no_proxy_variables(void)
+{
+    static const char *const names[] = {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy",
+                                        "ALL_PROXY",  "no_proxy",    "NO_PROXY"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (getenv(names[i]) != NULL)
+            return false;
+    return true;
+}
+
 static int http_init(void **state, const ib_host_api *api, const char *config, char *errbuf,
                      size_t errlen)
 {
@@ -350,6 +344,7 @@ static int http_init(void **state, const ib_host_api *api, const char *config, c
         return -1;
     }
     p->api = api;
+    p->no_proxy_env = no_proxy_variables();
     if (ib_http_config_parse(&p->cfg, config, errbuf, errlen) != 0)
         goto fail_parse;
     if (p->cfg.header_file != NULL && read_header_file(&p->cfg, errbuf, errlen) != 0)
@@ -384,6 +379,7 @@ static void http_fini(void *state)
     for (http_conn *c = p->conns, *next; c != NULL; c = next) {
         next = c->next;
         curl_easy_cleanup(c->curl);
+        curl_url_cleanup(c->url);
         ib_http_buf_free(&c->body);
         free(c);
     }

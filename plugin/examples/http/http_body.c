@@ -19,10 +19,11 @@ void ib_http_buf_free(ib_http_buf *b)
     memset(b, 0, sizeof(*b));
 }
 
-static void put(ib_http_buf *b, const void *data, size_t n)
+/* Makes room for `n` more bytes; false (and `oom`) when memory runs out. */
+static bool reserve(ib_http_buf *b, size_t n)
 {
     if (b->oom)
-        return;
+        return false;
     if (b->len + n > b->cap) {
         size_t cap = b->cap != 0 ? b->cap : 1024;
         while (cap < b->len + n)
@@ -30,11 +31,18 @@ static void put(ib_http_buf *b, const void *data, size_t n)
         uint8_t *p = realloc(b->p, cap);
         if (p == NULL) {
             b->oom = true;
-            return;
+            return false;
         }
         b->p = p;
         b->cap = cap;
     }
+    return true;
+}
+
+static void put(ib_http_buf *b, const void *data, size_t n)
+{
+    if (!reserve(b, n))
+        return;
     if (n > 0)
         memcpy(b->p + b->len, data, n);
     b->len += n;
@@ -79,6 +87,14 @@ static void put_json_string(ib_http_buf *b, const char *str)
     const unsigned char *s = (const unsigned char *)str;
     put(b, "\"", 1);
     while (*s != '\0') {
+        size_t run = 0; /* printable ASCII that needs no escape, copied in one go */
+        while (s[run] >= 0x20 && s[run] < 0x80 && s[run] != '"' && s[run] != '\\')
+            run++;
+        if (run > 0) {
+            put(b, s, run);
+            s += run;
+            continue;
+        }
         size_t n = utf8_len(s);
         char esc[8];
         if (*s == '"' || *s == '\\') {
@@ -102,9 +118,11 @@ static void put_json_string(ib_http_buf *b, const char *str)
 static void put_base64(ib_http_buf *b, const uint8_t *d, size_t n)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char q[4];
     put(b, "\"", 1);
+    if (!reserve(b, (n + 2) / 3 * 4 + 1))
+        return;
     for (size_t i = 0; i < n; i += 3) {
+        char *q = (char *)b->p + b->len;
         uint32_t v = (uint32_t)d[i] << 16;
         if (i + 1 < n)
             v |= (uint32_t)d[i + 1] << 8;
@@ -114,13 +132,20 @@ static void put_base64(ib_http_buf *b, const uint8_t *d, size_t n)
         q[1] = tab[(v >> 12) & 63];
         q[2] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
         q[3] = i + 2 < n ? tab[v & 63] : '=';
-        put(b, q, 4);
+        b->len += 4;
     }
     put(b, "\"", 1);
 }
 
 bool ib_http_json_valid(const uint8_t *data, size_t len)
 {
+    size_t i = 0;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    /* what cannot start a JSON value is not one: no parse (and no
+     * allocation) for the common binary or text payload */
+    if (i == len || strchr("{[\"-0123456789tfn", data[i]) == NULL || data[i] == '\0')
+        return false;
     json_error_t e;
     /* integers as reals: a number too big for an integer is still JSON */
     json_t *v = json_loadb((const char *)data, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e);
@@ -130,20 +155,32 @@ bool ib_http_json_valid(const uint8_t *data, size_t len)
     return true;
 }
 
-/* RFC 3339 in UTC with milliseconds, or null. */
+/* Writes `v` as `width` decimal digits (zero-padded) at `out`. */
+static void digits(char *out, unsigned v, int width)
+{
+    for (int i = width - 1; i >= 0; i--, v /= 10)
+        out[i] = (char)('0' + v % 10);
+}
+
+/* RFC 3339 in UTC with milliseconds, or null. Formatted by hand: this runs
+ * once per request. */
 static void put_time(ib_http_buf *b, int64_t ms)
 {
-    char out[96];
     struct tm tm;
     time_t s = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-    if (ms == 0 || gmtime_r(&s, &tm) == NULL) {
+    if (ms == 0 || gmtime_r(&s, &tm) == NULL || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999) {
         put_str(b, "null");
         return;
     }
-    snprintf(out, sizeof(out), "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-             (int)(ms - (int64_t)s * 1000));
-    put_str(b, out);
+    char out[] = "\"YYYY-MM-DDTHH:MM:SS.mmmZ\"";
+    digits(out + 1, (unsigned)(tm.tm_year + 1900), 4);
+    digits(out + 6, (unsigned)tm.tm_mon + 1, 2);
+    digits(out + 9, (unsigned)tm.tm_mday, 2);
+    digits(out + 12, (unsigned)tm.tm_hour, 2);
+    digits(out + 15, (unsigned)tm.tm_min, 2);
+    digits(out + 18, (unsigned)tm.tm_sec, 2);
+    digits(out + 21, (unsigned)(ms - (int64_t)s * 1000), 3);
+    put(b, out, sizeof(out) - 1);
 }
 
 bool ib_http_body_json(ib_http_buf *b, const ib_raw_event *ev)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "http_body.h"
+#include "http_headers.h"
 #include "http_parse.h"
 #include "ib_test.h"
 
@@ -173,6 +174,40 @@ static void json_body_replaces_invalid_utf8(void **state)
     ib_http_buf_free(&b);
 }
 
+/* The header list is built once; each request rewrites its event lines. */
+static void headers_are_rewritten_per_event(void **state)
+{
+    (void)state;
+    ib_http_config cfg;
+    char err[256];
+    assert_int_equal(
+        ib_http_config_parse(&cfg, "url=http://127.0.0.1:1/,header=X-Team:pay", err, sizeof(err)),
+        0);
+    static ib_http_headers h; /* large; the list points into it */
+    ib_http_headers_init(&h, &cfg);
+    const char *want[] = {"Content-Type: application/json",
+                          "Expect:",
+                          "Idempotency-Key: 0123456789abcdef0123456789abcdef",
+                          "Ibus-Consumer: c/http/http",
+                          "Ibus-Event-Type: order.created",
+                          "Ibus-Delivery-Count: 1",
+                          "X-Team: pay",
+                          NULL};
+    for (int round = 0; round < 2; round++) {
+        ib_raw_event ev = raw("{}", 0);
+        ev.delivery_count = round == 0 ? 1 : 18446744073709551615u;
+        want[5] =
+            round == 0 ? "Ibus-Delivery-Count: 1" : "Ibus-Delivery-Count: 18446744073709551615";
+        const struct curl_slist *l = ib_http_headers_set(&h, &ev);
+        for (size_t i = 0; want[i] != NULL; i++, l = l->next) {
+            assert_non_null(l);
+            assert_string_equal(l->data, want[i]);
+        }
+        assert_null(l);
+    }
+    ib_http_config_free(&cfg);
+}
+
 static void protobuf_body_encodes_the_event(void **state)
 {
     (void)state;
@@ -198,6 +233,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(retry_after_reads_seconds_and_dates),
     cmocka_unit_test(json_body_embeds_json_else_base64),
     cmocka_unit_test(json_body_replaces_invalid_utf8),
+    cmocka_unit_test(headers_are_rewritten_per_event),
     cmocka_unit_test(protobuf_body_encodes_the_event),
 };
 
