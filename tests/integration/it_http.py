@@ -359,7 +359,8 @@ def main_run(run):
     assert metric(text, 'ibus_http_requests_total{consumer="main/http/http",code="timeout"}') == 1
     assert metric(text, 'ibus_http_request_seconds_count{consumer="main/http/http"}') >= 8
     log("main: duplicate once, 503 and timeout retried, Retry-After honoured, 422 "
-        "dead-lettered with its status, metrics by code")
+        "dead-lettered with its status, metrics by code, a type types= leaves out neither "
+        "POSTed nor marked nor counted as handled")
 
 
 def pb_string(field, value):
