@@ -208,6 +208,26 @@ static void headers_are_rewritten_per_event(void **state)
     ib_http_config_free(&cfg);
 }
 
+/* ib_raw_event_message (ABI 1.3) answers the delivered bytes only when the
+ * host's struct holds the field: an older host's reads as NULL/0, and the
+ * plugin re-encodes then. */
+static void message_accessor_checks_the_size(void **state)
+{
+    (void)state;
+    static const uint8_t bytes[] = {0x0a, 1, 'x'};
+    ib_raw_event ev = raw("hi", 0);
+    size_t len = 99;
+    assert_null(ib_raw_event_message(&ev, &len)); /* a 1.3 host without the bytes */
+    assert_int_equal(len, 0);
+    ev.message = bytes;
+    ev.message_len = sizeof(bytes);
+    assert_ptr_equal(ib_raw_event_message(&ev, &len), bytes);
+    assert_int_equal(len, sizeof(bytes));
+    ev.size = (uint32_t)offsetof(ib_raw_event, message); /* built by a 1.2 host */
+    assert_null(ib_raw_event_message(&ev, &len));
+    assert_int_equal(len, 0);
+}
+
 static void protobuf_body_encodes_the_event(void **state)
 {
     (void)state;
@@ -234,6 +254,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(json_body_embeds_json_else_base64),
     cmocka_unit_test(json_body_replaces_invalid_utf8),
     cmocka_unit_test(headers_are_rewritten_per_event),
+    cmocka_unit_test(message_accessor_checks_the_size),
     cmocka_unit_test(protobuf_body_encodes_the_event),
 };
 
