@@ -1,7 +1,6 @@
 /* The http plugin's request bodies (http_body.h). */
 #include "http_body.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,10 +52,7 @@ static void put_str(ib_http_buf *b, const char *s)
     put(b, s, strlen(s));
 }
 
-/* Length of the well-formed UTF-8 sequence at `s` (1..4 bytes, RFC 3629:
- * no overlong forms, surrogates or code points past U+10FFFF), or 0 when
- * the bytes there are not one. Stops at the NUL that ends `s`. */
-static size_t utf8_len(const unsigned char *s)
+size_t ib_http_utf8_len(const uint8_t *s, size_t avail)
 {
     unsigned char c = s[0], lo = 0x80, hi = 0xbf;
     size_t n;
@@ -70,7 +66,7 @@ static size_t utf8_len(const unsigned char *s)
         n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
     else
         return 0;
-    if (s[1] < lo || s[1] > hi)
+    if (avail < n || s[1] < lo || s[1] > hi)
         return 0;
     for (size_t i = 2; i < n; i++)
         if (s[i] < 0x80 || s[i] > 0xbf)
@@ -95,7 +91,7 @@ static void put_json_string(ib_http_buf *b, const char *str)
             s += run;
             continue;
         }
-        size_t n = utf8_len(s);
+        size_t n = ib_http_utf8_len(s, strnlen((const char *)s, 4));
         char esc[8];
         if (*s == '"' || *s == '\\') {
             esc[0] = '\\';
@@ -135,24 +131,6 @@ static void put_base64(ib_http_buf *b, const uint8_t *d, size_t n)
         b->len += 4;
     }
     put(b, "\"", 1);
-}
-
-bool ib_http_json_valid(const uint8_t *data, size_t len)
-{
-    size_t i = 0;
-    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
-        i++;
-    /* what cannot start a JSON value is not one: no parse (and no
-     * allocation) for the common binary or text payload */
-    if (i == len || strchr("{[\"-0123456789tfn", data[i]) == NULL || data[i] == '\0')
-        return false;
-    json_error_t e;
-    /* integers as reals: a number too big for an integer is still JSON */
-    json_t *v = json_loadb((const char *)data, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e);
-    if (v == NULL)
-        return false;
-    json_decref(v);
-    return true;
 }
 
 /* Writes `v` as `width` decimal digits (zero-padded) at `out`. */

@@ -37,7 +37,13 @@ bool ib_http_body_json(ib_http_buf *b, const ib_raw_event *ev);
 bool ib_http_body_protobuf(ib_http_buf *b, const ib_raw_event *ev);
 
 /* Whether `data` is one valid UTF-8 JSON value (with optional white space
- * around it), as jansson reads it. */
+ * around it), as jansson 2.14 reads it (http_json.c); allocates nothing
+ * unless a number is 64 bytes or longer. */
 bool ib_http_json_valid(const uint8_t *data, size_t len);
+
+/* Length of the well-formed UTF-8 sequence at `s` (1..4 bytes, RFC 3629:
+ * no overlong forms, surrogates or code points past U+10FFFF) within the
+ * `avail` bytes there, or 0 when they do not start one. */
+size_t ib_http_utf8_len(const uint8_t *s, size_t avail);
 
 #endif
