@@ -3,7 +3,7 @@
 #   ${CMAKE_INSTALL_INCLUDEDIR}/infinity_bus/plugin.h
 #   ${CMAKE_INSTALL_LIBDIR}/pkgconfig/infinity-bus-plugin.pc     (Cflags only)
 #   ${CMAKE_INSTALL_LIBDIR}/cmake/InfinityBusPlugin/             (InfinityBus::plugin)
-#   ${CMAKE_INSTALL_LIBDIR}/infinity-bus/plugins/{audit,flaky,relay,ledger}.so
+#   ${CMAKE_INSTALL_LIBDIR}/infinity-bus/plugins/{audit,flaky,relay,ledger,http}.so
 # Both package files carry the ABI version (IB_ABI_MAJOR.IB_ABI_MINOR), not
 # the product's: that is what a plugin depends on, so
 # find_package(InfinityBusPlugin 1.0) accepts any 1.x host header.
@@ -29,5 +29,5 @@ ib_install_package(NAME InfinityBusPlugin EXPORT InfinityBusPluginTargets
                    VERSION ${IB_ABI_VERSION} COMPONENT plugin-dev PC infinity-bus-plugin
                    ARCH_INDEPENDENT)
 
-install(TARGETS ib_plugin_audit ib_plugin_flaky ib_plugin_relay ib_plugin_ledger
+install(TARGETS ib_plugin_audit ib_plugin_flaky ib_plugin_relay ib_plugin_ledger ib_plugin_http
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/infinity-bus/plugins COMPONENT plugins)

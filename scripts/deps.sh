@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libnats-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev
-  libcmocka-dev libmicrohttpd-dev libjansson-dev libssl-dev
+  libcmocka-dev libmicrohttpd-dev libjansson-dev libssl-dev libcurl4-openssl-dev
   nats-server sqlite3 openssl curl valgrind clang-format
   yamllint python3 python3-yaml
   dpkg-dev file groff-base man-db

@@ -63,6 +63,19 @@ ib_status ib__bench_server_start(ib__bench_server *s, const char *exe, const cha
 /* Stops it by its pid. */
 void ib__bench_server_stop(ib__bench_server *s);
 
+/* The endpoint of the http plugin's row: libmicrohttpd on 127.0.0.1 with
+ * a port the kernel picks, two threads, answering every POST 204 with
+ * keep-alive. */
+typedef struct ib__bench_http {
+    void *daemon; /* struct MHD_Daemon */
+    char url[64];
+} ib__bench_http;
+
+/* Starts it; `h->url` is where it listens. Errors: IB_ERR_IO. */
+ib_status ib__bench_http_start(ib__bench_http *h, ib_error *err);
+/* Stops it. No-op when not started. */
+void ib__bench_http_stop(ib__bench_http *h);
+
 /* A 3-node cluster on loopback for the markers of the 3-replica kv: row:
  * nodes "n0".."n2", each with a free client and cluster port, its own
  * store under `dir`/n<i>, and routes to all three. */
@@ -133,6 +146,7 @@ typedef enum ib__bench_kind {
     IB__BENCH_BARE_DECODE,    /* bench_bare --decode */
     IB__BENCH_BARE_PIPELINED, /* bench_bare --pipeline 2 */
     IB__BENCH_IBUS,           /* ibus run with the no-op plugin */
+    IB__BENCH_IBUS_HTTP,      /* ibus run with the http plugin, to env.http_url */
 } ib__bench_kind;
 
 typedef enum ib__bench_recorder {
@@ -162,6 +176,8 @@ typedef struct ib__bench_env {
     const char *url;
     const char *kv_cluster;   /* the cluster's URLs for IB__BENCH_KV3; NULL = none */
     const char *big_template; /* a file full of markers for IB__BENCH_SQLITE_BIG */
+    const char *http_plugin;  /* http.so, for IB__BENCH_IBUS_HTTP */
+    const char *http_url;     /* the endpoint (ib__bench_http); NULL = none started */
     const char *dir;
     long batch;
 } ib__bench_env;

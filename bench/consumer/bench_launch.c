@@ -19,6 +19,12 @@ typedef struct retired {
 static retired retired_list[MAX_RETIRED];
 static size_t retired_count;
 
+/* Whether the row runs `ibus run` (with one plugin or the other). */
+static bool is_ibus(ib__bench_kind kind)
+{
+    return kind == IB__BENCH_IBUS || kind == IB__BENCH_IBUS_HTTP;
+}
+
 static const char *recorder_uri(char *buf, size_t len, const ib__bench_env *env,
                                 const ib__bench_config *c, const char *durable)
 {
@@ -91,7 +97,7 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
                                  const ib__bench_config *c, const char *stream, const char *durable,
                                  const char *callgrind_out, ib_error *err)
 {
-    char batch[24], recorder[700], plugin_config[64], concurrency[24], cg_file[700];
+    char batch[24], recorder[700], plugin_config[128], concurrency[24], cg_file[700];
     char *argv[48];
     int a = 0;
 
@@ -110,7 +116,7 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
         argv[a++] = "--quiet";
         argv[a++] = cg_file;
     }
-    if (c->kind != IB__BENCH_IBUS) {
+    if (!is_ibus(c->kind)) {
         argv[a++] = (char *)env->bare;
         argv[a++] = "--url";
         argv[a++] = (char *)env->url;
@@ -136,7 +142,7 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
         argv[a++] = "--durable";
         argv[a++] = (char *)durable;
         argv[a++] = "--plugin";
-        argv[a++] = (char *)env->plugin;
+        argv[a++] = (char *)(c->kind == IB__BENCH_IBUS_HTTP ? env->http_plugin : env->plugin);
         argv[a++] = "--recorder";
         argv[a++] = (char *)recorder_uri(recorder, sizeof(recorder), env, c, durable);
         argv[a++] = "--batch";
@@ -152,7 +158,11 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
             argv[a++] = "--concurrency";
             argv[a++] = concurrency;
         }
-        if (c->sleep_ms > 0) {
+        if (c->kind == IB__BENCH_IBUS_HTTP) {
+            snprintf(plugin_config, sizeof(plugin_config), "http=url=%s", env->http_url);
+            argv[a++] = "--plugin-config";
+            argv[a++] = plugin_config;
+        } else if (c->sleep_ms > 0) {
             snprintf(plugin_config, sizeof(plugin_config), "bench_noop=sleep_ms=%d", c->sleep_ms);
             argv[a++] = "--plugin-config";
             argv[a++] = plugin_config;
@@ -182,7 +192,7 @@ static uint64_t sum_key(const char *path, const char *key)
 
 static uint64_t acked_by(const ib__bench_launch *l)
 {
-    if (l->kind == IB__BENCH_IBUS)
+    if (is_ibus(l->kind))
         return sum_key(l->summary, "\"acked\":");
     uint64_t sum = 0;
     for (int i = 0; i < l->n; i++)
@@ -235,7 +245,7 @@ int ib__bench_reap_all(void)
         uint64_t acked = acked_by(&r->launch);
         if (acked < r->expected) {
             fprintf(stderr, "consumer_bench: %s acked %llu of %llu messages\n",
-                    r->launch.kind == IB__BENCH_IBUS ? r->launch.summary : r->launch.logs[0],
+                    is_ibus(r->launch.kind) ? r->launch.summary : r->launch.logs[0],
                     (unsigned long long)acked, (unsigned long long)r->expected);
             ok = false;
         }

@@ -35,6 +35,9 @@
 #ifndef IB_BENCH_BARE
 #define IB_BENCH_BARE "bench_bare"
 #endif
+#ifndef IB_BENCH_HTTP_PLUGIN
+#define IB_BENCH_HTTP_PLUGIN "http.so"
+#endif
 
 #define STALL_MS 30000
 #define CALLGRIND_STALL_MS 120000
@@ -68,6 +71,15 @@ static const ib__bench_config rows[] = {
     {"ibus run, sqlite normal, a file of --big-markers", IB__BENCH_IBUS, IB__BENCH_SQLITE_BIG, 1, 0,
      0, 0, 0},
     {"3 x ibus run, kv: 1 replica, one bucket", IB__BENCH_IBUS, IB__BENCH_KV1, 3, 0, 0, 0, 0},
+    /* issue 26: the http plugin against a local endpoint answering 204,
+     * beside the native no-op plugin at the same concurrency */
+    {"ibus run --concurrency 8, sqlite normal, no-op plugin", IB__BENCH_IBUS,
+     IB__BENCH_SQLITE_NORMAL, 1, 8, 0, 0, 0},
+    {"ibus run --concurrency 8, sqlite normal, http plugin (204)", IB__BENCH_IBUS_HTTP,
+     IB__BENCH_SQLITE_NORMAL, 1, 8, 0, 0, 0},
+    /* the same with more requests in flight: is the row bound by round trips? */
+    {"ibus run --concurrency 32, sqlite normal, http plugin (204)", IB__BENCH_IBUS_HTTP,
+     IB__BENCH_SQLITE_NORMAL, 1, 32, 0, 0, 0},
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 
@@ -293,6 +305,7 @@ typedef struct bench {
     ib__bench_env env;
     ib__bench_server server;
     ib__bench_cluster cluster; /* started only for the 3-replica kv: row */
+    ib__bench_http http;       /* started only for the http plugin's row */
     natsConnection *nc;
     jsCtx *js;
     ib__bench_report r;
@@ -365,6 +378,21 @@ static bool start_cluster(bench *b)
     return true;
 }
 
+/* The endpoint of the http row, started once for the run. */
+static bool start_http(bench *b)
+{
+    ib_error e;
+    if (b->env.http_url != NULL)
+        return true;
+    if (ib__bench_http_start(&b->http, &e) != IB_OK) {
+        progress("http endpoint", e.msg);
+        return false;
+    }
+    progress("http endpoint (answers 204) at", b->http.url);
+    b->env.http_url = b->http.url;
+    return true;
+}
+
 /* The file of the large-file row, filled once for the run. */
 static bool big_template(bench *b)
 {
@@ -424,6 +452,7 @@ static void throughput(bench *b)
         /* Without its cluster the row runs nothing and reports n/a. */
         bool can = !b->r.rows[i].ran || rows[i].recorder != IB__BENCH_KV3 || start_cluster(b);
         can = can && (rows[i].recorder != IB__BENCH_SQLITE_BIG || big);
+        can = can && (!b->r.rows[i].ran || rows[i].kind != IB__BENCH_IBUS_HTTP || start_http(b));
         for (size_t k = 0; k < IB__BENCH_COLUMNS; k++) {
             b->r.rows[i].cells[k].ok = b->r.published[k] && can;
             b->r.rows[i].cells[k].verified = true;
@@ -693,6 +722,7 @@ int main(int argc, char **argv)
     }
     b.env = (ib__bench_env){.ibus = b.o.ibus,
                             .plugin = b.o.plugin,
+                            .http_plugin = IB_BENCH_HTTP_PLUGIN,
                             .bare = b.o.bare,
                             .valgrind = b.o.valgrind,
                             .dir = dir,
@@ -735,6 +765,7 @@ int main(int argc, char **argv)
     jsCtx_Destroy(b.js);
     natsConnection_Destroy(b.nc);
     ib__bench_cluster_stop(&b.cluster);
+    ib__bench_http_stop(&b.http);
 out_server:
     ib__bench_server_stop(&b.server);
 out_dir:

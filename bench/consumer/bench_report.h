@@ -9,7 +9,7 @@
 #include "bench.h"
 
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
-#define IB__BENCH_MAX_ROWS 14
+#define IB__BENCH_MAX_ROWS 17
 #define IB__BENCH_SLOW_ROWS 4
 
 #define IB__BENCH_MAX_REPEAT 9
@@ -46,7 +46,10 @@ typedef struct ib__bench_report {
                                                bare with two pull requests, rows[11]
                                                3 x sqlite, two joining, rows[12]
                                                sqlite normal on a file of big_markers,
-                                               rows[13] 3 x kv: 1 replica */
+                                               rows[13] 3 x kv: 1 replica,
+                                               rows[14] --concurrency 8 no-op,
+                                               rows[15] --concurrency 8 http,
+                                               rows[16] --concurrency 32 http */
     size_t row_count;
 
     const char *slow_labels[IB__BENCH_SLOW_ROWS]; /* 1 ms x1, 1 ms x3 joining, 5 ms at

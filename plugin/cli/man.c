@@ -326,8 +326,9 @@ static void write_files(FILE *out, const ib_man_page *p)
          "The default marker file (--recorder sqlite:processed.db), in the working directory, "
          "with its -wal and -shm files beside it. Created with mode 0600; keep it on a local "
          "file system, never on NFS."},
-        {plugins, "The example handler plugins of this install (audit, flaky, relay, ledger), "
-                  "for --plugin."},
+        {plugins,
+         "The example handler plugins of this install (audit, flaky, relay, ledger, http), "
+         "for --plugin."},
         {"ibus@.service", "The systemd unit template: instance NAME runs ibus run, sandboxed and "
                           "as an unprivileged user, with the settings of "
                           "/etc/infinity-bus/NAME.env."},

@@ -38,7 +38,8 @@ static uint64_t jitter_next(void)
     return z ^ (z >> 31);
 }
 
-int64_t ib_dispatch_backoff_ms(const ib_dispatch_options *o, uint64_t delivery_count)
+/* The back-off's maximum as the options give it, defaults filled in. */
+static int64_t max_delay_ms(const ib_dispatch_options *o, int64_t *base_out)
 {
     int64_t base = o != NULL ? o->nak_base_delay_ms : 0;
     int64_t max = o != NULL ? o->nak_max_delay_ms : 0;
@@ -48,6 +49,21 @@ int64_t ib_dispatch_backoff_ms(const ib_dispatch_options *o, uint64_t delivery_c
         max = IB_DISPATCH_DEFAULT_NAK_MAX_MS;
     if (max < base)
         max = base;
+    *base_out = base;
+    return max;
+}
+
+int64_t ib_dispatch_retry_after_ms(const ib_dispatch_options *o, int64_t asked_ms)
+{
+    int64_t base;
+    int64_t max = max_delay_ms(o, &base);
+    return asked_ms < 1 ? 1 : asked_ms > max ? max : asked_ms;
+}
+
+int64_t ib_dispatch_backoff_ms(const ib_dispatch_options *o, uint64_t delivery_count)
+{
+    int64_t base;
+    int64_t max = max_delay_ms(o, &base);
     if (delivery_count == 0)
         delivery_count = 1;
 

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "dispatch_note.h"
 #include "dispatch_pool.h"
 #include "fingerprint.h"
 #include "uuid.h"
@@ -55,6 +56,7 @@ typedef struct run_item {
     unsigned char result;
     bool taken;           /* its finished handler was seen by the committer */
     atomic_bool finished; /* written by the thread that ran it, after result */
+    ib__dnote note;       /* what the handler added to its verdict (ABI 1.3) */
 } run_item;
 
 /* Buffers reused from one batch to the next so the hot path does not
@@ -300,6 +302,8 @@ static void plan(run_ctx *c)
             it->busy_ms = 0;
             it->attempts = 0;
             it->taken = false;
+            it->note.retry_after_ms = -1;
+            it->note.reason[0] = '\0';
             atomic_init(&it->finished, false);
             if (poison) {
                 /* Poisoned items neither lead nor follow: they never run. */
@@ -698,9 +702,13 @@ static void call_handler(run_ctx *c, run_item *it, ib_bus_proxy *bus)
         .stream_seq = dl->stream_seq,
         .delivery_count = dl->delivery_count != 0 ? dl->delivery_count : 1,
         .consumer = it->h->consumer,
+        .message = dl->message,
+        .message_len = dl->message != NULL ? dl->message_len : 0,
     };
     int64_t t0 = ib_clock_monotonic_ns();
+    ib__dnote_enter(&it->note, c->r->opts.observer_ctx, it->h->index);
     ib_verdict v = it->h->handle(it->h->state, payload, ev->payload_len, bus, &raw);
+    ib__dnote_leave();
     it->seconds = seconds_since(t0);
     /* An unknown verdict is a plugin bug: take it as transient, so the event
      * is neither marked nor lost (the poison rule ends the loop). */
@@ -879,7 +887,9 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
 /* What one delivery's items add up to. */
 typedef struct verdicts {
     bool reject, retry, busy, open, conflict;
-    int64_t busy_ms; /* longest remaining lease among the busy ones */
+    int64_t busy_ms;        /* longest remaining lease among the busy ones */
+    int64_t retry_after_ms; /* longest delay a retrying handler asked for; < 0: none */
+    const char *reason;     /* the first rejecting handler's reason; NULL: none */
 } verdicts;
 
 /* Another owner holds an item's claim for up to `remaining_ms` more: the
@@ -920,6 +930,8 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         break;
     case R_REJECT:
         v->reject = true;
+        if (v->reason == NULL && lead->note.reason[0] != '\0')
+            v->reason = lead->note.reason;
         own = &n->rejected;
         break;
     case R_LOST:
@@ -952,6 +964,8 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
             v->open = true;
         else
             v->retry = true;
+        if (lead->note.retry_after_ms > v->retry_after_ms)
+            v->retry_after_ms = lead->note.retry_after_ms;
         own = &n->retried;
         break;
     }
@@ -988,9 +1002,11 @@ static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
     if (v->reject) {
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
         dl->dead_letter_reason = IB_DLQ_REJECTED;
+        dl->reject_detail = v->reason;
     } else if (v->retry) {
         dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_backoff_ms(o, dl->delivery_count);
+        dl->nak_delay_ms = v->retry_after_ms >= 0 ? ib_dispatch_retry_after_ms(o, v->retry_after_ms)
+                                                  : ib_dispatch_backoff_ms(o, dl->delivery_count);
     } else if (v->conflict) {
         dl->outcome =
             o->on_conflict == IB_CONFLICT_DEAD_LETTER ? IB_OUTCOME_DEAD_LETTER : IB_OUTCOME_ACK;
@@ -1014,7 +1030,7 @@ static void decide(run_ctx *c, size_t i)
     ib_delivery *dl = &c->dl[i];
     const ib_dispatch_options *o = &c->r->opts;
     size_t first = c->s->first[i], end = c->s->first[i + 1];
-    verdicts v = {0};
+    verdicts v = {.retry_after_ms = -1};
 
     if (first == end) {
         dl->counts.unhandled = true;
@@ -1077,6 +1093,7 @@ static ib_status prepare(run_ctx *c)
         dl->outcome = IB_OUTCOME_ACK;
         dl->dead_letter_reason = IB_DLQ_OTHER;
         dl->nak_delay_ms = 0;
+        dl->reject_detail = NULL;
         memset(&dl->counts, 0, sizeof(dl->counts));
         dl->handle_seconds = 0;
         dl->settled_early = false;

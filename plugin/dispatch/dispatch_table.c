@@ -12,6 +12,10 @@ typedef struct dtype {
     uint64_t hash;
     ib__dhandler **handlers;
     size_t count;
+    /* With handlers on IB_EVENT_TYPE_ANY: this type's handlers and those,
+     * merged in registration order (what a lookup answers); else NULL. */
+    ib__dhandler **merged;
+    size_t merged_count;
 } dtype;
 
 struct ib__dtable {
@@ -77,6 +81,7 @@ void ib__dtable_free(ib__dtable *t)
     for (size_t i = 0; i < t->type_cap; i++) {
         free(t->types[i].type);
         free(t->types[i].handlers);
+        free(t->types[i].merged);
     }
     free(t->types);
     for (size_t i = 0; i < t->handler_count; i++)
@@ -92,9 +97,52 @@ ib__dhandler *const *ib__dtable_lookup(const ib__dtable *t, const char *type, si
         return NULL;
     dtype *slot = type_slot(t->types, t->type_cap, type, type_hash(type));
     if (slot->type == NULL)
+        slot = type_slot(t->types, t->type_cap, IB_EVENT_TYPE_ANY, type_hash(IB_EVENT_TYPE_ANY));
+    if (slot->type == NULL)
         return NULL;
+    if (slot->merged != NULL) {
+        *count = slot->merged_count;
+        return slot->merged;
+    }
     *count = slot->count;
     return slot->handlers;
+}
+
+/* Merges the handlers of `slot` with those of `any` by registration index
+ * into a fresh slot->merged. False without memory (slot unchanged). */
+static bool merge_slot(dtype *slot, const dtype *any)
+{
+    size_t n = slot->count + any->count, a = 0, b = 0, k = 0;
+    ib__dhandler **m = malloc(n * sizeof(*m));
+    if (m == NULL)
+        return false;
+    while (a < slot->count || b < any->count) {
+        if (b == any->count ||
+            (a < slot->count && slot->handlers[a]->index < any->handlers[b]->index))
+            m[k++] = slot->handlers[a++];
+        else
+            m[k++] = any->handlers[b++];
+    }
+    free(slot->merged);
+    slot->merged = m;
+    slot->merged_count = k;
+    return true;
+}
+
+/* After a registration: every named type's lookup list also holds the
+ * handlers on IB_EVENT_TYPE_ANY. Registration happens once at start-up,
+ * so rebuilding every list is cheap enough. */
+static ib_status refresh_any(ib__dtable *t, ib_error *err)
+{
+    dtype *any = type_slot(t->types, t->type_cap, IB_EVENT_TYPE_ANY, type_hash(IB_EVENT_TYPE_ANY));
+    if (any->type == NULL)
+        return IB_OK;
+    for (size_t i = 0; i < t->type_cap; i++) {
+        dtype *slot = &t->types[i];
+        if (slot->type != NULL && slot != any && !merge_slot(slot, any))
+            return ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory for the type table");
+    }
+    return IB_OK;
 }
 
 const ib__dhandler *ib__dtable_handler(const ib__dtable *t, size_t index, size_t *count)
@@ -291,6 +339,7 @@ ib_status ib__dtable_add(ib__dtable *t, const ib_dispatch_handler *hd, ib_error 
         commit_types(t, hd->event_types, ntypes, h, &sg);
         t->handlers[t->handler_count++] = h;
         h = NULL; /* the table's now */
+        st = refresh_any(t, err);
     }
     staged_free(&sg);
     handler_free(h);

@@ -34,7 +34,9 @@ ib_status ib__dtable_create(ib__dtable **out, ib_error *err);
 void ib__dtable_free(ib__dtable *t);
 
 /* Registers a handler, with the checks and errors ib_dispatch_add()
- * documents. On error the table is unchanged. */
+ * documents. On error the table is unchanged, except that an IB_ERR_NOMEM
+ * while merging the lists of a wildcard (IB_EVENT_TYPE_ANY) table may
+ * leave the handler registered: the caller then gives up on the table. */
 ib_status ib__dtable_add(ib__dtable *t, const ib_dispatch_handler *hd, ib_error *err);
 
 /* The handler registered `index`-th (0-based), or NULL past the last;
@@ -42,7 +44,8 @@ ib_status ib__dtable_add(ib__dtable *t, const ib_dispatch_handler *hd, ib_error 
 const ib__dhandler *ib__dtable_handler(const ib__dtable *t, size_t index, size_t *count);
 
 /* Handlers subscribed to `type` (NULL: none), in registration order, and
- * how many in *count. The list is the table's and stays valid until the next
+ * how many in *count; the handlers on IB_EVENT_TYPE_ANY ("*") are
+ * subscribed to every type. The list is the table's and stays valid until the next
  * ib__dtable_add(). */
 ib__dhandler *const *ib__dtable_lookup(const ib__dtable *t, const char *type, size_t *count);
 

@@ -360,6 +360,9 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
     d->subject = natsMsg_GetSubject(it->msg);
     d->stream_seq = it->meta.stream_seq;
     d->delivery_count = it->meta.delivered;
+    /* handlers may send the Event on as it came (ib_raw_event.message) */
+    d->message = (const uint8_t *)natsMsg_GetData(it->msg);
+    d->message_len = (size_t)natsMsg_GetDataLength(it->msg);
     d->user = it;
     it->delivery = d;
 }
@@ -412,9 +415,11 @@ static void settle_one(ib_host *h, item *it)
         settle_nak(h, it, d->nak_delay_ms);
         break;
     case IB_OUTCOME_DEAD_LETTER: {
-        char detail[128];
-        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries",
-                 ib_dead_letter_reason_str(d->dead_letter_reason), d->delivery_count);
+        char detail[IB_VERDICT_REASON_MAX + 64];
+        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries%s%s",
+                 ib_dead_letter_reason_str(d->dead_letter_reason), d->delivery_count,
+                 d->reject_detail != NULL ? ": " : "",
+                 d->reject_detail != NULL ? d->reject_detail : "");
         settle_dead_letter(h, it, d->dead_letter_reason, detail);
         break;
     }

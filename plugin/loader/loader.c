@@ -27,12 +27,12 @@ _Static_assert(offsetof(ib_handler_desc, flags) == IB_HANDLER_DESC_SIZE_1_0,
 _Static_assert(sizeof(ib_handler_desc) >= IB_HANDLER_DESC_SIZE_1_2, "ABI: handler desc shrank");
 
 /* The handler flags this host knows; any other bit is refused at load. */
-#define KNOWN_HANDLER_FLAGS IB_HANDLER_TRANSACTIONAL
+#define KNOWN_HANDLER_FLAGS (IB_HANDLER_TRANSACTIONAL | IB_HANDLER_TYPES_AFTER_INIT)
 
 /* Bounds that turn a garbage descriptor into a message instead of a long
  * walk through memory. */
 #define MAX_HANDLERS 1024
-#define MAX_EVENT_TYPES 256
+#define MAX_EVENT_TYPES IB_EVENT_TYPES_MAX
 #define MAX_VERSION 64
 #define NAME_RULE "use 1-64 characters of A-Z a-z 0-9 . _ -"
 /* Descriptor numbers tried for a name no loaded object holds: each plugin
@@ -89,31 +89,34 @@ static const char *shown(char *buf, size_t len, const char *s)
     return buf;
 }
 
-static ib_status check_event_types(const ib_plugin *p, const ib_handler_desc *h, ib_error *err)
+/* Checks handler `h`'s event type list; `when` ("" or " after init")
+ * tells a list init() filled in from a static one in the message. */
+static ib_status check_event_types(const ib_plugin *p, const ib_handler_desc *h, const char *when,
+                                   ib_error *err)
 {
     char a[80];
     size_t n = 0;
 
     if (h->event_types == NULL || h->event_types[0] == NULL)
         return ib_error_set(err, IB_ERR_PLUGIN,
-                            "plugin %s: handler \"%s\" subscribes to no event types", p->path,
-                            h->name);
+                            "plugin %s: handler \"%s\" subscribes to no event types%s", p->path,
+                            h->name, when);
     for (; h->event_types[n] != NULL; n++) {
         const char *t = h->event_types[n];
         if (n >= MAX_EVENT_TYPES)
             return ib_error_set(err, IB_ERR_PLUGIN,
-                                "plugin %s: handler \"%s\" lists more than %d event types", p->path,
-                                h->name, MAX_EVENT_TYPES);
+                                "plugin %s: handler \"%s\" lists more than %d event types%s",
+                                p->path, h->name, MAX_EVENT_TYPES, when);
         if (!valid_event_type(t))
             return ib_error_set(err, IB_ERR_PLUGIN,
-                                "plugin %s: handler \"%s\" has an invalid event type \"%s\" (use "
+                                "plugin %s: handler \"%s\" has an invalid event type \"%s\"%s (use "
                                 "1-255 bytes without whitespace or control characters)",
-                                p->path, h->name, shown(a, sizeof(a), t));
+                                p->path, h->name, shown(a, sizeof(a), t), when);
         for (size_t j = 0; j < n; j++)
             if (strcmp(h->event_types[j], t) == 0)
                 return ib_error_set(err, IB_ERR_PLUGIN,
-                                    "plugin %s: handler \"%s\" lists event type \"%s\" twice",
-                                    p->path, h->name, t);
+                                    "plugin %s: handler \"%s\" lists event type \"%s\" twice%s",
+                                    p->path, h->name, shown(a, sizeof(a), t), when);
     }
     return IB_OK;
 }
@@ -149,7 +152,29 @@ static ib_status check_handlers(const ib_plugin *p, ib_error *err)
                                 p->path, h->name,
                                 (unsigned)(h->flags & ~(uint32_t)KNOWN_HANDLER_FLAGS),
                                 (unsigned)KNOWN_HANDLER_FLAGS);
-        rc = check_event_types(p, h, err);
+        /* a list init() fills in is checked after init (check_late_types) */
+        if ((h->flags & IB_HANDLER_TYPES_AFTER_INIT) != 0 && h->event_types == NULL)
+            return ib_error_set(err, IB_ERR_PLUGIN,
+                                "plugin %s: handler \"%s\" sets IB_HANDLER_TYPES_AFTER_INIT "
+                                "without an event_types array for init() to fill in",
+                                p->path, h->name);
+        rc = (h->flags & IB_HANDLER_TYPES_AFTER_INIT) != 0 ? IB_OK
+                                                           : check_event_types(p, h, "", err);
+        if (rc != IB_OK)
+            return rc;
+    }
+    return IB_OK;
+}
+
+/* The lists of the IB_HANDLER_TYPES_AFTER_INIT handlers, now that init()
+ * has filled them in. */
+static ib_status check_late_types(const ib_plugin *p, ib_error *err)
+{
+    for (size_t i = 0; i < p->handler_count; i++) {
+        const ib_handler_desc *h = &p->handlers[i];
+        if ((h->flags & IB_HANDLER_TYPES_AFTER_INIT) == 0)
+            continue;
+        ib_status rc = check_event_types(p, h, " after init", err);
         if (rc != IB_OK)
             return rc;
     }
@@ -388,8 +413,10 @@ ib_status ib_plugin_init(ib_plugin *p, const ib_host_api *api, const char *confi
         return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: init failed: %s", p->path, reason);
     }
     p->state = state;
+    /* init succeeded: fini is due at close, also when the checks below
+     * refuse the plugin */
     p->initialised = true;
-    return IB_OK;
+    return check_late_types(p, err);
 }
 
 void ib_plugin_close(ib_plugin *p)

@@ -64,7 +64,7 @@ static natsStatus copy_headers(natsMsg *dl, natsMsg *orig)
 static natsStatus set_headers(natsMsg *dl, const ib_dead_letter_info *info,
                               const char *orig_subject)
 {
-    char num[32], line[256];
+    char num[32], line[512];
     natsStatus s = natsMsgHeader_Set(dl, "Ibus-Reason", ib_dead_letter_reason_str(info->reason));
     if (s == NATS_OK && info->detail != NULL) {
         one_line(line, sizeof(line), info->detail);

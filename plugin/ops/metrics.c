@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,11 @@ struct ib_metrics_consumer {
     /* Registration appends while a scrape may walk the list: `next` is
      * published with release, read with acquire. */
     _Atomic(ib_metrics_consumer *) next;
+    /* HTTP requests its handler reported (ABI 1.3 http_request): rendered
+     * only once the first one came, so other consumers show no such series. */
+    ib_hist http_hist;
+    _Atomic bool http_seen;
+    _Atomic uint64_t http_codes[IB_METRICS_HTTP_CODES];
     char *name;  /* as given, for lookups at registration */
     char *label; /* `consumer="<escaped name>",`: built once, so a scrape only copies it */
 };
@@ -279,6 +285,10 @@ ib_metrics_consumer *ib_metrics_consumer_add(ib_metrics *m, const char *consumer
     c = aligned_alloc(_Alignof(ib_metrics_consumer), sizeof(*c));
     if (c == NULL)
         return NULL;
+    hist_init(&c->http_hist);
+    atomic_init(&c->http_seen, false);
+    for (size_t k = 0; k < IB_METRICS_HTTP_CODES; k++)
+        atomic_init(&c->http_codes[k], 0);
     hist_init(&c->hist);
     for (size_t r = 0; r < IB_METRIC_RESULT_COUNT; r++)
         atomic_init(&c->runs[r], 0);
@@ -316,6 +326,31 @@ void ib_metrics_consumer_observe(ib_metrics_consumer *c, double seconds)
 {
     if (c != NULL)
         hist_observe(&c->hist, seconds);
+}
+
+/* Slot 0 counts timeouts, 1 other failures, 2.. the statuses 100..599. */
+static size_t http_slot(int status)
+{
+    if (status >= 100 && status <= 599)
+        return (size_t)(status - 100) + 2;
+    return status == IB_METRICS_HTTP_TIMEOUT ? 0 : 1;
+}
+
+void ib_metrics_consumer_http(ib_metrics_consumer *c, int status, double seconds)
+{
+    if (c == NULL)
+        return;
+    atomic_fetch_add_explicit(&c->http_codes[http_slot(status)], 1, memory_order_relaxed);
+    hist_observe(&c->http_hist, seconds);
+    atomic_store_explicit(&c->http_seen, true, memory_order_release);
+}
+
+uint64_t ib_metrics_consumer_http_count(const ib_metrics_consumer *c, int status)
+{
+    if (c == NULL)
+        return 0;
+    ib_metrics_consumer *cc = (ib_metrics_consumer *)c; /* atomics need non-const */
+    return atomic_load_explicit(&cc->http_codes[http_slot(status)], memory_order_relaxed);
 }
 
 void ib_metrics_snapshot_get(const ib_metrics *m, ib_metrics_snapshot *out)
@@ -451,6 +486,50 @@ static void render_fixed(ib_strbuf *b, ib_metrics *m)
     }
 }
 
+/* The code label of http slot `k`. */
+static void http_code(char out[16], size_t k)
+{
+    if (k == 0)
+        snprintf(out, 16, "timeout");
+    else if (k == 1)
+        snprintf(out, 16, "error");
+    else
+        snprintf(out, 16, "%zu", k - 2 + 100);
+}
+
+/* The HTTP request families, for the consumers whose handlers made
+ * requests; codes never seen are left out (a code is a bounded label:
+ * 100..599, timeout, error). */
+static void render_http(ib_strbuf *b, ib_metrics_consumer *first)
+{
+    ib_metrics_consumer *c;
+    bool any = false;
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        any = any || atomic_load_explicit(&c->http_seen, memory_order_acquire);
+    if (!any)
+        return;
+    sb_family(b, "ibus_http_requests_total",
+              "HTTP requests made by a consumer identity's handler, by status code (timeout: "
+              "no answer in time; error: no answer at all).",
+              "counter");
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire)) {
+        for (size_t k = 0; k < IB_METRICS_HTTP_CODES; k++) {
+            uint64_t n = atomic_load_explicit(&c->http_codes[k], memory_order_relaxed);
+            char code[16];
+            if (n == 0)
+                continue;
+            http_code(code, k);
+            sb_printf(b, "ibus_http_requests_total{%scode=\"%s\"} %" PRIu64 "\n", c->label, code,
+                      n);
+        }
+    }
+    sb_family(b, "ibus_http_request_seconds",
+              "Time of one HTTP request made by a consumer identity's handler.", "histogram");
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        if (atomic_load_explicit(&c->http_seen, memory_order_acquire))
+            sb_hist(b, "ibus_http_request_seconds", c->label, &c->http_hist);
+}
+
 /* The per-consumer families: every registered consumer with every result,
  * zeros included, so rate() has a series from the first scrape. */
 static void render_consumers(ib_strbuf *b, ib_metrics *m)
@@ -471,6 +550,7 @@ static void render_consumers(ib_strbuf *b, ib_metrics *m)
               "Time spent in one call of the handler of a consumer identity.", "histogram");
     for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
         sb_hist(b, "ibus_consumer_handle_seconds", c->label, &c->hist);
+    render_http(b, first);
 }
 
 ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_error *err)

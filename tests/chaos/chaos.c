@@ -64,6 +64,9 @@
  * follows the payload; one handler per event keeps one line per effect. */
 #define EVENT_TYPE "test.other"
 #define CONSUMER DURABLE "/scripted/other"
+/* The http case's handler (the http plugin) and its endpoint. */
+#define HTTP_CONSUMER DURABLE "/http/http"
+#define HTTP_EFFECTS_PY CHAOS_SOURCE_DIR "/http_effects.py"
 #define MAX_SUBSCRIBERS 16
 #define MAX_SEEDS 64
 #define MAX_ACTIONS 256
@@ -103,6 +106,7 @@ typedef struct chaos_params {
     long down_min_ms;     /* roll: a node stays down this long, up to */
     long down_max_ms;
     long steady_ms; /* roll: handling between two steps */
+    bool http;      /* the http plugin POSTs to http_effects.py, the side effect */
 } chaos_params;
 
 /* The rolling restart: each node with SIGTERM, then each with kill -9,
@@ -310,6 +314,8 @@ typedef struct chaos_run {
     chaos_roll_step steps[ROLL_STEPS]; /* roll */
     long step_line[ROLL_STEPS];        /* effects.log lines before each step */
     size_t step_repeats[ROLL_STEPS];
+    it_proc endpoint;   /* http case: http_effects.py */
+    char http_url[128]; /* http case: where it listens */
 } chaos_run;
 
 /* The subscriber's command line: `env` puts the shim in front of ibus, so
@@ -343,8 +349,13 @@ static void subscriber_argv(it_argv *a, chaos_run *c, bool shim)
             run.v[i] = strdup(FLEET_RECORDER);
             assert_non_null(run.v[i]);
         }
-    snprintf(cfg, sizeof(cfg), "file=%s", c->effects);
-    it_argv_plugin(&run, "scripted", cfg);
+    if (c->p->http) {
+        snprintf(cfg, sizeof(cfg), "url=%s,types=" EVENT_TYPE ",timeout=10s", c->http_url);
+        it_argv_plugin(&run, "http", cfg);
+    } else {
+        snprintf(cfg, sizeof(cfg), "file=%s", c->effects);
+        it_argv_plugin(&run, "scripted", cfg);
+    }
     it_argv_addl(&run, "--retry-delay", "200ms", NULL);
     if (c->p->concurrency != 1)
         it_argv_addf(&run, "--concurrency=%d", c->p->concurrency);
@@ -848,7 +859,8 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
         char consumer[128], id[64], verdict[16];
         if (!it_field(consumer, sizeof(consumer), lines[i], 0) ||
             !it_field(id, sizeof(id), lines[i], 1) ||
-            !it_field(verdict, sizeof(verdict), lines[i], 4) || strcmp(consumer, CONSUMER) != 0 ||
+            !it_field(verdict, sizeof(verdict), lines[i], 4) ||
+            strcmp(consumer, c->p->http ? HTTP_CONSUMER : CONSUMER) != 0 ||
             strcmp(verdict, "ok") != 0)
             continue;
         long idx = chaos_id_index(id, ids, n);
@@ -889,6 +901,30 @@ static void settle(chaos_run *c)
  * lends its connection and its URL list to the env's unused it_server, so
  * the helpers that take an it_server (publishing, consumer and stream
  * reads, --nats-url) reach the cluster and fail over with it. */
+/* The http case's endpoint: started before the subscribers, on a port it
+ * picks and reports; stopped by the env's teardown like every process. */
+static void start_endpoint(chaos_run *c)
+{
+    char port_file[PATH_MAX], sleep_ms[32];
+    it_argv a;
+    it_path(port_file, c->e, "endpoint.port");
+    snprintf(sleep_ms, sizeof(sleep_ms), "%ld", c->p->sleep_ms);
+    it_argv_init(&a);
+    it_argv_addl(&a, "/usr/bin/env", "python3", HTTP_EFFECTS_PY, "--port-file", port_file,
+                 "--effects", c->effects, "--sleep-ms", sleep_ms, NULL);
+    assert_true(it_spawn(&c->endpoint, c->e, "endpoint", &a));
+    it_argv_free(&a);
+    int64_t end = it_now_ms() + it_timeout(10000);
+    char *text = NULL;
+    while ((text = it_file_read(NULL, port_file)) == NULL) {
+        if (it_now_ms() > end)
+            fail_msg("chaos: the http endpoint did not start");
+        it_sleep_ms(50);
+    }
+    snprintf(c->http_url, sizeof(c->http_url), "http://127.0.0.1:%ld/", strtol(text, NULL, 10));
+    free(text);
+}
+
 static void *seed_setup(chaos_run *c)
 {
     void *state = NULL;
@@ -948,6 +984,8 @@ static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
         write_backlog(c.e, ids, n, &c.rng, payload, a_path, b_path);
         if (p->fleet)
             create_fleet_streams(&c);
+        if (p->http)
+            start_endpoint(&c);
         create_consumer(&c);
         publish_backlog(&c, a_path, b_path);
         t0 = it_now_ms();
@@ -1248,6 +1286,26 @@ static void fleet_roll(void **state)
     run_case(&p);
 }
 
+/* The crash run once with the http plugin (README "Handlers in other
+ * languages"): kill -9 while requests are in flight; the keys the endpoint
+ * saw twice are the repeated effects, within the same bound per kill. */
+static void http(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "http",
+                      .default_seeds = "1",
+                      .events = 3000,
+                      .subscribers = 3,
+                      .kills = 3,
+                      .restarts = 0,
+                      .sleep_ms = 1,
+                      .outage_ms = 0,
+                      .respawn_ms = 500,
+                      .settle_ms = 180000,
+                      .http = true};
+    run_case(&p);
+}
+
 /* One test per line: CMake registers them by reading these lines. */
 // clang-format off
 static const struct CMUnitTest tests[] = {
@@ -1258,6 +1316,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fleet_short),
     cmocka_unit_test(fleet_long),
     cmocka_unit_test(fleet_roll),
+    cmocka_unit_test(http),
 };
 // clang-format on
 

@@ -11,3 +11,14 @@ ib_add_fuzz_target(fuzz_duration
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/corpus/duration)
 target_include_directories(fuzz_duration PRIVATE ${PROJECT_SOURCE_DIR}/plugin/cli)
 target_compile_options(fuzz_duration PRIVATE -UNDEBUG)
+
+# The http plugin's configuration, header-file and Retry-After parsers, and
+# its JSON body.
+ib_add_fuzz_target(fuzz_http_parse
+  SOURCES fuzz_http_parse.c ${PROJECT_SOURCE_DIR}/plugin/examples/http/http_parse.c
+          ${PROJECT_SOURCE_DIR}/plugin/examples/http/http_body.c
+          ${PROJECT_SOURCE_DIR}/plugin/examples/http/http_json.c
+  LIBS ib_plugin_abi PkgConfig::JANSSON m
+  CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/corpus/http)
+target_include_directories(fuzz_http_parse PRIVATE ${PROJECT_SOURCE_DIR}/plugin/examples/http)
+target_compile_options(fuzz_http_parse PRIVATE -UNDEBUG)

@@ -125,7 +125,7 @@ needs() { # package dependency-regex...
 }
 exact="libinfinity-bus0 \\(= ${debver//./\\.}\\)"
 needs infinity-bus "$exact" 'libnats' 'libsqlite3' 'libprotobuf-c' 'libmicrohttpd' \
-    'libjansson' 'libssl'
+    'libjansson' 'libssl' 'libcurl4'
 needs libinfinity-bus0 'libnats' 'libsqlite3' 'libprotobuf-c' 'libc6'
 needs libinfinity-bus-dev "$exact"
 for p in "${packages[@]}"; do
@@ -151,7 +151,7 @@ expect_files() { # package path...
     diff -u "$work/want" "$work/got" >&2 || die "$p: file list differs (- expected, + packaged)"
 }
 expect_files infinity-bus /usr/bin/ibus /etc/infinity-bus/ibus.env.example \
-    "$plugins"/{audit,flaky,ledger,relay}.so /usr/lib/systemd/system/ibus@.service \
+    "$plugins"/{audit,flaky,http,ledger,relay}.so /usr/lib/systemd/system/ibus@.service \
     /usr/lib/sysusers.d/infinity-bus.conf /usr/share/doc/infinity-bus/{README.md,copyright} \
     ${man_page:+"$man_page"}
 expect_files libinfinity-bus0 "$libdir/libinfinity-bus.so.0" "$libdir/libinfinity-bus.so.$version" \

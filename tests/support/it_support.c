@@ -95,6 +95,8 @@ const char *it_plugin(const char *name)
         return IT_PLUGIN_FLAKY;
     if (strcmp(name, "ledger") == 0)
         return IT_PLUGIN_LEDGER;
+    if (strcmp(name, "http") == 0)
+        return IT_PLUGIN_HTTP;
     fail_msg("it_plugin: no plugin named %s in this build", name);
     return NULL;
 }

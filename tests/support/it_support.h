@@ -59,7 +59,7 @@ void it_done(it_env *e);
 /* "<env dir>/<name>" into out (PATH_MAX bytes); returns out. */
 char *it_path(char *out, const it_env *e, const char *name);
 
-/* The ibus binary and a plugin ("scripted", "audit", "flaky", "ledger")
+/* The ibus binary and a plugin ("scripted", "audit", "flaky", "ledger", "http")
  * of this build. */
 const char *it_ibus(void);
 const char *it_plugin(const char *name);

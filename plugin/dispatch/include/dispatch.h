@@ -249,6 +249,16 @@ struct ib_delivery {
     /* appended */
     void *user;         /* input: the caller's, untouched (e.g. its message) */
     bool settled_early; /* output: on_settled was called for it during the run */
+    /* appended */
+    /* output: with outcome DEAD_LETTER "rejected", the reason the first
+     * rejecting handler gave (ib_dispatch_note_verdict), else NULL. The
+     * run's; valid until the next ib_dispatch_run() on the table. */
+    const char *reject_detail;
+    /* appended */
+    /* input: the message's data the event was decoded from, handed to
+     * handlers as ib_raw_event.message (BORROWED; NULL = none) */
+    const uint8_t *message;
+    size_t message_len;
 };
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive
@@ -321,6 +331,27 @@ double ib_dispatch_recorder_seconds(const ib_dispatch *d);
  * another owner took over after expiry (their handler may run twice).
  * Errors: the recorder's. */
 ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err);
+
+/* From inside a handler call, on the thread that runs it: adds detail to
+ * the verdict the handler is about to return (the host API's
+ * verdict_detail, ABI 1.3). With RETRY, a `retry_after_ms` >= 0 replaces
+ * the back-off as the delivery's nak delay, clamped by
+ * ib_dispatch_retry_after_ms() (the longest one asked wins when several
+ * handlers of a delivery retry); with REJECT, `reason` (copied, cut at
+ * IB_VERDICT_REASON_MAX bytes, line breaks made spaces; NULL = none)
+ * becomes the delivery's reject_detail. Returns false, doing nothing, on a
+ * thread that is not running a handler of a dispatch table. */
+bool ib_dispatch_note_verdict(int64_t retry_after_ms, const char *reason);
+
+/* From inside a handler call: stores the table's observer_ctx and the
+ * handler's registration index (as the observer receives it) and returns
+ * true; false on a thread that is not running a handler. */
+bool ib_dispatch_current(void **ctx, size_t *handler);
+
+/* The nak delay for a RETRY whose handler asked for `asked_ms`: clamped to
+ * [1, the maximum back-off] of `o` (NULL: the defaults), without jitter:
+ * the server asked for that time. */
+int64_t ib_dispatch_retry_after_ms(const ib_dispatch_options *o, int64_t asked_ms);
 
 /* The back-off delay for a RETRY seen on delivery `delivery_count`:
  * base * 2^(delivery_count - 1), capped at the maximum, then spread by

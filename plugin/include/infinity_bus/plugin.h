@@ -56,8 +56,11 @@ extern "C" {
 #define IB_PLUGIN_MAGIC 0x49427573u /* "IBus" */
 #define IB_ABI_MAJOR 1
 /* 1.1 appended ib_plugin_desc.description; 1.2 appended ib_handler_desc.flags
- * (IB_HANDLER_TRANSACTIONAL) and ib_host_api.transaction_db. */
-#define IB_ABI_MINOR 2
+ * (IB_HANDLER_TRANSACTIONAL) and ib_host_api.transaction_db; 1.3 appended
+ * ib_host_api.verdict_detail and ib_host_api.http_request, the event
+ * type IB_EVENT_TYPE_ANY, ib_raw_event.message/message_len and the handler
+ * flag IB_HANDLER_TYPES_AFTER_INIT. */
+#define IB_ABI_MINOR 3
 
 #if defined(__GNUC__)
 #define IB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -68,6 +71,7 @@ extern "C" {
 #endif
 
 /* Limits the host enforces on names (see ib_handler_desc, ib_plugin_desc). */
+#define IB_EVENT_TYPES_MAX 256   /* event types one handler lists, at most */
 #define IB_PLUGIN_NAME_MAX 64    /* plugin and handler names: [A-Za-z0-9._-], 1..64 bytes */
 #define IB_EVENT_TYPE_MAX 255    /* event types: 1..255 bytes, no whitespace or control bytes */
 #define IB_PLUGIN_ERRBUF_MIN 256 /* init()'s errbuf is at least this large */
@@ -99,9 +103,9 @@ typedef struct ib_header {
 /* The decoded event and its delivery facts, as the host hands it to a
  * handler. Read-only. BORROWED: the struct and every string and array it
  * points to are valid only during the handle() call; copy what you need to
- * keep. Read it through the accessors below. All fields here are ABI 1.0;
- * fields appended later will be read through accessors that check `size`
- * (IB_RAW_EVENT_HAS) and answer NULL/0 on an older host. */
+ * keep. Read it through the accessors below. Fields appended after ABI
+ * 1.0 are read through accessors that check `size` (IB_RAW_EVENT_HAS) and
+ * answer NULL/0 on an older host. */
 typedef struct ib_raw_event {
     uint32_t size;          /* sizeof(ib_raw_event) as the host built it */
     const char *id;         /* normalised: 32 lowercase hex */
@@ -117,6 +121,12 @@ typedef struct ib_raw_event {
     uint64_t stream_seq;     /* JetStream stream sequence; 0 outside JetStream */
     uint64_t delivery_count; /* 1 on the first delivery */
     const char *consumer;    /* consumer identity of the handler being called */
+    /* ABI 1.3 */
+    const uint8_t *message; /* the message's data as delivered: the encoded Event the
+                               fields above were decoded from, unknown fields and field
+                               order kept; NULL when the host has none (see
+                               ib_raw_event_message) */
+    size_t message_len;
 } ib_raw_event;
 
 #define IB_RAW_EVENT_HAS(ev, field)                                                                \
@@ -183,6 +193,18 @@ static inline uint64_t ib_raw_event_delivery_count(const ib_raw_event *ev)
 static inline const char *ib_raw_event_consumer(const ib_raw_event *ev)
 {
     return ev->consumer;
+}
+/* ABI 1.3: returns the message's bytes as delivered (the encoded Event,
+ * byte for byte as the producer sent it) and stores their length in *len
+ * (if non-NULL); NULL and 0 on a host before 1.3, or when the host
+ * dispatched an event it did not receive as a message. BORROWED, like the
+ * rest of the event. */
+static inline const uint8_t *ib_raw_event_message(const ib_raw_event *ev, size_t *len)
+{
+    int has = IB_RAW_EVENT_HAS(ev, message_len) && ev->message != NULL;
+    if (len != NULL)
+        *len = has ? ev->message_len : 0;
+    return has ? ev->message : NULL;
 }
 
 /* Opaque handle through which a handler publishes new events; BORROWED,
@@ -270,7 +292,35 @@ typedef struct ib_host_api {
      * publish() returns 0 once staged and the id it reports is final; on
      * RETRY or REJECT they vanish with the other writes. */
     struct sqlite3 *(*transaction_db)(ib_bus_proxy *bus);
+    /* ABI 1.3 */
+    /* Adds detail to the verdict the calling handler is about to return.
+     * Call it from inside handle(), on the thread that runs it, with the
+     * `bus` that call received; elsewhere it does nothing.
+     *   retry_after_ms: with RETRY, how long the event should wait before
+     *     it comes back, e.g. from an HTTP Retry-After header. The host
+     *     clamps it to its nak delay bounds (1 ms .. its maximum back-off,
+     *     ibus run --retry-max-delay); a negative value keeps the host's
+     *     own back-off. Ignored with OK and REJECT.
+     *   reason: with REJECT, a one-line reason the dead letter carries in
+     *     its Ibus-Error header (copied; cut at IB_VERDICT_REASON_MAX bytes,
+     *     line breaks become spaces). NULL keeps the host's own text.
+     *     Never put secrets or payload bytes you would not log in it.
+     * The last call before handle() returns wins. */
+    void (*verdict_detail)(ib_bus_proxy *bus, int64_t retry_after_ms, const char *reason);
+    /* Counts one HTTP request the calling handler made, from inside
+     * handle() (as verdict_detail): `status` is the response's status code
+     * (100..599), or IB_HTTP_TIMEOUT / IB_HTTP_ERROR when no response came;
+     * `seconds` is the request's duration. The host counts it in
+     * ibus_http_requests_total{consumer,code} and observes it in the
+     * histogram ibus_http_request_seconds{consumer}. */
+    void (*http_request)(ib_bus_proxy *bus, int status, double seconds);
 } ib_host_api;
+
+/* Longest reason verdict_detail keeps (ABI 1.3), in bytes. */
+#define IB_VERDICT_REASON_MAX 255
+/* http_request statuses for a request that got no response (ABI 1.3). */
+#define IB_HTTP_TIMEOUT (-1) /* code="timeout" */
+#define IB_HTTP_ERROR (-2)   /* code="error": connection refused, TLS failure, ... */
 
 #define IB_HOST_API_HAS(api, field)                                                                \
     ((api)->size >= offsetof(ib_host_api, field) + sizeof((api)->field))
@@ -290,11 +340,29 @@ typedef ib_verdict (*ib_handle_fn)(void *state, const uint8_t *payload, size_t p
  * through ib_host_api.transaction_db (see there). Needs the sqlite:
  * recorder: with any other the host refuses to start. */
 #define IB_HANDLER_TRANSACTIONAL 0x1u
+/* The handler's event types come from the plugin's configuration (ABI
+ * 1.3): `event_types` points at an array (non-NULL at load, e.g. a static
+ * array of IB_EVENT_TYPES_MAX + 1 pointers) that init() fills in, with the
+ * same rules as a static list. The host checks the list after init()
+ * returns (refusing the plugin, after its fini(), if it breaks a rule) and
+ * subscribes the handler to exactly those types; it never reads the array
+ * before init(). The array and its strings must then stay unchanged until
+ * fini(). A host before 1.3 refuses such a plugin at load (unknown flag). */
+#define IB_HANDLER_TYPES_AFTER_INIT 0x2u
+
+/* The event type that matches every type (ABI 1.3): a handler that lists
+ * it receives every event, whatever its type, in registration order among
+ * the other handlers of that type. A host before 1.3 reads it as the
+ * literal type "*", so such a handler needs a host of ABI 1.3 or later. */
+#define IB_EVENT_TYPE_ANY "*"
 
 /* One handler. `name` is unique within the plugin ([A-Za-z0-9._-],
  * 1..IB_PLUGIN_NAME_MAX bytes). `event_types` is a NULL-terminated list of
  * at least one distinct event type (1..IB_EVENT_TYPE_MAX bytes, no
- * whitespace or control bytes, matched exactly: no wildcards). All pointers
+ * whitespace or control bytes, matched exactly; the one wildcard is
+ * IB_EVENT_TYPE_ANY, "*", which matches every type), at most
+ * IB_EVENT_TYPES_MAX. The host checks the list at load, or after init()
+ * with IB_HANDLER_TYPES_AFTER_INIT. All pointers
  * must stay valid while the plugin is loaded (static storage is the norm).
  * The host reads `handler_size` bytes per entry (see ib_plugin_desc): the
  * flags of a plugin built before 1.2 read as 0. */

@@ -79,7 +79,12 @@ ib_status ib_plugin_open(ib_plugin **out, const char *path, const ib_plugin_open
  * (BORROWED; must outlive the plugin) and `config` (NULL means ""). Call
  * exactly once, before its handlers are registered. On failure returns IB_ERR_PLUGIN
  * with "plugin <path>: init failed: <the plugin's reason>"; the plugin stays
- * un-initialised (fini() will not run) and the caller closes it. */
+ * un-initialised (fini() will not run) and the caller closes it. After a
+ * successful init() it checks the event types of the handlers flagged
+ * IB_HANDLER_TYPES_AFTER_INIT (filled in by init()), as ib_plugin_open()
+ * checks static ones: a bad list returns IB_ERR_PLUGIN with "plugin <path>:
+ * handler "<name>" ... after init"; the plugin then counts as initialised
+ * (fini() runs at close) but must not be registered: close it. */
 ib_status ib_plugin_init(ib_plugin *p, const ib_host_api *api, const char *config, ib_error *err);
 
 /* Calls fini() (if init succeeded), unloads the library and frees `p`.

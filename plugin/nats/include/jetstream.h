@@ -409,7 +409,9 @@ struct ib_bus_proxy {
                            transaction's connection); NULL outside transactions */
 };
 
-/* The host's API table (static storage; valid for the process lifetime). */
+/* The bus part's API table (static storage; valid for the process
+ * lifetime): the ABI 1.2 slots, its size set to match. The host extends a
+ * copy with the 1.3 slots (verdict_detail, http_request). */
 const ib_host_api *ib_bus_host_api(void);
 
 /* One event to publish, before its id and subject are settled: what the

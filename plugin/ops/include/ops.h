@@ -36,6 +36,9 @@
  *   ibus_markers, ibus_recorder_wal_bytes, ibus_outbox_pending gauges
  *   ibus_handle_seconds, ibus_recorder_seconds                 histograms
  *   ibus_consumer_handle_seconds{consumer="ID"}                histogram
+ *   ibus_http_requests_total{consumer="ID",code="503|timeout|error"} counter and
+ *   ibus_http_request_seconds{consumer="ID"} histogram, for consumers whose
+ *                            handlers report HTTP requests (ABI 1.3)
  *   ibus_build_info{version="..."} 1                           gauge
  */
 typedef struct ib_metrics ib_metrics;
@@ -169,6 +172,25 @@ void ib_metrics_consumer_count(ib_metrics_consumer *c, ib_metric_result result);
 /* Records one call's time in the consumer's ibus_consumer_handle_seconds,
  * as ib_metrics_observe() does (same buckets, same clamping). */
 void ib_metrics_consumer_observe(ib_metrics_consumer *c, double seconds);
+
+/* Status values of ib_metrics_consumer_http() for a request without a
+ * response (the same numbers as the ABI's IB_HTTP_TIMEOUT, IB_HTTP_ERROR). */
+#define IB_METRICS_HTTP_TIMEOUT (-1)
+#define IB_METRICS_HTTP_ERROR (-2)
+/* Slots of the per-consumer status counters: timeout, error, 100..599. */
+#define IB_METRICS_HTTP_CODES 502
+
+/* Counts one HTTP request a consumer's handler made:
+ * ibus_http_requests_total{consumer,code} (code: the status 100..599,
+ * "timeout" for IB_METRICS_HTTP_TIMEOUT, "error" for any other value), and
+ * its time in ibus_http_request_seconds{consumer}. Both families are
+ * rendered only for consumers that reported a request. Lock-free; no-op on
+ * NULL. */
+void ib_metrics_consumer_http(ib_metrics_consumer *c, int status, double seconds);
+
+/* The count ib_metrics_consumer_http() keeps for `status` (as it maps
+ * statuses); 0 for NULL. For tests. */
+uint64_t ib_metrics_consumer_http_count(const ib_metrics_consumer *c, int status);
 
 /* Copies every value into `out`. Each value is read atomically; values are
  * not read at one instant, so a snapshot taken while other threads update

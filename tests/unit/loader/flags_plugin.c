@@ -3,8 +3,13 @@
  *   FLAGS_UNKNOWN    a handler with bits no host knows yet: refused;
  *   FLAGS_OLD_STRIDE entries of the 1.0/1.1 layout, spelled out, so that a
  *                    host reading `flags` past the plugin's stride would
- *                    take the next entry's name pointer for them. */
+ *                    take the next entry's name pointer for them;
+ *   FLAGS_AFTER_INIT a handler whose types init() sets from the config
+ *                    (IB_HANDLER_TYPES_AFTER_INIT): the config is its one
+ *                    type, "" for none. */
 #include <infinity_bus/plugin.h>
+
+#include <stdio.h>
 
 static ib_verdict flags_handle(void *state, const uint8_t *payload, size_t payload_len,
                                ib_bus_proxy *bus, const ib_raw_event *ev)
@@ -18,6 +23,26 @@ static ib_verdict flags_handle(void *state, const uint8_t *payload, size_t paylo
 }
 
 static const char *const flags_types[] = {"test.flags", NULL};
+
+#if defined(FLAGS_AFTER_INIT)
+static char late_type[512];
+static const char *late_types[2];
+
+static int late_init(void **state, const ib_host_api *api, const char *config, char *errbuf,
+                     size_t errlen)
+{
+    (void)state;
+    (void)api;
+    (void)errbuf;
+    (void)errlen;
+    snprintf(late_type, sizeof(late_type), "%s", config);
+    late_types[0] = late_type[0] != '\0' ? late_type : NULL;
+    return 0;
+}
+#define FLAGS_INIT late_init
+#else
+#define FLAGS_INIT NULL
+#endif
 
 #if defined(FLAGS_OLD_STRIDE)
 typedef struct handler_1_1 {
@@ -41,7 +66,12 @@ static const ib_handler_desc flags_handlers[] = {
     {.name = "weird",
      .event_types = flags_types,
      .handle = flags_handle,
-     .flags = IB_HANDLER_TRANSACTIONAL | 0x6u},
+     .flags = IB_HANDLER_TRANSACTIONAL | 0xcu},
+#elif defined(FLAGS_AFTER_INIT)
+    {.name = "late",
+     .event_types = late_types,
+     .handle = flags_handle,
+     .flags = IB_HANDLER_TYPES_AFTER_INIT},
 #else
     {.name = "txn",
      .event_types = flags_types,
@@ -61,6 +91,7 @@ static const ib_plugin_desc flags_desc = {
     .handler_size = FLAGS_STRIDE,
     .name = "flags",
     .version = "1.2.0",
+    .init = FLAGS_INIT,
     .handlers = (const ib_handler_desc *)(const void *)flags_handlers,
     .handler_count = 2,
 };

@@ -79,7 +79,7 @@ fi
 # The installed example plugins.
 plugins=$(find "$prefix" -type d -path '*/infinity-bus/plugins' | head -n 1)
 [ -n "$plugins" ] || die "no infinity-bus/plugins directory under the prefix"
-for p in audit flaky relay ledger; do
+for p in audit flaky relay ledger http; do
     [ -f "$plugins/$p.so" ] || die "no $p.so in $plugins"
 done
 "$try" "$plugins/audit.so" order.paid x ok "file=$work/audit.log" || die "installed audit.so"

@@ -592,9 +592,44 @@ static void refuses_unknown_handler_flags(void **state)
 {
     char *path = staged("flags_unknown.so");
     (void)state;
-    expect_refusal(path, fx_fmt("plugin %s: handler \"weird\" sets unknown flag bits 0x6 (this "
-                                "host knows 0x1; built for a newer ABI?)",
+    expect_refusal(path, fx_fmt("plugin %s: handler \"weird\" sets unknown flag bits 0xc (this "
+                                "host knows 0x3; built for a newer ABI?)",
                                 path));
+}
+
+/* IB_HANDLER_TYPES_AFTER_INIT: the list init() fills in is checked after
+ * init, with the rules of a static one, and a good one is what the host
+ * registers. */
+static void checks_types_set_by_init(void **state)
+{
+    char *path = staged("flags_after_init.so");
+    const struct {
+        const char *config, *why;
+    } bad[] = {
+        {"has space", "has an invalid event type \"has space\" after init (use 1-255 bytes "
+                      "without whitespace or control characters)"},
+        {"", "subscribes to no event types after init"},
+    };
+    ib_plugin *p = NULL;
+    ib_error err;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+        ib_error_clear(&err);
+        assert_int_equal(ib_plugin_init(p, &fx_host, bad[i].config, &err), IB_ERR_PLUGIN);
+        char *expected = fx_fmt("plugin %s: handler \"late\" %s", path, bad[i].why);
+        assert_string_equal(err.msg, expected);
+        free(expected);
+        ib_plugin_close(p);
+    }
+    assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+    assert_int_equal(ib_plugin_handler_flags(p, 1), IB_HANDLER_TYPES_AFTER_INIT);
+    assert_int_equal(ib_plugin_init(p, &fx_host, "order.paid", &err), IB_OK);
+    assert_string_equal(ib_plugin_handler(p, 1)->event_types[0], "order.paid");
+    assert_null(ib_plugin_handler(p, 1)->event_types[1]);
+    ib_plugin_close(p);
+    free(path);
 }
 
 /* Entries of the 1.1 stride have no flags: they read as 0, never as the
@@ -787,6 +822,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(loads_a_newer_minor_descriptor, teardown),
     cmocka_unit_test_teardown(reads_handler_flags, teardown),
     cmocka_unit_test_teardown(refuses_unknown_handler_flags, teardown),
+    cmocka_unit_test_teardown(checks_types_set_by_init, teardown),
     cmocka_unit_test_teardown(older_handler_entries_have_no_flags, teardown),
     cmocka_unit_test_teardown(init_failure_reports_the_plugins_reason, teardown),
     cmocka_unit_test_teardown(init_is_called_once, teardown),

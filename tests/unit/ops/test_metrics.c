@@ -301,6 +301,50 @@ static void consumer_runs_render_every_result(void **state)
     ib_metrics_free(m);
 }
 
+/* HTTP requests a handler reported (ABI 1.3): counted by code, timed, and
+ * rendered only for the consumers that made some. */
+static void http_requests_render_by_code(void **state)
+{
+    (void)state;
+    ib_metrics *m = ib_metrics_create();
+    ib_metrics_consumer *a = ib_metrics_consumer_add(m, "orders/http/http");
+    ib_metrics_consumer *b = ib_metrics_consumer_add(m, "orders/audit/audit");
+    prom_text p;
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_http_request_seconds_count",
+                                "consumer=\"orders/http/http\"") == -1);
+    prom_text_free(&p);
+
+    ib_metrics_consumer_http(a, 204, 0.002);
+    ib_metrics_consumer_http(a, 204, 0.003);
+    ib_metrics_consumer_http(a, 503, 0.5);
+    ib_metrics_consumer_http(a, IB_METRICS_HTTP_TIMEOUT, 1.0);
+    ib_metrics_consumer_http(a, IB_METRICS_HTTP_ERROR, 0);
+    ib_metrics_consumer_http(a, 99999, 0); /* no such status: an error */
+    ib_metrics_consumer_http(NULL, 200, 0);
+    assert_int_equal(ib_metrics_consumer_http_count(a, 204), 2);
+    assert_int_equal(ib_metrics_consumer_http_count(a, IB_METRICS_HTTP_ERROR), 2);
+    render_parse(&p, m);
+    const char *c = "consumer=\"orders/http/http\",code=";
+    char labels[96];
+    snprintf(labels, sizeof(labels), "%s\"204\"", c);
+    assert_true(prom_text_value(&p, "ibus_http_requests_total", labels) == 2);
+    snprintf(labels, sizeof(labels), "%s\"503\"", c);
+    assert_true(prom_text_value(&p, "ibus_http_requests_total", labels) == 1);
+    snprintf(labels, sizeof(labels), "%s\"timeout\"", c);
+    assert_true(prom_text_value(&p, "ibus_http_requests_total", labels) == 1);
+    snprintf(labels, sizeof(labels), "%s\"error\"", c);
+    assert_true(prom_text_value(&p, "ibus_http_requests_total", labels) == 2);
+    assert_true(prom_text_value(&p, "ibus_http_request_seconds_count",
+                                "consumer=\"orders/http/http\"") == 6);
+    /* a consumer without requests has no such series */
+    assert_true(prom_text_value(&p, "ibus_http_request_seconds_count",
+                                "consumer=\"orders/audit/audit\"") == -1);
+    (void)b;
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
 /* A consumer identity comes from configuration (--consumer-name): quotes,
  * backslashes and newlines are escaped as in ibus_build_info. */
 static void consumer_labels_are_escaped(void **state)
@@ -483,6 +527,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(consumer_runs_render_every_result),
     cmocka_unit_test(consumer_labels_are_escaped),
     cmocka_unit_test(consumer_histograms_are_separate),
+    cmocka_unit_test(http_requests_render_by_code),
     cmocka_unit_test(issue14_series_render),
     cmocka_unit_test(exposition_checker_rejects_malformed_text),
     cmocka_unit_test(concurrent_updates_lose_nothing),
