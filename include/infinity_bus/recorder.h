@@ -130,7 +130,7 @@ typedef struct ib_recorder_options {
     size_t size;                    /* sizeof(ib_recorder_options) */
     size_t memory_capacity;         /* memory: max markers, oldest evicted; 0 = unbounded */
     int sqlite_busy_timeout_ms;     /* sqlite: 0 = 10000 */
-    const char *sqlite_synchronous; /* sqlite: "off"|"normal"|"full"|"extra"; NULL = "normal" */
+    const char *sqlite_synchronous; /* sqlite: "off"|"normal"|"full"|"extra"; NULL = "full" */
     unsigned sqlite_file_mode;      /* sqlite: mode for a new file; 0 = 0600 */
     int64_t (*now_ms)(void);        /* NULL = realtime clock */
     void *nats_connection;          /* kv: a connected natsConnection* (BORROWED) */
