@@ -185,8 +185,7 @@ static int body_mark(sq_recorder *s, void *vctx, ib_error *local)
         int rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
         if (rc != SQLITE_OK)
             return rc;
-        bool ours =
-            c->owner == NULL || st.done || !ib__sq_foreign_claim(&st, c->owner, lease_now);
+        bool ours = c->owner == NULL || st.done || !ib__sq_foreign_claim(&st, c->owner, lease_now);
         if (c->flags != NULL)
             c->flags[i] = ours;
         if (!ours)
@@ -474,12 +473,17 @@ static int64_t sq_lock_wait_max_ns(ib_recorder *r)
     return ns;
 }
 
-const ib_recorder_ops ib__sqlite_ops = {
+static void sq_close(ib_recorder *r)
+{
+    ib__sq_free(sq(r));
+}
+
+static const ib_recorder_ops sq_ops = {
     .size = sizeof(ib_recorder_ops),
     .kind = "sqlite",
     .is_processed = sq_is_processed,
     .mark_processed = sq_mark,
-    .close = ib__sqlite_close,
+    .close = sq_close,
     .check_batch = sq_check_batch,
     .mark_batch = sq_mark_batch,
     .claim = sq_claim,
@@ -500,9 +504,65 @@ const ib_recorder_ops ib__sqlite_ops = {
     .outbox_delete = ib__sq_outbox_delete,
     .outbox_count = ib__sq_outbox_count,
     .wal_bytes = sq_wal_bytes,
-    .upkeep = NULL,
     .lock_wait_max_ns = sq_lock_wait_max_ns,
     .end_attempts = sq_end_attempts,
     .inspect = ib__sq_inspect,
     .attempt_stats = ib__sq_attempt_stats,
 };
+
+ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)
+{
+    sq_recorder *s = NULL;
+    ib_status st = ib__sq_open(&s, &sq_ops, cfg, err);
+    *out = st == IB_OK ? &s->base : NULL;
+    return st;
+}
+
+/* --- hooks ------------------------------------------------------------------ */
+
+static sq_recorder *as_sqlite(ib_recorder *r)
+{
+    return r != NULL && r->ops == &sq_ops ? (sq_recorder *)r : NULL;
+}
+
+sqlite3 *ib__sqlite_db(ib_recorder *r)
+{
+    return as_sqlite(r) != NULL ? as_sqlite(r)->db : NULL;
+}
+
+void ib__sqlite_set_prune_batch(ib_recorder *r, unsigned rows)
+{
+    sq_recorder *s = as_sqlite(r);
+    if (s != NULL && rows > 0) {
+        pthread_mutex_lock(&s->mu);
+        s->prune_rows = rows;
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* Reads one figure under the mutex. */
+#define READ_FIGURE(r, field)                                                                      \
+    do {                                                                                           \
+        sq_recorder *s_ = as_sqlite(r);                                                            \
+        if (s_ == NULL)                                                                            \
+            return 0;                                                                              \
+        pthread_mutex_lock(&s_->mu);                                                               \
+        __typeof__(s_->field) v_ = s_->field;                                                      \
+        pthread_mutex_unlock(&s_->mu);                                                             \
+        return v_;                                                                                 \
+    } while (0)
+
+uint64_t ib__sqlite_prune_transactions(ib_recorder *r)
+{
+    READ_FIGURE(r, prune_transactions);
+}
+
+int64_t ib__sqlite_prune_hold_max_ns(ib_recorder *r)
+{
+    READ_FIGURE(r, prune_hold_max_ns);
+}
+
+uint64_t ib__sqlite_restarts_failed(ib_recorder *r)
+{
+    READ_FIGURE(r, wal.restarts_failed);
+}

@@ -186,8 +186,8 @@ ib_status ib__sq_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
     if (st == IB_OK && s->in_memory) {
         int64_t pages = 0;
         pthread_mutex_lock(&s->mu);
-        read_row(s, "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
-                 0, &pages, 1);
+        read_row(s, "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()", 0,
+                 &pages, 1);
         pthread_mutex_unlock(&s->mu);
         stats->storage_bytes = (uint64_t)pages;
     }

@@ -87,7 +87,7 @@ typedef struct sq_recorder {
     bool claims_unsynced; /* claims commit at NORMAL, marks at the configured level */
     int sync_now;         /* the level the connection runs at now */
     int64_t busy_timeout_ms;
-    int64_t deadline_ns;     /* monotonic: the current call's waits end here */
+    int64_t deadline_ns;      /* monotonic: the current call's waits end here */
     int64_t lock_wait_max_ns; /* the longest BEGIN IMMEDIATE took */
     uint64_t jitter;
     bool check_schema; /* set once the open brought the schema up to date */
@@ -100,9 +100,11 @@ typedef struct sq_recorder {
     int64_t prune_hold_max_ns; /* the longest prune transaction of the last prune */
 } sq_recorder;
 
-/* The kind's ops (sqlite.c) and its close (sqlite_open.c). */
-extern const ib_recorder_ops ib__sqlite_ops;
-void ib__sqlite_close(ib_recorder *r);
+/* Opens the marker file of `cfg` as a recorder whose ops are `ops`
+ * (sqlite.c's); frees one (sqlite_open.c). */
+ib_status ib__sq_open(sq_recorder **out, const ib_recorder_ops *ops, const ib__recorder_config *cfg,
+                      ib_error *err);
+void ib__sq_free(sq_recorder *s);
 
 /* ---- running transactions (sqlite_run.c) -------------------------------- */
 
@@ -191,9 +193,6 @@ typedef struct sq_state {
     int64_t expires;              /* its lease end on the lease clock */
     uint32_t attempts;            /* handler attempts it counts */
 } sq_state;
-
-/* Forgets the cids of the last transaction; every transaction starts so. */
-void ib__sq_cids_reset(sq_recorder *s);
 
 /* The cid of `consumer` in the open transaction (0: the file has none; with
  * `create`, a write transaction adds it). An SQLite code. */

@@ -6,11 +6,6 @@
 
 #include "uuid.h"
 
-void ib__sq_cids_reset(sq_recorder *s)
-{
-    s->cids.n = 0;
-}
-
 /* Looks `consumer` up (and adds it with `create`); 0 when it has no row. */
 static int cid_read(sq_recorder *s, int64_t *cid, const char *consumer, bool create)
 {
@@ -79,7 +74,9 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, int64_t *cid, const ib_marke
         out->expires = sqlite3_column_int64(st, 5);
         int64_t attempts = sqlite3_column_int64(st, 6);
         /* a row another tool wrote may hold anything */
-        out->attempts = attempts <= 0 ? 0 : attempts >= UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+        out->attempts = attempts <= 0            ? 0
+                        : attempts >= UINT32_MAX ? UINT32_MAX
+                                                 : (uint32_t)attempts;
         rc = SQLITE_DONE;
     }
     int rrc = sqlite3_reset(st);

@@ -207,13 +207,14 @@ static ib_status configure(sq_recorder *s, bool fresh, const ib__recorder_config
 }
 
 /* Allocates the recorder and its mutex; nothing is opened yet. */
-static ib_status sq_new(sq_recorder **out, const ib__recorder_config *cfg, ib_error *err)
+static ib_status sq_new(sq_recorder **out, const ib_recorder_ops *ops,
+                        const ib__recorder_config *cfg, ib_error *err)
 {
     sq_recorder *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "recorder sqlite:%.*s: out of memory",
                             IB__SQ_NAME_SHOWN, cfg->path);
-    s->base.ops = &ib__sqlite_ops;
+    s->base.ops = ops;
     s->base.now_ms = cfg->now_ms;
     s->base.lease_now_ms = cfg->lease_now_ms;
     snprintf(s->name, sizeof(s->name), "sqlite:%.*s%s", IB__SQ_NAME_SHOWN, cfg->path,
@@ -235,7 +236,7 @@ static ib_status sq_new(sq_recorder **out, const ib__recorder_config *cfg, ib_er
 }
 
 /* The one teardown: what was opened is closed, in reverse order. */
-static void sq_free(sq_recorder *s)
+void ib__sq_free(sq_recorder *s)
 {
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
@@ -244,74 +245,21 @@ static void sq_free(sq_recorder *s)
     free(s);
 }
 
-void ib__sqlite_close(ib_recorder *r)
-{
-    sq_free((sq_recorder *)r);
-}
-
-ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)
+ib_status ib__sq_open(sq_recorder **out, const ib_recorder_ops *ops, const ib__recorder_config *cfg,
+                      ib_error *err)
 {
     sq_recorder *s = NULL;
     bool fresh = false;
-    ib_status st = sq_new(&s, cfg, err);
+    ib_status st = sq_new(&s, ops, cfg, err);
     if (st != IB_OK)
         return st;
     st = open_connection(s, &fresh, cfg, err);
     if (st == IB_OK)
         st = configure(s, fresh, cfg, err);
     if (st != IB_OK) {
-        sq_free(s);
+        ib__sq_free(s);
         return st;
     }
-    *out = &s->base;
+    *out = s;
     return IB_OK;
-}
-
-/* --- hooks ------------------------------------------------------------------ */
-
-static sq_recorder *as_sqlite(ib_recorder *r)
-{
-    return r != NULL && r->ops == &ib__sqlite_ops ? (sq_recorder *)r : NULL;
-}
-
-sqlite3 *ib__sqlite_db(ib_recorder *r)
-{
-    return as_sqlite(r) != NULL ? as_sqlite(r)->db : NULL;
-}
-
-void ib__sqlite_set_prune_batch(ib_recorder *r, unsigned rows)
-{
-    sq_recorder *s = as_sqlite(r);
-    if (s != NULL && rows > 0) {
-        pthread_mutex_lock(&s->mu);
-        s->prune_rows = rows;
-        pthread_mutex_unlock(&s->mu);
-    }
-}
-
-/* Reads one figure under the mutex. */
-#define READ_FIGURE(r, field)                                                                      \
-    do {                                                                                           \
-        sq_recorder *s_ = as_sqlite(r);                                                            \
-        if (s_ == NULL)                                                                            \
-            return 0;                                                                              \
-        pthread_mutex_lock(&s_->mu);                                                               \
-        __typeof__(s_->field) v_ = s_->field;                                                      \
-        pthread_mutex_unlock(&s_->mu);                                                             \
-        return v_;                                                                                 \
-    } while (0)
-
-uint64_t ib__sqlite_prune_transactions(ib_recorder *r)
-{
-    READ_FIGURE(r, prune_transactions);
-}
-
-int64_t ib__sqlite_prune_hold_max_ns(ib_recorder *r)
-{
-    READ_FIGURE(r, prune_hold_max_ns);
-}
-
-uint64_t ib__sqlite_restarts_failed(ib_recorder *r)
-{
-    READ_FIGURE(r, wal.restarts_failed);
 }

@@ -150,7 +150,7 @@ static int set_sync(sq_recorder *s, tx_kind kind)
 
 int ib__sq_begin(sq_recorder *s, tx_kind kind)
 {
-    ib__sq_cids_reset(s);
+    s->cids.n = 0; /* resolved again in every transaction (invariant 6) */
     if (kind == TX_NONE)
         return SQLITE_OK;
     if (kind == TX_READ)
@@ -218,7 +218,7 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
         /* Keep SQLite's message before the rollback replaces it. */
         char msg[IB_ERROR_MSG_MAX];
         snprintf(msg, sizeof(msg), "%s",
-                 rc == IB__SQLITE_REFUSED ? ""
+                 rc == IB__SQLITE_REFUSED              ? ""
                  : sqlite3_errcode(s->db) == SQLITE_OK ? sqlite3_errstr(rc)
                                                        : sqlite3_errmsg(s->db));
         if (!sqlite3_get_autocommit(s->db))

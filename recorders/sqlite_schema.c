@@ -29,13 +29,13 @@
  * ISO dates UTC; anything else becomes `now` so an unknown marker is kept
  * a full retention window rather than pruned first. %s is the value. */
 #define TS_MS(v, now)                                                                              \
-    "CASE WHEN typeof(" v ") IN ('integer', 'real') AND abs(" v ") < 1e11 "                       \
+    "CASE WHEN typeof(" v ") IN ('integer', 'real') AND abs(" v ") < 1e11 "                        \
     "THEN CAST(round(" v " * 1000) AS INTEGER) "                                                   \
     "WHEN typeof(" v ") IN ('integer', 'real') THEN CAST(" v " AS INTEGER) "                       \
     "WHEN typeof(" v ") = 'text' AND " v " GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "    \
     "THEN CAST(round((julianday(" v ") - 2440587.5) * 86400000) AS INTEGER) "                      \
     "WHEN typeof(" v ") = 'text' AND trim(" v ") GLOB '[0-9]*' "                                   \
-    "AND CAST(trim(" v ") AS REAL) < 1e11 THEN CAST(round(CAST(trim(" v ") AS REAL) * 1000) "     \
+    "AND CAST(trim(" v ") AS REAL) < 1e11 THEN CAST(round(CAST(trim(" v ") AS REAL) * 1000) "      \
     "AS INTEGER) "                                                                                 \
     "WHEN typeof(" v ") = 'text' AND trim(" v ") GLOB '[0-9]*' "                                   \
     "THEN CAST(trim(" v ") AS INTEGER) ELSE " now " END"
@@ -61,79 +61,98 @@ typedef struct schema_object {
     const char *sql;
 } schema_object;
 
-static const schema_object objects[] = {
-    {"processed_consumers", "table",
-     "CREATE TABLE processed_consumers (\n"
-     "    cid INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused\n"
-     "    name TEXT NOT NULL UNIQUE, -- <durable>/<plugin>/<handler>\n"
-     "    markers INTEGER NOT NULL DEFAULT 0, -- its rows in processed_markers\n"
-     "    oldest_ms INTEGER, -- none of them is older (a bound once some were deleted)\n"
-     "    newest_ms INTEGER -- none is newer\n"
-     ")"},
-    {"processed_markers", "table",
-     "CREATE TABLE processed_markers (\n"
-     "    cid INTEGER NOT NULL, -- processed_consumers.cid\n"
-     "    event_id TEXT NOT NULL, -- 32 lowercase hex digits\n"
-     "    ts INTEGER NOT NULL, -- unix milliseconds when marked\n"
-     "    fp INTEGER, -- payload fingerprint, top 32 bits, signed; NULL = none\n"
-     "    PRIMARY KEY (cid, event_id)\n"
-     ") WITHOUT ROWID"},
-    {"processed_claims", "table",
-     "CREATE TABLE processed_claims (\n"
-     "    cid INTEGER NOT NULL,\n"
-     "    event_id TEXT NOT NULL,\n"
-     "    owner TEXT NOT NULL, -- the holder's token; '' = released\n"
-     "    expires_ms INTEGER NOT NULL, -- lease end, lease clock (ms since boot)\n"
-     "    attempts INTEGER NOT NULL, -- handler attempts since the last dead letter\n"
-     "    PRIMARY KEY (cid, event_id)\n"
-     ") WITHOUT ROWID"},
-    {"processed_outbox", "table",
-     "CREATE TABLE processed_outbox (\n"
-     "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
-     "    subject TEXT NOT NULL,\n"
-     "    msg_id TEXT NOT NULL, -- sent as Nats-Msg-Id\n"
-     "    data BLOB NOT NULL,\n"
-     "    staged_ms INTEGER NOT NULL -- unix milliseconds when staged\n"
-     ")"},
-    {"sqlite_sequence", "table", NULL}, /* SQLite's, for AUTOINCREMENT */
-    {"processed_markers_added", "trigger",
-     "CREATE TRIGGER processed_markers_added AFTER INSERT ON processed_markers BEGIN\n"
-     "  UPDATE processed_consumers SET markers = markers + 1,\n"
-     "    oldest_ms = min(coalesce(oldest_ms, NEW.ts), NEW.ts),\n"
-     "    newest_ms = max(coalesce(newest_ms, NEW.ts), NEW.ts)\n"
-     "  WHERE cid = NEW.cid;\n"
-     "END"},
-    {"processed_markers_removed", "trigger",
-     "CREATE TRIGGER processed_markers_removed AFTER DELETE ON processed_markers BEGIN\n"
-     "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE cid = OLD.cid;\n"
-     "END"},
-    {"processed_log", "view",
-     "CREATE VIEW processed_log (consumer, event_id, ts) AS\n"
-     "SELECT c.name, m.event_id, m.ts FROM processed_markers m\n"
-     "JOIN processed_consumers c ON c.cid = m.cid"},
-    /* No statement here can meet a conflict, so the outer statement's
-     * policy (INSERT OR REPLACE would delete a consumer's row) never
-     * applies. */
-    {"processed_log_insert", "trigger",
-     "CREATE TRIGGER processed_log_insert INSTEAD OF INSERT ON processed_log BEGIN\n"
-     "  SELECT RAISE(ABORT, 'processed_log: consumer must be 1 to 255 bytes of text and "
-     "event_id a uuid (32 hex digits, dashes allowed), neither with a NUL byte')\n"
-     "   WHERE NOT " VALID_CONSUMER("NEW.consumer") " OR NOT " VALID_ID("NEW.event_id") ";\n"
-     "  INSERT INTO processed_consumers (name) SELECT NEW.consumer\n"
-     "   WHERE NOT EXISTS (SELECT 1 FROM processed_consumers WHERE name = NEW.consumer);\n"
-     "  INSERT INTO processed_markers (cid, event_id, ts)\n"
-     "   SELECT " CID_OF("NEW.consumer") ", " NORMAL_ID("NEW.event_id") ", " TS_MS(
-         "NEW.ts", "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)") "\n"
-     "   WHERE NOT EXISTS (SELECT 1 FROM processed_markers WHERE cid = " CID_OF(
-         "NEW.consumer") " AND event_id = " NORMAL_ID("NEW.event_id") ");\n"
-     "  DELETE FROM processed_claims WHERE cid = " CID_OF(
-         "NEW.consumer") " AND event_id = " NORMAL_ID("NEW.event_id") ";\n"
-     "END"},
-    {"processed_log_delete", "trigger",
-     "CREATE TRIGGER processed_log_delete INSTEAD OF DELETE ON processed_log BEGIN\n"
-     "  DELETE FROM processed_markers WHERE cid = " CID_OF(
-         "OLD.consumer") " AND event_id = OLD.event_id;\n"
-     "END"},
+static const schema_object
+    objects[] =
+        {
+            {"processed_consumers", "table",
+             "CREATE TABLE processed_consumers (\n"
+             "    cid INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused\n"
+             "    name TEXT NOT NULL UNIQUE, -- <durable>/<plugin>/<handler>\n"
+             "    markers INTEGER NOT NULL DEFAULT 0, -- its rows in processed_markers\n"
+             "    oldest_ms INTEGER, -- none of them is older (a bound once some were deleted)\n"
+             "    newest_ms INTEGER -- none is newer\n"
+             ")"},
+            {"processed_markers", "table",
+             "CREATE TABLE processed_markers (\n"
+             "    cid INTEGER NOT NULL, -- processed_consumers.cid\n"
+             "    event_id TEXT NOT NULL, -- 32 lowercase hex digits\n"
+             "    ts INTEGER NOT NULL, -- unix milliseconds when marked\n"
+             "    fp INTEGER, -- payload fingerprint, top 32 bits, signed; NULL = none\n"
+             "    PRIMARY KEY (cid, event_id)\n"
+             ") WITHOUT ROWID"},
+            {"processed_claims", "table",
+             "CREATE TABLE processed_claims (\n"
+             "    cid INTEGER NOT NULL,\n"
+             "    event_id TEXT NOT NULL,\n"
+             "    owner TEXT NOT NULL, -- the holder's token; '' = released\n"
+             "    expires_ms INTEGER NOT NULL, -- lease end, lease clock (ms since boot)\n"
+             "    attempts INTEGER NOT NULL, -- handler attempts since the last dead letter\n"
+             "    PRIMARY KEY (cid, event_id)\n"
+             ") WITHOUT ROWID"},
+            {"processed_outbox", "table",
+             "CREATE TABLE processed_outbox (\n"
+             "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+             "    subject TEXT NOT NULL,\n"
+             "    msg_id TEXT NOT NULL, -- sent as Nats-Msg-Id\n"
+             "    data BLOB NOT NULL,\n"
+             "    staged_ms INTEGER NOT NULL -- unix milliseconds when staged\n"
+             ")"},
+            {"sqlite_sequence", "table", NULL}, /* SQLite's, for AUTOINCREMENT */
+            {"processed_markers_added", "trigger",
+             "CREATE TRIGGER processed_markers_added AFTER INSERT ON processed_markers BEGIN\n"
+             "  UPDATE processed_consumers SET markers = markers + 1,\n"
+             "    oldest_ms = min(coalesce(oldest_ms, NEW.ts), NEW.ts),\n"
+             "    newest_ms = max(coalesce(newest_ms, NEW.ts), NEW.ts)\n"
+             "  WHERE cid = NEW.cid;\n"
+             "END"},
+            {"processed_markers_removed", "trigger",
+             "CREATE TRIGGER processed_markers_removed AFTER DELETE ON processed_markers BEGIN\n"
+             "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE cid = OLD.cid;\n"
+             "END"},
+            {"processed_log", "view",
+             "CREATE VIEW processed_log (consumer, event_id, ts) AS\n"
+             "SELECT c.name, m.event_id, m.ts FROM processed_markers m\n"
+             "JOIN processed_consumers c ON c.cid = m.cid"},
+            /* No statement here can meet a conflict, so the outer statement's
+             * policy (INSERT OR REPLACE would delete a consumer's row) never
+             * applies. */
+            {"processed_log_insert", "trigger",
+             "CREATE TRIGGER processed_log_insert INSTEAD OF INSERT ON processed_log BEGIN\n"
+             "  SELECT RAISE(ABORT, 'processed_log: consumer must be 1 to 255 bytes of text and "
+             "event_id a uuid (32 hex digits, dashes allowed), neither with a NUL byte')\n"
+             "   WHERE NOT " VALID_CONSUMER("NEW.consumer") " OR NOT " VALID_ID(
+                 "NEW.event_id") ";\n"
+                                 "  INSERT INTO processed_consumers (name) SELECT NEW.consumer\n"
+                                 "   WHERE NOT EXISTS (SELECT 1 FROM processed_consumers WHERE "
+                                 "name = NEW.consumer);\n"
+                                 "  INSERT INTO processed_markers (cid, event_id, ts)\n"
+                                 "   SELECT " CID_OF("NEW.consumer") ", " NORMAL_ID("NEW.event_id") ", " TS_MS(
+                                     "NEW.ts", "CAST((julianday('now') - 2440587.5) * 86400000 AS "
+                                               "INTEGER)") "\n"
+                                                           "   WHERE NOT EXISTS (SELECT 1 FROM "
+                                                           "processed_markers WHERE cid = " CID_OF("NEW.consumer") " AND event_id = " NORMAL_ID(
+                                                               "NEW.event_id") ");\n"
+                                                                               "  DELETE FROM "
+                                                                               "processed_claims "
+                                                                               "WHERE cid "
+                                                                               "= " CID_OF("NEW."
+                                                                                           "consume"
+                                                                                           "r") " A"
+                                                                                                "ND"
+                                                                                                " e"
+                                                                                                "ve"
+                                                                                                "nt"
+                                                                                                "_i"
+                                                                                                "d "
+                                                                                                "="
+                                                                                                " " NORMAL_ID(
+                                                                                                    "NEW.event_id") ";\n"
+                                                                                                                    "END"},
+            {"processed_log_delete", "trigger",
+             "CREATE TRIGGER processed_log_delete INSTEAD OF DELETE ON processed_log BEGIN\n"
+             "  DELETE FROM processed_markers WHERE cid = " CID_OF(
+                 "OLD.consumer") " AND event_id = OLD.event_id;\n"
+                                 "END"},
 };
 
 #define N_OBJECTS (sizeof(objects) / sizeof(objects[0]))
@@ -227,7 +246,7 @@ typedef struct old_layout {
 
 static const old_layout layouts[6] = {
     [0] = {"SELECT consumer, event_id, " TS_MS("ts", "%lld") " AS ts, NULL AS fp FROM "
-           "processed_log",
+                                                             "processed_log",
            NULL, "processed_log"},
     /* version 1's expiries are wall-clock times: those claims are over */
     [1] = {"SELECT consumer, event_id, ts, NULL AS fp FROM processed_log", NULL,
@@ -246,9 +265,9 @@ static const old_layout layouts[6] = {
 
 /* Every object a layout before 6 may have had, dropped after the copy. */
 static const char *const old_objects[] = {
-    "processed_log_insert", "processed_log",   "processed_states", "processed_markers",
-    "processed_claims",     "processed_journal", "processed_merge", "processed_counts",
-    "processed_readers",
+    "processed_log_insert", "processed_log",    "processed_states",
+    "processed_markers",    "processed_claims", "processed_journal",
+    "processed_merge",      "processed_counts", "processed_readers",
 };
 
 /* Drops the old objects that exist, each as what it is (a table, a view or
@@ -257,7 +276,8 @@ static int drop_old(sqlite3 *db)
 {
     for (size_t i = 0; i < sizeof(old_objects) / sizeof(old_objects[0]); i++) {
         char type[16] = "";
-        char *sql = sqlite3_mprintf("SELECT type FROM sqlite_master WHERE name = %Q", old_objects[i]);
+        char *sql =
+            sqlite3_mprintf("SELECT type FROM sqlite_master WHERE name = %Q", old_objects[i]);
         if (sql == NULL)
             return SQLITE_NOMEM;
         int rc = ib__sqlite_read_value(db, sql, NULL, type, sizeof(type));
@@ -293,12 +313,16 @@ static int check_foreign(sqlite3 *db, const char *name, long long version, bool 
         if (rc != SQLITE_OK)
             return rc;
         if (there)
-            return refuse(err, name, "schema version 0 with a table of a later version (%s) "
-                          "this build did not create", later_tables[i]);
+            return refuse(err, name,
+                          "schema version 0 with a table of a later version (%s) "
+                          "this build did not create",
+                          later_tables[i]);
     }
     if (version <= 2 && outbox)
-        return refuse(err, name, "schema version %lld with a processed_outbox this build did "
-                      "not create", version);
+        return refuse(err, name,
+                      "schema version %lld with a processed_outbox this build did "
+                      "not create",
+                      version);
     return SQLITE_OK;
 }
 
@@ -317,8 +341,10 @@ static int check_old(sqlite3 *db, const char *name, long long version, ib_error 
         if (rc == SQLITE_OK && !table)
             rc = exists(db, "view", t, &view);
         if (rc == SQLITE_OK && !table && !view)
-            return refuse(err, name, "schema version %lld but %s is missing: not a layout "
-                          "this build can migrate", version, t);
+            return refuse(err, name,
+                          "schema version %lld but %s is missing: not a layout "
+                          "this build can migrate",
+                          version, t);
     }
     sqlite3_stmt *probe = NULL;
     if (rc == SQLITE_OK)
@@ -326,14 +352,15 @@ static int check_old(sqlite3 *db, const char *name, long long version, ib_error 
                                 &probe, NULL);
     sqlite3_finalize(probe);
     if (rc == SQLITE_ERROR)
-        return refuse(err, name, "processed_log lacks a consumer, event_id or ts column: not a "
+        return refuse(err, name,
+                      "processed_log lacks a consumer, event_id or ts column: not a "
                       "layout this build can migrate");
     return rc;
 }
 
 /* ib__sq_fp_stored in SQL: the top half (>> keeps the sign), 0 = none. */
 #define FP32(f)                                                                                    \
-    "CASE WHEN " f " IS NULL OR " f " = 0 THEN NULL WHEN (" f " >> 32) = 0 THEN 1 "               \
+    "CASE WHEN " f " IS NULL OR " f " = 0 THEN NULL WHEN (" f " >> 32) = 0 THEN 1 "                \
     "ELSE " f " >> 32 END"
 #define NO_CLAIMS                                                                                  \
     "SELECT NULL AS consumer, NULL AS event_id, NULL AS owner, NULL AS expires_ms, "               \
@@ -348,19 +375,37 @@ static int copy_rows(sqlite3 *db, const old_layout *l, int64_t now_ms)
     char *markers = sqlite3_mprintf(l->markers, (long long)now_ms);
     if (markers == NULL)
         return SQLITE_NOMEM;
-    char *sql = sqlite3_mprintf(
-        "INSERT INTO processed_consumers (name) SELECT c FROM (SELECT consumer AS c FROM (%s) "
-        "UNION SELECT consumer FROM (%s)) WHERE " VALID_CONSUMER("c") " ORDER BY c;"
-        "INSERT OR IGNORE INTO ib_new_markers SELECT k.cid, " NORMAL_ID("o.event_id")
-        ", CAST(o.ts AS INTEGER), " FP32("o.fp") " FROM (%s) o "
-        "JOIN processed_consumers k ON k.name = o.consumer "
-        "WHERE " VALID_ID("o.event_id") " AND o.ts IS NOT NULL ORDER BY 1, 2;"
-        "INSERT OR IGNORE INTO ib_new_claims SELECT k.cid, " NORMAL_ID("o.event_id")
-        ", o.owner, CAST(o.expires_ms AS INTEGER), max(CAST(o.attempts AS INTEGER), 0) "
-        "FROM (%s) o JOIN processed_consumers k ON k.name = o.consumer "
-        "WHERE " VALID_ID("o.event_id") " AND typeof(o.owner) = 'text' "
-        "AND (o.owner <> '' OR o.attempts > 0) ORDER BY 1, 2;",
-        markers, claims, markers, claims);
+    char *sql =
+        sqlite3_mprintf(
+            "INSERT INTO processed_consumers (name) SELECT c FROM (SELECT consumer AS c FROM (%s) "
+            "UNION SELECT consumer FROM (%s)) WHERE " VALID_CONSUMER(
+                "c") " ORDER BY c;"
+                     "INSERT OR IGNORE INTO ib_new_markers SELECT k.cid, " NORMAL_ID("o.event_id") ", CAST(o.ts AS INTEGER), " FP32(
+                         "o.fp") " FROM (%s) o "
+                                 "JOIN processed_consumers k ON k.name = o.consumer "
+                                 "WHERE " VALID_ID(
+                                     "o.event_id") " AND o.ts IS NOT NULL ORDER BY 1, 2;"
+                                                   "INSERT OR IGNORE INTO ib_new_claims SELECT "
+                                                   "k.cid, " NORMAL_ID(
+                                                       "o.event_id") ", o.owner, CAST(o.expires_ms "
+                                                                     "AS INTEGER), "
+                                                                     "max(CAST(o.attempts AS "
+                                                                     "INTEGER), 0) "
+                                                                     "FROM (%s) o JOIN "
+                                                                     "processed_consumers k ON "
+                                                                     "k.name = o.consumer "
+                                                                     "WHERE " VALID_ID(
+                                                                         "o.event_id") " AND "
+                                                                                       "typeof(o."
+                                                                                       "owner) = "
+                                                                                       "'text' "
+                                                                                       "AND "
+                                                                                       "(o.owner "
+                                                                                       "<> '' OR "
+                                                                                       "o.attempts "
+                                                                                       "> 0) ORDER "
+                                                                                       "BY 1, 2;",
+            markers, claims, markers, claims);
     sqlite3_free(markers);
     if (sql == NULL)
         return SQLITE_NOMEM;

@@ -70,8 +70,7 @@ static int authorize(void *ud, int action, const char *a1, const char *a2, const
     case SQLITE_DROP_TEMP_INDEX:
     case SQLITE_DROP_TRIGGER:
     case SQLITE_DROP_TEMP_TRIGGER:
-        return ib__sqlite_schema_owns(a1) || ib__sqlite_schema_owns(a2) ? SQLITE_DENY
-                                                                         : SQLITE_OK;
+        return ib__sqlite_schema_owns(a1) || ib__sqlite_schema_owns(a2) ? SQLITE_DENY : SQLITE_OK;
     default:
         return SQLITE_OK;
     }
@@ -125,7 +124,7 @@ typedef struct txn_call {
     const ib__txn_request *req;
     ib__txn_work_fn work;
     void *ctx;
-    size_t ran_to; /* out[0..ran_to) holds every key whose work ran */
+    size_t ran_to;  /* out[0..ran_to) holds every key whose work ran */
     ib_error local; /* why the file was refused (IB__SQLITE_REFUSED) */
     size_t decided;
 } txn_call;

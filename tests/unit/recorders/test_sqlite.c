@@ -723,8 +723,7 @@ static void test_wait_ends_at_the_busy_timeout(void **state)
     uint64_t fp = 0;
     ib_claim_info info;
     ib_claim_request req = {.owner = "A", .lease_ms = 1000};
-    assert_int_equal(ib__recorder_acquire_fp(r, &info, &key, &fp, 1, &req, &err),
-                     IB_ERR_RECORDER);
+    assert_int_equal(ib__recorder_acquire_fp(r, &info, &key, &fp, 1, &req, &err), IB_ERR_RECORDER);
     assert_false(atomic_load(&h.released));
     pthread_cancel(t);
     pthread_join(t, NULL);

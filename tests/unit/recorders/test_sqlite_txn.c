@@ -333,7 +333,8 @@ static bool work_writes_every_object(void *ctx, size_t i, ib__txn *txn)
         char *sql[4] = {
             sqlite3_mprintf("DROP %s %s", t, name),
             strcmp(t, "trigger") == 0 ? NULL : sqlite3_mprintf("DELETE FROM %s", name),
-            strcmp(t, "trigger") == 0 ? NULL : sqlite3_mprintf("INSERT INTO %s DEFAULT VALUES", name),
+            strcmp(t, "trigger") == 0 ? NULL
+                                      : sqlite3_mprintf("INSERT INTO %s DEFAULT VALUES", name),
             strcmp(t, "table") == 0 ? sqlite3_mprintf("ALTER TABLE %s ADD COLUMN sneaky", name)
                                     : NULL,
         };
