@@ -342,25 +342,11 @@ static ib_status sq_claim_batch(ib_recorder *r, ib_claim_state *states, const ib
     return run(r, TX_CLAIM, body_claim, &c, err);
 }
 
-static ib_status sq_claim(ib_recorder *r, ib_claim_state *state, const char *consumer,
-                          const char *event_id, const char *owner, int64_t lease_ms, ib_error *err)
-{
-    ib_marker_key key = {consumer, event_id};
-    return sq_claim_batch(r, state, &key, 1, owner, lease_ms, err);
-}
-
 static ib_status sq_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                   const char *owner, ib_error *err)
 {
     batch_ctx c = {.keys = keys, .n = n, .owner = owner};
     return run(r, TX_CLAIM, body_release, &c, err);
-}
-
-static ib_status sq_release(ib_recorder *r, const char *consumer, const char *event_id,
-                            const char *owner, ib_error *err)
-{
-    ib_marker_key key = {consumer, event_id};
-    return sq_release_batch(r, &key, 1, owner, err);
 }
 
 static ib_status sq_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
@@ -486,9 +472,7 @@ static const ib_recorder_ops sq_ops = {
     .close = sq_close,
     .check_batch = sq_check_batch,
     .mark_batch = sq_mark_batch,
-    .claim = sq_claim,
     .claim_batch = sq_claim_batch,
-    .release = sq_release,
     .release_batch = sq_release_batch,
     .lookup = ib__sq_lookup,
     .forget = ib__sq_forget,

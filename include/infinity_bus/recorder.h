@@ -18,8 +18,8 @@
  * BORROWED for the duration of the call.
  *
  * Kinds may lack the optional calls: batches fall back to loops over the
- * single calls, claims to "DONE if processed, else ACQUIRED" (no mutual
- * exclusion), the admin calls answer IB_ERR_UNSUPPORTED. memory: and
+ * single calls and single calls to batches of one, claims to "DONE if
+ * processed, else ACQUIRED" (no mutual exclusion), the admin calls answer IB_ERR_UNSUPPORTED. memory: and
  * sqlite: offer everything; kv: everything but prune (the bucket's TTL
  * prunes).
  *
