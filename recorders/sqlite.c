@@ -12,20 +12,22 @@
  *       One row per consumer identity ("<durable>/<plugin>/<handler>") that
  *       was ever claimed or marked. Added by the first claim or mark of a
  *       name (ours, or the seed's through processed_log); never deleted or
- *       renamed by the recorder. markers, oldest_ms and newest_ms are kept
- *       by the triggers on processed_markers, whoever writes it.
+ *       renamed by the recorder. markers, oldest_ms and newest_ms count its
+ *       markers (invariant 7).
  *
  *   processed_markers (cid, event_id TEXT, ts INTEGER, fp INTEGER,
- *                      PRIMARY KEY (cid, event_id)) WITHOUT ROWID
+ *                      PRIMARY KEY (event_id, cid)) WITHOUT ROWID
  *       One row per done (consumer, id): the marker. event_id is the
  *       normalised id (32 lowercase hex), ts unix ms when marked, fp the
  *       top 32 bits of the event's payload fingerprint as a signed number
- *       (NULL = none; ib__sq_fp_stored). Written by a mark, a fenced mark, transactional work
+ *       (NULL = none; ib__sq_fp_stored). The id leads the key: comparisons
+ *       are decided by its first bytes, and the handlers of one event mark
+ *       the same leaf. Written by a mark, a fenced mark, transactional work
  *       and the seed's INSERT into processed_log; deleted by forget, prune
  *       and a DELETE from processed_log.
  *
  *   processed_claims (cid, event_id TEXT, owner TEXT, expires_ms INTEGER,
- *                     attempts INTEGER, PRIMARY KEY (cid, event_id)) WITHOUT ROWID
+ *                     attempts INTEGER, PRIMARY KEY (event_id, cid)) WITHOUT ROWID
  *       A key in progress, or attempted and not done. owner is the holder's
  *       token ('' once released), expires_ms the lease end on the lease
  *       clock (CLOCK_BOOTTIME: shared by the processes of one kernel, never
@@ -73,16 +75,22 @@
  *     process could keep name -> cid in memory, but resolves it once per
  *     transaction instead, so a tool that edits processed_consumers can
  *     confuse nobody beyond one transaction.
- *  7. processed_consumers.markers is exact (triggers); oldest_ms is a lower
- *     bound once markers were deleted (a prune that ran to its end raises it
- *     to its cutoff), newest_ms an upper bound.
+ *  7. processed_consumers.markers counts the consumer's markers: every
+ *     write of ours adds what it inserted or deleted before it commits (a
+ *     tally per transaction, sqlite_keys.c), and processed_log's triggers
+ *     do the same for other tools. A tool that writes processed_markers
+ *     itself is not counted (triggers on the table cost a marker more than
+ *     its insert). oldest_ms is a lower bound once markers were deleted (a
+ *     prune that ran to its end raises it to its cutoff), newest_ms an upper
+ *     bound.
  *  8. Every transaction checks that the file still speaks version 6 (a
  *     newer build may migrate it while this one runs: then nothing is
  *     written and the call fails with IB_ERR_SCHEMA).
  *
- * THE CLAIM PATH, in ten ideas: (1) a key is (cid, event_id); (2) a batch
+ * THE CLAIM PATH, in ten ideas: (1) a key is (event_id, cid); (2) a batch
  * is one BEGIN IMMEDIATE transaction; (3) a marker row means done; (4) a
- * claim row holds owner, lease end and attempts; (5) leases run on the boot
+ * claim row holds owner, lease end and attempts, and a key with neither row
+ * is claimed in one statement; (5) leases run on the boot
  * clock, with the probe rules of ib__claim_hold_ms; (6) attempts make a
  * free key EXHAUSTED at max_attempts (the poison rule); (7) a fenced mark
  * skips a key another owner holds; (8) claims commit unsynced, marks synced
@@ -178,21 +186,15 @@ static int body_mark(sq_recorder *s, void *vctx, ib_error *local)
     batch_ctx *c = vctx;
     int64_t lease_now = s->base.lease_now_ms();
     int64_t ts = s->base.now_ms();
-    sq_state st;
-    int64_t cid;
+    bool marked;
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
+        int rc = ib__sq_mark(s, &marked, &c->keys[i], c->owner, lease_now, ts,
+                             c->fps != NULL ? c->fps[i] : 0);
         if (rc != SQLITE_OK)
             return rc;
-        bool ours = c->owner == NULL || st.done || !ib__sq_foreign_claim(&st, c->owner, lease_now);
         if (c->flags != NULL)
-            c->flags[i] = ours;
-        if (!ours)
-            continue;
-        rc = ib__sq_mark(s, cid, &c->keys[i], &st, ts, c->fps != NULL ? c->fps[i] : 0);
-        if (rc != SQLITE_OK)
-            return rc;
+            c->flags[i] = marked;
     }
     return SQLITE_OK;
 }
@@ -416,7 +418,13 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
     bool take;
     (void)local;
     for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
+        int rc = ib__sq_claim_new(s, &take, &c->keys[i], c->req->owner, expires);
+        if (rc == SQLITE_OK && take) {
+            c->out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = 1};
+            continue;
+        }
+        if (rc == SQLITE_OK)
+            rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
         if (rc != SQLITE_OK)
             return rc;
         acquire_decide(&c->out[i], &take, &st, c->fps != NULL ? c->fps[i] : 0, c->req, now);

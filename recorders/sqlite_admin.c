@@ -44,6 +44,8 @@ static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
         if (rc == SQLITE_OK)
             rc = sqlite3_bind_text(q, 2, c->key.event_id, -1, SQLITE_STATIC);
         rc = rc == SQLITE_OK ? ib__sq_step_done(q) : (sqlite3_reset(q), rc);
+        if (rc == SQLITE_OK)
+            rc = ib__sq_tally(s, cid, -1, 0);
     }
     if (rc != SQLITE_OK || c->st.attempts == 0)
         return rc;

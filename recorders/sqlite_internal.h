@@ -46,6 +46,10 @@ enum ib__sq_query {
     Q_MARKER_DEL,
     Q_CLAIM_PUT,
     Q_CLAIM_DEL,
+    Q_CLAIM_END,
+    Q_CLAIM_HELD,
+    Q_CLAIM_NEW,
+    Q_COUNT_ADD,
     Q_SAVEPOINT,
     Q_SAVEPOINT_RELEASE,
     Q_SAVEPOINT_UNDO,
@@ -67,6 +71,16 @@ typedef struct sq_cids {
     const char *name[IB__SQ_CIDS]; /* BORROWED from the call's keys */
     int64_t cid[IB__SQ_CIDS];      /* 0: the file has no such consumer */
 } sq_cids;
+
+/* Markers the open transaction added (or deleted) per consumer, written to
+ * processed_consumers before it commits (sqlite_keys.c; invariant 7). */
+#define IB__SQ_TALLY 16
+typedef struct sq_tally {
+    size_t n;
+    int64_t cid[IB__SQ_TALLY];
+    int64_t delta[IB__SQ_TALLY];
+    int64_t oldest[IB__SQ_TALLY], newest[IB__SQ_TALLY]; /* ts of those added; 0 = none */
+} sq_tally;
 
 /* The WAL's checkpoints (sqlite_run.c). */
 typedef struct sq_wal {
@@ -94,6 +108,7 @@ typedef struct sq_recorder {
     long long data_version;
     bool version_known;
     sq_cids cids;
+    sq_tally tally;
     sq_wal wal;
     unsigned prune_rows;
     uint64_t prune_transactions;
@@ -131,7 +146,7 @@ typedef int (*tx_body)(sq_recorder *s, void *ctx, ib_error *local);
 ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);
 ib_status ib__sq_run_locked(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);
 
-/* Resets the cids and BEGINs a transaction of `kind` (nothing for
+/* Resets the cids and the tally and BEGINs a transaction of `kind` (nothing for
  * TX_NONE) at its synchronous level, noting how long a write waited for the
  * lock. An SQLite code. */
 int ib__sq_begin(sq_recorder *s, tx_kind kind);
@@ -173,6 +188,8 @@ void ib__sq_backoff(sq_recorder *s, unsigned *delay_us);
 int ib__sqlite_read_value(sqlite3 *db, const char *sql, long long *num, char *text,
                           size_t text_size);
 
+/* ---- statements and keys (sqlite_keys.c) ---------------------------------- */
+
 /* Steps a statement that returns no rows wanted, then resets it; the
  * SQLite code of the step or the reset. */
 int ib__sq_step_done(sqlite3_stmt *st);
@@ -181,7 +198,13 @@ int ib__sq_step_done(sqlite3_stmt *st);
  * when no row comes back), and resets it. An SQLite code. */
 int ib__sq_read_count(uint64_t *out, sqlite3_stmt *st);
 
-/* ---- keys (sqlite_keys.c) ------------------------------------------------ */
+/* Counts `delta` markers added (ts > 0: marked at ts) or deleted of `cid`
+ * in the open transaction; written by ib__sq_tally_flush, or at once when
+ * the transaction names more consumers than the tally holds. */
+int ib__sq_tally(sq_recorder *s, int64_t cid, int64_t delta, int64_t ts);
+
+/* Writes the tally to processed_consumers; before every COMMIT of a write. */
+int ib__sq_tally_flush(sq_recorder *s);
 
 /* A key's whole state as the file holds it. */
 typedef struct sq_state {
@@ -206,17 +229,28 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, int64_t *cid, const ib_marke
  * and attempts. An SQLite code. */
 int ib__sq_claim_put(sq_recorder *s, int64_t cid, const char *event_id, const sq_state *st);
 
+/* The claim of a key the file holds nothing of (no marker, no claim row):
+ * taken for `owner` until `expires` with its first attempt counted, in one
+ * statement, the common case of a new event. `*taken` false: the key has a
+ * marker or a claim row, and the caller decides from its state. An SQLite
+ * code. */
+int ib__sq_claim_new(sq_recorder *s, bool *taken, const ib_marker_key *key, const char *owner,
+                     int64_t expires);
+
 /* Deletes the claim row of a key, if any. An SQLite code. */
 int ib__sq_claim_del(sq_recorder *s, int64_t cid, const char *event_id);
 
 /* Whether `st` holds a live claim of another owner than `owner`. */
 bool ib__sq_foreign_claim(const sq_state *st, const char *owner, int64_t lease_now);
 
-/* Marks `key` (whose state `st` was just read, `cid` its consumer's or 0)
- * at `ts` with fingerprint `fp` (0 = none) and deletes its claim; a marker
- * that exists stays as it is. An SQLite code. */
-int ib__sq_mark(sq_recorder *s, int64_t cid, const ib_marker_key *key, const sq_state *st,
-                int64_t ts, uint64_t fp);
+/* Marks `key` at `ts` with fingerprint `fp` (0 = none; a marker that
+ * exists stays as it is) and ends its claim, unless another owner than
+ * `owner` holds a lease on it that runs past `lease_now` (`owner` NULL:
+ * the seed's mark, which ends any claim). `*marked`: the key is marked now
+ * (false: the other owner's run decides). Needs no state read first: one
+ * conditional DELETE of the claim is the fence. An SQLite code. */
+int ib__sq_mark(sq_recorder *s, bool *marked, const ib_marker_key *key, const char *owner,
+                int64_t lease_now, int64_t ts, uint64_t fp);
 
 /* The stored form of a fingerprint: its top 32 bits as a signed number
  * (four bytes in the record; ib_fingerprint's finaliser mixes every input

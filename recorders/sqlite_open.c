@@ -46,6 +46,18 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_CLAIM_PUT] = "INSERT OR REPLACE INTO processed_claims (cid, event_id, owner, expires_ms, "
                     "attempts) VALUES (?1, ?2, ?3, ?4, ?5)",
     [Q_CLAIM_DEL] = "DELETE FROM processed_claims WHERE cid = ?1 AND event_id = ?2",
+    /* the fence of a mark (ib__sq_mark): ?3 the marking owner, NULL = any */
+    [Q_CLAIM_END] = "DELETE FROM processed_claims WHERE cid = ?1 AND event_id = ?2 AND (?3 IS NULL "
+                    "OR owner = '' OR owner = ?3 OR expires_ms <= ?4)",
+    [Q_CLAIM_HELD] = "SELECT 1 FROM processed_claims WHERE cid = ?1 AND event_id = ?2",
+    /* a new key's claim, when it is neither marked nor claimed (body_acquire) */
+    [Q_CLAIM_NEW] = "INSERT INTO processed_claims (cid, event_id, owner, expires_ms, attempts) "
+                    "SELECT ?1, ?2, ?3, ?4, 1 WHERE NOT EXISTS (SELECT 1 FROM processed_markers "
+                    "WHERE cid = ?1 AND event_id = ?2) ON CONFLICT DO NOTHING",
+    /* the tally of a transaction (invariant 7); ?3/?4 NULL: nothing added */
+    [Q_COUNT_ADD] = "UPDATE processed_consumers SET markers = max(markers + ?2, 0), oldest_ms = "
+                    "coalesce(min(coalesce(oldest_ms, ?3), ?3), oldest_ms), newest_ms = "
+                    "coalesce(max(coalesce(newest_ms, ?4), ?4), newest_ms) WHERE cid = ?1",
     [Q_SAVEPOINT] = "SAVEPOINT " IB__SQ_SAVEPOINT,
     [Q_SAVEPOINT_RELEASE] = "RELEASE " IB__SQ_SAVEPOINT,
     [Q_SAVEPOINT_UNDO] = "ROLLBACK TO " IB__SQ_SAVEPOINT,

@@ -66,7 +66,8 @@ static int body_prune_range(sq_recorder *s, void *vctx, ib_error *local)
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db,
                                 "DELETE FROM processed_markers WHERE (cid, event_id) > (?1, ?2) "
-                                "AND (?3 IS NULL OR (cid, event_id) <= (?3, ?4)) AND ts < ?5",
+                                "AND (?3 IS NULL OR (cid, event_id) <= (?3, ?4)) AND ts < ?5 "
+                                "RETURNING cid",
                                 -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, 1, c->cur_cid);
@@ -78,9 +79,11 @@ static int body_prune_range(sq_recorder *s, void *vctx, ib_error *local)
         rc = sqlite3_bind_text(st, 4, c->end_id, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, 5, c->older_than_ms);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    c->deleted = rc == SQLITE_DONE ? sqlite3_changes64(s->db) : 0;
+    c->deleted = 0;
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        c->deleted++;
+        rc = ib__sq_tally(s, sqlite3_column_int64(st, 0), -1, 0);
+    }
     int frc = sqlite3_finalize(st);
     return rc == SQLITE_DONE ? frc : rc;
 }

@@ -71,26 +71,6 @@ int ib__sq_on_wal(void *ctx, sqlite3 *db, const char *schema, int frames)
     return SQLITE_OK;
 }
 
-int ib__sq_step_done(sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    int rrc = sqlite3_reset(st);
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW)
-        return rrc;
-    return rc;
-}
-
-int ib__sq_read_count(uint64_t *out, sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *out = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    int rrc = sqlite3_reset(st);
-    return rc != SQLITE_DONE ? rc : rrc;
-}
-
 int ib__sqlite_read_value(sqlite3 *db, const char *sql, long long *num, char *text,
                           size_t text_size)
 {
@@ -151,6 +131,7 @@ static int set_sync(sq_recorder *s, tx_kind kind)
 int ib__sq_begin(sq_recorder *s, tx_kind kind)
 {
     s->cids.n = 0; /* resolved again in every transaction (invariant 6) */
+    s->tally.n = 0;
     if (kind == TX_NONE)
         return SQLITE_OK;
     if (kind == TX_READ)
@@ -174,6 +155,8 @@ static int attempt(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_err
         rc = ib__sq_check_schema(s, local);
     if (rc == SQLITE_OK)
         rc = body(s, ctx, local);
+    if (rc == SQLITE_OK && (kind == TX_CLAIM || kind == TX_MARK))
+        rc = ib__sq_tally_flush(s);
     if (rc == SQLITE_OK && kind != TX_NONE)
         rc = ib__sq_step_done(s->q[Q_COMMIT]);
     return rc;

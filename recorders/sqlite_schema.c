@@ -52,6 +52,11 @@
     "AND lower(replace(" e ", '-', '')) NOT GLOB '*[^0-9a-f]*')"
 #define NORMAL_ID(e) "lower(replace(" e ", '-', ''))"
 #define CID_OF(c) "(SELECT cid FROM processed_consumers WHERE name = " c ")"
+/* The seed's row as processed_log_insert reads it. */
+#define SEED_TS TS_MS("NEW.ts", "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)")
+#define SEED_MARKER                                                                                \
+    "(SELECT 1 FROM processed_markers WHERE cid = " CID_OF("NEW.consumer") " AND event_id = "     \
+    NORMAL_ID("NEW.event_id") ")"
 
 /* The objects of version 6, in creation order: the one list the schema
  * check and the transactional guard (ib__sqlite_schema_owns) read. */
@@ -78,7 +83,7 @@ static const schema_object
              "    event_id TEXT NOT NULL, -- 32 lowercase hex digits\n"
              "    ts INTEGER NOT NULL, -- unix milliseconds when marked\n"
              "    fp INTEGER, -- payload fingerprint, top 32 bits, signed; NULL = none\n"
-             "    PRIMARY KEY (cid, event_id)\n"
+             "    PRIMARY KEY (event_id, cid)\n"
              ") WITHOUT ROWID"},
             {"processed_claims", "table",
              "CREATE TABLE processed_claims (\n"
@@ -87,7 +92,7 @@ static const schema_object
              "    owner TEXT NOT NULL, -- the holder's token; '' = released\n"
              "    expires_ms INTEGER NOT NULL, -- lease end, lease clock (ms since boot)\n"
              "    attempts INTEGER NOT NULL, -- handler attempts since the last dead letter\n"
-             "    PRIMARY KEY (cid, event_id)\n"
+             "    PRIMARY KEY (event_id, cid)\n"
              ") WITHOUT ROWID"},
             {"processed_outbox", "table",
              "CREATE TABLE processed_outbox (\n"
@@ -98,17 +103,6 @@ static const schema_object
              "    staged_ms INTEGER NOT NULL -- unix milliseconds when staged\n"
              ")"},
             {"sqlite_sequence", "table", NULL}, /* SQLite's, for AUTOINCREMENT */
-            {"processed_markers_added", "trigger",
-             "CREATE TRIGGER processed_markers_added AFTER INSERT ON processed_markers BEGIN\n"
-             "  UPDATE processed_consumers SET markers = markers + 1,\n"
-             "    oldest_ms = min(coalesce(oldest_ms, NEW.ts), NEW.ts),\n"
-             "    newest_ms = max(coalesce(newest_ms, NEW.ts), NEW.ts)\n"
-             "  WHERE cid = NEW.cid;\n"
-             "END"},
-            {"processed_markers_removed", "trigger",
-             "CREATE TRIGGER processed_markers_removed AFTER DELETE ON processed_markers BEGIN\n"
-             "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE cid = OLD.cid;\n"
-             "END"},
             {"processed_log", "view",
              "CREATE VIEW processed_log (consumer, event_id, ts) AS\n"
              "SELECT c.name, m.event_id, m.ts FROM processed_markers m\n"
@@ -117,42 +111,28 @@ static const schema_object
              * policy (INSERT OR REPLACE would delete a consumer's row) never
              * applies. */
             {"processed_log_insert", "trigger",
-             "CREATE TRIGGER processed_log_insert INSTEAD OF INSERT ON processed_log BEGIN\n"
-             "  SELECT RAISE(ABORT, 'processed_log: consumer must be 1 to 255 bytes of text and "
-             "event_id a uuid (32 hex digits, dashes allowed), neither with a NUL byte')\n"
-             "   WHERE NOT " VALID_CONSUMER("NEW.consumer") " OR NOT " VALID_ID(
-                 "NEW.event_id") ";\n"
-                                 "  INSERT INTO processed_consumers (name) SELECT NEW.consumer\n"
-                                 "   WHERE NOT EXISTS (SELECT 1 FROM processed_consumers WHERE "
-                                 "name = NEW.consumer);\n"
-                                 "  INSERT INTO processed_markers (cid, event_id, ts)\n"
-                                 "   SELECT " CID_OF("NEW.consumer") ", " NORMAL_ID("NEW.event_id") ", " TS_MS(
-                                     "NEW.ts", "CAST((julianday('now') - 2440587.5) * 86400000 AS "
-                                               "INTEGER)") "\n"
-                                                           "   WHERE NOT EXISTS (SELECT 1 FROM "
-                                                           "processed_markers WHERE cid = " CID_OF("NEW.consumer") " AND event_id = " NORMAL_ID(
-                                                               "NEW.event_id") ");\n"
-                                                                               "  DELETE FROM "
-                                                                               "processed_claims "
-                                                                               "WHERE cid "
-                                                                               "= " CID_OF("NEW."
-                                                                                           "consume"
-                                                                                           "r") " A"
-                                                                                                "ND"
-                                                                                                " e"
-                                                                                                "ve"
-                                                                                                "nt"
-                                                                                                "_i"
-                                                                                                "d "
-                                                                                                "="
-                                                                                                " " NORMAL_ID(
-                                                                                                    "NEW.event_id") ";\n"
-                                                                                                                    "END"},
-            {"processed_log_delete", "trigger",
-             "CREATE TRIGGER processed_log_delete INSTEAD OF DELETE ON processed_log BEGIN\n"
-             "  DELETE FROM processed_markers WHERE cid = " CID_OF(
-                 "OLD.consumer") " AND event_id = OLD.event_id;\n"
-                                 "END"},
+     "CREATE TRIGGER processed_log_insert INSTEAD OF INSERT ON processed_log BEGIN\n"
+     "  SELECT RAISE(ABORT, 'processed_log: consumer must be 1 to 255 bytes of text and "
+     "event_id a uuid (32 hex digits, dashes allowed), neither with a NUL byte')\n"
+     "   WHERE NOT " VALID_CONSUMER("NEW.consumer") " OR NOT " VALID_ID("NEW.event_id") ";\n"
+     "  INSERT INTO processed_consumers (name) SELECT NEW.consumer\n"
+     "   WHERE NOT EXISTS (SELECT 1 FROM processed_consumers WHERE name = NEW.consumer);\n"
+     "  UPDATE processed_consumers SET markers = markers + 1,\n"
+     "    oldest_ms = min(coalesce(oldest_ms, " SEED_TS "), " SEED_TS "),\n"
+     "    newest_ms = max(coalesce(newest_ms, " SEED_TS "), " SEED_TS ")\n"
+     "   WHERE name = NEW.consumer AND NOT EXISTS " SEED_MARKER ";\n"
+     "  INSERT INTO processed_markers (cid, event_id, ts)\n"
+     "   SELECT " CID_OF("NEW.consumer") ", " NORMAL_ID("NEW.event_id") ", " SEED_TS "\n"
+     "   WHERE NOT EXISTS " SEED_MARKER ";\n"
+     "  DELETE FROM processed_claims WHERE cid = " CID_OF(
+         "NEW.consumer") " AND event_id = " NORMAL_ID("NEW.event_id") ";\n"
+     "END"},
+    {"processed_log_delete", "trigger",
+     "CREATE TRIGGER processed_log_delete INSTEAD OF DELETE ON processed_log BEGIN\n"
+     "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE name = OLD.consumer;\n"
+     "  DELETE FROM processed_markers WHERE cid = " CID_OF(
+         "OLD.consumer") " AND event_id = OLD.event_id;\n"
+     "END"},
 };
 
 #define N_OBJECTS (sizeof(objects) / sizeof(objects[0]))

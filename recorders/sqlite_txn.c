@@ -146,7 +146,7 @@ static int fence(txn_call *c, size_t i, ib__txn_result *res, sq_state *st)
 }
 
 /* Runs key i's work in its savepoint and keeps or undoes it. */
-static int run_work(txn_call *c, size_t i, const sq_state *before)
+static int run_work(txn_call *c, size_t i)
 {
     sq_recorder *s = c->s;
     int rc = ib__sq_step_done(s->q[Q_SAVEPOINT]);
@@ -167,10 +167,11 @@ static int run_work(txn_call *c, size_t i, const sq_state *before)
     }
     const uint64_t *fps = c->req->fingerprints;
     rc = ib__sq_step_done(s->q[Q_SAVEPOINT_RELEASE]);
-    /* The work may not write our tables (the authorizer), so the state read
-     * before it still holds. */
+    /* the fence was passed above, and work may not write our tables */
+    bool marked = false;
     if (rc == SQLITE_OK)
-        rc = ib__sq_mark(s, 0, &c->keys[i], before, s->base.now_ms(), fps != NULL ? fps[i] : 0);
+        rc = ib__sq_mark(s, &marked, &c->keys[i], c->req->owner, s->base.lease_now_ms(),
+                         s->base.now_ms(), fps != NULL ? fps[i] : 0);
     if (rc == SQLITE_OK)
         c->out[i] = IB__TXN_COMMITTED;
     return rc;
@@ -195,7 +196,7 @@ static int pass(txn_call *c)
         sq_state st;
         rc = fence(c, i, &c->out[i], &st);
         if (rc == SQLITE_OK && c->out[i] == IB__TXN_NOT_RUN)
-            rc = run_work(c, i, &st);
+            rc = run_work(c, i);
         if (rc != SQLITE_OK)
             return rc;
         c->decided = i + 1;

@@ -213,7 +213,7 @@ static void test_schema_layout(void **state)
     assert_non_null(strstr(sql, "cid INTEGER NOT NULL"));
     assert_non_null(strstr(sql, "event_id TEXT NOT NULL"));
     assert_non_null(strstr(sql, "ts INTEGER NOT NULL"));
-    assert_non_null(strstr(sql, "PRIMARY KEY (cid, event_id)"));
+    assert_non_null(strstr(sql, "PRIMARY KEY (event_id, cid)"));
     free(sql);
     sql = query_text(db, "SELECT sql FROM sqlite_master WHERE name = 'processed_claims'");
     assert_non_null(strstr(sql, "WITHOUT ROWID"));

@@ -194,13 +194,14 @@ static void test_seed_row_with_nul_is_refused(void **state)
     bool done = false;
     CHECK(ib_recorder_is_processed(r, &done, "svc/p/h", id, &err));
     assert_true(done);
-    /* a tool that writes the table itself cannot stall anyone either */
+    /* a tool that writes the table itself (not through processed_log) cannot
+     * stall anyone either; its row is not counted */
     exec_on(db, "INSERT INTO processed_markers VALUES (1, CAST(X'6161610062' AS TEXT), 1, NULL)");
     sqlite3_close(db);
     CHECK(claim_and_mark(r, "svc/p/h", 1000, 10, "A"));
     ib_recorder_stats s;
     CHECK(ib_recorder_stats_get(r, &s, &err));
-    assert_int_equal(s.markers, 10 + 1 + 10 + 1);
+    assert_int_equal(s.markers, 10 + 1 + 10);
     int listed = 0;
     CHECK(ib_recorder_list(r, NULL, 0, count_one, &listed, &err));
     assert_int_equal(listed, 22);

@@ -68,7 +68,8 @@ static void exec_on(sqlite3 *db, const char *sql)
         fail_msg("%s: %s", sql, msg);
 }
 
-/* `n` markers of consumer "big" with random ids, marked at T0 + 1.. T0 + n. */
+/* `n` markers of consumer "big" with random ids, marked at T0 + 1.. T0 + n,
+ * and their count, as a migration leaves them. */
 static void fill(const char *name, long n)
 {
     ib_recorder *r = open_file(name);
@@ -81,8 +82,10 @@ static void fill(const char *name, long n)
              "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %ld) "
              "INSERT INTO processed_markers (cid, event_id, ts, fp) "
              "SELECT (SELECT cid FROM processed_consumers WHERE name = 'big'), "
-             "lower(hex(randomblob(16))), %lld + i, NULL FROM n ORDER BY 2; COMMIT",
-             n, T0);
+             "lower(hex(randomblob(16))), %lld + i, NULL FROM n ORDER BY 2; "
+             "UPDATE processed_consumers SET markers = %ld, oldest_ms = %lld + 1, "
+             "newest_ms = %lld + %ld; COMMIT",
+             n, T0, n, T0, T0, n);
     exec_on(db, sql);
     sqlite3_close(db);
 }
