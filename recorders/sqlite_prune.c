@@ -37,8 +37,8 @@ static int find_end(sq_recorder *s, prune_ctx *c)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db,
-                                "SELECT cid, event_id FROM processed_markers WHERE (cid, event_id) "
-                                "> (?1, ?2) ORDER BY cid, event_id LIMIT 1 OFFSET ?3",
+                                "SELECT cid, event_id FROM processed_markers WHERE (event_id, cid) "
+                                "> (?2, ?1) ORDER BY event_id, cid LIMIT 1 OFFSET ?3",
                                 -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, 1, c->cur_cid);
@@ -63,11 +63,14 @@ static int body_prune_range(sq_recorder *s, void *vctx, ib_error *local)
     sqlite3_stmt *st = NULL;
     (void)local;
     int rc = find_end(s, c);
+    /* two statements, so that the range's end bounds the search */
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db,
-                                "DELETE FROM processed_markers WHERE (cid, event_id) > (?1, ?2) "
-                                "AND (?3 IS NULL OR (cid, event_id) <= (?3, ?4)) AND ts < ?5 "
-                                "RETURNING cid",
+                                c->has_end ? "DELETE FROM processed_markers WHERE (event_id, cid) > "
+                                             "(?2, ?1) AND (event_id, cid) <= (?4, ?3) AND ts < ?5 "
+                                             "RETURNING cid"
+                                           : "DELETE FROM processed_markers WHERE (event_id, cid) > "
+                                             "(?2, ?1) AND ts < ?5 RETURNING cid",
                                 -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, 1, c->cur_cid);
@@ -107,8 +110,8 @@ static int body_prune_rest(sq_recorder *s, void *vctx, ib_error *local)
     if (rc != SQLITE_DONE)
         return rc;
     rc = sqlite3_prepare_v2(s->db,
-                            "DELETE FROM processed_claims WHERE (cid, event_id) IN (SELECT cid, "
-                            "event_id FROM processed_claims WHERE expires_ms <= ?1 LIMIT ?2)",
+                            "DELETE FROM processed_claims WHERE (event_id, cid) IN (SELECT event_id, "
+                            "cid FROM processed_claims WHERE expires_ms <= ?1 LIMIT ?2)",
                             -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, 1, c->lease_cutoff);
