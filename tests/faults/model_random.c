@@ -378,9 +378,12 @@ int model_run_random(const model_config *cfg, model_figures *fig, char *why, siz
     return 0;
 }
 
+/* Every field before longest_call_ms is a uint64_t count. */
+_Static_assert(offsetof(model_figures, longest_call_ms) % sizeof(uint64_t) == 0,
+               "model_figures: counts first");
+
 void model_figures_add(model_figures *sum, const model_figures *one)
 {
-    /* every field but the longest call and the seconds is a count */
     uint64_t *a = (uint64_t *)sum;
     const uint64_t *b = (const uint64_t *)one;
     for (size_t i = 0; i < offsetof(model_figures, longest_call_ms) / sizeof(uint64_t); i++)

@@ -269,6 +269,19 @@ static void finish_call(model_session *s, unsigned slot, const model_reply *r, i
         reap_exited(s, slot);
 }
 
+/* The worker of `slot` is dead and reaped (at t): its call in flight, if
+ * any, ends without an answer, and its owners hold nothing from t on. */
+static void slot_gone(model_session *s, unsigned slot, int64_t t)
+{
+    model_slot *w = &s->slots[slot];
+    if (w->busy)
+        finish_call(s, slot, NULL, t);
+    if (w->stopped)
+        s->stopped--;
+    w->live = w->busy = w->stopped = w->open = false;
+    model_proc_gone(s->m, (int)slot, t);
+}
+
 /* A worker that ended without being asked to. */
 static void worker_died(model_session *s, unsigned slot, const char *how)
 {
@@ -282,12 +295,7 @@ static void worker_died(model_session *s, unsigned slot, const char *how)
              " (wait status 0x%x); its log ends:\n%s", status, tail);
     model_flag(s->m, V_CRASH, what, s->cfg.log);
     s->fig.crashes++;
-    if (w->busy)
-        finish_call(s, slot, NULL, t);
-    if (w->stopped)
-        s->stopped--;
-    w->live = w->busy = w->stopped = w->open = false;
-    model_proc_gone(s->m, (int)slot, t);
+    slot_gone(s, slot, t);
 }
 
 static void take_answer(model_session *s, unsigned slot, const char *line)
@@ -377,13 +385,7 @@ void session_kill(model_session *s, unsigned slot)
     if (!w->live)
         return;
     proc_kill(&w->p);
-    int64_t t = model_now_ns();
-    if (w->busy)
-        finish_call(s, slot, NULL, t);
-    if (w->stopped)
-        s->stopped--;
-    w->live = w->busy = w->stopped = w->open = false;
-    model_proc_gone(s->m, (int)slot, t);
+    slot_gone(s, slot, model_now_ns());
     s->fig.kills++;
     trace(s, "worker %u killed", slot);
     s->fig.steps++;
