@@ -32,7 +32,7 @@
     "usage: store_layouts [--quick] [--sizes N,N,...] [--ids N] [--batch N]\n"                     \
     "         [--synchronous off|normal|full|extra] [--dir DIR] [--keep]\n"                        \
     "         [--layouts NAME,...] [--procs N] [--procs-layouts NAME,...] [--join-ms MS]\n"        \
-    "         [--prune-rows N] [--lookups N] [--scan-lookups N] [--seed N]\n"                      \
+    "         [--prune-rows N] [--lookups N] [--scan-lookups N] [--seed N] [--repeat N]\n"         \
     "         [--preload-order sorted|random]\n"                                                   \
     "layouts: bare (the baseline, always run), plain, compact, compact-blob, journal, "            \
     "generations\n"
@@ -76,6 +76,7 @@ static void defaults(ib__sl_opts *o)
     o->lookups = 2000;
     o->scan_lookups = 3;
     o->seed = 42;
+    o->repeat = 3;
     o->ready_fd = -1;
 }
 
@@ -91,6 +92,7 @@ static void quick(ib__sl_opts *o)
     o->prune_rows = 500;
     o->lookups = 200;
     o->scan_lookups = 2;
+    o->repeat = 1;
 }
 
 static size_t count_arg(const char *v, const char *option)
@@ -157,6 +159,8 @@ static bool value_option(ib__sl_opts *o, const char *name, const char *v)
         o->scan_lookups = count_arg(v, name);
     else if (strcmp(name, "--seed") == 0)
         o->seed = count_arg(v, name);
+    else if (strcmp(name, "--repeat") == 0)
+        o->repeat = (int)count_arg(v, name);
     else
         return false;
     return true;
@@ -208,6 +212,8 @@ static void parse_opts(ib__sl_opts *o, int argc, char **argv)
         ib__sl_die("--batch: 1 to 100000 ids per transaction");
     if (o->ids < 16 * o->batch)
         ib__sl_die("--ids: at least 16 batches (%zu ids)", 16 * o->batch);
+    if (o->repeat < 1 || o->repeat > IB__SL_MAX_REPEAT)
+        ib__sl_die("--repeat: 1 to %d", IB__SL_MAX_REPEAT);
     check_names(o->layouts, "--layouts");
     check_names(o->procs_layouts, "--procs-layouts");
 }
@@ -275,30 +281,60 @@ static void progress(const ib__sl_layout *L, size_t n, const ib__sl_result *r)
             r->prune.max_ms);
 }
 
-static void measure_size(bench *b, size_t si)
-{
-    size_t n = b->o.sizes[si];
-    ib__sl_preload set = {0};
-    ib__sl_preloaded pf;
-    char work[4200];
-    snprintf(work, sizeof(work), "%s/work-%d.db", b->dir, (int)getpid());
-    for (size_t l = 0; l < b->t.nlayouts; l++) {
-        const ib__sl_layout *L = b->t.layouts[l];
-        ib__sl_result *r = &b->t.res[si][l];
-        ib__sl_preload_ensure(&pf, b->dir, preload_layout(L), n, &b->o, &set);
-        r->preload_s = pf.seconds;
-        r->preload_reused = pf.reused;
-        ib__sl_copy_file(pf.path, work);
-        ib__sl_measure(r, L, work, &b->o, &b->st, n, n > 0 ? pf.base_ms + IB__SL_DAY_MS : 0);
-        ib__sl_remove_db(work);
-        progress(L, n, r);
-    }
-    ib__sl_preload_free(&set);
-}
-
 static double rate_of(const ib__sl_result *r)
 {
     return r->ran && r->seconds > 0 ? (double)r->fresh / r->seconds : 0;
+}
+
+/* One repetition of one layout at one size, on a fresh copy of its file;
+ * the prune and the lookup only in the first repetition. */
+static void measure_once(bench *b, ib__sl_result *r, const ib__sl_layout *L, size_t n,
+                         ib__sl_preload *set, int rep)
+{
+    ib__sl_preloaded pf;
+    char work[4200];
+    snprintf(work, sizeof(work), "%s/work-%d.db", b->dir, (int)getpid());
+    ib__sl_preload_ensure(&pf, b->dir, preload_layout(L), n, &b->o, set);
+    r->preload_s = pf.seconds;
+    r->preload_reused = pf.reused;
+    ib__sl_copy_file(pf.path, work);
+    ib__sl_measure(r, L, work, &b->o, &b->st, n, n > 0 ? pf.base_ms + IB__SL_DAY_MS : 0, rep == 0);
+    ib__sl_remove_db(work);
+    progress(L, n, r);
+}
+
+/* The repetition of median rate, with the first one's prune and lookup. */
+static ib__sl_result median(const ib__sl_result *reps, int n)
+{
+    int order[IB__SL_MAX_REPEAT];
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        for (; j > 0 && rate_of(&reps[order[j - 1]]) > rate_of(&reps[i]); j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    ib__sl_result r = reps[order[n / 2]];
+    r.prune = reps[0].prune;
+    r.pruned = reps[0].pruned;
+    r.lookup_plan = reps[0].lookup_plan;
+    r.lookup_us = reps[0].lookup_us;
+    r.lookups = reps[0].lookups;
+    return r;
+}
+
+/* Every layout, --repeat times, interleaved so that a burst of other work
+ * on the machine hits one sample of several layouts, not one layout. */
+static void measure_size(bench *b, size_t si)
+{
+    static ib__sl_result reps[IB__SL_MAX_LAYOUTS][IB__SL_MAX_REPEAT];
+    ib__sl_preload set = {0};
+    memset(reps, 0, sizeof(reps));
+    for (int rep = 0; rep < b->o.repeat; rep++)
+        for (size_t l = 0; l < b->t.nlayouts; l++)
+            measure_once(b, &reps[l][rep], b->t.layouts[l], b->o.sizes[si], &set, rep);
+    for (size_t l = 0; l < b->t.nlayouts; l++)
+        b->t.res[si][l] = median(reps[l], b->o.repeat);
+    ib__sl_preload_free(&set);
 }
 
 /* --procs-layouts, or the two fastest candidates at the largest size. */

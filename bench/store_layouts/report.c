@@ -30,6 +30,11 @@ static void print_caption(FILE *f, const ib__sl_table *t)
             sqlite3_libversion(), o->ids, o->batch, sync_names[o->synchronous & 3],
             IB__SL_PAGE_SIZE, IB__SL_CACHE_KIB, IB__SL_CONSUMER,
             o->random_order ? "in random order" : "sorted", (unsigned long long)o->seed);
+    fprintf(f,
+            "Each layout ran %d time(s) per size, interleaved; a row is the run of median rate "
+            "(prune and outside SELECT: the first run). Rates include checkpoints; CPU is this "
+            "process's user + system time.\n",
+            o->repeat);
     fprintf(f, "Load average (1, 5, 15 min) at start: %s; at end: %s.\n", t->load_start,
             t->load_end);
 }
@@ -38,9 +43,10 @@ static void print_rates(FILE *f, const ib__sl_table *t, size_t si)
 {
     const ib__sl_result *bare = &t->res[si][0];
     fprintf(f, "\n## %zu markers: rate\n\n", t->o->sizes[si]);
-    fprintf(f, "| layout | new ids/s | x bare | x own at 0 | txn p99 ms | txn max ms | "
-               "pages written / batch | cache misses / batch | checkpoints (max ms) |\n");
-    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "| layout | new ids/s | x bare | x own at 0 | CPU us / new id | txn p99 ms | "
+               "txn max ms | pages written / batch | cache misses / batch | checkpoints (max "
+               "ms) |\n");
+    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t l = 0; l < t->nlayouts; l++) {
         const ib__sl_result *r = &t->res[si][l];
         if (!r->ran)
@@ -51,8 +57,9 @@ static void print_rates(FILE *f, const ib__sl_table *t, size_t si)
             print_ratio(f, rate(r), rate(&t->res[0][l]));
         else
             fprintf(f, " - |");
-        fprintf(f, " %.2f | %.2f | %.1f | %.1f | %zu (%.0f) |\n", r->hold_p99_ms, r->hold_max_ms,
-                r->pages_written, r->cache_misses, r->checkpoints, r->checkpoint_max_ms);
+        fprintf(f, " %.1f | %.2f | %.2f | %.1f | %.1f | %zu (%.0f) |\n", r->cpu_us, r->hold_p99_ms,
+                r->hold_max_ms, r->pages_written, r->cache_misses, r->checkpoints,
+                r->checkpoint_max_ms);
     }
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "store_layouts.h"
 
@@ -64,6 +65,16 @@ static void hold_figures(ib__sl_result *r, ib__sl_stats *st)
     r->hold_max_ms = st->hold_ms[st->n - 1];
 }
 
+/* User and system CPU of this process: unlike the rate, hardly moved by
+ * what else the machine does. */
+static double cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
 static int db_status(sqlite3 *db, int op)
 {
     int cur = 0, hi = 0;
@@ -81,7 +92,7 @@ void ib__sl_run_stream(ib__sl_result *r, ib__sl_store *s, const ib__sl_stream *s
     s->stats.keep = true;
     (void)db_status(s->db, SQLITE_DBSTATUS_CACHE_WRITE);
     (void)db_status(s->db, SQLITE_DBSTATUS_CACHE_MISS);
-    double t0 = ib__sl_now_ms();
+    double t0 = ib__sl_now_ms(), cpu0 = cpu_ms();
     for (size_t off = 0; off < st->n; off += st->batch, batches++) {
         ib__sl_batch b = {.ids = st->ids + off, .fps = st->fps + off, .verdict = verdict};
         b.n = st->n - off < st->batch ? st->n - off : st->batch;
@@ -95,6 +106,7 @@ void ib__sl_run_stream(ib__sl_result *r, ib__sl_store *s, const ib__sl_stream *s
     }
     r->seconds = (ib__sl_now_ms() - t0) / 1e3;
     r->fresh = fresh;
+    r->cpu_us = (cpu_ms() - cpu0) * 1e3 / (double)(fresh > 0 ? fresh : 1);
     double nb = batches > 0 ? (double)batches : 1;
     r->pages_written = db_status(s->db, SQLITE_DBSTATUS_CACHE_WRITE) / nb;
     r->cache_misses = db_status(s->db, SQLITE_DBSTATUS_CACHE_MISS) / nb;
@@ -142,7 +154,7 @@ static void start_both(ib__sl_result *r, ib__sl_store *s, const char *work, cons
 
 void ib__sl_measure(ib__sl_result *r, const ib__sl_layout *L, const char *work,
                     const ib__sl_opts *o, const ib__sl_stream *st, uint64_t preloaded,
-                    int64_t cutoff_ms)
+                    int64_t cutoff_ms, bool full)
 {
     ib__sl_store s;
     start_both(r, &s, work, L, o, st);
@@ -153,8 +165,9 @@ void ib__sl_measure(ib__sl_result *r, const ib__sl_layout *L, const char *work,
     if (r->markers != preloaded + r->fresh)
         ib__sl_die("%s: holds %llu markers after the run, expected %llu", L->name,
                    (unsigned long long)r->markers, (unsigned long long)(preloaded + r->fresh));
-    ib__sl_lookup(r, work, L, st, o);
-    if (L->prune != NULL) {
+    if (full)
+        ib__sl_lookup(r, work, L, st, o);
+    if (full && L->prune != NULL) {
         L->prune(&s, cutoff_ms != 0 ? cutoff_ms : r->seventh_ms, o->prune_rows, &r->prune);
         r->pruned = true;
     }

@@ -252,6 +252,7 @@ void ib__sl_prune_note(ib__sl_prune *out, double hold_ms);
 /* ---- options and results (store_layouts.c, run.c, lookup.c, procs.c) -- */
 
 #define IB__SL_MAX_SIZES 8
+#define IB__SL_MAX_REPEAT 9
 
 typedef struct ib__sl_opts {
     size_t sizes[IB__SL_MAX_SIZES];
@@ -267,6 +268,7 @@ typedef struct ib__sl_opts {
     int join_ms;
     size_t prune_rows, lookups, scan_lookups;
     uint64_t seed;
+    int repeat; /* runs per layout and size; the median is reported */
     /* --child: one process of the multi-process variant (procs.c) */
     const char *child_layout, *child_file, *child_report;
     int ready_fd;
@@ -280,6 +282,7 @@ typedef struct ib__sl_result {
     double start_cold_ms, start_warm_ms;
     size_t fresh; /* new ids the run marked */
     double seconds;
+    double cpu_us; /* user + system CPU of this process per new id */
     double hold_p99_ms, hold_max_ms;
     double pages_written, cache_misses; /* per batch */
     size_t checkpoints;
@@ -309,11 +312,11 @@ double ib__sl_start(ib__sl_store *s, const char *path, const ib__sl_layout *layo
                     const ib__sl_opts *o, const ib__sl_stream *st);
 /* Measures one layout on `work`, a fresh copy of a file of `preloaded`
  * markers: cold and warm start-up, the run of `st`, the file's bytes per
- * marker, the outside lookup, then the prune of markers older than
- * cutoff_ms (0: the run's first seventh). */
+ * marker, and with `full` the outside lookup, then the prune of markers
+ * older than cutoff_ms (0: the run's first seventh). */
 void ib__sl_measure(ib__sl_result *r, const ib__sl_layout *layout, const char *work,
                     const ib__sl_opts *o, const ib__sl_stream *st, uint64_t preloaded,
-                    int64_t cutoff_ms);
+                    int64_t cutoff_ms, bool full);
 /* The outside tool's SELECT through processed_log, on its own connection:
  * checks the plan, dies if a layout that must search scans. */
 void ib__sl_lookup(ib__sl_result *r, const char *path, const ib__sl_layout *layout,
