@@ -30,9 +30,9 @@
 #define RUN_SEED 0x5eedULL
 #define USAGE                                                                                      \
     "usage: store_layouts [--quick] [--sizes N,N,...] [--ids N] [--batch N]\n"                     \
-    "         [--synchronous off|normal|full|extra] [--dir DIR] [--keep]\n"                        \
-    "         [--layouts NAME,...] [--procs N] [--procs-layouts NAME,...] [--join-ms MS]\n"        \
-    "         [--prune-rows N] [--lookups N] [--scan-lookups N] [--seed N] [--repeat N]\n"         \
+    "         [--synchronous off|normal|full|extra] [--repeat N] [--dir DIR] [--keep]\n"           \
+    "         [--layouts NAME,...] [--procs N] [--procs-layouts NAME,...] [--procs-ids N]\n"       \
+    "         [--join-ms MS] [--prune-rows N] [--lookups N] [--scan-lookups N] [--seed N]\n"       \
     "         [--preload-order sorted|random]\n"                                                   \
     "layouts: bare (the baseline, always run), plain, compact, compact-blob, journal, "            \
     "generations\n"
@@ -147,6 +147,8 @@ static bool value_option(ib__sl_opts *o, const char *name, const char *v)
         o->layouts = v;
     else if (strcmp(name, "--procs") == 0)
         o->procs = (int)count_arg(v, name);
+    else if (strcmp(name, "--procs-ids") == 0)
+        o->procs_ids = count_arg(v, name);
     else if (strcmp(name, "--procs-layouts") == 0)
         o->procs_layouts = v;
     else if (strcmp(name, "--join-ms") == 0)
@@ -216,12 +218,17 @@ static void parse_opts(ib__sl_opts *o, int argc, char **argv)
         ib__sl_die("--repeat: 1 to %d", IB__SL_MAX_REPEAT);
     check_names(o->layouts, "--layouts");
     check_names(o->procs_layouts, "--procs-layouts");
+    if (o->procs_ids == 0)
+        o->procs_ids = 3 * o->ids;
 }
 
 typedef struct bench {
     ib__sl_opts o;
     char dir[4096];
     bool made_dir;
+    /* preloaded files this run made (not kept from an earlier one) */
+    char made[IB__SL_MAX_SIZES * IB__SL_MAX_LAYOUTS][64];
+    size_t nmade;
     ib__sl_table t;
     ib__sl_stream st;
 } bench;
@@ -286,6 +293,19 @@ static double rate_of(const ib__sl_result *r)
     return r->ran && r->seconds > 0 ? (double)r->fresh / r->seconds : 0;
 }
 
+/* Whether this run made the preloaded file at `path` (now, when `made`,
+ * or earlier). */
+static bool made_here_note(bench *b, const char *path, bool made)
+{
+    const char *name = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+    for (size_t i = 0; i < b->nmade; i++)
+        if (strcmp(b->made[i], name) == 0)
+            return true;
+    if (made && b->nmade < sizeof(b->made) / sizeof(b->made[0]))
+        snprintf(b->made[b->nmade++], sizeof(b->made[0]), "%.63s", name);
+    return made;
+}
+
 /* One repetition of one layout at one size, on a fresh copy of its file;
  * the prune and the lookup only in the first repetition. */
 static void measure_once(bench *b, ib__sl_result *r, const ib__sl_layout *L, size_t n,
@@ -296,7 +316,7 @@ static void measure_once(bench *b, ib__sl_result *r, const ib__sl_layout *L, siz
     snprintf(work, sizeof(work), "%s/work-%d.db", b->dir, (int)getpid());
     ib__sl_preload_ensure(&pf, b->dir, preload_layout(L), n, &b->o, set);
     r->preload_s = pf.seconds;
-    r->preload_reused = pf.reused;
+    r->preload_reused = !made_here_note(b, pf.path, !pf.reused);
     ib__sl_copy_file(pf.path, work);
     ib__sl_measure(r, L, work, &b->o, &b->st, n, n > 0 ? pf.base_ms + IB__SL_DAY_MS : 0, rep == 0);
     ib__sl_remove_db(work);

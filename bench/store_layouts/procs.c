@@ -100,7 +100,7 @@ static pid_t spawn(const ib__sl_opts *o, const char *layout, const char *work, c
                    int ready_fd)
 {
     char ids[32], batch[32], sync[16], seed[32], fd[16];
-    snprintf(ids, sizeof(ids), "%zu", o->ids);
+    snprintf(ids, sizeof(ids), "%zu", o->procs_ids);
     snprintf(batch, sizeof(batch), "%zu", o->batch);
     static const char *const sync_names[] = {"off", "normal", "full", "extra"};
     snprintf(sync, sizeof(sync), "%s", sync_names[o->synchronous & 3]);

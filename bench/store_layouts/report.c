@@ -123,8 +123,8 @@ static void print_procs(FILE *f, const ib__sl_table *t)
     if (!any)
         return;
     int n = t->o->procs;
-    fprintf(f, "\n## %d processes on one file, %d joining after %d ms\n\n", n, n - 1,
-            t->o->join_ms);
+    fprintf(f, "\n## %d processes on one file, %d joining after %d ms, %zu new ids each\n\n", n,
+            n - 1, t->o->join_ms, t->o->procs_ids);
     fprintf(f,
             "| layout | markers | 1 process ids/s | %d processes ids/s | x 1 | while all %d "
             "ran ids/s | x 1 | longest wait for the write lock ms | largest WAL MiB |\n",

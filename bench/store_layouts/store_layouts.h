@@ -265,6 +265,7 @@ typedef struct ib__sl_opts {
     const char *layouts; /* comma-separated names; NULL = all */
     int procs;           /* 1 = no multi-process variant */
     const char *procs_layouts;
+    size_t procs_ids; /* new ids per process of the variant; 0 = 3 x ids */
     int join_ms;
     size_t prune_rows, lookups, scan_lookups;
     uint64_t seed;
