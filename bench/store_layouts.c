@@ -12,8 +12,9 @@
  * the prune of the oldest day of a week's markers. The bare row (one INSERT
  * OR IGNORE per id, no claims) is the baseline of each size; each layout is
  * also given against its own rate on the empty file. With --procs N > 1,
- * the two fastest layouts at the largest size (or --procs-layouts) also run
- * as N processes on one file, N - 1 of them joining late (procs.c).
+ * the two layouts that used the least CPU per new id at the largest size
+ * (or --procs-layouts) also run as N processes on one file, N - 1 of them
+ * joining late (procs.c).
  *
  * Each layout's file under store_layouts/ opens with how it works. Progress
  * goes to stderr, tables to stdout; exit status 0 means every figure was
@@ -357,7 +358,15 @@ static void measure_size(bench *b, size_t si)
     ib__sl_preload_free(&set);
 }
 
-/* --procs-layouts, or the two fastest candidates at the largest size. */
+/* The lower, the better: CPU per new id. On a shared machine the rate
+ * follows the neighbours' use of the disk; the CPU hardly does. */
+static double cost_of(const ib__sl_result *r)
+{
+    return r->ran && r->fresh > 0 ? r->cpu_us : 1e30;
+}
+
+/* --procs-layouts, or the two candidates that used the least CPU per new
+ * id at the largest size. */
 static void choose_procs(const bench *b, bool chosen[IB__SL_MAX_LAYOUTS])
 {
     size_t big = 0;
@@ -369,7 +378,7 @@ static void choose_procs(const bench *b, bool chosen[IB__SL_MAX_LAYOUTS])
     for (int k = 0; k < 2 && b->o.procs_layouts == NULL; k++) {
         size_t best = 0;
         for (size_t l = 1; l < b->t.nlayouts; l++)
-            if (!chosen[l] && rate_of(&res[l]) > (best != 0 ? rate_of(&res[best]) : 0))
+            if (!chosen[l] && res[l].ran && (best == 0 || cost_of(&res[l]) < cost_of(&res[best])))
                 best = l;
         chosen[best] = best != 0;
     }

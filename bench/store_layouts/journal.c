@@ -157,6 +157,15 @@ static void catch_up(journal *j)
 
 /* ---- this transaction's row ---------------------------------------------- */
 
+/* The start of every flow transaction: the catch-up, then an empty row
+ * whose claims will hold until `expires_ms`. */
+static void row_begin(journal *j, int64_t expires_ms)
+{
+    catch_up(j);
+    j->row_states = 0;
+    j->row_expires = expires_ms;
+}
+
 static void row_add(journal *j, const ib__sl_jstate *st)
 {
     if (j->row_states == j->row_cap) {
@@ -220,9 +229,7 @@ static void journal_acquire(ib__sl_store *s, void *batch)
     journal *j = s->impl;
     ib__sl_batch *b = batch;
     ib__sl_claim c;
-    catch_up(j);
-    j->row_states = 0;
-    j->row_expires = b->now_ms + IB__SL_LEASE_MS;
+    row_begin(j, b->now_ms + IB__SL_LEASE_MS);
     for (size_t i = 0; i < b->n; i++) {
         if (key_state(&c, s, j, &b->ids[i])) {
             b->verdict[i] = IB__SL_MARKED;
@@ -245,9 +252,7 @@ static void journal_mark(ib__sl_store *s, void *batch)
     journal *j = s->impl;
     ib__sl_batch *b = batch;
     ib__sl_claim c;
-    catch_up(j);
-    j->row_states = 0;
-    j->row_expires = 0;
+    row_begin(j, 0);
     for (size_t i = 0; i < b->n; i++) {
         if (b->verdict[i] != IB__SL_NEW)
             continue;
