@@ -414,8 +414,11 @@ int main(int argc, char **argv)
     if (b == NULL)
         ib__sl_die("out of memory");
     parse_opts(&b->o, argc, argv);
-    if (b->o.child_layout != NULL)
-        return ib__sl_child_main(&b->o);
+    if (b->o.child_layout != NULL) {
+        int rc = ib__sl_child_main(&b->o);
+        free(b);
+        return rc;
+    }
     b->t.o = &b->o;
     loadavg(b->t.load_start, sizeof(b->t.load_start));
     for (size_t l = 0; l < ib__sl_nlayouts; l++)
