@@ -150,9 +150,7 @@ static ib_status do_upkeep_calls(worker *w, const model_op *op, model_reply *rep
         return ib_recorder_stats_get(w->r, &stats, err);
     case OP_ATTEMPT_STATS:
         return ib_recorder_attempt_stats(w->r, &astats, (uint32_t)op->arg, err);
-    default:
-        for (int i = 0; i < 64 && ib__recorder_upkeep(w->r); i++) {
-        }
+    default: /* the upkeep op of schema 5: nothing to do since schema 6 */
         return IB_OK;
     }
 }
