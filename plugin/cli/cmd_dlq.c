@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "input_check.h"
 #include "dlq.h"
 #include "nats_options.h"
 #include "options.h"
@@ -249,7 +250,9 @@ int ib_cmd_dlq(int argc, char **argv)
                 ib_cmd_actions_list(known, sizeof(known), &ib_cmd_dlq_desc));
         goto out;
     }
-    if (check_usage(args.items[0], &a, &args) != 0 ||
+    if (ib_cli_check_name("dlq", "--stream", ib_cli_given(a.stream)) != 0 ||
+        ib_cli_check_name("dlq", "--durable", ib_cli_given(a.durable)) != 0 ||
+        check_usage(args.items[0], &a, &args) != 0 ||
         stream_name(stream, sizeof(stream), &a) != 0 || make_filter(&f, &a) != 0)
         goto out;
     a.nats.name = "ibus dlq";

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "input_check.h"
 #include "host.h"
 #include "markers_known.h"
 #include "nats_options.h"
@@ -373,6 +374,10 @@ int ib_cmd_markers(int argc, char **argv)
                 ib_cmd_actions_list(known, sizeof(known), &ib_cmd_markers_desc));
         goto out;
     }
+    if (ib_cli_check_text("markers", "--consumer", ib_cli_given(m.consumer)) != 0 ||
+        ib_cli_check_name("markers", "--stream", ib_cli_given(m.prune.stream)) != 0 ||
+        ib_cli_check_name("markers", "--durable", ib_cli_given(m.prune.durable)) != 0)
+        goto out;
     ib_recorder *r = NULL;
     ib_nats *nc = NULL;
     /* no action creates a marker file: a typo in --recorder says so */

@@ -18,7 +18,9 @@ ib_add_fuzz_target(fuzz_http_parse
   SOURCES fuzz_http_parse.c ${PROJECT_SOURCE_DIR}/plugin/examples/http/http_parse.c
           ${PROJECT_SOURCE_DIR}/plugin/examples/http/http_body.c
           ${PROJECT_SOURCE_DIR}/plugin/examples/http/http_json.c
+          ${PROJECT_SOURCE_DIR}/core/redact.c
   LIBS ib_plugin_abi PkgConfig::JANSSON m
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/corpus/http)
-target_include_directories(fuzz_http_parse PRIVATE ${PROJECT_SOURCE_DIR}/plugin/examples/http)
+target_include_directories(fuzz_http_parse PRIVATE ${PROJECT_SOURCE_DIR}/plugin/examples/http
+                                                   ${PROJECT_SOURCE_DIR}/core)
 target_compile_options(fuzz_http_parse PRIVATE -UNDEBUG)

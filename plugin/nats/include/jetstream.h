@@ -84,6 +84,27 @@ void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms);
  * messages: "<status text>: <detail>". Returns `buf`. */
 const char *ib_nats_strerror(char *buf, size_t len, natsStatus s);
 
+/* Names and subjects, checked before they reach the protocol (names.c).
+ * Each answers NULL when the text is usable, else why not, as a phrase to
+ * follow the option's name ("holds a control byte"); a static string.
+ * Callers name the option: "--durable 'a.b': holds '.', '*' or '>' ...". */
+
+/* A stream or consumer (durable) name: 1-255 bytes, no space, no control
+ * byte, no '.', '*' or '>'. */
+const char *ib_nats_name_problem(const char *name);
+
+/* Flags of ib_nats_subject_problem. */
+#define IB_SUBJECT_WILDCARDS 1u  /* a filter: '*' and a last '>' are tokens */
+#define IB_SUBJECT_NOT_SYSTEM 2u /* refuse $... and _INBOX... subjects */
+
+/* A subject: 1-1024 bytes, no space, no control byte, no empty token, and
+ * wildcards only with IB_SUBJECT_WILDCARDS. */
+const char *ib_nats_subject_problem(const char *subject, unsigned flags);
+
+/* Offset of the first control byte (below 0x20, or 0x7f) of `s`, or -1;
+ * -1 for NULL. For texts that become headers (consumer identities). */
+long ib_nats_control_at(const char *s);
+
 /* Binding to (and on request creating) the stream and durable consumer.
  *
  * A durable created by js_PullSubscribe belongs to that subscription and
