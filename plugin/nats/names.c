@@ -70,8 +70,7 @@ const char *ib_nats_subject_problem(const char *subject, unsigned flags)
         return blank;
     if ((flags & IB_SUBJECT_NOT_SYSTEM) != 0 && subject[0] == '$')
         return "is a $ subject (the server's API and system subjects)";
-    if ((flags & IB_SUBJECT_NOT_SYSTEM) != 0 &&
-        (strcmp(subject, "_INBOX") == 0 || strncmp(subject, "_INBOX.", 7) == 0))
+    if ((flags & IB_SUBJECT_NOT_SYSTEM) != 0 && strncmp(subject, "_INBOX", 6) == 0)
         return "is an _INBOX subject (the replies other clients wait for)";
     for (const char *t = subject;;) {
         const char *dot = strchr(t, '.');

@@ -95,7 +95,7 @@ const char *ib_nats_name_problem(const char *name);
 
 /* Flags of ib_nats_subject_problem. */
 #define IB_SUBJECT_WILDCARDS 1u  /* a filter: '*' and a last '>' are tokens */
-#define IB_SUBJECT_NOT_SYSTEM 2u /* refuse $... and _INBOX... subjects */
+#define IB_SUBJECT_NOT_SYSTEM 2u /* refuse subjects starting with $ or _INBOX */
 
 /* A subject: 1-1024 bytes, no space, no control byte, no empty token, and
  * wildcards only with IB_SUBJECT_WILDCARDS. */
