@@ -27,6 +27,7 @@
 #include "nats_options.h"
 #include "options.h"
 #include "recorder.h"
+#include "redact.h"
 #include "uuid.h"
 #include "clock.h"
 
@@ -385,7 +386,9 @@ int ib_cmd_markers(int argc, char **argv)
     code = open_recorder(&r, &nc, &m);
     if (code != 0)
         goto out;
-    code = run_action(r, m.uri, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
+    char shown[IB_REDACT_MAX]; /* the URI as messages show it */
+    ib_redact_url(shown, sizeof(shown), m.uri);
+    code = run_action(r, shown, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
     ib_recorder_close(r);
     ib_nats_close(nc, 1000);
 out:

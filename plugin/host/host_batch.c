@@ -257,18 +257,18 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
         ib_log_kv(IB_SEV_ERROR,
                   "marker file changed schema under this process; it stops claiming and exits 2 "
                   "(upgrade it to the version that migrated the file)",
-                  "recorder", h->cfg->recorder, "error", e->msg, NULL);
+                  "recorder", h->recorder_shown, "error", e->msg, NULL);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
     /* One line per change of state, not per failed call. */
     if (atomic_exchange(&h->recorder_down, !healthy) == !healthy)
         return;
     if (healthy)
-        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->cfg->recorder, NULL);
+        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->recorder_shown, NULL);
     else
         ib_log_kv(IB_SEV_ERROR,
                   "recorder failing: deliveries are nak'ed with back-off, finished handlers' "
                   "marks are retried, not ready until it works",
-                  "recorder", h->cfg->recorder, "error", e != NULL ? e->msg : "", NULL);
+                  "recorder", h->recorder_shown, "error", e != NULL ? e->msg : "", NULL);
 }
 
 static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
@@ -424,7 +424,7 @@ static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *de
     }
     if (e.status != IB_OK)
         ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
-                  h->cfg->recorder, "error", e.msg, NULL);
+                  h->recorder_shown, "error", e.msg, NULL);
     ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
                        ib_dispatch_recorder_seconds(h->dispatch));
 }
