@@ -99,7 +99,8 @@ void ib_dlq_print_show(FILE *out, const ib_dlq_entry *e);
  * names. --force changes none of this. */
 
 /* The checks that need no server: 0, or -1 with why in `why` (cap bytes,
- * a phrase: "target $JS.API.X is a $ subject (...)"). */
+ * a phrase: "the target is a $ subject (...)"; the caller shows the
+ * target beside it). */
 int ib_dlq_target_precheck(const ib_dlq_entry *e, char *why, size_t cap);
 
 /* The stream capturing each subject asked about, remembered for the

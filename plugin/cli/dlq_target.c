@@ -61,7 +61,7 @@ int ib_dlq_target_precheck(const ib_dlq_entry *e, char *why, size_t cap)
     }
     const char *p = ib_nats_subject_problem(e->subject, IB_SUBJECT_NOT_SYSTEM);
     if (p != NULL) {
-        snprintf(why, cap, "target %.300s %s", e->subject, p);
+        snprintf(why, cap, "the target %s", p);
         return -1;
     }
     if (e->stream == NULL || e->stream[0] == '\0') {
@@ -153,18 +153,18 @@ ib_dlq_target ib_dlq_target_check(ib_dlq_targets *t, const ib_dlq_entry *e, char
     if (capturing(t, stream, e->subject, why, cap) != 0)
         return IB_DLQ_TARGET_FAIL;
     if (stream[0] == '\0') {
-        snprintf(why, cap, "target %.300s: no stream captures it", e->subject);
+        snprintf(why, cap, "no stream captures the target");
         return IB_DLQ_TARGET_SKIP;
     }
     if (strcmp(stream, "\n") == 0) {
-        snprintf(why, cap, "target %.300s: several streams capture it", e->subject);
+        snprintf(why, cap, "several streams capture the target");
         return IB_DLQ_TARGET_SKIP;
     }
     if (strcmp(stream, e->stream) != 0) {
         snprintf(why, cap,
-                 "target %.300s belongs to stream %.256s, not %.256s (the stream the dead "
-                 "letter names)",
-                 e->subject, stream, e->stream);
+                 "the target belongs to stream %.256s, not %.256s (the stream the dead letter "
+                 "names)",
+                 stream, e->stream);
         return IB_DLQ_TARGET_SKIP;
     }
     return IB_DLQ_TARGET_OK;

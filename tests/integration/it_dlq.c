@@ -540,10 +540,10 @@ static void forged_dead_letters_go_nowhere(void **state)
     static const struct {
         const char *subject, *stream, *why;
     } forged[] = {
-        {"$JS.API.STREAM.PURGE.EVENTS", "EVENTS", "is a $ subject"},
+        {"$JS.API.STREAM.PURGE.EVENTS", "EVENTS", "the target is a $ subject"},
         {"_INBOX.forged.1", "EVENTS", "is an _INBOX subject"},
-        {"other.x", "EVENTS", "belongs to stream OTHER, not EVENTS"},
-        {"nowhere.x", "EVENTS", "no stream captures it"},
+        {"other.x", "EVENTS", "the target belongs to stream OTHER, not EVENTS"},
+        {"nowhere.x", "EVENTS", "no stream captures the target"},
         {"events.x", NULL, "no Ibus-Stream"},
         {"events.x y", "EVENTS", "holds a space"},
         {"events.x", "EV.ENTS", "Ibus-Stream 'EV.ENTS' holds '.'"},
