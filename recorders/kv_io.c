@@ -423,36 +423,25 @@ static ib_status mark_rounds(kv_recorder *k, kv_write *w, size_t m, size_t nextr
 
 /* Makes every anchor of a[0..n) younger than its marker, where the first
  * round may not have: an anchor whose Create found its key claimed
- * (a plain mark of a claimed key) is put back with the value it has, and
- * after a late marker every anchor written is put again. A Create of
- * epoch 1 that found no anchor left creates one. Outcomes are not looked
- * at: a rewrite decides nothing. */
+ * (a plain mark of a claimed key) is read and put back with the value it
+ * has (one read each: plain marks of claimed keys are rare), and after a
+ * late marker every anchor written is put again. A Create of epoch 1 that
+ * finds no anchor left creates one. Outcomes are not looked at: a rewrite
+ * decides nothing. */
 static ib_status anchors_after_marks(kv_recorder *k, kv_write *a, size_t n, bool late,
                                      ib_error *err)
 {
-    char(*subjects)[KV_SUBJECT_MAX] = calloc(n > 0 ? n : 1, sizeof(*subjects));
-    kv_read *rd = calloc(n > 0 ? n : 1, sizeof(*rd));
-    size_t *of = calloc(n > 0 ? n : 1, sizeof(*of));
-    size_t t = 0, m = 0;
-    ib_status st =
-        subjects != NULL && rd != NULL && of != NULL
-            ? IB_OK
-            : ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory for anchors", k->bucket);
-    for (size_t i = 0; i < n && st == IB_OK; i++)
-        if (!a[i].put && a[i].result == KV_EXISTS) {
-            memcpy(subjects[t], a[i].subject, KV_SUBJECT_MAX);
-            of[t++] = i;
-        }
-    if (st == IB_OK && t > 0)
-        st = ib__kv_read_many(k, rd, subjects, t, err);
-    for (size_t i = 0, j = 0; i < n && st == IB_OK; i++) {
+    size_t m = 0;
+    ib_status st = IB_OK;
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
         kv_write x = a[i];
-        if (j < t && of[j] == i) {
-            if (rd[j].found && !rd[j].deleted) {
-                snprintf(x.value, sizeof(x.value), "%s", rd[j].value);
+        if (!a[i].put && a[i].result == KV_EXISTS) {
+            kv_read rd;
+            st = ib__kv_read_last(k, &rd, a[i].subject, err);
+            if (st == IB_OK && rd.found && !rd.deleted) {
+                snprintf(x.value, sizeof(x.value), "%s", rd.value);
                 x.put = true;
             }
-            j++;
         } else if (late && (a[i].put || a[i].result == KV_WRITTEN)) {
             x.put = true;
         } else {
@@ -460,12 +449,7 @@ static ib_status anchors_after_marks(kv_recorder *k, kv_write *a, size_t n, bool
         }
         a[m++] = x;
     }
-    if (st == IB_OK && m > 0)
-        st = ib__kv_publish(k, a, m, err);
-    free(subjects);
-    free(rd);
-    free(of);
-    return st;
+    return st == IB_OK && m > 0 ? ib__kv_publish(k, a, m, err) : st;
 }
 
 ib_status ib__kv_mark_keys_with(kv_recorder *k, const ib_marker_key *keys, const bool *want,
