@@ -22,9 +22,15 @@ long ib_nats_control_at(const char *s)
     return -1;
 }
 
-/* A space or a control byte ends a protocol token. */
-static const char *blank_problem(const char *s)
+/* What any protocol token must be: not empty, not longer than `max`
+ * ("is longer than ..." names it), and without a space or a control byte,
+ * which would end it. */
+static const char *token_text_problem(const char *s, size_t max, const char *too_long)
 {
+    if (s == NULL || s[0] == '\0')
+        return "is empty";
+    if (strlen(s) > max)
+        return too_long;
     if (ib_nats_control_at(s) >= 0)
         return "holds a control byte";
     if (strchr(s, ' ') != NULL)
@@ -34,16 +40,10 @@ static const char *blank_problem(const char *s)
 
 const char *ib_nats_name_problem(const char *name)
 {
-    if (name == NULL || name[0] == '\0')
-        return "is empty";
-    if (strlen(name) > NAME_MAX_BYTES)
-        return "is longer than 255 bytes";
-    const char *blank = blank_problem(name);
-    if (blank != NULL)
-        return blank;
-    if (strpbrk(name, ".*>") != NULL)
-        return "holds '.', '*' or '>' (a name is one token of a subject)";
-    return NULL;
+    const char *why = token_text_problem(name, NAME_MAX_BYTES, "is longer than 255 bytes");
+    if (why == NULL && strpbrk(name, ".*>") != NULL)
+        why = "holds '.', '*' or '>' (a name is one token of a subject)";
+    return why;
 }
 
 /* The rules of one token (`len` bytes at `t`), `last` when no '.' follows. */
@@ -61,13 +61,9 @@ static const char *token_problem(const char *t, size_t len, bool last, unsigned 
 
 const char *ib_nats_subject_problem(const char *subject, unsigned flags)
 {
-    if (subject == NULL || subject[0] == '\0')
-        return "is empty";
-    if (strlen(subject) > SUBJECT_MAX_BYTES)
-        return "is longer than 1024 bytes";
-    const char *blank = blank_problem(subject);
-    if (blank != NULL)
-        return blank;
+    const char *why = token_text_problem(subject, SUBJECT_MAX_BYTES, "is longer than 1024 bytes");
+    if (why != NULL)
+        return why;
     if ((flags & IB_SUBJECT_NOT_SYSTEM) != 0 && subject[0] == '$')
         return "is a $ subject (the server's API and system subjects)";
     if ((flags & IB_SUBJECT_NOT_SYSTEM) != 0 && strncmp(subject, "_INBOX", 6) == 0)
@@ -75,7 +71,7 @@ const char *ib_nats_subject_problem(const char *subject, unsigned flags)
     for (const char *t = subject;;) {
         const char *dot = strchr(t, '.');
         size_t len = dot != NULL ? (size_t)(dot - t) : strlen(t);
-        const char *why = token_problem(t, len, dot == NULL, flags);
+        why = token_problem(t, len, dot == NULL, flags);
         if (why != NULL)
             return why;
         if (dot == NULL)
