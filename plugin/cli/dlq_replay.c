@@ -148,6 +148,10 @@ static void say(const replay_run *r, const ib_dlq_entry *e, const char *what, co
     if (r->o->json) {
         json_t *o = json_pack("{s:I,s:s?,s:s,s:s?,s:s?}", "seq", (json_int_t)e->seq, "id",
                               e->event_id, "result", what, "subject", e->subject, "why", why);
+        /* a header that is not UTF-8 cannot be a JSON string: the line
+         * still says what happened to which dead letter */
+        if (o == NULL)
+            o = json_pack("{s:I,s:s}", "seq", (json_int_t)e->seq, "result", what);
         char *text = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         if (text != NULL)
             printf("%s\n", text);
