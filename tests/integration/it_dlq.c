@@ -580,6 +580,20 @@ static void forged_dead_letters_go_nowhere(void **state)
         assert_non_null(strstr(out, "would_replay=1 duplicates=0 skipped=7 failed=0"));
         free(out);
     }
+    /* --json: one object per dead letter, with the target and the reason */
+    assert_int_equal(run_dlq(&p, e, "forge", "replay", "--dry-run", "--json", NULL), 0);
+    char **lines = NULL;
+    assert_int_equal(it_file_read_lines(&lines, p.out_path), N);
+    for (size_t i = 0; i < N; i++) {
+        json_t *o = json_loads(lines[i], 0, NULL);
+        assert_non_null(o);
+        assert_int_equal(json_integer_value(json_object_get(o, "seq")), (json_int_t)(i + 1));
+        assert_string_equal(json_string_value(json_object_get(o, "subject")), forged[i].subject);
+        const char *why = json_string_value(json_object_get(o, "why"));
+        assert_true(forged[i].why == NULL ? why == NULL : strstr(why, forged[i].why) != NULL);
+        json_decref(o);
+    }
+    it_lines_free(lines, N);
     assert_int_equal(run_dlq(&p, e, "forge", "replay", "--force", "--purge", NULL), 0);
     assert_true(
         it_file_contains(p.out_path, "replayed=1 duplicates=0 skipped=7 failed=0 purged=1"));
