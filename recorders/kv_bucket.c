@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redact.h"
+
 #define NS_PER_MS 1000000LL
 
 /* Most servers a url= list may name. */
@@ -45,9 +47,12 @@ ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_erro
         if (s == NATS_OK)
             s = natsConnection_Connect(&k->nc, o);
         natsOptions_Destroy(o);
-        if (s != NATS_OK)
-            return ib_error_set(err, IB_ERR_NATS, "recorder kv:%s: cannot connect to the url: %s",
-                                k->bucket, natsStatus_GetText(s));
+        if (s != NATS_OK) {
+            char shown[IB_REDACT_MAX];
+            return ib_error_set(err, IB_ERR_NATS, "recorder kv:%s: cannot connect to url=%s: %s",
+                                k->bucket, ib_redact_url(shown, sizeof(shown), cfg->kv_url),
+                                natsStatus_GetText(s));
+        }
         k->own_nc = true;
     } else if (cfg->nats_connection != NULL) {
         k->nc = cfg->nats_connection;

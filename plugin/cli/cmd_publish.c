@@ -21,6 +21,7 @@
 
 #include "jetstream.h"
 #include "commands.h"
+#include "input_check.h"
 #include "nats_options.h"
 #include "options.h"
 #include "uuid.h"
@@ -322,6 +323,11 @@ static int check_cfg(publish_cfg *c, const ib_strlist *args)
         fprintf(stderr, "ibus publish: --type: needed for arguments and --count\n");
         return -1;
     }
+    /* a subject is a token of the protocol line: nothing may end it early */
+    if (ib_cli_check_subject("publish", "--subject", ib_cli_given(c->subject),
+                             IB_SUBJECT_NOT_SYSTEM) != 0 ||
+        ib_cli_check_subject("publish", "--prefix", c->prefix, IB_SUBJECT_NOT_SYSTEM) != 0)
+        return -1;
     return 0;
 }
 

@@ -48,6 +48,10 @@ static const man_entry extra_environment[] = {
      "ibus dlq replay --purge: when set (tests only), the process kills itself with SIGKILL "
      "after the first replay is acked and before its dead letter is deleted, to show that "
      "nothing is lost there."},
+    {"IB_TEST_KILL_BEFORE_END_ATTEMPTS",
+     "ibus run: when set (tests only), the process kills itself with SIGKILL after its first "
+     "dead letter's publish is acked and before the event's attempts are ended and the "
+     "original is terminated, to show that a replay still runs the handler afterwards."},
 };
 
 static const man_entry exit_status[] = {

@@ -6,6 +6,7 @@
  * holding them lands) or after it. This file also creates dispatch, so the
  * observer and callbacks it hands dispatch stay its own. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,48 +31,6 @@ struct ib_host_item {
 };
 typedef ib_host_item item;
 
-static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, const char *detail)
-{
-    const char *reason = ib_dead_letter_reason_str(why);
-    ib_error e;
-    ib_dead_letter_info info = {
-        .reason = why,
-        .detail = detail,
-        .stream = h->cfg->stream,
-        .consumer = h->cfg->durable,
-        .stream_seq = it->meta.stream_seq,
-        .delivery_count = it->meta.delivered,
-        .event_id = it->event != NULL ? it->event->id : NULL,
-        .event_type = it->event != NULL ? it->event->type : NULL,
-    };
-    if (ib_dead_letter(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
-                       h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
-                       &e) != IB_OK) {
-        h->totals.naked++;
-        ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
-        ib_log(IB_SEV_ERROR, "dead-letter failed; message nak'ed",
-               IB_LOG_STR("durable", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
-               IB_LOG_STR("type", info.event_type), IB_LOG_STR("reason", reason),
-               IB_LOG_U64("delivery_count", it->meta.delivered),
-               IB_LOG_U64("stream_seq", it->meta.stream_seq), IB_LOG_STR("error", e.msg));
-        return;
-    }
-    /* Only once the dead letter is published: a crash before this point
-     * leaves the attempts spent, so a redelivery is dead-lettered again at
-     * once (JetStream drops the copy) and ends them then. */
-    if (it->event != NULL && ib_dispatch_end_attempts(h->dispatch, it->event, &e) != IB_OK)
-        ib_log(IB_SEV_WARN, "dead-lettered, but its attempts could not be ended",
-               IB_LOG_STR("consumer", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
-               IB_LOG_STR("error", e.msg));
-    h->totals.dead_lettered++;
-    ib_metrics_dead_letter(h->metrics, why);
-    ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("durable", h->cfg->durable),
-           IB_LOG_STR("event_id", info.event_id), IB_LOG_STR("type", info.event_type),
-           IB_LOG_STR("reason", reason), IB_LOG_U64("delivery_count", it->meta.delivered),
-           IB_LOG_U64("stream_seq", it->meta.stream_seq),
-           IB_LOG_STR("subject", h->dead_letter_subject), IB_LOG_STR("detail", detail));
-}
-
 static void settle_ack(ib_host *h, item *it)
 {
     ib_error e;
@@ -94,6 +53,82 @@ static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
                   NULL);
     h->totals.naked++;
     ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+}
+
+/* Tests kill the host here: after the dead letter's publish was acked,
+ * before the event's attempts are ended. What was sent is flushed first,
+ * so the kill loses nothing the server would otherwise have had. */
+static void test_kill_before_end_attempts(ib_host *h)
+{
+    const char *v = getenv("IB_TEST_KILL_BEFORE_END_ATTEMPTS");
+    if (v != NULL && v[0] != '\0') {
+        natsConnection_FlushTimeout(ib_nats_connection(h->nats), 2000);
+        raise(SIGKILL);
+    }
+}
+
+/* After a dead letter's publish was acked: ends the event's attempts, and
+ * only then terminates the original. A crash between the two leaves it
+ * un-terminated, so it comes back, is dead-lettered again at once (the
+ * dead-letter stream drops the copy) and ends them then; terminated first,
+ * nothing would come back to end them, and a replay would find them
+ * spent. False when the attempts could not be ended: nak'ed instead. */
+static bool end_attempts_then_terminate(ib_host *h, item *it)
+{
+    ib_error e;
+    test_kill_before_end_attempts(h);
+    if (it->event != NULL && ib_dispatch_end_attempts(h->dispatch, it->event, &e) != IB_OK) {
+        ib_log(IB_SEV_WARN,
+               "dead letter published, but its attempts could not be ended; message nak'ed to "
+               "end them when it comes back",
+               IB_LOG_STR("consumer", h->cfg->durable), IB_LOG_STR("event_id", it->event->id),
+               IB_LOG_STR("error", e.msg));
+        settle_nak(h, it, h->cfg->retry_base_ms);
+        return false;
+    }
+    if (ib_term(ib_nats_connection(h->nats), it->msg, &e) != IB_OK)
+        ib_log_kv(IB_SEV_WARN,
+                  "dead-lettered, but +TERM failed; the message comes back after AckWait and its "
+                  "copy is dropped",
+                  "error", e.msg, NULL);
+    return true;
+}
+
+static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, const char *detail)
+{
+    const char *reason = ib_dead_letter_reason_str(why);
+    ib_error e;
+    ib_dead_letter_info info = {
+        .reason = why,
+        .detail = detail,
+        .stream = h->cfg->stream,
+        .consumer = h->cfg->durable,
+        .stream_seq = it->meta.stream_seq,
+        .delivery_count = it->meta.delivered,
+        .event_id = it->event != NULL ? it->event->id : NULL,
+        .event_type = it->event != NULL ? it->event->type : NULL,
+    };
+    if (ib_dead_letter_publish(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
+                               h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
+                               &e) != IB_OK) {
+        h->totals.naked++;
+        ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+        ib_log(IB_SEV_ERROR, "dead-letter failed; message nak'ed",
+               IB_LOG_STR("durable", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
+               IB_LOG_STR("type", info.event_type), IB_LOG_STR("reason", reason),
+               IB_LOG_U64("delivery_count", it->meta.delivered),
+               IB_LOG_U64("stream_seq", it->meta.stream_seq), IB_LOG_STR("error", e.msg));
+        return;
+    }
+    if (!end_attempts_then_terminate(h, it))
+        return;
+    h->totals.dead_lettered++;
+    ib_metrics_dead_letter(h->metrics, why);
+    ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("durable", h->cfg->durable),
+           IB_LOG_STR("event_id", info.event_id), IB_LOG_STR("type", info.event_type),
+           IB_LOG_STR("reason", reason), IB_LOG_U64("delivery_count", it->meta.delivered),
+           IB_LOG_U64("stream_seq", it->meta.stream_seq),
+           IB_LOG_STR("subject", h->dead_letter_subject), IB_LOG_STR("detail", detail));
 }
 
 /* A redelivery on which every handler found the event already marked:
@@ -222,18 +257,18 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
         ib_log_kv(IB_SEV_ERROR,
                   "marker file changed schema under this process; it stops claiming and exits 2 "
                   "(upgrade it to the version that migrated the file)",
-                  "recorder", h->cfg->recorder, "error", e->msg, NULL);
+                  "recorder", h->recorder_shown, "error", e->msg, NULL);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
     /* One line per change of state, not per failed call. */
     if (atomic_exchange(&h->recorder_down, !healthy) == !healthy)
         return;
     if (healthy)
-        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->cfg->recorder, NULL);
+        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->recorder_shown, NULL);
     else
         ib_log_kv(IB_SEV_ERROR,
                   "recorder failing: deliveries are nak'ed with back-off, finished handlers' "
                   "marks are retried, not ready until it works",
-                  "recorder", h->cfg->recorder, "error", e != NULL ? e->msg : "", NULL);
+                  "recorder", h->recorder_shown, "error", e != NULL ? e->msg : "", NULL);
 }
 
 static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
@@ -389,7 +424,7 @@ static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *de
     }
     if (e.status != IB_OK)
         ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
-                  h->cfg->recorder, "error", e.msg, NULL);
+                  h->recorder_shown, "error", e.msg, NULL);
     ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
                        ib_dispatch_recorder_seconds(h->dispatch));
 }

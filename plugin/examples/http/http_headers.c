@@ -3,15 +3,19 @@
 
 #include <string.h>
 
-/* Writes "<name><value>" into `line` (cap bytes), cut to fit, NUL-ended. */
+/* Writes "<name><value>" into `line` (cap bytes), cut to fit, NUL-ended.
+ * Control bytes of the value are left out: libcurl sends a list entry as
+ * it is, so a CR/LF would start a header line of its own. The host refuses
+ * such values (consumer identities; event types are checked at decode):
+ * this is the last line of defence, not the rule. */
 static void put_line(char *line, size_t cap, const char *name, const char *value)
 {
-    size_t nl = strlen(name), vl = strlen(value);
-    if (vl > cap - 1 - nl)
-        vl = cap - 1 - nl;
+    size_t nl = strlen(name), at = nl;
     memcpy(line, name, nl);
-    memcpy(line + nl, value, vl);
-    line[nl + vl] = '\0';
+    for (const char *v = value; *v != '\0' && at + 1 < cap; v++)
+        if ((unsigned char)*v >= 0x20 && *v != 0x7f)
+            line[at++] = *v;
+    line[at] = '\0';
 }
 
 void ib_http_headers_init(ib_http_headers *h, const ib_http_config *cfg)

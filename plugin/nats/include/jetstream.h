@@ -84,6 +84,27 @@ void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms);
  * messages: "<status text>: <detail>". Returns `buf`. */
 const char *ib_nats_strerror(char *buf, size_t len, natsStatus s);
 
+/* Names and subjects, checked before they reach the protocol (names.c).
+ * Each answers NULL when the text is usable, else why not, as a phrase to
+ * follow the option's name ("holds a control byte"); a static string.
+ * Callers name the option: "--durable 'a.b': holds '.', '*' or '>' ...". */
+
+/* A stream or consumer (durable) name: 1-255 bytes, no space, no control
+ * byte, no '.', '*' or '>'. */
+const char *ib_nats_name_problem(const char *name);
+
+/* Flags of ib_nats_subject_problem. */
+#define IB_SUBJECT_WILDCARDS 1u  /* a filter: '*' and a last '>' are tokens */
+#define IB_SUBJECT_NOT_SYSTEM 2u /* refuse subjects starting with $ or _INBOX */
+
+/* A subject: 1-1024 bytes, no space, no control byte, no empty token, and
+ * wildcards only with IB_SUBJECT_WILDCARDS. */
+const char *ib_nats_subject_problem(const char *subject, unsigned flags);
+
+/* Offset of the first control byte (below 0x20, or 0x7f) of `s`, or -1;
+ * -1 for NULL. For texts that become headers (consumer identities). */
+long ib_nats_control_at(const char *s);
+
 /* Binding to (and on request creating) the stream and durable consumer.
  *
  * A durable created by js_PullSubscribe belongs to that subscription and
@@ -355,10 +376,14 @@ ib_status ib_in_progress(natsConnection *nc, natsMsg *msg, ib_error *err);
  *   Ibus-Stream-Seq      its stream sequence
  *   Ibus-Delivery-Count  the delivery on which it was dead-lettered
  *   Ibus-Event-Id, Ibus-Event-Type   when the event could be decoded
- * Only once JetStream acknowledges that publish is the original terminated
- * (+TERM). If the publish fails (no stream captures the subject, timeout,
- * disconnection) the original is nak'ed with a delay and comes back later:
- * nothing is lost. The publish carries Nats-Msg-Id
+ * Only once JetStream acknowledges that publish may the original be
+ * terminated (+TERM), and the caller terminates it only after what must
+ * follow a dead letter is done (the host ends the event's attempts): a
+ * crash between the publish and the +TERM leaves the original to come
+ * back, be dead-lettered again and finish then. If the publish fails (no
+ * stream captures the subject, timeout, disconnection) the original is
+ * nak'ed with a delay and comes back later: nothing is lost. The publish
+ * carries Nats-Msg-Id
  * "<stream>:<durable>:<seq>", so a repeat after a lost +TERM is dropped by
  * the dead-letter stream's duplicate window, while two durables that
  * dead-letter the same message into one stream both keep theirs. */
@@ -373,12 +398,14 @@ typedef struct ib_dead_letter_info {
     const char *event_type; /* may be NULL */
 } ib_dead_letter_info;
 
-/* Publishes `msg`'s bytes to `subject` and, once acknowledged, terminates
- * `msg`; on failure naks it with `retry_delay_ms` and returns the error
- * (IB_ERR_NATS). `msg` stays owned by the caller. */
-ib_status ib_dead_letter(natsConnection *nc, jsCtx *js, const char *subject, natsMsg *msg,
-                         const ib_dead_letter_info *info, int64_t retry_delay_ms,
-                         int64_t publish_timeout_ms, ib_error *err);
+/* Publishes `msg`'s bytes to `subject` as its dead letter and waits for
+ * JetStream's ack. IB_OK: published, and `msg` is NOT settled: the caller
+ * terminates it (ib_term) once it has done what must follow, or naks it if
+ * that failed. On failure `msg` is nak'ed with `retry_delay_ms` and the
+ * error is returned (IB_ERR_NATS). `msg` stays owned by the caller. */
+ib_status ib_dead_letter_publish(natsConnection *nc, jsCtx *js, const char *subject, natsMsg *msg,
+                                 const ib_dead_letter_info *info, int64_t retry_delay_ms,
+                                 int64_t publish_timeout_ms, ib_error *err);
 
 /* The bus proxy handed to handlers, and the host API table plugins get.
  *

@@ -67,6 +67,11 @@ static void config_refuses_with_a_reason(void **state)
         {"url=http://x/,nope=1", "unknown key 'nope'"},
         {"url=http://x/,types=", "types: expected"},
         {"url=http://x/,plain", "expected key=value"},
+        /* issue 32: a control byte in a value that reaches the request */
+        {"url=http://x/\r\nX-Injected: 1", "url=: a control byte"},
+        {"url=http://x/\001", "url=: a control byte"},
+        {"url=http://x/,ca=/etc/ca\n.pem", "ca=: a control byte"},
+        {"url=http://x/,header_file=/etc/t\r", "header_file=: a control byte"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ib_http_config c;
@@ -82,6 +87,12 @@ static void config_refuses_with_a_reason(void **state)
     assert_int_equal(ib_http_config_add_header_text(&c, "X-T: secret\001", err, sizeof(err)), -1);
     assert_null(strstr(err, "secret"));
     ib_http_config_free(&c);
+    /* a refused url= is shown without its userinfo and query values */
+    assert_int_equal(
+        ib_http_config_parse(&c, "url=ftp://user:pw-9c1@x/p?api_key=k-7f3", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "ftp://x/p?api_key=REDACTED"));
+    assert_null(strstr(err, "pw-9c1"));
+    assert_null(strstr(err, "k-7f3"));
 }
 
 static void retry_after_reads_seconds_and_dates(void **state)
@@ -208,6 +219,28 @@ static void headers_are_rewritten_per_event(void **state)
     ib_http_config_free(&cfg);
 }
 
+/* Issue 32: a consumer identity with CR/LF must not become a header line of
+ * its own (libcurl sends every byte of a list entry as it is). The host
+ * refuses such identities; the plugin drops control bytes as well. */
+static void header_lines_hold_no_control_bytes(void **state)
+{
+    (void)state;
+    ib_http_config cfg;
+    char err[256];
+    assert_int_equal(ib_http_config_parse(&cfg, "url=http://127.0.0.1:1/", err, sizeof(err)), 0);
+    static ib_http_headers h;
+    ib_http_headers_init(&h, &cfg);
+    ib_raw_event ev = raw("{}", 0);
+    ev.consumer = "c/http/http\r\nX-Injected: 1\x7f\t";
+    for (const struct curl_slist *l = ib_http_headers_set(&h, &ev); l != NULL; l = l->next)
+        for (const char *c = l->data; *c != '\0'; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                fail_msg("header line '%s' holds byte 0x%02x", l->data, (unsigned char)*c);
+    const struct curl_slist *l = ib_http_headers_set(&h, &ev);
+    assert_string_equal(l->next->next->next->data, "Ibus-Consumer: c/http/httpX-Injected: 1");
+    ib_http_config_free(&cfg);
+}
+
 /* ib_raw_event_message (ABI 1.3) answers the delivered bytes only when the
  * host's struct holds the field: an older host's reads as NULL/0, and the
  * plugin re-encodes then. */
@@ -254,6 +287,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(json_body_embeds_json_else_base64),
     cmocka_unit_test(json_body_replaces_invalid_utf8),
     cmocka_unit_test(headers_are_rewritten_per_event),
+    cmocka_unit_test(header_lines_hold_no_control_bytes),
     cmocka_unit_test(message_accessor_checks_the_size),
     cmocka_unit_test(protobuf_body_encodes_the_event),
 };
