@@ -44,6 +44,8 @@ static void entry_from(ib_dlq_entry *e, natsMsg *m)
     e->event_type = header(m, "Ibus-Event-Type");
     e->stream_seq = header_u64(m, "Ibus-Stream-Seq");
     e->deliveries = header_u64(m, "Ibus-Delivery-Count");
+    e->trace_id = header(m, "Ibus-Trace-Id");
+    e->span_id = header(m, "Ibus-Span-Id");
 }
 
 int ib_dlq_filter_check(ib_dlq_filter *f, const char *id_text)

@@ -194,6 +194,79 @@ static void a_failed_stage_fails_the_publish(void **state)
     assert_int_equal(c.calls, 2);
 }
 
+#define TP_IN "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+/* The value of header `key` of `ev` ("" when it has none). */
+static const char *event_header(const ib_event *ev, const char *key)
+{
+    for (size_t i = 0; i < ev->header_count; i++)
+        if (strcmp(ev->headers[i].key, key) == 0)
+            return ev->headers[i].value;
+    return "";
+}
+
+/* A publish from inside a traced handler call continues the trace: the
+ * Event (staged or sent) and the NATS message carry the handler's
+ * traceparent and tracestate beside the handler's own headers. A handler
+ * that names its own traceparent keeps it; outside a trace nothing is
+ * added. */
+static void a_publish_continues_the_current_trace(void **state)
+{
+    (void)state;
+    capture c = {.answer = IB_OK};
+    ib_bus_proxy bus = {.subject_prefix = "events", .stage = capture_stage, .stage_ctx = &c};
+    ib_header own[] = {{.key = "from", .value = "test"}, {.key = "Traceparent", .value = "mine"}};
+    ib_publish_request req = {
+        .size = sizeof(req), .type = "order.relayed", .headers = own, .header_count = 1};
+    ib_event_limits lim = {.id_flags = IB_ID_ANY_VERSION};
+    ib_trace t;
+    char id[IB_ID_BUF_SIZE];
+    ib_event *ev = NULL;
+    assert_true(ib_trace_parse(&t, TP_IN, strlen(TP_IN)));
+    assert_true(ib_trace_state_parse(&t, "rojo=1", 6));
+    ib_trace_child(&t, &t);
+
+    ib_trace_current_set(&t);
+    assert_int_equal(ib_bus_publish(&bus, &req, id, NULL), IB_OK);
+    assert_int_equal(ib_event_decode(&ev, NULL, c.data, c.len, &lim, NULL), IB_OK);
+    assert_int_equal(ev->header_count, 3);
+    assert_string_equal(event_header(ev, "from"), "test");
+    assert_string_equal(event_header(ev, "traceparent"), t.traceparent);
+    assert_string_equal(event_header(ev, "tracestate"), "rojo=1");
+    ib_event_free(ev);
+
+    /* the direct path: the NATS message carries them too */
+    ib_bus_event direct = {.type = "t", .prefix = "events", .trace = &t};
+    natsMsg *m = NULL;
+    const char *v = NULL;
+    assert_int_equal(ib_bus_event_msg(&m, id, sizeof(id), &direct, NULL), IB_OK);
+    assert_int_equal(natsMsgHeader_Get(m, "traceparent", &v), NATS_OK);
+    assert_string_equal(v, t.traceparent);
+    assert_int_equal(natsMsgHeader_Get(m, "tracestate", &v), NATS_OK);
+    assert_string_equal(v, "rojo=1");
+    ev = decode(m);
+    assert_string_equal(event_header(ev, "traceparent"), t.traceparent);
+    ib_event_free(ev);
+    natsMsg_Destroy(m);
+
+    /* the handler's own traceparent wins */
+    req.header_count = 2;
+    assert_int_equal(ib_bus_publish(&bus, &req, id, NULL), IB_OK);
+    assert_int_equal(ib_event_decode(&ev, NULL, c.data, c.len, &lim, NULL), IB_OK);
+    assert_int_equal(ev->header_count, 2);
+    assert_string_equal(event_header(ev, "Traceparent"), "mine");
+    assert_string_equal(event_header(ev, "tracestate"), "");
+    ib_event_free(ev);
+
+    /* no trace, nothing added */
+    ib_trace_current_set(NULL);
+    req.header_count = 1;
+    assert_int_equal(ib_bus_publish(&bus, &req, id, NULL), IB_OK);
+    assert_int_equal(ib_event_decode(&ev, NULL, c.data, c.len, &lim, NULL), IB_OK);
+    assert_int_equal(ev->header_count, 1);
+    ib_event_free(ev);
+}
+
 /* transaction_db answers the proxy's connection, and NULL without one. */
 static void transaction_db_answers_the_proxys_connection(void **state)
 {
@@ -241,6 +314,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_bad_id_is_refused_unless_sent_as_given),
     cmocka_unit_test(a_staging_proxy_stages_what_it_would_send),
     cmocka_unit_test(a_failed_stage_fails_the_publish),
+    cmocka_unit_test(a_publish_continues_the_current_trace),
     cmocka_unit_test(transaction_db_answers_the_proxys_connection),
     cmocka_unit_test(publish_staged_refuses_what_it_cannot_send),
 };
