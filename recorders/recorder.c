@@ -500,38 +500,3 @@ ib_status ib_recorder_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint3
     memset(out, 0, sizeof(*out));
     return r->ops->attempt_stats(r, out, max_attempts, err);
 }
-
-static int cmp_summary(const void *a, const void *b)
-{
-    return strcmp(((const ib__consumer_summary *)a)->consumer,
-                  ((const ib__consumer_summary *)b)->consumer);
-}
-
-ib_status ib__recorder_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
-                                 uint32_t max_attempts, ib_error *err)
-{
-    ib_status st = check_recorder(r, out, err);
-    if (st == IB_OK)
-        st = check_recorder(r, n, err);
-    if (st != IB_OK)
-        return st;
-    *out = NULL;
-    *n = 0;
-    if (max_attempts == 0)
-        return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: max_attempts must be above 0");
-    if (HAS_OP(r, summarize))
-        st = r->ops->summarize(r, out, n, max_attempts, err);
-    else if (strcmp(r->ops->kind, "sqlite") == 0)
-        st = ib__sqlite_summarize(r, out, n, max_attempts, err);
-    else
-        return unsupported(r, "summaries", err);
-    if (st != IB_OK) {
-        ib__consumer_summaries_free(*out, *n);
-        *out = NULL;
-        *n = 0;
-        return st;
-    }
-    if (*n > 1)
-        qsort(*out, *n, sizeof(**out), cmp_summary);
-    return IB_OK;
-}
