@@ -133,7 +133,9 @@ static void check_dlq(ib_status_report *r)
         return;
     }
     if (d->count > 0) {
-        snprintf(fix, sizeof(fix), "ibus dlq --durable %s", r->consumer.durable);
+        /* --stream, not --durable: where ibus run's IB_STREAM is set, ibus dlq
+         * would read it as the dead-letter stream */
+        snprintf(fix, sizeof(fix), "ibus dlq --stream %s", d->stream);
         add_finding(
             r, "dead-letters", fix,
             "%s%" PRIu64 " dead letters of %s wait in %s: look at them with ibus dlq --stream %s "
@@ -153,8 +155,9 @@ static void check_ack_wait(ib_status_report *r)
     add_finding(
         r, "ack-wait", fix,
         "the consumer's AckWait is %s, --ack-wait says %s: --ack-wait applies only when ibus "
-        "run creates the consumer, so claims are leased for %s and an event whose handlers run "
-        "longer is kept in progress past it",
+        "run creates the consumer, so %s rules (claims are leased for it, handler timeouts "
+        "such as the http plugin's timeout= must stay below it); say what is in force, or "
+        "change the consumer's AckWait",
         a, dur(b, sizeof(b), r->expect.ack_wait_ms), a);
 }
 

@@ -206,7 +206,7 @@ def trouble_run(run, host):
     assert "50 messages wait" in msgs["not-pulling"]["message"], msgs
     assert "it is gone" in msgs["stuck-claims"]["message"], msgs
     assert "used their 2 attempts" in msgs["exhausted"]["message"], msgs
-    assert msgs["dead-letters"]["fix"] == "ibus dlq --durable st", msgs
+    assert msgs["dead-letters"]["fix"] == "ibus dlq --stream DLQ_st", msgs
 
     text = run.status(*SETTINGS)
     assert text.returncode == 1, text

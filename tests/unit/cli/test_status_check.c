@@ -137,7 +137,7 @@ static void dead_letters_and_their_stream(void **state)
     r.dlq.count = 3;
     const ib_status_finding *f = only(&r);
     assert_string_equal(f->code, "dead-letters");
-    assert_string_equal(f->fix, "ibus dlq --durable billing");
+    assert_string_equal(f->fix, "ibus dlq --stream DLQ_billing");
     assert_non_null(strstr(f->message, "3 dead letters of billing wait in DLQ_billing"));
     r.dlq.complete = false;
     assert_non_null(strstr(only(&r)->message, "at least 3 dead letters"));
