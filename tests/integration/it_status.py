@@ -25,17 +25,16 @@ Every process is stopped by its PID, also on failure; loopback only.
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_natsproto import Client  # noqa: E402
-from it_netutil import free_port, tcp_open  # noqa: E402
+from it_harness import Procs, ready, wait_for  # noqa: E402
+from it_netutil import free_port  # noqa: E402
 
 SETTINGS = ["--ack-wait", "2s", "--max-deliver", "2"]
 
@@ -44,29 +43,11 @@ def log(msg):
     print(f"it_status: {msg}", flush=True)
 
 
-def no_core():
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-class Run:
+class Run(Procs):
     def __init__(self, args, tmp):
-        self.args, self.tmp, self.procs = args, tmp, []
+        super().__init__(tmp)
+        self.args = args
         self.db = os.path.join(tmp, "st.db")
-
-    def spawn(self, argv, name):
-        out = open(os.path.join(self.tmp, name + ".log"), "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp,
-                             preexec_fn=no_core)
-        out.close()
-        self.procs.append(p)
-        return p
-
-    def start_nats(self):
-        self.port = free_port()
-        self.spawn([self.args.nats_server, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd",
-                    os.path.join(self.tmp, "js")], "nats")
-        wait_for("nats-server", lambda: tcp_open(self.port), 10)
-        self.url = f"nats://127.0.0.1:{self.port}"
 
     def host(self, name, extra=()):
         return self.spawn([self.args.ibus, "run", "--nats-url", self.url, "--create", "--stream",
@@ -96,37 +77,6 @@ class Run:
         r = self.status("--json", *extra, env=env)
         assert r.returncode in (0, 1), (r.returncode, r.stderr)
         return r.returncode, json.loads(r.stdout)
-
-    def stop_all(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-    def show_logs(self):
-        for name in sorted(os.listdir(self.tmp)):
-            if name.endswith(".log"):
-                with open(os.path.join(self.tmp, name), errors="replace") as f:
-                    sys.stdout.write(f"--- {name} (tail)\n{f.read()[-3000:]}\n")
-
-
-def wait_for(what, cond, timeout=60):
-    end = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
-def ready(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
 
 def identity(report, name):
     for i in report["markers"]["identities"]:
@@ -279,7 +229,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ib-status-")
     run = Run(args, tmp)
     try:
-        run.start_nats()
+        run.start_nats(args.nats_server)
         host = healthy_run(run)
         trouble_run(run, host)
         settings_run(run)

@@ -29,18 +29,16 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_natsproto import Client, event_bytes, event_headers, pb_fields  # noqa: E402
-from it_netutil import free_port, tcp_open  # noqa: E402
+from it_harness import Procs, ready, wait_for  # noqa: E402
+from it_netutil import free_port  # noqa: E402
 
 TP_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
@@ -106,23 +104,10 @@ class Receiver:
         return H
 
 
-class Run:
+class Run(Procs):
     def __init__(self, args, tmp):
-        self.args, self.tmp, self.procs = args, tmp, []
-
-    def spawn(self, argv, name):
-        out = open(os.path.join(self.tmp, name + ".log"), "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp)
-        out.close()
-        self.procs.append(p)
-        return p
-
-    def start_nats(self):
-        self.port = free_port()
-        self.spawn([self.args.nats_server, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd",
-                    os.path.join(self.tmp, "js")], "nats")
-        wait_for("nats-server", lambda: tcp_open(self.port), 10)
-        self.url = f"nats://127.0.0.1:{self.port}"
+        super().__init__(tmp)
+        self.args = args
 
     def ibus(self, *a, check=True):
         r = subprocess.run([self.args.ibus, *a], capture_output=True, text=True, timeout=60,
@@ -139,42 +124,13 @@ class Run:
                     out.append(json.loads(line))
         return out
 
-    def stop(self, p):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        return p.returncode
 
-    def stop_all(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-    def show_logs(self):
-        for name in sorted(os.listdir(self.tmp)):
-            if name.endswith(".log"):
-                with open(os.path.join(self.tmp, name), errors="replace") as f:
-                    sys.stdout.write(f"--- {name} (tail)\n{f.read()[-4000:]}\n")
-
-
-def wait_for(what, cond, timeout=60):
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
-def ready(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
+def start_receiver(rcv):
+    """An HTTP server for `rcv` on a free loopback port, in a thread."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), rcv.handler())
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
 
 
 def publish_cli_checks(run):
@@ -194,9 +150,7 @@ def publish_cli_checks(run):
 
 def main_run(run):
     rcv = Receiver()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), rcv.handler())
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd = start_receiver(rcv)
     mport = free_port()
     a = run.args
     host = run.spawn([a.ibus, "run", "--nats-url", run.url, "--create", "--durable", "tr",
@@ -323,9 +277,7 @@ def start_run(run):
     """--trace-start: a fresh trace for what carries none, and none made up
     for what carries one."""
     rcv = Receiver()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), rcv.handler())
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd = start_receiver(rcv)
     mport = free_port()
     a = run.args
     host = run.spawn([a.ibus, "run", "--nats-url", run.url, "--create", "--durable", "ts",
@@ -406,7 +358,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ib-trace-")
     run = Run(args, tmp)
     try:
-        run.start_nats()
+        run.start_nats(args.nats_server)
         main_run(run)
         start_run(run)
     except BaseException:

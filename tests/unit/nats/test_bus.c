@@ -2,7 +2,7 @@
  * id, subject, encoding and Nats-Msg-Id are settled, and the transactional
  * proxy that stages the same bytes instead of sending them (no server
  * needed). */
-#include "ib_test.h"
+#include "nats_test.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -294,20 +294,6 @@ static void publish_staged_refuses_what_it_cannot_send(void **state)
     assert_int_equal(ib_bus_publish_staged(NULL, "s", GIVEN, "x", 1, &e), IB_ERR_INVALID_ARG);
 }
 
-/* Messages need the library open, as a connection would have it. */
-static int open_nats(void **state)
-{
-    (void)state;
-    return nats_Open(-1) == NATS_OK ? 0 : -1;
-}
-
-static int close_nats(void **state)
-{
-    (void)state;
-    nats_Close();
-    return 0;
-}
-
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_given_id_is_normalised_and_becomes_the_msg_id),
     cmocka_unit_test(a_fresh_id_an_explicit_subject_and_no_msg_id),
@@ -319,9 +305,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(publish_staged_refuses_what_it_cannot_send),
 };
 
-int main(int argc, char **argv)
-{
-    if (argc > 1)
-        cmocka_set_test_filter(argv[1]);
-    return cmocka_run_group_tests(tests, open_nats, close_nats);
-}
+IB_NATS_TEST_MAIN(tests)

@@ -1,7 +1,7 @@
 /* The trace context of a delivered message: which header wins, and what
  * becomes of malformed, doubled or misspelt ones (no server needed: the
  * messages are built locally). */
-#include "ib_test.h"
+#include "nats_test.h"
 
 #include <string.h>
 
@@ -141,29 +141,10 @@ static void set_then_read(void **state)
     natsMsg_Destroy(m);
 }
 
-/* Messages need the library open, as a connection would have it. */
-static int open_nats(void **state)
-{
-    (void)state;
-    return nats_Open(-1) == NATS_OK ? 0 : -1;
-}
-
-static int close_nats(void **state)
-{
-    (void)state;
-    nats_Close();
-    return 0;
-}
-
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(headers_read_by_the_rules),
     cmocka_unit_test(no_event_or_no_message),
     cmocka_unit_test(set_then_read),
 };
 
-int main(int argc, char **argv)
-{
-    if (argc > 1)
-        cmocka_set_test_filter(argv[1]);
-    return cmocka_run_group_tests(tests, open_nats, close_nats);
-}
+IB_NATS_TEST_MAIN(tests)
