@@ -4,6 +4,7 @@ their PID, a nats-server on a free loopback port, and waiting for a
 condition with a deadline. Only 127.0.0.1, ever."""
 
 import os
+import shutil
 import resource
 import signal
 import subprocess
@@ -83,3 +84,23 @@ def ready(port):
             return r.status == 200
     except OSError:
         return False
+
+
+def run_steps(name, run, steps):
+    """Runs `steps` (functions of `run`) after starting run's nats-server
+    (run.args.nats_server); on a failure shows the logs; stops every
+    process whatever happens; removes the directory on success. Returns
+    the exit status."""
+
+    try:
+        run.start_nats(run.args.nats_server)
+        for step in steps:
+            step(run)
+    except BaseException:
+        run.show_logs()
+        raise
+    finally:
+        run.stop_all()
+    shutil.rmtree(run.tmp, ignore_errors=True)
+    print(f"{name}: {len(steps)} passed, 0 failed")
+    return 0

@@ -25,7 +25,6 @@ Every process is stopped by its PID, also on failure; loopback only.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_natsproto import Client  # noqa: E402
-from it_harness import Procs, ready, wait_for  # noqa: E402
+from it_harness import Procs, ready, run_steps, wait_for  # noqa: E402
 from it_netutil import free_port  # noqa: E402
 
 SETTINGS = ["--ack-wait", "2s", "--max-deliver", "2"]
@@ -228,22 +227,14 @@ def main():
     args.plugin_scripted = os.path.abspath(args.plugin_scripted)
     tmp = tempfile.mkdtemp(prefix="ib-status-")
     run = Run(args, tmp)
-    try:
-        run.start_nats(args.nats_server)
-        host = healthy_run(run)
-        trouble_run(run, host)
-        settings_run(run)
-        all_run(run)
-        options_run(run)
-    except BaseException:
-        run.show_logs()
-        raise
-    finally:
-        run.stop_all()
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("it_status: 5 passed, 0 failed")
-    return 0
+    state = {}
 
+    def healthy(r):
+        state["host"] = healthy_run(r)
+
+    def trouble(r):
+        trouble_run(r, state["host"])
+    return run_steps("it_status", run, [healthy, trouble, settings_run, all_run, options_run])
 
 if __name__ == "__main__":
     sys.exit(main())

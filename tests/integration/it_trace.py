@@ -28,7 +28,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_natsproto import Client, event_bytes, event_headers, pb_fields  # noqa: E402
-from it_harness import Procs, ready, wait_for  # noqa: E402
+from it_harness import Procs, ready, run_steps, wait_for  # noqa: E402
 from it_netutil import free_port  # noqa: E402
 
 TP_RE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -356,20 +355,7 @@ def main():
     for k in ("ibus", "plugin_http", "plugin_relay", "plugin_ledger"):
         setattr(args, k, os.path.abspath(getattr(args, k)))
     tmp = tempfile.mkdtemp(prefix="ib-trace-")
-    run = Run(args, tmp)
-    try:
-        run.start_nats(args.nats_server)
-        main_run(run)
-        start_run(run)
-    except BaseException:
-        run.show_logs()
-        raise
-    finally:
-        run.stop_all()
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("it_trace: 2 passed, 0 failed")
-    return 0
-
+    return run_steps("it_trace", Run(args, tmp), [main_run, start_run])
 
 if __name__ == "__main__":
     sys.exit(main())
