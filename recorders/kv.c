@@ -725,4 +725,5 @@ static const ib_recorder_ops kv_ops = {
     .end_attempts = kv_end_attempts,
     .inspect = kv_inspect,
     .attempt_stats = ib__kv_attempt_stats,
+    .summarize = ib__kv_summarize,
 };

@@ -209,5 +209,9 @@ ib_status ib__kv_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t m
                                ib_error *err);
 ib_status ib__kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
                       void *ctx, ib_error *err);
+/* ib__recorder_summarize: a walk over every key, reading each marker and
+ * the newest epoch of each id that is not done. */
+ib_status ib__kv_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
+                           uint32_t max_attempts, ib_error *err);
 
 #endif

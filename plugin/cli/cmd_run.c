@@ -134,6 +134,8 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
          0, 0},
         {"retention-unsafe", IB_OPT_FLAG, &c->retention_unsafe, NULL, NULL,
          "start with a --retention below that time (with a warning)", 0, 0},
+        {"trace-start", IB_OPT_FLAG, &c->trace_start, NULL, NULL,
+         "start a W3C trace (a fresh traceparent) for each message that carries none", 0, 0},
     };
     _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 2, "too many options");
     memcpy(opts, table, sizeof(table));

@@ -26,9 +26,10 @@ typedef struct ib_dlq_entry {
     uint64_t seq;    /* its sequence in the dead-letter stream */
     int64_t time_ms; /* when the dead letter was stored, unix ms */
     const char *reason, *error, *subject, *stream, *consumer, *event_id, *event_type;
-    uint64_t stream_seq; /* the original's, in its own stream */
-    uint64_t deliveries; /* Ibus-Delivery-Count */
-    char invalid[96];    /* why a header was refused; "" = none */
+    uint64_t stream_seq;            /* the original's, in its own stream */
+    uint64_t deliveries;            /* Ibus-Delivery-Count */
+    char invalid[96];               /* why a header was refused; "" = none */
+    const char *trace_id, *span_id; /* Ibus-Trace-Id, Ibus-Span-Id: the trace it continued */
 } ib_dlq_entry;
 
 /* Fills `e` from `m`, taking `m` over (ib_dlq_entry_clear destroys it),

@@ -54,6 +54,8 @@ int ib_dlq_print_json(FILE *out, const ib_dlq_entry *e)
     set_str(o, "subject", e->subject);
     set_str(o, "stream", e->stream);
     json_object_set_new(o, "stream_seq", json_integer((json_int_t)e->stream_seq));
+    set_str(o, "trace_id", e->trace_id);
+    set_str(o, "span_id", e->span_id);
     char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (text == NULL)

@@ -74,6 +74,8 @@ void ib_dlq_entry_read(ib_dlq_entry *e, natsMsg *m)
     e->event_type = header(e, "Ibus-Event-Type");
     e->stream_seq = header_u64(e, "Ibus-Stream-Seq");
     e->deliveries = header_u64(e, "Ibus-Delivery-Count");
+    e->trace_id = header(e, "Ibus-Trace-Id");
+    e->span_id = header(e, "Ibus-Span-Id");
 }
 
 int ib_dlq_filter_check(ib_dlq_filter *f, const char *id_text)

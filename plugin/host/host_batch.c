@@ -28,6 +28,8 @@ struct ib_host_item {
     ib_dead_letter_reason reject_reason; /* decode / invalid-id, when rejected */
     char reject_detail[IB_ERROR_MSG_MAX];
     ib_delivery *delivery; /* NULL unless dispatched */
+    ib_trace trace;        /* the trace it continues, with this host's span of it */
+    bool traced;           /* `trace` is set */
 };
 typedef ib_host_item item;
 
@@ -107,6 +109,7 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
         .delivery_count = it->meta.delivered,
         .event_id = it->event != NULL ? it->event->id : NULL,
         .event_type = it->event != NULL ? it->event->type : NULL,
+        .trace = it->traced ? &it->trace : NULL,
     };
     if (ib_dead_letter_publish(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
                                h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
@@ -204,8 +207,8 @@ static const ib_metric_result run_result[] = {
  * handler failure or conflict naming the handler's consumer identity.
  * `handler` indexes the slots registered with the handlers, so the hot path
  * is two relaxed adds and no lookup. */
-static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_t handler,
-                    ib_handler_result result, double seconds)
+static void observe_delivery(ib_host *h, const ib_delivery *d, const char *consumer, size_t handler,
+                             ib_handler_result result, double seconds)
 {
     static const char *const what[] = {
         [IB_RESULT_HANDLED] = "handled",
@@ -215,7 +218,6 @@ static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_
         [IB_RESULT_RECORDER_FAILED] = "recorder-failed",
         [IB_RESULT_LOST] = "claim-lost",
     };
-    ib_host *h = ctx;
     ib_metrics_consumer *slot =
         handler < h->consumer_metrics_n ? h->consumer_metrics[handler] : NULL;
     if ((unsigned)result < sizeof(run_result) / sizeof(run_result[0]))
@@ -237,11 +239,25 @@ static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_
            IB_LOG_STR("reason", what[result]), IB_LOG_U64("delivery_count", d->delivery_count));
 }
 
+/* The observer, with the delivery's trace current so its log lines name
+ * it. */
+static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_t handler,
+                    ib_handler_result result, double seconds)
+{
+    const ib_trace *outer = ib_trace_current();
+    ib_trace_current_set(d->trace);
+    observe_delivery(ctx, d, consumer, handler, result, seconds);
+    ib_trace_current_set(outer);
+}
+
 /* Acks a delivery whose marks just became durable, during the run. */
 static void on_settled(void *ctx, ib_delivery *d)
 {
     ib_host *h = ctx;
+    const ib_trace *outer = ib_trace_current();
+    ib_trace_current_set(d->trace);
     settle_ack(h, d->user);
+    ib_trace_current_set(outer);
 }
 
 /* Counts recorder failures, keeps readiness and logs each change of
@@ -347,6 +363,22 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
     return register_consumer_metrics(h, err);
 }
 
+/* The trace the message continues (its headers, else its event's), with a
+ * span of this host's for this delivery; a fresh trace when asked for and
+ * it carries none. A malformed header is no trace, never an error. */
+static void trace_item(ib_host *h, item *it)
+{
+    ib_trace sender;
+    ib_error e;
+    it->traced = false;
+    if (ib_msg_trace_read(&sender, it->msg, it->event)) {
+        ib_trace_child(&it->trace, &sender);
+        it->traced = true;
+    } else if (h->cfg->trace_start) {
+        it->traced = ib_trace_start(&it->trace, &e) == IB_OK;
+    }
+}
+
 /* Decode: reads the JetStream metadata of message `i` and decodes its
  * event. A message that is not a delivery, or that cannot be decoded for
  * lack of resources, is settled here; an invalid one is marked for the
@@ -375,6 +407,7 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
     if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
                         (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
         it->event = NULL;
+        trace_item(h, it);
         if (why == IB_EVENT_NOT_REJECTED) {
             /* Not the message's fault (out of memory): nak it and let it
              * come back, rather than dead-letter good bytes. */
@@ -389,8 +422,10 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
         snprintf(it->reject_detail, sizeof(it->reject_detail), "%s", e.msg);
         return;
     }
+    trace_item(h, it);
     ib_delivery *d = &deliveries[(*nd)++];
     memset(d, 0, sizeof(*d));
+    d->trace = it->traced ? &it->trace : NULL;
     d->event = it->event;
     d->subject = natsMsg_GetSubject(it->msg);
     d->stream_seq = it->meta.stream_seq;
@@ -474,7 +509,10 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
     if (nd > 0)
         dispatch_batch(h, msgs, n, deliveries, nd);
     for (size_t i = 0; i < n; i++) {
+        /* every log line about the message names its trace */
+        ib_trace_current_set(items[i].traced ? &items[i].trace : NULL);
         settle_one(h, &items[i]);
+        ib_trace_current_set(NULL);
         ib_event_free(items[i].event);
         natsMsg_Destroy(items[i].msg);
         msgs[i] = NULL;

@@ -88,6 +88,10 @@ static natsStatus set_headers(natsMsg *dl, const ib_dead_letter_info *info,
         one_line(line, sizeof(line), info->event_type);
         s = natsMsgHeader_Set(dl, "Ibus-Event-Type", line);
     }
+    if (s == NATS_OK && info->trace != NULL)
+        s = natsMsgHeader_Set(dl, "Ibus-Trace-Id", info->trace->trace_id);
+    if (s == NATS_OK && info->trace != NULL)
+        s = natsMsgHeader_Set(dl, "Ibus-Span-Id", info->trace->span_id);
     return s;
 }
 

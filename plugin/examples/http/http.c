@@ -7,6 +7,9 @@
  *   Idempotency-Key: <event id>      the receiver's dedup key
  *   Ibus-Consumer: <consumer identity>, Ibus-Event-Type, Ibus-Delivery-Count
  *   Content-Type: application/json or application/x-protobuf
+ *   traceparent, tracestate          the event's W3C Trace Context, when it
+ *                                    has one (ABI 1.4), so the receiver's
+ *                                    tracing continues the trace
  * and the configured headers. The answer decides the verdict:
  *   2xx                                   OK
  *   408, 425, 429, 5xx, 1xx, 3xx, a timeout or no connection

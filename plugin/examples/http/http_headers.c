@@ -20,8 +20,8 @@ static void put_line(char *line, size_t cap, const char *name, const char *value
 
 void ib_http_headers_init(ib_http_headers *h, const ib_http_config *cfg)
 {
-    char *lines[IB_HTTP_FIXED_LINES] = {h->content_type, h->expect, h->key,
-                                        h->consumer,     h->type,   h->count};
+    char *lines[IB_HTTP_FIXED_LINES] = {h->content_type, h->expect, h->key,         h->consumer,
+                                        h->type,         h->count,  h->traceparent, h->tracestate};
     size_t n = 0;
     memset(h, 0, sizeof(*h));
     put_line(h->content_type, sizeof(h->content_type), "Content-Type: ",
@@ -50,5 +50,11 @@ const struct curl_slist *ib_http_headers_set(ib_http_headers *h, const ib_raw_ev
     put_line(h->consumer, sizeof(h->consumer), "Ibus-Consumer: ", ib_raw_event_consumer(ev));
     put_line(h->type, sizeof(h->type), "Ibus-Event-Type: ", ib_raw_event_type(ev));
     put_line(h->count, sizeof(h->count), "Ibus-Delivery-Count: ", digits + d);
+    /* "name:" with no value: libcurl sends no such header */
+    const char *tp = ib_raw_event_traceparent(ev), *ts = ib_raw_event_tracestate(ev);
+    put_line(h->traceparent, sizeof(h->traceparent),
+             tp != NULL ? "traceparent: " : "traceparent:", tp != NULL ? tp : "");
+    put_line(h->tracestate, sizeof(h->tracestate),
+             ts != NULL ? "tracestate: " : "tracestate:", ts != NULL ? ts : "");
     return h->nodes;
 }

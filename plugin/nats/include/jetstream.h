@@ -17,6 +17,7 @@
 #include "error.h"
 #include "event.h"
 #include "infinity_bus/plugin.h"
+#include "trace.h"
 
 /* The NATS connection of an ibus process: options, credentials, TLS,
  * reconnect policy and connection-state tracking.
@@ -337,6 +338,31 @@ typedef struct ib_jsack_meta {
  * slices in `*out` point into `reply`. */
 ib_status ib_jsack_parse(ib_jsack_meta *out, const char *reply, size_t len, ib_error *err);
 
+/* Trace context (trace.h) in NATS messages.
+ *
+ * A message continues a trace when it carries a valid W3C traceparent: in
+ * a NATS header "traceparent" (also read as "Traceparent", Go's canonical
+ * spelling; nats.c matches names exactly), else in a header of its Event
+ * (any case). A header given twice, or malformed, is not used. The
+ * tracestate is read beside the traceparent it came with (several lines
+ * joined by ","); a malformed one is dropped and the traceparent kept. */
+#define IB_TRACEPARENT_HEADER "traceparent"
+#define IB_TRACESTATE_HEADER "tracestate"
+
+/* Reads the trace `msg` carries (its headers, then `event`'s; either may
+ * be NULL) into `out`: the sender's context, to be continued with
+ * ib_trace_child. Returns false, with `out` zeroed, when neither carries a
+ * valid traceparent. Reads only. */
+bool ib_msg_trace_read(ib_trace *out, natsMsg *msg, const ib_event *event);
+
+/* Sets `t`'s traceparent (and tracestate, when it has one) as headers of
+ * `msg`, replacing any. Returns nats.c's status. */
+natsStatus ib_msg_trace_set(natsMsg *msg, const ib_trace *t);
+
+/* True when one of the `n` headers is a traceparent (any case): an event
+ * that names its own trace keeps it. */
+bool ib_trace_headers_name_one(const ib_event_header *headers, size_t n);
+
 /* Acknowledging JetStream messages over core NATS.
  *
  * The puller receives messages on a plain subscription, so nats.c's
@@ -376,6 +402,9 @@ ib_status ib_in_progress(natsConnection *nc, natsMsg *msg, ib_error *err);
  *   Ibus-Stream-Seq      its stream sequence
  *   Ibus-Delivery-Count  the delivery on which it was dead-lettered
  *   Ibus-Event-Id, Ibus-Event-Type   when the event could be decoded
+ *   Ibus-Trace-Id, Ibus-Span-Id      when the delivery continued a trace
+ *                        (trace.h): the trace and the host's span, as the
+ *                        log lines of that delivery name them
  * Only once JetStream acknowledges that publish may the original be
  * terminated (+TERM), and the caller terminates it only after what must
  * follow a dead letter is done (the host ends the event's attempts): a
@@ -396,6 +425,9 @@ typedef struct ib_dead_letter_info {
     uint64_t delivery_count;
     const char *event_id;   /* may be NULL */
     const char *event_type; /* may be NULL */
+    /* appended: the trace of the delivery that dead-lettered it (its
+     * trace_id and span_id, as its log lines name them); NULL = none */
+    const ib_trace *trace;
 } ib_dead_letter_info;
 
 /* Publishes `msg`'s bytes to `subject` as its dead letter and waits for
@@ -456,6 +488,10 @@ typedef struct ib_bus_event {
     const ib_event_header *headers;
     size_t header_count;
     bool set_msg_id; /* Nats-Msg-Id = the event id, so JetStream drops republishes */
+    /* appended: the trace the event continues (BORROWED; NULL = none): its
+     * traceparent and tracestate become headers of the Event and of the
+     * NATS message (ib_msg_trace_set) */
+    const ib_trace *trace;
 } ib_bus_event;
 
 /* Settles `ev`'s id and subject, encodes it as an Event stamped with the

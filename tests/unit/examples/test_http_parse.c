@@ -202,13 +202,24 @@ static void headers_are_rewritten_per_event(void **state)
                           "Ibus-Consumer: c/http/http",
                           "Ibus-Event-Type: order.created",
                           "Ibus-Delivery-Count: 1",
+                          "traceparent:",
+                          "tracestate:",
                           "X-Team: pay",
                           NULL};
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
         ib_raw_event ev = raw("{}", 0);
         ev.delivery_count = round == 0 ? 1 : 18446744073709551615u;
         want[5] =
             round == 0 ? "Ibus-Delivery-Count: 1" : "Ibus-Delivery-Count: 18446744073709551615";
+        /* a traced event sends its context; the next one, without, sends none */
+        if (round == 1) {
+            ev.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+            ev.tracestate = "rojo=1,congo=2";
+        }
+        want[6] = round == 1
+                      ? "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                      : "traceparent:";
+        want[7] = round == 1 ? "tracestate: rojo=1,congo=2" : "tracestate:";
         const struct curl_slist *l = ib_http_headers_set(&h, &ev);
         for (size_t i = 0; want[i] != NULL; i++, l = l->next) {
             assert_non_null(l);
@@ -239,6 +250,23 @@ static void header_lines_hold_no_control_bytes(void **state)
     const struct curl_slist *l = ib_http_headers_set(&h, &ev);
     assert_string_equal(l->next->next->next->data, "Ibus-Consumer: c/http/httpX-Injected: 1");
     ib_http_config_free(&cfg);
+}
+
+/* The trace accessors (ABI 1.4) answer only what the host's struct holds:
+ * an older host's reads as NULL. */
+static void trace_accessors_check_the_size(void **state)
+{
+    (void)state;
+    ib_raw_event ev = raw("hi", 0);
+    assert_null(ib_raw_event_traceparent(&ev));
+    assert_null(ib_raw_event_tracestate(&ev));
+    ev.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    ev.tracestate = "rojo=1";
+    assert_ptr_equal(ib_raw_event_traceparent(&ev), ev.traceparent);
+    assert_ptr_equal(ib_raw_event_tracestate(&ev), ev.tracestate);
+    ev.size = (uint32_t)offsetof(ib_raw_event, traceparent); /* built by a 1.3 host */
+    assert_null(ib_raw_event_traceparent(&ev));
+    assert_null(ib_raw_event_tracestate(&ev));
 }
 
 /* ib_raw_event_message (ABI 1.3) answers the delivered bytes only when the
@@ -289,6 +317,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(headers_are_rewritten_per_event),
     cmocka_unit_test(header_lines_hold_no_control_bytes),
     cmocka_unit_test(message_accessor_checks_the_size),
+    cmocka_unit_test(trace_accessors_check_the_size),
     cmocka_unit_test(protobuf_body_encodes_the_event),
 };
 
