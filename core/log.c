@@ -3,6 +3,7 @@
  * threads (and other stdio users of the same stream) never interleave. */
 #include "log.h"
 
+#include "trace.h"
 #include "utf8.h"
 
 #include <inttypes.h>
@@ -505,9 +506,18 @@ static void record_start(log_record *r, ib_log_sev sev, const char *msg)
     put_head(&r->b, r->fmt, sev_clamp(sev), msg);
 }
 
-/* Closes the record, writes it in one piece and releases its buffer. */
+/* Closes the record, writes it in one piece and releases its buffer. A
+ * record written while the thread works for a traced event names the
+ * trace and the span (trace.h). */
 static void record_finish(log_record *r)
 {
+    const ib_trace *t = ib_trace_current();
+    if (t != NULL) {
+        ib_log_field ids[] = {IB_LOG_STR("trace_id", t->trace_id),
+                              IB_LOG_STR("span_id", t->span_id)};
+        put_field(&r->b, r->fmt, &ids[0]);
+        put_field(&r->b, r->fmt, &ids[1]);
+    }
     put_tail_and_write(&r->b, r->fmt, r->f);
     lb_release(&r->b);
 }

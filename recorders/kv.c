@@ -22,8 +22,8 @@
  * owner's lease runs on the newest epoch (a take-over racing it can still
  * slip in between the read and the write; its holder then finds the key
  * done). The writes of a batch are pipelined, and the anchor is rewritten
- * with every epoch above 1 and with a mark, so the TTL never leaves a
- * live claim or a marker without it (kv_internal.h). The bucket's TTL must
+ * with every epoch above 1 and with every mark, behind the marker, so the
+ * TTL never leaves a live claim or a marker without it (kv_internal.h). The bucket's TTL must
  * exceed a lease plus the time between renewals (half a lease in the
  * host), or a holder that stopped renewing could lose its anchor while
  * its newest epoch's lease still runs. */
@@ -494,7 +494,10 @@ static ib_status kv_mark(ib_recorder *r, const char *consumer, const char *event
 /* Keys whose lease this process holds with a quarter of it still to run
  * are marked without a read: nobody takes a claim over before its lease
  * ends (clocks agree to well within a lease). fast[i] says which; their
- * anchor rewrites, where the claim has epochs above 1, go to `a`. */
+ * anchor rewrites go to `a`, every one of them: an anchor left as the
+ * claim's Create wrote it is older than the marker by the handler's run,
+ * and once the TTL removed it a redelivery's Create of epoch 1 would win
+ * while the marker still says done. */
 static size_t plan_fast_marks(kv_recorder *k, bool *fast, kv_write *a, const ib_marker_key *keys,
                               size_t n, const char *owner, int64_t now)
 {
@@ -502,7 +505,7 @@ static size_t plan_fast_marks(kv_recorder *k, bool *fast, kv_write *a, const ib_
     for (size_t i = 0; i < n; i++) {
         kv_lease c;
         fast[i] = ib__kv_held_get(k, &keys[i], owner, &c) && now + c.lease_ms / 4 < c.end;
-        if (fast[i] && c.epoch > 1)
+        if (fast[i])
             mark_anchor(k, &a[na++], &keys[i], c.epoch, c.attempts, now);
     }
     return na;
@@ -722,4 +725,5 @@ static const ib_recorder_ops kv_ops = {
     .end_attempts = kv_end_attempts,
     .inspect = kv_inspect,
     .attempt_stats = ib__kv_attempt_stats,
+    .summarize = ib__kv_summarize,
 };

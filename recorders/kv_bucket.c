@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redact.h"
+
 #define NS_PER_MS 1000000LL
 
 /* Most servers a url= list may name. */
@@ -45,9 +47,12 @@ ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_erro
         if (s == NATS_OK)
             s = natsConnection_Connect(&k->nc, o);
         natsOptions_Destroy(o);
-        if (s != NATS_OK)
-            return ib_error_set(err, IB_ERR_NATS, "recorder kv:%s: cannot connect to the url: %s",
-                                k->bucket, natsStatus_GetText(s));
+        if (s != NATS_OK) {
+            char shown[IB_REDACT_MAX];
+            return ib_error_set(err, IB_ERR_NATS, "recorder kv:%s: cannot connect to url=%s: %s",
+                                k->bucket, ib_redact_url(shown, sizeof(shown), cfg->kv_url),
+                                natsStatus_GetText(s));
+        }
         k->own_nc = true;
     } else if (cfg->nats_connection != NULL) {
         k->nc = cfg->nats_connection;
@@ -355,6 +360,91 @@ ib_status ib__kv_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t m
     }
     walk_free(&w);
     return st;
+}
+
+/* The state written in the claim epoch `key` ("[@<n> ]<attempts> <lease
+ * end> <owner>"): its attempts, lease end (unix ms) and holder ("" when
+ * released). */
+static ib_status read_claim(kv_recorder *k, const kv_key *key, uint32_t *attempts, int64_t *end,
+                            char owner[IB_OWNER_MAX + 1], ib_error *err)
+{
+    char subject[KV_SUBJECT_MAX];
+    kv_read rd;
+    snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
+             key->epoch);
+    ib_status st = ib__kv_read_last(k, &rd, subject, err);
+    *attempts = 0;
+    *end = 0;
+    owner[0] = '\0';
+    if (st != IB_OK || !rd.found)
+        return st;
+    const char *v =
+        rd.value[0] == '@' && strchr(rd.value, ' ') != NULL ? strchr(rd.value, ' ') + 1 : rd.value;
+    char *rest = NULL;
+    unsigned long long a = strtoull(v, &rest, 10);
+    *attempts = a > UINT32_MAX ? UINT32_MAX : (uint32_t)a;
+    *end = strtoll(rest, &rest, 10);
+    if (*rest == ' ')
+        snprintf(owner, IB_OWNER_MAX + 1, "%s", rest + 1);
+    return IB_OK;
+}
+
+/* Counts one key of the walk in its consumer's summary: a marker, or the
+ * newest claim epoch of an id that is not done. */
+static ib_status summarize_key(kv_recorder *k, ib__summary_list *l, kv_key *key, bool newest_claim,
+                               int64_t now, uint32_t max_attempts, ib_error *err)
+{
+    char name[IB_CONSUMER_MAX + 1], owner[IB_OWNER_MAX + 1];
+    uint32_t attempts = 0;
+    int64_t end = 0;
+    ib_status st = IB_OK;
+    if (key->type == 'd')
+        st = read_ts(k, key, err);
+    else if (newest_claim)
+        st = read_claim(k, key, &attempts, &end, owner, err);
+    else
+        return IB_OK;
+    if (st != IB_OK || (key->type == 'c' && owner[0] == '\0' && attempts == 0))
+        return st;
+    unhex(name, key->hex);
+    ib__consumer_summary *s = ib__summary_entry(l, name, strlen(name));
+    if (s == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: out of memory", k->bucket);
+    if (key->type == 'd')
+        ib__summary_marker(s, key->ts);
+    if (key->type == 'c' && owner[0] != '\0')
+        ib__summary_claim(s, end - now, owner);
+    if (key->type == 'c' && attempts > 0)
+        ib__summary_attempts(s, attempts, max_attempts);
+    return IB_OK;
+}
+
+ib_status ib__kv_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
+                           uint32_t max_attempts, ib_error *err)
+{
+    kv_recorder *k = kv_of(r);
+    ib__summary_list l = {0};
+    key_walk w;
+    ib_status st = walk_keys(k, &w, err);
+    if (st != IB_OK)
+        return st;
+    qsort(w.keys, w.n, sizeof(*w.keys), cmp_key);
+    int64_t now = r->now_ms(); /* lease ends are wall clock */
+    for (size_t i = 0; i < w.n && st == IB_OK; i++) {
+        const kv_key *next = i + 1 < w.n ? &w.keys[i + 1] : NULL;
+        /* as in stats: the last 'c' of an id is its newest epoch, and a
+         * 'd' after it means done */
+        bool same_id = next != NULL && strcmp(next->hex, w.keys[i].hex) == 0 &&
+                       strcmp(next->id, w.keys[i].id) == 0;
+        st = summarize_key(k, &l, &w.keys[i], !same_id, now, max_attempts, err);
+    }
+    walk_free(&w);
+    if (st != IB_OK) {
+        ib__consumer_summaries_free(l.v, l.n);
+        return st;
+    }
+    ib__summary_take(&l, out, n);
+    return IB_OK;
 }
 
 static int cmp_newest(const void *a, const void *b)

@@ -14,15 +14,21 @@
  *                     end, unix ms> <owner>" (owner "" = released)
  *   c.<c>.<id>.1      is also the key's anchor. A new claim creates it (so
  *                     a new event costs one Create and no read); the writer
- *                     of every later epoch n, and a mark, then rewrite it
- *                     (a plain put) as "@<n> <attempts> <end> <owner>": a
- *                     copy of epoch n that names it. The bucket's TTL
+ *                     of every later epoch n, and every mark, then rewrite
+ *                     it (a plain put) as "@<n> <attempts> <end> <owner>":
+ *                     a copy of epoch n that names it. The bucket's TTL
  *                     removes every message TTL after it was written, so
  *                     low epochs of a long claim vanish while its newest
  *                     lives; the anchor, rewritten with every epoch, lives
- *                     as long as the newest epoch (and the done marker),
- *                     so the claim's state is found from it and never
- *                     depends on older epochs surviving.
+ *                     as long as the newest epoch, so the claim's state is
+ *                     found from it and never depends on older epochs
+ *                     surviving. It also outlives the done marker: a
+ *                     mark's rewrite is sent behind the marker on the same
+ *                     connection, so the stream stores it after the
+ *                     marker, and is put again when the marker may have
+ *                     landed later (kv_io.c). An anchor gone while its
+ *                     marker lives would let a redelivery's Create of
+ *                     epoch 1 win a claim on a key that is done.
  * Every decision comes from a Create (expect no message, or expect the
  * tombstone's sequence after a forget), the one conditional write that is
  * safe on a replicated bucket of nats-server 2.9; the anchor's rewrites
@@ -203,5 +209,9 @@ ib_status ib__kv_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t m
                                ib_error *err);
 ib_status ib__kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
                       void *ctx, ib_error *err);
+/* ib__recorder_summarize: a walk over every key, reading each marker and
+ * the newest epoch of each id that is not done. */
+ib_status ib__kv_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
+                           uint32_t max_attempts, ib_error *err);
 
 #endif

@@ -384,27 +384,25 @@ static size_t prepare_marks(kv_recorder *k, kv_write *w, const ib_marker_key *ke
     return m;
 }
 
-ib_status ib__kv_mark_keys_with(kv_recorder *k, const ib_marker_key *keys, const bool *want,
-                                const uint64_t *fps, size_t n, int64_t ts, const kv_write *extra,
-                                size_t nextra, ib_error *err)
+/* Publishes the markers w[0..m) with the anchors w[m..m+nextra) in the
+ * first round, behind them: one connection, one stream, so the server
+ * stores each anchor after its marker and its TTL removes it later. A
+ * marker that finds a forget's tombstone is written over it in further
+ * rounds. `*late` says whether some marker may have been stored after its
+ * anchor (sent more than once, or after a tombstone). On return w[m..)
+ * still holds the anchors with their results. */
+static ib_status mark_rounds(kv_recorder *k, kv_write *w, size_t m, size_t nextra, bool *late,
+                             ib_error *err)
 {
-    kv_write *w = calloc(n + nextra > 0 ? n + nextra : 1, sizeof(*w));
-    if (w == NULL)
-        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
-                            k->bucket, n);
-    size_t m = prepare_marks(k, w, keys, want, fps, n, ts);
-    if (nextra > 0)
-        memcpy(&w[m], extra, nextra * sizeof(*w));
     ib_status st = IB_OK;
-    /* Taken means marked already, unless what is there is a forget's
-     * tombstone: then the marker is written over it, by its sequence. The
-     * extra writes go with the first round only. */
+    *late = false;
     for (int round = 0; round <= KV_RETRIES && m + (round == 0 ? nextra : 0) > 0 && st == IB_OK;
          round++) {
         st = ib__kv_publish(k, w, m + (round == 0 ? nextra : 0), err);
         size_t again = 0;
         for (size_t i = 0; i < m && st == IB_OK; i++) {
             kv_read rd;
+            *late |= w[i].tries > 1 || round > 0;
             if (w[i].result != KV_EXISTS)
                 continue;
             st = ib__kv_read_last(k, &rd, w[i].subject, err);
@@ -417,9 +415,58 @@ ib_status ib__kv_mark_keys_with(kv_recorder *k, const ib_marker_key *keys, const
         }
         m = again;
     }
-    free(w);
     if (st == IB_OK && m > 0)
         return ib_error_set(err, IB_ERR_RECORDER,
                             "recorder kv:%s: a marker kept losing races with forgets", k->bucket);
+    return st;
+}
+
+/* Makes every anchor of a[0..n) younger than its marker, where the first
+ * round may not have: an anchor whose Create found its key claimed
+ * (a plain mark of a claimed key) is read and put back with the value it
+ * has (one read each: plain marks of claimed keys are rare), and after a
+ * late marker every anchor written is put again. A Create of epoch 1 that
+ * finds no anchor left creates one. Outcomes are not looked at: a rewrite
+ * decides nothing. */
+static ib_status anchors_after_marks(kv_recorder *k, kv_write *a, size_t n, bool late,
+                                     ib_error *err)
+{
+    size_t m = 0;
+    ib_status st = IB_OK;
+    for (size_t i = 0; i < n && st == IB_OK; i++) {
+        kv_write x = a[i];
+        if (!a[i].put && a[i].result == KV_EXISTS) {
+            kv_read rd;
+            st = ib__kv_read_last(k, &rd, a[i].subject, err);
+            if (st == IB_OK && rd.found && !rd.deleted) {
+                snprintf(x.value, sizeof(x.value), "%s", rd.value);
+                x.put = true;
+            }
+        } else if (late && (a[i].put || a[i].result == KV_WRITTEN)) {
+            x.put = true;
+        } else {
+            continue;
+        }
+        a[m++] = x;
+    }
+    return st == IB_OK && m > 0 ? ib__kv_publish(k, a, m, err) : st;
+}
+
+ib_status ib__kv_mark_keys_with(kv_recorder *k, const ib_marker_key *keys, const bool *want,
+                                const uint64_t *fps, size_t n, int64_t ts, const kv_write *extra,
+                                size_t nextra, ib_error *err)
+{
+    kv_write *w = calloc(n + nextra > 0 ? n + nextra : 1, sizeof(*w));
+    if (w == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to mark %zu keys",
+                            k->bucket, n);
+    size_t m = prepare_marks(k, w, keys, want, fps, n, ts);
+    if (nextra > 0)
+        memcpy(&w[m], extra, nextra * sizeof(*w));
+    bool late = false;
+    ib_status st = mark_rounds(k, w, m, nextra, &late, err);
+    if (st == IB_OK && nextra > 0)
+        st = anchors_after_marks(k, &w[m], nextra, late, err);
+    free(w);
     return st;
 }

@@ -999,6 +999,52 @@ static ib_status mem_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32
     return IB_OK;
 }
 
+/* Every marker of the ring, then every claim cell (each has a holder:
+ * marks and releases delete the cell). */
+static bool summarize_locked(mem_recorder *m, ib__summary_list *l, uint32_t max_attempts)
+{
+    int64_t now = m->base.lease_now_ms();
+    for (uint64_t p = m->tail; p < m->head; p++) {
+        const entry *e = at_pos(m, p);
+        if (e->consumer == HOLE)
+            continue;
+        const char *name = m->consumers[e->consumer].name;
+        ib__consumer_summary *s = ib__summary_entry(l, name, strlen(name));
+        if (s == NULL)
+            return false;
+        ib__summary_marker(s, entry_ts(e));
+    }
+    for (size_t i = 0; m->claims != NULL && i <= claim_mask(m); i++) {
+        const claim *cl = &m->claims[i];
+        if (cl->owner == NULL)
+            continue;
+        const char *name = m->consumers[cl->consumer].name;
+        ib__consumer_summary *s = ib__summary_entry(l, name, strlen(name));
+        if (s == NULL)
+            return false;
+        ib__summary_claim(s, cl->expires_ms - now, cl->owner);
+        if (cl->attempts > 0)
+            ib__summary_attempts(s, cl->attempts, max_attempts);
+    }
+    return true;
+}
+
+static ib_status mem_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
+                               uint32_t max_attempts, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    ib__summary_list l = {0};
+    pthread_mutex_lock(&m->mu);
+    bool ok = summarize_locked(m, &l, max_attempts);
+    pthread_mutex_unlock(&m->mu);
+    if (!ok) {
+        ib__consumer_summaries_free(l.v, l.n);
+        return ib_error_set(err, IB_ERR_NOMEM, "recorder memory: out of memory");
+    }
+    ib__summary_take(&l, out, n);
+    return IB_OK;
+}
+
 static ib_status mem_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err)
 {
     mem_recorder *m = mem(r);
@@ -1140,6 +1186,7 @@ static const ib_recorder_ops mem_ops = {
     .end_attempts = mem_end_attempts,
     .inspect = mem_inspect,
     .attempt_stats = mem_attempt_stats,
+    .summarize = mem_summarize,
 };
 
 ib_status ib__memory_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)

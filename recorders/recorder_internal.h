@@ -89,6 +89,32 @@ ib_status ib__kv_open(ib_recorder **out, const ib__recorder_config *cfg, ib_erro
 int64_t ib__claim_hold_ms(const char *holder, const char *owner, int64_t expires, int64_t now,
                           int64_t lease_ms, bool probe, bool host_local);
 
+/* ---- summaries (summary.c): what the kinds' summarize ops build ---------- */
+
+/* A list of consumer summaries being filled. Zero-initialise it. */
+typedef struct ib__summary_list {
+    ib__consumer_summary *v;
+    size_t n, cap;
+    size_t last; /* index of the entry found last: kinds visit one consumer's keys in a row */
+} ib__summary_list;
+
+/* The entry of the `len` bytes of `consumer`, added (zeroed, name copied)
+ * when the list has none; NULL when out of memory. */
+ib__consumer_summary *ib__summary_entry(ib__summary_list *l, const char *consumer, size_t len);
+
+/* Counts a marker made at `ts_ms`. */
+void ib__summary_marker(ib__consumer_summary *s, int64_t ts_ms);
+
+/* Counts a held claim whose lease still runs `left_ms` (negative: ended
+ * that long ago), held by `owner`. */
+void ib__summary_claim(ib__consumer_summary *s, int64_t left_ms, const char *owner);
+
+/* Counts a key with `attempts` (> 0) handler attempts, not marked. */
+void ib__summary_attempts(ib__consumer_summary *s, uint32_t attempts, uint32_t max_attempts);
+
+/* Hands the list over as ib__recorder_summarize's result. */
+void ib__summary_take(ib__summary_list *l, ib__consumer_summary **out, size_t *n);
+
 /* When a lease of `lease_ms` taken at `now` (lease clock, >= 0) ends:
  * INT64_MAX rather than an overflow for a lease too long to add. Inline:
  * every claim and renewal of both kinds computes it. */

@@ -500,6 +500,7 @@ static const ib_recorder_ops sq_ops = {
     .end_attempts = sq_end_attempts,
     .inspect = ib__sq_inspect,
     .attempt_stats = ib__sq_attempt_stats,
+    .summarize = ib__sqlite_summarize,
 };
 
 ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)

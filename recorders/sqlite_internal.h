@@ -272,6 +272,10 @@ ib_status ib__sq_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
 ib_status ib__sq_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
                                ib_error *err);
 
+/* Per-consumer summaries for ibus status (sqlite_status.c). */
+ib_status ib__sqlite_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
+                               uint32_t max_attempts, ib_error *err);
+
 /* Prune (sqlite_prune.c). */
 ib_status ib__sq_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err);
 

@@ -11,6 +11,7 @@
  * arguments, which is what lets it be fuzzed. */
 #include "recorder_internal.h"
 #include "clock.h"
+#include "redact.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -31,9 +32,12 @@ typedef struct parse_ctx {
     ib_error *err;
 } parse_ctx;
 
-/* A copy of the URI that is safe to print: bounded, control bytes masked. */
-static void quote_uri(char *out, const char *uri)
+/* A copy of the URI that is safe to print: redacted (no userinfo or query
+ * values: a url= may carry a password), bounded, control bytes masked. */
+static void quote_uri(char *out, const char *full)
 {
+    char uri[IB_REDACT_MAX];
+    ib_redact_url(uri, sizeof(uri), full);
     size_t n = 0;
     for (; uri[n] != '\0' && n < QUOTE_MAX; n++) {
         unsigned char c = (unsigned char)uri[n];
@@ -454,9 +458,11 @@ static bool options_must_exist(const ib_recorder_options *o)
 /* What a restart cannot fix is a configuration error: a marker file in a
  * directory that does not exist, and with `must_exist` a missing file
  * (a tool that only reads must not leave an empty file behind a typo). */
-static ib_status check_sqlite_path(const ib__recorder_config *cfg, const char *uri, bool must_exist,
-                                   ib_error *err)
+static ib_status check_sqlite_path(const ib__recorder_config *cfg, const char *full,
+                                   bool must_exist, ib_error *err)
 {
+    char uri[IB_REDACT_MAX];
+    ib_redact_url(uri, sizeof(uri), full);
     struct stat st;
     char dir[IB__RECORDER_PATH_MAX];
     if (strcmp(cfg->path, ":memory:") == 0)

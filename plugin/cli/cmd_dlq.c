@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "input_check.h"
 #include "dlq.h"
 #include "nats_options.h"
 #include "options.h"
@@ -54,14 +55,16 @@ static size_t dlq_options(ib_opt *opts, void *targets)
          "only dead letters stored before TIME (as --since)", 0, 0},
         {"json", IB_OPT_FLAG, &a->json, NULL, NULL, "list, replay: one JSON object per line", 0, 0},
         {"dry-run", IB_OPT_FLAG, &a->dry_run, NULL, NULL,
-         "replay: list what would be replayed, publish nothing", 0, 0},
+         "replay: print each dead letter's target subject and what a replay would do (or why it "
+         "would skip it), publish nothing",
+         0, 0},
         {"rate", IB_OPT_DOUBLE, &a->rate, "N", "0",
          "replay: at most N replays a second (0 = no limit)", 0, 0},
         {"purge", IB_OPT_FLAG, &a->purge, NULL, NULL,
          "replay: delete each dead letter once JetStream acked its replay", 0, 0},
         {"force", IB_OPT_FLAG, &a->force, NULL, NULL,
          "replay: replay conflict dead letters too (they conflict again unless their id's "
-         "markers were forgotten first)",
+         "markers were forgotten first); never a target outside its stream, $ or _INBOX",
          0, 0},
         {"yes", IB_OPT_FLAG, &a->yes, NULL, NULL, "purge: really delete", 0, 0},
         {"timeout", IB_OPT_DURATION, &a->timeout_ms, "DURATION", "5s",
@@ -183,7 +186,8 @@ static int run_action(const char *action, const dlq_args *a, const char *stream,
     } else if (strcmp(action, "show") == 0) {
         code = do_show(js, stream, args);
     } else if (strcmp(action, "replay") == 0) {
-        ib_dlq_replay_opts o = {.stream = stream,
+        ib_dlq_replay_opts o = {.nc = ib_nats_connection(n),
+                                .stream = stream,
                                 .dry_run = a->dry_run,
                                 .purge = a->purge,
                                 .force = a->force,
@@ -249,7 +253,9 @@ int ib_cmd_dlq(int argc, char **argv)
                 ib_cmd_actions_list(known, sizeof(known), &ib_cmd_dlq_desc));
         goto out;
     }
-    if (check_usage(args.items[0], &a, &args) != 0 ||
+    if (ib_cli_check_name("dlq", "--stream", ib_cli_given(a.stream)) != 0 ||
+        ib_cli_check_name("dlq", "--durable", ib_cli_given(a.durable)) != 0 ||
+        check_usage(args.items[0], &a, &args) != 0 ||
         stream_name(stream, sizeof(stream), &a) != 0 || make_filter(&f, &a) != 0)
         goto out;
     a.nats.name = "ibus dlq";
@@ -280,6 +286,10 @@ const ib_cmd_desc ib_cmd_dlq_desc = {
         "ibus-replay:<stream>:<seq>, and waits for JetStream's ack. The event id is unchanged: "
         "handlers that had marked it do not run again, and those that had failed start with "
         "a fresh attempt budget (a dead letter ends the attempts). "
+        "A dead letter's headers are input, not orders: it is replayed only to a subject of "
+        "the stream it names (Ibus-Stream), as JetStream answers which stream captures the "
+        "subject, and never to a $ subject (the server's API) or an _INBOX one; any other is "
+        "skipped with the reason, --force or not. "
         "A conflict dead letter is skipped unless --force is "
         "given (forget its markers first, or it conflicts again). --purge deletes each dead "
         "letter only after its replay is acked. Exit status: 0 done, 1 a runtime failure "

@@ -21,11 +21,13 @@
 #include <time.h>
 
 #include "commands.h"
+#include "input_check.h"
 #include "host.h"
 #include "markers_known.h"
 #include "nats_options.h"
 #include "options.h"
 #include "recorder.h"
+#include "redact.h"
 #include "uuid.h"
 #include "clock.h"
 
@@ -373,6 +375,10 @@ int ib_cmd_markers(int argc, char **argv)
                 ib_cmd_actions_list(known, sizeof(known), &ib_cmd_markers_desc));
         goto out;
     }
+    if (ib_cli_check_text("markers", "--consumer", ib_cli_given(m.consumer)) != 0 ||
+        ib_cli_check_name("markers", "--stream", ib_cli_given(m.prune.stream)) != 0 ||
+        ib_cli_check_name("markers", "--durable", ib_cli_given(m.prune.durable)) != 0)
+        goto out;
     ib_recorder *r = NULL;
     ib_nats *nc = NULL;
     /* no action creates a marker file: a typo in --recorder says so */
@@ -380,7 +386,9 @@ int ib_cmd_markers(int argc, char **argv)
     code = open_recorder(&r, &nc, &m);
     if (code != 0)
         goto out;
-    code = run_action(r, m.uri, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
+    char shown[IB_REDACT_MAX]; /* the URI as messages show it */
+    ib_redact_url(shown, sizeof(shown), m.uri);
+    code = run_action(r, shown, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
     ib_recorder_close(r);
     ib_nats_close(nc, 1000);
 out:

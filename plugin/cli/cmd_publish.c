@@ -21,6 +21,7 @@
 
 #include "jetstream.h"
 #include "commands.h"
+#include "input_check.h"
 #include "nats_options.h"
 #include "options.h"
 #include "uuid.h"
@@ -47,6 +48,10 @@ typedef struct publish_cfg {
     bool unchecked_id;
     bool msg_id;
     bool quiet;
+    const char *traceparent; /* --traceparent: a W3C traceparent, or "new" */
+    const char *tracestate;  /* --tracestate */
+    ib_trace trace;          /* what every event carries, when `traced` */
+    bool traced;
 } publish_cfg;
 
 typedef struct publisher {
@@ -116,6 +121,8 @@ static int send_bytes(publisher *p, const char *subject, const void *data, size_
 {
     natsMsg *m = NULL;
     natsStatus s = natsMsg_Create(&m, subject, NULL, data, (int)len);
+    if (s == NATS_OK && p->cfg->traced)
+        s = ib_msg_trace_set(m, &p->cfg->trace);
     if (s != NATS_OK) {
         fprintf(stderr, "ibus publish: %s: %s\n", subject, natsStatus_GetText(s));
         return -1;
@@ -155,6 +162,7 @@ static int publish_event(publisher *p, const char *type, const void *payload, si
         .payload = payload,
         .payload_len = len,
         .set_msg_id = c->msg_id,
+        .trace = c->traced ? &c->trace : NULL,
     };
     ib_status st = ib_bus_event_msg(&m, id, sizeof(id), &ev, &e);
     if (st != IB_OK) {
@@ -296,10 +304,49 @@ static int publish_all(publisher *p, const ib_strlist *args)
     return rc;
 }
 
+/* --traceparent and --tracestate: the trace every event carries, checked
+ * here (a consumer would drop a malformed one in silence). Prints why and
+ * returns -1. */
+static int check_trace(publish_cfg *c)
+{
+    ib_error e;
+    const char *tp = c->traceparent, *ts = c->tracestate;
+    if (ts != NULL && (tp == NULL || tp[0] == '\0')) {
+        fprintf(stderr, "ibus publish: --tracestate needs --traceparent\n");
+        return -1;
+    }
+    if (tp == NULL || tp[0] == '\0')
+        return 0;
+    if (strcmp(tp, "new") == 0) {
+        if (ib_trace_start(&c->trace, &e) != IB_OK) {
+            fprintf(stderr, "ibus publish: --traceparent new: %s\n", e.msg);
+            return -1;
+        }
+    } else if (!ib_trace_parse(&c->trace, tp, strlen(tp))) {
+        fprintf(stderr,
+                "ibus publish: --traceparent: '%s' is not a W3C traceparent "
+                "(00-<32 hex digits, the trace id>-<16 hex digits, the parent span id>-<2 hex "
+                "digits, the flags>, lower case, ids not all zero), nor 'new'\n",
+                tp);
+        return -1;
+    }
+    if (ts != NULL && !ib_trace_state_parse(&c->trace, ts, strlen(ts))) {
+        fprintf(stderr,
+                "ibus publish: --tracestate: '%s' is not a W3C tracestate (key=value list "
+                "members separated by commas, at most 32, each key once)\n",
+                ts);
+        return -1;
+    }
+    c->traced = true;
+    return 0;
+}
+
 /* What the option table cannot check. Prints why and returns -1. */
 static int check_cfg(publish_cfg *c, const ib_strlist *args)
 {
     ib_error e;
+    if (check_trace(c) != 0)
+        return -1;
     if (c->key != NULL && c->id != NULL) {
         fprintf(stderr, "ibus publish: give --id or --key, not both\n");
         return -1;
@@ -322,6 +369,11 @@ static int check_cfg(publish_cfg *c, const ib_strlist *args)
         fprintf(stderr, "ibus publish: --type: needed for arguments and --count\n");
         return -1;
     }
+    /* a subject is a token of the protocol line: nothing may end it early */
+    if (ib_cli_check_subject("publish", "--subject", ib_cli_given(c->subject),
+                             IB_SUBJECT_NOT_SYSTEM) != 0 ||
+        ib_cli_check_subject("publish", "--prefix", c->prefix, IB_SUBJECT_NOT_SYSTEM) != 0)
+        return -1;
     return 0;
 }
 
@@ -340,8 +392,10 @@ static int finish(publisher *p, int rc)
     uint64_t failed = atomic_load(&p->failed);
     if (!p->cfg->quiet)
         printf("published=%" PRIu64 " unique=%" PRIu64 " duplicates=%" PRIu64 " failed=%" PRIu64
-               "\n",
-               p->published, p->unique, p->duplicates, failed);
+               "%s%s\n",
+               p->published, p->unique, p->duplicates, failed,
+               p->cfg->traced ? " traceparent=" : "",
+               p->cfg->traced ? p->cfg->trace.traceparent : "");
     return rc == 0 && s == NATS_OK && failed == 0 ? 0 : 1;
 }
 
@@ -412,6 +466,12 @@ static size_t publish_options(ib_opt *opts, void *targets)
         {"unchecked-id", IB_OPT_FLAG, &c->unchecked_id, NULL, NULL,
          "send ids as given, even when they are not UUIDs (testing)", 0, 0},
         {"quiet", IB_OPT_FLAG, &c->quiet, NULL, NULL, "no summary line", 0, 0},
+        {"traceparent", IB_OPT_STRING, &c->traceparent, "TRACEPARENT|new", NULL,
+         "W3C traceparent every event carries (NATS header and Event header), to continue a "
+         "trace; 'new' starts one (printed in the summary line)",
+         0, 0},
+        {"tracestate", IB_OPT_STRING, &c->tracestate, "LIST", NULL,
+         "W3C tracestate sent with --traceparent", 0, 0},
     };
     _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS, "too many options");
     memcpy(opts, table, sizeof(table));

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "host.h"
+#include "input_check.h"
 #include "log.h"
 #include "nats_options.h"
 #include "options.h"
@@ -133,6 +134,8 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
          0, 0},
         {"retention-unsafe", IB_OPT_FLAG, &c->retention_unsafe, NULL, NULL,
          "start with a --retention below that time (with a warning)", 0, 0},
+        {"trace-start", IB_OPT_FLAG, &c->trace_start, NULL, NULL,
+         "start a W3C trace (a fresh traceparent) for each message that carries none", 0, 0},
     };
     _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 2, "too many options");
     memcpy(opts, table, sizeof(table));
@@ -150,6 +153,27 @@ static size_t run_options(ib_opt *opts, void *targets)
     return n;
 }
 
+/* Names, subjects and identities that JetStream or a header would misread
+ * (input_check.h). -1 after saying why, naming the option. */
+static int check_names(const run_args *a)
+{
+    const ib_host_config *c = &a->c;
+    /* empty means "none" (no filter) and "the default" (dead letters) */
+    const char *subject = ib_cli_given(c->subject), *dlq = ib_cli_given(c->dead_letter);
+    if (ib_cli_check_name("run", "--stream", c->stream) != 0 ||
+        ib_cli_check_name("run", "--durable", c->durable) != 0 ||
+        ib_cli_check_subject("run", "--subject", subject, IB_SUBJECT_WILDCARDS) != 0 ||
+        ib_cli_check_subject("run", "--dead-letter", dlq, IB_SUBJECT_NOT_SYSTEM) != 0 ||
+        ib_cli_check_subject("run", "--publish-prefix", c->publish_prefix, IB_SUBJECT_NOT_SYSTEM) !=
+            0 ||
+        ib_cli_check_subject_list("run", "--stream-subjects", c->stream_subjects) != 0)
+        return -1;
+    for (size_t i = 0; i < a->consumer_names.count; i++)
+        if (ib_cli_check_text("run", "--consumer-name", a->consumer_names.items[i]) != 0)
+            return -1;
+    return 0;
+}
+
 /* Checks what the option table cannot: log settings, the plugin list and
  * the relations between options. Prints the reason and returns -1 on the
  * first problem, else 0 with the log settings and back-off steps
@@ -161,6 +185,8 @@ static int check_args(run_args *a)
         fprintf(stderr, "ibus run: %s\n", why);
         return -1;
     }
+    if (check_names(a) != 0)
+        return -1;
     if (ib_log_format_parse(&a->lf, a->log_format) != 0) {
         fprintf(stderr, "ibus run: --log-format: expected json, text or auto, got '%s'\n",
                 a->log_format);

@@ -14,15 +14,27 @@
 #define IB_DLQ_STREAM_MAX 256
 
 /* One dead letter, read from the stream. Strings are BORROWED from `msg`
- * (its headers) and NULL when the header is absent. */
+ * (its headers) and NULL when the header is absent.
+ *
+ * Headers are input: anyone allowed to publish to the dead-letter subject
+ * can write any of them. A value holding a control byte is not taken (the
+ * field stays NULL, so nothing prints it to a terminal), a number that is
+ * not one reads as 0, and `invalid` says which header was refused, first
+ * one first ("" when none): a replay skips such a dead letter. */
 typedef struct ib_dlq_entry {
     natsMsg *msg;    /* OWNED; ib_dlq_entry_clear destroys it */
     uint64_t seq;    /* its sequence in the dead-letter stream */
     int64_t time_ms; /* when the dead letter was stored, unix ms */
     const char *reason, *error, *subject, *stream, *consumer, *event_id, *event_type;
-    uint64_t stream_seq; /* the original's, in its own stream */
-    uint64_t deliveries; /* Ibus-Delivery-Count */
+    uint64_t stream_seq;            /* the original's, in its own stream */
+    uint64_t deliveries;            /* Ibus-Delivery-Count */
+    char invalid[96];               /* why a header was refused; "" = none */
+    const char *trace_id, *span_id; /* Ibus-Trace-Id, Ibus-Span-Id: the trace it continued */
 } ib_dlq_entry;
+
+/* Fills `e` from `m`, taking `m` over (ib_dlq_entry_clear destroys it),
+ * with the checks above. For the walk and for tests and fuzzing. */
+void ib_dlq_entry_read(ib_dlq_entry *e, natsMsg *m);
 
 /* What selects dead letters; NULL / 0 = any. */
 typedef struct ib_dlq_filter {
@@ -78,8 +90,42 @@ int ib_dlq_print_json(FILE *out, const ib_dlq_entry *e);
  * text when it is valid UTF-8, else hex. */
 void ib_dlq_print_show(FILE *out, const ib_dlq_entry *e);
 
+/* Where a dead letter may be replayed (dlq_target.c). A dead letter names
+ * its target itself (Ibus-Subject) and the stream that target must belong
+ * to (Ibus-Stream); both are input. A replay publishes only when the
+ * subject is a plain subject (no wildcard, space or control byte), not a
+ * $ subject (the server's API: $JS.API.STREAM.PURGE.<stream> would purge
+ * it) nor an _INBOX one (replies other clients wait for), and when the
+ * stream JetStream names as capturing it is the one the dead letter
+ * names. --force changes none of this. */
+
+/* The checks that need no server: 0, or -1 with why in `why` (cap bytes,
+ * a phrase: "the target is a $ subject (...)"; the caller shows the
+ * target beside it). */
+int ib_dlq_target_precheck(const ib_dlq_entry *e, char *why, size_t cap);
+
+/* The stream capturing each subject asked about, remembered for the
+ * run. */
+typedef struct ib_dlq_targets ib_dlq_targets;
+
+ib_dlq_targets *ib_dlq_targets_create(natsConnection *nc, int64_t timeout_ms);
+void ib_dlq_targets_free(ib_dlq_targets *t);
+
+/* Outcome of ib_dlq_target_check. */
+typedef enum ib_dlq_target {
+    IB_DLQ_TARGET_OK = 0,   /* replay it */
+    IB_DLQ_TARGET_SKIP = 1, /* do not: `why` says why */
+    IB_DLQ_TARGET_FAIL = 2, /* JetStream could not be asked: `why` says why */
+} ib_dlq_target;
+
+/* The precheck, then asks JetStream ($JS.API.STREAM.NAMES, filtered by the
+ * subject) which stream captures the subject, and compares it with
+ * Ibus-Stream. */
+ib_dlq_target ib_dlq_target_check(ib_dlq_targets *t, const ib_dlq_entry *e, char *why, size_t cap);
+
 /* What replay does beyond the filter. */
 typedef struct ib_dlq_replay_opts {
+    natsConnection *nc; /* for the JetStream API requests of the target checks */
     const char *stream; /* the dead-letter stream */
     bool dry_run;
     bool purge; /* delete each dead letter once its replay is acked */

@@ -54,6 +54,8 @@ int ib_dlq_print_json(FILE *out, const ib_dlq_entry *e)
     set_str(o, "subject", e->subject);
     set_str(o, "stream", e->stream);
     json_object_set_new(o, "stream_seq", json_integer((json_int_t)e->stream_seq));
+    set_str(o, "trace_id", e->trace_id);
+    set_str(o, "span_id", e->span_id);
     char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (text == NULL)
@@ -63,10 +65,32 @@ int ib_dlq_print_json(FILE *out, const ib_dlq_entry *e)
     return 0;
 }
 
+/* Writes `len` bytes of text with every control byte as \xNN, but for
+ * those in `keep` (newlines of a payload): anyone who can publish to the
+ * dead-letter subject chooses these bytes, and an escape sequence would
+ * reach the operator's terminal. */
+static void put_text(FILE *out, const char *p, size_t len, const char *keep)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if ((c < 0x20 || c == 0x7f) && (c == 0 || strchr(keep, c) == NULL))
+            fprintf(out, "\\x%02x", c);
+        else
+            fputc(c, out);
+    }
+}
+
+static void put_str(FILE *out, const char *s)
+{
+    put_text(out, s, strlen(s), "");
+}
+
 static void print_bytes(FILE *out, const char *label, const uint8_t *p, size_t len)
 {
     if (ib__utf8_valid(p, len) && memchr(p, '\0', len) == NULL) {
-        fprintf(out, "%s (text, %zu bytes): %.*s\n", label, len, (int)len, (const char *)p);
+        fprintf(out, "%s (text, %zu bytes): ", label, len);
+        put_text(out, (const char *)p, len, "\n\t");
+        fputc('\n', out);
         return;
     }
     fprintf(out, "%s (hex, %zu bytes): ", label, len);
@@ -86,8 +110,13 @@ static void print_headers(FILE *out, natsMsg *m)
         int nvalues = 0;
         if (natsMsgHeader_Values(m, keys[i], &values, &nvalues) != NATS_OK)
             continue;
-        for (int j = 0; j < nvalues; j++)
-            fprintf(out, "  %s: %s\n", keys[i], values[j]);
+        for (int j = 0; j < nvalues; j++) {
+            fputs("  ", out);
+            put_str(out, keys[i]);
+            fputs(": ", out);
+            put_str(out, values[j]);
+            fputc('\n', out);
+        }
         free((void *)values);
     }
     free((void *)keys);
@@ -110,12 +139,18 @@ void ib_dlq_print_show(FILE *out, const ib_dlq_entry *e)
         print_bytes(out, "bytes", data, len);
         return;
     }
-    fprintf(out, "event:\n  id: %s\n  type: %s\n  source: %s\n", ev->id, ev->type,
-            or_dash(ev->source));
+    fprintf(out, "event:\n  id: %s\n  type: %s\n  source: ", ev->id, ev->type);
+    put_str(out, or_dash(ev->source));
+    fputc('\n', out);
     if (ev->created_at_ms != 0)
         fprintf(out, "  created_at: %s\n", ib_dlq_format_time(t, sizeof(t), ev->created_at_ms));
-    for (size_t i = 0; i < ev->header_count; i++)
-        fprintf(out, "  header %s: %s\n", ev->headers[i].key, ev->headers[i].value);
+    for (size_t i = 0; i < ev->header_count; i++) {
+        fputs("  header ", out);
+        put_str(out, ev->headers[i].key);
+        fputs(": ", out);
+        put_str(out, ev->headers[i].value);
+        fputc('\n', out);
+    }
     print_bytes(out, "  payload", ev->payload != NULL ? ev->payload : (const uint8_t *)"",
                 ev->payload_len);
     ib_event_free(ev);

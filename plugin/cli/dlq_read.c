@@ -16,34 +16,66 @@ void ib_dlq_entry_clear(ib_dlq_entry *e)
     memset(e, 0, sizeof(*e));
 }
 
-static const char *header(natsMsg *m, const char *key)
+/* Notes the first refused header. */
+static void refuse(ib_dlq_entry *e, const char *key, const char *what)
+{
+    if (e->invalid[0] == '\0')
+        snprintf(e->invalid, sizeof(e->invalid), "%s %s", key, what);
+}
+
+/* The header's first value, or NULL when it is absent or holds a control
+ * byte (then refused). */
+static const char *header(ib_dlq_entry *e, const char *key)
 {
     const char *v = NULL;
-    return natsMsgHeader_Get(m, key, &v) == NATS_OK ? v : NULL;
+    if (natsMsgHeader_Get(e->msg, key, &v) != NATS_OK || v == NULL)
+        return NULL;
+    for (const char *c = v; *c != '\0'; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            refuse(e, key, "holds a control byte");
+            return NULL;
+        }
+    }
+    return v;
 }
 
-static uint64_t header_u64(natsMsg *m, const char *key)
+/* Digits only, and no more than fit: anything else reads as 0, refused. */
+static uint64_t header_u64(ib_dlq_entry *e, const char *key)
 {
-    const char *v = header(m, key);
-    return v != NULL ? strtoull(v, NULL, 10) : 0;
+    const char *v = header(e, key);
+    uint64_t n = 0;
+    if (v == NULL)
+        return 0;
+    for (const char *c = v; *c != '\0'; c++) {
+        unsigned d = (unsigned)(*c - '0');
+        if (d > 9 || n > (UINT64_MAX - d) / 10) {
+            refuse(e, key, "is not a number");
+            return 0;
+        }
+        n = n * 10 + d;
+    }
+    if (v[0] == '\0')
+        refuse(e, key, "is not a number");
+    return n;
 }
 
-/* Takes `m` over into `e`. */
-static void entry_from(ib_dlq_entry *e, natsMsg *m)
+void ib_dlq_entry_read(ib_dlq_entry *e, natsMsg *m)
 {
     memset(e, 0, sizeof(*e));
     e->msg = m;
     e->seq = natsMsg_GetSequence(m);
     e->time_ms = natsMsg_GetTime(m) / 1000000;
-    e->reason = header(m, "Ibus-Reason");
-    e->error = header(m, "Ibus-Error");
-    e->subject = header(m, "Ibus-Subject");
-    e->stream = header(m, "Ibus-Stream");
-    e->consumer = header(m, "Ibus-Consumer");
-    e->event_id = header(m, "Ibus-Event-Id");
-    e->event_type = header(m, "Ibus-Event-Type");
-    e->stream_seq = header_u64(m, "Ibus-Stream-Seq");
-    e->deliveries = header_u64(m, "Ibus-Delivery-Count");
+    e->reason = header(e, "Ibus-Reason");
+    e->error = header(e, "Ibus-Error");
+    e->subject = header(e, "Ibus-Subject");
+    e->stream = header(e, "Ibus-Stream");
+    e->consumer = header(e, "Ibus-Consumer");
+    e->event_id = header(e, "Ibus-Event-Id");
+    e->event_type = header(e, "Ibus-Event-Type");
+    e->stream_seq = header_u64(e, "Ibus-Stream-Seq");
+    e->deliveries = header_u64(e, "Ibus-Delivery-Count");
+    e->trace_id = header(e, "Ibus-Trace-Id");
+    e->span_id = header(e, "Ibus-Span-Id");
 }
 
 int ib_dlq_filter_check(ib_dlq_filter *f, const char *id_text)
@@ -159,7 +191,7 @@ int ib_dlq_read_one(ib_dlq_entry *e, jsCtx *js, const char *stream, uint64_t seq
                 ib_nats_strerror(why, sizeof(why), s));
         return 1;
     }
-    entry_from(e, m);
+    ib_dlq_entry_read(e, m);
     return 0;
 }
 
@@ -182,7 +214,7 @@ int ib_dlq_walk(jsCtx *js, const char *stream, const ib_dlq_filter *f, ib_dlq_vi
                     ib_nats_strerror(why, sizeof(why), s));
             return 1;
         }
-        entry_from(&e, m);
+        ib_dlq_entry_read(&e, m);
         bool stop = false;
         if (ib_dlq_filter_match(f, &e)) {
             (*visited)++;

@@ -11,7 +11,9 @@
  * by JetStream. Past the window a repeat is delivered, and the markers
  * make it a duplicate: the event id is the same, so handlers that marked
  * it do not run again. A dead letter is deleted (--purge) only after its
- * replay is acked. */
+ * replay is acked. A dead letter is replayed only where it belongs
+ * (dlq_target.c): its headers are input, and a forged one must not steer
+ * the operator's credentials anywhere else. */
 #include "dlq.h"
 
 #include <inttypes.h>
@@ -22,11 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "clock.h"
 
 typedef struct replay_run {
     const ib_dlq_replay_opts *o;
     jsCtx *js;
+    ib_dlq_targets *targets;
     uint64_t replayed, duplicates, skipped, failed, purged;
     int64_t started_ms;
     bool progress; /* stderr is a terminal */
@@ -135,33 +140,67 @@ static void test_pause_before_delete(void)
     }
 }
 
-static void say(const replay_run *r, const ib_dlq_entry *e, const char *what)
+/* One line per dead letter: what was done and the target subject, with
+ * the reason when it was skipped (`why`, may be NULL). JSON through
+ * jansson: header values are input and may hold quotes. */
+static void say(const replay_run *r, const ib_dlq_entry *e, const char *what, const char *why)
 {
     if (r->o->json) {
-        printf("{\"seq\":%" PRIu64 ",\"id\":\"%s\",\"result\":\"%s\"}\n", e->seq,
-               e->event_id != NULL ? e->event_id : "", what);
+        json_t *o = json_pack("{s:I,s:s?,s:s,s:s?,s:s?}", "seq", (json_int_t)e->seq, "id",
+                              e->event_id, "result", what, "subject", e->subject, "why", why);
+        /* a header that is not UTF-8 cannot be a JSON string: the line
+         * still says what happened to which dead letter */
+        if (o == NULL)
+            o = json_pack("{s:I,s:s}", "seq", (json_int_t)e->seq, "result", what);
+        char *text = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        if (text != NULL)
+            printf("%s\n", text);
+        free(text);
+        json_decref(o);
         return;
     }
-    printf("%s dead letter %" PRIu64 " (%s, id %s) to %s\n", what, e->seq,
+    printf("%s dead letter %" PRIu64 " (%s, id %s) to %s%s%s\n", what, e->seq,
            e->reason != NULL ? e->reason : "-", e->event_id != NULL ? e->event_id : "-",
-           e->subject != NULL ? e->subject : "-");
+           e->subject != NULL ? e->subject : "-", why != NULL ? ": " : "", why != NULL ? why : "");
 }
 
-static int replay_visit(void *ctx, ib_dlq_entry *e)
+/* Whether `e` may be replayed: not a conflict (unless --force), and a
+ * target where it belongs (dlq_target.c; --force changes nothing there).
+ * False after saying why, counted as skipped or failed. */
+static bool replayable(replay_run *r, const ib_dlq_entry *e)
 {
-    replay_run *r = ctx;
+    char why[1024];
     bool conflict = e->reason != NULL && strcmp(e->reason, "conflict") == 0;
     if (conflict && !r->o->force) {
         r->skipped++;
         say(r, e,
             "skipped (conflict: the id is marked with other content, so a replay would "
-            "conflict again; forget the id's markers and pass --force to run it)");
-    } else if (e->subject == NULL || e->subject[0] == '\0') {
+            "conflict again; forget the id's markers and pass --force to run it)",
+            NULL);
+        return false;
+    }
+    switch (ib_dlq_target_check(r->targets, e, why, sizeof(why))) {
+    case IB_DLQ_TARGET_OK:
+        return true;
+    case IB_DLQ_TARGET_SKIP:
+        r->skipped++;
+        say(r, e, "skipped", why);
+        return false;
+    default:
         r->failed++;
-        fprintf(stderr, "ibus dlq replay: dead letter %" PRIu64 " has no Ibus-Subject\n", e->seq);
+        fprintf(stderr, "ibus dlq replay: dead letter %" PRIu64 ": %s\n", e->seq, why);
+        return false;
+    }
+}
+
+static int replay_visit(void *ctx, ib_dlq_entry *e)
+{
+    replay_run *r = ctx;
+    if (!replayable(r, e)) {
+        /* said why */
     } else if (r->o->dry_run) {
         r->replayed++;
-        say(r, e, "would replay");
+        say(r, e, "would replay", NULL);
     } else {
         bool duplicate = false;
         pace(r);
@@ -172,7 +211,8 @@ static int replay_visit(void *ctx, ib_dlq_entry *e)
             r->duplicates += duplicate;
             say(r, e,
                 duplicate ? "replayed (a duplicate JetStream dropped: replayed before)"
-                          : "replayed");
+                          : "replayed",
+                NULL);
             if (r->o->purge) {
                 test_pause_before_delete();
                 if (delete_one(r->js, r->o->stream, e->seq) == 0)
@@ -191,7 +231,13 @@ int ib_dlq_replay(jsCtx *js, const ib_dlq_filter *f, const ib_dlq_replay_opts *o
     replay_run r = {.o = o, .js = js, .started_ms = ib_clock_monotonic_ms()};
     uint64_t visited = 0;
     r.progress = isatty(STDERR_FILENO) == 1;
+    r.targets = ib_dlq_targets_create(o->nc, o->timeout_ms);
+    if (r.targets == NULL) {
+        fprintf(stderr, "ibus dlq replay: out of memory\n");
+        return 1;
+    }
     int code = ib_dlq_walk(js, o->stream, f, replay_visit, &r, &visited);
+    ib_dlq_targets_free(r.targets);
     show_progress(&r, true);
     if (code != 0)
         return code;

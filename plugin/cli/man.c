@@ -48,6 +48,10 @@ static const man_entry extra_environment[] = {
      "ibus dlq replay --purge: when set (tests only), the process kills itself with SIGKILL "
      "after the first replay is acked and before its dead letter is deleted, to show that "
      "nothing is lost there."},
+    {"IB_TEST_KILL_BEFORE_END_ATTEMPTS",
+     "ibus run: when set (tests only), the process kills itself with SIGKILL after its first "
+     "dead letter's publish is acked and before the event's attempts are ended and the "
+     "original is terminated, to show that a replay still runs the handler afterwards."},
 };
 
 static const man_entry exit_status[] = {
@@ -55,7 +59,8 @@ static const man_entry exit_status[] = {
           "without a message."},
     {"1", "A runtime failure: NATS cannot be reached or the connection closed for good, the "
           "durable consumer was deleted and did not come back, the recorder cannot be opened or "
-          "fails, or a publish was not acknowledged."},
+          "fails, or a publish was not acknowledged. ibus status: attention needed (its "
+          "attention list says what, each with the option that fixes it)."},
     {"2", "Bad configuration or usage; the message names the option and the reason. Restarting "
           "cannot fix it (the systemd unit sets RestartPreventExitStatus=2)."},
     {"3", "ibus markers lookup: the consumer has not marked the event (a quiet no, as grep "
@@ -369,6 +374,13 @@ static void write_examples(FILE *out, const ib_man_page *p)
         {"ibus markers --older-than 30d --stream EVENTS --durable orders prune",
          "Prune markers older than 30 days, once the age is checked against the stream's "
          "MaxAge and the consumer's redelivery settings:"},
+        {"ibus status --stream EVENTS --durable orders --recorder sqlite:processed.db",
+         "The durable at a glance: backlog, ack pending, waiting pulls, each consumer "
+         "identity's markers and claims, dead letters by reason, and what needs attention "
+         "(exit 1) with the option that fixes it:"},
+        {"ibus publish --type order.created --traceparent new '{\"n\":1}'",
+         "Publish an event that starts a W3C trace: the summary line prints its traceparent, "
+         "and the log lines of every ibus run that handles it name its trace_id:"},
         {"systemctl enable --now ibus@orders",
          "Run ibus run as the systemd instance orders, set up by /etc/infinity-bus/orders.env:"},
     };

@@ -6,16 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redact.h"
+
 /* Checks one URL of `len` bytes at `u`: [scheme://][user[:pass]@]host[:port]
  * with a port of digits in 1..65535. */
 static int check_one(const char *u, size_t len, char *why, size_t cap)
 {
-    char url[512];
+    char url[512], shown[IB_REDACT_MAX];
     if (len == 0) {
         snprintf(why, cap, "--nats-url: empty entry in the list (URLs are comma-separated)");
         return -1;
     }
     snprintf(url, sizeof(url), "%.*s", (int)len, u);
+    ib_redact_url(shown, sizeof(shown), url); /* what the messages show */
     const char *host = strstr(url, "://");
     host = host != NULL ? host + 3 : url;
     const char *at = strrchr(host, '@');
@@ -23,7 +26,7 @@ static int check_one(const char *u, size_t len, char *why, size_t cap)
     const char *end = host[0] == '[' ? strchr(host, ']') : host;
     const char *colon = end != NULL ? strchr(end, ':') : NULL;
     if (host[0] == '\0' || host[0] == ':' || end == NULL) {
-        snprintf(why, cap, "--nats-url: '%s' names no host (e.g. nats://127.0.0.1:4222)", url);
+        snprintf(why, cap, "--nats-url: '%s' names no host (e.g. nats://127.0.0.1:4222)", shown);
         return -1;
     }
     if (colon == NULL)
@@ -33,9 +36,9 @@ static int check_one(const char *u, size_t len, char *why, size_t cap)
     long p = isdigit((unsigned char)port[0]) ? strtol(port, &stop, 10) : -1;
     if (p < 1 || p > 65535 || (stop != NULL && *stop != '\0' && *stop != '/')) {
         snprintf(why, cap,
-                 "--nats-url: '%s' has port '%s', expected a number in 1..65535 (e.g. "
+                 "--nats-url: '%s' has port '%.*s', expected a number in 1..65535 (e.g. "
                  "nats://127.0.0.1:4222)",
-                 url, port);
+                 shown, (int)strcspn(port, "/?#"), port);
         return -1;
     }
     return 0;

@@ -704,11 +704,17 @@ static void call_handler(run_ctx *c, run_item *it, ib_bus_proxy *bus)
         .consumer = it->h->consumer,
         .message = dl->message,
         .message_len = dl->message != NULL ? dl->message_len : 0,
+        .traceparent = dl->trace != NULL ? dl->trace->traceparent : NULL,
+        .tracestate =
+            dl->trace != NULL && dl->trace->tracestate[0] != '\0' ? dl->trace->tracestate : NULL,
     };
+    const ib_trace *outer = ib_trace_current();
     int64_t t0 = ib_clock_monotonic_ns();
+    ib_trace_current_set(dl->trace);
     ib__dnote_enter(&it->note, c->r->opts.observer_ctx, it->h->index);
     ib_verdict v = it->h->handle(it->h->state, payload, ev->payload_len, bus, &raw);
     ib__dnote_leave();
+    ib_trace_current_set(outer);
     it->seconds = seconds_since(t0);
     /* An unknown verdict is a plugin bug: take it as transient, so the event
      * is neither marked nor lost (the poison rule ends the loop). */

@@ -58,7 +58,7 @@ static int ready(void *ctx, char *why, size_t cap)
         return 0;
     }
     if (atomic_load(&h->recorder_down)) {
-        snprintf(why, cap, "recorder %s is failing", h->cfg->recorder);
+        snprintf(why, cap, "recorder %s is failing", h->recorder_shown);
         return 0;
     }
     return 1;
@@ -489,8 +489,10 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
     h->bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
     h->bus.source = cfg->durable;
     h->bus.timeout_ms = 5000;
-    h->nats_url =
-        cfg->nats.url != NULL && cfg->nats.url[0] != '\0' ? cfg->nats.url : "nats://127.0.0.1:4222";
+    ib_redact_url(h->nats_url, sizeof(h->nats_url),
+                  cfg->nats.url != NULL && cfg->nats.url[0] != '\0' ? cfg->nats.url
+                                                                    : "nats://127.0.0.1:4222");
+    ib_redact_url(h->recorder_shown, sizeof(h->recorder_shown), cfg->recorder);
 }
 
 /* The longest a delivered event may still come back, from the settings
@@ -601,7 +603,7 @@ static bool open_connection(ib_host *h, int *code)
      * say why, so exit 1 is not silent. */
     if (*code == 1) {
         char why[256];
-        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", nc.url, "error",
+        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", h->nats_url, "error",
                   ib_nats_last_error(h->nats, why, sizeof(why)), NULL);
     }
     return false;
@@ -664,8 +666,8 @@ static int open_consumer(ib_host *h, ib_error *e)
         ib_error_set(e, IB_ERR_IO, "cannot start the watcher or keeper thread");
         return -1;
     }
-    ib_log_kv(IB_SEV_INFO, "running", "owner", h->owner, "recorder", cfg->recorder, "dead_letter",
-              h->dead_letter_subject, NULL);
+    ib_log_kv(IB_SEV_INFO, "running", "owner", h->owner, "recorder", h->recorder_shown,
+              "dead_letter", h->dead_letter_subject, NULL);
     return 0;
 }
 
@@ -745,9 +747,9 @@ static int check_recorder(ib_host *h, ib_error *e)
 {
     char path[4096];
     struct stat st;
-    const char *uri = h->cfg->recorder;
+    const char *uri = h->cfg->recorder, *shown = h->recorder_shown;
     if (ib__recorder_uri_needs_connection(uri)) {
-        printf("recorder %s: not checked (a kv: bucket needs the server)\n", uri);
+        printf("recorder %s: not checked (a kv: bucket needs the server)\n", shown);
         return 0;
     }
     bool file = ib__recorder_uri_sqlite_path(uri, path, sizeof(path));
@@ -760,10 +762,10 @@ static int check_recorder(ib_host *h, ib_error *e)
             ib_error_set(e, IB_ERR_CONFIG,
                          "recorder %s: directory %s does not exist (create it, or name a file "
                          "in an existing directory)",
-                         uri, dir);
+                         shown, dir);
             return -1;
         }
-        printf("recorder %s: no file yet; ibus run creates it\n", uri);
+        printf("recorder %s: no file yet; ibus run creates it\n", shown);
         return 0;
     }
     ib_recorder_options ro = {
@@ -773,7 +775,7 @@ static int check_recorder(ib_host *h, ib_error *e)
     };
     if (ib_recorder_open(&h->recorder, uri, &ro, e) != IB_OK)
         return -1;
-    printf("recorder %s: opened\n", uri);
+    printf("recorder %s: opened\n", shown);
     return 0;
 }
 

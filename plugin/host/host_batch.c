@@ -6,6 +6,7 @@
  * holding them lands) or after it. This file also creates dispatch, so the
  * observer and callbacks it hands dispatch stay its own. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,50 +28,10 @@ struct ib_host_item {
     ib_dead_letter_reason reject_reason; /* decode / invalid-id, when rejected */
     char reject_detail[IB_ERROR_MSG_MAX];
     ib_delivery *delivery; /* NULL unless dispatched */
+    ib_trace trace;        /* the trace it continues, with this host's span of it */
+    bool traced;           /* `trace` is set */
 };
 typedef ib_host_item item;
-
-static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, const char *detail)
-{
-    const char *reason = ib_dead_letter_reason_str(why);
-    ib_error e;
-    ib_dead_letter_info info = {
-        .reason = why,
-        .detail = detail,
-        .stream = h->cfg->stream,
-        .consumer = h->cfg->durable,
-        .stream_seq = it->meta.stream_seq,
-        .delivery_count = it->meta.delivered,
-        .event_id = it->event != NULL ? it->event->id : NULL,
-        .event_type = it->event != NULL ? it->event->type : NULL,
-    };
-    if (ib_dead_letter(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
-                       h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
-                       &e) != IB_OK) {
-        h->totals.naked++;
-        ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
-        ib_log(IB_SEV_ERROR, "dead-letter failed; message nak'ed",
-               IB_LOG_STR("durable", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
-               IB_LOG_STR("type", info.event_type), IB_LOG_STR("reason", reason),
-               IB_LOG_U64("delivery_count", it->meta.delivered),
-               IB_LOG_U64("stream_seq", it->meta.stream_seq), IB_LOG_STR("error", e.msg));
-        return;
-    }
-    /* Only once the dead letter is published: a crash before this point
-     * leaves the attempts spent, so a redelivery is dead-lettered again at
-     * once (JetStream drops the copy) and ends them then. */
-    if (it->event != NULL && ib_dispatch_end_attempts(h->dispatch, it->event, &e) != IB_OK)
-        ib_log(IB_SEV_WARN, "dead-lettered, but its attempts could not be ended",
-               IB_LOG_STR("consumer", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
-               IB_LOG_STR("error", e.msg));
-    h->totals.dead_lettered++;
-    ib_metrics_dead_letter(h->metrics, why);
-    ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("durable", h->cfg->durable),
-           IB_LOG_STR("event_id", info.event_id), IB_LOG_STR("type", info.event_type),
-           IB_LOG_STR("reason", reason), IB_LOG_U64("delivery_count", it->meta.delivered),
-           IB_LOG_U64("stream_seq", it->meta.stream_seq),
-           IB_LOG_STR("subject", h->dead_letter_subject), IB_LOG_STR("detail", detail));
-}
 
 static void settle_ack(ib_host *h, item *it)
 {
@@ -94,6 +55,83 @@ static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
                   NULL);
     h->totals.naked++;
     ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+}
+
+/* Tests kill the host here: after the dead letter's publish was acked,
+ * before the event's attempts are ended. What was sent is flushed first,
+ * so the kill loses nothing the server would otherwise have had. */
+static void test_kill_before_end_attempts(ib_host *h)
+{
+    const char *v = getenv("IB_TEST_KILL_BEFORE_END_ATTEMPTS");
+    if (v != NULL && v[0] != '\0') {
+        natsConnection_FlushTimeout(ib_nats_connection(h->nats), 2000);
+        raise(SIGKILL);
+    }
+}
+
+/* After a dead letter's publish was acked: ends the event's attempts, and
+ * only then terminates the original. A crash between the two leaves it
+ * un-terminated, so it comes back, is dead-lettered again at once (the
+ * dead-letter stream drops the copy) and ends them then; terminated first,
+ * nothing would come back to end them, and a replay would find them
+ * spent. False when the attempts could not be ended: nak'ed instead. */
+static bool end_attempts_then_terminate(ib_host *h, item *it)
+{
+    ib_error e;
+    test_kill_before_end_attempts(h);
+    if (it->event != NULL && ib_dispatch_end_attempts(h->dispatch, it->event, &e) != IB_OK) {
+        ib_log(IB_SEV_WARN,
+               "dead letter published, but its attempts could not be ended; message nak'ed to "
+               "end them when it comes back",
+               IB_LOG_STR("consumer", h->cfg->durable), IB_LOG_STR("event_id", it->event->id),
+               IB_LOG_STR("error", e.msg));
+        settle_nak(h, it, h->cfg->retry_base_ms);
+        return false;
+    }
+    if (ib_term(ib_nats_connection(h->nats), it->msg, &e) != IB_OK)
+        ib_log_kv(IB_SEV_WARN,
+                  "dead-lettered, but +TERM failed; the message comes back after AckWait and its "
+                  "copy is dropped",
+                  "error", e.msg, NULL);
+    return true;
+}
+
+static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, const char *detail)
+{
+    const char *reason = ib_dead_letter_reason_str(why);
+    ib_error e;
+    ib_dead_letter_info info = {
+        .reason = why,
+        .detail = detail,
+        .stream = h->cfg->stream,
+        .consumer = h->cfg->durable,
+        .stream_seq = it->meta.stream_seq,
+        .delivery_count = it->meta.delivered,
+        .event_id = it->event != NULL ? it->event->id : NULL,
+        .event_type = it->event != NULL ? it->event->type : NULL,
+        .trace = it->traced ? &it->trace : NULL,
+    };
+    if (ib_dead_letter_publish(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
+                               h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
+                               &e) != IB_OK) {
+        h->totals.naked++;
+        ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+        ib_log(IB_SEV_ERROR, "dead-letter failed; message nak'ed",
+               IB_LOG_STR("durable", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
+               IB_LOG_STR("type", info.event_type), IB_LOG_STR("reason", reason),
+               IB_LOG_U64("delivery_count", it->meta.delivered),
+               IB_LOG_U64("stream_seq", it->meta.stream_seq), IB_LOG_STR("error", e.msg));
+        return;
+    }
+    if (!end_attempts_then_terminate(h, it))
+        return;
+    h->totals.dead_lettered++;
+    ib_metrics_dead_letter(h->metrics, why);
+    ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("durable", h->cfg->durable),
+           IB_LOG_STR("event_id", info.event_id), IB_LOG_STR("type", info.event_type),
+           IB_LOG_STR("reason", reason), IB_LOG_U64("delivery_count", it->meta.delivered),
+           IB_LOG_U64("stream_seq", it->meta.stream_seq),
+           IB_LOG_STR("subject", h->dead_letter_subject), IB_LOG_STR("detail", detail));
 }
 
 /* A redelivery on which every handler found the event already marked:
@@ -169,8 +207,8 @@ static const ib_metric_result run_result[] = {
  * handler failure or conflict naming the handler's consumer identity.
  * `handler` indexes the slots registered with the handlers, so the hot path
  * is two relaxed adds and no lookup. */
-static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_t handler,
-                    ib_handler_result result, double seconds)
+static void observe_delivery(ib_host *h, const ib_delivery *d, const char *consumer, size_t handler,
+                             ib_handler_result result, double seconds)
 {
     static const char *const what[] = {
         [IB_RESULT_HANDLED] = "handled",
@@ -180,7 +218,6 @@ static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_
         [IB_RESULT_RECORDER_FAILED] = "recorder-failed",
         [IB_RESULT_LOST] = "claim-lost",
     };
-    ib_host *h = ctx;
     ib_metrics_consumer *slot =
         handler < h->consumer_metrics_n ? h->consumer_metrics[handler] : NULL;
     if ((unsigned)result < sizeof(run_result) / sizeof(run_result[0]))
@@ -202,11 +239,25 @@ static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_
            IB_LOG_STR("reason", what[result]), IB_LOG_U64("delivery_count", d->delivery_count));
 }
 
+/* The observer, with the delivery's trace current so its log lines name
+ * it. */
+static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_t handler,
+                    ib_handler_result result, double seconds)
+{
+    const ib_trace *outer = ib_trace_current();
+    ib_trace_current_set(d->trace);
+    observe_delivery(ctx, d, consumer, handler, result, seconds);
+    ib_trace_current_set(outer);
+}
+
 /* Acks a delivery whose marks just became durable, during the run. */
 static void on_settled(void *ctx, ib_delivery *d)
 {
     ib_host *h = ctx;
+    const ib_trace *outer = ib_trace_current();
+    ib_trace_current_set(d->trace);
     settle_ack(h, d->user);
+    ib_trace_current_set(outer);
 }
 
 /* Counts recorder failures, keeps readiness and logs each change of
@@ -222,18 +273,18 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
         ib_log_kv(IB_SEV_ERROR,
                   "marker file changed schema under this process; it stops claiming and exits 2 "
                   "(upgrade it to the version that migrated the file)",
-                  "recorder", h->cfg->recorder, "error", e->msg, NULL);
+                  "recorder", h->recorder_shown, "error", e->msg, NULL);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
     /* One line per change of state, not per failed call. */
     if (atomic_exchange(&h->recorder_down, !healthy) == !healthy)
         return;
     if (healthy)
-        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->cfg->recorder, NULL);
+        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->recorder_shown, NULL);
     else
         ib_log_kv(IB_SEV_ERROR,
                   "recorder failing: deliveries are nak'ed with back-off, finished handlers' "
                   "marks are retried, not ready until it works",
-                  "recorder", h->cfg->recorder, "error", e != NULL ? e->msg : "", NULL);
+                  "recorder", h->recorder_shown, "error", e != NULL ? e->msg : "", NULL);
 }
 
 static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
@@ -312,6 +363,22 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
     return register_consumer_metrics(h, err);
 }
 
+/* The trace the message continues (its headers, else its event's), with a
+ * span of this host's for this delivery; a fresh trace when asked for and
+ * it carries none. A malformed header is no trace, never an error. */
+static void trace_item(ib_host *h, item *it)
+{
+    ib_trace sender;
+    ib_error e;
+    it->traced = false;
+    if (ib_msg_trace_read(&sender, it->msg, it->event)) {
+        ib_trace_child(&it->trace, &sender);
+        it->traced = true;
+    } else if (h->cfg->trace_start) {
+        it->traced = ib_trace_start(&it->trace, &e) == IB_OK;
+    }
+}
+
 /* Decode: reads the JetStream metadata of message `i` and decodes its
  * event. A message that is not a delivery, or that cannot be decoded for
  * lack of resources, is settled here; an invalid one is marked for the
@@ -340,6 +407,7 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
     if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
                         (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
         it->event = NULL;
+        trace_item(h, it);
         if (why == IB_EVENT_NOT_REJECTED) {
             /* Not the message's fault (out of memory): nak it and let it
              * come back, rather than dead-letter good bytes. */
@@ -354,8 +422,10 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
         snprintf(it->reject_detail, sizeof(it->reject_detail), "%s", e.msg);
         return;
     }
+    trace_item(h, it);
     ib_delivery *d = &deliveries[(*nd)++];
     memset(d, 0, sizeof(*d));
+    d->trace = it->traced ? &it->trace : NULL;
     d->event = it->event;
     d->subject = natsMsg_GetSubject(it->msg);
     d->stream_seq = it->meta.stream_seq;
@@ -389,7 +459,7 @@ static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *de
     }
     if (e.status != IB_OK)
         ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
-                  h->cfg->recorder, "error", e.msg, NULL);
+                  h->recorder_shown, "error", e.msg, NULL);
     ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
                        ib_dispatch_recorder_seconds(h->dispatch));
 }
@@ -439,7 +509,10 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
     if (nd > 0)
         dispatch_batch(h, msgs, n, deliveries, nd);
     for (size_t i = 0; i < n; i++) {
+        /* every log line about the message names its trace */
+        ib_trace_current_set(items[i].traced ? &items[i].trace : NULL);
         settle_one(h, &items[i]);
+        ib_trace_current_set(NULL);
         ib_event_free(items[i].event);
         natsMsg_Destroy(items[i].msg);
         msgs[i] = NULL;

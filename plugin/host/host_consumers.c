@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jetstream.h"
+
 /* Matches "plugin/handler=..." against a plugin and handler name; returns
  * the identity after '=' or NULL. */
 static const char *override_for(const char *entry, const char *plugin, const char *handler)
@@ -80,6 +82,12 @@ static ib_status register_handler(ib_plugin *p, const ib_handler_desc *h, ib_dis
                             "plugin %s: consumer identity of handler %s/%s must be 1-%d "
                             "bytes, got %d",
                             ib_plugin_path(p), plugin, h->name, IB_CONSUMER_MAX, n);
+    /* it travels in headers (Ibus-Consumer): a CR/LF would start one of its own */
+    if (ib_nats_control_at(consumer) >= 0)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "plugin %s: consumer identity of handler %s/%s holds a control byte "
+                            "at byte %ld",
+                            ib_plugin_path(p), plugin, h->name, ib_nats_control_at(consumer));
     snprintf(name, sizeof(name), "%s/%s", plugin, h->name);
     dh = (ib_dispatch_handler){
         .consumer = consumer,

@@ -17,6 +17,7 @@
 #include "ops.h"
 #include "loader.h"
 #include "recorder.h"
+#include "redact.h"
 
 /* Per-message working state of one batch; defined and used by
  * host_batch.c alone. */
@@ -63,7 +64,10 @@ typedef struct ib_host {
     ib_bus_proxy bus;
     int64_t ack_wait_ms;
     uint64_t max_deliver;
-    const char *nats_url; /* the configured server URL(s), for messages (BORROWED) */
+    /* The configured server URL(s) and recorder URI as messages, /readyz
+     * and logs show them: without userinfo or query values (redact.h). */
+    char nats_url[IB_REDACT_MAX];
+    char recorder_shown[IB_REDACT_MAX];
     atomic_int bound;
     atomic_int stopping;
     /* The recorder's file now speaks another schema (a newer version

@@ -175,7 +175,7 @@ static bool prune_once(ib_host *h)
     ib_metrics_add(h->metrics, IB_METRIC_MARKERS_PRUNED, removed);
     if (st == IB_ERR_UNSUPPORTED) {
         ib_log_kv(IB_SEV_ERROR, "this recorder cannot prune; background pruning stopped",
-                  "recorder", h->cfg->recorder, "error", e.msg, NULL);
+                  "recorder", h->recorder_shown, "error", e.msg, NULL);
         return false;
     }
     if (st != IB_OK)

@@ -33,6 +33,25 @@ static ib_status settle_id(char *out, size_t len, const ib_bus_event *ev, ib_err
     return IB_OK;
 }
 
+/* Points f's headers at a new array (`*copy`, the caller frees it): f's
+ * own headers, then `t`'s traceparent and, when it has one, tracestate. */
+static ib_status with_trace(ib_event_header **copy, ib_event_fields *f, const ib_trace *t,
+                            ib_error *err)
+{
+    *copy = malloc((f->header_count + 2) * sizeof(**copy));
+    if (*copy == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "out of memory for an event's headers");
+    if (f->header_count > 0)
+        memcpy(*copy, f->headers, f->header_count * sizeof(**copy));
+    size_t n = f->header_count;
+    (*copy)[n++] = (ib_event_header){IB_TRACEPARENT_HEADER, t->traceparent};
+    if (t->tracestate[0] != '\0')
+        (*copy)[n++] = (ib_event_header){IB_TRACESTATE_HEADER, t->tracestate};
+    f->headers = *copy;
+    f->header_count = n;
+    return IB_OK;
+}
+
 /* An event settled and encoded, ready to send or to stage. */
 typedef struct encoded {
     char subject[512];
@@ -67,13 +86,19 @@ static ib_status encode_event(encoded *out, char *id_out, size_t id_len, const i
         .headers = ev->headers,
         .header_count = ev->headers != NULL ? ev->header_count : 0,
     };
-    return ib_event_encode(&out->data, &out->len, &f, err);
+    ib_event_header *traced = NULL;
+    if (ev->trace != NULL && (st = with_trace(&traced, &f, ev->trace, err)) != IB_OK)
+        return st;
+    st = ib_event_encode(&out->data, &out->len, &f, err);
+    free(traced);
+    return st;
 }
 
 /* Builds the NATS message of `len` bytes of `data`, with Nats-Msg-Id =
- * `msg_id` unless that is NULL. */
+ * `msg_id` unless that is NULL, and the trace headers of `trace` unless
+ * that is NULL. */
 static ib_status make_msg(natsMsg **out, const char *subject, const void *data, size_t len,
-                          const char *msg_id, ib_error *err)
+                          const char *msg_id, const ib_trace *trace, ib_error *err)
 {
     natsMsg *m = NULL;
     natsStatus s = natsMsg_Create(&m, subject, NULL, (const char *)data, (int)len);
@@ -81,6 +106,8 @@ static ib_status make_msg(natsMsg **out, const char *subject, const void *data, 
     *out = NULL;
     if (s == NATS_OK && msg_id != NULL)
         s = natsMsgHeader_Set(m, "Nats-Msg-Id", msg_id);
+    if (s == NATS_OK && trace != NULL)
+        s = ib_msg_trace_set(m, trace);
     if (s != NATS_OK) {
         char d[200];
         natsMsg_Destroy(m);
@@ -100,7 +127,8 @@ ib_status ib_bus_event_msg(natsMsg **out, char *id_out, size_t id_len, const ib_
     ib_status st = encode_event(&enc, id_out, id_len, ev, err);
     if (st != IB_OK)
         return st;
-    st = make_msg(out, enc.subject, enc.data, enc.len, ev->set_msg_id ? id_out : NULL, err);
+    st = make_msg(out, enc.subject, enc.data, enc.len, ev->set_msg_id ? id_out : NULL, ev->trace,
+                  err);
     free(enc.data);
     return st;
 }
@@ -171,6 +199,11 @@ ib_status ib_bus_publish(ib_bus_proxy *bus, const ib_publish_request *req,
         .headers = (const ib_event_header *)req->headers,
         .header_count = req->header_count,
         .set_msg_id = true,
+        /* the event being handled goes on in what its handler publishes,
+         * unless the handler names a traceparent of its own */
+        .trace = ib_trace_headers_name_one((const ib_event_header *)req->headers, req->header_count)
+                     ? NULL
+                     : ib_trace_current(),
     };
     ib_status st;
     if (bus->stage != NULL)
@@ -192,7 +225,7 @@ ib_status ib_bus_publish_staged(ib_bus_proxy *bus, const char *subject, const ch
         msg_id[0] == '\0')
         return ib_error_set(err, IB_ERR_INVALID_ARG,
                             "publish staged: no bus, subject or message id");
-    ib_status st = make_msg(&m, subject, data, len, msg_id, err);
+    ib_status st = make_msg(&m, subject, data, len, msg_id, NULL, err);
     if (st != IB_OK)
         return st;
     return send_msg(bus, m, err);

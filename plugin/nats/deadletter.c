@@ -88,12 +88,16 @@ static natsStatus set_headers(natsMsg *dl, const ib_dead_letter_info *info,
         one_line(line, sizeof(line), info->event_type);
         s = natsMsgHeader_Set(dl, "Ibus-Event-Type", line);
     }
+    if (s == NATS_OK && info->trace != NULL)
+        s = natsMsgHeader_Set(dl, "Ibus-Trace-Id", info->trace->trace_id);
+    if (s == NATS_OK && info->trace != NULL)
+        s = natsMsgHeader_Set(dl, "Ibus-Span-Id", info->trace->span_id);
     return s;
 }
 
-ib_status ib_dead_letter(natsConnection *nc, jsCtx *js, const char *subject, natsMsg *msg,
-                         const ib_dead_letter_info *info, int64_t retry_delay_ms,
-                         int64_t publish_timeout_ms, ib_error *err)
+ib_status ib_dead_letter_publish(natsConnection *nc, jsCtx *js, const char *subject, natsMsg *msg,
+                                 const ib_dead_letter_info *info, int64_t retry_delay_ms,
+                                 int64_t publish_timeout_ms, ib_error *err)
 {
     natsMsg *dl = NULL;
     jsPubAck *pa = NULL;
@@ -123,10 +127,7 @@ ib_status ib_dead_letter(natsConnection *nc, jsCtx *js, const char *subject, nat
         st = ib_error_set(err, IB_ERR_NATS, "dead-letter publish to %s failed (%s); message nak'ed",
                           subject, ib_nats_strerror(detail, sizeof(detail), s));
         ib_nak(nc, msg, retry_delay_ms, NULL);
-        goto out;
     }
-    st = ib_term(nc, msg, err);
-out:
     jsPubAck_Destroy(pa);
     natsMsg_Destroy(dl);
     return st;

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "nkey.h"
+#include "redact.h"
 
 struct ib_nats {
     natsConnection *nc;
@@ -64,10 +65,12 @@ static void on_reconnected(natsConnection *nc, void *closure)
 {
     char url[256] = "";
     ib_nats *n = closure;
+    char shown[IB_REDACT_MAX];
     natsConnection_GetConnectedUrl(nc, url, sizeof(url));
     atomic_store(&n->connected, 1);
     atomic_fetch_add(&n->reconnects, 1);
-    ib_log_kv(IB_SEV_INFO, "nats reconnected", "url", url, NULL);
+    ib_log_kv(IB_SEV_INFO, "nats reconnected", "url", ib_redact_url(shown, sizeof(shown), url),
+              NULL);
 }
 
 /* The last callback nats.c runs for a connection. Its final store is the
@@ -231,7 +234,8 @@ static natsStatus set_server_urls(natsOptions *o, const char *list)
     return s;
 }
 
-/* Connects `n->nc`. With retry_initial_connect the first attempt is still
+/* Connects `n->nc` (`url`: the server list as messages show it, redacted).
+ * With retry_initial_connect the first attempt is still
  * made without retry: its refusal is then ours to read. Once nats.c's
  * reconnect thread runs, it may replace a refused login's reason with "no
  * server available" before anyone looks (seen on a loaded machine). Only
@@ -286,8 +290,10 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
         goto fail;
     }
     const char *url = c->url != NULL && c->url[0] != '\0' ? c->url : "nats://127.0.0.1:4222";
+    char shown[IB_REDACT_MAX]; /* what messages say of it */
+    ib_redact_url(shown, sizeof(shown), url);
     if ((s = set_server_urls(o, url)) != NATS_OK) {
-        st = nats_fail_file(err, "server URL", url, s);
+        st = nats_fail_file(err, "server URL", shown, s);
         goto fail;
     }
     if (c->name != NULL)
@@ -308,7 +314,7 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
     if ((st = apply_auth(o, n, c, err)) != IB_OK || (st = apply_tls(o, c, err)) != IB_OK)
         goto fail;
 
-    if ((st = connect_first(n, o, c, url, err)) != IB_OK)
+    if ((st = connect_first(n, o, c, shown, err)) != IB_OK)
         goto fail;
     if ((s = natsConnection_JetStream(&n->js, n->nc, NULL)) != NATS_OK) {
         st = nats_fail(err, IB_ERR_NATS, "jetstream context", s);

@@ -170,6 +170,50 @@ uint64_t ib__recorder_wal_bytes(ib_recorder *r);
  * lock, in ns (0 for kinds without one). */
 int64_t ib__recorder_lock_wait_max_ns(ib_recorder *r);
 
+/* ---- per-consumer summaries (ibus status) --------------------------------
+ *
+ * What an operator asks of a durable's markers: how many each consumer
+ * identity has and how old they are, which claims are held and for how
+ * much longer, and which events have used their attempts. */
+
+/* One consumer identity, as ib__recorder_summarize() reports it. A key
+ * counts in at most one of markers and claims; keys with neither a marker
+ * nor a holder still count in attempted when they have attempts. */
+typedef struct ib__consumer_summary {
+    char *consumer;            /* OWNED by the array (ib__consumer_summaries_free) */
+    uint64_t markers;          /* done markers */
+    int64_t oldest_ms;         /* unix ms of the oldest marker; 0 without markers */
+    int64_t newest_ms;         /* unix ms of the newest marker; 0 without markers */
+    uint64_t claims;           /* keys not marked whose claim has a holder, whether or not
+                                  its lease still runs: work in flight, or left by a holder
+                                  that stopped */
+    uint64_t claims_ended;     /* among them, those whose lease has ended */
+    int64_t lease_left_min_ms; /* among them, the shortest time a lease still runs:
+                                  negative when the earliest one ended that long
+                                  ago; 0 without claims */
+    char lease_left_min_owner[IB_OWNER_MAX + 1]; /* that claim's holder; "" without */
+    uint64_t attempted;                          /* keys not marked with handler attempts counted */
+    uint64_t exhausted; /* among them, those with at least max_attempts: their next
+                           delivery is dead-lettered without running */
+} ib__consumer_summary;
+
+/* Summarises every consumer identity the recorder holds anything of:
+ * `*out` becomes a new array of `*n` entries sorted by consumer (NULL and
+ * 0 when the recorder is empty), owned by the caller
+ * (ib__consumer_summaries_free). Leases are compared with the recorder's
+ * lease clock (sqlite: this host's boot clock, so ask on the host that
+ * writes the file; kv: the wall clock). Reads only. Costs: memory and
+ * sqlite read every marker once (a diagnostic, not for a hot path; sqlite
+ * in one read transaction), kv walks every key of the bucket and reads
+ * each marker and each id's newest claim. Errors: IB_ERR_INVALID_ARG
+ * (max_attempts 0, NULL outputs), IB_ERR_UNSUPPORTED for a kind without
+ * it, the recorder's own. */
+ib_status ib__recorder_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
+                                 uint32_t max_attempts, ib_error *err);
+
+/* Frees what ib__recorder_summarize returned. NULL is a no-op. */
+void ib__consumer_summaries_free(ib__consumer_summary *v, size_t n);
+
 /* Features a kind declares in ib_recorder_ops.features. */
 #define IB_RECORDER_DURABLE_ATTEMPTS 0x1u /* attempt counts survive a crash of the caller */
 #define IB_RECORDER_HOST_LOCAL 0x2u       /* only ever shared by processes of one host */
@@ -249,6 +293,11 @@ typedef struct ib_recorder_ops {
                          const char *event_id, ib_error *err);
     ib_status (*attempt_stats)(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
                                ib_error *err);
+
+    /* Optional, appended: per-consumer summaries (ib__recorder_summarize;
+     * the wrapper checks the arguments and sorts what the kind returns). */
+    ib_status (*summarize)(ib_recorder *r, ib__consumer_summary **out, size_t *n,
+                           uint32_t max_attempts, ib_error *err);
 } ib_recorder_ops;
 
 /* Every kind embeds this as its first member. */

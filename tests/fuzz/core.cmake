@@ -1,5 +1,5 @@
-# Fuzz targets for core: event decoding and id normalisation. Seeds live in
-# corpus/event and corpus/id; fuzz_core_gen_corpus (not built by default)
+# Fuzz targets for core: event decoding, id normalisation and the W3C trace
+# context parsers. Seeds live in corpus/event, corpus/id and corpus/trace; fuzz_core_gen_corpus (not built by default)
 # regenerates the committed ones.
 ib_add_fuzz_target(fuzz_event_decode
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/core/fuzz_event_decode.c
@@ -10,6 +10,11 @@ ib_add_fuzz_target(fuzz_id_normalise
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/core/fuzz_id_normalise.c
   LIBS ib_core
   CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/id
+  ITERATIONS 200000)
+ib_add_fuzz_target(fuzz_trace
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/core/fuzz_trace.c
+  LIBS ib_core
+  CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/trace
   ITERATIONS 200000)
 
 add_executable(fuzz_core_gen_corpus EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/core/gen_corpus.c)

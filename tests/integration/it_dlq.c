@@ -5,8 +5,10 @@
  * again after its attempts on each replay; --purge deletes only what was
  * acked (a kill between the publish and the delete loses nothing); conflict
  * dead letters need --force; every filter of ibus dlq selects what it says,
- * and --json parses. A real nats-server, real ibus processes, the scripted
- * test plugin. */
+ * and --json parses; a replay publishes only where its dead letter
+ * belongs, and a kill between a dead letter and the end of its attempts
+ * leaves nothing stuck (issue 32). A real nats-server, real ibus processes,
+ * the scripted test plugin. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -505,7 +507,155 @@ static void filters_show_and_purge(void **state)
     it_done(e);
 }
 
+/* Publishes a dead letter by hand to the dead-letter subject of durable
+ * "forge", as anyone allowed to publish there could: `subject` and
+ * `stream` become its Ibus-Subject and Ibus-Stream (NULL: left out). */
+static void forge(it_env *e, const char *subject, const char *stream)
+{
+    natsMsg *m = NULL;
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsMsg_Create(&m, "ibus.dlq.forge", NULL, "forged", 6), NATS_OK);
+    assert_int_equal(natsMsgHeader_Set(m, "Ibus-Reason", "rejected"), NATS_OK);
+    assert_int_equal(natsMsgHeader_Set(m, "Ibus-Consumer", "forge"), NATS_OK);
+    if (subject != NULL)
+        assert_int_equal(natsMsgHeader_Set(m, "Ibus-Subject", subject), NATS_OK);
+    if (stream != NULL)
+        assert_int_equal(natsMsgHeader_Set(m, "Ibus-Stream", stream), NATS_OK);
+    assert_int_equal(js_PublishMsg(&pa, it_server_js(&e->server), m, NULL, &jerr), NATS_OK);
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+}
+
+/* Issue 32, item 1: a dead letter is input, not an order. Forged dead
+ * letters naming a JetStream API subject (a purge of the events stream),
+ * an _INBOX, a subject of another stream, a subject of no stream, no
+ * stream at all or a subject that is not one are skipped with a reason,
+ * --force or not; only the one whose subject belongs to the stream it
+ * names is replayed. --dry-run names every target subject. The bug: the
+ * purge was published with the operator's rights, the stream emptied, and
+ * the tool said replayed. */
+static void forged_dead_letters_go_nowhere(void **state)
+{
+    static const struct {
+        const char *subject, *stream, *why;
+    } forged[] = {
+        {"$JS.API.STREAM.PURGE.EVENTS", "EVENTS", "the target is a $ subject"},
+        {"_INBOX.forged.1", "EVENTS", "is an _INBOX subject"},
+        {"other.x", "EVENTS", "the target belongs to stream OTHER, not EVENTS"},
+        {"nowhere.x", "EVENTS", "no stream captures the target"},
+        {"events.x", NULL, "no Ibus-Stream"},
+        {"events.x y", "EVENTS", "holds a space"},
+        {"events.x", "EV.ENTS", "Ibus-Stream 'EV.ENTS' holds '.'"},
+        {"events.replayed", "EVENTS", NULL},
+    };
+    enum { N = sizeof(forged) / sizeof(forged[0]) };
+    it_env *e = *state;
+    it_proc p;
+    assert_true(it_stream_add(&e->server, IT_STREAM, IT_SUBJECTS, 0));
+    assert_true(it_stream_add(&e->server, "OTHER", "other.>", 0));
+    assert_true(it_stream_add(&e->server, "DLQ_forge", "ibus.dlq.forge", 0));
+    assert_true(it_js_publish_id(NULL, &e->server, "events.keep", "keep-1", "k", 1));
+    assert_true(it_js_publish_id(NULL, &e->server, "other.keep", "keep-2", "k", 1));
+    for (size_t i = 0; i < N; i++)
+        forge(e, forged[i].subject, forged[i].stream);
+
+    for (int force = 0; force <= 1; force++) {
+        assert_int_equal(
+            run_dlq(&p, e, "forge", "replay", "--dry-run", force ? "--force" : NULL, NULL), 0);
+        char *out = it_file_read(NULL, p.out_path);
+        assert_non_null(out);
+        for (size_t i = 0; i < N; i++) {
+            char line[512];
+            if (forged[i].why == NULL)
+                snprintf(line, sizeof(line), "would replay dead letter %zu (rejected, id -) to %s",
+                         i + 1, forged[i].subject);
+            else
+                snprintf(line, sizeof(line), "skipped dead letter %zu", i + 1);
+            if (strstr(out, line) == NULL ||
+                (forged[i].why != NULL && strstr(out, forged[i].why) == NULL))
+                fail_msg("dry run (force %d) does not say '%s' ... '%s':\n%s", force, line,
+                         forged[i].why != NULL ? forged[i].why : "", out);
+        }
+        assert_non_null(strstr(out, "would_replay=1 duplicates=0 skipped=7 failed=0"));
+        free(out);
+    }
+    /* --json: one object per dead letter, with the target and the reason */
+    assert_int_equal(run_dlq(&p, e, "forge", "replay", "--dry-run", "--json", NULL), 0);
+    char **lines = NULL;
+    assert_int_equal(it_file_read_lines(&lines, p.out_path), N);
+    for (size_t i = 0; i < N; i++) {
+        json_t *o = json_loads(lines[i], 0, NULL);
+        assert_non_null(o);
+        assert_int_equal(json_integer_value(json_object_get(o, "seq")), (json_int_t)(i + 1));
+        assert_string_equal(json_string_value(json_object_get(o, "subject")), forged[i].subject);
+        const char *why = json_string_value(json_object_get(o, "why"));
+        assert_true(forged[i].why == NULL ? why == NULL : strstr(why, forged[i].why) != NULL);
+        json_decref(o);
+    }
+    it_lines_free(lines, N);
+    assert_int_equal(run_dlq(&p, e, "forge", "replay", "--force", "--purge", NULL), 0);
+    assert_true(
+        it_file_contains(p.out_path, "replayed=1 duplicates=0 skipped=7 failed=0 purged=1"));
+    /* nothing was purged, nothing reached another stream, one replay */
+    assert_int_equal(it_stream_count(&e->server, IT_STREAM), 2);
+    assert_int_equal(it_stream_count(&e->server, "OTHER"), 1);
+    it_msg m;
+    assert_true(it_stream_get(&m, &e->server, IT_STREAM, 2));
+    assert_string_equal(m.subject, "events.replayed");
+    it_msg_clear(&m);
+    /* the skipped stay in the dead-letter stream, the replayed one went */
+    assert_int_equal(dlq_count(e, "forge"), N - 1);
+    /* a name that would break an API subject is refused before connecting */
+    assert_int_equal(run_dlq(&p, e, "for\rge", "list", NULL), 2);
+    assert_true(it_file_contains(p.err_path, "--durable 'for\\x0dge': holds a control byte"));
+    it_done(e);
+}
+
+/* Issue 32, item 5: a replay always runs. The host is killed after a dead
+ * letter's publish was acknowledged and before the event's attempts were
+ * ended (IB_TEST_KILL_BEFORE_END_ATTEMPTS). Today's order sent the +TERM
+ * first, so nothing came back to end them, and the replay was dead-lettered
+ * at once as max-deliver without running the handler. Ending the attempts
+ * before the +TERM makes the original come back after AckWait, be
+ * dead-lettered again (the dead-letter stream drops the copy) and end them;
+ * the replay then runs the handler that had failed, once. */
+static void replay_runs_after_a_kill_before_attempts_end(void **state)
+{
+    static const char *const flags[] = {
+        "--max-deliver", "2", "--retry-delay", "100ms", "--ack-wait", "2s", "--retry-max-delay",
+        "200ms",         NULL};
+    it_env *e = *state;
+    char log[PATH_MAX];
+    it_proc host, dlq;
+    it_path(log, e, "calls.log");
+    setenv("IB_TEST_KILL_BEFORE_END_ATTEMPTS", "1", 1);
+    start_host(&host, e, "kba", log, "retry", flags);
+    unsetenv("IB_TEST_KILL_BEFORE_END_ATTEMPTS");
+    char *id = publish_one(e, "ids.txt", "ok");
+    assert_int_equal(it_proc_wait(&host, it_timeout(60000)), -SIGKILL);
+    assert_int_equal(dlq_count(e, "kba"), 1);
+    assert_int_equal(calls(log, "kba/scripted/second", id, "retry"), 2);
+
+    start_host(&host, e, "kba", log, "ok", flags);
+    assert_true(it_wait_consumer_idle(NULL, &e->server, IT_STREAM, "kba", it_timeout(60000)));
+    assert_int_equal(run_dlq(&dlq, e, "kba", "replay", NULL), 0);
+    assert_true(it_file_contains(dlq.out_path, "replayed=1 duplicates=0 skipped=0 failed=0"));
+    wait_calls(log, "kba/scripted/second", id, "ok", 1);
+    it_finish_hosts(e, "kba", &host, 1, it_timeout(60000));
+    assert_int_equal(calls(log, "kba/scripted/second", id, "ok"), 1);
+    assert_int_equal(calls(log, "kba/scripted/second", id, "retry"), 2);
+    assert_int_equal(calls(log, "kba/scripted/scripted", id, "ok"), 1);
+    assert_int_equal(dlq_count(e, "kba"), 1); /* the copy was dropped, no new dead letter */
+    assert_int_equal(it_marker_lookup(e, "kba/scripted/second", id), 0);
+    free(id);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(forged_dead_letters_go_nowhere, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(replay_runs_after_a_kill_before_attempts_end, it_setup,
+                                    it_teardown),
     cmocka_unit_test_setup_teardown(republish_by_hand_runs_once, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(replay_runs_once_second_replay_nothing, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(reject_only_that_handler_runs_on_replay, it_setup, it_teardown),

@@ -45,9 +45,9 @@ static bool conf_value_ok(const char *v)
     return strpbrk(v, "\"\\\n") == NULL;
 }
 
-static bool write_config(it_server *s)
+static bool write_config(it_server *s, const char *users)
 {
-    char text[8192];
+    char text[32768];
     size_t n = 0;
     it_tls_files tls;
 
@@ -70,6 +70,8 @@ static bool write_config(it_server *s)
                               s->user, s->password);
         if (s->nkey[0] != '\0')
             n += (size_t)snprintf(text + n, sizeof(text) - n, "    {nkey: \"%s\"}\n", s->nkey);
+        if (users != NULL)
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "%s\n", users);
         n += (size_t)snprintf(text + n, sizeof(text) - n, "  ]\n}\n");
     }
     if (s->tls) {
@@ -184,7 +186,7 @@ bool it_server_start(it_server *s, const char *dir, const it_server_opts *o)
         snprintf(s->nkey, sizeof(s->nkey), "%s", o->nkey != NULL ? o->nkey : "");
         s->tls = o->tls;
     }
-    if (!write_config(s)) {
+    if (!write_config(s, o != NULL ? o->users : NULL)) {
         fprintf(stderr, "it_server: cannot write the server configuration\n");
         return false;
     }

@@ -25,7 +25,11 @@ typedef struct it_server_opts {
     const char *user;  /* require this user and password (NULL = no) */
     const char *password;
     const char *nkey; /* with user: also admit this NKey user (public key) */
-    bool tls;         /* TLS only, client certificates required */
+    /* with user: more entries of the users list, as server config text
+     * ("{user: w, password: p, permissions: {...}}"): users with their
+     * own permissions beside the test's own, which may do anything */
+    const char *users;
+    bool tls; /* TLS only, client certificates required */
 } it_server_opts;
 
 typedef struct it_server {

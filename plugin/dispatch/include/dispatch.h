@@ -99,6 +99,7 @@
 #include "event.h"
 #include "infinity_bus/plugin.h"
 #include "recorder.h"
+#include "trace.h"
 
 typedef struct ib_dispatch ib_dispatch;
 
@@ -259,6 +260,13 @@ struct ib_delivery {
      * handlers as ib_raw_event.message (BORROWED; NULL = none) */
     const uint8_t *message;
     size_t message_len;
+    /* appended */
+    /* input: the trace this delivery continues (trace.h: the host's span of
+     * it), BORROWED; NULL = none. Handlers read it as ib_raw_event's
+     * traceparent and tracestate, and while a handler of the delivery runs
+     * it is the thread's current trace (ib_trace_current), so its log lines
+     * and the events it publishes carry it. */
+    const ib_trace *trace;
 };
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive

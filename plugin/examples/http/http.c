@@ -7,6 +7,9 @@
  *   Idempotency-Key: <event id>      the receiver's dedup key
  *   Ibus-Consumer: <consumer identity>, Ibus-Event-Type, Ibus-Delivery-Count
  *   Content-Type: application/json or application/x-protobuf
+ *   traceparent, tracestate          the event's W3C Trace Context, when it
+ *                                    has one (ABI 1.4), so the receiver's
+ *                                    tracing continues the trace
  * and the configured headers. The answer decides the verdict:
  *   2xx                                   OK
  *   408, 425, 429, 5xx, 1xx, 3xx, a timeout or no connection
@@ -56,6 +59,7 @@
 #include "http_body.h"
 #include "http_headers.h"
 #include "http_parse.h"
+#include "redact.h"
 
 #define PLUGIN "http"
 #define REASON_BODY_MAX 200
@@ -82,6 +86,7 @@ typedef struct http_conn {
 
 typedef struct http_plugin {
     ib_http_config cfg;
+    char shown_url[IB_REDACT_MAX]; /* url= as logs may show it (redact.h) */
     const ib_host_api *api;
     bool no_proxy_env;  /* no proxy variable was set at init: none is looked up per request */
     pthread_key_t key;  /* the calling thread's http_conn */
@@ -111,7 +116,7 @@ static void log_failure(http_plugin *p, const ib_raw_event *ev, const char *what
     uint64_t skipped = atomic_exchange(&p->suppressed, 0);
     p->api->log(IB_LOG_WARN, PLUGIN,
                 "POST %s for event %s (%s, delivery %llu): %s (%llu more failures not logged)",
-                p->cfg.url, ib_raw_event_id(ev), ib_raw_event_consumer(ev),
+                p->shown_url, ib_raw_event_id(ev), ib_raw_event_consumer(ev),
                 (unsigned long long)ib_raw_event_delivery_count(ev), what,
                 (unsigned long long)skipped);
 }
@@ -350,6 +355,7 @@ static int http_init(void **state, const ib_host_api *api, const char *config, c
     p->no_proxy_env = no_proxy_variables();
     if (ib_http_config_parse(&p->cfg, config, errbuf, errlen) != 0)
         goto fail_parse;
+    ib_redact_url(p->shown_url, sizeof(p->shown_url), p->cfg.url);
     if (p->cfg.header_file != NULL && read_header_file(&p->cfg, errbuf, errlen) != 0)
         goto fail_config;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

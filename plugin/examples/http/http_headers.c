@@ -3,21 +3,25 @@
 
 #include <string.h>
 
-/* Writes "<name><value>" into `line` (cap bytes), cut to fit, NUL-ended. */
+/* Writes "<name><value>" into `line` (cap bytes), cut to fit, NUL-ended.
+ * Control bytes of the value are left out: libcurl sends a list entry as
+ * it is, so a CR/LF would start a header line of its own. The host refuses
+ * such values (consumer identities; event types are checked at decode):
+ * this is the last line of defence, not the rule. */
 static void put_line(char *line, size_t cap, const char *name, const char *value)
 {
-    size_t nl = strlen(name), vl = strlen(value);
-    if (vl > cap - 1 - nl)
-        vl = cap - 1 - nl;
+    size_t nl = strlen(name), at = nl;
     memcpy(line, name, nl);
-    memcpy(line + nl, value, vl);
-    line[nl + vl] = '\0';
+    for (const char *v = value; *v != '\0' && at + 1 < cap; v++)
+        if ((unsigned char)*v >= 0x20 && *v != 0x7f)
+            line[at++] = *v;
+    line[at] = '\0';
 }
 
 void ib_http_headers_init(ib_http_headers *h, const ib_http_config *cfg)
 {
-    char *lines[IB_HTTP_FIXED_LINES] = {h->content_type, h->expect, h->key,
-                                        h->consumer,     h->type,   h->count};
+    char *lines[IB_HTTP_FIXED_LINES] = {h->content_type, h->expect, h->key,         h->consumer,
+                                        h->type,         h->count,  h->traceparent, h->tracestate};
     size_t n = 0;
     memset(h, 0, sizeof(*h));
     put_line(h->content_type, sizeof(h->content_type), "Content-Type: ",
@@ -46,5 +50,11 @@ const struct curl_slist *ib_http_headers_set(ib_http_headers *h, const ib_raw_ev
     put_line(h->consumer, sizeof(h->consumer), "Ibus-Consumer: ", ib_raw_event_consumer(ev));
     put_line(h->type, sizeof(h->type), "Ibus-Event-Type: ", ib_raw_event_type(ev));
     put_line(h->count, sizeof(h->count), "Ibus-Delivery-Count: ", digits + d);
+    /* "name:" with no value: libcurl sends no such header */
+    const char *tp = ib_raw_event_traceparent(ev), *ts = ib_raw_event_tracestate(ev);
+    put_line(h->traceparent, sizeof(h->traceparent),
+             tp != NULL ? "traceparent: " : "traceparent:", tp != NULL ? tp : "");
+    put_line(h->tracestate, sizeof(h->tracestate),
+             ts != NULL ? "tracestate: " : "tracestate:", ts != NULL ? ts : "");
     return h->nodes;
 }

@@ -11,8 +11,8 @@
 
 #include "http_parse.h"
 
-/* Content-Type, "Expect:", the four per-event lines, the configured ones. */
-#define IB_HTTP_FIXED_LINES 6
+/* Content-Type, "Expect:", the six per-event lines, the configured ones. */
+#define IB_HTTP_FIXED_LINES 8
 
 /* The list and the lines it points at. Not copyable once built (the list
  * points into the struct); lives as long as the connection. */
@@ -24,6 +24,10 @@ typedef struct ib_http_headers {
     char consumer[320]; /* Ibus-Consumer: <identity> */
     char type[300];     /* Ibus-Event-Type: <type, at most 255 bytes> */
     char count[48];     /* Ibus-Delivery-Count: <n> */
+    /* W3C Trace Context of the delivery (ABI 1.4), or "traceparent:" and
+     * "tracestate:", which libcurl sends as no header at all */
+    char traceparent[72]; /* traceparent: <55 characters> */
+    char tracestate[528]; /* tracestate: <at most 512 characters> */
 } ib_http_headers;
 
 /* Builds the list in `h` for `cfg` (BORROWED: its header strings are
@@ -32,7 +36,9 @@ void ib_http_headers_init(ib_http_headers *h, const ib_http_config *cfg);
 
 /* Rewrites the per-event lines for `ev` (copied; a value longer than its
  * line is cut, as a longer type or identity cannot occur) and returns the
- * list to hand to CURLOPT_HTTPHEADER. */
+ * list to hand to CURLOPT_HTTPHEADER. The event's traceparent and
+ * tracestate go out as they are, so the receiver's tracing continues the
+ * trace; an event without them sends neither. */
 const struct curl_slist *ib_http_headers_set(ib_http_headers *h, const ib_raw_event *ev);
 
 #endif

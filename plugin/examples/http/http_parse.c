@@ -1,5 +1,6 @@
 /* The http plugin's configuration and Retry-After parsers (http_parse.h). */
 #include "http_parse.h"
+#include "redact.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,11 +186,20 @@ static int set_number(ib_http_config *cfg, const char *k, size_t kl, const char 
     return 0;
 }
 
-/* One key=value pair. */
+/* One key=value pair. No value may hold a control byte: url= becomes the
+ * request line, header values header lines, and the paths are opened by
+ * name. */
 static int set_key(ib_http_config *cfg, const char *k, size_t kl, const char *v, size_t n,
                    char *errbuf, size_t errlen)
 {
 #define KEY(name) (kl == sizeof(name) - 1 && memcmp(k, name, kl) == 0)
+    for (size_t i = 0; i < n && !KEY("header"); i++) {
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+            snprintf(errbuf, errlen, "%.*s=: a control byte in its value (byte %zu)",
+                     (int)(kl > 32 ? 32 : kl), k, i);
+            return -1;
+        }
+    }
     if (KEY("url"))
         return set_once(&cfg->url, "url", v, n, errbuf, errlen);
     if (KEY("types"))
@@ -234,7 +244,9 @@ static int check_config(const ib_http_config *cfg, char *errbuf, size_t errlen)
         return -1;
     }
     if (strncmp(cfg->url, "http://", 7) != 0 && strncmp(cfg->url, "https://", 8) != 0) {
-        snprintf(errbuf, errlen, "url=%.200s: expected an http:// or https:// URL", cfg->url);
+        char shown[IB_REDACT_MAX];
+        snprintf(errbuf, errlen, "url=%.200s: expected an http:// or https:// URL",
+                 ib_redact_url(shown, sizeof(shown), cfg->url));
         return -1;
     }
     if ((cfg->cert == NULL) != (cfg->key == NULL)) {

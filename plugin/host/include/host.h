@@ -75,6 +75,9 @@ typedef struct ib_host_config {
     /* --create: MaxAge and MaxBytes of a stream it creates; 0 = none */
     int64_t stream_max_age_ms;
     int64_t stream_max_bytes;
+    /* Start a W3C trace (a fresh traceparent) for a message that carries
+     * none; without it such a message has no trace (trace.h). */
+    bool trace_start;
 } ib_host_config;
 
 /* Runs the host until a signal, an idle exit or a fatal error. Returns the

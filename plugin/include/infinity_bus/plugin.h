@@ -59,8 +59,9 @@ extern "C" {
  * (IB_HANDLER_TRANSACTIONAL) and ib_host_api.transaction_db; 1.3 appended
  * ib_host_api.verdict_detail and ib_host_api.http_request, the event
  * type IB_EVENT_TYPE_ANY, ib_raw_event.message/message_len and the handler
- * flag IB_HANDLER_TYPES_AFTER_INIT. */
-#define IB_ABI_MINOR 3
+ * flag IB_HANDLER_TYPES_AFTER_INIT; 1.4 appended ib_raw_event.traceparent
+ * and ib_raw_event.tracestate (W3C Trace Context). */
+#define IB_ABI_MINOR 4
 
 #if defined(__GNUC__)
 #define IB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -127,6 +128,10 @@ typedef struct ib_raw_event {
                                order kept; NULL when the host has none (see
                                ib_raw_event_message) */
     size_t message_len;
+    /* ABI 1.4 */
+    const char *traceparent; /* W3C traceparent of this delivery; NULL when the event
+                                carries no trace (see ib_raw_event_traceparent) */
+    const char *tracestate;  /* its W3C tracestate; NULL when none */
 } ib_raw_event;
 
 #define IB_RAW_EVENT_HAS(ev, field)                                                                \
@@ -206,6 +211,28 @@ static inline const uint8_t *ib_raw_event_message(const ib_raw_event *ev, size_t
         *len = has ? ev->message_len : 0;
     return has ? ev->message : NULL;
 }
+/* ABI 1.4: the W3C Trace Context of this delivery, as the host continues
+ * the event's trace: "00-<trace id>-<span id>-<flags>", where the trace id
+ * and flags are those the event arrived with (a `traceparent` NATS header,
+ * else a `traceparent` header of the Event) and the span id is the host's
+ * own for this delivery, the one its log lines name as span_id. Send it on
+ * (an outgoing request's traceparent header, the parent of your own spans)
+ * and the trace goes on through your handler; events published through
+ * the bus proxy carry it already. NULL when the event has no valid
+ * traceparent (and the host was not asked to start traces), and on a host
+ * before 1.4. BORROWED, like the rest of the event. */
+static inline const char *ib_raw_event_traceparent(const ib_raw_event *ev)
+{
+    return IB_RAW_EVENT_HAS(ev, traceparent) ? ev->traceparent : NULL;
+}
+/* ABI 1.4: the tracestate that goes with ib_raw_event_traceparent(), its
+ * list members joined by ","; NULL when there is none, when the one the
+ * event carried was malformed (dropped, per the W3C rules), and on a host
+ * before 1.4. */
+static inline const char *ib_raw_event_tracestate(const ib_raw_event *ev)
+{
+    return IB_RAW_EVENT_HAS(ev, tracestate) ? ev->tracestate : NULL;
+}
 
 /* Opaque handle through which a handler publishes new events; BORROWED,
  * valid only during the handle() call it was passed to. Use it with
@@ -253,7 +280,11 @@ typedef struct ib_host_api {
      * holds ""): the event may not have been stored, so return
      * IB_HANDLER_RETRY; a retried publish with the same `id` is dropped by
      * JetStream's duplicate window. A request whose `size` is below
-     * IB_PUBLISH_REQUEST_SIZE_1_0 is refused (logged, nothing published). */
+     * IB_PUBLISH_REQUEST_SIZE_1_0 is refused (logged, nothing published).
+     * From ABI 1.4 the event continues the trace of the event being
+     * handled (ib_raw_event_traceparent): the host adds its traceparent and
+     * tracestate as headers of the new Event (and of its NATS message),
+     * unless `headers` names a traceparent of its own. */
     int (*publish)(ib_bus_proxy *bus, const ib_publish_request *req,
                    char id_out[IB_EVENT_ID_BUF_SIZE]);
     /* Writes into `out` (IB_EVENT_ID_BUF_SIZE bytes) a deterministic

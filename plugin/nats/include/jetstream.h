@@ -17,6 +17,7 @@
 #include "error.h"
 #include "event.h"
 #include "infinity_bus/plugin.h"
+#include "trace.h"
 
 /* The NATS connection of an ibus process: options, credentials, TLS,
  * reconnect policy and connection-state tracking.
@@ -83,6 +84,27 @@ void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms);
 /* Describes a nats.c status with the library's last error text, for error
  * messages: "<status text>: <detail>". Returns `buf`. */
 const char *ib_nats_strerror(char *buf, size_t len, natsStatus s);
+
+/* Names and subjects, checked before they reach the protocol (names.c).
+ * Each answers NULL when the text is usable, else why not, as a phrase to
+ * follow the option's name ("holds a control byte"); a static string.
+ * Callers name the option: "--durable 'a.b': holds '.', '*' or '>' ...". */
+
+/* A stream or consumer (durable) name: 1-255 bytes, no space, no control
+ * byte, no '.', '*' or '>'. */
+const char *ib_nats_name_problem(const char *name);
+
+/* Flags of ib_nats_subject_problem. */
+#define IB_SUBJECT_WILDCARDS 1u  /* a filter: '*' and a last '>' are tokens */
+#define IB_SUBJECT_NOT_SYSTEM 2u /* refuse subjects starting with $ or _INBOX */
+
+/* A subject: 1-1024 bytes, no space, no control byte, no empty token, and
+ * wildcards only with IB_SUBJECT_WILDCARDS. */
+const char *ib_nats_subject_problem(const char *subject, unsigned flags);
+
+/* Offset of the first control byte (below 0x20, or 0x7f) of `s`, or -1;
+ * -1 for NULL. For texts that become headers (consumer identities). */
+long ib_nats_control_at(const char *s);
 
 /* Binding to (and on request creating) the stream and durable consumer.
  *
@@ -316,6 +338,31 @@ typedef struct ib_jsack_meta {
  * slices in `*out` point into `reply`. */
 ib_status ib_jsack_parse(ib_jsack_meta *out, const char *reply, size_t len, ib_error *err);
 
+/* Trace context (trace.h) in NATS messages.
+ *
+ * A message continues a trace when it carries a valid W3C traceparent: in
+ * a NATS header "traceparent" (also read as "Traceparent", Go's canonical
+ * spelling; nats.c matches names exactly), else in a header of its Event
+ * (any case). A header given twice, or malformed, is not used. The
+ * tracestate is read beside the traceparent it came with (several lines
+ * joined by ","); a malformed one is dropped and the traceparent kept. */
+#define IB_TRACEPARENT_HEADER "traceparent"
+#define IB_TRACESTATE_HEADER "tracestate"
+
+/* Reads the trace `msg` carries (its headers, then `event`'s; either may
+ * be NULL) into `out`: the sender's context, to be continued with
+ * ib_trace_child. Returns false, with `out` zeroed, when neither carries a
+ * valid traceparent. Reads only. */
+bool ib_msg_trace_read(ib_trace *out, natsMsg *msg, const ib_event *event);
+
+/* Sets `t`'s traceparent (and tracestate, when it has one) as headers of
+ * `msg`, replacing any. Returns nats.c's status. */
+natsStatus ib_msg_trace_set(natsMsg *msg, const ib_trace *t);
+
+/* True when one of the `n` headers is a traceparent (any case): an event
+ * that names its own trace keeps it. */
+bool ib_trace_headers_name_one(const ib_event_header *headers, size_t n);
+
 /* Acknowledging JetStream messages over core NATS.
  *
  * The puller receives messages on a plain subscription, so nats.c's
@@ -355,10 +402,17 @@ ib_status ib_in_progress(natsConnection *nc, natsMsg *msg, ib_error *err);
  *   Ibus-Stream-Seq      its stream sequence
  *   Ibus-Delivery-Count  the delivery on which it was dead-lettered
  *   Ibus-Event-Id, Ibus-Event-Type   when the event could be decoded
- * Only once JetStream acknowledges that publish is the original terminated
- * (+TERM). If the publish fails (no stream captures the subject, timeout,
- * disconnection) the original is nak'ed with a delay and comes back later:
- * nothing is lost. The publish carries Nats-Msg-Id
+ *   Ibus-Trace-Id, Ibus-Span-Id      when the delivery continued a trace
+ *                        (trace.h): the trace and the host's span, as the
+ *                        log lines of that delivery name them
+ * Only once JetStream acknowledges that publish may the original be
+ * terminated (+TERM), and the caller terminates it only after what must
+ * follow a dead letter is done (the host ends the event's attempts): a
+ * crash between the publish and the +TERM leaves the original to come
+ * back, be dead-lettered again and finish then. If the publish fails (no
+ * stream captures the subject, timeout, disconnection) the original is
+ * nak'ed with a delay and comes back later: nothing is lost. The publish
+ * carries Nats-Msg-Id
  * "<stream>:<durable>:<seq>", so a repeat after a lost +TERM is dropped by
  * the dead-letter stream's duplicate window, while two durables that
  * dead-letter the same message into one stream both keep theirs. */
@@ -371,14 +425,19 @@ typedef struct ib_dead_letter_info {
     uint64_t delivery_count;
     const char *event_id;   /* may be NULL */
     const char *event_type; /* may be NULL */
+    /* appended: the trace of the delivery that dead-lettered it (its
+     * trace_id and span_id, as its log lines name them); NULL = none */
+    const ib_trace *trace;
 } ib_dead_letter_info;
 
-/* Publishes `msg`'s bytes to `subject` and, once acknowledged, terminates
- * `msg`; on failure naks it with `retry_delay_ms` and returns the error
- * (IB_ERR_NATS). `msg` stays owned by the caller. */
-ib_status ib_dead_letter(natsConnection *nc, jsCtx *js, const char *subject, natsMsg *msg,
-                         const ib_dead_letter_info *info, int64_t retry_delay_ms,
-                         int64_t publish_timeout_ms, ib_error *err);
+/* Publishes `msg`'s bytes to `subject` as its dead letter and waits for
+ * JetStream's ack. IB_OK: published, and `msg` is NOT settled: the caller
+ * terminates it (ib_term) once it has done what must follow, or naks it if
+ * that failed. On failure `msg` is nak'ed with `retry_delay_ms` and the
+ * error is returned (IB_ERR_NATS). `msg` stays owned by the caller. */
+ib_status ib_dead_letter_publish(natsConnection *nc, jsCtx *js, const char *subject, natsMsg *msg,
+                                 const ib_dead_letter_info *info, int64_t retry_delay_ms,
+                                 int64_t publish_timeout_ms, ib_error *err);
 
 /* The bus proxy handed to handlers, and the host API table plugins get.
  *
@@ -429,6 +488,10 @@ typedef struct ib_bus_event {
     const ib_event_header *headers;
     size_t header_count;
     bool set_msg_id; /* Nats-Msg-Id = the event id, so JetStream drops republishes */
+    /* appended: the trace the event continues (BORROWED; NULL = none): its
+     * traceparent and tracestate become headers of the Event and of the
+     * NATS message (ib_msg_trace_set) */
+    const ib_trace *trace;
 } ib_bus_event;
 
 /* Settles `ev`'s id and subject, encodes it as an Event stamped with the

@@ -3,8 +3,10 @@
  * stub that keeps the configuration it was given, so no server is needed. */
 #include "ib_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "host.h"
@@ -129,7 +131,74 @@ static void check_and_stream_limits(void **state)
     assert_int_equal(calls, 2);
 }
 
+/* Runs `ibus run --plugin x.so OPTION VALUE` with stderr captured into
+ * `err` (cap bytes); returns the exit code. */
+static int run_capture(char *err, size_t cap, const char *option, const char *value)
+{
+    char path[] = "/tmp/ibus-cli-err-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    int code = run(option, value, NULL);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    ssize_t n = pread(fd, err, cap - 1, 0);
+    err[n > 0 ? n : 0] = '\0';
+    close(fd);
+    return code;
+}
+
+/* Issue 32: names and subjects JetStream would misread, and control bytes
+ * in anything that becomes a subject, a header or a consumer identity, are
+ * refused before the host runs (exit 2), by a message naming the option. */
+static void names_subjects_and_identities_checked(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *option, *value, *why;
+    } bad[] = {
+        {"--durable", "orders\r\nIbus-Reason: forged", "control byte"},
+        {"--durable", "or.ders", "'.', '*' or '>'"},
+        {"--durable", "or ders", "a space"},
+        {"--durable", "", "empty"},
+        {"--stream", "EV>", "'.', '*' or '>'"},
+        {"--subject", "events.\r\nPUB $JS.API.STREAM.PURGE.EVENTS 0", "control byte"},
+        {"--subject", "events..x", "empty token"},
+        {"--subject", "events.>.x", "'>' ends"},
+        {"--dead-letter", "$JS.API.STREAM.PURGE.EVENTS", "a $ subject"},
+        {"--dead-letter", "_INBOX.x", "_INBOX"},
+        {"--dead-letter", "dlq.*", "wildcard"},
+        {"--stream-subjects", "events.>,bad subject", "a space"},
+        {"--publish-prefix", "out\n", "control byte"},
+        {"--consumer-name", "p/h=team\r\nX-Injected: 1", "control byte"},
+        {"--consumer-name", "p/h=team\x7f", "control byte"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char err[1024];
+        int code = run_capture(err, sizeof(err), bad[i].option, bad[i].value);
+        if (code != 2 || strstr(err, bad[i].option) == NULL || strstr(err, bad[i].why) == NULL)
+            fail_msg("%s '%s': exit %d, stderr '%s'; want 2 naming the option and '%s'",
+                     bad[i].option, bad[i].value, code, err, bad[i].why);
+        /* the message never carries the raw control bytes */
+        for (const char *c = err; *c != '\0'; c++)
+            if (*c != '\n' && ((unsigned char)*c < 0x20 || *c == 0x7f))
+                fail_msg("%s: stderr holds byte 0x%02x: '%s'", bad[i].option, *c, err);
+    }
+    assert_int_equal(calls, 0);
+    /* what is fine stays fine */
+    assert_int_equal(run("--subject", "events.*.created", "--stream-subjects", "a.*,b.>",
+                         "--dead-letter", "dlq.orders", "--consumer-name", "p/h=team a/x",
+                         "--durable", "orders-2_v1", NULL),
+                     0);
+    assert_int_equal(calls, 1);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup(names_subjects_and_identities_checked, reset),
     cmocka_unit_test_setup(check_and_stream_limits, reset),
     cmocka_unit_test_setup(defaults, reset),
     cmocka_unit_test_setup(each_conflict_policy, reset),

@@ -19,6 +19,7 @@
 #include "ib_test.h"
 #include "json_check.h"
 #include "log.h"
+#include "trace.h"
 
 typedef struct capture {
     FILE *f;
@@ -635,6 +636,43 @@ static void json_checker_rejects_invalid_lines(void **state)
     }
 }
 
+/* While the thread works for a traced event, every record names the trace
+ * and the span, whichever call wrote it; once cleared, none does. */
+static void traced_records_name_trace_and_span(void **state)
+{
+    (void)state;
+    ib_trace t;
+    const char *tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert_true(ib_trace_parse(&t, tp, strlen(tp)));
+    capture c;
+    json_flat o;
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+    ib_trace_current_set(&t);
+    ib_logf(IB_SEV_INFO, "http", "request failed: %d", 503);
+    parse_one(&o, capture_text(&c));
+    assert_field(&o, "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_field(&o, "span_id", "00f067aa0ba902b7");
+    assert_field(&o, "component", "http");
+    json_flat_free(&o);
+    capture_close(&c);
+
+    capture_open(&c, IB_LOG_FORMAT_TEXT, IB_SEV_DEBUG);
+    ib_log(IB_SEV_WARN, "handler failure", IB_LOG_U64("delivery_count", 2));
+    const char *line = capture_text(&c);
+    assert_non_null(strstr(line, " delivery_count=2 trace_id=4bf92f3577b34da6a3ce929d0e0e4736 "
+                                 "span_id=00f067aa0ba902b7\n"));
+    capture_close(&c);
+
+    ib_trace_current_set(NULL);
+    capture_open(&c, IB_LOG_FORMAT_JSON, IB_SEV_DEBUG);
+    ib_log_kv(IB_SEV_INFO, "untraced", "k", "v", NULL);
+    parse_one(&o, capture_text(&c));
+    assert_null(json_get(&o, "trace_id"));
+    assert_null(json_get(&o, "span_id"));
+    json_flat_free(&o);
+    capture_close(&c);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(json_escapes_awkward_values),
     cmocka_unit_test(json_long_value_is_cut_at_a_character),
@@ -654,6 +692,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(typed_fields_keep_the_string_guarantees),
     cmocka_unit_test(text_renders_typed_fields),
     cmocka_unit_test(typed_records_below_the_minimum_are_dropped),
+    cmocka_unit_test(traced_records_name_trace_and_span),
 };
 
 IB_TEST_MAIN(tests)

@@ -354,6 +354,12 @@ ib_verdict fx_handle(void *state, const uint8_t *payload, size_t len, ib_bus_pro
     h->payload_matches = ib_raw_event_payload(ev, &raw_len) == payload && raw_len == len;
     const char *v = ib_raw_event_header(ev, "trace");
     snprintf(h->header_value, sizeof(h->header_value), "%s", v != NULL ? v : "");
+    const char *tp = ib_raw_event_traceparent(ev), *ts = ib_raw_event_tracestate(ev);
+    const ib_trace *cur = ib_trace_current();
+    snprintf(h->traceparent, sizeof(h->traceparent), "%s", tp != NULL ? tp : "");
+    snprintf(h->tracestate, sizeof(h->tracestate), "%s", ts != NULL ? ts : "");
+    h->current_is_event =
+        tp != NULL ? cur != NULL && strcmp(cur->traceparent, tp) == 0 : cur == NULL;
     if (h->seen_thread && !pthread_equal(h->thread, pthread_self()))
         atomic_store(&h->other_thread, true);
     h->thread = pthread_self();

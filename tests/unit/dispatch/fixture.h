@@ -79,6 +79,9 @@ typedef struct fx_handler {
     size_t payload_len;
     bool payload_matches; /* handle()'s payload is the raw event's */
     char header_value[64];
+    char traceparent[64];     /* ib_raw_event_traceparent, "" for NULL */
+    char tracestate[64];      /* ib_raw_event_tracestate, "" for NULL */
+    bool current_is_event;    /* ib_trace_current() named the same span as the raw event */
     pthread_t thread;         /* thread of the last call */
     atomic_bool other_thread; /* some call ran on another thread than `thread` before it */
     bool seen_thread;

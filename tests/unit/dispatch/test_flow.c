@@ -1070,6 +1070,47 @@ static void create_checks_options(void **state)
     fx_close(&f);
 }
 
+/* A delivery's trace reaches its handlers as the raw event's traceparent
+ * and tracestate and as the thread's current trace, on the run thread and
+ * on workers; a delivery without one shows none; after the run the
+ * caller's current trace is what it was. */
+static void trace_reaches_handlers(fx *f)
+{
+    fx_handler h;
+    ib_event ev[2];
+    ib_trace t;
+    const char *tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert_true(ib_trace_parse(&t, tp, strlen(tp)));
+    assert_true(ib_trace_state_parse(&t, "rojo=1", 6));
+    ib_trace_child(&t, &t);
+    for (unsigned threads = 1; threads <= 4; threads += 3) {
+        ib_dispatch_options o = fx_default_options();
+        o.concurrency = threads;
+        fx_handler_init(&h, IB_HANDLER_OK);
+        fx_dispatch(f, &o);
+        fx_add(f, "orders/audit/audit", TYPE, &h);
+        fx_event(&ev[0], 10 * threads, TYPE);
+        fx_event(&ev[1], 10 * threads + 1, TYPE);
+        ib_delivery dl;
+        fx_delivery(&dl, &ev[0], 1);
+        dl.trace = &t;
+        fx_run_ok(f, &dl, 1);
+        assert_string_equal(h.traceparent, t.traceparent);
+        assert_string_equal(h.tracestate, "rojo=1");
+        assert_true(h.current_is_event);
+        assert_null(ib_trace_current());
+        fx_delivery(&dl, &ev[1], 1);
+        fx_run_ok(f, &dl, 1);
+        assert_string_equal(h.traceparent, "");
+        assert_string_equal(h.tracestate, "");
+        assert_true(h.current_is_event);
+        ib_dispatch_free(f->d);
+        f->d = NULL;
+        fx_handler_destroy(&h);
+    }
+}
+BOTH_KINDS(trace_reaches_handlers)
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(success_marks_memory),
     cmocka_unit_test(success_marks_sqlite),
@@ -1109,6 +1150,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(observer_hears_each_call_sqlite),
     cmocka_unit_test(recorder_time_measured_memory),
     cmocka_unit_test(recorder_time_measured_sqlite),
+    cmocka_unit_test(trace_reaches_handlers_memory),
+    cmocka_unit_test(trace_reaches_handlers_sqlite),
     cmocka_unit_test(add_refuses_bad_handlers),
     cmocka_unit_test(many_types_lookup),
     cmocka_unit_test(many_types_in_one_handler),

@@ -67,6 +67,11 @@ static void config_refuses_with_a_reason(void **state)
         {"url=http://x/,nope=1", "unknown key 'nope'"},
         {"url=http://x/,types=", "types: expected"},
         {"url=http://x/,plain", "expected key=value"},
+        /* issue 32: a control byte in a value that reaches the request */
+        {"url=http://x/\r\nX-Injected: 1", "url=: a control byte"},
+        {"url=http://x/\001", "url=: a control byte"},
+        {"url=http://x/,ca=/etc/ca\n.pem", "ca=: a control byte"},
+        {"url=http://x/,header_file=/etc/t\r", "header_file=: a control byte"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ib_http_config c;
@@ -82,6 +87,12 @@ static void config_refuses_with_a_reason(void **state)
     assert_int_equal(ib_http_config_add_header_text(&c, "X-T: secret\001", err, sizeof(err)), -1);
     assert_null(strstr(err, "secret"));
     ib_http_config_free(&c);
+    /* a refused url= is shown without its userinfo and query values */
+    assert_int_equal(
+        ib_http_config_parse(&c, "url=ftp://user:pw-9c1@x/p?api_key=k-7f3", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "ftp://x/p?api_key=REDACTED"));
+    assert_null(strstr(err, "pw-9c1"));
+    assert_null(strstr(err, "k-7f3"));
 }
 
 static void retry_after_reads_seconds_and_dates(void **state)
@@ -191,13 +202,24 @@ static void headers_are_rewritten_per_event(void **state)
                           "Ibus-Consumer: c/http/http",
                           "Ibus-Event-Type: order.created",
                           "Ibus-Delivery-Count: 1",
+                          "traceparent:",
+                          "tracestate:",
                           "X-Team: pay",
                           NULL};
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
         ib_raw_event ev = raw("{}", 0);
         ev.delivery_count = round == 0 ? 1 : 18446744073709551615u;
         want[5] =
             round == 0 ? "Ibus-Delivery-Count: 1" : "Ibus-Delivery-Count: 18446744073709551615";
+        /* a traced event sends its context; the next one, without, sends none */
+        if (round == 1) {
+            ev.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+            ev.tracestate = "rojo=1,congo=2";
+        }
+        want[6] = round == 1
+                      ? "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                      : "traceparent:";
+        want[7] = round == 1 ? "tracestate: rojo=1,congo=2" : "tracestate:";
         const struct curl_slist *l = ib_http_headers_set(&h, &ev);
         for (size_t i = 0; want[i] != NULL; i++, l = l->next) {
             assert_non_null(l);
@@ -206,6 +228,45 @@ static void headers_are_rewritten_per_event(void **state)
         assert_null(l);
     }
     ib_http_config_free(&cfg);
+}
+
+/* Issue 32: a consumer identity with CR/LF must not become a header line of
+ * its own (libcurl sends every byte of a list entry as it is). The host
+ * refuses such identities; the plugin drops control bytes as well. */
+static void header_lines_hold_no_control_bytes(void **state)
+{
+    (void)state;
+    ib_http_config cfg;
+    char err[256];
+    assert_int_equal(ib_http_config_parse(&cfg, "url=http://127.0.0.1:1/", err, sizeof(err)), 0);
+    static ib_http_headers h;
+    ib_http_headers_init(&h, &cfg);
+    ib_raw_event ev = raw("{}", 0);
+    ev.consumer = "c/http/http\r\nX-Injected: 1\x7f\t";
+    for (const struct curl_slist *l = ib_http_headers_set(&h, &ev); l != NULL; l = l->next)
+        for (const char *c = l->data; *c != '\0'; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                fail_msg("header line '%s' holds byte 0x%02x", l->data, (unsigned char)*c);
+    const struct curl_slist *l = ib_http_headers_set(&h, &ev);
+    assert_string_equal(l->next->next->next->data, "Ibus-Consumer: c/http/httpX-Injected: 1");
+    ib_http_config_free(&cfg);
+}
+
+/* The trace accessors (ABI 1.4) answer only what the host's struct holds:
+ * an older host's reads as NULL. */
+static void trace_accessors_check_the_size(void **state)
+{
+    (void)state;
+    ib_raw_event ev = raw("hi", 0);
+    assert_null(ib_raw_event_traceparent(&ev));
+    assert_null(ib_raw_event_tracestate(&ev));
+    ev.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    ev.tracestate = "rojo=1";
+    assert_ptr_equal(ib_raw_event_traceparent(&ev), ev.traceparent);
+    assert_ptr_equal(ib_raw_event_tracestate(&ev), ev.tracestate);
+    ev.size = (uint32_t)offsetof(ib_raw_event, traceparent); /* built by a 1.3 host */
+    assert_null(ib_raw_event_traceparent(&ev));
+    assert_null(ib_raw_event_tracestate(&ev));
 }
 
 /* ib_raw_event_message (ABI 1.3) answers the delivered bytes only when the
@@ -254,7 +315,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(json_body_embeds_json_else_base64),
     cmocka_unit_test(json_body_replaces_invalid_utf8),
     cmocka_unit_test(headers_are_rewritten_per_event),
+    cmocka_unit_test(header_lines_hold_no_control_bytes),
     cmocka_unit_test(message_accessor_checks_the_size),
+    cmocka_unit_test(trace_accessors_check_the_size),
     cmocka_unit_test(protobuf_body_encodes_the_event),
 };
 

@@ -2,7 +2,7 @@
  * id, subject, encoding and Nats-Msg-Id are settled, and the transactional
  * proxy that stages the same bytes instead of sending them (no server
  * needed). */
-#include "ib_test.h"
+#include "nats_test.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -194,6 +194,79 @@ static void a_failed_stage_fails_the_publish(void **state)
     assert_int_equal(c.calls, 2);
 }
 
+#define TP_IN "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+/* The value of header `key` of `ev` ("" when it has none). */
+static const char *event_header(const ib_event *ev, const char *key)
+{
+    for (size_t i = 0; i < ev->header_count; i++)
+        if (strcmp(ev->headers[i].key, key) == 0)
+            return ev->headers[i].value;
+    return "";
+}
+
+/* A publish from inside a traced handler call continues the trace: the
+ * Event (staged or sent) and the NATS message carry the handler's
+ * traceparent and tracestate beside the handler's own headers. A handler
+ * that names its own traceparent keeps it; outside a trace nothing is
+ * added. */
+static void a_publish_continues_the_current_trace(void **state)
+{
+    (void)state;
+    capture c = {.answer = IB_OK};
+    ib_bus_proxy bus = {.subject_prefix = "events", .stage = capture_stage, .stage_ctx = &c};
+    ib_header own[] = {{.key = "from", .value = "test"}, {.key = "Traceparent", .value = "mine"}};
+    ib_publish_request req = {
+        .size = sizeof(req), .type = "order.relayed", .headers = own, .header_count = 1};
+    ib_event_limits lim = {.id_flags = IB_ID_ANY_VERSION};
+    ib_trace t;
+    char id[IB_ID_BUF_SIZE];
+    ib_event *ev = NULL;
+    assert_true(ib_trace_parse(&t, TP_IN, strlen(TP_IN)));
+    assert_true(ib_trace_state_parse(&t, "rojo=1", 6));
+    ib_trace_child(&t, &t);
+
+    ib_trace_current_set(&t);
+    assert_int_equal(ib_bus_publish(&bus, &req, id, NULL), IB_OK);
+    assert_int_equal(ib_event_decode(&ev, NULL, c.data, c.len, &lim, NULL), IB_OK);
+    assert_int_equal(ev->header_count, 3);
+    assert_string_equal(event_header(ev, "from"), "test");
+    assert_string_equal(event_header(ev, "traceparent"), t.traceparent);
+    assert_string_equal(event_header(ev, "tracestate"), "rojo=1");
+    ib_event_free(ev);
+
+    /* the direct path: the NATS message carries them too */
+    ib_bus_event direct = {.type = "t", .prefix = "events", .trace = &t};
+    natsMsg *m = NULL;
+    const char *v = NULL;
+    assert_int_equal(ib_bus_event_msg(&m, id, sizeof(id), &direct, NULL), IB_OK);
+    assert_int_equal(natsMsgHeader_Get(m, "traceparent", &v), NATS_OK);
+    assert_string_equal(v, t.traceparent);
+    assert_int_equal(natsMsgHeader_Get(m, "tracestate", &v), NATS_OK);
+    assert_string_equal(v, "rojo=1");
+    ev = decode(m);
+    assert_string_equal(event_header(ev, "traceparent"), t.traceparent);
+    ib_event_free(ev);
+    natsMsg_Destroy(m);
+
+    /* the handler's own traceparent wins */
+    req.header_count = 2;
+    assert_int_equal(ib_bus_publish(&bus, &req, id, NULL), IB_OK);
+    assert_int_equal(ib_event_decode(&ev, NULL, c.data, c.len, &lim, NULL), IB_OK);
+    assert_int_equal(ev->header_count, 2);
+    assert_string_equal(event_header(ev, "Traceparent"), "mine");
+    assert_string_equal(event_header(ev, "tracestate"), "");
+    ib_event_free(ev);
+
+    /* no trace, nothing added */
+    ib_trace_current_set(NULL);
+    req.header_count = 1;
+    assert_int_equal(ib_bus_publish(&bus, &req, id, NULL), IB_OK);
+    assert_int_equal(ib_event_decode(&ev, NULL, c.data, c.len, &lim, NULL), IB_OK);
+    assert_int_equal(ev->header_count, 1);
+    ib_event_free(ev);
+}
+
 /* transaction_db answers the proxy's connection, and NULL without one. */
 static void transaction_db_answers_the_proxys_connection(void **state)
 {
@@ -221,33 +294,15 @@ static void publish_staged_refuses_what_it_cannot_send(void **state)
     assert_int_equal(ib_bus_publish_staged(NULL, "s", GIVEN, "x", 1, &e), IB_ERR_INVALID_ARG);
 }
 
-/* Messages need the library open, as a connection would have it. */
-static int open_nats(void **state)
-{
-    (void)state;
-    return nats_Open(-1) == NATS_OK ? 0 : -1;
-}
-
-static int close_nats(void **state)
-{
-    (void)state;
-    nats_Close();
-    return 0;
-}
-
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_given_id_is_normalised_and_becomes_the_msg_id),
     cmocka_unit_test(a_fresh_id_an_explicit_subject_and_no_msg_id),
     cmocka_unit_test(a_bad_id_is_refused_unless_sent_as_given),
     cmocka_unit_test(a_staging_proxy_stages_what_it_would_send),
     cmocka_unit_test(a_failed_stage_fails_the_publish),
+    cmocka_unit_test(a_publish_continues_the_current_trace),
     cmocka_unit_test(transaction_db_answers_the_proxys_connection),
     cmocka_unit_test(publish_staged_refuses_what_it_cannot_send),
 };
 
-int main(int argc, char **argv)
-{
-    if (argc > 1)
-        cmocka_set_test_filter(argv[1]);
-    return cmocka_run_group_tests(tests, open_nats, close_nats);
-}
+IB_NATS_TEST_MAIN(tests)

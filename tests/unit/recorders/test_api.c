@@ -3,6 +3,7 @@
  * seed's two calls. */
 #include "ib_test.h"
 #include "recorder_internal.h"
+#include "redact.h"
 #include "rtest.h"
 #include "clock.h"
 
@@ -122,11 +123,14 @@ static void test_uri_table(void **state)
             if (strstr(err.msg, c->reason) == NULL)
                 fail_msg("'%s': message '%s' lacks '%s'", c->uri, err.msg, c->reason);
             assert_int_equal(err.status, st);
-            /* The message names the URI. */
+            /* The message names the URI, as it may be shown (issue 32:
+             * no query values). */
             if (c->uri != NULL && c->uri[0] != '\0') {
-                char named[160];
-                snprintf(named, sizeof(named), "recorder URI '%s'", c->uri);
-                assert_non_null(strstr(err.msg, named));
+                char shown[IB_REDACT_MAX], named[IB_REDACT_MAX + 32];
+                ib_redact_url(shown, sizeof(shown), c->uri);
+                snprintf(named, sizeof(named), "recorder URI '%s'", shown);
+                if (strstr(err.msg, named) == NULL)
+                    fail_msg("'%s': message '%s' lacks %s", c->uri, err.msg, named);
             }
             continue;
         }

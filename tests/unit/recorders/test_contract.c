@@ -1061,6 +1061,91 @@ CONTRACT(test_attempt_stats_counts_exhausted)
     assert_int_equal(st.exhausted, 0);
 }
 
+/* The summary of one consumer of `v` (n entries), or fails. */
+static const ib__consumer_summary *summary_of(const ib__consumer_summary *v, size_t n,
+                                              const char *consumer)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i].consumer, consumer) == 0)
+            return &v[i];
+    fail_msg("no summary of %s", consumer);
+    return NULL;
+}
+
+/* summarize (ibus status): per consumer, sorted, the markers with their
+ * oldest and newest, the claims held with the shortest lease left (negative
+ * once ended) and its holder, and the attempted and exhausted keys; a mark
+ * takes a key out of the claims. */
+CONTRACT(test_summaries_by_consumer)
+{
+    char a1[IB_ID_BUF_SIZE], a2[IB_ID_BUF_SIZE], b1[IB_ID_BUF_SIZE], b2[IB_ID_BUF_SIZE],
+        c1[IB_ID_BUF_SIZE];
+    ib__consumer_summary *v = (ib__consumer_summary *)&v;
+    size_t n = 99;
+    rt_id(a1, 8500);
+    rt_id(a2, 8501);
+    rt_id(b1, 8502);
+    rt_id(b2, 8503);
+    rt_id(c1, 8504);
+    CHECK(ib__recorder_summarize(r, &v, &n, 3, &err));
+    assert_null(v);
+    assert_int_equal(n, 0);
+    assert_int_equal(ib__recorder_summarize(r, &v, &n, 0, &err), IB_ERR_INVALID_ARG);
+
+    CHECK(ib_recorder_mark(r, "sum/a", a1, &err));
+    rt_clock_advance(1000);
+    CHECK(ib_recorder_mark(r, "sum/a", a2, &err));
+    assert_int_equal(acquire(r, "sum/b", b1, "holder-1", LEASE, 3).state, IB_CLAIM_ACQUIRED);
+    rt_clock_advance(2000);
+    assert_int_equal(acquire(r, "sum/b", b2, "holder-2", LEASE, 3).state, IB_CLAIM_ACQUIRED);
+    bool durable = ib_recorder_has_durable_attempts(r);
+    if (durable)
+        spend_attempts(r, "sum/c", c1, 3);
+    CHECK(ib__recorder_summarize(r, &v, &n, 3, &err));
+    assert_int_equal(n, durable ? 3 : 2);
+    assert_string_equal(v[0].consumer, "sum/a");
+    assert_string_equal(v[1].consumer, "sum/b");
+    const ib__consumer_summary *sa = summary_of(v, n, "sum/a"), *sb = summary_of(v, n, "sum/b");
+    assert_int_equal(sa->markers, 2);
+    assert_int_equal(sa->oldest_ms, T0);
+    assert_int_equal(sa->newest_ms, T0 + 1000);
+    assert_int_equal(sa->claims, 0);
+    assert_int_equal(sb->markers, 0);
+    assert_int_equal(sb->oldest_ms, 0);
+    assert_int_equal(sb->claims, 2);
+    assert_int_equal(sb->claims_ended, 0);
+    assert_int_equal(sb->lease_left_min_ms, LEASE - 2000);
+    assert_string_equal(sb->lease_left_min_owner, "holder-1");
+    assert_int_equal(sb->attempted, 2);
+    assert_int_equal(sb->exhausted, 0);
+    if (durable) {
+        const ib__consumer_summary *sc = summary_of(v, n, "sum/c");
+        assert_int_equal(sc->claims, 0);
+        assert_int_equal(sc->attempted, 1);
+        assert_int_equal(sc->exhausted, 1);
+    }
+    ib__consumer_summaries_free(v, n);
+
+    /* a prune of nothing moves sqlite's journal into its tables: the rest
+     * reads both (kv has no prune) */
+    ib_status pst = ib_recorder_prune(r, NULL, 1, &err);
+    assert_true(pst == IB_OK || pst == IB_ERR_UNSUPPORTED);
+    /* one lease ended 5 s ago; the other key marked: no longer a claim */
+    rt_clock_advance(LEASE - 2000 + 5000);
+    CHECK(ib_recorder_mark(r, "sum/b", b2, &err));
+    CHECK(ib__recorder_summarize(r, &v, &n, 1, &err));
+    sb = summary_of(v, n, "sum/b");
+    assert_int_equal(sb->markers, 1);
+    assert_int_equal(sb->claims, 1);
+    assert_int_equal(sb->claims_ended, 1);
+    assert_int_equal(sb->lease_left_min_ms, -5000);
+    assert_string_equal(sb->lease_left_min_owner, "holder-1");
+    assert_int_equal(sb->attempted, 1);
+    assert_int_equal(sb->exhausted, 1);
+    ib__consumer_summaries_free(v, n);
+    ib__consumer_summaries_free(NULL, 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_unmarked_is_not_processed),
     cmocka_unit_test(test_mark_then_processed),
@@ -1091,6 +1176,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_inspect_shows_claim_and_attempts),
     cmocka_unit_test(test_forget_clears_attempts),
     cmocka_unit_test(test_attempt_stats_counts_exhausted),
+    cmocka_unit_test(test_summaries_by_consumer),
 };
 
 IB_TEST_MAIN(tests)

@@ -381,6 +381,92 @@ static void test_cluster_claim_outlives_ttl(void **state)
     claim_outlives_ttl(uri);
 }
 
+/* Whether the last message of `subject` in the bucket's stream is a live
+ * value (not a tombstone), read through the test's own connection. */
+static bool live(jsCtx *js, const char *stream, const char *subject)
+{
+    natsMsg *m = NULL;
+    jsErrCode jerr = 0;
+    const char *op = NULL;
+    if (js_GetLastMsg(&m, js, stream, subject, NULL, &jerr) != NATS_OK)
+        return false;
+    bool is_live = natsMsgHeader_Get(m, "KV-Operation", &op) != NATS_OK;
+    natsMsg_Destroy(m);
+    return is_live;
+}
+
+/* Issue 32, item 4: a key's anchor (claim epoch 1) must outlive its done
+ * marker. A first claim taken at T and marked on the fast path after a
+ * 2 s handler (key 0), or marked by a plain mark (key 1), left the anchor
+ * 2 s older than the marker; with ttl=4s a redelivery between the two
+ * expiries was ACQUIRED while is_processed said 1. Each key is watched
+ * until the TTL removed its marker, the anchor read before the marker (so
+ * one sweep removing both can never look like a gap): whenever the anchor
+ * is gone while the marker lives, another owner's acquire must say DONE. */
+static void anchor_outlives_marker(const char *uri, jsCtx *js)
+{
+    enum { N = 2 };
+    static char ids[N][IB_ID_BUF_SIZE];
+    char done[N][KV_SUBJECT_MAX], anchor[N][KV_SUBJECT_MAX];
+    ib_marker_key keys[N];
+    ib_claim_info info[N];
+    bool marked = false;
+    ib_recorder *r = NULL;
+    CHECK(ib_recorder_open(&r, uri, NULL, &err));
+    ib_claim_request a = {.owner = "A", .lease_ms = LEASE, .max_attempts = 5};
+    ib_claim_request b = {.owner = "B", .lease_ms = LEASE, .max_attempts = 5};
+    for (unsigned i = 0; i < N; i++) {
+        rt_id(ids[i], 7100 + i);
+        keys[i] = (ib_marker_key){"anchor", ids[i]};
+        ib__kv_subject(kv_of(r), done[i], 'd', &keys[i], 0);
+        ib__kv_subject(kv_of(r), anchor[i], 'c', &keys[i], 1);
+    }
+    CHECK(ib_recorder_acquire_batch(r, info, keys, N, &a, &err));
+    assert_int_equal(info[0].state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(info[1].state, IB_CLAIM_ACQUIRED);
+    it_sleep_ms(2000); /* the handler's run time */
+    CHECK(ib_recorder_mark_owned_batch(r, &marked, &keys[0], 1, "A", &err));
+    assert_true(marked);
+    CHECK(ib_recorder_mark(r, "anchor", ids[1], &err));
+    bool watching[N] = {true, true};
+    for (int64_t end = it_now_ms() + it_timeout(60000); watching[0] || watching[1];) {
+        assert_true(it_now_ms() < end);
+        for (unsigned i = 0; i < N; i++) {
+            if (!watching[i])
+                continue;
+            bool anchor_live = live(js, "KV_anchor", anchor[i]);
+            bool marker_live = live(js, "KV_anchor", done[i]);
+            watching[i] = marker_live;
+            if (anchor_live || !marker_live)
+                continue;
+            CHECK(ib_recorder_acquire_batch(r, &info[i], &keys[i], 1, &b, &err));
+            fail_msg("key %u (%s mark): the anchor expired before the marker; an acquire then "
+                     "said %d (is_processed %d), want DONE",
+                     i, i == 0 ? "fast" : "plain", info[i].state, processed(r, "anchor", ids[i]));
+        }
+        it_sleep_ms(50);
+    }
+    ib_recorder_close(r);
+}
+
+static void test_anchor_outlives_marker(void **state)
+{
+    (void)state;
+    char uri[512];
+    snprintf(uri, sizeof(uri), "kv:anchor?create=1&ttl=4s&url=%s", server.url);
+    anchor_outlives_marker(uri, it_server_js(&server));
+}
+
+/* The same on a 3-replica bucket: the leader stores a connection's
+ * messages in the order they came. */
+static void test_cluster_anchor_outlives_marker(void **state)
+{
+    it_cluster *c = it_cluster_of(*state);
+    char uri[512];
+    snprintf(uri, sizeof(uri), "kv:anchor?create=1&replicas=3&ttl=4s&url=%s", it_cluster_urls(c));
+    anchor_outlives_marker(uri, it_cluster_js(c));
+}
+
 /* Wakes the stopped server once a write round has gone unanswered. */
 static void wake_server(void *ctx, int round)
 {
@@ -656,6 +742,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_reconnect_ends_ack_wait, setup, teardown),
     cmocka_unit_test_setup_teardown(test_no_leader_is_ridden_out, setup, teardown),
     cmocka_unit_test_setup_teardown(test_claim_outlives_ttl, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_anchor_outlives_marker, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_cluster_anchor_outlives_marker, it_cluster_setup,
+                                    it_cluster_teardown),
     cmocka_unit_test_setup_teardown(test_cluster_claim_outlives_ttl, it_cluster_setup,
                                     it_cluster_teardown),
     cmocka_unit_test_setup_teardown(test_ibus_markers, setup, teardown),
