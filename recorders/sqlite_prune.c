@@ -65,13 +65,14 @@ static int body_prune_range(sq_recorder *s, void *vctx, ib_error *local)
     int rc = find_end(s, c);
     /* two statements, so that the range's end bounds the search */
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db,
-                                c->has_end ? "DELETE FROM processed_markers WHERE (event_id, cid) > "
-                                             "(?2, ?1) AND (event_id, cid) <= (?4, ?3) AND ts < ?5 "
-                                             "RETURNING cid"
-                                           : "DELETE FROM processed_markers WHERE (event_id, cid) > "
-                                             "(?2, ?1) AND ts < ?5 RETURNING cid",
-                                -1, &st, NULL);
+        rc =
+            sqlite3_prepare_v2(s->db,
+                               c->has_end ? "DELETE FROM processed_markers WHERE (event_id, cid) > "
+                                            "(?2, ?1) AND (event_id, cid) <= (?4, ?3) AND ts < ?5 "
+                                            "RETURNING cid"
+                                          : "DELETE FROM processed_markers WHERE (event_id, cid) > "
+                                            "(?2, ?1) AND ts < ?5 RETURNING cid",
+                               -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, 1, c->cur_cid);
     if (rc == SQLITE_OK)
@@ -109,10 +110,11 @@ static int body_prune_rest(sq_recorder *s, void *vctx, ib_error *local)
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return rc;
-    rc = sqlite3_prepare_v2(s->db,
-                            "DELETE FROM processed_claims WHERE (event_id, cid) IN (SELECT event_id, "
-                            "cid FROM processed_claims WHERE expires_ms <= ?1 LIMIT ?2)",
-                            -1, &st, NULL);
+    rc = sqlite3_prepare_v2(
+        s->db,
+        "DELETE FROM processed_claims WHERE (event_id, cid) IN (SELECT event_id, "
+        "cid FROM processed_claims WHERE expires_ms <= ?1 LIMIT ?2)",
+        -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, 1, c->lease_cutoff);
     if (rc == SQLITE_OK)

@@ -176,11 +176,11 @@ static void test_pragmas_applied(void **state)
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA synchronous"), 2);
     assert_int_equal(((sq_recorder *)r)->busy_timeout_ms, 10000);
     ib_recorder_close(r);
-    /* Write-cost tuning: a new file gets 4 KiB pages and a 16 MiB cache;
+    /* Write-cost tuning: a new file gets 2 KiB pages and a 16 MiB cache;
      * the recorder checkpoints by itself (its WAL hook replaces SQLite's
      * autocheckpoint) and a WAL that starts over is cut back to 16 MiB. */
     r = open_uri("sqlite:%s", "tuned.db");
-    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 4096);
+    assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA page_size"), 2048);
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA wal_autocheckpoint"), 0);
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA journal_size_limit"), 16 * 1024 * 1024);
     assert_int_equal(query_int(ib__sqlite_db(r), "PRAGMA cache_size"), -16384);
