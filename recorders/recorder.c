@@ -184,6 +184,10 @@ ib_status ib_recorder_claim(ib_recorder *r, ib_claim_state *state, const char *c
         return st;
     if (HAS_OP(r, claim))
         return r->ops->claim(r, state, consumer, event_id, owner, lease_ms, err);
+    if (HAS_OP(r, claim_batch)) {
+        ib_marker_key key = {consumer, event_id};
+        return r->ops->claim_batch(r, state, &key, 1, owner, lease_ms, err);
+    }
     return claim_fallback(r, state, consumer, event_id, err);
 }
 
@@ -234,10 +238,12 @@ ib_status ib_recorder_release(ib_recorder *r, const char *consumer, const char *
         st = check_owner(owner, err);
     if (st != IB_OK)
         return st;
-    /* Without claims there is nothing to free. */
-    if (!HAS_OP(r, release))
-        return IB_OK;
-    return r->ops->release(r, consumer, event_id, owner, err);
+    if (HAS_OP(r, release))
+        return r->ops->release(r, consumer, event_id, owner, err);
+    ib_marker_key key = {consumer, event_id};
+    if (HAS_OP(r, release_batch))
+        return r->ops->release_batch(r, &key, 1, owner, err);
+    return IB_OK; /* without claims there is nothing to free */
 }
 
 ib_status ib_recorder_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,

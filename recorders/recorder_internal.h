@@ -115,11 +115,6 @@ void ib__summary_attempts(ib__consumer_summary *s, uint32_t attempts, uint32_t m
 /* Hands the list over as ib__recorder_summarize's result. */
 void ib__summary_take(ib__summary_list *l, ib__consumer_summary **out, size_t *n);
 
-/* The sqlite: kind's summaries (sqlite_status.c), reached by kind until its
- * ops table names it. */
-ib_status ib__sqlite_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
-                               uint32_t max_attempts, ib_error *err);
-
 /* When a lease of `lease_ms` taken at `now` (lease clock, >= 0) ends:
  * INT64_MAX rather than an overflow for a lease too long to add. Inline:
  * every claim and renewal of both kinds computes it. */

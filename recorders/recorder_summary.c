@@ -1,7 +1,5 @@
 /* ib__recorder_summarize (recorder.h): the arguments checked, the kind's
- * op called, the result sorted. A file of its own, above the kinds, like
- * uri.c: it reaches the sqlite: kind's summaries by kind until sqlite's
- * ops table names them, and no kind calls it. */
+ * op called, the result sorted. */
 #include "recorder_internal.h"
 
 #include <stdlib.h>
@@ -25,8 +23,6 @@ ib_status ib__recorder_summarize(ib_recorder *r, ib__consumer_summary **out, siz
     ib_status st;
     if (IB__HAS_OP(r, summarize))
         st = r->ops->summarize(r, out, n, max_attempts, err);
-    else if (strcmp(r->ops->kind, "sqlite") == 0)
-        st = ib__sqlite_summarize(r, out, n, max_attempts, err);
     else
         return ib_error_set(err, IB_ERR_UNSUPPORTED, "recorder %s: summaries are not supported",
                             r->ops->kind);

@@ -89,13 +89,6 @@ uint64_t ib__recorder_wal_bytes(ib_recorder *r)
     return r->ops->wal_bytes(r);
 }
 
-bool ib__recorder_upkeep(ib_recorder *r)
-{
-    if (r == NULL || !HAS_OP(r, upkeep))
-        return false;
-    return r->ops->upkeep(r);
-}
-
 int64_t ib__recorder_lock_wait_max_ns(ib_recorder *r)
 {
     if (r == NULL || !HAS_OP(r, lock_wait_max_ns))

@@ -1,10 +1,8 @@
-/* sqlite: per-consumer summaries (ib__recorder_summarize, for ibus status),
- * in plain SQL over the tables other tools read: the markers through the
- * processed_log view, and each key's newest claim state, which is the
- * journal's newest state of the key (the processed_states view) when it
- * has one, else its processed_claims row. A key marked since holds no
- * claim worth showing. One read transaction, so the counts agree with one
- * another. */
+/* sqlite: per-consumer summaries (ib__recorder_summarize, for ibus status):
+ * the counts processed_consumers keeps (invariant 7 at the top of
+ * sqlite.c), and the claim rows, which only keys not done have. One read
+ * transaction, so the figures agree with one another; nothing scans the
+ * markers. */
 #include "sqlite_internal.h"
 
 #include <stdlib.h>
@@ -12,21 +10,15 @@
 
 /* Markers per consumer. */
 #define SQL_MARKERS                                                                                \
-    "SELECT consumer, count(*), min(ts), max(ts) FROM processed_log GROUP BY consumer"
+    "SELECT name, markers, coalesce(oldest_ms, 0), coalesce(newest_ms, 0) "                        \
+    "FROM processed_consumers WHERE markers > 0"
 
-/* Keys not marked that have a holder or attempts, with their newest state. */
+/* Keys not marked that have a holder or attempts. */
 #define SQL_CLAIMS                                                                                 \
-    "WITH j AS (SELECT consumer, event_id, done, owner, expires_ms, attempts, max(pos)\n"          \
-    "             FROM processed_states GROUP BY consumer, event_id)\n"                            \
-    "SELECT consumer, owner, expires_ms, attempts FROM j\n"                                        \
-    " WHERE done = 0 AND (owner <> '' OR attempts > 0)\n"                                          \
-    "UNION ALL\n"                                                                                  \
-    "SELECT c.consumer, c.owner, c.expires_ms, c.attempts FROM processed_claims c\n"               \
-    " WHERE (c.owner <> '' OR c.attempts > 0)\n"                                                   \
-    "   AND NOT EXISTS (SELECT 1 FROM j WHERE j.consumer = c.consumer AND j.event_id = "           \
-    "c.event_id)\n"                                                                                \
-    "   AND NOT EXISTS (SELECT 1 FROM processed_log l\n"                                           \
-    "                    WHERE l.consumer = c.consumer AND l.event_id = c.event_id)"
+    "SELECT k.name, c.owner, c.expires_ms, c.attempts FROM processed_claims c "                    \
+    "JOIN processed_consumers k ON k.cid = c.cid WHERE (c.owner <> '' OR c.attempts > 0) "         \
+    "AND NOT EXISTS (SELECT 1 FROM processed_markers m WHERE m.event_id = c.event_id "             \
+    "AND m.cid = c.cid)"
 
 typedef struct status_ctx {
     ib__summary_list list;

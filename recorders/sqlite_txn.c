@@ -33,20 +33,6 @@ struct ib__txn {
  * code, and never retried. */
 #define TXN_GONE (-2)
 
-/* Tables work may read but never write or change. */
-static bool is_ours(const char *table)
-{
-    static const char *const ours[] = {"processed_log",     "processed_markers", "processed_claims",
-                                       "processed_journal", "processed_merge",   "processed_outbox",
-                                       "processed_states",  "sqlite_sequence"};
-    if (table == NULL)
-        return false;
-    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
-        if (strcasecmp(table, ours[i]) == 0)
-            return true;
-    return false;
-}
-
 /* SQLite asks this when a statement is prepared (and re-prepared). Denied
  * statements fail with SQLITE_AUTH and leave the transaction as it was. */
 static int authorize(void *ud, int action, const char *a1, const char *a2, const char *db,
@@ -76,7 +62,7 @@ static int authorize(void *ud, int action, const char *a1, const char *a2, const
     case SQLITE_DROP_TEMP_TABLE:
     case SQLITE_DROP_VIEW:
     case SQLITE_DROP_TEMP_VIEW:
-        return is_ours(a1) ? SQLITE_DENY : SQLITE_OK;
+        return ib__sqlite_schema_owns(a1) ? SQLITE_DENY : SQLITE_OK;
     case SQLITE_ALTER_TABLE: /* a2: the table */
     case SQLITE_CREATE_INDEX:
     case SQLITE_CREATE_TEMP_INDEX:
@@ -84,7 +70,7 @@ static int authorize(void *ud, int action, const char *a1, const char *a2, const
     case SQLITE_DROP_TEMP_INDEX:
     case SQLITE_DROP_TRIGGER:
     case SQLITE_DROP_TEMP_TRIGGER:
-        return is_ours(a2) ? SQLITE_DENY : SQLITE_OK;
+        return ib__sqlite_schema_owns(a1) || ib__sqlite_schema_owns(a2) ? SQLITE_DENY : SQLITE_OK;
     default:
         return SQLITE_OK;
     }
@@ -138,20 +124,21 @@ typedef struct txn_call {
     const ib__txn_request *req;
     ib__txn_work_fn work;
     void *ctx;
-    size_t ran_to; /* out[0..ran_to) holds every key whose work ran */
+    size_t ran_to;  /* out[0..ran_to) holds every key whose work ran */
+    ib_error local; /* why the file was refused (IB__SQLITE_REFUSED) */
     size_t decided;
 } txn_call;
 
 /* Whether key i may run: not marked, and no other owner's live claim. */
-static int fence(txn_call *c, size_t i, ib__txn_result *res)
+static int fence(txn_call *c, size_t i, ib__txn_result *res, sq_state *st)
 {
-    sq_state st;
-    int rc = ib__sq_state_get(c->s, &st, &c->keys[i]);
+    int64_t cid;
+    int rc = ib__sq_state_get(c->s, st, &cid, &c->keys[i]);
     if (rc != SQLITE_OK)
         return rc;
-    if (st.done)
+    if (st->done)
         *res = IB__TXN_DONE;
-    else if (ib__sq_foreign_claim(&st, c->req->owner, c->s->base.lease_now_ms()))
+    else if (ib__sq_foreign_claim(st, c->req->owner, c->s->base.lease_now_ms()))
         *res = IB__TXN_LOST;
     else
         *res = IB__TXN_NOT_RUN;
@@ -180,9 +167,11 @@ static int run_work(txn_call *c, size_t i)
     }
     const uint64_t *fps = c->req->fingerprints;
     rc = ib__sq_step_done(s->q[Q_SAVEPOINT_RELEASE]);
+    /* the fence was passed above, and work may not write our tables */
+    bool marked = false;
     if (rc == SQLITE_OK)
-        rc = ib__sq_write_marker(s, &c->keys[i], c->req->owner, s->base.lease_now_ms(),
-                                 s->base.now_ms(), fps != NULL ? fps[i] : 0);
+        rc = ib__sq_mark(s, &marked, &c->keys[i], c->req->owner, s->base.lease_now_ms(),
+                         s->base.now_ms(), fps != NULL ? fps[i] : 0);
     if (rc == SQLITE_OK)
         c->out[i] = IB__TXN_COMMITTED;
     return rc;
@@ -195,28 +184,24 @@ static int pass(txn_call *c)
     for (size_t i = 0; i < c->n; i++)
         c->out[i] = IB__TXN_NOT_RUN;
     c->ran_to = c->decided = 0;
-    int rc = ib__sq_step_done(s->q[Q_BEGIN_WRITE]);
+    int rc = ib__sq_begin(s, TX_MARK);
     if (rc == SQLITE_OK)
-        rc = ib__sq_catch_up(s);
+        rc = ib__sq_check_schema(s, &c->local);
     if (rc != SQLITE_OK)
         return rc;
     int64_t opened = ib_clock_monotonic_ms();
     for (size_t i = 0; i < c->n; i++) {
         if (i > 0 && (c->req->hold_ms <= 0 || ib_clock_monotonic_ms() - opened >= c->req->hold_ms))
             break;
-        rc = fence(c, i, &c->out[i]);
+        sq_state st;
+        rc = fence(c, i, &c->out[i], &st);
         if (rc == SQLITE_OK && c->out[i] == IB__TXN_NOT_RUN)
             rc = run_work(c, i);
         if (rc != SQLITE_OK)
             return rc;
         c->decided = i + 1;
     }
-    rc = ib__sq_pending_flush(s);
-    if (rc == SQLITE_OK)
-        rc = ib__sq_step_done(s->q[Q_COMMIT]);
-    if (rc == SQLITE_OK)
-        ib__sq_committed(s);
-    return rc;
+    return ib__sq_step_done(s->q[Q_COMMIT]);
 }
 
 /* After a failed pass: nothing of it survives, so every key whose work
@@ -226,12 +211,19 @@ static ib_status failed(txn_call *c, int rc, size_t *consumed, ib_error *err)
 {
     sq_recorder *s = c->s;
     char msg[IB_ERROR_MSG_MAX];
+    if (rc == IB__SQLITE_REFUSED) {
+        if (!sqlite3_get_autocommit(s->db))
+            ib__sq_step_done(s->q[Q_ROLLBACK]);
+        *consumed = 0;
+        if (err != NULL)
+            *err = c->local;
+        return c->local.status;
+    }
     snprintf(msg, sizeof(msg), "%s",
              rc == TXN_GONE ? "the work ended the transaction (nothing was committed)"
                             : sqlite3_errmsg(s->db));
     if (!sqlite3_get_autocommit(s->db))
         ib__sq_step_done(s->q[Q_ROLLBACK]);
-    ib__sq_tail_rollback(s);
     for (size_t i = 0; i < c->n; i++) {
         if (i >= c->ran_to)
             c->out[i] = IB__TXN_NOT_RUN;
@@ -258,8 +250,8 @@ ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
     unsigned delay_us = 1000;
     ib_status st = IB_OK;
     pthread_mutex_lock(&s->mu);
+    ib__sq_call_begin(s);
     sqlite3_set_authorizer(s->db, authorize, &c.txn);
-    int64_t start = ib_clock_monotonic_ms();
     for (;;) {
         int rc = pass(&c);
         if (rc == SQLITE_OK) {
@@ -267,11 +259,9 @@ ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
             break;
         }
         /* Before any work ran, the pass is only reads: replay it. */
-        if (c.ran_to == 0 && ib__sq_retryable(rc) &&
-            ib_clock_monotonic_ms() - start < s->retry_budget_ms) {
+        if (c.ran_to == 0 && ib__sq_retryable(rc) && ib_clock_monotonic_ns() < s->deadline_ns) {
             if (!sqlite3_get_autocommit(s->db))
                 ib__sq_step_done(s->q[Q_ROLLBACK]);
-            ib__sq_tail_rollback(s);
             ib__sq_backoff(s, &delay_us);
             continue;
         }
@@ -280,7 +270,7 @@ ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
     }
     sqlite3_set_authorizer(s->db, NULL, NULL);
     if (st == IB_OK)
-        ib__sq_maybe_merge(s);
+        ib__sq_wal_bound(s);
     pthread_mutex_unlock(&s->mu);
     return st;
 }
@@ -385,7 +375,7 @@ static int body_delete(sq_recorder *s, void *vctx, ib_error *local)
 ib_status ib__sq_outbox_delete(ib_recorder *r, const int64_t *seqs, size_t n, ib_error *err)
 {
     delete_ctx c = {.seqs = seqs, .n = n};
-    return ib__sq_run_locked((sq_recorder *)r, TX_WRITE, body_delete, &c, err);
+    return ib__sq_run_locked((sq_recorder *)r, TX_CLAIM, body_delete, &c, err);
 }
 
 static int body_count(sq_recorder *s, void *vctx, ib_error *local)

@@ -346,7 +346,7 @@ static ib_status apply_options(parse_ctx *pc, ib__recorder_config *cfg,
     cfg->memory_capacity = o.memory_capacity;
     cfg->busy_timeout_ms =
         o.sqlite_busy_timeout_ms == 0 ? DEFAULT_BUSY_TIMEOUT_MS : o.sqlite_busy_timeout_ms;
-    cfg->synchronous = IB__SQLITE_SYNC_NORMAL;
+    cfg->synchronous = IB__SQLITE_SYNC_FULL;
     cfg->file_mode = o.sqlite_file_mode == 0 ? DEFAULT_FILE_MODE : o.sqlite_file_mode;
     cfg->allow_insecure = o.sqlite_allow_insecure;
     cfg->now_ms = o.now_ms != NULL ? o.now_ms : ib_clock_realtime_ms;

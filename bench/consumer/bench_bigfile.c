@@ -1,8 +1,9 @@
 /* A marker file that already holds many markers, for the rows that measure
- * start-up and throughput on a large file (issue 21): filled once per run,
- * straight into the B-tree and its counts (as merges leave them), under a
- * consumer identity no row uses, and copied for every cell so each starts
- * from the same file. */
+ * start-up and throughput on a large file (issues 21, 30): filled once per
+ * run, straight into the markers table in the random order real marks
+ * arrive in (so its pages are as full as a real file's, not packed by a
+ * sorted fill), under a consumer identity no row uses, and copied for every
+ * cell so each starts from the same file. */
 #include "bench.h"
 
 #include <errno.h>
@@ -32,13 +33,13 @@ ib_status ib__bench_big_template(char *out, size_t len, const char *dir, size_t 
     if (sqlite3_open(out, &db) != SQLITE_OK)
         return ib_error_set(err, IB_ERR_IO, "%s: %s", out, sqlite3_errmsg(db));
     snprintf(sql, sizeof(sql),
-             "PRAGMA journal_mode = WAL; BEGIN; "
+             "PRAGMA journal_mode = WAL; PRAGMA cache_size = -262144; BEGIN; "
+             "INSERT INTO processed_consumers (name) VALUES ('bench/fill/fill'); "
              "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %zu) "
-             "INSERT INTO processed_markers (consumer, event_id, ts, fp) "
-             "SELECT 'bench/fill/fill', lower(hex(randomblob(16))), "
-             "CAST(unixepoch() AS INTEGER) * 1000, NULL FROM n ORDER BY 2; "
-             "INSERT INTO processed_counts SELECT consumer, count(*), min(ts), max(ts) "
-             "FROM processed_markers GROUP BY consumer; COMMIT; "
+             "INSERT OR IGNORE INTO processed_markers (cid, event_id, ts, fp) "
+             "SELECT (SELECT cid FROM processed_consumers WHERE name = 'bench/fill/fill'), "
+             "lower(hex(randomblob(16))), CAST(unixepoch() AS INTEGER) * 1000, "
+             "random() >> 32 FROM n; COMMIT; "
              "PRAGMA wal_checkpoint(TRUNCATE)",
              markers);
     char *msg = NULL;

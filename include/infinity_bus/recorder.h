@@ -18,8 +18,8 @@
  * BORROWED for the duration of the call.
  *
  * Kinds may lack the optional calls: batches fall back to loops over the
- * single calls, claims to "DONE if processed, else ACQUIRED" (no mutual
- * exclusion), the admin calls answer IB_ERR_UNSUPPORTED. memory: and
+ * single calls and single calls to batches of one, claims to "DONE if
+ * processed, else ACQUIRED" (no mutual exclusion), the admin calls answer IB_ERR_UNSUPPORTED. memory: and
  * sqlite: offer everything; kv: everything but prune (the bucket's TTL
  * prunes).
  *
@@ -130,7 +130,7 @@ typedef struct ib_recorder_options {
     size_t size;                    /* sizeof(ib_recorder_options) */
     size_t memory_capacity;         /* memory: max markers, oldest evicted; 0 = unbounded */
     int sqlite_busy_timeout_ms;     /* sqlite: 0 = 10000 */
-    const char *sqlite_synchronous; /* sqlite: "off"|"normal"|"full"|"extra"; NULL = "normal" */
+    const char *sqlite_synchronous; /* sqlite: "off"|"normal"|"full"|"extra"; NULL = "full" */
     unsigned sqlite_file_mode;      /* sqlite: mode for a new file; 0 = 0600 */
     int64_t (*now_ms)(void);        /* NULL = realtime clock */
     void *nats_connection;          /* kv: a connected natsConnection* (BORROWED) */

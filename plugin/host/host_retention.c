@@ -21,11 +21,6 @@
  * scrape; less often when nothing prunes (the count then only grows). */
 #define COUNT_EVERY_MS 5000
 #define COUNT_IDLE_EVERY_MS 30000
-/* The recorder's upkeep (ib__recorder_upkeep): often enough that an idle
- * process says within a second how far it has read a shared marker file;
- * while it builds its filter, again right away. */
-#define UPKEEP_EVERY_MS 250
-#define UPKEEP_BUSY_MS 5
 /* Bounds of the pruning period (a tenth of the retention). */
 #define PRUNE_MIN_EVERY_MS 1000
 #define PRUNE_MAX_EVERY_MS 60000
@@ -233,7 +228,7 @@ static void *keeper_main(void *arg)
     /* a kv: bucket is counted by reading every key over the network */
     const bool count = strcmp(ib_recorder_kind(h->recorder), "kv") != 0;
     const int64_t count_every = prune ? COUNT_EVERY_MS : COUNT_IDLE_EVERY_MS;
-    int64_t next_prune = 0, next_gauges = 0, next_count = 0, next_upkeep = 0;
+    int64_t next_prune = 0, next_gauges = 0, next_count = 0;
 
     pthread_mutex_lock(&h->keeper_lock);
     while (!h->keeper_quit) {
@@ -247,15 +242,11 @@ static void *keeper_main(void *arg)
             read_gauges(h);
             next_gauges = now + GAUGES_EVERY_MS;
         }
-        if (now >= next_upkeep) {
-            bool more = ib__recorder_upkeep(h->recorder);
-            next_upkeep = ib_clock_monotonic_ms() + (more ? UPKEEP_BUSY_MS : UPKEEP_EVERY_MS);
-        }
         if (count && now >= next_count) {
             count_markers(h);
             next_count = now + count_every;
         }
-        int64_t next = min64(min64(next_gauges, next_upkeep), count ? next_count : next_gauges);
+        int64_t next = min64(next_gauges, count ? next_count : next_gauges);
         if (prune)
             next = min64(next, next_prune);
         now = ib_clock_monotonic_ms();

@@ -166,14 +166,6 @@ ib_status ib__recorder_outbox_count(ib_recorder *r, uint64_t *count, ib_error *e
  * kinds, or when there is none. */
 uint64_t ib__recorder_wal_bytes(ib_recorder *r);
 
-/* Work a recorder does off the hot path, a few times a second from one
- * thread (the host's keeper): the sqlite kind says how far it has read
- * the journal when idle and builds its filter in short transactions.
- * Returns true when it has more to do soon (call again within ~10 ms);
- * false when done, or for kinds without upkeep. Errors are left to the
- * next call. */
-bool ib__recorder_upkeep(ib_recorder *r);
-
 /* The longest this recorder has waited for its turn at a shared write
  * lock, in ns (0 for kinds without one). */
 int64_t ib__recorder_lock_wait_max_ns(ib_recorder *r);
@@ -289,9 +281,8 @@ typedef struct ib_recorder_ops {
     ib_status (*outbox_count)(ib_recorder *r, uint64_t *count, ib_error *err);
     uint64_t (*wal_bytes)(ib_recorder *r);
 
-    /* Optional, appended: background upkeep and lock figures (see the
-     * ib__recorder_* wrappers of the same names). */
-    bool (*upkeep)(ib_recorder *r);
+    /* Optional, appended: lock figures (see the ib__recorder_* wrapper of
+     * the same name). */
     int64_t (*lock_wait_max_ns)(ib_recorder *r);
 
     /* Optional, appended: the end of attempts at a dead letter and the

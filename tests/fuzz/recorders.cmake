@@ -5,11 +5,3 @@ ib_add_fuzz_target(fuzz_recorder_uri
   CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/uri
   ITERATIONS 100000)
 target_include_directories(fuzz_recorder_uri PRIVATE ${PROJECT_SOURCE_DIR}/recorders)
-
-# Fuzz target for the journal's JSON states (recorders/sqlite_states.c).
-ib_add_fuzz_target(fuzz_journal_states
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/recorders/fuzz_journal_states.c
-  LIBS ib_recorders
-  CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/states
-  ITERATIONS 200000)
-target_include_directories(fuzz_journal_states PRIVATE ${PROJECT_SOURCE_DIR}/recorders)

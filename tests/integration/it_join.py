@@ -30,7 +30,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_netutil import free_port, tcp_open  # noqa: E402
 
-WAL_BOUND = 96 * 1024 * 1024  # 64 MiB + a merge's transaction, with room
+WAL_BOUND = 96 * 1024 * 1024  # the RESTART bound (64 MiB) + transactions, with room
 
 
 def log(msg):

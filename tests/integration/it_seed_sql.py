@@ -141,10 +141,10 @@ def run(args, tmp, procs):
             "--recorder", "sqlite:" + path, "--log-format", "json"])))
         time.sleep(0.5)
 
-    # 2. both opened the file: it speaks version 5 now
+    # 2. both opened the file: it speaks version 6 now
     def migrated():
         with sqlite3.connect(path, timeout=30) as c:
-            return c.execute("PRAGMA user_version").fetchone()[0] >= 5
+            return c.execute("PRAGMA user_version").fetchone()[0] >= 6
     wait_until("the migration", migrated, 20)
     for name, p in hosts:
         assert p.poll() is None, f"{name} exited with {p.returncode}"
@@ -206,7 +206,8 @@ def newer_version(args, tmp, procs, url, path, audit):
     time.sleep(1.5)
     assert p.poll() is None, f"ibus-old exited with {p.returncode}"
     with sqlite3.connect(path, timeout=30) as c:
-        c.execute("PRAGMA user_version = 6")
+        newer = c.execute("PRAGMA user_version").fetchone()[0] + 1
+        c.execute(f"PRAGMA user_version = {newer}")
     before = len(audit_ids(audit))
     event = os.path.join(tmp, "one.jsonl")
     with open(event, "w") as f:
@@ -221,7 +222,7 @@ def newer_version(args, tmp, procs, url, path, audit):
     assert code == 2, f"exit {code}, expected 2"
     with open(os.path.join(tmp, "ibus-old.log")) as f:
         text = f.read()
-    assert "schema is now version 6" in text, "the log does not say why it stopped"
+    assert f"schema is now version {newer}" in text, "the log does not say why it stopped"
     assert len(audit_ids(audit)) == before, "a handler ran on a file of another schema"
     log("ok: a newer schema stops the running process with exit 2")
 

@@ -1,7 +1,6 @@
 /* Worker for the multi-process test: claims every id of its range on one
  * SQLite file; for each claim it wins it appends "<id> <pid>" to its own
- * output file, then marks the id. It merges the journal often, so the
- * workers race each other's merges too. Ids it finds busy are retried until they
+ * output file, then marks the id. Ids it finds busy are retried until they
  * are done. Exits non-zero on any error, SQLITE_BUSY included, so the test
  * sees every failure.
  *
@@ -60,9 +59,6 @@ int main(int argc, char **argv)
     }
     if (ib_recorder_open(&r, uri, NULL, &err) != IB_OK)
         return fail("open recorder", &err);
-    /* Merges while the others claim and mark: every few dozen ids. */
-    ib__sqlite_set_merge_keys(r, 64);
-
     /* Start together: the parent closes its end of the pipe. */
     char b;
     while (read(start_fd, &b, 1) < 0 && errno == EINTR) {

@@ -33,28 +33,29 @@ typedef struct uri_case {
     }
 #define MEM IB__RECORDER_MEMORY
 #define SQL IB__RECORDER_SQLITE
-#define NORMAL IB__SQLITE_SYNC_NORMAL
+#define FULL IB__SQLITE_SYNC_FULL /* the default: durable */
 
 static const uri_case uri_cases[] = {
-    GOOD("memory:", MEM, "", 0, NORMAL, 10000, 0600),
-    GOOD("MEMORY:", MEM, "", 0, NORMAL, 10000, 0600),
-    GOOD("memory:?capacity=10", MEM, "", 10, NORMAL, 10000, 0600),
-    GOOD("memory:?capacity=1073741824", MEM, "", 1073741824, NORMAL, 10000, 0600),
-    GOOD("sqlite:processed.db", SQL, "processed.db", 0, NORMAL, 10000, 0600),
-    GOOD("sqlite::memory:", SQL, ":memory:", 0, NORMAL, 10000, 0600),
-    GOOD("Sqlite:/var/lib/ibus/m.db", SQL, "/var/lib/ibus/m.db", 0, NORMAL, 10000, 0600),
+    GOOD("memory:", MEM, "", 0, FULL, 10000, 0600),
+    GOOD("MEMORY:", MEM, "", 0, FULL, 10000, 0600),
+    GOOD("memory:?capacity=10", MEM, "", 10, FULL, 10000, 0600),
+    GOOD("memory:?capacity=1073741824", MEM, "", 1073741824, FULL, 10000, 0600),
+    GOOD("sqlite:processed.db", SQL, "processed.db", 0, FULL, 10000, 0600),
+    GOOD("sqlite::memory:", SQL, ":memory:", 0, FULL, 10000, 0600),
+    GOOD("Sqlite:/var/lib/ibus/m.db", SQL, "/var/lib/ibus/m.db", 0, FULL, 10000, 0600),
     GOOD("sqlite:m.db?synchronous=full&busy_timeout_ms=5000&mode=0640", SQL, "m.db", 0,
          IB__SQLITE_SYNC_FULL, 5000, 0640),
     GOOD("sqlite:m.db?synchronous=OFF", SQL, "m.db", 0, IB__SQLITE_SYNC_OFF, 10000, 0600),
     GOOD("sqlite:m.db?synchronous=extra", SQL, "m.db", 0, IB__SQLITE_SYNC_EXTRA, 10000, 0600),
-    GOOD("sqlite:m.db?mode=600", SQL, "m.db", 0, NORMAL, 10000, 0600),
-    GOOD("sqlite:m.db?mode=0777", SQL, "m.db", 0, NORMAL, 10000, 0777),
-    GOOD("sqlite:m.db?busy_timeout_ms=1", SQL, "m.db", 0, NORMAL, 1, 0600),
-    GOOD("sqlite:m.db?busy_timeout_ms=86400000", SQL, "m.db", 0, NORMAL, 86400000, 0600),
-    GOOD("sqlite::memory:?synchronous=normal", SQL, ":memory:", 0, NORMAL, 10000, 0600),
-    GOOD("sqlite:dir with space/a:b.db", SQL, "dir with space/a:b.db", 0, NORMAL, 10000, 0600),
-    GOOD("kv:markers", IB__RECORDER_KV, "markers", 0, NORMAL, 10000, 0600),
-    GOOD("kv:IB_markers-1", IB__RECORDER_KV, "IB_markers-1", 0, NORMAL, 10000, 0600),
+    GOOD("sqlite:m.db?mode=600", SQL, "m.db", 0, FULL, 10000, 0600),
+    GOOD("sqlite:m.db?mode=0777", SQL, "m.db", 0, FULL, 10000, 0777),
+    GOOD("sqlite:m.db?busy_timeout_ms=1", SQL, "m.db", 0, FULL, 1, 0600),
+    GOOD("sqlite:m.db?busy_timeout_ms=86400000", SQL, "m.db", 0, FULL, 86400000, 0600),
+    GOOD("sqlite::memory:?synchronous=normal", SQL, ":memory:", 0, IB__SQLITE_SYNC_NORMAL, 10000,
+         0600),
+    GOOD("sqlite:dir with space/a:b.db", SQL, "dir with space/a:b.db", 0, FULL, 10000, 0600),
+    GOOD("kv:markers", IB__RECORDER_KV, "markers", 0, FULL, 10000, 0600),
+    GOOD("kv:IB_markers-1", IB__RECORDER_KV, "IB_markers-1", 0, FULL, 10000, 0600),
 
     BAD(NULL, "recorder URI is empty"),
     BAD("", "recorder URI is empty"),

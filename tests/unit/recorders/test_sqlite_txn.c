@@ -151,7 +151,7 @@ static void test_keep_and_roll_back(void **state)
     work_ctx w = {.keep_even_only = true};
     ib__txn_result out[4];
     size_t consumed = 0;
-    uint64_t fps[4] = {11, 12, 13, 14};
+    uint64_t fps[4] = {11ull << 32, 12ull << 32, 13ull << 32, 14ull << 32};
     ib__txn_request req = {.owner = OWNER, .fingerprints = fps, .hold_ms = 60000};
     CHECK(ib__recorder_transact(r, out, &consumed, keys, 4, &req, work_effect, &w, &err));
     assert_int_equal(consumed, 4);
@@ -163,8 +163,8 @@ static void test_keep_and_roll_back(void **state)
     sqlite3 *db = ib__sqlite_db(r);
     assert_int_equal(query_int(db, "SELECT count(*) FROM effects"), 2);
     assert_int_equal(outbox_count(r), 2);
-    /* the markers hold their fingerprints */
-    assert_int_equal(query_int(db, "SELECT sum(fp) FROM processed_log"), 11 + 13);
+    /* the markers hold their fingerprints (the top 32 bits) */
+    assert_int_equal(query_int(db, "SELECT sum(fp) FROM processed_markers"), 11 + 13);
     ib_recorder_close(r);
 }
 
@@ -251,17 +251,19 @@ static const char *const refused[] = {
     "RELEASE " IB__SQ_SAVEPOINT,
     "ROLLBACK TO " IB__SQ_SAVEPOINT,
     "SAVEPOINT " IB__SQ_SAVEPOINT,
-    "INSERT INTO processed_markers (consumer, event_id, ts) VALUES ('x', 'y', 1)",
+    "INSERT INTO processed_markers (cid, event_id, ts) VALUES (1, 'y', 1)",
     "DELETE FROM processed_markers",
-    "DELETE FROM processed_journal",
-    "UPDATE processed_merge SET merged_seq = 0",
+    "INSERT INTO processed_log (consumer, event_id, ts) VALUES ('x', "
+    "'0123456789abcdef0123456789abcdef', 1)",
+    "UPDATE processed_consumers SET markers = 0",
     "DROP VIEW processed_log",
+    "DROP TRIGGER processed_log_insert",
     "UPDATE processed_claims SET owner = ''",
     "DELETE FROM processed_outbox",
     "UPDATE sqlite_sequence SET seq = 0",
-    "CREATE INDEX sneaky ON processed_journal (event_id)",
+    "CREATE INDEX sneaky ON processed_markers (ts)",
     "CREATE TRIGGER sneaky AFTER INSERT ON effects BEGIN DELETE FROM processed_markers; END",
-    "CREATE TEMP TRIGGER sneaky AFTER INSERT ON main.processed_journal BEGIN SELECT 1; END",
+    "CREATE TEMP TRIGGER sneaky AFTER INSERT ON main.processed_claims BEGIN SELECT 1; END",
     "ALTER TABLE processed_markers ADD COLUMN x",
     "DROP TABLE processed_claims",
     "ATTACH ':memory:' AS other",
@@ -308,6 +310,77 @@ static void test_authorizer_refuses_and_transaction_survives(void **state)
     /* outside work, the connection is the recorder's again */
     assert_int_equal(exec_sql(db, "PRAGMA user_version"), SQLITE_OK);
     sqlite3_finalize(early);
+    ib_recorder_close(r);
+}
+
+/* The guard and the schema cannot drift apart (issue 30, item 6): every
+ * table, view and trigger a fresh marker file holds, read from the file
+ * itself, is refused to work, for every kind of write. */
+typedef struct guard_ctx {
+    char names[32][64];
+    char types[32][16];
+    size_t n;
+    unsigned refused;
+} guard_ctx;
+
+static bool work_writes_every_object(void *ctx, size_t i, ib__txn *txn)
+{
+    guard_ctx *g = ctx;
+    sqlite3 *db = ib__txn_db(txn);
+    (void)i;
+    for (size_t k = 0; k < g->n; k++) {
+        const char *t = g->types[k], *name = g->names[k];
+        char *sql[4] = {
+            sqlite3_mprintf("DROP %s %s", t, name),
+            strcmp(t, "trigger") == 0 ? NULL : sqlite3_mprintf("DELETE FROM %s", name),
+            strcmp(t, "trigger") == 0 ? NULL
+                                      : sqlite3_mprintf("INSERT INTO %s DEFAULT VALUES", name),
+            strcmp(t, "table") == 0 ? sqlite3_mprintf("ALTER TABLE %s ADD COLUMN sneaky", name)
+                                    : NULL,
+        };
+        for (int j = 0; j < 4; j++) {
+            if (sql[j] == NULL)
+                continue;
+            int rc = exec_sql(db, sql[j]);
+            /* SQLite refuses some writes to its own tables before asking */
+            bool own = strncmp(name, "sqlite_", 7) == 0 && rc != SQLITE_OK;
+            if ((rc != SQLITE_AUTH && !own) || sqlite3_get_autocommit(db))
+                fail_msg("\"%s\" gave %d (%s)", sql[j], rc, sqlite3_errmsg(db));
+            g->refused++;
+            sqlite3_free(sql[j]);
+        }
+    }
+    return true;
+}
+
+static void test_guard_covers_every_object_of_the_file(void **state)
+{
+    (void)state;
+    char uri[4200];
+    ib_recorder *r = NULL;
+    snprintf(uri, sizeof(uri), "sqlite:%s/guard.db", dir);
+    CHECK(ib_recorder_open(&r, uri, NULL, &err));
+    guard_ctx g = {0};
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(ib__sqlite_db(r),
+                                        "SELECT name, type FROM sqlite_master WHERE type IN "
+                                        "('table', 'view', 'trigger')",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW && g.n < 32) {
+        snprintf(g.names[g.n], sizeof(g.names[0]), "%s", sqlite3_column_text(st, 0));
+        snprintf(g.types[g.n], sizeof(g.types[0]), "%s", sqlite3_column_text(st, 1));
+        g.n++;
+    }
+    sqlite3_finalize(st);
+    assert_true(g.n >= 8); /* five tables, a view, two triggers */
+    ib__txn_result out;
+    size_t consumed = 0;
+    ib__txn_request req = {.owner = OWNER, .hold_ms = 60000};
+    CHECK(ib__recorder_transact(r, &out, &consumed, keys, 1, &req, work_writes_every_object, &g,
+                                &err));
+    assert_int_equal(out, IB__TXN_COMMITTED);
+    print_message("[ guard    ] %zu objects, %u writes refused\n", g.n, g.refused);
     ib_recorder_close(r);
 }
 
@@ -568,6 +641,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_hold_ms_bounds_a_transaction, setup, teardown),
     cmocka_unit_test_setup_teardown(test_authorizer_refuses_and_transaction_survives, setup,
                                     teardown),
+    cmocka_unit_test_setup_teardown(test_guard_covers_every_object_of_the_file, setup, teardown),
     cmocka_unit_test_setup_teardown(test_ended_transaction_rolls_every_key_back, setup, teardown),
     cmocka_unit_test_setup_teardown(test_kill_inside_work_leaves_nothing, setup, teardown),
     cmocka_unit_test_setup_teardown(test_kill_after_the_call_keeps_all_three, setup, teardown),

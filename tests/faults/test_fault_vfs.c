@@ -1,0 +1,405 @@
+/* The fault VFS itself (tests/support/fault_vfs.h): its spec text, its
+ * counting (the nth call fails, then count calls, then none), each kind
+ * failing a real SQLite statement with the chosen code, SQLite staying
+ * whole under an out-of-memory sweep, the environment arming it at
+ * install, and a recorder failing through it without knowing it is there.
+ *
+ * The group setup installs the shim with IB_FAULT_VFS set to fail the
+ * first sync: env_arms_the_first_sync checks that (and must be the first
+ * to sync); every other test disarms first. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "fault_vfs.h"
+#include "ib_test.h"
+#include "rtest.h"
+
+static char *dir;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    char why[256] = "";
+    setenv(FAULT_VFS_ENV, "sync:1:ioerr", 1);
+    if (fault_vfs_install(why, sizeof(why)) != 0) {
+        print_error("%s\n", why);
+        return -1;
+    }
+    dir = rt_tempdir();
+    return dir == NULL ? -1 : 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    rt_rmtree(dir);
+    free(dir);
+    return 0;
+}
+
+static int disarm(void **state)
+{
+    (void)state;
+    fault_vfs_disarm();
+    return 0;
+}
+
+/* A fresh database <dir>/<name> in `mode` ("wal" or "delete") with one
+ * table t(x), synchronous=FULL so that every commit syncs. */
+static sqlite3 *fresh_db(const char *name, const char *mode)
+{
+    char path[4096], sql[256];
+    sqlite3 *db = NULL;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    unlink(path);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_extended_result_codes(db, 1);
+    snprintf(sql, sizeof(sql),
+             "PRAGMA journal_mode=%s; PRAGMA synchronous=FULL; "
+             "CREATE TABLE IF NOT EXISTS t(x INTEGER)",
+             mode);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    return db;
+}
+
+static long long count_rows(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    long long n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+static int insert(sqlite3 *db)
+{
+    int rc = sqlite3_exec(db, "INSERT INTO t VALUES (1)", NULL, NULL, NULL);
+    return rc == SQLITE_OK ? rc : sqlite3_extended_errcode(db);
+}
+
+static void arm(const char *text)
+{
+    char why[256] = "";
+    if (fault_vfs_arm_text(text, why, sizeof(why)) != 0)
+        fail_msg("arm %s: %s", text, why);
+}
+
+/* --- the spec text ---------------------------------------------------- */
+
+static void spec_text_is_parsed(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t n;
+        fault_spec first;
+    } ok[] = {
+        {"", 0, {0}},
+        {"none", 0, {0}},
+        {"write:3:full", 1, {FAULT_WRITE, 3, FAULT_FULL, 1}},
+        {"sync:1:ioerr:0", 1, {FAULT_SYNC, 1, FAULT_IOERR, 0}},
+        {"alloc:250:nomem:4,lock:2:busy", 2, {FAULT_ALLOC, 250, FAULT_NOMEM, 4}},
+        {"shmlock:1:ioerr,shmmap:2:full,read:9:ioerr", 3, {FAULT_SHMLOCK, 1, FAULT_IOERR, 1}},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        fault_spec f[FAULT_SPEC_MAX];
+        size_t n = 99;
+        char why[256] = "";
+        if (fault_vfs_parse(f, FAULT_SPEC_MAX, &n, ok[i].text, why, sizeof(why)) != 0)
+            fail_msg("\"%s\" refused: %s", ok[i].text, why);
+        assert_int_equal(n, ok[i].n);
+        if (n > 0)
+            assert_memory_equal(&f[0], &ok[i].first, sizeof(fault_spec));
+    }
+}
+
+static void bad_spec_text_is_refused_with_a_reason(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        const char *why;
+    } bad[] = {
+        {"write", "fault \"write\": want KIND:N:CODE[:COUNT]"},
+        {"write:1:full:2:3", "want KIND:N:CODE[:COUNT]"},
+        {"fsync:1:ioerr", "fault \"fsync:1:ioerr\": unknown kind"},
+        {"write:0:full", "N must be a number from 1"},
+        {"write:-1:full", "N must be a number from 1"},
+        {"write:99999999999:full", "N must be a number from 1"},
+        {"write:1:enospc", "unknown code (full, ioerr, busy, nomem)"},
+        {"write:1:full:x", "COUNT must be a number (0 = no end)"},
+        {"write:1:busy", "write cannot fail with busy"},
+        {"write:1:nomem", "write cannot fail with nomem"},
+        {"alloc:1:full", "alloc cannot fail with full"},
+        {"write:1:full,", "fault \"\": want KIND:N:CODE[:COUNT]"},
+        {"write:1:full,,sync:1:full", "fault \"\": want"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        fault_spec f[FAULT_SPEC_MAX];
+        size_t n = 0;
+        char why[256] = "";
+        assert_int_equal(fault_vfs_parse(f, FAULT_SPEC_MAX, &n, bad[i].text, why, sizeof(why)), -1);
+        if (strstr(why, bad[i].why) == NULL)
+            fail_msg("\"%s\": reason \"%s\" lacks \"%s\"", bad[i].text, why, bad[i].why);
+    }
+    /* all or nothing: a bad second fault arms neither */
+    uint64_t before = fault_vfs_fired(FAULT_WRITE);
+    assert_int_equal(fault_vfs_arm_text("write:1:full,bogus:1:full", NULL, 0), -1);
+    sqlite3 *db = fresh_db("all-or-nothing.db", "wal");
+    assert_int_equal(insert(db), SQLITE_OK);
+    assert_int_equal(fault_vfs_fired(FAULT_WRITE), before);
+    sqlite3_close(db);
+}
+
+static void too_many_faults_are_refused(void **state)
+{
+    (void)state;
+    char text[1024] = "";
+    for (int i = 0; i <= FAULT_SPEC_MAX; i++)
+        strcat(text, i == 0 ? "read:1:ioerr" : ",read:1:ioerr");
+    fault_spec f[FAULT_SPEC_MAX];
+    size_t n = 0;
+    char why[256] = "";
+    assert_int_equal(fault_vfs_parse(f, FAULT_SPEC_MAX, &n, text, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "more than 16 faults"));
+}
+
+/* --- counting, on the VFS's own methods ------------------------------------ */
+
+/* Opens <dir>/<name> through the default VFS directly. The name must
+ * outlive the file (SQLite keeps the pointer): it lives right after it. */
+static sqlite3_file *raw_open(const char *name)
+{
+    sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+    sqlite3_file *f = calloc(1, (size_t)vfs->szOsFile + 4096);
+    assert_non_null(f);
+    char *path = (char *)f + vfs->szOsFile;
+    snprintf(path, 4096, "%s/%s", dir, name);
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_MAIN_DB;
+    assert_int_equal(vfs->xOpen(vfs, path, f, flags, NULL), SQLITE_OK);
+    return f;
+}
+
+static void raw_close(sqlite3_file *f)
+{
+    f->pMethods->xClose(f);
+    free(f);
+}
+
+static void the_nth_call_fails_then_count_calls(void **state)
+{
+    (void)state;
+    sqlite3_file *f = raw_open("raw.bin");
+    char buf[64] = "x";
+    fault_spec spec = {FAULT_WRITE, 2, FAULT_FULL, 3};
+    assert_int_equal(fault_vfs_arm(&spec), 0);
+    uint64_t fired = fault_vfs_fired(FAULT_WRITE), calls = fault_vfs_calls(FAULT_WRITE);
+    int want[] = {SQLITE_OK, SQLITE_FULL, SQLITE_FULL, SQLITE_FULL, SQLITE_OK, SQLITE_OK};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        assert_int_equal(f->pMethods->xWrite(f, buf, sizeof(buf), 0), want[i]);
+    assert_int_equal(fault_vfs_fired(FAULT_WRITE) - fired, 3);
+    assert_int_equal(fault_vfs_calls(FAULT_WRITE) - calls, 6);
+
+    /* count 0: from the nth on, until disarmed */
+    spec = (fault_spec){FAULT_SYNC, 1, FAULT_IOERR, 0};
+    assert_int_equal(fault_vfs_arm(&spec), 0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(f->pMethods->xSync(f, SQLITE_SYNC_NORMAL), SQLITE_IOERR_FSYNC);
+    fault_vfs_disarm();
+    assert_int_equal(f->pMethods->xSync(f, SQLITE_SYNC_NORMAL), SQLITE_OK);
+
+    /* an unlock never fails, nor counts */
+    spec = (fault_spec){FAULT_LOCK, 1, FAULT_BUSY, 0};
+    uint64_t locks = fault_vfs_calls(FAULT_LOCK);
+    assert_int_equal(fault_vfs_arm(&spec), 0);
+    assert_int_equal(f->pMethods->xLock(f, SQLITE_LOCK_SHARED), SQLITE_BUSY);
+    assert_int_equal(f->pMethods->xUnlock(f, SQLITE_LOCK_NONE), SQLITE_OK);
+    assert_int_equal(fault_vfs_calls(FAULT_LOCK) - locks, 1);
+    raw_close(f);
+}
+
+static void arming_refuses_what_the_rules_refuse(void **state)
+{
+    (void)state;
+    fault_spec bad[] = {
+        {FAULT_WRITE, 0, FAULT_FULL, 1},
+        {FAULT_SYNC, 1, FAULT_BUSY, 1},
+        {FAULT_ALLOC, 1, FAULT_IOERR, 1},
+        {FAULT_KINDS, 1, FAULT_FULL, 1},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(fault_vfs_arm(&bad[i]), -1);
+    assert_int_equal(fault_vfs_arm(NULL), -1);
+    assert_string_equal(fault_kind_name(FAULT_SHMMAP), "shmmap");
+    assert_string_equal(fault_code_name(FAULT_NOMEM), "nomem");
+    assert_string_equal(fault_kind_name(FAULT_KINDS), "?");
+}
+
+/* --- each kind through SQLite ------------------------------------------ */
+
+static void env_arms_the_first_sync(void **state)
+{
+    (void)state;
+    assert_string_equal(sqlite3_vfs_find(NULL)->zName, FAULT_VFS_NAME);
+    assert_int_equal(fault_vfs_fired(FAULT_SYNC), 0);
+    sqlite3_file *f = raw_open("env.bin");
+    assert_int_equal(f->pMethods->xSync(f, SQLITE_SYNC_NORMAL), SQLITE_IOERR_FSYNC);
+    assert_int_equal(f->pMethods->xSync(f, SQLITE_SYNC_NORMAL), SQLITE_OK);
+    assert_int_equal(fault_vfs_fired(FAULT_SYNC), 1);
+    raw_close(f);
+}
+
+static void a_failed_write_rolls_the_commit_back(void **state)
+{
+    (void)state;
+    sqlite3 *db = fresh_db("write.db", "wal");
+    arm("write:1:full");
+    assert_int_equal(insert(db), SQLITE_FULL);
+    assert_int_equal(insert(db), SQLITE_OK);
+    arm("write:1:ioerr:0");
+    assert_int_equal(insert(db), SQLITE_IOERR_WRITE);
+    fault_vfs_disarm();
+    assert_int_equal(count_rows(db), 1);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA integrity_check", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static void a_failed_sync_fails_the_commit(void **state)
+{
+    (void)state;
+    sqlite3 *db = fresh_db("sync.db", "delete");
+    arm("sync:1:ioerr");
+    assert_int_equal(insert(db), SQLITE_IOERR_FSYNC);
+    arm("sync:1:full");
+    assert_int_equal(insert(db), SQLITE_FULL);
+    fault_vfs_disarm();
+    assert_int_equal(insert(db), SQLITE_OK);
+    /* a rollback journal is undone when the sync fails: one row */
+    assert_int_equal(count_rows(db), 1);
+    sqlite3_close(db);
+}
+
+static void a_failed_lock_fails_the_statement(void **state)
+{
+    (void)state;
+    sqlite3 *db = fresh_db("lock.db", "delete");
+    arm("lock:1:ioerr");
+    assert_int_equal(insert(db), SQLITE_IOERR_LOCK);
+    arm("lock:1:busy:0");
+    assert_int_equal(insert(db), SQLITE_BUSY);
+    fault_vfs_disarm();
+    assert_int_equal(insert(db), SQLITE_OK);
+    assert_int_equal(count_rows(db), 1);
+    sqlite3_close(db);
+}
+
+static void a_failed_shm_lock_fails_the_statement(void **state)
+{
+    (void)state;
+    sqlite3 *db = fresh_db("shmlock.db", "wal");
+    arm("shmlock:1:ioerr:0");
+    assert_int_equal(insert(db), SQLITE_IOERR_SHMLOCK);
+    fault_vfs_disarm();
+    assert_int_equal(insert(db), SQLITE_OK);
+    assert_int_equal(count_rows(db), 1);
+    sqlite3_close(db);
+}
+
+static void a_failed_shm_map_fails_the_statement(void **state)
+{
+    (void)state;
+    sqlite3 *db = fresh_db("shmmap.db", "wal");
+    sqlite3_close(db);
+    /* a new connection maps the wal-index at its first read */
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/shmmap.db", dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_extended_result_codes(db, 1);
+    arm("shmmap:1:ioerr:0");
+    assert_int_equal(insert(db), SQLITE_IOERR_SHMMAP);
+    fault_vfs_disarm();
+    assert_int_equal(insert(db), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* SQLite's own malloc test, in small: fail the 1st, 2nd, ... allocation
+ * of a transaction until one runs without a fault. Each either commits
+ * or leaves nothing, and the file stays whole. */
+static void an_allocation_sweep_keeps_the_file_whole(void **state)
+{
+    (void)state;
+    sqlite3 *db = fresh_db("alloc.db", "wal");
+    long long rows = 0;
+    unsigned failures = 0;
+    for (unsigned n = 1; n < 10000; n++) {
+        uint64_t fired = fault_vfs_fired(FAULT_ALLOC);
+        fault_spec f = {FAULT_ALLOC, n, FAULT_NOMEM, n % 2 == 0 ? 1 : 0};
+        assert_int_equal(fault_vfs_arm(&f), 0);
+        int rc = sqlite3_exec(db,
+                              "BEGIN; INSERT INTO t VALUES (1); "
+                              "INSERT INTO t SELECT x FROM t LIMIT 1; COMMIT",
+                              NULL, NULL, NULL);
+        fault_vfs_disarm();
+        if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        rows += rc == SQLITE_OK ? 2 : 0;
+        failures += rc != SQLITE_OK;
+        if (rc != SQLITE_OK)
+            assert_int_equal(rc & 0xff, SQLITE_NOMEM);
+        assert_int_equal(count_rows(db), rows);
+        if (fault_vfs_fired(FAULT_ALLOC) == fired)
+            break; /* ran to the end without reaching the nth allocation */
+    }
+    assert_true(failures > 0);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA integrity_check", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* --- a recorder, unchanged, over the shim -------------------------------- */
+
+static void a_recorder_fails_through_the_shim(void **state)
+{
+    (void)state;
+    char uri[4200], id[IB_ID_BUF_SIZE];
+    ib_recorder *r = NULL;
+    ib_error err;
+    bool done = true;
+    snprintf(uri, sizeof(uri), "sqlite:%s/recorder.db", dir);
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_OK);
+    rt_id(id, 1);
+    arm("write:1:full:0");
+    assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_ERR_RECORDER);
+    assert_non_null(strstr(err.msg, "database or disk is full"));
+    fault_vfs_disarm();
+    assert_int_equal(ib_recorder_is_processed(r, &done, "c", id, &err), IB_OK);
+    assert_false(done);
+    assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_OK);
+    assert_int_equal(ib_recorder_is_processed(r, &done, "c", id, &err), IB_OK);
+    assert_true(done);
+    ib_recorder_close(r);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(env_arms_the_first_sync),
+        cmocka_unit_test_setup(spec_text_is_parsed, disarm),
+        cmocka_unit_test_setup(bad_spec_text_is_refused_with_a_reason, disarm),
+        cmocka_unit_test_setup(too_many_faults_are_refused, disarm),
+        cmocka_unit_test_setup(the_nth_call_fails_then_count_calls, disarm),
+        cmocka_unit_test_setup(arming_refuses_what_the_rules_refuse, disarm),
+        cmocka_unit_test_setup(a_failed_write_rolls_the_commit_back, disarm),
+        cmocka_unit_test_setup(a_failed_sync_fails_the_commit, disarm),
+        cmocka_unit_test_setup(a_failed_lock_fails_the_statement, disarm),
+        cmocka_unit_test_setup(a_failed_shm_lock_fails_the_statement, disarm),
+        cmocka_unit_test_setup(a_failed_shm_map_fails_the_statement, disarm),
+        cmocka_unit_test_setup(an_allocation_sweep_keeps_the_file_whole, disarm),
+        cmocka_unit_test_setup(a_recorder_fails_through_the_shim, disarm),
+    };
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
