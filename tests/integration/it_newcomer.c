@@ -185,58 +185,132 @@ static void insecure_files_name_the_flags(void **state)
     it_done(e);
 }
 
-/* Item 4: marker commands refuse an identity the file does not know, and
- * never create a file. */
+/* One `ibus markers` call and what it must answer. */
+typedef struct markers_case {
+    const char *action, *consumer; /* consumer NULL: no --consumer */
+    const char *id;                /* NULL: the action takes none */
+    int exit;
+    const char *err; /* must be in stderr; NULL: nothing asked */
+} markers_case;
+
+#define MARKED_ID "0f8fad5bd9cb469fa16570867728950e"
+#define OTHER_ID "6f1c4b1a2b3c4d5e8f9a0b1c2d3e4f50"
+
+/* Issue 33, item 1: identities match exactly, part by part. A typo in
+ * any part, a prefix, a sibling of a known handler or an empty file is
+ * exit 2 with the identities the file knows, for every action; stats and
+ * prune refuse a --consumer they would ignore. */
+static const markers_case identity_cases[] = {
+    {"lookup", "bulk/once/charge", MARKED_ID, 0, NULL},
+    {"lookup", "bulk/once/charge", OTHER_ID, 3, NULL},
+    {"lookup", "bulk/once/chrage", MARKED_ID, 2,
+     "did you mean bulk/once/charge? (its handler part differs)"},
+    {"lookup", "bulk/onse/charge", MARKED_ID, 2,
+     "did you mean bulk/once/charge? (its plugin part differs)"},
+    {"lookup", "bulk/once", MARKED_ID, 2,
+     "bulk/once is only the first 2 parts of bulk/once/charge"},
+    {"lookup", "bulk/once/charge/x", MARKED_ID, 2, "it knows bulk/once/charge, bulk/once/refund"},
+    {"lookup", "BULK/once/charge", MARKED_ID, 2, "(its durable part differs)"},
+    {"forget", "bulk/once/chrage", MARKED_ID, 2, "has no markers of that identity"},
+    {"forget", "bulk/once", MARKED_ID, 2, "has no markers of that identity"},
+    {"list", "bulk/once/chrage", NULL, 2, "has no markers of that identity"},
+    {"list", "bulk/once", NULL, 2, "has no markers of that identity"},
+    {"list", "bulk/once/charge", NULL, 0, NULL},
+    {"stats", "bulk/once/charge", NULL, 2, "ibus markers stats: --consumer does not apply"},
+    {"prune", "bulk/once/charge", NULL, 2, "ibus markers prune: --consumer does not apply"},
+};
+
+/* Runs one case against `uri`; checks its exit and its message. */
+static void run_identity_case(it_env *e, const char *uri, const markers_case *c)
+{
+    char *err, *out;
+    it_argv a;
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "markers", "--recorder", uri, NULL);
+    if (c->consumer != NULL)
+        it_argv_addl(&a, "--consumer", c->consumer, NULL);
+    if (strcmp(c->action, "prune") == 0)
+        it_argv_addl(&a, "--older-than", "30d", "--force", NULL);
+    it_argv_add(&a, c->action);
+    if (c->id != NULL)
+        it_argv_add(&a, c->id);
+    int st = run_cmd(&err, &out, e, c->action, &a);
+    if (st != c->exit)
+        fail_msg("markers %s --consumer %s: exit %d, want %d\n%s%s", c->action, c->consumer, st,
+                 c->exit, out, err);
+    if (c->err != NULL)
+        assert_contains(err, c->err);
+    bool refused_identity =
+        c->exit == 2 && strcmp(c->action, "stats") != 0 && strcmp(c->action, "prune") != 0;
+    if (refused_identity && strstr(c->err, "it knows none") == NULL) {
+        char want[PATH_MAX + 600];
+        snprintf(want, sizeof(want),
+                 "ibus markers %s: --consumer %s: %s has no markers of that identity; it knows "
+                 "bulk/once/charge, bulk/once/refund",
+                 c->action, c->consumer, uri);
+        assert_contains(err, want);
+        assert_contains(err, "Identities match exactly, part by part: give the full "
+                             "<durable>/<plugin>/<handler> identity, as 'plugin loaded' logs it");
+    }
+    free(err);
+    free(out);
+    it_argv_free(&a);
+}
+
 static void markers_refuse_unknown_identities(void **state)
 {
     it_env *e = *state;
-    const char *id = "0f8fad5bd9cb469fa16570867728950e";
     char db[PATH_MAX], uri[PATH_MAX + 8], *err, *out;
     snprintf(uri, sizeof(uri), "sqlite:%s", it_path(db, e, "processed.db"));
     ib_recorder *r = NULL;
     assert_int_equal(ib_recorder_open(&r, uri, NULL, NULL), IB_OK);
-    assert_int_equal(ib_recorder_mark(r, "billing/payments/capture", id, NULL), IB_OK);
-    assert_int_equal(ib_recorder_mark(r, "billing/payments/refund", id, NULL), IB_OK);
     ib_recorder_close(r);
 
-    static const char *const cases[][2] = {{"lookup", "billing"}, {"forget", "nosuch/consumer"}};
+    /* an empty file knows no identity: nothing to guess from either */
+    markers_case empty = {"lookup", "bulk/once/charge", MARKED_ID, 2, "it knows none."};
+    run_identity_case(e, uri, &empty);
+
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, NULL), IB_OK);
+    assert_int_equal(ib_recorder_mark(r, "bulk/once/charge", MARKED_ID, NULL), IB_OK);
+    assert_int_equal(ib_recorder_mark(r, "bulk/once/refund", MARKED_ID, NULL), IB_OK);
+    ib_recorder_close(r);
+    for (size_t i = 0; i < sizeof(identity_cases) / sizeof(identity_cases[0]); i++)
+        run_identity_case(e, uri, &identity_cases[i]);
+    /* the refused forget changed nothing */
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, NULL), IB_OK);
+    bool done = false;
+    assert_int_equal(ib_recorder_is_processed(r, &done, "bulk/once/charge", MARKED_ID, NULL),
+                     IB_OK);
+    assert_true(done);
+    /* a key with attempts counted is known by them, though never marked */
+    ib_claim_info ci;
+    ib_marker_key key = {"bulk/once/retry", OTHER_ID};
+    ib_claim_request rq = {.owner = "it-newcomer", .lease_ms = 60000};
+    assert_int_equal(ib_recorder_acquire_batch(r, &ci, &key, 1, &rq, NULL), IB_OK);
+    assert_int_equal(ib_recorder_release_batch(r, &key, 1, "it-newcomer", NULL), IB_OK);
+    ib_recorder_close(r);
+    markers_case attempted = {"lookup", "bulk/once/retry", OTHER_ID, 3, NULL};
+    run_identity_case(e, uri, &attempted);
+
+    /* a marker store only an ibus run process can see is refused */
+    static const char *const private_stores[] = {"memory:", "sqlite::memory:"};
     for (size_t i = 0; i < 2; i++) {
         it_argv a;
         it_argv_init(&a);
-        it_argv_addl(&a, it_ibus(), "markers", "--recorder", uri, "--consumer", cases[i][1],
-                     cases[i][0], id, NULL);
-        assert_int_equal(run_cmd(&err, NULL, e, "unknown", &a), 2);
-        char want[PATH_MAX + 600];
-        snprintf(want, sizeof(want),
-                 "ibus markers %s: --consumer %s: %s has no markers of that identity; it knows "
-                 "billing/payments/",
-                 cases[i][0], cases[i][1], uri);
-        assert_contains(err, want);
-        assert_contains(err, "(give the full <durable>/<plugin>/<handler> identity, as 'plugin "
-                             "loaded' logs it)");
-        assert_contains(err, "billing/payments/capture");
-        assert_contains(err, "billing/payments/refund");
+        it_argv_addl(&a, it_ibus(), "markers", "--recorder", private_stores[i], "stats", NULL);
+        assert_int_equal(run_cmd(&err, &out, e, "private", &a), 2);
+        assert_contains(err, "keeps its markers inside each ibus run process");
         free(err);
+        free(out);
         it_argv_free(&a);
     }
-    /* a known identity without that id is still the quiet "no" */
-    assert_int_equal(
-        it_marker_lookup(e, "billing/payments/capture", "6f1c4b1a2b3c4d5e8f9a0b1c2d3e4f50"),
-        2); /* it_marker_lookup's file does not exist: refused, not created */
+
+    /* a file that does not exist is refused, never created */
+    assert_int_equal(it_marker_lookup(e, "bulk/once/charge", OTHER_ID), 2);
     char missing[PATH_MAX];
     assert_int_equal(access(it_path(missing, e, "markers.db"), F_OK), -1);
-
-    it_argv a;
-    it_argv_init(&a);
-    it_argv_addl(&a, it_ibus(), "markers", "--recorder", uri, "--consumer",
-                 "billing/payments/capture", "lookup", "6f1c4b1a2b3c4d5e8f9a0b1c2d3e4f50", NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "known", &a), 3);
-    assert_contains(out, "not processed: billing/payments/capture");
-    free(err);
-    free(out);
-    it_argv_free(&a);
-
     char typo[PATH_MAX];
+    it_argv a;
     it_argv_init(&a);
     it_argv_addl(&a, it_ibus(), "markers", NULL);
     it_argv_addf(&a, "--recorder=sqlite:%s", it_path(typo, e, "typo.db"));
