@@ -57,7 +57,8 @@ typedef struct publisher {
     uint64_t published, unique, duplicates;
     atomic_ullong failed;
     bool progress;
-    bool fixed_id_sent; /* the arguments' --id or --key went out once already */
+    bool fixed_id_sent;  /* the arguments' --id or --key went out once already */
+    bool version_warned; /* said once that an id's version needs --uuid-versions */
     int64_t last_progress;
     int64_t total_hint;
 } publisher;
@@ -131,6 +132,26 @@ static bool draw_duplicate(publisher *p)
     return r > 0 && (double)(next_rand(p) >> 11) / 9007199254740992.0 < r;
 }
 
+/* Says once per run that a given id's UUID version is one a default
+ * `ibus run` refuses (it accepts 4 and 8), so the events would be
+ * dead-lettered as invalid-id unless the consumers widen the set. */
+static void warn_version(publisher *p, const char *given_id)
+{
+    if (given_id == NULL || p->cfg->unchecked_id || p->version_warned)
+        return;
+    int v = ib_id_version(given_id, strlen(given_id));
+    if (v < 0 || (IB_ID_VERSIONS_DEFAULT_SET & IB_ID_VERSION(v)) != 0)
+        return;
+    p->version_warned = true;
+    char widen[16] = "any";
+    if (v >= 1 && v <= 8)
+        snprintf(widen, sizeof(widen), "4,%d,8", v);
+    fprintf(stderr,
+            "ibus publish: id %s is a UUID version %d: a default ibus run accepts versions 4 and "
+            "8 and dead-letters it as invalid-id (start the consumers with --uuid-versions %s)\n",
+            given_id, v, widen);
+}
+
 /* Publishes one event, and a duplicate of it with probability --duplicates:
  * the same bytes as a new message without Nats-Msg-Id. */
 static int publish_event(publisher *p, const char *type, const void *payload, size_t len,
@@ -156,6 +177,7 @@ static int publish_event(publisher *p, const char *type, const void *payload, si
         .payload_len = len,
         .set_msg_id = c->msg_id,
     };
+    warn_version(p, given_id);
     ib_status st = ib_bus_event_msg(&m, id, sizeof(id), &ev, &e);
     if (st != IB_OK) {
         if (st == IB_ERR_INVALID_ID)

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "nats_options.h"
 #include "options.h"
+#include "uuid.h"
 
 #define MAX_BACKOFF 32
 
@@ -16,6 +17,8 @@ typedef struct run_args {
     ib_host_config c;
     ib_strlist plugins, plugin_configs, consumer_names, backoff;
     const char *log_format, *log_level;
+    const char *uuid_versions;
+    bool any_uuid_version;
     int on_conflict; /* index into conflict_policies */
     int64_t backoff_ms[MAX_BACKOFF];
     bool help;
@@ -117,8 +120,13 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
          "log format (auto: json unless stderr is a terminal)", 0, 0},
         {"log-level", IB_OPT_STRING, &a->log_level, "LEVEL", "info", "debug, info, warn or error",
          0, 0},
-        {"any-uuid-version", IB_OPT_FLAG, &c->any_uuid_version, NULL, NULL,
-         "accept event ids of any UUID version (e.g. uuid7), not only uuid4", 0, 0},
+        {"uuid-versions", IB_OPT_STRING, &a->uuid_versions, "LIST", "4,8",
+         "UUID versions of the event ids accepted, 1-8 separated by commas, or any: 4 are "
+         "random ids, 8 the ids publish --key and ib_event_id_derive derive from a key; add 7 for "
+         "uuid7 producers; others are dead-lettered as invalid-id",
+         0, 0},
+        {"any-uuid-version", IB_OPT_FLAG, &a->any_uuid_version, NULL, NULL,
+         "accept event ids of any UUID version (the same as --uuid-versions any)", 0, 0},
         {"max-event-bytes", IB_OPT_INT, &c->max_event_bytes, "BYTES", "1048576",
          "largest accepted message", 64, 67108864},
         {"publish-prefix", IB_OPT_STRING, &c->publish_prefix, "PREFIX", "events",
@@ -150,6 +158,27 @@ static size_t run_options(ib_opt *opts, void *targets)
     return n;
 }
 
+/* --uuid-versions (and --any-uuid-version, its older spelling for "any")
+ * into the host's version set. 0, or -1 after saying why. */
+static int check_uuid_versions(run_args *a)
+{
+    unsigned set = 0;
+    if (ib_id_versions_parse(&set, a->uuid_versions) != 0) {
+        fprintf(stderr,
+                "ibus run: --uuid-versions: expected UUID versions 1-8 separated by commas "
+                "(4,8) or any, got '%s'\n",
+                a->uuid_versions);
+        return -1;
+    }
+    if (a->any_uuid_version && set != IB_ID_VERSIONS_DEFAULT_SET && set != IB_ID_ANY_VERSION) {
+        fprintf(stderr, "ibus run: --any-uuid-version: accepts any version, which contradicts "
+                        "--uuid-versions; give one of them\n");
+        return -1;
+    }
+    a->c.uuid_versions = a->any_uuid_version ? IB_ID_ANY_VERSION : set;
+    return 0;
+}
+
 /* Checks what the option table cannot: log settings, the plugin list and
  * the relations between options. Prints the reason and returns -1 on the
  * first problem, else 0 with the log settings and back-off steps
@@ -176,6 +205,8 @@ static int check_args(run_args *a)
                 a->plugins.count);
         return -1;
     }
+    if (check_uuid_versions(a) != 0)
+        return -1;
     if (a->c.retry_max_ms < a->c.retry_base_ms) {
         fprintf(stderr, "ibus run: --retry-max-delay: must not be below --retry-delay\n");
         return -1;

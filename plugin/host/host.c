@@ -483,7 +483,7 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
         snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "ibus.dlq.%s",
                  cfg->durable);
     h->limits.max_bytes = (size_t)cfg->max_event_bytes;
-    h->limits.id_flags = cfg->any_uuid_version ? IB_ID_ANY_VERSION : IB_ID_UUID4_ONLY;
+    h->limits.id_flags = cfg->uuid_versions;
     h->ack_wait_ms = cfg->ack_wait_ms;
     h->max_deliver = (uint64_t)cfg->max_deliver;
     h->bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";

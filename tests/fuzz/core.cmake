@@ -1,4 +1,5 @@
-# Fuzz targets for core: event decoding and id normalisation. Seeds live in
+# Fuzz targets for core: event decoding, id normalisation and the accepted
+# id versions (ibus run --uuid-versions). Seeds live in
 # corpus/event and corpus/id; fuzz_core_gen_corpus (not built by default)
 # regenerates the committed ones.
 ib_add_fuzz_target(fuzz_event_decode
@@ -11,6 +12,12 @@ ib_add_fuzz_target(fuzz_id_normalise
   LIBS ib_core
   CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/id
   ITERATIONS 200000)
+
+ib_add_fuzz_target(fuzz_id_versions
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/core/fuzz_id_versions.c
+  LIBS ib_core
+  CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/id_versions
+  ITERATIONS 100000)
 
 add_executable(fuzz_core_gen_corpus EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/core/gen_corpus.c)
 target_link_libraries(fuzz_core_gen_corpus PRIVATE ib_core)

@@ -50,9 +50,9 @@ typedef struct ib_host_config {
     int64_t retry_base_ms;
     int64_t retry_max_ms;
     int64_t drain_timeout_ms;
-    int64_t idle_exit_ms; /* 0 = never */
-    const char *http;     /* NULL = no HTTP server */
-    bool any_uuid_version;
+    int64_t idle_exit_ms;   /* 0 = never */
+    const char *http;       /* NULL = no HTTP server */
+    unsigned uuid_versions; /* event id versions accepted (IB_ID_VERSION bits); 0 = 4 and 8 */
     int64_t max_event_bytes;
     const char *publish_prefix; /* subject prefix for events handlers publish */
     const char *summary_file;   /* append a JSON summary line at exit; may be NULL */

@@ -1,0 +1,181 @@
+/* Adoptable in an afternoon (issue 33): the defaults a new user meets,
+ * against a real nats-server and real ibus processes. Ids the product
+ * makes are accepted by default, and --uuid-versions narrows or widens
+ * the set. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ib_test.h"
+#include "it_support.h"
+#include <infinity_bus/idempotency.h>
+
+#define UUID4 "0f8fad5bd9cb469fa16570867728950e"
+#define UUID7 "018f3c5e7d2a7b3c8d4e5f60718293a4"
+#define KEY "card-charge-good-1"
+/* where the three events land in the stream, published in this order */
+#define SEQ_UUID8 2
+#define SEQ_UUID7 3
+
+static void assert_contains(const char *text, const char *needle)
+{
+    if (text == NULL || strstr(text, needle) == NULL)
+        fail_msg("expected \"%s\" in:\n%s", needle, text != NULL ? text : "(nothing)");
+}
+
+/* Runs argv to completion; returns its exit code and its stderr (and
+ * stdout, when `out` is non-NULL) as malloc'd text. */
+static int run_cmd(char **err, char **out, it_env *e, const char *name, it_argv *a)
+{
+    it_proc p;
+    int st = it_proc_run(&p, e->dir, name, NULL, a->v, it_timeout(60000));
+    *err = it_file_read(NULL, p.err_path);
+    if (out != NULL)
+        *out = it_file_read(NULL, p.out_path);
+    if (*err == NULL)
+        *err = strdup("");
+    if (out != NULL && *out == NULL)
+        *out = strdup("");
+    return st;
+}
+
+/* The events stream, made as an operator would. */
+static void make_stream(it_env *e)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {IT_SUBJECTS};
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = IT_STREAM;
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(&si, it_server_js(&e->server), &sc, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+}
+
+/* Runs durable `durable` with the audit plugin (its own file) and the
+ * extra flags (NULL-terminated) until the consumer is idle, then stops it. */
+static void drain_with(it_env *e, const char *durable, ...)
+{
+    char path[PATH_MAX], name[64];
+    it_argv a;
+    va_list ap;
+    it_argv_run(&a, e, durable);
+    it_argv_plugin(&a, "audit", NULL);
+    snprintf(name, sizeof(name), "%s.audit", durable);
+    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, name));
+    va_start(ap, durable);
+    for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *))
+        it_argv_add(&a, s);
+    va_end(ap);
+    it_proc host;
+    assert_true(it_spawn(&host, e, durable, &a));
+    it_argv_free(&a);
+    assert_true(it_wait_consumer(&e->server, IT_STREAM, durable, it_timeout(30000)));
+    it_finish_hosts(e, durable, &host, 1, it_timeout(60000));
+}
+
+/* Whether durable's audit file has a line for `id`. */
+static bool audited(it_env *e, const char *durable, const char *id)
+{
+    char path[PATH_MAX], name[64];
+    snprintf(name, sizeof(name), "%s.audit", durable);
+    char *text = it_file_read(NULL, it_path(path, e, name));
+    bool found = text != NULL && strstr(text, id) != NULL;
+    free(text);
+    return found;
+}
+
+/* The dead letters of `durable` of the event at stream sequence `seq` (an
+ * id that does not validate is not named in a dead letter), each checked
+ * to be invalid-id; the last one's Ibus-Error goes into `error`. */
+static size_t dead_letters_of(it_env *e, const char *durable, unsigned seq, char *error, size_t cap)
+{
+    char stream[64], want[24];
+    it_msg *msgs = NULL;
+    snprintf(stream, sizeof(stream), "DLQ_%s", durable);
+    snprintf(want, sizeof(want), "%u", seq);
+    size_t n = it_stream_read_all(&msgs, &e->server, stream), found = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *got = it_msg_header(&msgs[i], "Ibus-Stream-Seq");
+        if (got == NULL || strcmp(got, want) != 0)
+            continue;
+        found++;
+        assert_string_equal(it_msg_header(&msgs[i], "Ibus-Reason"), "invalid-id");
+        if (error != NULL)
+            snprintf(error, cap, "%s", it_msg_header(&msgs[i], "Ibus-Error"));
+    }
+    it_msgs_free(msgs, n);
+    return found;
+}
+
+/* Item 2: a default ibus run handles the uuid4 of a producer and the uuid8
+ * that publish --key derives; a uuid7 is dead-lettered as invalid-id,
+ * naming its version and the accepted ones. --uuid-versions 4 narrows the
+ * set (the uuid8 is refused too), 4,7,8 widens it; a bad list is exit 2. */
+static void product_ids_accepted_by_default(void **state)
+{
+    it_env *e = *state;
+    char derived[IB_EVENT_ID_SIZE], error[512];
+    assert_int_equal(ib_event_id_derive(derived, IB_EVENT_ID_NAMESPACE, KEY, strlen(KEY), NULL),
+                     IB_OK);
+    make_stream(e);
+    assert_int_equal(
+        it_publish(NULL, e, NULL, "--type", "order.created", "--id", UUID4, "{}", NULL), 0);
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "order.created", "--key", KEY, "{}", NULL),
+                     0);
+    /* publish says what a default consumer will do with a uuid7 */
+    char *err, *out;
+    it_argv a;
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "publish", NULL);
+    it_argv_connect(&a, &e->server);
+    it_argv_addl(&a, "--type", "order.created", "--id", UUID7, "{}", NULL);
+    assert_int_equal(run_cmd(&err, &out, e, "publish7", &a), 0);
+    assert_contains(err, "ibus publish: id " UUID7 " is a UUID version 7: a default ibus run "
+                         "accepts versions 4 and 8 and dead-letters it as invalid-id (start the "
+                         "consumers with --uuid-versions 4,7,8)");
+    free(err);
+    free(out);
+    it_argv_free(&a);
+
+    drain_with(e, "dflt", NULL);
+    assert_true(audited(e, "dflt", UUID4));
+    assert_true(audited(e, "dflt", derived));
+    assert_false(audited(e, "dflt", UUID7));
+    assert_int_equal(dead_letters_of(e, "dflt", SEQ_UUID8, NULL, 0), 0);
+    assert_int_equal(dead_letters_of(e, "dflt", SEQ_UUID7, error, sizeof(error)), 1);
+    assert_contains(error, "id is a UUID version 7, not one of the accepted versions 4,8");
+
+    drain_with(e, "narrow", "--uuid-versions", "4", NULL);
+    assert_true(audited(e, "narrow", UUID4));
+    assert_false(audited(e, "narrow", derived));
+    assert_int_equal(dead_letters_of(e, "narrow", SEQ_UUID8, error, sizeof(error)), 1);
+    assert_contains(error, "id is a UUID version 8, not one of the accepted versions 4");
+    assert_int_equal(dead_letters_of(e, "narrow", SEQ_UUID7, NULL, 0), 1);
+
+    drain_with(e, "wide", "--uuid-versions", "4,7,8", NULL);
+    assert_true(audited(e, "wide", UUID4));
+    assert_true(audited(e, "wide", derived));
+    assert_true(audited(e, "wide", UUID7));
+    assert_int_equal(it_stream_count(&e->server, "DLQ_wide"), 0);
+
+    it_argv_run(&a, e, "bad");
+    it_argv_plugin(&a, "audit", "file=x");
+    it_argv_addl(&a, "--uuid-versions", "4,9", NULL);
+    assert_int_equal(run_cmd(&err, &out, e, "bad", &a), 2);
+    assert_contains(err, "ibus run: --uuid-versions: expected UUID versions 1-8 separated by "
+                         "commas (4,8) or any, got '4,9'");
+    free(err);
+    free(out);
+    it_argv_free(&a);
+    it_done(e);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(product_ids_accepted_by_default, it_setup, it_teardown),
+};
+
+IB_TEST_MAIN(tests)
