@@ -19,6 +19,7 @@ typedef struct run_args {
     const char *log_format, *log_level;
     const char *uuid_versions;
     bool any_uuid_version;
+    const char *retention;
     int on_conflict; /* index into conflict_policies */
     int64_t backoff_ms[MAX_BACKOFF];
     bool help;
@@ -77,13 +78,19 @@ static size_t run_options_setup(ib_opt *opts, run_args *a)
          "replicas of the event and dead-letter streams --create makes (3 on a cluster, so the "
          "stream survives a node)",
          1, 5},
-        {"stream-max-age", IB_OPT_DURATION, &c->stream_max_age_ms, "DURATION", "0",
-         "MaxAge of a stream created by --create: messages older than this are removed, which "
-         "is what --retention and markers prune need (0 = keep for ever)",
+        {"stream-max-age", IB_OPT_DURATION, &c->stream_max_age_ms, "DURATION", "7d",
+         "MaxAge of the event stream --create makes: messages older than this are removed, and "
+         "markers follow (--retention auto); 0 = keep for ever, and then nothing is pruned",
          0, 0},
         {"stream-max-bytes", IB_OPT_INT, &c->stream_max_bytes, "BYTES", "0",
-         "MaxBytes of a stream created by --create, oldest removed first (0 = unlimited)", 0,
+         "MaxBytes of the event stream --create makes, oldest removed first (0 = unlimited)", 0,
          INT64_MAX},
+        {"dead-letter-max-age", IB_OPT_DURATION, &c->dead_letter_max_age_ms, "DURATION", "30d",
+         "MaxAge of the dead-letter stream --create makes (0 = keep for ever)", 0, 0},
+        {"dead-letter-max-bytes", IB_OPT_INT, &c->dead_letter_max_bytes, "BYTES", "1073741824",
+         "MaxBytes of the dead-letter stream --create makes; when full it refuses new dead "
+         "letters, whose originals are then nak'ed and kept (0 = unlimited)",
+         0, INT64_MAX},
     };
     _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 2, "too many options");
     memcpy(opts, table, sizeof(table));
@@ -135,9 +142,10 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
          "append a JSON line of totals at exit", 0, 0},
         {"on-conflict", IB_OPT_CHOICE, &a->on_conflict, CONFLICT_CHOICES, "dead-letter",
          "an id reused for another payload: dead-letter, drop, or log and drop", 0, 0},
-        {"retention", IB_OPT_DURATION, &c->retention_ms, "DURATION", "0",
-         "prune markers older than this in the background (0 = never); refused below the time "
-         "the stream can still deliver a message",
+        {"retention", IB_OPT_STRING, &a->retention, "DURATION", "auto",
+         "prune markers older than this in the background: auto follows the stream's MaxAge "
+         "(never without one, or with kv:, whose bucket TTL prunes); 0 = never; a duration is "
+         "refused below the time the stream can still deliver a message",
          0, 0},
         {"retention-unsafe", IB_OPT_FLAG, &c->retention_unsafe, NULL, NULL,
          "start with a --retention below that time (with a warning)", 0, 0},
@@ -179,6 +187,31 @@ static int check_uuid_versions(run_args *a)
     return 0;
 }
 
+/* --retention: auto, or a duration (0 = never). A kv: recorder cannot
+ * prune: its bucket's TTL does. 0, or -1 after saying why. */
+static int check_retention(run_args *a)
+{
+    int64_t ms = 0;
+    if (strcmp(a->retention, "auto") == 0) {
+        a->c.retention_ms = IB_HOST_RETENTION_AUTO;
+        return 0;
+    }
+    if (ib_parse_duration_ms(&ms, a->retention) != 0) {
+        fprintf(stderr,
+                "ibus run: --retention: expected auto or a duration (30d; 0 = never), "
+                "got '%s'\n",
+                a->retention);
+        return -1;
+    }
+    if (ms > 0 && a->c.recorder != NULL && strncmp(a->c.recorder, "kv:", 3) == 0) {
+        fprintf(stderr, "ibus run: --retention: a kv: recorder cannot prune; its bucket's TTL "
+                        "removes old markers (set it when creating the bucket)\n");
+        return -1;
+    }
+    a->c.retention_ms = ms;
+    return 0;
+}
+
 /* Checks what the option table cannot: log settings, the plugin list and
  * the relations between options. Prints the reason and returns -1 on the
  * first problem, else 0 with the log settings and back-off steps
@@ -205,7 +238,7 @@ static int check_args(run_args *a)
                 a->plugins.count);
         return -1;
     }
-    if (check_uuid_versions(a) != 0)
+    if (check_uuid_versions(a) != 0 || check_retention(a) != 0)
         return -1;
     if (a->c.retry_max_ms < a->c.retry_base_ms) {
         fprintf(stderr, "ibus run: --retry-max-delay: must not be below --retry-delay\n");
@@ -220,11 +253,6 @@ static int check_args(run_args *a)
     }
     if (a->backoff.count > (size_t)a->c.max_deliver) {
         fprintf(stderr, "ibus run: --backoff: more steps than --max-deliver\n");
-        return -1;
-    }
-    if (a->c.retention_ms > 0 && a->c.recorder != NULL && strncmp(a->c.recorder, "kv:", 3) == 0) {
-        fprintf(stderr, "ibus run: --retention: a kv: recorder cannot prune; its bucket's TTL "
-                        "removes old markers (set it when creating the bucket)\n");
         return -1;
     }
     return 0;

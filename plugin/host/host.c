@@ -179,6 +179,8 @@ static int bind_consumer(ib_host *h, ib_error *err)
         .waiting_requests = IB_PULLER_MAX_WAITING,
         .stream_max_age_ms = h->cfg->stream_max_age_ms,
         .stream_max_bytes = h->cfg->stream_max_bytes,
+        .dead_letter_max_age_ms = h->cfg->dead_letter_max_age_ms,
+        .dead_letter_max_bytes = h->cfg->dead_letter_max_bytes,
     };
     if (ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, err) != IB_OK)
         return -1;

@@ -109,6 +109,10 @@ typedef struct ib_host {
      * keeper_wake (on CLOCK_MONOTONIC) cuts its sleep short. */
     pthread_t keeper;
     bool keeper_started;
+    /* The retention the keeper prunes with, set by the retention check at
+     * bind (the configured one, or the floor for an automatic one); 0 =
+     * no pruning. Written before the keeper starts, read only by it. */
+    int64_t retention_ms;
     pthread_mutex_t keeper_lock;
     pthread_cond_t keeper_wake;
     bool keeper_quit;
@@ -176,8 +180,12 @@ int ib__host_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
  * a message (ib_host_retention_floor_ms), from the bound consumer's facts
  * `f` and the stream's MaxAge: logs why with both figures and returns -1
  * with IB_ERR_CONFIG and an empty message (said already), unless
- * cfg->retention_unsafe (then a warning). Without retention 0 at once.
- * -1 with IB_ERR_NATS when the stream cannot be read. */
+ * cfg->retention_unsafe (then a warning). An automatic retention
+ * (IB_HOST_RETENTION_AUTO) becomes the floor, or none when the stream has
+ * no MaxAge (a warning: markers are kept for ever) or the recorder is kv:
+ * (its bucket's TTL prunes); the choice is logged. Sets h->retention_ms.
+ * Without retention 0 at once. -1 with IB_ERR_NATS when the stream cannot
+ * be read. */
 int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *err);
 
 /* Starts and stops the keeper thread: prune every tenth of the retention

@@ -2,14 +2,17 @@
  * against a real nats-server and real ibus processes. Ids the product
  * makes are accepted by default, and --uuid-versions narrows or widens
  * the set. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ib_test.h"
 #include "it_support.h"
 #include <infinity_bus/idempotency.h>
+#include <infinity_bus/recorder.h>
 
 #define UUID4 "0f8fad5bd9cb469fa16570867728950e"
 #define UUID7 "018f3c5e7d2a7b3c8d4e5f60718293a4"
@@ -304,11 +307,163 @@ static void publish_errors_name_the_subject(void **state)
     it_done(e);
 }
 
+#define DAY_MS (86400LL * 1000)
+#define ADOPT_CONSUMER "adopt/audit/audit"
+
+static int64_t seed_clock_ms;
+
+static int64_t seed_clock(void)
+{
+    return seed_clock_ms;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Marks `n` ids of `group` for ADOPT_CONSUMER as if marked `age_ms` ago,
+ * through the recorder API with an injected clock. */
+static void seed_markers(it_env *e, unsigned group, unsigned n, int64_t age_ms)
+{
+    char db[PATH_MAX], uri[PATH_MAX + 8], id[33];
+    ib_recorder *r = NULL;
+    ib_error err;
+    ib_recorder_options ro = {.size = sizeof(ro), .now_ms = seed_clock};
+    snprintf(uri, sizeof(uri), "sqlite:%s", it_path(db, e, "markers.db"));
+    seed_clock_ms = wall_ms() - age_ms;
+    assert_int_equal(ib_recorder_open(&r, uri, &ro, &err), IB_OK);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "%08x000040008000%012x", group, i);
+        assert_int_equal(ib_recorder_mark(r, ADOPT_CONSUMER, id, &err), IB_OK);
+    }
+    ib_recorder_close(r);
+}
+
+static double wait_metric(it_env *e, int port, const char *series, double want, int64_t ms)
+{
+    int64_t deadline = it_now_ms() + it_timeout(ms);
+    double v = -1;
+    do {
+        char *body = NULL;
+        if (it_http_get(&body, e, port, "/metrics") == 200 && body != NULL &&
+            it_prom_value(&v, body, series) && v == want) {
+            free(body);
+            return v;
+        }
+        free(body);
+        it_sleep_ms(200);
+    } while (it_now_ms() < deadline);
+    return v;
+}
+
+/* Asserts stream `name`'s MaxAge (ms), MaxBytes and discard policy. */
+static void assert_limits(it_env *e, const char *name, int64_t age_ms, int64_t bytes,
+                          jsDiscardPolicy discard)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(js_GetStreamInfo(&si, it_server_js(&e->server), name, NULL, &jerr), NATS_OK);
+    int64_t have_bytes = si->Config->MaxBytes < 0 ? 0 : si->Config->MaxBytes; /* -1: none */
+    if (si->Config->MaxAge != age_ms * 1000000LL || have_bytes != bytes ||
+        si->Config->Discard != discard)
+        fail_msg("stream %s: MaxAge %lldns MaxBytes %lld discard %d", name,
+                 (long long)si->Config->MaxAge, (long long)si->Config->MaxBytes,
+                 (int)si->Config->Discard);
+    jsStreamInfo_Destroy(si);
+}
+
+/* Item 5: --create without a word about retention gives the event stream
+ * a MaxAge of 7 days and the dead-letter stream 30 days and 1 GiB (new
+ * dead letters refused when full, never old ones dropped), says so, and
+ * the markers follow the stream's MaxAge (the floor). */
+static void create_gives_default_retention(void **state)
+{
+    it_env *e = *state;
+    char path[PATH_MAX];
+    it_argv a;
+    it_argv_run(&a, e, "adopt");
+    it_argv_plugin(&a, "audit", NULL);
+    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
+    it_argv_addl(&a, "--idle-exit", "1s", NULL);
+    char *err, *out;
+    assert_int_equal(run_cmd(&err, &out, e, "defaults", &a), 0);
+    it_argv_free(&a);
+    assert_limits(e, IT_STREAM, 7 * DAY_MS, 0, js_DiscardOld);
+    assert_limits(e, "DLQ_adopt", 30 * DAY_MS, 1024LL * 1024 * 1024, js_DiscardNew);
+    assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"EVENTS\",\"subjects\":"
+                         "\"events.>\",\"max_age_ms\":604800000,\"max_bytes\":0,\"discard\":"
+                         "\"old\"");
+    assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"DLQ_adopt\",\"subjects\":"
+                         "\"ibus.dlq.adopt\",\"max_age_ms\":2592000000,\"max_bytes\":1073741824,"
+                         "\"discard\":\"new\"");
+    assert_contains(err, "\"msg\":\"retention follows the stream's MaxAge\",\"stream\":\"EVENTS\","
+                         "\"retention_ms\":604800000,\"floor_ms\":604800000");
+    free(err);
+    free(out);
+    it_done(e);
+}
+
+/* Item 5: the automatic retention prunes: with --stream-max-age 2h,
+ * markers 3 hours old go at start-up and fresh ones stay; `ibus markers
+ * prune` accepts the stream --create made. A stream without MaxAge keeps
+ * markers for ever, and the host says so. */
+static void automatic_retention_prunes(void **state)
+{
+    it_env *e = *state;
+    char path[PATH_MAX];
+    seed_markers(e, 1, 30, 3 * 3600 * 1000);
+    seed_markers(e, 2, 20, 60 * 1000);
+    int port = it_free_port();
+    it_argv a;
+    it_argv_run(&a, e, "adopt");
+    it_argv_plugin(&a, "audit", NULL);
+    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
+    it_argv_addf(&a, "--http=127.0.0.1:%d", port);
+    it_argv_addl(&a, "--stream-max-age", "2h", NULL);
+    it_proc host;
+    assert_true(it_spawn(&host, e, "pruning", &a));
+    it_argv_free(&a);
+    assert_true(wait_metric(e, port, "ibus_markers_pruned_total", 30, 30000) == 30);
+    assert_true(wait_metric(e, port, "ibus_markers", 20, 30000) == 20);
+    assert_true(it_proc_signal(&host, SIGTERM));
+    assert_int_equal(it_proc_wait(&host, it_timeout(30000)), 0);
+    assert_true(it_file_contains(host.err_path, "\"retention_ms\":7200000,\"floor_ms\":7200000"));
+
+    /* the same file on a stream without MaxAge: nothing pruned, and said */
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"other.>"};
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = "FOREVER";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(&si, it_server_js(&e->server), &sc, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    it_argv_run(&a, e, "forever");
+    it_argv_addl(&a, "--stream", "FOREVER", "--idle-exit", "1s", NULL);
+    it_argv_plugin(&a, "audit", NULL);
+    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
+    char *err, *out;
+    assert_int_equal(run_cmd(&err, &out, e, "forever", &a), 0);
+    it_argv_free(&a);
+    assert_contains(err, "\"level\":\"warn\",\"msg\":\"markers are kept for ever: the stream has "
+                         "no MaxAge");
+    free(err);
+    free(out);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(product_ids_accepted_by_default, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(publish_counts_repeated_ids, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(publish_raw_honours_prefix_and_type, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(publish_errors_name_the_subject, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(create_gives_default_retention, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(automatic_retention_prunes, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)

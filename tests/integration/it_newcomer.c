@@ -451,7 +451,7 @@ static void created_stream_has_max_bytes(void **state)
     assert_int_equal(js_GetStreamInfo(&si, it_server_js(&e->server), IT_STREAM, NULL, &jerr),
                      NATS_OK);
     assert_true(si->Config->MaxBytes == 1000000000LL);
-    assert_true(si->Config->MaxAge == 0);
+    assert_true(si->Config->MaxAge == 7LL * 86400 * 1000000000LL); /* the default (issue 33) */
     jsStreamInfo_Destroy(si);
     it_done(e);
 }

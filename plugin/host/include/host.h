@@ -64,7 +64,10 @@ typedef struct ib_host_config {
     ib_conflict_policy on_conflict;
     /* Prune markers older than this in the background; 0 = never. Refused
      * (exit 2) when shorter than the time the stream can still deliver a
-     * message (ib_host_retention_floor_ms), unless retention_unsafe. */
+     * message (ib_host_retention_floor_ms), unless retention_unsafe.
+     * IB_HOST_RETENTION_AUTO: that floor itself, read at start-up (the
+     * stream's MaxAge); nothing when the stream has no MaxAge or the
+     * recorder prunes by itself (kv:, its bucket's TTL). */
     int64_t retention_ms;
     bool retention_unsafe; /* start anyway, with a warning */
     /* Check and exit (ibus run --check): load the plugins, open the
@@ -75,7 +78,15 @@ typedef struct ib_host_config {
     /* --create: MaxAge and MaxBytes of a stream it creates; 0 = none */
     int64_t stream_max_age_ms;
     int64_t stream_max_bytes;
+    /* --create: MaxAge and MaxBytes of the dead-letter stream it creates;
+     * 0 = none. At MaxBytes it refuses new dead letters (DiscardNew): the
+     * original is then nak'ed and kept, never a dead letter dropped */
+    int64_t dead_letter_max_age_ms;
+    int64_t dead_letter_max_bytes;
 } ib_host_config;
+
+/* ib_host_config.retention_ms: follow the floor (see there). */
+#define IB_HOST_RETENTION_AUTO (-1)
 
 /* Runs the host until a signal, an idle exit or a fatal error. Returns the
  * process exit status: 0 clean stop, 1 runtime failure, 2 bad

@@ -51,8 +51,16 @@ static void defaults(void **state)
     assert_int_equal(run(NULL), 0);
     assert_int_equal(calls, 1);
     assert_int_equal(seen.on_conflict, IB_CONFLICT_DEAD_LETTER);
-    assert_int_equal(seen.retention_ms, 0);
     assert_false(seen.retention_unsafe);
+    /* Issue 33: retention that works out of the box. --create gives the
+     * event stream 7 days and the dead-letter stream 30 days and 1 GiB;
+     * markers follow the stream's MaxAge; ids of versions 4 and 8 pass. */
+    assert_int_equal(seen.retention_ms, IB_HOST_RETENTION_AUTO);
+    assert_int_equal(seen.stream_max_age_ms, 7LL * 86400 * 1000);
+    assert_int_equal(seen.stream_max_bytes, 0);
+    assert_int_equal(seen.dead_letter_max_age_ms, 30LL * 86400 * 1000);
+    assert_int_equal(seen.dead_letter_max_bytes, 1024LL * 1024 * 1024);
+    assert_int_equal(seen.uuid_versions, (1u << 4) | (1u << 8));
 }
 
 static void each_conflict_policy(void **state)
@@ -87,6 +95,10 @@ static void retention_flags(void **state)
     assert_int_equal(run(NULL), 0);
     assert_int_equal(seen.retention_ms, 30LL * 86400 * 1000);
     assert_false(seen.retention_unsafe);
+    assert_int_equal(run("--retention", "0", NULL), 0); /* never */
+    assert_int_equal(seen.retention_ms, 0);
+    assert_int_equal(run("--retention", "auto", NULL), 0);
+    assert_int_equal(seen.retention_ms, IB_HOST_RETENTION_AUTO);
 }
 
 /* Refused before the host runs: exit 2. */
@@ -100,9 +112,14 @@ static void bad_values_exit_2(void **state)
     /* a kv: bucket prunes by its TTL */
     assert_int_equal(run("--retention", "1h", "--recorder", "kv:markers", NULL), 2);
     assert_int_equal(calls, 0);
-    /* without retention a kv: recorder is fine */
+    assert_int_equal(run("--uuid-versions", "4,9", NULL), 2);
+    assert_int_equal(run("--uuid-versions", "4", "--any-uuid-version", NULL), 2);
+    assert_int_equal(calls, 0);
+    /* without retention, or with the automatic one (the TTL), a kv:
+     * recorder is fine */
     assert_int_equal(run("--recorder", "kv:markers", NULL), 0);
-    assert_int_equal(calls, 1);
+    assert_int_equal(run("--recorder", "kv:markers", "--retention", "0", NULL), 0);
+    assert_int_equal(calls, 2);
 }
 
 /* Issue 25: --check and the stream limits of --create reach the host; a
@@ -115,9 +132,17 @@ static void check_and_stream_limits(void **state)
     assert_true(seen.check_only);
     assert_int_equal(seen.stream_max_age_ms, 30LL * 86400 * 1000);
     assert_int_equal(seen.stream_max_bytes, 1000000);
-    assert_int_equal(run(NULL), 0);
+    assert_int_equal(run("--stream-max-age", "0", "--dead-letter-max-age", "1h",
+                         "--dead-letter-max-bytes", "0", NULL),
+                     0);
     assert_false(seen.check_only);
     assert_int_equal(seen.stream_max_age_ms, 0);
+    assert_int_equal(seen.dead_letter_max_age_ms, 3600 * 1000);
+    assert_int_equal(seen.dead_letter_max_bytes, 0);
+    assert_int_equal(run("--uuid-versions", "any", NULL), 0);
+    assert_int_equal(seen.uuid_versions, 0xffffu);
+    assert_int_equal(run("--any-uuid-version", NULL), 0);
+    assert_int_equal(seen.uuid_versions, 0xffffu);
     calls = 0;
     assert_int_equal(run("--nats-url", "127.0.0.1:notaport", NULL), 2);
     assert_int_equal(run("--nats-url", "nats://a:1,nats://b:99999", NULL), 2);
