@@ -136,7 +136,8 @@ static int load_plugins(ib_host *h, ib_error *err)
         if (ib_plugin_config_lookup(&config, h->cfg->plugin_configs, ib_plugin_name(pl), err) !=
             IB_OK)
             return -1;
-        ib_status st = ib_plugin_init(pl, ib__host_api(), config != NULL ? config : "", err);
+        ib_status st =
+            ib_plugin_init(pl, ib__host_api(h->cfg->check_only), config != NULL ? config : "", err);
         free(config);
         if (st != IB_OK)
             return -1;

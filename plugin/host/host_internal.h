@@ -145,8 +145,10 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);
 
 /* The host API table every plugin's init() receives (static storage,
  * valid for the process lifetime): the bus part's table with the ABI 1.3
- * slots added. Call it first on the main thread, before handlers run. */
-const ib_host_api *ib__host_api(void);
+ * and 1.4 slots added; with `checking`, the table of ibus run --check
+ * (flags IB_HOST_CHECKING). Call it first on the main thread, before
+ * handlers run. */
+const ib_host_api *ib__host_api(bool checking);
 
 /* The bus a transactional handler gets (ib_dispatch_options.
  * transactional_bus; `ctx` is the ib_host): a copy of `bus` whose publishes
