@@ -6,6 +6,7 @@
 #   lib/systemd/system/ibus@.service            (component ibus)
 #   <sysconfdir>/infinity-bus/ibus.env.example  (component ibus; /etc with prefix /usr)
 #   share/doc/infinity-bus/{README.md,copyright} (component ibus)
+#   share/doc/infinity-bus/examples/http/receiver.{py,js} (component ibus)
 #   share/doc/libinfinity-bus0/copyright        (component library)
 #   share/doc/libinfinity-bus-dev/copyright     (component library-dev)
 # and with IB_SYSTEM_USER:
@@ -101,6 +102,10 @@ foreach(_ib_installed ${IB_SYSTEMD_UNITDIR}/ibus@.service ${IB_SYSCONFDIR}/ibus.
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${_ib_deploy}/debian/copyright
         DESTINATION ${IB_DOCDIR} COMPONENT ibus)
+# The http plugin's example receivers (docs/languages.md), beside the docs.
+install(FILES ${PROJECT_SOURCE_DIR}/plugin/examples/http/receiver.py
+              ${PROJECT_SOURCE_DIR}/plugin/examples/http/receiver.js
+        DESTINATION ${IB_DOCDIR}/examples/http COMPONENT ibus)
 install(FILES ${_ib_deploy}/debian/copyright
         DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/libinfinity-bus0 COMPONENT library)
 install(FILES ${_ib_deploy}/debian/copyright

@@ -301,7 +301,8 @@ static size_t markers_options(ib_opt *opts, void *targets)
 {
     markers_args *m = targets;
     const ib_opt table[] = {
-        {"recorder", IB_OPT_STRING, &m->uri, "URI", "sqlite:processed.db", "marker store", 0, 0},
+        {"recorder", IB_OPT_STRING, &m->uri, "URI", "sqlite:processed.db",
+         "marker store the ibus run processes use: sqlite:PATH or kv:BUCKET", 0, 0},
         {"allow-insecure-db", IB_OPT_FLAG, &m->ro.sqlite_allow_insecure, NULL, NULL,
          "open a marker file of another user or writable by others (never a symlink)", 0, 0},
         {"consumer", IB_OPT_STRING, &m->consumer, "ID", NULL,

@@ -1,5 +1,7 @@
 /* ibus run: option table and translation into the host's configuration. */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -7,6 +9,7 @@
 #include "log.h"
 #include "nats_options.h"
 #include "options.h"
+#include "plugin_path.h"
 #include "uuid.h"
 
 #define MAX_BACKOFF 32
@@ -16,6 +19,9 @@
 typedef struct run_args {
     ib_host_config c;
     ib_strlist plugins, plugin_configs, consumer_names, backoff;
+    const char *plugin_dir;
+    char *plugin_paths; /* the resolved --plugin paths, PATH_MAX each; OWNED */
+    const char *plugin_list[IB_HOST_MAX_PLUGINS + 1];
     const char *log_format, *log_level;
     const char *uuid_versions;
     bool any_uuid_version;
@@ -44,7 +50,12 @@ static size_t run_options_setup(ib_opt *opts, run_args *a)
         {"subject", IB_OPT_STRING, &c->subject, "SUBJECT", NULL,
          "filter subject of the consumer (when creating it)", 0, 0},
         {"durable", IB_OPT_STRING, &c->durable, "NAME", "ibus", "durable pull consumer name", 0, 0},
-        {"plugin", IB_OPT_LIST, &a->plugins, "PATH", NULL, "handler plugin (.so) to load", 0, 0},
+        {"plugin", IB_OPT_LIST, &a->plugins, "PATH|NAME", NULL,
+         "handler plugin to load: a path (./audit.so), or a name (audit) in the plugin "
+         "directory",
+         0, 0},
+        {"plugin-dir", IB_OPT_STRING, &a->plugin_dir, "DIR", NULL,
+         "where --plugin NAME looks (default: lib/infinity-bus/plugins of this install)", 0, 0},
         {"plugin-config", IB_OPT_LIST, &a->plugin_configs, "NAME=STRING", NULL,
          "configuration string for plugin NAME (else IB_PLUGIN_CONFIG_<NAME>)", 0, 0},
         {"consumer-name", IB_OPT_LIST, &a->consumer_names, "PLUGIN/HANDLER=ID", NULL,
@@ -56,7 +67,9 @@ static size_t run_options_setup(ib_opt *opts, run_args *a)
         {"allow-insecure-plugins", IB_OPT_FLAG, &c->allow_insecure_plugins, NULL, NULL,
          "load plugin files writable by others (development only)", 0, 0},
         {"recorder", IB_OPT_STRING, &c->recorder, "URI", "sqlite:processed.db",
-         "marker store: memory:, sqlite:PATH", 0, 0},
+         "marker store: sqlite:PATH (one host), kv:BUCKET (a replicated JetStream key-value "
+         "bucket, for a fleet) or memory: (this process only)",
+         0, 0},
         {"allow-insecure-db", IB_OPT_FLAG, &c->allow_insecure_db, NULL, NULL,
          "open a marker file of another user or writable by others (never a symlink)", 0, 0},
         {"dead-letter", IB_OPT_STRING, &c->dead_letter, "SUBJECT", NULL,
@@ -212,6 +225,33 @@ static int check_retention(run_args *a)
     return 0;
 }
 
+/* Resolves every --plugin into a path (a name is looked up in the plugin
+ * directory) and points the host's list at them. 0, or -1 after saying
+ * why. */
+static int resolve_plugins(run_args *a)
+{
+    char dir[PATH_MAX], why[PATH_MAX + 400];
+    if (a->plugin_dir == NULL || a->plugin_dir[0] == '\0')
+        a->plugin_dir = ib_cli_plugin_dir(dir, sizeof(dir));
+    a->plugin_paths = malloc(a->plugins.count * PATH_MAX);
+    if (a->plugin_paths == NULL) {
+        fprintf(stderr, "ibus run: out of memory\n");
+        return -1;
+    }
+    for (size_t i = 0; i < a->plugins.count; i++) {
+        char *out = a->plugin_paths + i * PATH_MAX;
+        if (ib_cli_plugin_resolve(out, PATH_MAX, a->plugins.items[i], a->plugin_dir, why,
+                                  sizeof(why)) != 0) {
+            fprintf(stderr, "ibus run: %s\n", why);
+            return -1;
+        }
+        a->plugin_list[i] = out;
+    }
+    a->plugin_list[a->plugins.count] = NULL;
+    a->c.plugins = a->plugin_list;
+    return 0;
+}
+
 /* Checks what the option table cannot: log settings, the plugin list and
  * the relations between options. Prints the reason and returns -1 on the
  * first problem, else 0 with the log settings and back-off steps
@@ -238,7 +278,7 @@ static int check_args(run_args *a)
                 a->plugins.count);
         return -1;
     }
-    if (check_uuid_versions(a) != 0 || check_retention(a) != 0)
+    if (check_uuid_versions(a) != 0 || check_retention(a) != 0 || resolve_plugins(a) != 0)
         return -1;
     if (a->c.retry_max_ms < a->c.retry_base_ms) {
         fprintf(stderr, "ibus run: --retry-max-delay: must not be below --retry-delay\n");
@@ -281,7 +321,6 @@ int ib_cmd_run(int argc, char **argv)
     if (check_args(&a) != 0)
         goto out;
     ib_log_configure(a.lf, a.ls, NULL);
-    a.c.plugins = a.plugins.items;
     a.c.plugin_configs = a.plugin_configs.items;
     a.c.consumer_names = a.consumer_names.items;
     a.c.backoff_ms = a.backoff_ms;
@@ -290,6 +329,7 @@ int ib_cmd_run(int argc, char **argv)
     a.c.on_conflict = conflict_policies[a.on_conflict];
     code = ib_host_run(&a.c);
 out:
+    free(a.plugin_paths);
     ib_opts_release(opts, n);
     return code;
 }

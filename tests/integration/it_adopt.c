@@ -457,6 +457,85 @@ static void automatic_retention_prunes(void **state)
     it_done(e);
 }
 
+/* Item 7: the small things a first user meets. --check loads the example
+ * plugins without creating their files; --plugin NAME is found in the
+ * plugin directory; --recorder's help names kv:; `ibus dlq` on a durable
+ * with no dead-letter stream says so before printing any table header. */
+static void small_things_said_right(void **state)
+{
+    it_env *e = *state;
+    char path[PATH_MAX], audit[PATH_MAX], flaky[PATH_MAX], dir[PATH_MAX];
+    char *err, *out;
+    snprintf(dir, sizeof(dir), "%s", it_plugin("audit"));
+    *strrchr(dir, '/') = '\0';
+    it_argv a;
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "run", "--check", "--plugin", "audit", "--plugin", "flaky.so",
+                 "--plugin-dir", dir, NULL);
+    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(audit, e, "audit.log"));
+    it_argv_addf(&a, "--plugin-config=flaky=file=%s", it_path(flaky, e, "flaky.log"));
+    it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, "markers.db"));
+    /* the build tree's trust is not the point here (a umask 002 checkout) */
+    it_argv_add(&a, "--allow-insecure-plugins");
+    int st = run_cmd(&err, &out, e, "check", &a);
+    if (st != 0)
+        fail_msg("--check: exit %d\n%s%s", st, out, err);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof(want), "plugin audit 1.0.0 %s/audit.so\n", dir);
+    assert_contains(out, want);
+    snprintf(want, sizeof(want), "plugin flaky 1.0.0 %s/flaky.so\n", dir);
+    assert_contains(out, want);
+    assert_int_equal(access(audit, F_OK), -1);
+    assert_int_equal(access(flaky, F_OK), -1);
+    assert_int_equal(access(path, F_OK), -1);
+    free(err);
+    free(out);
+    it_argv_free(&a);
+
+    /* a file the plugin could not create is said by --check, exit 2 */
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "run", "--check", "--plugin", "audit", "--plugin-dir", dir,
+                 "--recorder", "memory:", "--allow-insecure-plugins", NULL);
+    it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(audit, e, "nodir/audit.log"));
+    assert_int_equal(run_cmd(&err, &out, e, "check-nodir", &a), 2);
+    assert_contains(err, "nodir/audit.log: directory ");
+    assert_null(strstr(out, "check passed"));
+    free(err);
+    free(out);
+    it_argv_free(&a);
+
+    /* a name that is not in the directory */
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "run", "--check", "--plugin", "audti", "--plugin-dir", dir, NULL);
+    assert_int_equal(run_cmd(&err, &out, e, "typo-plugin", &a), 2);
+    snprintf(want, sizeof(want), "ibus run: --plugin audti: no audti.so in the plugin directory %s",
+             dir);
+    assert_contains(err, want);
+    free(err);
+    free(out);
+    it_argv_free(&a);
+
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "run", "--help", NULL);
+    assert_int_equal(run_cmd(&err, &out, e, "help", &a), 0);
+    assert_contains(out, "kv:BUCKET");
+    free(err);
+    free(out);
+    it_argv_free(&a);
+
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "dlq", "--durable", "typo", NULL);
+    it_argv_connect(&a, &e->server);
+    it_argv_add(&a, "list");
+    assert_int_equal(run_cmd(&err, &out, e, "dlq-typo", &a), 2);
+    assert_string_equal(out, "");
+    assert_contains(err, "DLQ_typo");
+    free(err);
+    free(out);
+    it_argv_free(&a);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(product_ids_accepted_by_default, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(publish_counts_repeated_ids, it_setup, it_teardown),
@@ -464,6 +543,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(publish_errors_name_the_subject, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(create_gives_default_retention, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(automatic_retention_prunes, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(small_things_said_right, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)

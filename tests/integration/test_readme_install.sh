@@ -87,6 +87,9 @@ if grep -v '^#' "$unit" "$env_example" | grep -q /usr/local || grep -q /usr/loca
     die "an installed file still names /usr/local"
 fi
 [ -f "$PREFIX/lib/infinity-bus/plugins/audit.so" ] || die "no audit.so in the plugin directory"
+for f in receiver.py receiver.js; do
+    [ -f "$PREFIX/share/doc/infinity-bus/examples/http/$f" ] || die "the example $f is not installed"
+done
 say "installed to the prefix; the unit, ibus.env.example and ibus.1 name it"
 
 # What the README says the examples print.

@@ -3,19 +3,28 @@
  * stub that keeps the configuration it was given, so no server is needed. */
 #include "ib_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "host.h"
 
 static ib_host_config seen;
 static int calls;
+/* the first plugin paths given, copied: `ibus run` frees its own */
+static char seen_plugins[2][4096];
 
 /* Stands in for the host: records what `ibus run` configured. */
 int ib_host_run(const ib_host_config *config)
 {
     seen = *config;
+    for (size_t i = 0; i < 2; i++)
+        snprintf(seen_plugins[i], sizeof(seen_plugins[i]), "%s",
+                 config->plugins[0] != NULL && (i == 0 || config->plugins[1] != NULL)
+                     ? config->plugins[i]
+                     : "");
     calls++;
     return 0;
 }
@@ -31,10 +40,10 @@ static int reset(void **state)
     return 0;
 }
 
-/* Runs `ibus run --plugin x.so ARGS...` (NULL-terminated). */
+/* Runs `ibus run --plugin ./x.so ARGS...` (NULL-terminated). */
 static int run(const char *first, ...)
 {
-    char *argv[32] = {"run", "--plugin", "x.so", "--log-level", "error"};
+    char *argv[32] = {"run", "--plugin", "./x.so", "--log-level", "error"};
     int argc = 5;
     va_list ap;
     va_start(ap, first);
@@ -154,12 +163,52 @@ static void check_and_stream_limits(void **state)
     assert_int_equal(calls, 2);
 }
 
+/* Issue 33: --plugin NAME is looked up in the plugin directory
+ * (--plugin-dir, else the install's); a path is kept as it is; a name
+ * that is not there is exit 2, naming the directory and the way out. */
+static void plugin_names_resolved(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ib-cli-plugins.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char so[sizeof(dir) + 16];
+    snprintf(so, sizeof(so), "%s/audit.so", dir);
+    FILE *f = fopen(so, "w");
+    assert_non_null(f);
+    fclose(f);
+    static const char *const names[] = {"audit", "audit.so"};
+    for (size_t i = 0; i < 2; i++) {
+        char *argv[] = {"run", "--plugin",    (char *)names[i], "--plugin-dir",
+                        dir,   "--log-level", "error",          NULL};
+        assert_int_equal(ib_cmd_run(7, argv), 0);
+        assert_string_equal(seen_plugins[0], so);
+        assert_string_equal(seen_plugins[1], "");
+    }
+    char *paths[] = {"run",         "--plugin",    "./x.so", "--plugin",
+                     "/opt/p/y.so", "--log-level", "error",  NULL};
+    assert_int_equal(ib_cmd_run(7, paths), 0);
+    assert_string_equal(seen_plugins[0], "./x.so");
+    assert_string_equal(seen_plugins[1], "/opt/p/y.so");
+    calls = 0;
+    char *missing[] = {"run", "--plugin", "nosuch", "--plugin-dir", dir, NULL};
+    assert_int_equal(ib_cmd_run(5, missing), 2);
+    char *empty[] = {"run", "--plugin", ".so", "--plugin-dir", dir, NULL};
+    assert_int_equal(ib_cmd_run(5, empty), 2);
+    /* without --plugin-dir: neither the install's nor the configured one */
+    char *nodir[] = {"run", "--plugin", "audit", NULL};
+    assert_int_equal(ib_cmd_run(3, nodir), 2);
+    assert_int_equal(calls, 0);
+    assert_int_equal(unlink(so), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup(check_and_stream_limits, reset),
     cmocka_unit_test_setup(defaults, reset),
     cmocka_unit_test_setup(each_conflict_policy, reset),
     cmocka_unit_test_setup(retention_flags, reset),
     cmocka_unit_test_setup(bad_values_exit_2, reset),
+    cmocka_unit_test_setup(plugin_names_resolved, reset),
 };
 
 IB_TEST_MAIN(tests)
