@@ -6,6 +6,7 @@
 #   lib/systemd/system/ibus@.service            (component ibus)
 #   <sysconfdir>/infinity-bus/ibus.env.example  (component ibus; /etc with prefix /usr)
 #   share/doc/infinity-bus/{README.md,copyright} (component ibus)
+#   share/doc/infinity-bus/docs/*.md             (component ibus)
 #   share/doc/infinity-bus/examples/http/receiver.{py,js} (component ibus)
 #   share/doc/libinfinity-bus0/copyright        (component library)
 #   share/doc/libinfinity-bus-dev/copyright     (component library-dev)
@@ -102,6 +103,9 @@ foreach(_ib_installed ${IB_SYSTEMD_UNITDIR}/ibus@.service ${IB_SYSCONFDIR}/ibus.
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${_ib_deploy}/debian/copyright
         DESTINATION ${IB_DOCDIR} COMPONENT ibus)
+# The documentation, so the README's links work in the installed copy.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${IB_DOCDIR}/docs COMPONENT ibus
+        FILES_MATCHING PATTERN "*.md")
 # The http plugin's example receivers (docs/languages.md), beside the docs.
 install(FILES ${PROJECT_SOURCE_DIR}/plugin/examples/http/receiver.py
               ${PROJECT_SOURCE_DIR}/plugin/examples/http/receiver.js

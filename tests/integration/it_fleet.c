@@ -111,7 +111,7 @@ static void three_hosts_concurrent_duplicates(void **state)
  * and only the handler running at the kill, plus one whose mark was being
  * committed, run again: with 10 ms handlers and the default 2 ms commit
  * window every finished handler's mark commits before the next starts
- * (the README's bound C + ceil(C*I/t) = 1 + 1). Before the committer, a
+ * (the crash window's bound of docs/design.md, C + ceil(C*I/t) = 1 + 1). Before the committer, a
  * kill repeated up to a whole batch of 16. */
 static void kill9_midstream(void **state)
 {
