@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ib_test.h"
+#include "it_markers.h"
 #include "it_support.h"
 #include <infinity_bus/idempotency.h>
 #include <infinity_bus/recorder.h>
@@ -21,41 +21,10 @@
 #define SEQ_UUID8 2
 #define SEQ_UUID7 3
 
-static void assert_contains(const char *text, const char *needle)
-{
-    if (text == NULL || strstr(text, needle) == NULL)
-        fail_msg("expected \"%s\" in:\n%s", needle, text != NULL ? text : "(nothing)");
-}
-
-/* Runs argv to completion; returns its exit code and its stderr (and
- * stdout, when `out` is non-NULL) as malloc'd text. */
-static int run_cmd(char **err, char **out, it_env *e, const char *name, it_argv *a)
-{
-    it_proc p;
-    int st = it_proc_run(&p, e->dir, name, NULL, a->v, it_timeout(60000));
-    *err = it_file_read(NULL, p.err_path);
-    if (out != NULL)
-        *out = it_file_read(NULL, p.out_path);
-    if (*err == NULL)
-        *err = strdup("");
-    if (out != NULL && *out == NULL)
-        *out = strdup("");
-    return st;
-}
-
 /* The events stream, made as an operator would. */
 static void make_stream(it_env *e)
 {
-    jsStreamInfo *si = NULL;
-    jsErrCode jerr = 0;
-    const char *subjects[] = {IT_SUBJECTS};
-    jsStreamConfig sc;
-    jsStreamConfig_Init(&sc);
-    sc.Name = IT_STREAM;
-    sc.Subjects = subjects;
-    sc.SubjectsLen = 1;
-    assert_int_equal(js_AddStream(&si, it_server_js(&e->server), &sc, NULL, &jerr), NATS_OK);
-    jsStreamInfo_Destroy(si);
+    assert_true(it_stream_add(&e->server, IT_STREAM, IT_SUBJECTS, 0));
 }
 
 /* Runs durable `durable` with the audit plugin (its own file) and the
@@ -136,10 +105,10 @@ static void product_ids_accepted_by_default(void **state)
     it_argv_addl(&a, it_ibus(), "publish", NULL);
     it_argv_connect(&a, &e->server);
     it_argv_addl(&a, "--type", "order.created", "--id", UUID7, "{}", NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "publish7", &a), 0);
-    assert_contains(err, "ibus publish: id " UUID7 " is a UUID version 7: a default ibus run "
-                         "accepts versions 4 and 8 and dead-letters it as invalid-id (start the "
-                         "consumers with --uuid-versions 4,7,8)");
+    assert_int_equal(it_run_capture(&err, &out, e, "publish7", &a), 0);
+    it_assert_contains(err, "ibus publish: id " UUID7 " is a UUID version 7: a default ibus run "
+                            "accepts versions 4 and 8 and dead-letters it as invalid-id (start the "
+                            "consumers with --uuid-versions 4,7,8)");
     free(err);
     free(out);
     it_argv_free(&a);
@@ -150,13 +119,13 @@ static void product_ids_accepted_by_default(void **state)
     assert_false(audited(e, "dflt", UUID7));
     assert_int_equal(dead_letters_of(e, "dflt", SEQ_UUID8, NULL, 0), 0);
     assert_int_equal(dead_letters_of(e, "dflt", SEQ_UUID7, error, sizeof(error)), 1);
-    assert_contains(error, "id is a UUID version 7, not one of the accepted versions 4,8");
+    it_assert_contains(error, "id is a UUID version 7, not one of the accepted versions 4,8");
 
     drain_with(e, "narrow", "--uuid-versions", "4", NULL);
     assert_true(audited(e, "narrow", UUID4));
     assert_false(audited(e, "narrow", derived));
     assert_int_equal(dead_letters_of(e, "narrow", SEQ_UUID8, error, sizeof(error)), 1);
-    assert_contains(error, "id is a UUID version 8, not one of the accepted versions 4");
+    it_assert_contains(error, "id is a UUID version 8, not one of the accepted versions 4");
     assert_int_equal(dead_letters_of(e, "narrow", SEQ_UUID7, NULL, 0), 1);
 
     drain_with(e, "wide", "--uuid-versions", "4,7,8", NULL);
@@ -168,9 +137,9 @@ static void product_ids_accepted_by_default(void **state)
     it_argv_run(&a, e, "bad");
     it_argv_plugin(&a, "audit", "file=x");
     it_argv_addl(&a, "--uuid-versions", "4,9", NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "bad", &a), 2);
-    assert_contains(err, "ibus run: --uuid-versions: expected UUID versions 1-8 separated by "
-                         "commas (4,8) or any, got '4,9'");
+    assert_int_equal(it_run_capture(&err, &out, e, "bad", &a), 2);
+    it_assert_contains(err, "ibus run: --uuid-versions: expected UUID versions 1-8 separated by "
+                            "commas (4,8) or any, got '4,9'");
     free(err);
     free(out);
     it_argv_free(&a);
@@ -287,9 +256,9 @@ static void publish_errors_name_the_subject(void **state)
     assert_int_equal(
         publish_said(&pub, &err, e, NULL, "--prefix", "nowhere", "--type", "t", "{}", NULL), 1);
     assert_totals(&pub, 1, 1, 0, 1);
-    assert_contains(err, "ibus publish: nowhere.t: no stream captures this subject (No "
-                         "responders available for request): create one whose subjects match "
-                         "it");
+    it_assert_contains(err, "ibus publish: nowhere.t: no stream captures this subject (No "
+                            "responders available for request): create one whose subjects match "
+                            "it");
     free(err);
 
     natsSubscription *silent = NULL;
@@ -300,8 +269,9 @@ static void publish_errors_name_the_subject(void **state)
                                   "--ack-timeout", "1s", "{}", "{}", NULL),
                      1);
     assert_totals(&pub, 2, 2, 0, 2);
-    assert_contains(err, "ibus publish: 2 publishes not acknowledged within --ack-timeout 1000ms "
-                         "(subjects held.t, held.t): the stream may or may not have stored them");
+    it_assert_contains(err,
+                       "ibus publish: 2 publishes not acknowledged within --ack-timeout 1000ms "
+                       "(subjects held.t, held.t): the stream may or may not have stored them");
     free(err);
     natsSubscription_Destroy(silent);
     it_done(e);
@@ -309,55 +279,6 @@ static void publish_errors_name_the_subject(void **state)
 
 #define DAY_MS (86400LL * 1000)
 #define ADOPT_CONSUMER "adopt/audit/audit"
-
-static int64_t seed_clock_ms;
-
-static int64_t seed_clock(void)
-{
-    return seed_clock_ms;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Marks `n` ids of `group` for ADOPT_CONSUMER as if marked `age_ms` ago,
- * through the recorder API with an injected clock. */
-static void seed_markers(it_env *e, unsigned group, unsigned n, int64_t age_ms)
-{
-    char db[PATH_MAX], uri[PATH_MAX + 8], id[33];
-    ib_recorder *r = NULL;
-    ib_error err;
-    ib_recorder_options ro = {.size = sizeof(ro), .now_ms = seed_clock};
-    snprintf(uri, sizeof(uri), "sqlite:%s", it_path(db, e, "markers.db"));
-    seed_clock_ms = wall_ms() - age_ms;
-    assert_int_equal(ib_recorder_open(&r, uri, &ro, &err), IB_OK);
-    for (unsigned i = 0; i < n; i++) {
-        snprintf(id, sizeof(id), "%08x000040008000%012x", group, i);
-        assert_int_equal(ib_recorder_mark(r, ADOPT_CONSUMER, id, &err), IB_OK);
-    }
-    ib_recorder_close(r);
-}
-
-static double wait_metric(it_env *e, int port, const char *series, double want, int64_t ms)
-{
-    int64_t deadline = it_now_ms() + it_timeout(ms);
-    double v = -1;
-    do {
-        char *body = NULL;
-        if (it_http_get(&body, e, port, "/metrics") == 200 && body != NULL &&
-            it_prom_value(&v, body, series) && v == want) {
-            free(body);
-            return v;
-        }
-        free(body);
-        it_sleep_ms(200);
-    } while (it_now_ms() < deadline);
-    return v;
-}
 
 /* Asserts stream `name`'s MaxAge (ms), MaxBytes and discard policy. */
 static void assert_limits(it_env *e, const char *name, int64_t age_ms, int64_t bytes,
@@ -389,18 +310,19 @@ static void create_gives_default_retention(void **state)
     it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
     it_argv_addl(&a, "--idle-exit", "1s", NULL);
     char *err, *out;
-    assert_int_equal(run_cmd(&err, &out, e, "defaults", &a), 0);
+    assert_int_equal(it_run_capture(&err, &out, e, "defaults", &a), 0);
     it_argv_free(&a);
     assert_limits(e, IT_STREAM, 7 * DAY_MS, 0, js_DiscardOld);
     assert_limits(e, "DLQ_adopt", 30 * DAY_MS, 1024LL * 1024 * 1024, js_DiscardNew);
-    assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"EVENTS\",\"subjects\":"
-                         "\"events.>\",\"max_age_ms\":604800000,\"max_bytes\":0,\"discard\":"
-                         "\"old\"");
-    assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"DLQ_adopt\",\"subjects\":"
-                         "\"ibus.dlq.adopt\",\"max_age_ms\":2592000000,\"max_bytes\":1073741824,"
-                         "\"discard\":\"new\"");
-    assert_contains(err, "\"msg\":\"retention follows the stream's MaxAge\",\"stream\":\"EVENTS\","
-                         "\"retention_ms\":604800000,\"floor_ms\":604800000");
+    it_assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"EVENTS\",\"subjects\":"
+                            "\"events.>\",\"max_age_ms\":604800000,\"max_bytes\":0,\"discard\":"
+                            "\"old\"");
+    it_assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"DLQ_adopt\",\"subjects\":"
+                            "\"ibus.dlq.adopt\",\"max_age_ms\":2592000000,\"max_bytes\":1073741824,"
+                            "\"discard\":\"new\"");
+    it_assert_contains(err,
+                       "\"msg\":\"retention follows the stream's MaxAge\",\"stream\":\"EVENTS\","
+                       "\"retention_ms\":604800000,\"floor_ms\":604800000");
     free(err);
     free(out);
     it_done(e);
@@ -414,8 +336,8 @@ static void automatic_retention_prunes(void **state)
 {
     it_env *e = *state;
     char path[PATH_MAX];
-    seed_markers(e, 1, 30, 3 * 3600 * 1000);
-    seed_markers(e, 2, 20, 60 * 1000);
+    it_seed_markers(e, ADOPT_CONSUMER, 1, 30, 3 * 3600 * 1000);
+    it_seed_markers(e, ADOPT_CONSUMER, 2, 20, 60 * 1000);
     int port = it_free_port();
     it_argv a;
     it_argv_run(&a, e, "adopt");
@@ -426,8 +348,8 @@ static void automatic_retention_prunes(void **state)
     it_proc host;
     assert_true(it_spawn(&host, e, "pruning", &a));
     it_argv_free(&a);
-    assert_true(wait_metric(e, port, "ibus_markers_pruned_total", 30, 30000) == 30);
-    assert_true(wait_metric(e, port, "ibus_markers", 20, 30000) == 20);
+    assert_true(it_wait_metric(e, port, "ibus_markers_pruned_total", 30, 30000) == 30);
+    assert_true(it_wait_metric(e, port, "ibus_markers", 20, 30000) == 20);
     assert_true(it_proc_signal(&host, SIGTERM));
     assert_int_equal(it_proc_wait(&host, it_timeout(30000)), 0);
     assert_true(it_file_contains(host.err_path, "\"retention_ms\":7200000,\"floor_ms\":7200000"));
@@ -448,10 +370,11 @@ static void automatic_retention_prunes(void **state)
     it_argv_plugin(&a, "audit", NULL);
     it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
     char *err, *out;
-    assert_int_equal(run_cmd(&err, &out, e, "forever", &a), 0);
+    assert_int_equal(it_run_capture(&err, &out, e, "forever", &a), 0);
     it_argv_free(&a);
-    assert_contains(err, "\"level\":\"warn\",\"msg\":\"markers are kept for ever: the stream has "
-                         "no MaxAge");
+    it_assert_contains(err,
+                       "\"level\":\"warn\",\"msg\":\"markers are kept for ever: the stream has "
+                       "no MaxAge");
     free(err);
     free(out);
     it_done(e);
@@ -477,14 +400,14 @@ static void small_things_said_right(void **state)
     it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, "markers.db"));
     /* the build tree's trust is not the point here (a umask 002 checkout) */
     it_argv_add(&a, "--allow-insecure-plugins");
-    int st = run_cmd(&err, &out, e, "check", &a);
+    int st = it_run_capture(&err, &out, e, "check", &a);
     if (st != 0)
         fail_msg("--check: exit %d\n%s%s", st, out, err);
     char want[PATH_MAX + 64];
     snprintf(want, sizeof(want), "plugin audit 1.0.0 %s/audit.so\n", dir);
-    assert_contains(out, want);
+    it_assert_contains(out, want);
     snprintf(want, sizeof(want), "plugin flaky 1.0.0 %s/flaky.so\n", dir);
-    assert_contains(out, want);
+    it_assert_contains(out, want);
     assert_int_equal(access(audit, F_OK), -1);
     assert_int_equal(access(flaky, F_OK), -1);
     assert_int_equal(access(path, F_OK), -1);
@@ -497,8 +420,8 @@ static void small_things_said_right(void **state)
     it_argv_addl(&a, it_ibus(), "run", "--check", "--plugin", "audit", "--plugin-dir", dir,
                  "--recorder", "memory:", "--allow-insecure-plugins", NULL);
     it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(audit, e, "nodir/audit.log"));
-    assert_int_equal(run_cmd(&err, &out, e, "check-nodir", &a), 2);
-    assert_contains(err, "nodir/audit.log: directory ");
+    assert_int_equal(it_run_capture(&err, &out, e, "check-nodir", &a), 2);
+    it_assert_contains(err, "nodir/audit.log: directory ");
     assert_null(strstr(out, "check passed"));
     free(err);
     free(out);
@@ -507,18 +430,18 @@ static void small_things_said_right(void **state)
     /* a name that is not in the directory */
     it_argv_init(&a);
     it_argv_addl(&a, it_ibus(), "run", "--check", "--plugin", "audti", "--plugin-dir", dir, NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "typo-plugin", &a), 2);
+    assert_int_equal(it_run_capture(&err, &out, e, "typo-plugin", &a), 2);
     snprintf(want, sizeof(want), "ibus run: --plugin audti: no audti.so in the plugin directory %s",
              dir);
-    assert_contains(err, want);
+    it_assert_contains(err, want);
     free(err);
     free(out);
     it_argv_free(&a);
 
     it_argv_init(&a);
     it_argv_addl(&a, it_ibus(), "run", "--help", NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "help", &a), 0);
-    assert_contains(out, "kv:BUCKET");
+    assert_int_equal(it_run_capture(&err, &out, e, "help", &a), 0);
+    it_assert_contains(out, "kv:BUCKET");
     free(err);
     free(out);
     it_argv_free(&a);
@@ -527,9 +450,9 @@ static void small_things_said_right(void **state)
     it_argv_addl(&a, it_ibus(), "dlq", "--durable", "typo", NULL);
     it_argv_connect(&a, &e->server);
     it_argv_add(&a, "list");
-    assert_int_equal(run_cmd(&err, &out, e, "dlq-typo", &a), 2);
+    assert_int_equal(it_run_capture(&err, &out, e, "dlq-typo", &a), 2);
     assert_string_equal(out, "");
-    assert_contains(err, "DLQ_typo");
+    it_assert_contains(err, "DLQ_typo");
     free(err);
     free(out);
     it_argv_free(&a);

@@ -16,28 +16,6 @@
 
 #define AUDIT_TYPES "order.created,order.paid,payment.settled"
 
-/* Runs argv to completion; returns its exit code and its stderr (and
- * stdout, when `out` is non-NULL) as malloc'd text. */
-static int run_cmd(char **err, char **out, it_env *e, const char *name, it_argv *a)
-{
-    it_proc p;
-    int st = it_proc_run(&p, e->dir, name, NULL, a->v, it_timeout(30000));
-    *err = it_file_read(NULL, p.err_path);
-    if (out != NULL)
-        *out = it_file_read(NULL, p.out_path);
-    if (*err == NULL)
-        *err = strdup("");
-    if (out != NULL && *out == NULL)
-        *out = strdup("");
-    return st;
-}
-
-static void assert_contains(const char *text, const char *needle)
-{
-    if (strstr(text, needle) == NULL)
-        fail_msg("expected \"%s\" in:\n%s", needle, text);
-}
-
 /* `ibus run` with the audit plugin, text logs and a memory: recorder,
  * talking to `url`; the test adds its own flags. */
 static void argv_local(it_argv *a, it_env *e, const char *url)
@@ -78,7 +56,7 @@ static void unreachable_server_is_said_at_once(void **state)
     char want[160];
     snprintf(want, sizeof(want), "not ready: not connected to NATS at %s: ", url);
     assert_non_null(body);
-    assert_contains(body, want);
+    it_assert_contains(body, want);
     free(body);
     /* limited: the first reminder comes after 2 s, the next after 4 s more */
     char *log = it_file_read(NULL, p.err_path);
@@ -101,9 +79,9 @@ static void missing_stream_names_create(void **state)
     argv_local(&a, e, e->server.url);
     it_argv_addl(&a, "--recorder", "memory:", "--stream", "NOPE", "--durable", "billing", NULL);
     char *err;
-    assert_int_equal(run_cmd(&err, NULL, e, "nostream", &a), 2);
-    assert_contains(err, "ERROR stream NOPE does not exist: create it, or start ibus run with "
-                         "--create (which also sets up consumer billing)");
+    assert_int_equal(it_run_capture(&err, NULL, e, "nostream", &a), 2);
+    it_assert_contains(err, "ERROR stream NOPE does not exist: create it, or start ibus run with "
+                            "--create (which also sets up consumer billing)");
     free(err);
     it_argv_free(&a);
     it_done(e);
@@ -118,22 +96,22 @@ static void configuration_errors_exit_2_naming_the_fix(void **state)
 
     argv_local(&a, e, "nats://127.0.0.1:1");
     it_argv_addl(&a, "--recorder", "memory:", "--plugin-config", "audti=x", NULL);
-    assert_int_equal(run_cmd(&err, NULL, e, "config", &a), 2);
-    assert_contains(err, "ERROR --plugin-config audti=...: no plugin named 'audti' is loaded "
-                         "(loaded: audit); use the name the plugin declares");
+    assert_int_equal(it_run_capture(&err, NULL, e, "config", &a), 2);
+    it_assert_contains(err, "ERROR --plugin-config audti=...: no plugin named 'audti' is loaded "
+                            "(loaded: audit); use the name the plugin declares");
     free(err);
     it_argv_free(&a);
 
     argv_local(&a, e, "nats://127.0.0.1:1");
     it_argv_addl(&a, "--nats-ur", "x", NULL);
-    assert_int_equal(run_cmd(&err, NULL, e, "typo", &a), 2);
-    assert_contains(err, "ibus run: unknown option --nats-ur: did you mean --nats-url? (see "
-                         "--help)");
+    assert_int_equal(it_run_capture(&err, NULL, e, "typo", &a), 2);
+    it_assert_contains(err, "ibus run: unknown option --nats-ur: did you mean --nats-url? (see "
+                            "--help)");
     free(err);
     it_argv_free(&a);
 
     argv_local(&a, e, "127.0.0.1:notaport");
-    assert_int_equal(run_cmd(&err, NULL, e, "port", &a), 2);
+    assert_int_equal(it_run_capture(&err, NULL, e, "port", &a), 2);
     assert_string_equal(err, "ibus run: --nats-url: '127.0.0.1:notaport' has port 'notaport', "
                              "expected a number in 1..65535 (e.g. nats://127.0.0.1:4222)\n");
     free(err);
@@ -141,9 +119,9 @@ static void configuration_errors_exit_2_naming_the_fix(void **state)
 
     argv_local(&a, e, "nats://127.0.0.1:1");
     it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, "nodir/markers.db"));
-    assert_int_equal(run_cmd(&err, NULL, e, "nodir", &a), 2);
-    assert_contains(err, "/nodir does not exist (create it, or name a file in an existing "
-                         "directory)");
+    assert_int_equal(it_run_capture(&err, NULL, e, "nodir", &a), 2);
+    it_assert_contains(err, "/nodir does not exist (create it, or name a file in an existing "
+                            "directory)");
     free(err);
     it_argv_free(&a);
     it_done(e);
@@ -163,9 +141,9 @@ static void insecure_files_name_the_flags(void **state)
     it_argv a;
     it_argv_init(&a);
     it_argv_addl(&a, it_ibus(), "run", "--check", "--log-format", "text", "--plugin", plugin, NULL);
-    assert_int_equal(run_cmd(&err, NULL, e, "plugin", &a), 2);
-    assert_contains(err, "audit.so: file is writable by group or others (mode 0666); fix with "
-                         "chmod go-w or pass --allow-insecure-plugins (development only)");
+    assert_int_equal(it_run_capture(&err, NULL, e, "plugin", &a), 2);
+    it_assert_contains(err, "audit.so: file is writable by group or others (mode 0666); fix with "
+                            "chmod go-w or pass --allow-insecure-plugins (development only)");
     free(err);
     it_argv_free(&a);
 
@@ -177,9 +155,9 @@ static void insecure_files_name_the_flags(void **state)
     assert_int_equal(chmod(db, 0666), 0);
     it_argv_init(&a);
     it_argv_addl(&a, it_ibus(), "markers", "--recorder", uri, "stats", NULL);
-    assert_int_equal(run_cmd(&err, NULL, e, "db", &a), 2);
-    assert_contains(err, "is writable by group or others (mode 0666); fix with chown/chmod or "
-                         "pass --allow-insecure-db");
+    assert_int_equal(it_run_capture(&err, NULL, e, "db", &a), 2);
+    it_assert_contains(err, "is writable by group or others (mode 0666); fix with chown/chmod or "
+                            "pass --allow-insecure-db");
     free(err);
     it_argv_free(&a);
     it_done(e);
@@ -234,12 +212,12 @@ static void run_identity_case(it_env *e, const char *uri, const markers_case *c)
     it_argv_add(&a, c->action);
     if (c->id != NULL)
         it_argv_add(&a, c->id);
-    int st = run_cmd(&err, &out, e, c->action, &a);
+    int st = it_run_capture(&err, &out, e, c->action, &a);
     if (st != c->exit)
         fail_msg("markers %s --consumer %s: exit %d, want %d\n%s%s", c->action, c->consumer, st,
                  c->exit, out, err);
     if (c->err != NULL)
-        assert_contains(err, c->err);
+        it_assert_contains(err, c->err);
     bool refused_identity =
         c->exit == 2 && strcmp(c->action, "stats") != 0 && strcmp(c->action, "prune") != 0;
     if (refused_identity && strstr(c->err, "it knows none") == NULL) {
@@ -248,9 +226,10 @@ static void run_identity_case(it_env *e, const char *uri, const markers_case *c)
                  "ibus markers %s: --consumer %s: %s has no markers of that identity; it knows "
                  "bulk/once/charge, bulk/once/refund",
                  c->action, c->consumer, uri);
-        assert_contains(err, want);
-        assert_contains(err, "Identities match exactly, part by part: give the full "
-                             "<durable>/<plugin>/<handler> identity, as 'plugin loaded' logs it");
+        it_assert_contains(err, want);
+        it_assert_contains(err,
+                           "Identities match exactly, part by part: give the full "
+                           "<durable>/<plugin>/<handler> identity, as 'plugin loaded' logs it");
     }
     free(err);
     free(out);
@@ -298,8 +277,8 @@ static void markers_refuse_unknown_identities(void **state)
         it_argv a;
         it_argv_init(&a);
         it_argv_addl(&a, it_ibus(), "markers", "--recorder", private_stores[i], "stats", NULL);
-        assert_int_equal(run_cmd(&err, &out, e, "private", &a), 2);
-        assert_contains(err, "keeps its markers inside each ibus run process");
+        assert_int_equal(it_run_capture(&err, &out, e, "private", &a), 2);
+        it_assert_contains(err, "keeps its markers inside each ibus run process");
         free(err);
         free(out);
         it_argv_free(&a);
@@ -315,9 +294,9 @@ static void markers_refuse_unknown_identities(void **state)
     it_argv_addl(&a, it_ibus(), "markers", NULL);
     it_argv_addf(&a, "--recorder=sqlite:%s", it_path(typo, e, "typo.db"));
     it_argv_add(&a, "stats");
-    assert_int_equal(run_cmd(&err, NULL, e, "typo", &a), 2);
-    assert_contains(err, "typo.db: no such file (check the path; only ibus run creates a marker "
-                         "file)");
+    assert_int_equal(it_run_capture(&err, NULL, e, "typo", &a), 2);
+    it_assert_contains(err, "typo.db: no such file (check the path; only ibus run creates a marker "
+                            "file)");
     assert_int_equal(access(typo, F_OK), -1);
     free(err);
     it_argv_free(&a);
@@ -335,14 +314,15 @@ static void check_lists_handlers_without_nats(void **state)
     argv_local(&a, e, "nats://127.0.0.1:1");
     it_argv_addf(&a, "--recorder=sqlite:%s", it_path(db, e, "markers.db"));
     it_argv_addl(&a, "--durable", "orders", "--check", NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "check", &a), 0);
-    assert_contains(out, "handler audit/audit types=" AUDIT_TYPES " consumer=orders/audit/audit\n");
-    assert_contains(out, "no file yet; ibus run creates it\n");
-    assert_contains(out, "check passed: ibus run would start with this configuration (NATS not "
-                         "contacted)\n");
-    assert_contains(err, "plugin loaded plugin=audit version=1.0.0");
-    assert_contains(err,
-                    "handlers=\"audit/audit types=" AUDIT_TYPES " consumer=orders/audit/audit\"");
+    assert_int_equal(it_run_capture(&err, &out, e, "check", &a), 0);
+    it_assert_contains(out,
+                       "handler audit/audit types=" AUDIT_TYPES " consumer=orders/audit/audit\n");
+    it_assert_contains(out, "no file yet; ibus run creates it\n");
+    it_assert_contains(out, "check passed: ibus run would start with this configuration (NATS not "
+                            "contacted)\n");
+    it_assert_contains(err, "plugin loaded plugin=audit version=1.0.0");
+    it_assert_contains(err, "handlers=\"audit/audit types=" AUDIT_TYPES
+                            " consumer=orders/audit/audit\"");
     assert_null(strstr(err, "NATS"));
     assert_int_equal(access(db, F_OK), -1);
     free(err);
@@ -358,9 +338,9 @@ static void check_lists_handlers_without_nats(void **state)
     argv_local(&a, e, "nats://127.0.0.1:1");
     it_argv_addl(&a, "--recorder", uri, "--consumer-name", "audit/audit=billing/audit", "--check",
                  NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "check2", &a), 0);
-    assert_contains(out, "consumer=billing/audit\n");
-    assert_contains(out, ": opened\n");
+    assert_int_equal(it_run_capture(&err, &out, e, "check2", &a), 0);
+    it_assert_contains(out, "consumer=billing/audit\n");
+    it_assert_contains(out, ": opened\n");
     free(err);
     free(out);
     it_argv_free(&a);
@@ -368,7 +348,7 @@ static void check_lists_handlers_without_nats(void **state)
     /* a bad option is exit 2, still without NATS */
     argv_local(&a, e, "nats://127.0.0.1:1");
     it_argv_addl(&a, "--recorder", "memory:", "--consumer-name", "audit/nosuch=x", "--check", NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "check3", &a), 2);
+    assert_int_equal(it_run_capture(&err, &out, e, "check3", &a), 2);
     assert_null(strstr(out, "check passed"));
     free(err);
     free(out);
@@ -386,12 +366,12 @@ static void man_page_retention_examples_work(void **state)
     it_argv a;
     it_argv_init(&a);
     it_argv_addl(&a, it_ibus(), "help", "--man", NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "man", &a), 0);
-    assert_contains(out, "ibus run \\-\\-create \\-\\-stream EVENTS \\-\\-durable orders \\e\n"
-                         "    \\-\\-stream\\-max\\-age 30d \\-\\-retention 30d \\e\n");
-    assert_contains(out,
-                    "ibus markers \\-\\-older\\-than 30d \\-\\-stream EVENTS \\-\\-durable orders "
-                    "prune\n");
+    assert_int_equal(it_run_capture(&err, &out, e, "man", &a), 0);
+    it_assert_contains(out, "ibus run \\-\\-create \\-\\-stream EVENTS \\-\\-durable orders \\e\n"
+                            "    \\-\\-stream\\-max\\-age 30d \\-\\-retention 30d \\e\n");
+    it_assert_contains(
+        out, "ibus markers \\-\\-older\\-than 30d \\-\\-stream EVENTS \\-\\-durable orders "
+             "prune\n");
     free(err);
     free(out);
     it_argv_free(&a);
@@ -405,9 +385,9 @@ static void man_page_retention_examples_work(void **state)
     it_argv_plugin(&a, "audit", NULL);
     it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
     it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, "processed.db"));
-    assert_int_equal(run_cmd(&err, NULL, e, "kept", &a), 0);
-    assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"EVENTS\"");
-    assert_contains(err, "\"max_age_ms\":2592000000");
+    assert_int_equal(it_run_capture(&err, NULL, e, "kept", &a), 0);
+    it_assert_contains(err, "\"msg\":\"stream created\",\"stream\":\"EVENTS\"");
+    it_assert_contains(err, "\"max_age_ms\":2592000000");
     free(err);
     it_argv_free(&a);
 
@@ -425,7 +405,7 @@ static void man_page_retention_examples_work(void **state)
     it_argv_addf(&a, "--recorder=sqlite:%s", it_path(path, e, "processed.db"));
     it_argv_addl(&a, "--older-than", "30d", "--stream", "EVENTS", "--durable", "orders", "prune",
                  NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "prune", &a), 0);
+    assert_int_equal(it_run_capture(&err, &out, e, "prune", &a), 0);
     assert_string_equal(out, "pruned=0\n");
     free(err);
     free(out);
@@ -443,7 +423,7 @@ static void created_stream_has_max_bytes(void **state)
     it_argv_plugin(&a, "audit", NULL);
     it_argv_addf(&a, "--plugin-config=audit=file=%s", it_path(path, e, "audit.log"));
     it_argv_addl(&a, "--stream-max-bytes", "1000000000", "--idle-exit", "1s", NULL);
-    assert_int_equal(run_cmd(&err, NULL, e, "sized", &a), 0);
+    assert_int_equal(it_run_capture(&err, NULL, e, "sized", &a), 0);
     free(err);
     it_argv_free(&a);
     jsStreamInfo *si = NULL;
@@ -504,9 +484,9 @@ static void max_deliver_help_counts_attempts(void **state)
     it_argv a;
     it_argv_init(&a);
     it_argv_addl(&a, it_ibus(), "run", "--help", NULL);
-    assert_int_equal(run_cmd(&err, &out, e, "help", &a), 0);
-    assert_contains(out, "handler attempts per event and handler: a RETRY on attempt N "
-                         "dead-letters the event");
+    assert_int_equal(it_run_capture(&err, &out, e, "help", &a), 0);
+    it_assert_contains(out, "handler attempts per event and handler: a RETRY on attempt N "
+                            "dead-letters the event");
     free(err);
     free(out);
     it_argv_free(&a);
