@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What a host needs around the programs (systemd unit, system user, example
 # settings, documentation), and the Debian packages CPack builds from the
 # install components.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decoding, validation and encoding of the wire Event (rules in event.h). */
 #include "event.h"
 

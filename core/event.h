@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decoding and validation of the wire Event (proto/event.proto).
  *
  * Decoding refuses oversized input before reading it, parses the wire

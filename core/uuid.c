@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event ids: validation, normalisation, generation and derivation. */
 #include "uuid.h"
 

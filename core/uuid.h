@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event ids: validation, normalisation and generation (spec section 1).
  *
  * The dedup key is a UUID written as 32 lowercase hex digits. Accepted on

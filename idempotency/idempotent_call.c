@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib_idempotent_call(): the seed's handler wrapper (check, handle, mark only
  * on success) on top of the recorder's fenced claims, for programs with
  * their own consumer loop. `ibus run` does the same per batch in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what building, testing and the demo need on Debian 12, and only
 # what is missing. Needs root (or sudo) when something must be installed.
 set -euo pipefail

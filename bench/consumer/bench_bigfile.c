@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A marker file that already holds many markers, for the rows that measure
  * start-up and throughput on a large file (issue 21): filled once per run,
  * straight into the B-tree and its counts (as merges leave them), under a

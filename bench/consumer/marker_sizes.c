@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* marker_sizes: what one marker costs in each recorder, for sizing a
  * deployment (docs/operations.md, "Sizing").
  *

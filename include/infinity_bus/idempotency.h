@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libinfinity-bus: the idempotent consumer as a library (installed).
  *
  * For a program with its own consumer loop (another bus, an HTTP webhook

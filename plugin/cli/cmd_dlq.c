@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus dlq: find, show, replay and purge dead letters, in the style of the
  * nats CLI.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus markers: inspect, forget and prune markers in a recorder.
  *
  *   ibus markers --recorder sqlite:processed.db stats

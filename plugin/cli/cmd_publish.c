@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus publish: events from arguments, generated, or JSON lines on stdin,
  * published to JetStream asynchronously with acknowledgement.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus run: option table and translation into the host's configuration. */
 #include <limits.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus(1) in roff (man.h). The sections a command table cannot fill are
  * the tables and paragraphs below; everything about commands, options and
  * their variables is read from the commands' description data. */

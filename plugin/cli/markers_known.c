@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus markers: whether --consumer names an identity the recorder knows
  * (markers_known.h). Identities are compared whole: "bulk/once/chrage" is
  * not "bulk/once/charge", and "bulk/once" is neither. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus markers: a --consumer the recorder has never heard of is an error,
  * not a quiet "not processed". */
 #ifndef IB_CLI_MARKERS_KNOWN_H

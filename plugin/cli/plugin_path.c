@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus run --plugin NAME: the plugin directory and the lookup in it
  * (plugin_path.h). */
 #include "plugin_path.h"

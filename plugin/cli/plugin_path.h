@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus run --plugin: a name without a '/' is a plugin of the plugin
  * directory (the install's lib/infinity-bus/plugins, or --plugin-dir).
  * Private to the CLI. */

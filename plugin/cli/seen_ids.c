@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus publish: a set of the ids a run has sent (seen_ids.h). Open
  * addressing with linear probing, kept at most half full. */
 #include "seen_ids.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus publish: the event ids one run has sent, so a repeated id counts
  * as a duplicate whichever way it came (--id, --key, JSON lines). Private
  * to the CLI. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The file the audit and flaky examples append one line per handled event
  * to, and what --check may do with it. Header-only, shared by the two
  * examples, so each is still one .c file to build. */

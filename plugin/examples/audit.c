@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* audit: appends one line per handled event to a file.
  *
  * Handler "audit" on order.created, order.paid and payment.settled writes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flaky: fails a fixed fraction of first deliveries, to show redelivery.
  *
  * Handler "flaky" on order.created, order.paid and payment.settled returns

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host API table plugins receive: the bus part's slots (logging,
  * publishing, ids, the transaction's connection) plus the ABI 1.3 slots
  * that need the dispatch table and the metrics registry, which only the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the subscriber host shared by host.c, host_batch.c,
  * host_watch.c and host_retention.c. Calls go one way: host.c drives
  * host_batch.c (dispatch and batches), host_watch.c (the watcher thread)

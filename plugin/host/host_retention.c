@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Retention of the subscriber host: the floor below which pruning could
  * forget a marker whose event can still arrive, the start-up check against
  * it, and the keeper thread, which prunes in the background and keeps the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The chaos test of the crash-safety promise: after crashes, restarts,
  * redeliveries and a recorder that cannot write, every valid event's
  * handler runs, and runs once outside a bounded window per crash.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The endpoint of the chaos test's http case (tests/chaos/chaos.c): each
 POST is one side effect, appended to the effects file as the scripted
 plugin writes them ("<consumer> <id> <type> <delivery> ok"), so the chaos

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks rendered Kubernetes manifests of infinity-bus against the rules
 every workload must keep (deploy/README.md, "What every workload keeps").
 

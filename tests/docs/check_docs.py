@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The documentation keeps its word (issue 33).
 
 usage: check_docs.py links   SOURCE_DIR

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fuzz targets for core: event decoding, id normalisation and the accepted
 # id versions (ibus run --uuid-versions). Seeds live in
 # corpus/event and corpus/id; fuzz_core_gen_corpus (not built by default)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Adoptable in an afternoon (issue 33): the defaults a new user meets,
  * against a real nats-server and real ibus processes. Ids the product
  * makes are accepted by default, and --uuid-versions narrows or widens

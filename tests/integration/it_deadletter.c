@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Dead letters: REJECT, the poison rule (a handler that crashes the process
  * on every delivery), bytes that are not an Event, a malformed id, and a
  * delivery that looks like a server status. Each dead letter must carry

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Dead letters come back (issue 22): a dead letter ends the event's
  * attempts, so a republish by hand or `ibus dlq replay` runs the handlers
  * that had failed, once, and those that had succeeded not again; a second

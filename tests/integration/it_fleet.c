@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Several hosts and failures: three processes on one durable and one
  * SQLite file with concurrent duplicates, kill -9 mid-stream, a nats-server
  * restart mid-stream, and SIGTERM with nothing handled left unacked. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A newcomer's first hour (issue 25): what a first run says when it goes
  * wrong, against real processes. Each message test asserts the exact text
  * where the text is the point: it must name the thing, the reason and the

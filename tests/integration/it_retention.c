@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Retention against a real nats-server (issue 12, item 5): `ibus run
  * --retention` refuses a window shorter than the time the stream can still
  * deliver a message (and starts with --retention-unsafe), prunes old

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The README as a newcomer follows it (issues 25, 33): from a copy of the
 # source tree, the "Install" commands exactly as written (blocks marked
 # <!-- docs-test: NAME --> in README.md, and the library's in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages as an operator gets them:
 #   1. configures a separate tree with prefix /usr, builds it and runs
 #      `cpack -G DEB`;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Markers made by the test itself (it_markers.h). */
 #include "it_markers.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Markers made by the test itself, as if made at another time: for the
  * retention tests. A file of its own in the support library, so only the
  * tests that use it link the recorders. */

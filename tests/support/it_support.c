@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The test environment, paths of this build, and ibus command lines. */
 #include "it_support.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Support library of the integration tests: a real nats-server and real
  * ibus processes per test, cleaned up by PID even when an assertion fails.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `ibus run`: the subscriber host.
  *
  * Connects to NATS, binds the durable pull consumer, loads the plugins,

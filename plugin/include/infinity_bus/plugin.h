@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* infinity-bus plugin ABI: the only header a handler plugin needs.
  *
  * A plugin is a shared object that exports one function, ib_plugin_entry(),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NATS part: everything that talks to the server on behalf of one
  * ibus process. Sections, in the order a message meets them: the
  * connection, binding the stream and durable consumer, pulling batches,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: ib_event_decode on arbitrary bytes.
  *
  * Decodes each input under small limits and three option sets, and checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: ib_id_normalise (and ib_uuid_derive) on arbitrary bytes.
  *
  * An accepted id comes out normalised, normalising it again gives the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: ib_id_versions_parse (ibus run --uuid-versions) on
  * arbitrary bytes. No crash; an accepted set is not empty, holds only
  * versions 1..8 unless it is "any", prints back to text that parses to the

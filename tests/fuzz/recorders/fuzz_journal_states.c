@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the JSON text of a journal row's states
  * (recorders/sqlite_states.c).
  *

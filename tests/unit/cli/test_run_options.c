@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `ibus run`'s own options as they reach the host: --on-conflict,
  * --retention and --retention-unsafe (issue 12). The host is replaced by a
  * stub that keeps the configuration it was given, so no server is needed. */

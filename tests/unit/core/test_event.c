@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event decoding and validation: round trips and every class of refusal. */
 #include "ib_test.h"
 

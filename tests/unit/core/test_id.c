@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event ids: table-driven validation, generation, derivation, packing. */
 #include "ib_test.h"
 

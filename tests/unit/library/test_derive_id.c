@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib_event_id_derive (issue 25, item 7): ids for keys that are not UUIDs.
  * The vectors were computed once with Python's hashlib and uuid modules,
  * from the formula idempotency.h documents; they must never change, or a

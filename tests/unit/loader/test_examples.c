@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The example plugins, loaded by the loader and driven through dispatch:
  * what each promises in its header comment. */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Victim for the kill-during-merge test: claims and marks ids FIRST..
  * FIRST+COUNT-1 on one SQLite file in batches of 64, as the host does, and
  * merges the journal every MERGE_EVERY batches. It reports on stdout,

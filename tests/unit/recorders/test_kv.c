@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kv: recorder's own tests, against a real nats-server each test
  * starts (loopback, free port, temporary store; stopped by PID): key
  * encoding, Create races, a server restart, bucket binding and TTL
