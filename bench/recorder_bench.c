@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* recorder_bench: events/s of the idempotent flow on each recorder, beside
  * a plain SQLite loop measured in the same run.
  *

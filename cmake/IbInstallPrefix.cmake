@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Run by `cmake --install` (install(SCRIPT)): makes an installed file name
 # the prefix it was installed to. A configure-time prefix is not enough:
 # `cmake --install build --prefix P` picks another one afterwards, and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ib_library_objects(<object library>)
 #   Marks an OBJECT library as a piece of libinfinity-bus. The project builds
 #   with hidden visibility, so that plugins and executables export nothing by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What a host needs around the programs (systemd unit, system user, example
 # settings, documentation), and the Debian packages CPack builds from the
 # install components.
@@ -6,6 +7,8 @@
 #   lib/systemd/system/ibus@.service            (component ibus)
 #   <sysconfdir>/infinity-bus/ibus.env.example  (component ibus; /etc with prefix /usr)
 #   share/doc/infinity-bus/{README.md,copyright} (component ibus)
+#   share/doc/infinity-bus/docs/*.md             (component ibus)
+#   share/doc/infinity-bus/examples/http/receiver.{py,js} (component ibus)
 #   share/doc/libinfinity-bus0/copyright        (component library)
 #   share/doc/libinfinity-bus-dev/copyright     (component library-dev)
 # and with IB_SYSTEM_USER:
@@ -101,6 +104,13 @@ foreach(_ib_installed ${IB_SYSTEMD_UNITDIR}/ibus@.service ${IB_SYSCONFDIR}/ibus.
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${_ib_deploy}/debian/copyright
         DESTINATION ${IB_DOCDIR} COMPONENT ibus)
+# The documentation, so the README's links work in the installed copy.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${IB_DOCDIR}/docs COMPONENT ibus
+        FILES_MATCHING PATTERN "*.md")
+# The http plugin's example receivers (docs/languages.md), beside the docs.
+install(FILES ${PROJECT_SOURCE_DIR}/plugin/examples/http/receiver.py
+              ${PROJECT_SOURCE_DIR}/plugin/examples/http/receiver.js
+        DESTINATION ${IB_DOCDIR}/examples/http COMPONENT ibus)
 install(FILES ${_ib_deploy}/debian/copyright
         DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/libinfinity-bus0 COMPONENT library)
 install(FILES ${_ib_deploy}/debian/copyright

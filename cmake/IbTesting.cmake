@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Test registration helpers.
 #
 # ib_add_cmocka_test(<exe> SOURCES ... [LIBS ...] [LABEL unit] [NO_VALGRIND])

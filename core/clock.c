@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "clock.h"
 
 static int64_t read_ms(clockid_t id)

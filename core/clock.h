@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The project's clocks, in one place.
  *
  * Three clocks with three jobs, each named for what it measures:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The names of the dead-letter reasons (dead_letter.h), spelled once. */
 #include "dead_letter.h"
 

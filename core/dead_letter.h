@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Why a message is dead-lettered: one enum for every part that decides,
  * carries or counts a dead letter (the host from a decode refusal,
  * dispatch from handler verdicts, the NATS dead-letter publish, metrics).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error detail that travels beside an ib_status.
  *
  * The ib_error struct and ib_error_clear() are public

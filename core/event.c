@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decoding, validation and encoding of the wire Event (rules in event.h). */
 #include "event.h"
 
@@ -191,6 +192,14 @@ static ib_status validate(char id[IB_ID_BUF_SIZE], ib_event_reject *reject,
                       ib_error_set(err, IB_ERR_INVALID_ID, "id is missing"));
     /* The raw bytes, NULs included: a NUL makes the id malformed. */
     ib_id_reason why = ib_id_normalise(id, (const char *)scan->id, scan->id_len, id_flags);
+    if (why == IB_ID_BAD_VERSION) {
+        char accepted[64];
+        return refuse(reject, IB_EVENT_REJECT_INVALID_ID,
+                      ib_error_set(err, IB_ERR_INVALID_ID,
+                                   "id is a UUID version %d, not one of the accepted versions %s",
+                                   ib_id_version((const char *)scan->id, scan->id_len),
+                                   ib_id_versions_str(accepted, sizeof(accepted), id_flags)));
+    }
     if (why != IB_ID_VALID)
         return refuse(reject, IB_EVENT_REJECT_INVALID_ID,
                       ib_error_set(err, IB_ERR_INVALID_ID, "id is malformed (%zu bytes): %s",
@@ -258,7 +267,7 @@ ib_status ib_event_decode(ib_event **out, ib_event_reject *reject, const void *b
                           const ib_event_limits *limits, ib_error *err)
 {
     size_t max_bytes = IB_EVENT_DEFAULT_MAX_BYTES;
-    unsigned id_flags = IB_ID_UUID4_ONLY;
+    unsigned id_flags = IB_ID_VERSIONS_DEFAULT;
     ib__wire_scan scan;
     char id[IB_ID_BUF_SIZE];
     event_impl *impl = NULL;

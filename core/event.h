@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decoding and validation of the wire Event (proto/event.proto).
  *
  * Decoding refuses oversized input before reading it, parses the wire
@@ -56,7 +57,8 @@ typedef enum ib_event_reject {
 
 typedef struct ib_event_limits {
     size_t max_bytes;  /* refuse input larger than this; 0 = IB_EVENT_DEFAULT_MAX_BYTES */
-    unsigned id_flags; /* IB_ID_UUID4_ONLY or IB_ID_ANY_VERSION */
+    unsigned id_flags; /* the UUID versions accepted (IB_ID_VERSION bits, uuid.h); 0 = the
+                          default set, uuid4 and uuid8 */
     size_t max_alloc;  /* bytes the decoded event may take (its one block);
                           0 = IB_EVENT_ALLOC_BUDGET(len) */
 } ib_event_limits;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Payload fingerprints (fingerprint.h). The hash reads eight bytes per
  * step (a byte-at-a-time FNV-1a cost the memory path 7 % of its
  * instructions per event): each 64-bit little-endian word is multiplied

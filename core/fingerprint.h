@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Payload fingerprints: what a marker remembers of the event it stands
  * for, so that an id reused for other content is caught (recorder.h). */
 #ifndef IB_FINGERPRINT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Structured logger: builds each record in a buffer, then writes it with one
  * fwrite+fflush while holding the stream's stdio lock, so records from many
  * threads (and other stdio users of the same stream) never interleave. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Structured logging for the host and its plugins.
  *
  * One line per record on stderr (or a configured stream), as JSON

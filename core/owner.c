@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Owner tokens and the liveness probe (owner.h). */
 #include "owner.h"
 

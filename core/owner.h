@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Claim owner tokens: one per process incarnation.
  *
  * A claim in a recorder belongs to an owner token, and every mark and

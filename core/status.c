@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "status.h"
 
 const char *ib_status_str(ib_status status)

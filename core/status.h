@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status codes shared by every part of infinity-bus.
  *
  * The enum and ib_status_str() are public (<infinity_bus/status.h>, installed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Strict UTF-8 validation (RFC 3629, table 3-7 of the Unicode standard). */
 #include "utf8.h"
 

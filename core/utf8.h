@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Strict UTF-8 (RFC 3629) for the core's checks of raw protobuf strings.
  *
  * Internal to core (ib__ prefix): refuses overlong forms, UTF-16 surrogates

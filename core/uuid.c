@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event ids: validation, normalisation, generation and derivation. */
 #include "uuid.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -68,7 +70,8 @@ static bool is_dash_position(size_t i)
 
 /* Checks run in a fixed order (empty, length, dashes, characters, version,
  * variant) so the reason reported for an id is always the same one. */
-ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t len, unsigned flags)
+ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t len,
+                             unsigned versions)
 {
     char undashed[IB_ID_LEN];
     char digits[IB_ID_BUF_SIZE];
@@ -101,7 +104,9 @@ ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t le
     if (!hex)
         return IB_ID_BAD_CHAR;
     digits[IB_ID_LEN] = '\0';
-    if (!(flags & IB_ID_ANY_VERSION) && digits[VERSION_DIGIT] != '4')
+    if (versions == IB_ID_VERSIONS_DEFAULT)
+        versions = IB_ID_VERSIONS_DEFAULT_SET;
+    if (!(versions & IB_ID_VERSION(hex_value((unsigned char)digits[VERSION_DIGIT]))))
         return IB_ID_BAD_VERSION;
     /* RFC 4122 variant: the two top bits of the variant nibble are 10. */
     if ((hex_value((unsigned char)digits[VARIANT_DIGIT]) & 0xc) != 0x8)
@@ -139,11 +144,59 @@ const char *ib_id_reason_str(ib_id_reason reason)
     case IB_ID_BAD_DASHES:
         return "36 characters without dashes at positions 8, 13, 18 and 23";
     case IB_ID_BAD_VERSION:
-        return "version nibble is not 4";
+        return "UUID version not accepted";
     case IB_ID_BAD_VARIANT:
         return "variant is not RFC 4122 (10xx)";
     }
     return "unknown reason";
+}
+
+int ib_id_version(const char *in, size_t len)
+{
+    if (in == NULL || (len != 32 && len != 36))
+        return -1;
+    /* the 36-character form has one dash before the version digit */
+    return hex_value((unsigned char)in[len == 36 ? VERSION_DIGIT + 2 : VERSION_DIGIT]);
+}
+
+int ib_id_versions_parse(unsigned *out, const char *text)
+{
+    unsigned set = 0;
+    *out = 0;
+    if (text == NULL)
+        return -1;
+    if (strcmp(text, "any") == 0) {
+        *out = IB_ID_ANY_VERSION;
+        return 0;
+    }
+    /* one digit 1..8, then a comma and another, and so on */
+    for (const char *p = text;; p += 2) {
+        if (p[0] < '1' || p[0] > '8' || (p[1] != ',' && p[1] != '\0'))
+            return -1;
+        set |= IB_ID_VERSION(p[0] - '0');
+        if (p[1] == '\0')
+            break;
+    }
+    *out = set;
+    return 0;
+}
+
+const char *ib_id_versions_str(char *buf, size_t cap, unsigned versions)
+{
+    size_t used = 0;
+    if (versions == IB_ID_VERSIONS_DEFAULT)
+        versions = IB_ID_VERSIONS_DEFAULT_SET;
+    if (cap == 0)
+        return buf;
+    buf[0] = '\0';
+    if ((versions & IB_ID_ANY_VERSION) == IB_ID_ANY_VERSION) {
+        snprintf(buf, cap, "any");
+        return buf;
+    }
+    for (int v = 0; v < 16 && used < cap; v++)
+        if (versions & IB_ID_VERSION(v))
+            used += (size_t)snprintf(buf + used, cap - used, "%s%d", used > 0 ? "," : "", v);
+    return buf;
 }
 
 static void set_v4_bits(uint8_t bytes[16])

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event ids: validation, normalisation and generation (spec section 1).
  *
  * The dedup key is a UUID written as 32 lowercase hex digits. Accepted on
@@ -16,11 +17,19 @@
 #define IB_ID_LEN 32      /* normalised id length, without the NUL */
 #define IB_ID_BUF_SIZE 33 /* buffer size for a normalised id with its NUL */
 
-/* Validation flags for ib_id_normalise(). */
+/* Which UUID versions ib_id_normalise() accepts: a set of version bits,
+ * IB_ID_VERSION(v) for version v (0..15). The variant must be RFC 4122 in
+ * every case. 0 stands for the default set, so a zeroed struct of limits
+ * accepts what the product itself makes. */
+#define IB_ID_VERSION(v) (1u << (v))
 enum {
-    IB_ID_UUID4_ONLY = 0,   /* version nibble must be 4, variant RFC 4122 */
-    IB_ID_ANY_VERSION = 1u, /* operator opt-in: any version (e.g. uuid7); variant still RFC 4122 */
+    IB_ID_VERSIONS_DEFAULT = 0, /* uuid4 (random ids) and uuid8 (ids derived from a business key
+                                   by ib_event_id_derive and `ibus publish --key`) */
+    IB_ID_UUID4_ONLY = IB_ID_VERSION(4), /* random ids only */
+    IB_ID_ANY_VERSION = 0xffffu,         /* every version (e.g. uuid7 producers) */
 };
+/* The set IB_ID_VERSIONS_DEFAULT stands for. */
+#define IB_ID_VERSIONS_DEFAULT_SET (IB_ID_VERSION(4) | IB_ID_VERSION(8))
 
 /* Why an id was refused; stable names via ib_id_reason_str(). */
 typedef enum ib_id_reason {
@@ -29,7 +38,7 @@ typedef enum ib_id_reason {
     IB_ID_BAD_LENGTH,  /* neither 32 nor 36 characters */
     IB_ID_BAD_CHAR,    /* a byte that is not a hex digit (or a misplaced dash, or NUL) */
     IB_ID_BAD_DASHES,  /* 36 characters without dashes at 8, 13, 18, 23 */
-    IB_ID_BAD_VERSION, /* version nibble is not 4 (and any version was not allowed) */
+    IB_ID_BAD_VERSION, /* its UUID version is not in the accepted set */
     IB_ID_BAD_VARIANT, /* variant bits are not RFC 4122 (10xx) */
 } ib_id_reason;
 
@@ -37,15 +46,33 @@ typedef enum ib_id_reason {
  * contain NULs, which are refused) and writes the normalised id plus NUL into
  * `out`. Returns IB_ID_VALID or the first reason it is refused, checking in
  * this order: empty (len 0 or `in` NULL), length, dash positions (36-character
- * form), characters, version, variant. On refusal `out` holds an empty
- * string. Flag bits other than IB_ID_ANY_VERSION are ignored. */
-ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t len, unsigned flags);
+ * form), characters, version (one of the set `versions`, IB_ID_VERSION bits;
+ * 0 = IB_ID_VERSIONS_DEFAULT), variant. On refusal `out` holds an empty
+ * string. */
+ib_id_reason ib_id_normalise(char out[IB_ID_BUF_SIZE], const char *in, size_t len,
+                             unsigned versions);
+
+/* The UUID version of an id in either accepted form (32 hex digits, or 36
+ * with dashes): 0..15, or -1 when `len` is neither or the version digit is
+ * no hex digit. Checks nothing else; for messages about a refused id. */
+int ib_id_version(const char *in, size_t len);
+
+/* Parses a set of accepted versions as an operator writes it: "any", or
+ * versions 1..8 separated by commas ("4,8", "4,7,8"). Stores the
+ * IB_ID_VERSION bits in *out and returns 0, or -1 for anything else (an
+ * empty list included). */
+int ib_id_versions_parse(unsigned *out, const char *text);
+
+/* Writes a version set (0 = the default set) the way
+ * ib_id_versions_parse reads it, "4,8" or "any", into `buf` and returns
+ * it. */
+const char *ib_id_versions_str(char *buf, size_t cap, unsigned versions);
 
 /* True if `id` is already a normalised id: exactly 32 lowercase hex digits
  * followed by NUL. Recorders use it to refuse anything else. */
 bool ib_id_is_normalised(const char *id);
 
-/* Static description of a reason, e.g. "version nibble is not 4". */
+/* Static description of a reason, e.g. "UUID version not accepted". */
 const char *ib_id_reason_str(ib_id_reason reason);
 
 /* Generates a fresh random uuid4 from the kernel's random source

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Protobuf wire-format scanner for the raw bytes of an Event (see wire.h).
  *
  * Every read is guarded by `pos < len` or by comparing a length with what

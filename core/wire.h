@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A minimal protobuf wire-format scanner for the Event message.
  *
  * Internal to core (ib__ prefix). protobuf-c 1.4.1 accepts invalid UTF-8 in

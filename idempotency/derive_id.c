@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib_event_id_derive (idempotency.h): name-based uuid8 ids from keys.
  * SHA-256 comes from OpenSSL's libcrypto, which the build needs anyway. */
 #include <infinity_bus/idempotency.h>

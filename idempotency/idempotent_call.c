@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib_idempotent_call(): the seed's handler wrapper (check, handle, mark only
  * on success) on top of the recorder's fenced claims, for programs with
  * their own consumer loop. `ibus run` does the same per batch in
@@ -19,7 +20,8 @@ ib_status ib_event_id_normalise(char out[IB_EVENT_ID_SIZE], const char *in, size
 {
     if (out == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "event id: no output buffer");
-    ib_id_reason why = ib_id_normalise(out, in, len, any_version ? IB_ID_ANY_VERSION : 0);
+    ib_id_reason why =
+        ib_id_normalise(out, in, len, any_version ? IB_ID_ANY_VERSION : IB_ID_VERSIONS_DEFAULT);
     if (why != IB_ID_VALID)
         return ib_error_set(err, IB_ERR_INVALID_ID, "event id: %s", ib_id_reason_str(why));
     return IB_OK;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installation of libinfinity-bus, so programs build against it out of tree:
 #   ${CMAKE_INSTALL_LIBDIR}/libinfinity-bus.so.0 (+ .so.X.Y.Z; .so for -dev)
 #   ${CMAKE_INSTALL_INCLUDEDIR}/infinity_bus/{idempotency,recorder,status,version}.h

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installation of the plugin ABI, so plugins build out of tree from the
 # installed header alone:
 #   ${CMAKE_INSTALL_INCLUDEDIR}/infinity_bus/plugin.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kv:BUCKET: markers and claims in a NATS JetStream key-value bucket, so
  * that processes on several hosts share them (the fleet topology).
  *

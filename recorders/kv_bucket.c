@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kv: recorder's connection and bucket: connecting (its own
  * connection from url=, or the host's), binding to the bucket and checking
  * its settings, creating it only when asked, and the admin walks over its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The claims this recorder holds, in memory: for each (consumer, event id,
  * owner) it acquired, the epoch it wrote last, the attempt count and the
  * lease end. With them a renewal, a release and a mark write without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the kv: recorder, shared by kv.c (the recorder calls),
  * kv_io.c (key names, single reads, pipelined conditional writes),
  * kv_read.c (pipelined reads through the stream leader, the epoch search),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kv: recorder's traffic: key names, reads through the stream leader,
  * and pipelined conditional writes (see kv_internal.h for the layout).
  *

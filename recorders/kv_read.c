@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pipelined reads through the stream leader for the kv: recorder.
  *
  * js_GetLastMsg asks one key per round trip. A batch of claims needs the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* memory: an in-process set of done markers, with claims and an optional
  * capacity bound that evicts the oldest markers.
  *

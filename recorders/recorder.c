@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ib_recorder_* wrappers: argument checks shared by every kind, and the
  * fallbacks that let a kind offering only is_processed/mark_processed serve
  * every call. Kinds may rely on keys having been checked here, or by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals shared by the recorder kinds and their tests; not installed.
  *
  * ib_recorder_open() splits in two steps so the URI grammar can be fuzzed

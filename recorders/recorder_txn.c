@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ib__recorder_* wrappers of transactional work and the outbox:
  * argument checks shared by every kind, and what a kind without the op
  * answers. The fingerprinted claims and marks live in recorder.c, beside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Recorder URIs (spec section 2):
  *
  *   memory:[?capacity=N]

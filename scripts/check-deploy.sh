@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks of deploy/ that need no cluster, no container engine and no network.
 #
 #   check-deploy.sh render OVERLAY     kubectl kustomize the overlay and check

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks a Dockerfile against the image rules of infinity-bus
 # (deploy/README.md, "The image"):
 #   pinned-base     every FROM names an earlier stage, scratch, a digest, or an

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job, end to end on this machine: a local nats-server with
 # JetStream, two `ibus run` subscribers sharing one SQLite file with the
 # audit and flaky example plugins, events published with duplicates (and a

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what building, testing and the demo need on Debian 12, and only
 # what is missing. Needs root (or sudo) when something must be installed.
 set -euo pipefail
 
-packages=(
+# What building, installing and running need: the README's by-hand
+# apt-get line names exactly these (the docs test checks it).
+build_packages=(
   build-essential cmake pkg-config
   libnats-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev
-  libcmocka-dev libmicrohttpd-dev libjansson-dev libssl-dev libcurl4-openssl-dev
-  nats-server sqlite3 openssl curl valgrind clang-format
+  libmicrohttpd-dev libjansson-dev libssl-dev libcurl4-openssl-dev
+  nats-server
+)
+# What the tests, the demo and the checks add.
+test_packages=(
+  libcmocka-dev sqlite3 openssl curl valgrind clang-format
   yamllint python3 python3-yaml
   dpkg-dev file groff-base man-db
 )
+packages=("${build_packages[@]}" "${test_packages[@]}")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds infinity-bus and runs every test: unit, fuzz (replay), deploy
 # checks, valgrind runs and integration tests in a normal build, then unit,
 # fuzz and integration tests again in an ASan+UBSan build. Installs missing

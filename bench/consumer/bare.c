@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_bare: the limit the consumer benchmark compares `ibus run` with.
  *
  * A JetStream pull consumer written directly on nats.c that does nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals shared by the files of the consumer benchmark driver
  * (consumer_bench): child processes, the nats-server it starts, the event
  * streams it publishes, and the measurements it takes from the outside.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A marker file that already holds many markers, for the rows that measure
  * start-up and throughput on a large file (issues 21, 30): filled once per
  * run, straight into the markers table in the random order real marks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading instruction counts out of a callgrind profile. Instruction
  * counts do not move with the load of a shared machine, so they show what
  * a change to the hot path costs where wall-clock rates cannot. */

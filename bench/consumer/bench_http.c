@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The endpoint of the http plugin's row: libmicrohttpd on loopback,
  * answering every request 204 with keep-alive, so the row measures the
  * plugin and the host, not a receiver's work (bench.h). */

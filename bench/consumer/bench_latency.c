@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Publish-to-ack latency at a paced rate.
  *
  * A consumer acks by publishing "+ACK" to the message's reply subject,

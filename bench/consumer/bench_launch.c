@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Starting the consumer processes of a row, and checking afterwards that
  * they really consumed what the server says they acked. */
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* consumer_bench: `ibus run` side by side with a bare nats.c consumer.
  *
  * One command, one nats-server (started here on 127.0.0.1 with a free port

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Throughput measured from the outside, the same way for every row: the
  * driver polls the consumer's info on the server and times the acks it
  * sees. The consumer process is not asked anything, so a bare consumer and

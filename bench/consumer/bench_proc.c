@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Child processes of the benchmark: started with fork/exec from an argv
  * (no shell), their output in a log file, and a parent-death signal so a
  * driver killed halfway leaves no consumer or server behind. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's event streams: a deterministic generator (ids, payloads,
  * duplicates) and the JetStream setup every row shares.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The recorders alone, in this process, making the calls the host makes
  * per batch (claim_batch, then mark_batch): the ceiling `ibus run` cannot
  * pass whatever NATS does, and the memory recorder's own account of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Printing a consumer_bench run: Markdown tables, then the goals of
  * issue 5 judged on the numbers of this run only. */
 #include "bench_report.h"

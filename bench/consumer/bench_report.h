@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The results of one consumer_bench run and their printing as Markdown
  * tables (so a run can be pasted into the README as it is). */
 #ifndef IB_BENCH_REPORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one nats-server of a benchmark run: loopback only, a free port chosen
  * by the server itself (-p -1, read back from its ports file), JetStream
  * storage in the run's temporary directory, stopped by its pid. */

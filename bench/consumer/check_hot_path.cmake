@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Build-time check that the ibus binary still holds the function the
 # consumer benchmark reads its "hot path" row from (IB_BENCH_HOT_PATH in
 # CMakeLists.txt). callgrind_annotate names functions by their symbol, so

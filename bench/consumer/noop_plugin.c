@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_noop: the handler of the consumer benchmark.
  *
  * Handler "noop" on "bench.event" returns OK at once, so a benchmark run

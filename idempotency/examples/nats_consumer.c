@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A plain nats.c JetStream consumer that handles each event once, with
  * libinfinity-bus doing the bookkeeping: no `ibus run`, no plugin.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libinfinity-bus: the idempotent consumer as a library (installed).
  *
  * For a program with its own consumer loop (another bus, an HTTP webhook
@@ -38,11 +39,12 @@ extern "C" {
 
 /* Checks an event id and writes its normalised form (what recorders take)
  * into `out`. Accepted: a UUID as 32 hex digits in any case, or in the
- * canonical 36-character dashed form; version 4 only unless `any_version`
- * (e.g. for uuid7 ids), and always the RFC 4122 variant. `in` is `len` raw
+ * canonical 36-character dashed form; versions 4 (random) and 8 (what
+ * ib_event_id_derive makes) unless `any_version` (any version, e.g. uuid7
+ * ids), and always the RFC 4122 variant. `in` is `len` raw
  * bytes and need not be NUL-terminated (an embedded NUL is refused).
- * Errors: IB_ERR_INVALID_ID with the reason ("event id: version nibble is
- * not 4"; the id itself is not quoted); `out` is then "". */
+ * Errors: IB_ERR_INVALID_ID with the reason ("event id: UUID version not
+ * accepted"; the id itself is not quoted); `out` is then "". */
 ib_status ib_event_id_normalise(char out[IB_EVENT_ID_SIZE], const char *in, size_t len,
                                 bool any_version, ib_error *err);
 
@@ -63,8 +65,8 @@ ib_status ib_event_id_normalise(char out[IB_EVENT_ID_SIZE], const char *in, size
  * any version: pick one per producer or kind of key (or use
  * IB_EVENT_ID_NAMESPACE) so equal keys of different sources do not meet.
  * `key` is `len` bytes, any bytes, len may be 0. Writes 32 lowercase hex
- * into `out`. A consumer accepts these ids with `ibus run
- * --any-uuid-version` (or any_version in ib_event_id_normalise).
+ * into `out`. Consumers accept these ids by default (`ibus run`, and
+ * ib_event_id_normalise without any_version).
  * Errors: IB_ERR_INVALID_ARG for a NULL `out` or a NULL `key` with len > 0,
  * IB_ERR_INVALID_ID for a namespace that is not a UUID; `out` is then "". */
 ib_status ib_event_id_derive(char out[IB_EVENT_ID_SIZE], const char *namespace_id, const void *key,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The recorder: where "processed" markers live (installed with
  * libinfinity-bus).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status codes and error detail of libinfinity-bus (installed).
  *
  * One enum for the whole project, the library and `ibus` alike. Values are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus dlq: find, show, replay and purge dead letters, in the style of the
  * nats CLI.
  *
@@ -126,11 +127,15 @@ static int make_filter(ib_dlq_filter *f, const dlq_args *a)
 typedef struct list_run {
     bool json;
     bool failed;
+    bool header; /* the table's header is out */
 } list_run;
 
 static int list_visit(void *ctx, ib_dlq_entry *e)
 {
     list_run *l = ctx;
+    if (!l->json && !l->header)
+        ib_dlq_print_header(stdout);
+    l->header = true;
     if (l->json)
         l->failed |= ib_dlq_print_json(stdout, e) != 0;
     else
@@ -138,13 +143,16 @@ static int list_visit(void *ctx, ib_dlq_entry *e)
     return 0;
 }
 
+/* The header goes out with the first row, or after a walk that found the
+ * stream empty: never before an error such as a stream that does not
+ * exist. */
 static int do_list(jsCtx *js, const char *stream, const ib_dlq_filter *f, bool json)
 {
     list_run l = {.json = json};
     uint64_t n = 0;
-    if (!json)
-        ib_dlq_print_header(stdout);
     int code = ib_dlq_walk(js, stream, f, list_visit, &l, &n);
+    if (code == 0 && !json && !l.header)
+        ib_dlq_print_header(stdout);
     return code != 0 ? code : l.failed ? 1 : 0;
 }
 

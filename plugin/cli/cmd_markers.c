@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus markers: inspect, forget and prune markers in a recorder.
  *
  *   ibus markers --recorder sqlite:processed.db stats
@@ -13,8 +14,11 @@
  * reached through the connection options (--nats-url, --creds, TLS), like
  * `ibus run`'s.
  *
- * No action creates a marker file, and lookup, forget and list refuse a
- * --consumer the file has no markers of (markers_known.h). */
+ * No action creates a marker file or opens an in-process recorder
+ * (memory:, sqlite::memory:, which only an ibus run process can see).
+ * lookup, forget and list refuse a --consumer the recorder has no markers
+ * of, matched exactly (markers_known.h); stats and prune, which act on
+ * every consumer, refuse one altogether. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -140,10 +144,11 @@ static int check_floor(const prune_args *p)
     return 2;
 }
 
-/* What lookup, forget and list need before they act: --consumer and an
- * event id where the action takes them (into `id`), and an identity the
- * recorder knows, since a mistyped one is an error, not a quiet "not
- * processed". Returns 0, or the exit code after saying why. */
+/* What every action needs before it acts: --consumer and an event id
+ * where the action takes them (into `id`), an identity the recorder knows
+ * exactly (a mistyped one is an error, not a quiet "not processed"), and
+ * no --consumer where the action would ignore it. Returns 0, or the exit
+ * code after saying why. */
 static int check_target(char id[IB_ID_BUF_SIZE], ib_recorder *r, const char *uri,
                         const char *action, const ib_strlist *args, const char *consumer)
 {
@@ -156,10 +161,17 @@ static int check_target(char id[IB_ID_BUF_SIZE], ib_recorder *r, const char *uri
                 action);
         return 2;
     }
+    if (named && !by_id && strcmp(action, "list") != 0) {
+        fprintf(stderr,
+                "ibus markers %s: --consumer does not apply: %s acts on every consumer of the "
+                "recorder (leave --consumer out)\n",
+                action, action);
+        return 2;
+    }
     if (by_id && need_id(id, args, action) != 0)
         return 2;
-    if ((by_id || strcmp(action, "list") == 0) && named)
-        return ib_cli_markers_identity_check(r, uri, action, consumer);
+    if (named)
+        return ib_cli_markers_identity_check(r, uri, action, consumer, by_id ? id : NULL);
     return 0;
 }
 
@@ -292,7 +304,8 @@ static size_t markers_options(ib_opt *opts, void *targets)
 {
     markers_args *m = targets;
     const ib_opt table[] = {
-        {"recorder", IB_OPT_STRING, &m->uri, "URI", "sqlite:processed.db", "marker store", 0, 0},
+        {"recorder", IB_OPT_STRING, &m->uri, "URI", "sqlite:processed.db",
+         "marker store the ibus run processes use: sqlite:PATH or kv:BUCKET", 0, 0},
         {"allow-insecure-db", IB_OPT_FLAG, &m->ro.sqlite_allow_insecure, NULL, NULL,
          "open a marker file of another user or writable by others (never a symlink)", 0, 0},
         {"consumer", IB_OPT_STRING, &m->consumer, "ID", NULL,
@@ -347,6 +360,26 @@ static int open_recorder(ib_recorder **r, ib_nats **n, markers_args *m)
     return 0;
 }
 
+/* An in-process recorder (memory:, sqlite::memory:) lives inside each
+ * ibus run process: this one would be new and empty, and every answer a
+ * guess. Returns 0 for a recorder other processes write, else 2 after
+ * saying so. */
+static int check_readable(ib_recorder *r, const char *uri)
+{
+    char path[4096];
+    const char *kind = ib_recorder_kind(r);
+    bool in_process =
+        strcmp(kind, "memory") == 0 ||
+        (strcmp(kind, "sqlite") == 0 && !ib__recorder_uri_sqlite_path(uri, path, sizeof(path)));
+    if (!in_process)
+        return 0;
+    fprintf(stderr,
+            "ibus markers: recorder %s keeps its markers inside each ibus run process; ibus "
+            "markers would open an empty one of its own (name a sqlite: file or a kv: bucket)\n",
+            uri);
+    return 2;
+}
+
 int ib_cmd_markers(int argc, char **argv)
 {
     markers_args m;
@@ -388,6 +421,11 @@ int ib_cmd_markers(int argc, char **argv)
         goto out;
     char shown[IB_REDACT_MAX]; /* the URI as messages show it */
     ib_redact_url(shown, sizeof(shown), m.uri);
+    code = check_readable(r, shown);
+    if (code != 0) {
+        ib_recorder_close(r);
+        goto out;
+    }
     code = run_action(r, shown, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
     ib_recorder_close(r);
     ib_nats_close(nc, 1000);
@@ -400,7 +438,7 @@ out:
 static const ib_cmd_action markers_actions[] = {
     {"lookup", "ID",
      "whether --consumer has marked event ID, and when; else its claim and attempts (exit 3; "
-     "exit 2 for an identity the file has no markers of)"},
+     "exit 2 for an identity the recorder has no markers of, matched exactly part by part)"},
     {"list", NULL, "the newest markers, of --consumer or of all consumers (--limit)"},
     {"forget", "ID",
      "remove --consumer's marker and attempts of event ID, so a redelivery runs it again"},
@@ -419,7 +457,9 @@ const ib_cmd_desc ib_cmd_markers_desc = {
         "Inspect, forget and prune markers in a recorder. prune refuses an age shorter than the "
         "time the stream can still deliver a message (the floor ibus run --retention checks "
         "too), read from the server: --stream for MaxAge, --durable for the redelivery horizon; "
-        "--force skips the check. A kv: recorder without url= in its URI is opened on a "
+        "--force skips the check. --consumer names an identity exactly, part by part: one the "
+        "recorder has no markers of is exit 2 with the identities it knows, never a quiet "
+        "\"not processed\". A kv: recorder without url= in its URI is opened on a "
         "connection made from the connection options (--nats-url, --creds, --tls-*), as ibus "
         "run opens it.",
     .actions = markers_actions,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus publish: events from arguments, generated, or JSON lines on stdin,
  * published to JetStream asynchronously with acknowledgement.
  *
@@ -7,7 +8,12 @@
  *
  * --duplicates R republishes a fraction R of the events, with the same id,
  * as new messages (no Nats-Msg-Id, so JetStream keeps them): what a
- * producer retry or a replay looks like to a consumer. */
+ * producer retry or a replay looks like to a consumer.
+ *
+ * The summary counts messages (published), distinct event ids among them
+ * (unique: an id sent again in the same run, by any means, is one of the
+ * duplicates) and messages JetStream did not acknowledge (failed: an error,
+ * or no answer within --ack-timeout). Every error names the subject. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -24,6 +30,7 @@
 #include "input_check.h"
 #include "nats_options.h"
 #include "options.h"
+#include "seen_ids.h"
 #include "uuid.h"
 #include "clock.h"
 #include <infinity_bus/idempotency.h>
@@ -43,6 +50,7 @@ typedef struct publish_cfg {
     int64_t payload_size;
     int64_t max_pending;
     int64_t seed;
+    int64_t ack_timeout_ms;
     double duplicates;
     bool raw;
     bool unchecked_id;
@@ -61,8 +69,9 @@ typedef struct publisher {
     uint64_t state; /* xorshift state for --duplicates and payloads */
     uint64_t published, unique, duplicates;
     atomic_ullong failed;
+    ib_seen_ids seen; /* the ids given (--id, --key, JSON lines) sent so far */
     bool progress;
-    bool fixed_id_sent; /* the arguments' --id or --key went out once already */
+    bool version_warned; /* said once that an id's version needs --uuid-versions */
     int64_t last_progress;
     int64_t total_hint;
 } publisher;
@@ -76,14 +85,28 @@ static uint64_t next_rand(publisher *p)
     return p->state = x;
 }
 
+/* Why a publish to `subject` failed, for a person: a "no responders"
+ * answer means no stream captures the subject. */
+static void say_failed(const char *subject, natsStatus s, const char *text)
+{
+    if (s == NATS_NO_RESPONDERS)
+        fprintf(stderr,
+                "ibus publish: %s: no stream captures this subject (%s): create one whose "
+                "subjects match it, e.g. ibus run --create --stream-subjects, or publish under "
+                "another --prefix or --subject\n",
+                subject, natsStatus_GetText(s));
+    else
+        fprintf(stderr, "ibus publish: %s: not acknowledged: %s\n", subject,
+                text != NULL ? text : natsStatus_GetText(s));
+}
+
 static void on_async_error(jsCtx *js, jsPubAckErr *pae, void *closure)
 {
     (void)js;
     publisher *p = closure;
-    atomic_fetch_add(&p->failed, 1);
-    if (atomic_load(&p->failed) <= 5)
-        fprintf(stderr, "ibus publish: a publish was not acknowledged: %s\n",
-                pae->ErrText != NULL ? pae->ErrText : natsStatus_GetText(pae->Err));
+    /* the first five are said; the count says the rest */
+    if (atomic_fetch_add(&p->failed, 1) < 5)
+        say_failed(pae->Msg != NULL ? natsMsg_GetSubject(pae->Msg) : "?", pae->Err, pae->ErrText);
 }
 
 static void show_progress(publisher *p, bool final)
@@ -105,14 +128,15 @@ static void show_progress(publisher *p, bool final)
  * success, and it is destroyed otherwise. */
 static int send_msg(publisher *p, natsMsg **m)
 {
+    p->published++;
     natsStatus s = js_PublishMsgAsync(p->js, m, NULL);
     if (s != NATS_OK) {
-        fprintf(stderr, "ibus publish: %s: %s\n", natsMsg_GetSubject(*m), natsStatus_GetText(s));
+        atomic_fetch_add(&p->failed, 1);
+        say_failed(natsMsg_GetSubject(*m), s, NULL);
         natsMsg_Destroy(*m);
         *m = NULL;
         return -1;
     }
-    p->published++;
     show_progress(p, false);
     return 0;
 }
@@ -136,6 +160,26 @@ static bool draw_duplicate(publisher *p)
 {
     double r = p->cfg->duplicates;
     return r > 0 && (double)(next_rand(p) >> 11) / 9007199254740992.0 < r;
+}
+
+/* Says once per run that a given id's UUID version is one a default
+ * `ibus run` refuses (it accepts 4 and 8), so the events would be
+ * dead-lettered as invalid-id unless the consumers widen the set. */
+static void warn_version(publisher *p, const char *given_id)
+{
+    if (given_id == NULL || p->cfg->unchecked_id || p->version_warned)
+        return;
+    int v = ib_id_version(given_id, strlen(given_id));
+    if (v < 0 || (IB_ID_VERSIONS_DEFAULT_SET & IB_ID_VERSION(v)) != 0)
+        return;
+    p->version_warned = true;
+    char widen[16] = "any";
+    if (v >= 1 && v <= 8)
+        snprintf(widen, sizeof(widen), "4,%d,8", v);
+    fprintf(stderr,
+            "ibus publish: id %s is a UUID version %d: a default ibus run accepts versions 4 and "
+            "8 and dead-letters it as invalid-id (start the consumers with --uuid-versions %s)\n",
+            given_id, v, widen);
 }
 
 /* Publishes one event, and a duplicate of it with probability --duplicates:
@@ -164,6 +208,7 @@ static int publish_event(publisher *p, const char *type, const void *payload, si
         .set_msg_id = c->msg_id,
         .trace = c->traced ? &c->trace : NULL,
     };
+    warn_version(p, given_id);
     ib_status st = ib_bus_event_msg(&m, id, sizeof(id), &ev, &e);
     if (st != IB_OK) {
         if (st == IB_ERR_INVALID_ID)
@@ -185,18 +230,20 @@ static int publish_event(publisher *p, const char *type, const void *payload, si
         return -1;
     }
     int rc = send_msg(p, &m);
-    /* the arguments all carry one --id or --key: one event, sent again */
-    bool repeat = given_id != NULL && given_id == c->id && p->fixed_id_sent;
-    if (rc == 0 && repeat) {
+    /* a fresh id is new; a given one may repeat one sent before */
+    int fresh = rc != 0 ? 0 : given_id == NULL ? 1 : ib_seen_ids_add(&p->seen, id);
+    if (fresh < 0) {
+        fprintf(stderr, "ibus publish: out of memory for the ids sent\n");
+        rc = -1;
+    } else if (rc == 0 && fresh == 0) {
         p->duplicates++;
     } else if (rc == 0) {
-        p->fixed_id_sent |= given_id != NULL && given_id == c->id;
         p->unique++;
         if (p->ids != NULL)
             fprintf(p->ids, "%s\n", id);
-        if (again != NULL && (rc = send_msg(p, &again)) == 0)
-            p->duplicates++;
     }
+    if (rc == 0 && again != NULL && (rc = send_msg(p, &again)) == 0)
+        p->duplicates++;
     natsMsg_Destroy(again);
     return rc;
 }
@@ -253,13 +300,17 @@ static int publish_all(publisher *p, const ib_strlist *args)
 {
     const publish_cfg *c = p->cfg;
     if (c->raw) {
-        for (size_t i = 0; i < args->count; i++) {
-            char subject[512];
-            snprintf(subject, sizeof(subject), "%s",
-                     c->subject != NULL ? c->subject : "events.raw");
+        /* the subject an event would get: --subject, else <prefix>.<type>,
+         * else <prefix>.raw */
+        char subject[512];
+        if (c->subject != NULL)
+            snprintf(subject, sizeof(subject), "%s", c->subject);
+        else
+            snprintf(subject, sizeof(subject), "%s.%s", c->prefix,
+                     c->type != NULL ? c->type : "raw");
+        for (size_t i = 0; i < args->count; i++)
             if (send_bytes(p, subject, args->items[i], strlen(args->items[i])) != 0)
                 return -1;
-        }
         return 0;
     }
     if (args->count > 0) {
@@ -377,17 +428,39 @@ static int check_cfg(publish_cfg *c, const ib_strlist *args)
     return 0;
 }
 
+/* After --ack-timeout: every publish still unanswered counts as failed,
+ * and the first subjects are named. */
+static void count_unanswered(publisher *p)
+{
+    natsMsgList pending = {0};
+    if (js_PublishAsyncGetPendingList(&pending, p->js) != NATS_OK)
+        return;
+    atomic_fetch_add(&p->failed, (unsigned long long)pending.Count);
+    char subjects[512] = "";
+    size_t used = 0;
+    for (int i = 0; i < pending.Count && i < 3 && used < sizeof(subjects); i++)
+        used += (size_t)snprintf(subjects + used, sizeof(subjects) - used, "%s%s",
+                                 i > 0 ? ", " : "", natsMsg_GetSubject(pending.Msgs[i]));
+    fprintf(stderr,
+            "ibus publish: %d publishes not acknowledged within --ack-timeout %" PRId64
+            "ms (subjects %s%s): the stream may or may not have stored them\n",
+            pending.Count, p->cfg->ack_timeout_ms, subjects, pending.Count > 3 ? ", ..." : "");
+    natsMsgList_Destroy(&pending);
+}
+
 /* Waits for every acknowledgement and prints the summary; returns the exit
  * code given how publishing went (`rc`). */
 static int finish(publisher *p, int rc)
 {
     jsPubOptions po;
     jsPubOptions_Init(&po);
-    po.MaxWait = 30000;
+    po.MaxWait = p->cfg->ack_timeout_ms;
     natsStatus s = js_PublishAsyncComplete(p->js, &po);
     show_progress(p, true);
-    if (s != NATS_OK)
-        fprintf(stderr, "ibus publish: not every publish was acknowledged: %s\n",
+    if (s == NATS_TIMEOUT)
+        count_unanswered(p);
+    else if (s != NATS_OK)
+        fprintf(stderr, "ibus publish: waiting for the acknowledgements: %s\n",
                 natsStatus_GetText(s));
     uint64_t failed = atomic_load(&p->failed);
     if (!p->cfg->quiet)
@@ -457,12 +530,18 @@ static size_t publish_options(ib_opt *opts, void *targets)
          0},
         {"max-pending", IB_OPT_INT, &c->max_pending, "N", "4096",
          "unacknowledged publishes in flight", 1, 1000000},
+        {"ack-timeout", IB_OPT_DURATION, &c->ack_timeout_ms, "DURATION", "30s",
+         "how long to wait for the last acknowledgements; publishes unanswered by then count "
+         "as failed",
+         1, 3600000},
         {"ids-file", IB_OPT_STRING, &c->ids_file, "FILE", NULL,
          "write each unique event id to FILE", 0, 0},
         {"msg-id", IB_OPT_FLAG, &c->msg_id, NULL, NULL,
          "set Nats-Msg-Id to the event id (JetStream drops republishes in its window)", 0, 0},
         {"raw", IB_OPT_FLAG, &c->raw, NULL, NULL,
-         "publish the arguments as raw bytes, not as Events (testing)", 0, 0},
+         "publish the arguments as raw bytes, not as Events, to the subject an event would get "
+         "(<prefix>.raw without --type; testing)",
+         0, 0},
         {"unchecked-id", IB_OPT_FLAG, &c->unchecked_id, NULL, NULL,
          "send ids as given, even when they are not UUIDs (testing)", 0, 0},
         {"quiet", IB_OPT_FLAG, &c->quiet, NULL, NULL, "no summary line", 0, 0},
@@ -516,6 +595,7 @@ int ib_cmd_publish(int argc, char **argv)
 out:
     if (p.ids != NULL)
         fclose(p.ids);
+    ib_seen_ids_free(&p.seen);
     ib_opts_release(opts, nopts);
     return code;
 }
@@ -527,7 +607,10 @@ const ib_cmd_desc ib_cmd_publish_desc = {
     .description = "Publish events as protobuf with uuid4 ids: the arguments (one event each), "
                    "--count generated events, or JSON lines from stdin "
                    "({\"type\":..,\"payload\":..,\"id\":..}). Waits for every "
-                   "acknowledgement, then prints a summary line.",
+                   "acknowledgement (at most --ack-timeout), then prints a summary line: "
+                   "published=N unique=U duplicates=D failed=F, where an id sent again in the "
+                   "same run counts among the duplicates and a publish not acknowledged in time "
+                   "counts as failed; exit 1 when any failed.",
     .options = publish_options,
     .targets_size = sizeof(publish_cfg),
     .main = ib_cmd_publish,

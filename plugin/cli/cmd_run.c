@@ -1,5 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus run: option table and translation into the host's configuration. */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -8,6 +11,8 @@
 #include "log.h"
 #include "nats_options.h"
 #include "options.h"
+#include "plugin_path.h"
+#include "uuid.h"
 
 #define MAX_BACKOFF 32
 
@@ -16,7 +21,13 @@
 typedef struct run_args {
     ib_host_config c;
     ib_strlist plugins, plugin_configs, consumer_names, backoff;
+    const char *plugin_dir;
+    char *plugin_paths; /* the resolved --plugin paths, PATH_MAX each; OWNED */
+    const char *plugin_list[IB_HOST_MAX_PLUGINS + 1];
     const char *log_format, *log_level;
+    const char *uuid_versions;
+    bool any_uuid_version;
+    const char *retention;
     int on_conflict; /* index into conflict_policies */
     int64_t backoff_ms[MAX_BACKOFF];
     bool help;
@@ -41,7 +52,12 @@ static size_t run_options_setup(ib_opt *opts, run_args *a)
         {"subject", IB_OPT_STRING, &c->subject, "SUBJECT", NULL,
          "filter subject of the consumer (when creating it)", 0, 0},
         {"durable", IB_OPT_STRING, &c->durable, "NAME", "ibus", "durable pull consumer name", 0, 0},
-        {"plugin", IB_OPT_LIST, &a->plugins, "PATH", NULL, "handler plugin (.so) to load", 0, 0},
+        {"plugin", IB_OPT_LIST, &a->plugins, "PATH|NAME", NULL,
+         "handler plugin to load: a path (./audit.so), or a name (audit) in the plugin "
+         "directory",
+         0, 0},
+        {"plugin-dir", IB_OPT_STRING, &a->plugin_dir, "DIR", NULL,
+         "where --plugin NAME looks (default: lib/infinity-bus/plugins of this install)", 0, 0},
         {"plugin-config", IB_OPT_LIST, &a->plugin_configs, "NAME=STRING", NULL,
          "configuration string for plugin NAME (else IB_PLUGIN_CONFIG_<NAME>)", 0, 0},
         {"consumer-name", IB_OPT_LIST, &a->consumer_names, "PLUGIN/HANDLER=ID", NULL,
@@ -53,7 +69,9 @@ static size_t run_options_setup(ib_opt *opts, run_args *a)
         {"allow-insecure-plugins", IB_OPT_FLAG, &c->allow_insecure_plugins, NULL, NULL,
          "load plugin files writable by others (development only)", 0, 0},
         {"recorder", IB_OPT_STRING, &c->recorder, "URI", "sqlite:processed.db",
-         "marker store: memory:, sqlite:PATH", 0, 0},
+         "marker store: sqlite:PATH (one host), kv:BUCKET (a replicated JetStream key-value "
+         "bucket, for a fleet) or memory: (this process only)",
+         0, 0},
         {"allow-insecure-db", IB_OPT_FLAG, &c->allow_insecure_db, NULL, NULL,
          "open a marker file of another user or writable by others (never a symlink)", 0, 0},
         {"dead-letter", IB_OPT_STRING, &c->dead_letter, "SUBJECT", NULL,
@@ -75,13 +93,19 @@ static size_t run_options_setup(ib_opt *opts, run_args *a)
          "replicas of the event and dead-letter streams --create makes (3 on a cluster, so the "
          "stream survives a node)",
          1, 5},
-        {"stream-max-age", IB_OPT_DURATION, &c->stream_max_age_ms, "DURATION", "0",
-         "MaxAge of a stream created by --create: messages older than this are removed, which "
-         "is what --retention and markers prune need (0 = keep for ever)",
+        {"stream-max-age", IB_OPT_DURATION, &c->stream_max_age_ms, "DURATION", "7d",
+         "MaxAge of the event stream --create makes: messages older than this are removed, and "
+         "markers follow (--retention auto); 0 = keep for ever, and then nothing is pruned",
          0, 0},
         {"stream-max-bytes", IB_OPT_INT, &c->stream_max_bytes, "BYTES", "0",
-         "MaxBytes of a stream created by --create, oldest removed first (0 = unlimited)", 0,
+         "MaxBytes of the event stream --create makes, oldest removed first (0 = unlimited)", 0,
          INT64_MAX},
+        {"dead-letter-max-age", IB_OPT_DURATION, &c->dead_letter_max_age_ms, "DURATION", "30d",
+         "MaxAge of the dead-letter stream --create makes (0 = keep for ever)", 0, 0},
+        {"dead-letter-max-bytes", IB_OPT_INT, &c->dead_letter_max_bytes, "BYTES", "1073741824",
+         "MaxBytes of the dead-letter stream --create makes; when full it refuses new dead "
+         "letters, whose originals are then nak'ed and kept (0 = unlimited)",
+         0, INT64_MAX},
     };
     _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 2, "too many options");
     memcpy(opts, table, sizeof(table));
@@ -118,8 +142,13 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
          "log format (auto: json unless stderr is a terminal)", 0, 0},
         {"log-level", IB_OPT_STRING, &a->log_level, "LEVEL", "info", "debug, info, warn or error",
          0, 0},
-        {"any-uuid-version", IB_OPT_FLAG, &c->any_uuid_version, NULL, NULL,
-         "accept event ids of any UUID version (e.g. uuid7), not only uuid4", 0, 0},
+        {"uuid-versions", IB_OPT_STRING, &a->uuid_versions, "LIST", "4,8",
+         "UUID versions of the event ids accepted, 1-8 separated by commas, or any: 4 are "
+         "random ids, 8 the ids publish --key and ib_event_id_derive derive from a key; add 7 for "
+         "uuid7 producers; others are dead-lettered as invalid-id",
+         0, 0},
+        {"any-uuid-version", IB_OPT_FLAG, &a->any_uuid_version, NULL, NULL,
+         "accept event ids of any UUID version (the same as --uuid-versions any)", 0, 0},
         {"max-event-bytes", IB_OPT_INT, &c->max_event_bytes, "BYTES", "1048576",
          "largest accepted message", 64, 67108864},
         {"publish-prefix", IB_OPT_STRING, &c->publish_prefix, "PREFIX", "events",
@@ -128,9 +157,10 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
          "append a JSON line of totals at exit", 0, 0},
         {"on-conflict", IB_OPT_CHOICE, &a->on_conflict, CONFLICT_CHOICES, "dead-letter",
          "an id reused for another payload: dead-letter, drop, or log and drop", 0, 0},
-        {"retention", IB_OPT_DURATION, &c->retention_ms, "DURATION", "0",
-         "prune markers older than this in the background (0 = never); refused below the time "
-         "the stream can still deliver a message",
+        {"retention", IB_OPT_STRING, &a->retention, "DURATION", "auto",
+         "prune markers older than this in the background: auto follows the stream's MaxAge "
+         "(never without one, or with kv:, whose bucket TTL prunes); 0 = never; a duration is "
+         "refused below the time the stream can still deliver a message",
          0, 0},
         {"retention-unsafe", IB_OPT_FLAG, &c->retention_unsafe, NULL, NULL,
          "start with a --retention below that time (with a warning)", 0, 0},
@@ -174,6 +204,79 @@ static int check_names(const run_args *a)
     return 0;
 }
 
+/* --uuid-versions (and --any-uuid-version, its older spelling for "any")
+ * into the host's version set. 0, or -1 after saying why. */
+static int check_uuid_versions(run_args *a)
+{
+    unsigned set = 0;
+    if (ib_id_versions_parse(&set, a->uuid_versions) != 0) {
+        fprintf(stderr,
+                "ibus run: --uuid-versions: expected UUID versions 1-8 separated by commas "
+                "(4,8) or any, got '%s'\n",
+                a->uuid_versions);
+        return -1;
+    }
+    if (a->any_uuid_version && set != IB_ID_VERSIONS_DEFAULT_SET && set != IB_ID_ANY_VERSION) {
+        fprintf(stderr, "ibus run: --any-uuid-version: accepts any version, which contradicts "
+                        "--uuid-versions; give one of them\n");
+        return -1;
+    }
+    a->c.uuid_versions = a->any_uuid_version ? IB_ID_ANY_VERSION : set;
+    return 0;
+}
+
+/* --retention: auto, or a duration (0 = never). A kv: recorder cannot
+ * prune: its bucket's TTL does. 0, or -1 after saying why. */
+static int check_retention(run_args *a)
+{
+    int64_t ms = 0;
+    if (strcmp(a->retention, "auto") == 0) {
+        a->c.retention_ms = IB_HOST_RETENTION_AUTO;
+        return 0;
+    }
+    if (ib_parse_duration_ms(&ms, a->retention) != 0) {
+        fprintf(stderr,
+                "ibus run: --retention: expected auto or a duration (30d; 0 = never), "
+                "got '%s'\n",
+                a->retention);
+        return -1;
+    }
+    if (ms > 0 && a->c.recorder != NULL && strncmp(a->c.recorder, "kv:", 3) == 0) {
+        fprintf(stderr, "ibus run: --retention: a kv: recorder cannot prune; its bucket's TTL "
+                        "removes old markers (set it when creating the bucket)\n");
+        return -1;
+    }
+    a->c.retention_ms = ms;
+    return 0;
+}
+
+/* Resolves every --plugin into a path (a name is looked up in the plugin
+ * directory) and points the host's list at them. 0, or -1 after saying
+ * why. */
+static int resolve_plugins(run_args *a)
+{
+    char dir[PATH_MAX], why[PATH_MAX + 400];
+    if (a->plugin_dir == NULL || a->plugin_dir[0] == '\0')
+        a->plugin_dir = ib_cli_plugin_dir(dir, sizeof(dir));
+    a->plugin_paths = malloc(a->plugins.count * PATH_MAX);
+    if (a->plugin_paths == NULL) {
+        fprintf(stderr, "ibus run: out of memory\n");
+        return -1;
+    }
+    for (size_t i = 0; i < a->plugins.count; i++) {
+        char *out = a->plugin_paths + i * PATH_MAX;
+        if (ib_cli_plugin_resolve(out, PATH_MAX, a->plugins.items[i], a->plugin_dir, why,
+                                  sizeof(why)) != 0) {
+            fprintf(stderr, "ibus run: %s\n", why);
+            return -1;
+        }
+        a->plugin_list[i] = out;
+    }
+    a->plugin_list[a->plugins.count] = NULL;
+    a->c.plugins = a->plugin_list;
+    return 0;
+}
+
 /* Checks what the option table cannot: log settings, the plugin list and
  * the relations between options. Prints the reason and returns -1 on the
  * first problem, else 0 with the log settings and back-off steps
@@ -202,6 +305,8 @@ static int check_args(run_args *a)
                 a->plugins.count);
         return -1;
     }
+    if (check_uuid_versions(a) != 0 || check_retention(a) != 0 || resolve_plugins(a) != 0)
+        return -1;
     if (a->c.retry_max_ms < a->c.retry_base_ms) {
         fprintf(stderr, "ibus run: --retry-max-delay: must not be below --retry-delay\n");
         return -1;
@@ -215,11 +320,6 @@ static int check_args(run_args *a)
     }
     if (a->backoff.count > (size_t)a->c.max_deliver) {
         fprintf(stderr, "ibus run: --backoff: more steps than --max-deliver\n");
-        return -1;
-    }
-    if (a->c.retention_ms > 0 && a->c.recorder != NULL && strncmp(a->c.recorder, "kv:", 3) == 0) {
-        fprintf(stderr, "ibus run: --retention: a kv: recorder cannot prune; its bucket's TTL "
-                        "removes old markers (set it when creating the bucket)\n");
         return -1;
     }
     return 0;
@@ -248,7 +348,6 @@ int ib_cmd_run(int argc, char **argv)
     if (check_args(&a) != 0)
         goto out;
     ib_log_configure(a.lf, a.ls, NULL);
-    a.c.plugins = a.plugins.items;
     a.c.plugin_configs = a.plugin_configs.items;
     a.c.consumer_names = a.consumer_names.items;
     a.c.backoff_ms = a.backoff_ms;
@@ -257,6 +356,7 @@ int ib_cmd_run(int argc, char **argv)
     a.c.on_conflict = conflict_policies[a.on_conflict];
     code = ib_host_run(&a.c);
 out:
+    free(a.plugin_paths);
     ib_opts_release(opts, n);
     return code;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus version: the versions a bug report needs. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ibus subcommands: what each one is, as data, and its entry point.
  *
  * A command's description (name, synopsis, summary, actions, option table)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus dlq: the dead-letter stream as the subcommand reads, filters,
  * prints, replays and purges it (cmd_dlq.c, dlq_read.c, dlq_print.c,
  * dlq_replay.c). Private to the CLI. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus dlq: printing dead letters as a table, JSON lines, or in full
  * (dlq.h). */
 #include "dlq.h"

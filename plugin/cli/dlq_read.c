@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus dlq: reading and selecting dead letters (dlq.h). */
 #include "dlq.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus dlq replay and purge (dlq.h).
  *
  * A replay republishes a dead letter's original bytes, with the original's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The help texts printed from the commands' description data
  * (commands.h); the manual page (man.c) is printed from the same data. */
 #include <string.h>

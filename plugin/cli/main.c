@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus: one binary with subcommands, in the style of the nats CLI. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus(1) in roff (man.h). The sections a command table cannot fill are
  * the tables and paragraphs below; everything about commands, options and
  * their variables is read from the commands' description data. */
@@ -401,8 +402,9 @@ static void write_see_also(FILE *out)
         fprintf(out, ".BR %s (%s)%s\n", see_also[i][0], see_also[i][1],
                 i + 1 < sizeof(see_also) / sizeof(see_also[0]) ? "," : "");
     fputs(".PP\n", out);
-    ib_roff_escape(out, "README.md (\"Operating it\") and deploy/README.md of infinity-bus: "
-                        "metrics, alerts, deployment and the design behind each option.");
+    ib_roff_escape(out, "docs/operations.md, docs/troubleshooting.md and deploy/README.md of "
+                        "infinity-bus (installed under share/doc/infinity-bus): metrics, "
+                        "retention, messages and their fixes, alerts and deployment.");
     fputc('\n', out);
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The manual page ibus(1), written in roff with the man(7) macros.
  *
  * Every command, option, action and IB_* variable on the page comes from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection options shared by the subcommands that talk to NATS. */
 #ifndef IB_CLI_NATS_OPTIONS_H
 #define IB_CLI_NATS_OPTIONS_H

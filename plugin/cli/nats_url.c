@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --nats-url, checked before anything connects (see nats_options.h). */
 #include "nats_options.h"
 

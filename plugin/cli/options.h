@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command-line options of the ibus subcommands.
  *
  * Each subcommand declares a table of options. Every option can also come

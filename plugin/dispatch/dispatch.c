@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dispatch table as callers see it: options, the owner token, and the
  * two objects it holds, the handler table (dispatch_table.c) and the batch
  * flow (dispatch_run.c). The struct is private to this file; the files

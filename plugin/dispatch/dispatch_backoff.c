@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NAK back-off with jitter for the dispatch core. */
 #include "dispatch.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The calling thread's current handler call (dispatch_note.h). */
 #include "dispatch_note.h"
 

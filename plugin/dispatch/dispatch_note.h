@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a handler adds to its verdict while it runs (private to the dispatch
  * part): the calling thread's current handler call, so the host API's
  * verdict_detail and http_request slots (ABI 1.3) reach the right run item

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A fixed pool of worker threads that runs one parallel loop at a time
  * (private to the dispatch part).
  *

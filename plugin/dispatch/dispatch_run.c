@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The batch flow of the idempotent core: poison rule, duplicates inside the
  * batch, one claim call, handlers (inline or on the pool), one mark call (the
  * group commit), one release call, then an outcome per delivery. The rules

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The batch flow of the dispatch part (private to it): the object that runs
  * batches of deliveries through the rules dispatch.h documents.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The handler table: registration and the type map. */
 #include "dispatch_table.h"
 

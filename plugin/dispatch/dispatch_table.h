@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The handler table of the dispatch part: which handlers, in registration
  * order, are subscribed to which event type (private to the dispatch part).
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ib_add_plugin_module(<target> OUTPUT_NAME <name> SOURCES ... [DEFINES ...])
 #   Builds a handler plugin the way a third party would: a MODULE library
 #   (dlopen only, never linked against) named <name>.so, compiled against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* audit: appends one line per handled event to a file.
  *
  * Handler "audit" on order.created, order.paid and payment.settled writes
@@ -8,15 +9,17 @@
  *
  * Config (comma-separated key=value): file=PATH (required; created 0600).
  *   --plugin-config audit=file=audit.log
+ * Under ibus run --check (IB_HOST_CHECKING) it only checks that the file
+ * could be written, and creates nothing.
  */
 #include <infinity_bus/plugin.h>
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "append_file.h"
 
 typedef struct audit {
     int fd;
@@ -47,7 +50,6 @@ static int audit_init(void **state, const ib_host_api *api, const char *config, 
 {
     char path[4096];
     audit *a;
-    (void)api;
 
     if (config_get(config, "file", path, sizeof(path)) != 1 || path[0] == '\0') {
         snprintf(errbuf, errlen, "config needs file=PATH (got \"%s\")", config);
@@ -58,9 +60,8 @@ static int audit_init(void **state, const ib_host_api *api, const char *config, 
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
-    a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (a->fd < 0) {
-        snprintf(errbuf, errlen, "cannot open %s: %s", path, strerror(errno));
+    a->fd = example_append_open(path, ib_host_api_checking(api), errbuf, errlen);
+    if (a->fd == -1) {
         free(a);
         return -1;
     }
@@ -71,7 +72,8 @@ static int audit_init(void **state, const ib_host_api *api, const char *config, 
 static void audit_fini(void *state)
 {
     audit *a = state;
-    close(a->fd);
+    if (a->fd >= 0)
+        close(a->fd);
     free(a);
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flaky: fails a fixed fraction of first deliveries, to show redelivery.
  *
  * Handler "flaky" on order.created, order.paid and payment.settled returns
@@ -11,15 +12,17 @@
  *   fraction=F  share of events failed on first delivery, 0..1 (default 0.3)
  *   file=PATH   optional audit line per success (created 0600)
  *   --plugin-config flaky=fraction=0.5,file=flaky.log
+ * Under ibus run --check (IB_HOST_CHECKING) it only checks that the file
+ * could be written, and creates nothing.
  */
 #include <infinity_bus/plugin.h>
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "append_file.h"
 
 typedef struct flaky {
     uint64_t threshold; /* ids hashing below it fail their first delivery */
@@ -63,7 +66,6 @@ static int flaky_init(void **state, const ib_host_api *api, const char *config, 
     char value[4096], *end;
     double fraction = 0.3;
     flaky *f;
-    (void)api;
 
     if (config_get(config, "fraction", value, sizeof(value)) == 1) {
         fraction = strtod(value, &end);
@@ -81,9 +83,8 @@ static int flaky_init(void **state, const ib_host_api *api, const char *config, 
     f->threshold = f->all ? 0 : (uint64_t)(fraction * 18446744073709551616.0);
     f->fd = -1;
     if (config_get(config, "file", value, sizeof(value)) == 1) {
-        f->fd = open(value, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-        if (f->fd < 0) {
-            snprintf(errbuf, errlen, "cannot open %s: %s", value, strerror(errno));
+        f->fd = example_append_open(value, ib_host_api_checking(api), errbuf, errlen);
+        if (f->fd == -1) {
             free(f);
             return -1;
         }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ledger: account balances kept exactly once, in the marker file itself.
  *
  * Handler "apply" on ledger.entry is transactional (IB_HANDLER_TRANSACTIONAL):

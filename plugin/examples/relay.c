@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* relay: republishes each order.created as a derived event.
  *
  * Handler "relay" on order.created publishes the same payload as a new

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "host.h"
 
 #include <errno.h>
@@ -136,7 +137,8 @@ static int load_plugins(ib_host *h, ib_error *err)
         if (ib_plugin_config_lookup(&config, h->cfg->plugin_configs, ib_plugin_name(pl), err) !=
             IB_OK)
             return -1;
-        ib_status st = ib_plugin_init(pl, ib__host_api(), config != NULL ? config : "", err);
+        ib_status st =
+            ib_plugin_init(pl, ib__host_api(h->cfg->check_only), config != NULL ? config : "", err);
         free(config);
         if (st != IB_OK)
             return -1;
@@ -179,6 +181,8 @@ static int bind_consumer(ib_host *h, ib_error *err)
         .waiting_requests = IB_PULLER_MAX_WAITING,
         .stream_max_age_ms = h->cfg->stream_max_age_ms,
         .stream_max_bytes = h->cfg->stream_max_bytes,
+        .dead_letter_max_age_ms = h->cfg->dead_letter_max_age_ms,
+        .dead_letter_max_bytes = h->cfg->dead_letter_max_bytes,
     };
     if (ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, err) != IB_OK)
         return -1;
@@ -483,7 +487,7 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
         snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "ibus.dlq.%s",
                  cfg->durable);
     h->limits.max_bytes = (size_t)cfg->max_event_bytes;
-    h->limits.id_flags = cfg->any_uuid_version ? IB_ID_ANY_VERSION : IB_ID_UUID4_ONLY;
+    h->limits.id_flags = cfg->uuid_versions;
     h->ack_wait_ms = cfg->ack_wait_ms;
     h->max_deliver = (uint64_t)cfg->max_deliver;
     h->bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";

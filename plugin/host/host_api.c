@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host API table plugins receive: the bus part's slots (logging,
  * publishing, ids, the transaction's connection) plus the ABI 1.3 slots
  * that need the dispatch table and the metrics registry, which only the
@@ -27,19 +28,24 @@ static void api_http_request(ib_bus_proxy *bus, int status, double seconds)
         ib_metrics_consumer_http(h->consumer_metrics[handler], status, seconds);
 }
 
-static ib_host_api host_api;
+/* The table of a run, and the one of a check (IB_HOST_CHECKING). */
+static ib_host_api host_api, check_api;
 
-const ib_host_api *ib__host_api(void)
+const ib_host_api *ib__host_api(bool checking)
 {
     /* Filled on the main thread before the first plugin's init, and never
-     * changed after: plugins and handler threads only read it. */
-    if (host_api.size == 0) {
-        memcpy(&host_api, ib_bus_host_api(), sizeof(host_api));
-        host_api.verdict_detail = api_verdict_detail;
-        host_api.http_request = api_http_request;
-        host_api.size = sizeof(host_api);
+     * changed after: plugins and handler threads only read it. The bus
+     * part's copy stops at ABI 1.2; the rest is the host's. */
+    ib_host_api *api = checking ? &check_api : &host_api;
+    if (api->size == 0) {
+        memcpy(api, ib_bus_host_api(), offsetof(ib_host_api, verdict_detail));
+        api->abi_minor = IB_ABI_MINOR;
+        api->verdict_detail = api_verdict_detail;
+        api->http_request = api_http_request;
+        api->flags = checking ? IB_HOST_CHECKING : 0;
+        api->size = sizeof(*api);
     }
-    return &host_api;
+    return api;
 }
 
 _Static_assert(IB_HTTP_TIMEOUT == IB_METRICS_HTTP_TIMEOUT && IB_HTTP_ERROR == IB_METRICS_HTTP_ERROR,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One pulled batch through the host: decode and validate every message,
  * run the valid ones through the idempotent core in one call (one claim
  * transaction; marks committed as handlers finish), then settle every

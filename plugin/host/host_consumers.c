@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Consumer identities and registration (host.h): the host's policy for
  * naming the marker store of each handler, kept out of the loader, which
  * only loads plugins and hands out their handlers. */

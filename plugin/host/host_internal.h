@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the subscriber host shared by host.c, host_batch.c,
  * host_watch.c and host_retention.c. Calls go one way: host.c drives
  * host_batch.c (dispatch and batches), host_watch.c (the watcher thread)
@@ -113,6 +114,10 @@ typedef struct ib_host {
      * keeper_wake (on CLOCK_MONOTONIC) cuts its sleep short. */
     pthread_t keeper;
     bool keeper_started;
+    /* The retention the keeper prunes with, set by the retention check at
+     * bind (the configured one, or the floor for an automatic one); 0 =
+     * no pruning. Written before the keeper starts, read only by it. */
+    int64_t retention_ms;
     pthread_mutex_t keeper_lock;
     pthread_cond_t keeper_wake;
     bool keeper_quit;
@@ -145,8 +150,10 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);
 
 /* The host API table every plugin's init() receives (static storage,
  * valid for the process lifetime): the bus part's table with the ABI 1.3
- * slots added. Call it first on the main thread, before handlers run. */
-const ib_host_api *ib__host_api(void);
+ * and 1.5 slots added; with `checking`, the table of ibus run --check
+ * (flags IB_HOST_CHECKING). Call it first on the main thread, before
+ * handlers run. */
+const ib_host_api *ib__host_api(bool checking);
 
 /* The bus a transactional handler gets (ib_dispatch_options.
  * transactional_bus; `ctx` is the ib_host): a copy of `bus` whose publishes
@@ -180,8 +187,12 @@ int ib__host_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
  * a message (ib_host_retention_floor_ms), from the bound consumer's facts
  * `f` and the stream's MaxAge: logs why with both figures and returns -1
  * with IB_ERR_CONFIG and an empty message (said already), unless
- * cfg->retention_unsafe (then a warning). Without retention 0 at once.
- * -1 with IB_ERR_NATS when the stream cannot be read. */
+ * cfg->retention_unsafe (then a warning). An automatic retention
+ * (IB_HOST_RETENTION_AUTO) becomes the floor, or none when the stream has
+ * no MaxAge (a warning: markers are kept for ever) or the recorder is kv:
+ * (its bucket's TTL prunes); the choice is logged. Sets h->retention_ms.
+ * Without retention 0 at once. -1 with IB_ERR_NATS when the stream cannot
+ * be read. */
 int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *err);
 
 /* Starts and stops the keeper thread: prune every tenth of the retention

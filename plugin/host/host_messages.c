@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ways out that the loader and the recorder name as settings, as the
  * ibus command spells them (host.h: ib_host_flag_hint). */
 #include "host.h"

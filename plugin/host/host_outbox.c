@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transactional outbox as the host runs it.
  *
  * A transactional handler's publishes are staged in the marker file's

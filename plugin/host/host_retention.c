@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Retention of the subscriber host: the floor below which pruning could
  * forget a marker whose event can still arrive, the start-up check against
  * it, and the keeper thread, which prunes in the background and keeps the
@@ -113,21 +114,59 @@ const char *ib_host_retention_explain(char *buf, size_t cap, const char *what, i
     return buf;
 }
 
+/* An automatic retention: the floor itself, which needs no check, or no
+ * pruning when there is no floor. Says what it chose. */
+static void retention_choose(ib_host *h, int64_t floor_ms)
+{
+    if (floor_ms == IB_HOST_UNBOUNDED) {
+        h->retention_ms = 0;
+        ib_log(IB_SEV_WARN,
+               "markers are kept for ever: the stream has no MaxAge, so a message can be "
+               "delivered at any time; give the stream a MaxAge (ibus run --create sets one) or "
+               "choose a retention",
+               IB_LOG_STR("stream", h->cfg->stream), IB_LOG_STR("retention_ms", NULL),
+               IB_LOG_STR("floor_ms", NULL));
+        return;
+    }
+    h->retention_ms = floor_ms;
+    ib_log(IB_SEV_INFO, "retention follows the stream's MaxAge",
+           IB_LOG_STR("stream", h->cfg->stream), IB_LOG_I64("retention_ms", floor_ms),
+           IB_LOG_I64("floor_ms", floor_ms));
+}
+
+/* The window and floor of the bound consumer `f` and the stream, into *w.
+ * 0, or -1 with `err` set when the stream cannot be read. */
+static int read_window(ib_host *h, ib_delivery_window *w, const ib_consumer_facts *f, ib_error *err)
+{
+    memset(w, 0, sizeof(*w));
+    w->ack_wait_ms = f->ack_wait_ms;
+    w->max_deliver = f->max_deliver;
+    w->backoff_max_ms = f->backoff_max_ms;
+    w->nak_max_ms = h->cfg->retry_max_ms;
+    return ib_stream_max_age_get(&w->max_age_ms, ib_nats_jetstream(h->nats), h->cfg->stream, err) ==
+                   IB_OK
+               ? 0
+               : -1;
+}
+
 int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *err)
 {
     const ib_host_config *cfg = h->cfg;
-    if (cfg->retention_ms <= 0)
+    bool automatic = cfg->retention_ms == IB_HOST_RETENTION_AUTO;
+    h->retention_ms = automatic ? 0 : cfg->retention_ms;
+    /* a kv: bucket prunes by its TTL, checked against the horizon at open */
+    if (cfg->retention_ms == 0 ||
+        (automatic && h->recorder != NULL && strcmp(ib_recorder_kind(h->recorder), "kv") == 0))
         return 0;
-    ib_delivery_window w = {
-        .ack_wait_ms = f->ack_wait_ms,
-        .max_deliver = f->max_deliver,
-        .backoff_max_ms = f->backoff_max_ms,
-        .nak_max_ms = cfg->retry_max_ms,
-    };
-    if (ib_stream_max_age_get(&w.max_age_ms, ib_nats_jetstream(h->nats), cfg->stream, err) != IB_OK)
+    ib_delivery_window w;
+    if (read_window(h, &w, f, err) != 0)
         return -1;
     char why[640];
     int64_t fl = ib_host_retention_floor_ms(&w);
+    if (automatic) {
+        retention_choose(h, fl);
+        return 0;
+    }
     /* the figures of every line below; no floor (no MaxAge) is null */
     const ib_log_field figures[] = {
         IB_LOG_I64("retention_ms", cfg->retention_ms),
@@ -159,6 +198,7 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
         err->status = IB_ERR_CONFIG;
         err->msg[0] = '\0';
     }
+    h->retention_ms = 0;
     return -1;
 }
 
@@ -169,7 +209,7 @@ static bool prune_once(ib_host *h)
 {
     uint64_t removed = 0;
     ib_error e = {0};
-    int64_t cutoff = ib_clock_realtime_ms() - h->cfg->retention_ms;
+    int64_t cutoff = ib_clock_realtime_ms() - h->retention_ms;
     ib_status st = ib_recorder_prune(h->recorder, &removed, cutoff, &e);
     /* a pass an error stopped still removed what it counted */
     ib_metrics_add(h->metrics, IB_METRIC_MARKERS_PRUNED, removed);
@@ -224,7 +264,7 @@ static int64_t min64(int64_t a, int64_t b)
 static void *keeper_main(void *arg)
 {
     ib_host *h = arg;
-    bool prune = h->cfg->retention_ms > 0;
+    bool prune = h->retention_ms > 0;
     /* a kv: bucket is counted by reading every key over the network */
     const bool count = strcmp(ib_recorder_kind(h->recorder), "kv") != 0;
     const int64_t count_every = prune ? COUNT_EVERY_MS : COUNT_IDLE_EVERY_MS;
@@ -236,7 +276,7 @@ static void *keeper_main(void *arg)
         int64_t now = ib_clock_monotonic_ms();
         if (prune && now >= next_prune) {
             prune = prune_once(h);
-            next_prune = now + prune_every_ms(h->cfg->retention_ms);
+            next_prune = now + prune_every_ms(h->retention_ms);
         }
         if (now >= next_gauges) {
             read_gauges(h);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stop flag set by SIGTERM/SIGINT (host_signal.h). */
 #include "host_signal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stop signal of `ibus run`: SIGTERM and SIGINT set one flag that the
  * main loop and the watcher thread read. Its own module so that neither of
  * them owns what the other reads. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The watcher thread of the host. While the main thread is inside a batch
  * (possibly for long, with slow handlers), it
  *   - sends +WPI for the batch's messages every half AckWait, so JetStream

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loading, checking, initialising and unloading plugins (loader.h). */
 #include "loader.h"
 #include "loader_internal.h"

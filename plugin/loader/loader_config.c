@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where a plugin's configuration string comes from (loader.h). */
 #include "loader.h"
 

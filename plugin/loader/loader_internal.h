@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loader internals: the plugin struct (loader.c) and a test hook. */
 #ifndef IB_LOADER_INTERNAL_H
 #define IB_LOADER_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plugin file trust checks (see trust.h). */
 #include "trust.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plugin file trust: whether a file is safe to dlopen (loader internals).
  *
  * Loading a shared object runs its code with the host's privileges, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "jetstream.h"
 
 #include <stdio.h>
@@ -18,6 +19,7 @@ typedef struct stream_limits {
     int64_t max_age_ms;
     int64_t max_bytes;
     int replicas;
+    bool discard_new; /* at max_bytes, refuse new messages instead of dropping old ones */
 } stream_limits;
 
 /* An existing stream keeps its settings: say so when they differ from the
@@ -68,6 +70,7 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
     cfg.MaxAge = lim->max_age_ms * 1000000; /* nanoseconds */
     if (lim->max_bytes > 0)
         cfg.MaxBytes = lim->max_bytes;
+    cfg.Discard = lim->discard_new ? js_DiscardNew : js_DiscardOld;
     cfg.Replicas = lim->replicas > 0 ? lim->replicas : 1;
     s = js_AddStream(&si, js, &cfg, NULL, &jerr);
     free(copy);
@@ -79,7 +82,8 @@ static ib_status ensure_stream(jsCtx *js, const char *name, const char *subjects
     jsStreamInfo_Destroy(si);
     ib_log(IB_SEV_INFO, "stream created", IB_LOG_STR("stream", name),
            IB_LOG_STR("subjects", subjects), IB_LOG_I64("max_age_ms", lim->max_age_ms),
-           IB_LOG_I64("max_bytes", lim->max_bytes));
+           IB_LOG_I64("max_bytes", lim->max_bytes),
+           IB_LOG_STR("discard", lim->discard_new ? "new" : "old"));
     return IB_OK;
 }
 
@@ -213,7 +217,8 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                                                                                : "events.>");
             subjects = fallback;
         }
-        const stream_limits lim = {s->stream_max_age_ms, s->stream_max_bytes, s->stream_replicas};
+        const stream_limits lim = {s->stream_max_age_ms, s->stream_max_bytes, s->stream_replicas,
+                                   false};
         if ((st = ensure_stream(js, s->stream, subjects, &lim, err)) != IB_OK)
             return st;
         if (s->dead_letter_subject != NULL && s->dead_letter_subject[0] != '\0') {
@@ -224,8 +229,9 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
                 if (*c == '.' || *c == '*' || *c == '>' || *c == ' ')
                     *c = '_';
             ib_error e;
-            const stream_limits none = {0, 0, s->stream_replicas};
-            if (ensure_stream(js, dlq, s->dead_letter_subject, &none, &e) != IB_OK)
+            const stream_limits dl = {s->dead_letter_max_age_ms, s->dead_letter_max_bytes,
+                                      s->stream_replicas, true};
+            if (ensure_stream(js, dlq, s->dead_letter_subject, &dl, &e) != IB_OK)
                 ib_log_kv(IB_SEV_WARN, "dead-letter stream not created", "error", e.msg, NULL);
         }
     }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NKey seeds: read a user seed file and derive its public key, which
  * nats.c's natsOptions_SetNKeyFromSeed needs beside the seed file. */
 #ifndef IB_NKEY_H

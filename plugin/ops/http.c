@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* /healthz, /readyz and /metrics over libmicrohttpd (0.9.75: callbacks
  * return enum MHD_Result). We bind the listening socket ourselves so a bind
  * failure can be reported with its errno and port 0 can be read back. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fixed metrics registry and its Prometheus text rendering. */
 #include "ops.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The recorders' in-tree header: the public API (<infinity_bus/recorder.h>)
  * plus what only the kinds and the rest of infinity-bus see: the vtable
  * every kind fills, the base struct every kind embeds, and ib__ helpers.

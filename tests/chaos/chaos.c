@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The chaos test of the crash-safety promise: after crashes, restarts,
  * redeliveries and a recorder that cannot write, every valid event's
  * handler runs, and runs once outside a bounded window per crash.
@@ -224,7 +225,7 @@ static void params_from_env(chaos_params *p, const char *dir)
     probe_commit_interval(p, dir);
 }
 
-/* The crash window the README promises. A kill repeats at most the
+/* The crash window docs/design.md promises. A kill repeats at most the
  * handlers running at that moment (C, one per handler thread) plus those
  * that finished within one commit interval and were not committed yet (C
  * threads finishing one handler per t: ceil(C * I / t)), plus one for a
@@ -238,7 +239,7 @@ static double repeat_bound_per_kill(int concurrency, double commit_interval_ms, 
 /* A rolling restart kills no host: every handler that ran belongs to a
  * process that lives on, keeps its claim (renewed while the bucket has no
  * leader, for a lease of --ack-wait, 30 s, far beyond an election) and
- * retries its mark until it is durable (README "The crash window"). A
+ * retries its mark until it is durable (docs/design.md, "The crash window"). A
  * redelivery meanwhile finds the claim held and waits. So a node's stop
  * may repeat nothing. */
 static double roll_or_crash_bound(const chaos_params *p)
@@ -1227,7 +1228,7 @@ static void outage_long(void **state)
     run_case(&p);
 }
 
-/* The fleet (README "Chaos test"): five hosts on one durable and a
+/* The fleet (docs/testing.md, "Chaos test"): five hosts on one durable and a
  * 3-replica kv: bucket on a 3-node cluster; subscriber kills and a kill -9
  * of the node leading the bucket's stream. The short run is for CI. */
 static void fleet_short(void **state)
@@ -1265,7 +1266,7 @@ static void fleet_long(void **state)
 }
 
 /* The rolling restart of the fleet's cluster under a steady publisher
- * (README "Chaos test"), over three seeds. `events` only bounds the ids
+ * (docs/testing.md, "Chaos test"), over three seeds. `events` only bounds the ids
  * the publisher may use. */
 static void fleet_roll(void **state)
 {
@@ -1286,7 +1287,7 @@ static void fleet_roll(void **state)
     run_case(&p);
 }
 
-/* The crash run once with the http plugin (README "Handlers in other
+/* The crash run once with the http plugin (docs/languages.md, "Handlers in other
  * languages"): kill -9 while requests are in flight; the keys the endpoint
  * saw twice are the repeated effects, within the same bound per kill. */
 static void http(void **state)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See chaos_common.h. */
 #include "chaos_common.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pieces the chaos tests share (chaos.c, chaos_ledger.c): a seeded random
  * generator, so a seed replays the same backlog and the same schedule on
  * every machine; ids that lead back to their place in the backlog; the

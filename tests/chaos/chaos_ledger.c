@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The chaos test of exactly-once effects (issue 12): a transactional
  * handler's effects and the events it publishes survive kill -9 and a
  * nats-server restart without drift, loss or repetition; beside it, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The rolling-restart case's publisher, gap watcher and restart step
  * (chaos_roll.h). */
 #include "chaos_roll.h"

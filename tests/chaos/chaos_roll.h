@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pieces of the rolling-restart chaos case (chaos.c, fleet_roll): a
  * publisher that keeps a steady rate through a cluster's restarts, a
  * watcher that records every stretch of time in which the handlers'

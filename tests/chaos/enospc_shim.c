@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* enospc_shim: a disk that fills up under the marker database, for the
  * chaos test's recorder outage.
  *

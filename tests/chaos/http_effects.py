@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The endpoint of the chaos test's http case (tests/chaos/chaos.c): each
 POST is one side effect, appended to the effects file as the scripted
 plugin writes them ("<consumer> <id> <type> <delivery> ok"), so the chaos
 test counts keys seen twice as repeated effects. Sleeps --sleep-ms per
-request (the handler time t of the README's bound), then answers 204.
+request (the handler time t of the crash window's bound, docs/design.md), then answers 204.
 Listens on a free loopback port and writes it to --port-file."""
 import argparse
 import os

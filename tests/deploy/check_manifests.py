@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks rendered Kubernetes manifests of infinity-bus against the rules
 every workload must keep (deploy/README.md, "What every workload keeps").
 
@@ -214,6 +215,7 @@ class Checker:
             self.check_container_security(w, pod, c)
         for c in containers:
             self.check_container_runtime(w, pod, c)
+            self.check_retention(w, pod, c)
         self.check_sqlite_placement(w, pod, spec, containers)
 
     def check_container_security(self, w, pod, c):
@@ -441,6 +443,35 @@ class Checker:
                     self.check_kv_bucket(w, pod, c)
             self.check_no_shared_volume(w, pod)
 
+    def check_retention(self, w, pod, c):
+        """Nothing fills the volume by surprise: the stream keeps messages a
+        bounded time (IB_STREAM_MAX_AGE, what --create gives it), and the
+        markers go when their messages can no longer come back: a SQLite or
+        memory recorder prunes (IB_RETENTION auto, or a duration no shorter
+        than the MaxAge); a kv: bucket's TTL is no shorter than the MaxAge."""
+        env = self.effective_env(pod, c)
+        age = parse_duration_s(env.get("IB_STREAM_MAX_AGE", ""))
+        if not age:
+            self.fail(w, "retention", "IB_STREAM_MAX_AGE=%r must be a duration above 0, so the "
+                      "stream and the markers that follow it are bounded"
+                      % env.get("IB_STREAM_MAX_AGE"), c)
+            return
+        recorder = self.recorder_of(pod, c)
+        if recorder.startswith("kv:"):
+            ttl = parse_duration_s(kv_options(recorder).get("ttl", ""))
+            if ttl is None or ttl == 0 or ttl < age:
+                self.fail(w, "retention", "the bucket's ttl=%s must be at least "
+                          "IB_STREAM_MAX_AGE=%s: a marker must outlive every message the "
+                          "stream still holds" % (kv_options(recorder).get("ttl"),
+                                                  env.get("IB_STREAM_MAX_AGE")), c)
+            return
+        retention = env.get("IB_RETENTION")
+        kept = parse_duration_s(retention) if retention not in (None, "auto") else None
+        if retention != "auto" and (not kept or kept < age):
+            self.fail(w, "retention", "IB_RETENTION=%r must be auto or a duration of at least "
+                      "IB_STREAM_MAX_AGE=%s, so old markers are pruned and none too early"
+                      % (retention, env.get("IB_STREAM_MAX_AGE")), c)
+
     def check_kv_bucket(self, w, pod, c):
         """A fleet's bucket is replicated and keeps markers past the
         redelivery horizon that the ConfigMap's settings imply."""
@@ -564,12 +595,17 @@ MUTATIONS = [
      lambda d: _c0(d)["envFrom"][0]["configMapRef"].update(name="ibus-config")),
     ("pinned-image", "latest tag", lambda d: _c0(d).update(image="infinity-bus/ibus:latest")),
     ("pinned-image", "no tag", lambda d: _c0(d).update(image="infinity-bus/ibus")),
+    ("retention", "a stream kept for ever",
+     lambda d: _cm(d)["data"].update(IB_STREAM_MAX_AGE="0")),
     ("service-targets", "Service port names nothing",
      lambda d: next(x for x in d if x.get("kind") == "Service")["spec"]["ports"][0]
      .update(targetPort="nope")),
 ]
 
 SQLITE_MUTATIONS = [
+    ("retention", "markers never pruned", lambda d: _cm(d)["data"].update(IB_RETENTION="0")),
+    ("retention", "markers pruned before MaxAge",
+     lambda d: _cm(d)["data"].update(IB_RETENTION="1d")),
     ("db-writable-volume", "database volume not mounted",
      lambda d: _drop_mount(_c0(d), _db_mount_name(d))),
     ("db-writable-volume", "relative database path",
@@ -627,6 +663,8 @@ TOPOLOGY_MUTATIONS = {
          lambda d: _cm(d)["data"].update(IB_BACKOFF="10s,10m")),
         ("kv-bucket", "more deliveries than min_ttl covers",
          lambda d: _cm(d)["data"].update(IB_MAX_DELIVER="20")),
+        ("retention", "a stream that outlives the bucket's markers",
+         lambda d: _cm(d)["data"].update(IB_STREAM_MAX_AGE="7d")),
         ("kv-bucket", "a claim shared by the replicas",
          lambda d: _pod(d)["volumes"].append(
              {"name": "markers", "persistentVolumeClaim": {"claimName": "markers"}})),

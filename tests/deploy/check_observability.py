@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Static checks of what operators monitor infinity-bus with: the Prometheus
 alert rules, the Grafana dashboard and the Prometheus Operator component.
 

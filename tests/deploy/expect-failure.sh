@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # usage: expect-failure.sh RULE COMMAND...
 # Passes when COMMAND exits 1 and reports a failure of RULE ("...: RULE: ..."):
 # proves a checker rejects what it must, for the reason it must.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs the container image's runtime stage for real, without a container
 engine: proves that the Dockerfile's runtime package list is complete.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the CLI duration parser (plugin/cli/options.c). Any bytes:
  * no crash; on success the value is non-negative and parsing is stable. */
 #include <assert.h>

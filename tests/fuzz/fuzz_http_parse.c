@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the http plugin's parsers (plugin/examples/http/
  * http_parse.c). Any bytes, as a configuration string, a header file and a
  * Retry-After value: no crash or leak; a Retry-After that parses is a delay

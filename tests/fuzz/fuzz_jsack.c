@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the JetStream ack-subject parser (plugin/nats/jsack.c). Any
  * bytes: never read out of bounds; on success the slices lie inside the
  * input and are non-empty. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fuzz targets of the host's parsers.
 ib_add_fuzz_target(fuzz_jsack
   SOURCES fuzz_jsack.c ${PROJECT_SOURCE_DIR}/plugin/nats/jsack.c

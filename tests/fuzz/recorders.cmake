@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fuzz target for recorder URIs (recorders/uri.c). Seeds live in corpus/uri.
 ib_add_fuzz_target(fuzz_recorder_uri
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/recorders/fuzz_recorder_uri.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replay driver for fuzz targets when libFuzzer is not used.
  *
  * Usage: <target> CORPUS_DIR [ITERATIONS]

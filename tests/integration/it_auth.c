@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Credentials: a server requiring a token, a user and password, or TLS
  * with client certificates (made with openssl by the test); and a wrong
  * password, which must end `ibus run` with exit 1 and a clear message

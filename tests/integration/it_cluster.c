@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The 3-node cluster harness (tests/support/it_cluster.h) against itself:
  * a 3-replica stream and a 3-replica KV bucket survive a kill -9 of their
  * leader with every acknowledged write, a new leader is elected in time,

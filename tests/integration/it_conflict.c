@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Payload fingerprints (issue 12): an event whose id is already marked
  * with other content is a producer reusing an id, not a redelivery. Its
  * handlers do not run; `--on-conflict` decides the rest: dead-letter (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The nats.c Fetch hazard (nats.c 3.4.1 overflows a heap buffer in
  * natsSubscription_Fetch when messages left over from an expired pull
  * exceed half of the next batch). The host never calls Fetch: it sends

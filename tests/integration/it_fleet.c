@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Several hosts and failures: three processes on one durable and one
  * SQLite file with concurrent duplicates, kill -9 mid-stream, a nats-server
  * restart mid-stream, and SIGTERM with nothing handled left unacked. */
@@ -111,7 +112,7 @@ static void three_hosts_concurrent_duplicates(void **state)
  * and only the handler running at the kill, plus one whose mark was being
  * committed, run again: with 10 ms handlers and the default 2 ms commit
  * window every finished handler's mark commits before the next starts
- * (the README's bound C + ceil(C*I/t) = 1 + 1). Before the committer, a
+ * (the crash window's bound of docs/design.md, C + ceil(C*I/t) = 1 + 1). Before the committer, a
  * kill repeated up to a whole batch of 16. */
 static void kill9_midstream(void **state)
 {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `ibus run` end to end, one host: the happy path, duplicates with exact
  * counts, RETRY with back-off, two handlers of which one fails, a type
  * nobody handles, and configuration errors (exit 2). */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The http plugin against a real HTTP server this test starts (issue 26).
 
 One nats-server and Python's http.server on loopback; `ibus run` with the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Processes that join a busy marker file take part (issue 21).
 
 One nats-server, a backlog of events, one `ibus run` on a SQLite file; once

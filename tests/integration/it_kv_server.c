@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runs a command against a fresh nats-server or 3-node cluster: the outer
  * fixture of the kv: recorder's contract suite.
  *

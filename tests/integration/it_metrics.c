@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --http: /healthz, /readyz and /metrics scraped with curl during and after
  * a run; the counters must equal what was published, dropped as duplicates
  * and dead-lettered (issue 6). */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loopback helpers shared by the Python integration tests: a free port and
 a probe for a listening one. Only 127.0.0.1, ever."""
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transactional outbox after a crash (issue 12): events a
  * transactional handler publishes are staged in the marker file in the
  * transaction of its marker, and sent after the commit with Nats-Msg-Id =

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The alert rules and the dashboard against a real Prometheus (issue 14).
 
 Starts, all on loopback and on free ports: a nats-server with JetStream, an

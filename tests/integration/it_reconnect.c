@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Issue 23, part 2: a pull request lost across a reconnect must not stall
  * the consumer. `ibus run` pulls with --pull-expires 30s and sits idle, a
  * request waiting on the server; the server is restarted on the same port

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Server replies to pull requests (issue 9, cause 6): a consumer whose
  * limits would refuse every pull request is refused at bind with exit 2
  * naming the option; refusals at run time are logged with the server's

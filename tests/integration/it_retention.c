@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Retention against a real nats-server (issue 12, item 5): `ibus run
  * --retention` refuses a window shorter than the time the stream can still
  * deliver a message (and starts with --retention-unsafe), prunes old
@@ -11,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ib_test.h"
+#include "it_markers.h"
 #include "it_support.h"
 #include <infinity_bus/recorder.h>
 
@@ -64,44 +65,6 @@ static void drop_max_age(it_env *e)
     jsStreamInfo_Destroy(si);
 }
 
-static int64_t seed_clock_ms;
-
-static int64_t seed_clock(void)
-{
-    return seed_clock_ms;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* A well-formed uuid4 in 32 hex digits, distinct per (group, i). */
-static void seed_id(char out[33], unsigned group, unsigned i)
-{
-    snprintf(out, 33, "%08x000040008000%012x", group, i);
-}
-
-/* Marks `n` ids of `group` in the test's marker file as if marked `age_ms`
- * ago, through the recorder API with an injected clock. */
-static void seed_markers(it_env *e, unsigned group, unsigned n, int64_t age_ms)
-{
-    char db[PATH_MAX], uri[PATH_MAX + 8], id[33];
-    ib_recorder *r = NULL;
-    ib_error err;
-    ib_recorder_options ro = {.size = sizeof(ro), .now_ms = seed_clock};
-    snprintf(uri, sizeof(uri), "sqlite:%s", it_path(db, e, "markers.db"));
-    seed_clock_ms = wall_ms() - age_ms;
-    assert_int_equal(ib_recorder_open(&r, uri, &ro, &err), IB_OK);
-    for (unsigned i = 0; i < n; i++) {
-        seed_id(id, group, i);
-        assert_int_equal(ib_recorder_mark(r, CONSUMER, id, &err), IB_OK);
-    }
-    ib_recorder_close(r);
-}
-
 /* `ibus run` bound to DURABLE with the audit plugin and `extra` flags
  * (NULL-terminated). */
 static void spawn_host(it_proc *p, it_env *e, const char *durable, int http_port, ...)
@@ -123,23 +86,6 @@ static void spawn_host(it_proc *p, it_env *e, const char *durable, int http_port
 }
 
 /* Polls /metrics until `series` reads `want`; returns the last value. */
-static double wait_metric(it_env *e, int port, const char *series, double want, int64_t ms)
-{
-    int64_t deadline = it_now_ms() + it_timeout(ms);
-    double v = -1;
-    do {
-        char *body = NULL;
-        if (it_http_get(&body, e, port, "/metrics") == 200 && body != NULL &&
-            it_prom_value(&v, body, series) && v == want) {
-            free(body);
-            return v;
-        }
-        free(body);
-        it_sleep_ms(200);
-    } while (it_now_ms() < deadline);
-    return v;
-}
-
 /* (a) --retention 10m under a 1h MaxAge: exit 2 with both figures; then the
  * same with --retention-unsafe starts, warns and stops cleanly. A consumer
  * ibus creates itself (MaxDeliver -1) is bounded by MaxAge all the same;
@@ -160,7 +106,7 @@ static void retention_below_floor_is_refused(void **state)
     int port = it_free_port();
     assert_true(port > 0);
     spawn_host(&host, e, DURABLE, port, "--retention", "10m", "--retention-unsafe", NULL);
-    assert_true(wait_metric(e, port, "ibus_consumer_bound", 1, 30000) == 1);
+    assert_true(it_wait_metric(e, port, "ibus_consumer_bound", 1, 30000) == 1);
     assert_true(it_file_contains(host.err_path, "retention below the floor (--retention-unsafe)"));
     assert_true(it_file_contains(host.err_path, "--retention 10m is shorter than the 1h"));
     assert_true(it_proc_signal(&host, SIGTERM));
@@ -169,7 +115,7 @@ static void retention_below_floor_is_refused(void **state)
     /* A consumer ibus creates itself has MaxDeliver -1: MaxAge still bounds
      * it, so 30d starts. */
     spawn_host(&host, e, "unbounded", port, "--retention", "30d", NULL);
-    assert_true(wait_metric(e, port, "ibus_consumer_bound", 1, 30000) == 1);
+    assert_true(it_wait_metric(e, port, "ibus_consumer_bound", 1, 30000) == 1);
     assert_true(it_file_contains(host.err_path, "retention checked"));
     assert_true(it_proc_signal(&host, SIGTERM));
     assert_int_equal(it_proc_wait(&host, it_timeout(30000)), 0);
@@ -194,24 +140,24 @@ static void old_markers_are_pruned_in_the_background(void **state)
     char id[33];
     const unsigned n_old = 250, n_fresh = 40;
     make_stream_and_consumer(e);
-    seed_markers(e, 1, n_old, 3 * HOUR_MS);
-    seed_markers(e, 2, n_fresh, 0);
+    it_seed_markers(e, CONSUMER, 1, n_old, 3 * HOUR_MS);
+    it_seed_markers(e, CONSUMER, 2, n_fresh, 0);
 
     int port = it_free_port();
     assert_true(port > 0);
     spawn_host(&host, e, DURABLE, port, "--retention", "2h", NULL);
-    assert_true(wait_metric(e, port, "ibus_markers_pruned_total", n_old, 30000) == n_old);
-    assert_true(wait_metric(e, port, "ibus_markers", n_fresh, 30000) == n_fresh);
-    assert_true(wait_metric(e, port, "ibus_outbox_pending", 0, 5000) == 0);
+    assert_true(it_wait_metric(e, port, "ibus_markers_pruned_total", n_old, 30000) == n_old);
+    assert_true(it_wait_metric(e, port, "ibus_markers", n_fresh, 30000) == n_fresh);
+    assert_true(it_wait_metric(e, port, "ibus_outbox_pending", 0, 5000) == 0);
     assert_true(it_proc_signal(&host, SIGTERM));
     assert_int_equal(it_proc_wait(&host, it_timeout(30000)), 0);
 
     for (unsigned i = 0; i < n_old; i += 50) {
-        seed_id(id, 1, i);
+        it_seed_id(id, 1, i);
         assert_int_equal(it_marker_lookup(e, CONSUMER, id), 3);
     }
     for (unsigned i = 0; i < n_fresh; i += 10) {
-        seed_id(id, 2, i);
+        it_seed_id(id, 2, i);
         assert_int_equal(it_marker_lookup(e, CONSUMER, id), 0);
     }
     it_done(e);
@@ -246,8 +192,8 @@ static void markers_prune_applies_the_floor(void **state)
     it_env *e = *state;
     it_proc p;
     make_stream_and_consumer(e);
-    seed_markers(e, 1, 30, 3 * HOUR_MS);
-    seed_markers(e, 2, 20, HOUR_MS / 2);
+    it_seed_markers(e, CONSUMER, 1, 30, 3 * HOUR_MS);
+    it_seed_markers(e, CONSUMER, 2, 20, HOUR_MS / 2);
 
     assert_int_equal(markers_prune(&p, e, "--older-than", "10m", NULL), 2);
     assert_true(it_file_contains(p.err_path, "pass --stream"));

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The seed's own SQL shares a marker file with running ibus processes (issue 21).
 
 The seed's SqliteIdempotencyRecorder runs three statements on

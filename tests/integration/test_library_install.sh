@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # libinfinity-bus as a third party uses it: installs this build to a
 # temporary prefix, builds the example consumer (idempotency/examples) out
 # of tree against that prefix alone, once with find_package(InfinityBus)

@@ -1,15 +1,20 @@
 #!/bin/sh
-# The README as a newcomer follows it (issue 25): from a copy of the source
-# tree, the "Build and install" commands exactly as written (blocks marked
-# <!-- docs-test: NAME --> in README.md), to a temporary prefix; then
+# SPDX-License-Identifier: Apache-2.0
+# The README as a newcomer follows it (issues 25, 33): from a copy of the
+# source tree, the "Install" commands exactly as written (blocks marked
+# <!-- docs-test: NAME --> in README.md, and the library's in
+# docs/library.md), to a temporary prefix; then
 #   - every installed path follows that prefix: the unit, the example
 #     settings and the manual page;
-#   - the first-run --check, the plugin example (billing.c built with
-#     pkg-config from the prefix) and the library example (consumer.c) run
-#     as written and print what the README says;
-#   - the README's run with --create --stream-max-age 30d --retention 30d,
-#     a publish --key and its prune example work against a real
-#     nats-server (started on a free loopback port, stopped by its PID).
+#   - the first-run --check (--plugin audit: the installed plugin
+#     directory, found from the installed ibus; no file created), the
+#     plugin example (billing.c built with pkg-config from the prefix) and
+#     the library example (consumer.c) run as written and print what the
+#     docs say; the docs and the example receivers are installed;
+#   - a run with --create and the default retention handles a publish
+#     --key (a uuid8 id, accepted by default), and a prune at the default
+#     stream MaxAge (7d) is accepted, against a real nats-server (started
+#     on a free loopback port, stopped by its PID).
 #
 #   test_readme_install.sh SOURCE_DIR NATS_SERVER
 set -eu
@@ -35,12 +40,15 @@ die() {
     exit 1
 }
 
-# block NAME: the code block after <!-- docs-test: NAME --> in the README.
+# block NAME: the code block after <!-- docs-test: NAME --> in the README
+# or a page of docs/.
 block() {
-    awk -v want="<!-- docs-test: $1 -->" '
-        $0 == want { armed = 1; next }
-        armed && /^```/ { if (inside) exit; inside = 1; next }
-        inside { print }' "$src/README.md"
+    for page in "$src/README.md" "$src"/docs/*.md; do
+        awk -v want="<!-- docs-test: $1 -->" '
+            $0 == want { armed = 1; next }
+            armed && /^```/ { if (inside) exit; inside = 1; next }
+            inside { print }' "$page"
+    done
 }
 for b in install first-run billing.c plugin consumer.c library; do
     [ -n "$(block "$b")" ] || die "README.md has no docs-test block '$b'"
@@ -87,6 +95,9 @@ if grep -v '^#' "$unit" "$env_example" | grep -q /usr/local || grep -q /usr/loca
     die "an installed file still names /usr/local"
 fi
 [ -f "$PREFIX/lib/infinity-bus/plugins/audit.so" ] || die "no audit.so in the plugin directory"
+for f in receiver.py receiver.js; do
+    [ -f "$PREFIX/share/doc/infinity-bus/examples/http/$f" ] || die "the example $f is not installed"
+done
 say "installed to the prefix; the unit, ibus.env.example and ibus.1 name it"
 
 # What the README says the examples print.
@@ -97,6 +108,10 @@ grep -q "^handler billing/charge types=order.paid consumer=billing/billing/charg
 [ "$(grep -c '^invoice for ' "$out")" -eq 2 ] || die "library example: $(grep invoice "$out")"
 grep -q "^invoice for evt_1NbV3Q2eZvKYlo2C$" "$out" || die "library example: no derived key"
 [ ! -e "$work/use/processed.db" ] || die "--check created the marker file"
+[ ! -e "$work/use/audit.log" ] || die "--check created the audit plugin's file"
+for f in README.md copyright docs/contract.md docs/operations.md docs/troubleshooting.md; do
+    [ -f "$PREFIX/share/doc/infinity-bus/$f" ] || die "share/doc/infinity-bus/$f is not installed"
+done
 say "first run, plugin and library examples print what the README says"
 
 # The README's run, publish --key and prune, against a real server.
@@ -118,8 +133,7 @@ url=nats://127.0.0.1:$port
 ibus=$PREFIX/bin/ibus
 cd "$work/use"
 "$ibus" run --nats-url "$url" --stream ORDERS --stream-subjects 'orders.>' \
-    --durable billing --create --stream-max-age 30d \
-    --recorder sqlite:processed.db --retention 30d --any-uuid-version \
+    --durable billing --create --recorder sqlite:processed.db \
     --plugin ./billing.so --idle-exit 3s --summary-file summary.jsonl \
     --log-format text >run.out 2>run.err &
 run_pid=$!
@@ -136,8 +150,9 @@ grep -q "^published=2 unique=1 duplicates=1 failed=0$" publish.out || die "$(cat
 wait "$run_pid" || { cat run.err >&2; die "ibus run exited $?"; }
 grep -q '"handled":1,"duplicates":1,' summary.jsonl || die "summary: $(cat summary.jsonl)"
 "$ibus" markers --nats-url "$url" --recorder sqlite:processed.db \
-    --older-than 30d --stream ORDERS --durable billing prune >prune.out 2>&1 ||
+    --older-than 7d --stream ORDERS --durable billing prune >prune.out 2>&1 ||
     { cat prune.out >&2; die "the README's prune example"; }
 grep -qx "pruned=0" prune.out || die "prune: $(cat prune.out)"
-say "run with --stream-max-age 30d --retention 30d, publish --key and prune work as written"
+grep -q "retention follows the stream's MaxAge" run.err || die "no automatic retention: $(cat run.err)"
+say "run with --create's defaults, publish --key and prune at 7d work"
 say "ok"

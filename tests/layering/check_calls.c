@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rule 2, for calls: no two product .c files use each other's functions
  * in a circle. The include check cannot see this: a file may declare what
  * it calls in a shared private header, so two files that include only that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rule 2: no circles, between files and between CMake targets. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rule 1: who may include what. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rule 3: short functions. The project's brace style (clang-format,
  * BreakBeforeBraces: Linux) puts a function's braces, and only a
  * function's, at column 0; a function runs from its `{` line to its `}`

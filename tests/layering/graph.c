@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Directed graphs and their cycles, for files, targets and the table. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The house-keeping checks: include rules, no circles, short functions.
  *
  * One small program reads the product sources (never tests/) and answers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layering CHECK ARG: runs one house-keeping check and exits 1 when it
  * finds anything. CHECK is one of
  *   includes SRC         the include rules (rule table in parts.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The layering rules as data. Edit here when the house changes on purpose:
  * a new part is one line in lay_parts and one in lay_allowed; a new
  * dependency is one word in lay_allowed. */

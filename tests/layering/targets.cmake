@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes the link edges between this project's targets, one
 # "target dependency" pair per line, for the target_cycles test. It runs
 # deferred to the end of the top-level directory, so it sees every target,

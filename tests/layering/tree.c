@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading the product tree and resolving includes the way the build does. */
 #include <ctype.h>
 #include <ftw.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages as an operator gets them:
 #   1. configures a separate tree with prefix /usr, builds it and runs
 #      `cpack -G DEB`;
@@ -153,6 +154,8 @@ expect_files() { # package path...
 expect_files infinity-bus /usr/bin/ibus /etc/infinity-bus/ibus.env.example \
     "$plugins"/{audit,flaky,http,ledger,relay}.so /usr/lib/systemd/system/ibus@.service \
     /usr/lib/sysusers.d/infinity-bus.conf /usr/share/doc/infinity-bus/{README.md,copyright} \
+    /usr/share/doc/infinity-bus/examples/http/receiver.{py,js} \
+    $(cd "$src/docs" && ls -- *.md | sed 's|^|/usr/share/doc/infinity-bus/docs/|') \
     ${man_page:+"$man_page"}
 expect_files libinfinity-bus0 "$libdir/libinfinity-bus.so.0" "$libdir/libinfinity-bus.so.$version" \
     /usr/share/doc/libinfinity-bus0/copyright

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plugins for the loader's error table: one source, one defect per build.
  * tests/plugins/CMakeLists.txt builds it once per BROKEN_* definition; with
  * none it is a valid plugin ("good") the other variants differ from. */

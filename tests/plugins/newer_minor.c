@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A plugin from a future minor of ABI 1: its descriptor and its handler
  * entries carry fields this host does not know. It must load, with the
  * host walking the handler list by the plugin's stride and ignoring the

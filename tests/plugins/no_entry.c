@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A well-formed shared object that is not a plugin: it exports a function,
  * but not ib_plugin_entry. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A plugin built against ABI 1.0, before ib_plugin_desc.description was
  * appended: its descriptor is the 1.0 layout, spelled out here so that a
  * host reading past the plugin's own `size` would read past the object

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* probe: records its own lifecycle, for the loader's unit tests.
  *
  * Handler "probe" on test.scripted and test.probe. With config file=PATH

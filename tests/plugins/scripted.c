@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* scripted: a plugin whose verdicts the test chooses, for integration tests.
  *
  * Handlers (consumer identities "<durable>/scripted/<handler>"):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared cmocka glue: every test executable ends with IB_TEST_MAIN(tests),
  * which runs the test named by argv[1] (as ctest registers them) or all. */
 #ifndef IB_TEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading results back: summary lines, Prometheus text, handler logs
  * against the published ids, and HTTP over loopback with curl. */
 #include <arpa/inet.h>

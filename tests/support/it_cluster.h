@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A 3-node nats-server cluster with JetStream for one integration test.
  *
  * Every node listens on 127.0.0.1 only, with its own client, HTTP

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SQLite marker file the hosts share, seen from the test: its markers,
  * the outbox and a transactional plugin's tables, read (or, before a host
  * starts, written) through the system's SQLite.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Files of an integration test: its temporary directory, the logs and
  * audit files the processes write, and polling them with a deadline. */
 #ifndef IB_IT_FILES_H

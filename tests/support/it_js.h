@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JetStream state seen from the test: consumer counters, and the messages
  * of a stream (the dead-letter stream, or the original events to compare
  * with) read back by sequence with their headers. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See it_posted.h. */
 #include "it_posted.h"
 

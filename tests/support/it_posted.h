@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Events that handlers published, read back from the stream that captured
  * them and matched with the events expected, for the tests of the
  * transactional outbox (exactly once per expected id). */

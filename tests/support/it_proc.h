@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Child processes of an integration test: nats-server, ibus, curl, openssl.
  *
  * Every process is started with fork/exec from an argv array (no shell),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A real nats-server with JetStream for one integration test.
  *
  * Started as `nats-server -js -a 127.0.0.1 -p -1 -sd <dir>/js

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The test environment, paths of this build, and ibus command lines. */
 #include "it_support.h"
 
@@ -311,4 +312,42 @@ void it_finish_hosts(it_env *e, const char *durable, it_proc *hosts, size_t n, i
             fail_msg("host %s (%s) ended with status %d after SIGTERM", hosts[i].name,
                      hosts[i].err_path, status);
     }
+}
+
+int it_run_capture(char **err, char **out, it_env *e, const char *name, it_argv *a)
+{
+    it_proc p;
+    int st = it_proc_run(&p, e->dir, name, NULL, a->v, it_timeout(60000));
+    *err = it_file_read(NULL, p.err_path);
+    if (*err == NULL)
+        *err = strdup("");
+    if (out != NULL) {
+        *out = it_file_read(NULL, p.out_path);
+        if (*out == NULL)
+            *out = strdup("");
+    }
+    return st;
+}
+
+void it_assert_contains(const char *text, const char *needle)
+{
+    if (text == NULL || strstr(text, needle) == NULL)
+        fail_msg("expected \"%s\" in:\n%s", needle, text != NULL ? text : "(nothing)");
+}
+
+double it_wait_metric(it_env *e, int port, const char *series, double want, int64_t ms)
+{
+    int64_t deadline = it_now_ms() + it_timeout(ms);
+    double v = -1;
+    do {
+        char *body = NULL;
+        if (it_http_get(&body, e, port, "/metrics") == 200 && body != NULL &&
+            it_prom_value(&v, body, series) && v == want) {
+            free(body);
+            return v;
+        }
+        free(body);
+        it_sleep_ms(200);
+    } while (it_now_ms() < deadline);
+    return v;
 }

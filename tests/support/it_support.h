@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Support library of the integration tests: a real nats-server and real
  * ibus processes per test, cleaned up by PID even when an assertion fails.
  *
@@ -133,6 +134,19 @@ bool it_summary_read(it_summary *out, const char *path);
 /* Runs `ibus markers --recorder sqlite:<dir>/markers.db --consumer C
  * lookup ID`: 0 processed, 3 not processed, else an error. */
 int it_marker_lookup(it_env *e, const char *consumer, const char *id);
+
+/* Runs argv (named `name` for its logs) to completion within a minute
+ * (longer under a sanitizer); returns its exit code, its stderr and, when
+ * `out` is non-NULL, its stdout, as malloc'd text ("" when empty). */
+int it_run_capture(char **err, char **out, it_env *e, const char *name, it_argv *a);
+
+/* Fails the test unless `needle` is in `text`, showing both. */
+void it_assert_contains(const char *text, const char *needle);
+
+/* Polls GET /metrics on `port` until series `series` has the value `want`
+ * or `ms` (tripled under a sanitizer) have passed; returns the last value
+ * read (-1 when none). */
+double it_wait_metric(it_env *e, int port, const char *series, double want, int64_t ms);
 
 /* A port that was free on 127.0.0.1 a moment ago. */
 int it_free_port(void);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test certificates made with the openssl command: a CA, a server
  * certificate for IP:127.0.0.1 and a client certificate, all EC P-256,
  * valid for two days. */

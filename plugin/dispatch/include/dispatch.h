@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The idempotent core (spec section 3), independent of NATS.
  *
  * A dispatch table maps event types to handlers, each with its own consumer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* http: delivers each event once to a web endpoint, so a handler can be
  * written in any language (README: "Handlers in other languages").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The http plugin's request bodies (http_body.h). */
 #include "http_body.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request bodies of the http plugin (private to it): the JSON envelope
  * and the protobuf Event, built from the event the host hands a handler. */
 #ifndef IB_HTTP_BODY_H

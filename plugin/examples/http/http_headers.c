@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The http plugin's request headers (http_headers.h). */
 #include "http_headers.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request headers of one http plugin connection (private to the
  * plugin): a libcurl header list built once per connection, whose
  * per-event lines are rewritten in place for each request, so a request

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whether a payload is one JSON value (http_body.h): a scanner that
  * allocates nothing, to the rules jansson 2.14 applies with
  * JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, which the fuzz target checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The http plugin's configuration and Retry-After parsers (http_parse.h). */
 #include "http_parse.h"
 #include "redact.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The http plugin's parsers (private to the plugin): its configuration
  * string, the Retry-After header, and the checks that decide how a payload
  * travels in the JSON body. Pure functions of their input, no libcurl, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An infinity-bus handler in Node, no packages: ibus run --plugin http.so
 // --plugin-config http=url=http://127.0.0.1:8080/ POSTs each event here.
 // It dedups nothing itself: ibus sends each event once per Idempotency-Key,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """An infinity-bus handler, standard library only: --plugin http.so --plugin-config
 http=url=http://127.0.0.1:8080/ POSTs each event here. It dedups nothing: ibus sends
 each event once per Idempotency-Key; a repeat after a crash carries the same key."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `ibus run`: the subscriber host.
  *
  * Connects to NATS, binds the durable pull consumer, loads the plugins,
@@ -50,9 +51,9 @@ typedef struct ib_host_config {
     int64_t retry_base_ms;
     int64_t retry_max_ms;
     int64_t drain_timeout_ms;
-    int64_t idle_exit_ms; /* 0 = never */
-    const char *http;     /* NULL = no HTTP server */
-    bool any_uuid_version;
+    int64_t idle_exit_ms;   /* 0 = never */
+    const char *http;       /* NULL = no HTTP server */
+    unsigned uuid_versions; /* event id versions accepted (IB_ID_VERSION bits); 0 = 4 and 8 */
     int64_t max_event_bytes;
     const char *publish_prefix; /* subject prefix for events handlers publish */
     const char *summary_file;   /* append a JSON summary line at exit; may be NULL */
@@ -64,7 +65,10 @@ typedef struct ib_host_config {
     ib_conflict_policy on_conflict;
     /* Prune markers older than this in the background; 0 = never. Refused
      * (exit 2) when shorter than the time the stream can still deliver a
-     * message (ib_host_retention_floor_ms), unless retention_unsafe. */
+     * message (ib_host_retention_floor_ms), unless retention_unsafe.
+     * IB_HOST_RETENTION_AUTO: that floor itself, read at start-up (the
+     * stream's MaxAge); nothing when the stream has no MaxAge or the
+     * recorder prunes by itself (kv:, its bucket's TTL). */
     int64_t retention_ms;
     bool retention_unsafe; /* start anyway, with a warning */
     /* Check and exit (ibus run --check): load the plugins, open the
@@ -78,7 +82,15 @@ typedef struct ib_host_config {
     /* Start a W3C trace (a fresh traceparent) for a message that carries
      * none; without it such a message has no trace (trace.h). */
     bool trace_start;
+    /* --create: MaxAge and MaxBytes of the dead-letter stream it creates;
+     * 0 = none. At MaxBytes it refuses new dead letters (DiscardNew): the
+     * original is then nak'ed and kept, never a dead letter dropped */
+    int64_t dead_letter_max_age_ms;
+    int64_t dead_letter_max_bytes;
 } ib_host_config;
+
+/* ib_host_config.retention_ms: follow the floor (see there). */
+#define IB_HOST_RETENTION_AUTO (-1)
 
 /* Runs the host until a signal, an idle exit or a fatal error. Returns the
  * process exit status: 0 clean stop, 1 runtime failure, 2 bad

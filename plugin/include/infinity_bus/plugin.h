@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* infinity-bus plugin ABI: the only header a handler plugin needs.
  *
  * A plugin is a shared object that exports one function, ib_plugin_entry(),
@@ -60,8 +61,10 @@ extern "C" {
  * ib_host_api.verdict_detail and ib_host_api.http_request, the event
  * type IB_EVENT_TYPE_ANY, ib_raw_event.message/message_len and the handler
  * flag IB_HANDLER_TYPES_AFTER_INIT; 1.4 appended ib_raw_event.traceparent
- * and ib_raw_event.tracestate (W3C Trace Context). */
-#define IB_ABI_MINOR 4
+ * and ib_raw_event.tracestate (W3C Trace Context); 1.5 appended
+ * ib_host_api.flags (IB_HOST_CHECKING: the host only checks the
+ * configuration). */
+#define IB_ABI_MINOR 5
 
 #if defined(__GNUC__)
 #define IB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -345,7 +348,20 @@ typedef struct ib_host_api {
      * ibus_http_requests_total{consumer,code} and observes it in the
      * histogram ibus_http_request_seconds{consumer}. */
     void (*http_request)(ib_bus_proxy *bus, int status, double seconds);
+    /* ABI 1.5 */
+    /* What the host is doing with the plugin, IB_HOST_* bits; 0 in a real
+     * run. With IB_HOST_CHECKING (ibus run --check) the host only checks
+     * the configuration: init() validates its configuration as it would
+     * for a run and says what is wrong, but leaves nothing behind: it
+     * creates or changes no file, opens no connection and starts no
+     * thread that outlives it. No handler is called; fini() follows.
+     * Read it with ib_host_api_checking(), which answers 0 on an older
+     * host (which never checks without running). */
+    uint32_t flags;
 } ib_host_api;
+
+/* ib_host_api.flags (ABI 1.5): the host only checks, see there. */
+#define IB_HOST_CHECKING 0x1u
 
 /* Longest reason verdict_detail keeps (ABI 1.3), in bytes. */
 #define IB_VERDICT_REASON_MAX 255
@@ -355,6 +371,13 @@ typedef struct ib_host_api {
 
 #define IB_HOST_API_HAS(api, field)                                                                \
     ((api)->size >= offsetof(ib_host_api, field) + sizeof((api)->field))
+
+/* Non-zero when `api` says the host only checks the configuration
+ * (IB_HOST_CHECKING, ABI 1.5); 0 on a host before 1.5. */
+static inline int ib_host_api_checking(const ib_host_api *api)
+{
+    return IB_HOST_API_HAS(api, flags) && (api->flags & IB_HOST_CHECKING) != 0;
+}
 
 /* Handles one event. `state` is what init() returned (NULL without init).
  * `payload`/`payload_len`, `bus` and `ev` are BORROWED for the call. May run

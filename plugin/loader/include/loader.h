@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plugin loader: opens handler plugins (infinity_bus/plugin.h), checks
  * them, initialises them and hands out their handlers. What the handlers
  * are called and where they run is the host's business (host.h), so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NATS part: everything that talks to the server on behalf of one
  * ibus process. Sections, in the order a message meets them: the
  * connection, binding the stream and durable consumer, pulling batches,
@@ -135,6 +136,11 @@ typedef struct ib_consumer_setup {
      * existing stream keeps its own (a warning says when they differ). */
     int64_t stream_max_age_ms;
     int64_t stream_max_bytes;
+    /* With create: the same for a new dead-letter stream, which at
+     * MaxBytes refuses new dead letters (DiscardNew) rather than drop old
+     * ones: a refused dead letter leaves its original nak'ed, not lost. */
+    int64_t dead_letter_max_age_ms;
+    int64_t dead_letter_max_bytes;
 } ib_consumer_setup;
 
 /* What the host needs to know of the consumer as the server has it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The operations part: the Prometheus metrics registry of one ibus
  * process and the health/metrics HTTP endpoint that serves it. Knows
  * nothing of NATS or plugins; the host feeds it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Invariant checks for fuzz targets: unlike assert(), never compiled out
  * (release builds define NDEBUG), and they abort so both libFuzzer and the
  * replay driver report the input. */

@@ -1,8 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: ib_id_normalise (and ib_uuid_derive) on arbitrary bytes.
  *
  * An accepted id comes out normalised, normalising it again gives the same
- * id, it packs and unpacks to itself, and the uuid4-only and any-version
- * answers differ only by the version rule. A refused id leaves "". */
+ * id, it packs and unpacks to itself, its version is in the set asked
+ * for, and the uuid4-only, default (4 and 8) and any-version answers
+ * differ only by the version rule. A refused id leaves "". */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +26,9 @@ static void check_accepted(const char *out, size_t in_len, unsigned flags)
     ib_id_unpack(unpacked, packed);
     FUZZ_CHECK(strcmp(unpacked, out) == 0);
     FUZZ_CHECK((packed[8] & 0xc0) == 0x80);
-    if (!(flags & IB_ID_ANY_VERSION))
-        FUZZ_CHECK((packed[6] & 0xf0) == 0x40);
+    unsigned set = flags == IB_ID_VERSIONS_DEFAULT ? IB_ID_VERSIONS_DEFAULT_SET : flags;
+    FUZZ_CHECK((set & IB_ID_VERSION(packed[6] >> 4)) != 0);
+    FUZZ_CHECK(ib_id_version(out, IB_ID_LEN) == packed[6] >> 4);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -50,6 +53,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_accepted(any, size, IB_ID_ANY_VERSION);
     else
         FUZZ_CHECK(any[0] == '\0');
+    char dflt[IB_ID_BUF_SIZE];
+    ib_id_reason r_default = ib_id_normalise(dflt, in, size, IB_ID_VERSIONS_DEFAULT);
+    if (r_default == IB_ID_VALID) {
+        check_accepted(dflt, size, IB_ID_VERSIONS_DEFAULT);
+        FUZZ_CHECK(r_any == IB_ID_VALID && strcmp(dflt, any) == 0);
+    } else {
+        /* the default set holds 4: it refuses nothing uuid4-only accepts */
+        FUZZ_CHECK(r_strict != IB_ID_VALID);
+        FUZZ_CHECK(r_default == r_strict ||
+                   (r_strict == IB_ID_BAD_VERSION && r_default == IB_ID_BAD_VARIANT));
+    }
 
     /* Derivation: split the input at its middle into two C strings. */
     char *copy = malloc(size + 2);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writes the seed corpora of the core fuzz targets (tests/fuzz/corpus/event
  * and tests/fuzz/corpus/id). The seeds are committed; run this only to
  * regenerate them:

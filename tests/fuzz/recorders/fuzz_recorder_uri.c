@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: recorder URIs.
  *
  * Any bytes (cut at the first NUL, as a C string would be) go through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hello: a plugin as a third party writes it, built out of tree from the
  * installed header alone (tests/unit/loader/test_install.sh). Handler
  * "hello" on greeting.sent answers OK for a payload "hello" and REJECT

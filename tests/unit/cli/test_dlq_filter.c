@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus dlq's filters and times (dlq_read.c), table-driven: what --since
  * and --until accept, which reasons and ids --reason and --id take, and
  * which dead letters a filter lets through. The entries are made here;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The manual page writer and the help printed from the same description
  * data: roff escaping, and a page made from two made-up commands. The page
  * of the real commands is checked with groff and against every --help by

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # ibus(1) as a reader gets it.
 #
 #   test_man_page.sh page IBUS PAGE SOURCE_DIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CLI option layer: defaults, environment, flags (flags win), lists,
  * durations, bounds, and error messages that name the option. */
 #include "ib_test.h"

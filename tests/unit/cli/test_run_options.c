@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `ibus run`'s own options as they reach the host: --on-conflict,
  * --retention and --retention-unsafe (issue 12). The host is replaced by a
  * stub that keeps the configuration it was given, so no server is needed. */
@@ -13,11 +14,18 @@
 
 static ib_host_config seen;
 static int calls;
+/* the first plugin paths given, copied: `ibus run` frees its own */
+static char seen_plugins[2][4096];
 
 /* Stands in for the host: records what `ibus run` configured. */
 int ib_host_run(const ib_host_config *config)
 {
     seen = *config;
+    for (size_t i = 0; i < 2; i++)
+        snprintf(seen_plugins[i], sizeof(seen_plugins[i]), "%s",
+                 config->plugins[0] != NULL && (i == 0 || config->plugins[1] != NULL)
+                     ? config->plugins[i]
+                     : "");
     calls++;
     return 0;
 }
@@ -33,10 +41,10 @@ static int reset(void **state)
     return 0;
 }
 
-/* Runs `ibus run --plugin x.so ARGS...` (NULL-terminated). */
+/* Runs `ibus run --plugin ./x.so ARGS...` (NULL-terminated). */
 static int run(const char *first, ...)
 {
-    char *argv[32] = {"run", "--plugin", "x.so", "--log-level", "error"};
+    char *argv[32] = {"run", "--plugin", "./x.so", "--log-level", "error"};
     int argc = 5;
     va_list ap;
     va_start(ap, first);
@@ -53,8 +61,16 @@ static void defaults(void **state)
     assert_int_equal(run(NULL), 0);
     assert_int_equal(calls, 1);
     assert_int_equal(seen.on_conflict, IB_CONFLICT_DEAD_LETTER);
-    assert_int_equal(seen.retention_ms, 0);
     assert_false(seen.retention_unsafe);
+    /* Issue 33: retention that works out of the box. --create gives the
+     * event stream 7 days and the dead-letter stream 30 days and 1 GiB;
+     * markers follow the stream's MaxAge; ids of versions 4 and 8 pass. */
+    assert_int_equal(seen.retention_ms, IB_HOST_RETENTION_AUTO);
+    assert_int_equal(seen.stream_max_age_ms, 7LL * 86400 * 1000);
+    assert_int_equal(seen.stream_max_bytes, 0);
+    assert_int_equal(seen.dead_letter_max_age_ms, 30LL * 86400 * 1000);
+    assert_int_equal(seen.dead_letter_max_bytes, 1024LL * 1024 * 1024);
+    assert_int_equal(seen.uuid_versions, (1u << 4) | (1u << 8));
 }
 
 static void each_conflict_policy(void **state)
@@ -89,6 +105,10 @@ static void retention_flags(void **state)
     assert_int_equal(run(NULL), 0);
     assert_int_equal(seen.retention_ms, 30LL * 86400 * 1000);
     assert_false(seen.retention_unsafe);
+    assert_int_equal(run("--retention", "0", NULL), 0); /* never */
+    assert_int_equal(seen.retention_ms, 0);
+    assert_int_equal(run("--retention", "auto", NULL), 0);
+    assert_int_equal(seen.retention_ms, IB_HOST_RETENTION_AUTO);
 }
 
 /* Refused before the host runs: exit 2. */
@@ -102,9 +122,14 @@ static void bad_values_exit_2(void **state)
     /* a kv: bucket prunes by its TTL */
     assert_int_equal(run("--retention", "1h", "--recorder", "kv:markers", NULL), 2);
     assert_int_equal(calls, 0);
-    /* without retention a kv: recorder is fine */
+    assert_int_equal(run("--uuid-versions", "4,9", NULL), 2);
+    assert_int_equal(run("--uuid-versions", "4", "--any-uuid-version", NULL), 2);
+    assert_int_equal(calls, 0);
+    /* without retention, or with the automatic one (the TTL), a kv:
+     * recorder is fine */
     assert_int_equal(run("--recorder", "kv:markers", NULL), 0);
-    assert_int_equal(calls, 1);
+    assert_int_equal(run("--recorder", "kv:markers", "--retention", "0", NULL), 0);
+    assert_int_equal(calls, 2);
 }
 
 /* Issue 25: --check and the stream limits of --create reach the host; a
@@ -117,9 +142,17 @@ static void check_and_stream_limits(void **state)
     assert_true(seen.check_only);
     assert_int_equal(seen.stream_max_age_ms, 30LL * 86400 * 1000);
     assert_int_equal(seen.stream_max_bytes, 1000000);
-    assert_int_equal(run(NULL), 0);
+    assert_int_equal(run("--stream-max-age", "0", "--dead-letter-max-age", "1h",
+                         "--dead-letter-max-bytes", "0", NULL),
+                     0);
     assert_false(seen.check_only);
     assert_int_equal(seen.stream_max_age_ms, 0);
+    assert_int_equal(seen.dead_letter_max_age_ms, 3600 * 1000);
+    assert_int_equal(seen.dead_letter_max_bytes, 0);
+    assert_int_equal(run("--uuid-versions", "any", NULL), 0);
+    assert_int_equal(seen.uuid_versions, 0xffffu);
+    assert_int_equal(run("--any-uuid-version", NULL), 0);
+    assert_int_equal(seen.uuid_versions, 0xffffu);
     calls = 0;
     assert_int_equal(run("--nats-url", "127.0.0.1:notaport", NULL), 2);
     assert_int_equal(run("--nats-url", "nats://a:1,nats://b:99999", NULL), 2);
@@ -197,6 +230,45 @@ static void names_subjects_and_identities_checked(void **state)
     assert_int_equal(calls, 1);
 }
 
+/* Issue 33: --plugin NAME is looked up in the plugin directory
+ * (--plugin-dir, else the install's); a path is kept as it is; a name
+ * that is not there is exit 2, naming the directory and the way out. */
+static void plugin_names_resolved(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ib-cli-plugins.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char so[sizeof(dir) + 16];
+    snprintf(so, sizeof(so), "%s/audit.so", dir);
+    FILE *f = fopen(so, "w");
+    assert_non_null(f);
+    fclose(f);
+    static const char *const names[] = {"audit", "audit.so"};
+    for (size_t i = 0; i < 2; i++) {
+        char *argv[] = {"run", "--plugin",    (char *)names[i], "--plugin-dir",
+                        dir,   "--log-level", "error",          NULL};
+        assert_int_equal(ib_cmd_run(7, argv), 0);
+        assert_string_equal(seen_plugins[0], so);
+        assert_string_equal(seen_plugins[1], "");
+    }
+    char *paths[] = {"run",         "--plugin",    "./x.so", "--plugin",
+                     "/opt/p/y.so", "--log-level", "error",  NULL};
+    assert_int_equal(ib_cmd_run(7, paths), 0);
+    assert_string_equal(seen_plugins[0], "./x.so");
+    assert_string_equal(seen_plugins[1], "/opt/p/y.so");
+    calls = 0;
+    char *missing[] = {"run", "--plugin", "nosuch", "--plugin-dir", dir, NULL};
+    assert_int_equal(ib_cmd_run(5, missing), 2);
+    char *empty[] = {"run", "--plugin", ".so", "--plugin-dir", dir, NULL};
+    assert_int_equal(ib_cmd_run(5, empty), 2);
+    /* without --plugin-dir: neither the install's nor the configured one */
+    char *nodir[] = {"run", "--plugin", "audit", NULL};
+    assert_int_equal(ib_cmd_run(3, nodir), 2);
+    assert_int_equal(calls, 0);
+    assert_int_equal(unlink(so), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup(names_subjects_and_identities_checked, reset),
     cmocka_unit_test_setup(check_and_stream_limits, reset),
@@ -204,6 +276,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup(each_conflict_policy, reset),
     cmocka_unit_test_setup(retention_flags, reset),
     cmocka_unit_test_setup(bad_values_exit_2, reset),
+    cmocka_unit_test_setup(plugin_names_resolved, reset),
 };
 
 IB_TEST_MAIN(tests)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A tiny strict checker for one-line JSON objects, for the logger's tests:
  * the object must be flat (string or null values), well-formed per RFC 8259
  * (valid UTF-8, no raw control characters, valid escapes, paired surrogates),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A tiny protobuf writer for tests: builds wire bytes by hand, including
  * ones no encoder would produce (invalid UTF-8, wrong wire types, groups).
  * Written independently of core/wire.c so the two check each other. */

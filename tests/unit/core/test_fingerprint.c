@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Payload fingerprints: exact values (they are stored in marker files, so
  * a change of the function turns every stored one into a false
  * conflict), and inputs that must not collide. */

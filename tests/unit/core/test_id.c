@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event ids: table-driven validation, generation, derivation, packing. */
 #include "ib_test.h"
 
@@ -47,6 +48,18 @@ static const id_case id_cases[] = {
     {"version f", LIT("0f8fad5bd9cbf69fa16570867728950e"), 0, IB_ID_BAD_VERSION, ""},
     {"version 5 dashed", LIT("0f8fad5b-d9cb-569f-a165-70867728950e"), 0, IB_ID_BAD_VERSION, ""},
     {"nil uuid", LIT("00000000000000000000000000000000"), 0, IB_ID_BAD_VERSION, ""},
+    /* the default set: uuid4 and the uuid8 ids ib_event_id_derive makes */
+    {"uuid8 accepted by default", LIT("53237e60d0088c8dba4231d408794e1b"), 0, IB_ID_VALID,
+     "53237e60d0088c8dba4231d408794e1b"},
+    {"uuid8 dashed accepted by default", LIT("53237E60-D008-8C8D-BA42-31D408794E1B"), 0,
+     IB_ID_VALID, "53237e60d0088c8dba4231d408794e1b"},
+    {"uuid8 refused by uuid4 only", LIT("53237e60d0088c8dba4231d408794e1b"), IB_ID_UUID4_ONLY,
+     IB_ID_BAD_VERSION, ""},
+    {"uuid4 accepted by uuid4 only", LIT(V4), IB_ID_UUID4_ONLY, IB_ID_VALID, V4},
+    {"uuid7 accepted by 4,7,8", LIT("018f3c5e7d2a7b3c8d4e5f60718293a4"),
+     IB_ID_VERSION(4) | IB_ID_VERSION(7) | IB_ID_VERSION(8), IB_ID_VALID,
+     "018f3c5e7d2a7b3c8d4e5f60718293a4"},
+    {"uuid4 refused by 7 only", LIT(V4), IB_ID_VERSION(7), IB_ID_BAD_VERSION, ""},
     /* any version opt-in */
     {"uuid7 refused by default", LIT("018f3c5e7d2a7b3c8d4e5f60718293a4"), 0, IB_ID_BAD_VERSION, ""},
     {"uuid7 with any version", LIT("018f3c5e7d2a7b3c8d4e5f60718293a4"), IB_ID_ANY_VERSION,
@@ -193,8 +206,58 @@ static void test_id_reason_strings(void **state)
         for (size_t j = 0; j < i; j++)
             assert_string_not_equal(ib_id_reason_str(all[i]), ib_id_reason_str(all[j]));
     }
-    assert_string_equal(ib_id_reason_str(IB_ID_BAD_VERSION), "version nibble is not 4");
+    assert_string_equal(ib_id_reason_str(IB_ID_BAD_VERSION), "UUID version not accepted");
     assert_string_equal(ib_id_reason_str((ib_id_reason)99), "unknown reason");
+}
+
+/* The version sets as an operator writes them (ibus run --uuid-versions). */
+static void test_id_versions_parse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int rc;
+        unsigned set;
+        const char *printed;
+    } cases[] = {
+        {"4,8", 0, IB_ID_VERSION(4) | IB_ID_VERSION(8), "4,8"},
+        {"4", 0, IB_ID_VERSION(4), "4"},
+        {"8,4", 0, IB_ID_VERSION(4) | IB_ID_VERSION(8), "4,8"},
+        {"4,7,8", 0, IB_ID_VERSION(4) | IB_ID_VERSION(7) | IB_ID_VERSION(8), "4,7,8"},
+        {"1,2,3,4,5,6,7,8", 0, 0x1feu, "1,2,3,4,5,6,7,8"},
+        {"4,4", 0, IB_ID_VERSION(4), "4"},
+        {"any", 0, IB_ID_ANY_VERSION, "any"},
+        {"", -1, 0, NULL},
+        {"0", -1, 0, NULL},
+        {"9", -1, 0, NULL},
+        {"4,", -1, 0, NULL},
+        {",4", -1, 0, NULL},
+        {"4 8", -1, 0, NULL},
+        {"4,,8", -1, 0, NULL},
+        {"48", -1, 0, NULL},
+        {"ANY", -1, 0, NULL},
+        {"any,4", -1, 0, NULL},
+        {"v4", -1, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unsigned set = 99;
+        char buf[64];
+        int rc = ib_id_versions_parse(&set, cases[i].text);
+        if (rc != cases[i].rc || set != cases[i].set)
+            fail_msg("'%s': rc %d set %#x", cases[i].text, rc, set);
+        if (rc == 0)
+            assert_string_equal(ib_id_versions_str(buf, sizeof(buf), set), cases[i].printed);
+    }
+    unsigned set = 1;
+    assert_int_equal(ib_id_versions_parse(&set, NULL), -1);
+    char buf[64];
+    assert_string_equal(ib_id_versions_str(buf, sizeof(buf), IB_ID_VERSIONS_DEFAULT), "4,8");
+    assert_int_equal(ib_id_version(LIT("018f3c5e7d2a7b3c8d4e5f60718293a4")), 7);
+    assert_int_equal(ib_id_version(LIT("018F3C5E-7D2A-7B3C-8D4E-5F60718293A4")), 7);
+    assert_int_equal(ib_id_version(LIT(V4)), 4);
+    assert_int_equal(ib_id_version(LIT("0f8fad5bd9cbx69fa16570867728950e")), -1);
+    assert_int_equal(ib_id_version(LIT("0f8f")), -1);
+    assert_int_equal(ib_id_version(NULL, 32), -1);
 }
 
 static int cmp_ids(const void *a, const void *b)
@@ -444,6 +507,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_id_table),
     cmocka_unit_test(test_id_is_normalised),
     cmocka_unit_test(test_id_reason_strings),
+    cmocka_unit_test(test_id_versions_parse),
     cmocka_unit_test(test_uuid4_generate_valid_and_distinct),
     cmocka_unit_test(test_uuid_derive_deterministic),
     cmocka_unit_test(test_uuid_derive_sensitive_to_inputs),

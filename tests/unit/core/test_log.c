@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The structured logger: every JSON line must parse back (strictly) to what
  * was logged, with numbers as JSON numbers of the right kind, text lines
  * must stay one line with no raw control bytes, and records from many

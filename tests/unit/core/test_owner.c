@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Owner tokens: unique per incarnation, and the liveness probe that lets a
  * process take over at once the claims of a holder proven gone. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Strict UTF-8 and the raw wire scanner, below the decoder. */
 #include "ib_test.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared fixture of the dispatch tests: a recorder of a given kind opened
  * through ib_recorder_open() and wrapped in a "counting" kind that counts the
  * batch calls and fails them on demand, a settable clock, test events and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Payload fingerprints and transactional handlers in ib_dispatch_run(),
  * against the real recorders (through the counting wrapper). Conflicts on
  * both kinds that store fingerprints; transactions on sqlite: only, whose

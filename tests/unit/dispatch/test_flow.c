@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The idempotent flow of ib_dispatch_run(), each case run against the real
  * memory: and sqlite: recorders (through the counting wrapper). */
 #include <pthread.h>

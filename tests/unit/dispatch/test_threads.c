@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Back-off values, handler concurrency and the group commit at scale. */
 #include <errno.h>
 #include <stdio.h>

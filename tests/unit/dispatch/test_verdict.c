@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a handler adds to its verdict (ABI 1.3: verdict_detail through
  * ib_dispatch_note_verdict) and handlers on IB_EVENT_TYPE_ANY, against both
  * recorder kinds. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The http plugin's parsers and bodies (plugin/examples/http/http_parse.c,
  * http_body.c), table-driven: its configuration string, Retry-After, and
  * the JSON and protobuf bodies. */

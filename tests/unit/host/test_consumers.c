@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Consumer identities (host_consumers.c): handlers of loaded plugins join
  * the idempotent core's dispatch under "<durable>/<plugin>/<handler>" or
  * an override, and a mistyped override is refused. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The retention floor: how long a marker must outlive its event, from the
  * stream's MaxAge and the consumer's redelivery settings; the unbounded
  * cases; and the message that gives both figures. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The exit summary line (--summary-file): written with jansson, so any
  * durable name parses back exactly (quotes, backslashes, control bytes) or
  * with U+FFFD for invalid UTF-8, the keys keep the order readers know, and

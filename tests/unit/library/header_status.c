@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* <infinity_bus/status.h> compiles alone (C11, -pedantic-errors). */
 #include <infinity_bus/status.h>
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # libinfinity-bus exports what its version script says and nothing else:
 #   - its soname is libinfinity-bus.so.<major>;
 #   - every exported symbol starts with ib_;

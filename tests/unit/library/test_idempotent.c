@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib_idempotent_call() as a user of the installed library sees it: only
  * <infinity_bus/idempotency.h>, linked against libinfinity-bus. Built once
  * per kind (IB_LIBRARY_KIND = memory | sqlite, a real file); every outcome

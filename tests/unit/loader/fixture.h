@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers of the plugin loader tests: a private directory to stage
  * plugin files in (so their modes and owners are the test's choice, not the
  * build tree's), and a fake host API table. */

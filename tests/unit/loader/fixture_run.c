@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Running events through dispatch for the plugin tests (fixture.h). */
 #include "fixture.h"
 

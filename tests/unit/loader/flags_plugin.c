@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Handler flags (ABI 1.2) as the loader meets them, one variant per build:
  *   FLAGS_KNOWN      an ordinary and a transactional handler;
  *   FLAGS_UNKNOWN    a handler with bits no host knows yet: refused;

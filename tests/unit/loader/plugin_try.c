@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plugin_try: loads one plugin the way the host does and runs one event
  * through it, for test_install.sh.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where a plugin's configuration comes from: --plugin-config NAME=STRING
  * (last one wins) beats IB_PLUGIN_CONFIG_<NAME>. */
 #include <stdlib.h>

@@ -1,8 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The example plugins, loaded by the loader and driven through dispatch:
  * what each promises in its header comment. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ib_test.h"
 
@@ -118,6 +121,65 @@ static void audit_retries_when_the_write_fails(void **state)
     assert_int_equal(dl.outcome, IB_OUTCOME_NAK);
     assert_int_equal(dl.counts.retried, 1);
     ib_event_free(ev);
+}
+
+/* Inits example `name` with `config` under `api` and closes it; returns
+ * init's status, with its message in `msg` (cap bytes). */
+static ib_status init_with(const char *name, const char *config, const ib_host_api *api, char *msg,
+                           size_t cap)
+{
+    char *file = fx_fmt("%s.so", name);
+    char *path = fx_stage(EXAMPLES, file, NULL, 0755);
+    ib_plugin *p = NULL;
+    ib_error err;
+    assert_int_equal(ib_plugin_open(&p, path, NULL, &err), IB_OK);
+    ib_status st = ib_plugin_init(p, api, config, &err);
+    snprintf(msg, cap, "%s", st == IB_OK ? "" : err.msg);
+    ib_plugin_close(p);
+    free(path);
+    free(file);
+    return st;
+}
+
+/* Issue 33: under ibus run --check (IB_HOST_CHECKING, ABI 1.4) the audit
+ * and flaky examples create no file: an existing one is only proven
+ * writable, a missing one needs a directory it could be made in, and
+ * both are said. A host before 1.4 (a shorter table) never checks. */
+static void check_creates_no_file(void **state)
+{
+    (void)state;
+    ib_host_api checking = fx_host, old = fx_host;
+    checking.flags = IB_HOST_CHECKING;
+    old.size = offsetof(ib_host_api, flags);
+    old.flags = IB_HOST_CHECKING; /* beyond its size: never read */
+    assert_true(ib_host_api_checking(&checking));
+    assert_false(ib_host_api_checking(&fx_host));
+    assert_false(ib_host_api_checking(&old));
+    static const char *const names[] = {"audit", "flaky"};
+    char msg[512];
+    for (size_t i = 0; i < 2; i++) {
+        char *log = fx_fmt("%s/%s.log", fx_dir(), names[i]);
+        char *config = fx_fmt("file=%s", log);
+        assert_int_equal(init_with(names[i], config, &checking, msg, sizeof(msg)), IB_OK);
+        assert_int_equal(access(log, F_OK), -1);
+        char *nodir = fx_fmt("file=%s/nodir/x.log", fx_dir());
+        assert_int_equal(init_with(names[i], nodir, &checking, msg, sizeof(msg)), IB_ERR_PLUGIN);
+        assert_non_null(strstr(msg, "/nodir/x.log: directory "));
+        assert_non_null(strstr(msg, "/nodir: No such file or directory"));
+        /* an existing file is opened, not changed */
+        free(fx_write(strrchr(log, '/') + 1, "kept\n"));
+        assert_int_equal(init_with(names[i], config, &checking, msg, sizeof(msg)), IB_OK);
+        char *kept = fx_read(log);
+        assert_string_equal(kept, "kept\n");
+        free(kept);
+        assert_int_equal(unlink(log), 0);
+        /* a real run, and a host before 1.4, create it */
+        assert_int_equal(init_with(names[i], config, &old, msg, sizeof(msg)), IB_OK);
+        assert_int_equal(access(log, F_OK), 0);
+        free(nodir);
+        free(config);
+        free(log);
+    }
 }
 
 static void audit_needs_a_file(void **state)
@@ -272,6 +334,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(audit_appends_one_line_per_event, teardown),
     cmocka_unit_test_teardown(audit_retries_when_the_write_fails, teardown),
     cmocka_unit_test_teardown(audit_needs_a_file, teardown),
+    cmocka_unit_test_teardown(check_creates_no_file, teardown),
     cmocka_unit_test_teardown(flaky_fails_the_configured_fraction, teardown),
     cmocka_unit_test_teardown(flaky_agrees_across_instances, teardown),
     cmocka_unit_test_teardown(flaky_checks_its_config, teardown),

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Every plugin given exports exactly one dynamic symbol, ib_plugin_entry:
 # hidden visibility keeps plugin internals from colliding with the host's
 # or another plugin's symbols.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build tree to a temporary prefix and builds a plugin out of
 # tree against it, as a third party would: once with pkg-config and cc,
 # once with a CMake project and find_package(InfinityBusPlugin). Each result

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ledger example as a transactional handler sees the world: loaded by
  * the loader, given the host's real API table and a hand-made proxy whose
  * connection is an in-memory database inside a savepoint the test opened

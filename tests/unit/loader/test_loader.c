@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The loader: its error table (each refusal with its exact message), file
  * trust, descriptor versions, and the init/fini lifecycle. */
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The puller against a real nats-server, with chained requests on (the
  * delivery callback sends the next pull request the moment a batch has
  * arrived): every message is handed out once, in stream order, while the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib_bus_publish_staged against a real nats-server: what the host's outbox
  * flush relies on. A staged message sent twice (a flush cut short by a
  * crash, then replayed) is stored once within the stream's duplicate

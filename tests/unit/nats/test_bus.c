@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one publish path of the bus proxy and `ibus publish`: how an event's
  * id, subject, encoding and Nats-Msg-Id are settled, and the transactional
  * proxy that stages the same bytes instead of sending them (no server

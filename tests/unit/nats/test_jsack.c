@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table-driven tests of the ack-subject parser. */
 #include "ib_test.h"
 

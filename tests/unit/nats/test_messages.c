@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NATS part's refusals that need no server: argument checks of the
  * puller, the connection and the bus proxy, and the words they use. A library names the
  * setting and its value, never a command-line flag of ibus. */

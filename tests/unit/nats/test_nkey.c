@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NKey seeds: encode a user seed, derive its public key, refuse damage. */
 #include "ib_test.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A minimal blocking HTTP/1.1 client over a raw loopback socket, for tests:
  * one request per connection ("Connection: close"), reads until EOF. */
 #ifndef IB_TEST_HTTP_CLIENT_H

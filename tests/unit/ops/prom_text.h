@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A strict reader of the Prometheus text format 0.0.4, for tests: it checks
  * the structure (HELP/TYPE before samples, one TYPE per family, cumulative
  * histogram buckets ending in +Inf equal to _count, no duplicate series)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The health/metrics HTTP server, exercised over real loopback sockets. */
 #include <dirent.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics registry: counting, histogram buckets, rendering that parses
  * back to the values added, and lock-free updates from many threads. */
 #include <math.h>

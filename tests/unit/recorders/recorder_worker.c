@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Worker for the multi-process test: claims every id of its range on one
  * SQLite file; for each claim it wins it appends "<id> <pid>" to its own
  * output file, then marks the id. Ids it finds busy are retried until they

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the recorder tests: deterministic ids, an injectable
  * clock, scratch directories, and iteration counts that shrink under
  * valgrind. Header-only; each test executable includes it once. */

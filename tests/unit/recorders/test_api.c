@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The recorder API around the kinds: URI grammar (table-driven), option
  * handling, and the wrappers' fallbacks for a kind that offers only the
  * seed's two calls. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The recorder contract, one suite for every kind.
  *
  * Each test runs against the kinds of the table below. CMake builds this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kv: recorder's own tests, against a real nats-server each test
  * starts (loopback, free port, temporary store; stopped by PID): key
  * encoding, Create races, a server restart, bucket binding and TTL
@@ -600,38 +601,69 @@ static void test_no_leader_is_ridden_out(void **state)
     ib_recorder_close(p.r);
 }
 
-/* Runs `ibus markers ACTION [ID] --recorder URI --consumer c`; returns
- * the exit code, with the output in p's logs. */
-static int markers(it_proc *p, const char *uri, const char *action, const char *id)
+/* Runs `ibus markers ACTION [ID] --recorder URI --consumer CONSUMER`
+ * (no --consumer when NULL); returns the exit code, with the output in p's
+ * logs. */
+static int markers_as(it_proc *p, const char *uri, const char *consumer, const char *action,
+                      const char *id)
 {
-    char *argv[] = {(char *)it_ibus(), "markers",    (char *)action,
-                    (char *)id,        "--recorder", (char *)uri,
-                    "--consumer",      "c",          NULL};
-    if (id == NULL)
-        memmove(&argv[3], &argv[4], 5 * sizeof(argv[0]));
+    char *argv[10];
+    size_t n = 0;
+    argv[n++] = (char *)it_ibus();
+    argv[n++] = "markers";
+    argv[n++] = (char *)action;
+    if (id != NULL)
+        argv[n++] = (char *)id;
+    argv[n++] = "--recorder";
+    argv[n++] = (char *)uri;
+    if (consumer != NULL) {
+        argv[n++] = "--consumer";
+        argv[n++] = (char *)consumer;
+    }
+    argv[n] = NULL;
     return it_proc_run(p, dir, action, NULL, argv, 30000);
 }
 
+static int markers(it_proc *p, const char *uri, const char *action, const char *id)
+{
+    return markers_as(p, uri, "c", action, id);
+}
+
 /* ibus markers on kv: lookup, forget and stats work; prune says the
- * bucket's TTL prunes. */
+ * bucket's TTL prunes; an identity the bucket has no markers of is exit 2
+ * for every action, matched exactly (issue 33). */
 static void test_ibus_markers(void **state)
 {
     (void)state;
     ib_recorder *r = NULL;
-    char id[IB_ID_BUF_SIZE], uri[512];
+    char id[IB_ID_BUF_SIZE], other[IB_ID_BUF_SIZE], uri[512];
     it_proc p;
     rt_id(id, 6);
+    rt_id(other, 7);
     snprintf(uri, sizeof(uri), "kv:admin?url=%s", server.url);
     CHECK(open_kv(&r, "admin", "&create=1"));
     CHECK(ib_recorder_mark(r, "c", id, &err));
+    CHECK(ib_recorder_mark(r, "c", other, &err));
+    CHECK(ib_recorder_mark(r, "bulk/once/charge", id, &err));
     assert_int_equal(markers(&p, uri, "lookup", id), 0);
     assert_true(it_file_contains(p.out_path, id));
-    assert_int_equal(markers(&p, uri, "stats", NULL), 0);
-    assert_true(it_file_contains(p.out_path, "markers=1"));
+    assert_int_equal(markers_as(&p, uri, NULL, "stats", NULL), 0);
+    assert_true(it_file_contains(p.out_path, "markers=3"));
+    assert_int_equal(markers(&p, uri, "stats", NULL), 2);
+    assert_true(it_file_contains(p.err_path, "--consumer does not apply"));
     setenv("IB_OLDER_THAN", "1d", 1);
-    assert_int_equal(markers(&p, uri, "prune", NULL), 2);
+    assert_int_equal(markers_as(&p, uri, NULL, "prune", NULL), 2);
     unsetenv("IB_OLDER_THAN");
     assert_true(it_file_contains(p.err_path, "TTL"));
+    static const char *const unknown[] = {"bulk/once/chrage", "bulk/once", "b", "C"};
+    static const char *const actions[] = {"lookup", "forget", "list"};
+    for (size_t u = 0; u < 4; u++)
+        for (size_t a = 0; a < 3; a++) {
+            assert_int_equal(markers_as(&p, uri, unknown[u], actions[a], a < 2 ? id : NULL), 2);
+            assert_true(it_file_contains(p.err_path, "has no markers of that identity; it knows "));
+            assert_true(it_file_contains(p.err_path, "bulk/once/charge"));
+        }
+    assert_true(processed(r, "bulk/once/charge", id));
     assert_int_equal(markers(&p, uri, "forget", id), 0);
     assert_false(processed(r, "c", id));
     assert_int_equal(markers(&p, uri, "lookup", id), 3);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* memory: capacity bound and eviction order, compactness, and a randomised
  * run against a plain reference model that drives the ring through growth,
  * holes, compaction, eviction and pruning. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SQLite shared by real processes: several workers (recorder_worker.c),
  * started with fork+exec, claim and mark overlapping id ranges in one file
  * at the same moment. Every id must be done exactly once across workers,
