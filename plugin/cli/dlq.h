@@ -13,8 +13,17 @@
 /* Longest stream name the command takes. */
 #define IB_DLQ_STREAM_MAX 256
 
+/* Longest event id a listing shows of one that is not a valid id (an
+ * invalid-id dead letter), escaped. */
+#define IB_DLQ_ID_SHOWN 64
+
 /* One dead letter, read from the stream. Strings are BORROWED from `msg`
- * (its headers) and NULL when the header is absent. */
+ * (its headers) or from the entry's own buffers, and NULL when absent.
+ * `event_id` and `event_type` come from the Ibus-Event-* headers, or,
+ * when those are absent (an invalid-id dead letter, whose event has no
+ * valid id to name), from the message's own bytes whenever they are an
+ * Event: the id normalised, or escaped as it is when it is not a valid id
+ * (printable ASCII kept, other bytes as \xNN, cut at IB_DLQ_ID_SHOWN). */
 typedef struct ib_dlq_entry {
     natsMsg *msg;    /* OWNED; ib_dlq_entry_clear destroys it */
     uint64_t seq;    /* its sequence in the dead-letter stream */
@@ -22,7 +31,14 @@ typedef struct ib_dlq_entry {
     const char *reason, *error, *subject, *stream, *consumer, *event_id, *event_type;
     uint64_t stream_seq; /* the original's, in its own stream */
     uint64_t deliveries; /* Ibus-Delivery-Count */
+    char id_buf[IB_DLQ_ID_SHOWN * 4 + 1];
+    char type_buf[256];
 } ib_dlq_entry;
+
+/* Fills e->event_id and e->event_type, where the headers gave none, from
+ * `len` bytes of message data that are an Event (see ib_dlq_entry); leaves
+ * them NULL otherwise. Pure; exposed for tests. */
+void ib_dlq_entry_from_data(ib_dlq_entry *e, const uint8_t *data, size_t len);
 
 /* What selects dead letters; NULL / 0 = any. */
 typedef struct ib_dlq_filter {
