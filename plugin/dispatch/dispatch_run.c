@@ -1035,6 +1035,9 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
     case R_CONFLICT:
         res = IB_RESULT_CONFLICT;
         break;
+    case R_WAIT:
+        res = IB_RESULT_WAITING;
+        break;
     default:
         return; /* busy, poisoned, skipped: no handler call to report */
     }
@@ -1213,7 +1216,7 @@ static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
         dl->dead_letter_reason = IB_DLQ_MAX_DELIVER;
         dl->reject_detail = v->last;
-        dl->attempts = v->attempts;
+        dl->attempts = c->durable ? v->attempts : 0; /* memory: deliveries are the budget */
         dl->exhausted = v->exhausted;
     } else if (v->busy || v->wait) {
         int64_t busy = v->busy ? busy_wait_ms(c, dl, v->busy_ms) : 0;

@@ -183,6 +183,10 @@ static void observe(void *ctx, const ib_delivery *d, const char *consumer, size_
     ib_host *h = ctx;
     ib_metrics_consumer *slot =
         handler < h->consumer_metrics_n ? h->consumer_metrics[handler] : NULL;
+    if (result == IB_RESULT_WAITING) {
+        ib_metrics_consumer_waits(slot, 1); /* not run: its circuit is open */
+        return;
+    }
     if ((unsigned)result < sizeof(run_result) / sizeof(run_result[0]))
         ib_metrics_consumer_count(slot, run_result[result]);
     if (result == IB_RESULT_DUPLICATE)
@@ -268,7 +272,8 @@ static int register_consumer_metrics(ib_host *h, ib_error *err)
 {
     size_t n = ib_dispatch_handler_count(h->dispatch);
     h->consumer_metrics = calloc(n > 0 ? n : 1, sizeof(*h->consumer_metrics));
-    if (h->consumer_metrics == NULL) {
+    h->circuit_warned_ms = calloc(n > 0 ? n : 1, sizeof(*h->circuit_warned_ms));
+    if (h->consumer_metrics == NULL || h->circuit_warned_ms == NULL) {
         ib_error_set(err, IB_ERR_NOMEM, "out of memory for the consumer metrics");
         return -1;
     }
@@ -302,6 +307,8 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
         .on_recorder = ib__host_on_recorder,
         .on_conflict = h->cfg->on_conflict,
         .transactional_bus = ib__host_transactional_bus,
+        .circuit = h->cfg->circuit,
+        .on_circuit = ib__host_on_circuit,
     };
     if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
         return -1;
@@ -394,6 +401,33 @@ static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *de
                        ib_dispatch_recorder_seconds(h->dispatch));
 }
 
+/* The Ibus-Error of a dead letter dispatch decided: the reason with the
+ * count, and what the handler said ("rejected after 1 deliveries: HTTP
+ * 422: ..."; "max-deliver after 5 attempts; last: HTTP 503 Service
+ * Unavailable"). Attempts are what the poison rule counts; a recorder
+ * without them (memory:) counts deliveries. */
+static const char *dead_letter_detail(char *buf, size_t cap, const ib_delivery *d)
+{
+    const char *reason = ib_dead_letter_reason_str(d->dead_letter_reason);
+    if (d->dead_letter_reason != IB_DLQ_MAX_DELIVER) {
+        snprintf(buf, cap, "%s after %" PRIu64 " deliveries%s%s", reason, d->delivery_count,
+                 d->reject_detail != NULL ? ": " : "",
+                 d->reject_detail != NULL ? d->reject_detail : "");
+        return buf;
+    }
+    const char *last = d->reject_detail;
+    if (d->exhausted)
+        last = "not known (no handler ran on this delivery: its attempts were used up before it)";
+    else if (last == NULL)
+        last = "RETRY (the handler gave no reason)";
+    if (d->attempts > 0)
+        snprintf(buf, cap, "%s after %" PRIu32 " attempts; last: %s", reason, d->attempts, last);
+    else
+        snprintf(buf, cap, "%s after %" PRIu64 " deliveries; last: %s", reason, d->delivery_count,
+                 last);
+    return buf;
+}
+
 /* Settle: acks, naks or dead-letters one message as decode and dispatch
  * decided. */
 static void settle_one(ib_host *h, item *it)
@@ -415,12 +449,9 @@ static void settle_one(ib_host *h, item *it)
         settle_nak(h, it, d->nak_delay_ms);
         break;
     case IB_OUTCOME_DEAD_LETTER: {
-        char detail[IB_VERDICT_REASON_MAX + 64];
-        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries%s%s",
-                 ib_dead_letter_reason_str(d->dead_letter_reason), d->delivery_count,
-                 d->reject_detail != NULL ? ": " : "",
-                 d->reject_detail != NULL ? d->reject_detail : "");
-        settle_dead_letter(h, it, d->dead_letter_reason, detail);
+        char detail[IB_VERDICT_REASON_MAX + 160];
+        settle_dead_letter(h, it, d->dead_letter_reason,
+                           dead_letter_detail(detail, sizeof(detail), d));
         break;
     }
     }

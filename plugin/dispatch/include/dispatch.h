@@ -155,6 +155,7 @@ typedef enum ib_handler_result {
                                       fingerprint (a producer reused the id) */
     IB_RESULT_DUPLICATE = 7,       /* not run: already marked (by an earlier delivery or
                                       an earlier copy in the batch that succeeded) */
+    IB_RESULT_WAITING = 8,         /* not run: its circuit is open; the delivery waits */
 } ib_handler_result;
 
 /* What becomes of a delivery whose id is marked for one of its handlers
@@ -198,9 +199,10 @@ struct ib_delivery;
 /* Called on the thread of ib_dispatch_run(), after the batch's marks, once
  * for every handler call that ran or failed to start for a recorder error,
  * and once for every handler skipped as a duplicate (IB_RESULT_DUPLICATE:
- * the sum of those reports is the deliveries' counts.duplicates). Not for
- * busy claims, exhausted attempts or followers of a failed first
- * occurrence. `consumer` and `delivery` are BORROWED for the call;
+ * the sum of those reports is the deliveries' counts.duplicates), and once
+ * for every handler not run because its circuit is open
+ * (IB_RESULT_WAITING). Not for busy claims, exhausted attempts or
+ * followers of a failed first occurrence. `consumer` and `delivery` are BORROWED for the call;
  * `handler` is the handler's registration index (0-based, as
  * ib_dispatch_handler_consumer() reads it), so an observer can keep
  * per-handler state in an array and never look a name up; `seconds` is the

@@ -75,6 +75,12 @@ typedef struct ib_host_config {
     /* --create: MaxAge and MaxBytes of a stream it creates; 0 = none */
     int64_t stream_max_age_ms;
     int64_t stream_max_bytes;
+    /* The circuit per handler (dispatch.h, "Circuits"); zeroed = off. */
+    ib_circuit_options circuit;
+    /* A handler call running longer than this is logged, counted and
+     * fails /healthz (and stops systemd's watchdog pings) until it
+     * returns; 0 = never. */
+    int64_t handler_timeout_ms;
 } ib_host_config;
 
 /* Runs the host until a signal, an idle exit or a fatal error. Returns the
