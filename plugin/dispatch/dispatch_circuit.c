@@ -25,6 +25,7 @@ typedef struct circuit {
     _Atomic int64_t next_probe_ms;              /* OPEN: when the next probe is due */
     window_call calls[IB_CIRCUIT_WINDOW_CALLS]; /* a ring, oldest at `head` */
     size_t head, count, failures;
+    size_t run;           /* the failures at the window's end, since its last success */
     int64_t interval_ms;  /* the probe interval now */
     int64_t opened_at_ms; /* when it last left CLOSED */
     uint64_t probed[PROBES_KEPT];
@@ -147,6 +148,8 @@ static void window_trim(circuit *c, int64_t now, int64_t window_ms, size_t room)
         c->head = (c->head + 1) % IB_CIRCUIT_WINDOW_CALLS;
         c->count--;
     }
+    if (c->run > c->count)
+        c->run = c->count;
 }
 
 static void window_add(circuit *c, uint64_t event, bool failed, int64_t now)
@@ -155,16 +158,18 @@ static void window_add(circuit *c, uint64_t event, bool failed, int64_t now)
     c->calls[tail] = (window_call){.at_ms = now, .event = event, .failed = failed};
     c->count++;
     c->failures += failed;
+    c->run = failed ? c->run + 1 : 0;
 }
 
-/* Distinct events among the window's failures, counted up to `enough`. */
-static size_t failing_events(const circuit *c, size_t enough)
+/* Distinct events among the failures of the window's calls from the
+ * `from`-th (0: the oldest) on, counted up to `enough`. */
+static size_t failing_events(const circuit *c, size_t from, size_t enough)
 {
     size_t distinct = 0;
-    for (size_t i = 0; i < c->count && distinct < enough; i++) {
+    for (size_t i = from; i < c->count && distinct < enough; i++) {
         const window_call *w = &c->calls[(c->head + i) % IB_CIRCUIT_WINDOW_CALLS];
         bool seen = false;
-        for (size_t j = 0; j < i && w->failed && !seen; j++) {
+        for (size_t j = from; j < i && w->failed && !seen; j++) {
             const window_call *v = &c->calls[(c->head + j) % IB_CIRCUIT_WINDOW_CALLS];
             seen = v->failed && v->event == w->event;
         }
@@ -179,25 +184,42 @@ static void open_at(circuit *c, int64_t now, int64_t interval)
     atomic_store_explicit(&c->next_probe_ms, now + interval, memory_order_relaxed);
 }
 
+/* Whether the window says outage: its failure rate, or a run of
+ * IB_CIRCUIT_RUN_CALLS failures at its end (an outage after a busy spell,
+ * whose successes would dilute the rate for a while), each from at least
+ * min_events distinct events. Writes why into `detail`. */
+static bool outage(const ib__circuits *cs, const circuit *c, char *detail, size_t cap)
+{
+    unsigned min = cs->o.min_events;
+    char w[32];
+    duration(w, sizeof(w), cs->o.window_ms);
+    if (c->failures >= min && c->failures * 100 >= (size_t)cs->o.failure_pct * c->count &&
+        failing_events(c, 0, min) >= min) {
+        snprintf(detail, cap, "%zu of %zu calls failed within %s, from %zu events", c->failures,
+                 c->count, w, failing_events(c, 0, SIZE_MAX));
+        return true;
+    }
+    if (c->run >= IB_CIRCUIT_RUN_CALLS && failing_events(c, c->count - c->run, min) >= min) {
+        snprintf(detail, cap, "the last %zu calls failed (within %s, from %zu events)", c->run, w,
+                 failing_events(c, c->count - c->run, SIZE_MAX));
+        return true;
+    }
+    return false;
+}
+
 /* A closed circuit's new call: opens it when the window says outage. */
 static void record_closed(ib__circuits *cs, circuit *c, uint64_t event, bool failed,
                           const char *reason, int64_t now, ib__circuit_change *ch)
 {
+    char why[128];
     window_trim(c, now, cs->o.window_ms, 1);
     window_add(c, event, failed, now);
-    if (!failed || c->failures * 100 < (size_t)cs->o.failure_pct * c->count ||
-        c->failures < cs->o.min_events)
+    if (!failed || !outage(cs, c, why, sizeof(why)))
         return;
-    if (failing_events(c, cs->o.min_events) < cs->o.min_events)
-        return;
-    size_t events = failing_events(c, SIZE_MAX);
-    char w[32];
     c->opened_at_ms = now;
     open_at(c, now, cs->o.probe_min_ms);
     set_state(c, IB_CIRCUIT_OPEN, ch);
-    snprintf(ch->detail, sizeof(ch->detail),
-             "%zu of %zu calls failed within %s, from %zu events; last: %s", c->failures, c->count,
-             duration(w, sizeof(w), cs->o.window_ms), events, or_retry(reason));
+    snprintf(ch->detail, sizeof(ch->detail), "%s; last: %s", why, or_retry(reason));
 }
 
 /* The probe's outcome. */
@@ -216,7 +238,7 @@ static void record_probe(ib__circuits *cs, circuit *c, uint64_t event, bool fail
                  duration(b, sizeof(b), c->interval_ms), or_retry(reason));
         return;
     }
-    c->head = c->count = c->failures = 0;
+    c->head = c->count = c->failures = c->run = 0;
     window_add(c, event, false, now);
     set_state(c, IB_CIRCUIT_CLOSED, ch);
     snprintf(ch->detail, sizeof(ch->detail), "probe succeeded after %s open",

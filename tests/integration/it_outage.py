@@ -13,6 +13,11 @@ a receiver this test starts and stops on loopback. One case per run:
   poison  the same with one event the receiver always answers 500: it is
           dead-lettered "max-deliver" with "last: HTTP 500 ..." in
           Ibus-Error; no other event is.
+  defaults  (label chaos) every setting at its default: the receiver is down
+          for IB_OUTAGE_SECONDS (600: ten minutes) while events keep arriving
+          (a backlog, then ten every five seconds); nothing dead-lettered,
+          every event once, and the figures (requests, deliveries, how soon
+          draining starts) printed for the report.
   hang    the scripted C plugin's handler never returns (hang:1) under
           --handler-timeout 1s: the call is logged and counted, /healthz
           answers 503 naming it, systemd's watchdog pings ($NOTIFY_SOCKET,
@@ -309,6 +314,57 @@ def outage(env, with_poison):
     log(f"poison: dead-lettered alone, Ibus-Error: {d['error']}")
 
 
+def defaults(env):
+    """Ten minutes down with every setting at its default."""
+    durable, consumer = "defaults", "defaults/http/http"
+    seconds = float(os.environ.get("IB_OUTAGE_SECONDS", "600"))
+    rcv = Receiver(free_port())
+    rcv.start()
+    mport = free_port()
+    host = env.spawn(env.ibus_run(durable, env.args.plugin_http,
+                                  f"http=url=http://127.0.0.1:{rcv.port}/",
+                                  ["--http", f"127.0.0.1:{mport}"]), "ibus-" + durable)
+    wait_for("ibus run ready", lambda: get(mport, "/readyz")[0] == 200)
+    sent = events(200)
+    env.publish(durable, sent)
+    wait_for("the first events", lambda: all(rcv.ok_count(e["id"]) == 1 for e in sent), 60)
+    rcv.stop()
+    t0, text_a, opened_at = time.monotonic(), None, None
+    while time.monotonic() - t0 < seconds:
+        batch = events(10)
+        env.publish(durable, batch)
+        sent.extend(batch)
+        for _ in range(10):  # five seconds, watching for the circuit
+            text = get(mport, "/metrics")[1]
+            if text_a is None and metric(text, f'ibus_circuit_state{{consumer="{consumer}"}}') > 0:
+                text_a, opened_at = text, time.monotonic() - t0
+            time.sleep(0.5)
+    text_b, down = get(mport, "/metrics")[1], time.monotonic() - t0
+    rcv.start()
+    back = time.monotonic()
+    wait_for("every event once the receiver is back",
+             lambda: all(rcv.ok_count(e["id"]) >= 1 for e in sent), 600)
+    drained = time.monotonic() - back
+    time.sleep(2)
+    final, dead = get(mport, "/metrics")[1], env.dlq(durable)
+    stop(host, 0)
+    assert text_a is not None, "the circuit never opened"
+    errors = (metric(text_b, f'ibus_http_requests_total{{consumer="{consumer}",code="error"}}') -
+              metric(text_a, f'ibus_http_requests_total{{consumer="{consumer}",code="error"}}'))
+    received = (metric(text_b, "ibus_events_received_total") -
+                metric(text_a, "ibus_events_received_total"))
+    repeats = sum(1 for e in sent if rcv.ok_count(e["id"]) != 1)
+    start = rcv.first_ok_after(back) - back
+    opened = metric(final, f'ibus_circuit_transitions_total{{consumer="{consumer}",to="open"}}')
+    log(f"defaults: {len(sent)} events, receiver down {down:.0f}s (circuit open after "
+        f"{opened_at:.1f}s), {errors:.0f} requests and {received:.0f} deliveries while open, "
+        f"draining began {start:.2f}s after the return and ended {drained:.1f}s after it; "
+        f"dead letters {len(dead)}, events not POSTed once {repeats}, transitions to open "
+        f"{opened:.0f}")
+    assert dead == [] and repeats == 0, (dead, repeats)
+    assert errors <= (down - opened_at) / 5 + 5, f"{errors} requests in {down - opened_at:.0f}s"
+
+
 def notify_socket(tmp):
     path = os.path.join(tmp, "notify.sock")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -382,7 +438,7 @@ def hang(env):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", choices=("outage", "poison", "hang"), required=True)
+    ap.add_argument("--case", choices=("outage", "poison", "hang", "defaults"), required=True)
     ap.add_argument("--ibus", required=True)
     ap.add_argument("--plugin-http", required=True)
     ap.add_argument("--plugin-scripted", required=True)
@@ -396,6 +452,8 @@ def main():
         env.start_nats()
         if args.case == "hang":
             hang(env)
+        elif args.case == "defaults":
+            defaults(env)
         else:
             outage(env, args.case == "poison")
     except BaseException:

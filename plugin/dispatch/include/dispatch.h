@@ -80,8 +80,12 @@
  *
  *   CLOSED    -> OPEN       when the window holds failures of at least
  *                           circuit.min_events distinct events and they are
- *                           at least circuit.failure_pct % of its calls (one
- *                           or two events failing alone never open it);
+ *                           at least circuit.failure_pct % of its calls, or
+ *                           its last IB_CIRCUIT_RUN_CALLS calls all failed,
+ *                           from at least circuit.min_events events (an
+ *                           outage right after a busy spell, whose successes
+ *                           dilute the rate); one or two events failing
+ *                           alone never open it;
  *   OPEN                    the handler is not run: its items are neither
  *                           claimed nor counted as attempts, and the delivery
  *                           is NAK'ed until the next probe is due (+ up to 20 %);
@@ -177,6 +181,10 @@ typedef enum ib_circuit_state {
 
 /* The most calls a circuit's window holds, whatever circuit.window_ms. */
 #define IB_CIRCUIT_WINDOW_CALLS 100
+/* A run of this many failed calls at the window's end opens a circuit
+ * whatever the rate (from circuit.min_events events or more): a downstream
+ * that fails 30 % of the time makes such a run about once in 170,000 calls. */
+#define IB_CIRCUIT_RUN_CALLS 10
 #define IB_CIRCUIT_DEFAULT_WINDOW_MS 30000
 #define IB_CIRCUIT_DEFAULT_FAILURE_PCT 50
 #define IB_CIRCUIT_DEFAULT_MIN_EVENTS 3

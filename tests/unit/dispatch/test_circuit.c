@@ -211,6 +211,32 @@ static void outage_waits_and_probes(fx *f)
 }
 BOTH_KINDS(outage_waits_and_probes)
 
+/* An outage right after a busy spell: the window's successes keep the
+ * rate low, but a run of IB_CIRCUIT_RUN_CALLS failures from three events
+ * opens it, and no earlier. */
+static void outage_after_busy_spell_opens_on_a_run(fx *f)
+{
+    heard hd = {0};
+    ib_dispatch_options o = circuit_options(&hd, 5);
+    ib_delivery dl[BATCH];
+    ib_event ev[BATCH];
+    reset_handler();
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+    for (unsigned k = 0; k < 10; k++)
+        run_batch(f, dl, ev, 1000 + k * BATCH, BATCH, 1); /* 60 successes */
+    atomic_store(&h.down, true);
+    for (uint64_t round = 1; round <= 3; round++)
+        run_batch(f, dl, ev, 1, 3, round); /* 9 failures: 13 % of the window */
+    assert_int_equal(hd.opened, 0);
+    run_batch(f, dl, ev, 1, 3, 4);
+    assert_int_equal(hd.opened, 1);
+    assert_non_null(strstr(hd.last_detail, "the last 10 calls failed"));
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+}
+BOTH_KINDS(outage_after_busy_spell_opens_on_a_run)
+
 /* A failed probe is followed by a probe of another event of the batch,
  * so one poison event cannot keep every probe failing. */
 static void probes_move_on_to_other_events(fx *f)
@@ -414,6 +440,8 @@ BOTH_KINDS(overdue_calls_are_seen)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(outage_waits_and_probes_memory),
     cmocka_unit_test(outage_waits_and_probes_sqlite),
+    cmocka_unit_test(outage_after_busy_spell_opens_on_a_run_memory),
+    cmocka_unit_test(outage_after_busy_spell_opens_on_a_run_sqlite),
     cmocka_unit_test(probes_move_on_to_other_events_memory),
     cmocka_unit_test(probes_move_on_to_other_events_sqlite),
     cmocka_unit_test(poison_among_successes_opens_nothing_memory),
