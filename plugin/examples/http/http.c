@@ -120,25 +120,12 @@ static void log_failure(http_plugin *p, const ib_raw_event *ev, const char *what
                 (unsigned long long)skipped);
 }
 
-/* The reason phrase of a status line "HTTP/1.1 503 Service Unavailable",
- * printable ASCII only; "" when it has none (HTTP/2). */
-static void keep_phrase(http_answer *a, const char *line, size_t len)
-{
-    size_t i = 0, o = 0;
-    for (int spaces = 0; i < len && spaces < 2; i++)
-        spaces += line[i] == ' ';
-    for (; i < len && o + 1 < sizeof(a->phrase); i++)
-        if (line[i] >= 0x20 && line[i] < 0x7f)
-            a->phrase[o++] = line[i];
-    a->phrase[o] = '\0';
-}
-
 static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 {
     http_answer *a = ctx;
     size_t len = size * n;
     if (len > 5 && strncmp(data, "HTTP/", 5) == 0)
-        keep_phrase(a, data, len);
+        (void)ib_http_status_phrase(a->phrase, sizeof(a->phrase), data, len);
     if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
         size_t vl = len - 12 < sizeof(a->retry_after) - 1 ? len - 12 : sizeof(a->retry_after) - 1;
         memcpy(a->retry_after, data + 12, vl);
