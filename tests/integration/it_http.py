@@ -37,6 +37,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_netutil import free_port, tcp_open  # noqa: E402
+from it_procs import show_logs, stop_all, wait_for  # noqa: E402
 
 SECRET = "Bearer it-http-" + uuid.uuid4().hex
 
@@ -265,24 +266,6 @@ class Run:
                 p.wait()
         return p.returncode
 
-    def stop_all(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-    def show_logs(self):
-        for name in sorted(os.listdir(self.tmp)):
-            if name.endswith(".log"):
-                with open(os.path.join(self.tmp, name), errors="replace") as f:
-                    sys.stdout.write(f"--- {name} (tail)\n{f.read()[-3000:]}\n")
-
-
-def wait_for(what, cond, timeout=30):
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def ready(port):
@@ -483,10 +466,10 @@ def main():
         down_run(run)
         examples_run(run)
     except BaseException:
-        run.show_logs()
+        show_logs(run.tmp, 3000)
         raise
     finally:
-        run.stop_all()
+        stop_all(run.procs)
     shutil.rmtree(tmp, ignore_errors=True)
     print("it_http: 4 passed, 0 failed")  # main, tls, down, examples
     return 0

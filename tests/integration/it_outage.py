@@ -47,6 +47,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_netutil import free_port, tcp_open  # noqa: E402
+from it_procs import show_logs, stop_all, wait_for  # noqa: E402
 
 PROBE_MAX_S = 1.0
 BATCH = 8
@@ -168,24 +169,6 @@ class Env:
         assert r.returncode == 0, r.stderr
         return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
-    def stop_all(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-    def show_logs(self):
-        for name in sorted(os.listdir(self.tmp)):
-            if name.endswith(".log"):
-                with open(os.path.join(self.tmp, name), errors="replace") as f:
-                    sys.stdout.write(f"--- {name} (tail)\n{f.read()[-4000:]}\n")
-
-
-def wait_for(what, cond, timeout=30):
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def get(port, path):
@@ -457,7 +440,7 @@ def main():
         else:
             outage(env, args.case == "poison")
     except BaseException:
-        env.show_logs()
+        show_logs(env.tmp)
         if os.environ.get("IT_OUTAGE_KEEP"):
             print(f"kept {tmp}")
             for p in env.procs:
@@ -466,7 +449,7 @@ def main():
             time.sleep(float(os.environ["IT_OUTAGE_KEEP"]))
         raise
     finally:
-        env.stop_all()
+        stop_all(env.procs)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"it_outage {args.case}: passed")
     return 0

@@ -114,6 +114,15 @@ static void add(fx *f, const char *consumer)
     assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
 }
 
+/* A table with circuits (circuit_options) and the test handler, fresh. */
+static void open_table(fx *f, heard *hd, uint64_t max_deliver)
+{
+    ib_dispatch_options o = circuit_options(hd, max_deliver);
+    reset_handler();
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+}
+
 /* Runs events first..first+n-1 as one batch, each with delivery count `dc`. */
 static void run_batch(fx *f, ib_delivery *dl, ib_event *ev, unsigned first, size_t n, uint64_t dc)
 {
@@ -217,12 +226,9 @@ BOTH_KINDS(outage_waits_and_probes)
 static void outage_after_busy_spell_opens_on_a_run(fx *f)
 {
     heard hd = {0};
-    ib_dispatch_options o = circuit_options(&hd, 5);
     ib_delivery dl[BATCH];
     ib_event ev[BATCH];
-    reset_handler();
-    fx_dispatch(f, &o);
-    add(f, CONSUMER);
+    open_table(f, &hd, 5);
     for (unsigned k = 0; k < 10; k++)
         run_batch(f, dl, ev, 1000 + k * BATCH, BATCH, 1); /* 60 successes */
     atomic_store(&h.down, true);
@@ -242,12 +248,9 @@ BOTH_KINDS(outage_after_busy_spell_opens_on_a_run)
 static void probes_move_on_to_other_events(fx *f)
 {
     heard hd = {0};
-    ib_dispatch_options o = circuit_options(&hd, 5);
     ib_delivery dl[BATCH];
     ib_event ev[BATCH];
-    reset_handler();
-    fx_dispatch(f, &o);
-    add(f, CONSUMER);
+    open_table(f, &hd, 5);
     atomic_store(&h.down, true);
     run_batch(f, dl, ev, 1, BATCH, 1);
     assert_int_equal(hd.opened, 1);
@@ -270,14 +273,11 @@ BOTH_KINDS(probes_move_on_to_other_events)
 static void poison_among_successes_opens_nothing(fx *f)
 {
     heard hd = {0};
-    ib_dispatch_options o = circuit_options(&hd, 3);
     ib_delivery dl[BATCH];
     ib_event ev[BATCH];
-    reset_handler();
+    open_table(f, &hd, 3);
     h.poison[0] = 101;
     h.npoison = 1;
-    fx_dispatch(f, &o);
-    add(f, CONSUMER);
     for (uint64_t dc = 1; dc <= 3; dc++) {
         fx_event(&ev[0], 101, TYPE);
         fx_delivery(&dl[0], &ev[0], dc);
@@ -305,15 +305,12 @@ BOTH_KINDS(poison_among_successes_opens_nothing)
 static void poison_alone_opens_nothing(fx *f)
 {
     heard hd = {0};
-    ib_dispatch_options o = circuit_options(&hd, 3);
     ib_delivery dl[2];
     ib_event ev[2];
-    reset_handler();
+    open_table(f, &hd, 3);
     h.poison[0] = 101;
     h.poison[1] = 102;
     h.npoison = 2;
-    fx_dispatch(f, &o);
-    add(f, CONSUMER);
     for (uint64_t dc = 1; dc <= 3; dc++)
         run_batch(f, dl, ev, 101, 2, dc);
     assert_int_equal(dl[0].outcome, IB_OUTCOME_DEAD_LETTER);
