@@ -46,8 +46,8 @@ import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from it_netutil import free_port, tcp_open  # noqa: E402
-from it_procs import show_logs, stop_all, wait_for  # noqa: E402
+from it_netutil import free_port  # noqa: E402
+from it_procs import show_logs, spawn, start_nats, stop_all, wait_for  # noqa: E402
 
 PROBE_MAX_S = 1.0
 BATCH = 8
@@ -132,19 +132,10 @@ class Env:
         self.args, self.tmp, self.procs = args, tmp, []
 
     def spawn(self, argv, name, env=None):
-        out = open(os.path.join(self.tmp, name + ".log"), "ab")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp,
-                             env={**os.environ, **(env or {})})
-        out.close()
-        self.procs.append(p)
-        return p
+        return spawn(self.procs, self.tmp, argv, name, env)
 
     def start_nats(self):
-        port = free_port()
-        self.spawn([self.args.nats_server, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd",
-                    os.path.join(self.tmp, "js")], "nats")
-        wait_for("nats-server", lambda: tcp_open(port), 10)
-        self.url = f"nats://127.0.0.1:{port}"
+        self.url = start_nats(self.procs, self.tmp, self.args.nats_server)
 
     def ibus_run(self, durable, plugin, config, extra=()):
         return [self.args.ibus, "run", "--nats-url", self.url, "--create", "--durable", durable,
