@@ -100,13 +100,13 @@ static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
  * the marks were durable and the ack never landed (lost, or the process
  * died between the commit and the ack): the crash window at work. A
  * producer's retry is a new message with delivery count 1; a RETRY of one
- * handler brings its event back with that handler still unmarked; neither
- * counts. */
+ * handler brings its event back with that handler still unmarked, and so
+ * does one whose circuit is open; none of them counts. */
 static bool redelivered_all_marked(const ib_delivery *d)
 {
     const ib_delivery_counts *c = &d->counts;
     unsigned other = c->handled + c->retried + c->rejected + c->busy + c->recorder_failed +
-                     c->coalesced + c->lost + c->exhausted + c->conflicts;
+                     c->coalesced + c->lost + c->exhausted + c->conflicts + c->waiting;
     return d->delivery_count > 1 && c->duplicates > 0 && other == 0;
 }
 
