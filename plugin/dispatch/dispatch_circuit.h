@@ -50,7 +50,8 @@ bool ib__circuit_probed_lately(const ib__circuits *cs, size_t h, uint64_t event)
 void ib__circuit_probe_start(ib__circuits *cs, size_t h, uint64_t event, ib__circuit_change *ch);
 
 /* Run thread: a call of `h` on event `event` ran and `failed` or not, at
- * `now`; `reason` (may be NULL or "") is what a failure said. Closed: the
+ * `now`; `reason` (may be NULL or "") is what a failure said. Only a
+ * failure's `event` is ever compared: a success may pass 0. Closed: the
  * call joins the window, which may open the circuit. Probing: the probe's
  * outcome closes the circuit or opens it again with a longer interval.
  * Open: nothing (a call of the batch that opened it). */

@@ -45,6 +45,8 @@ enum item_result {
     R_SKIPPED,    /* acquired, not run: its delivery conflicts; released */
     R_TXN_FAILED, /* acquired, not run: its transaction could not start; released */
     R_WAIT,       /* not claimed, not run: its handler's circuit is open */
+    R_HELD_BACK,  /* acquired, not run: its circuit opened during the batch;
+                     released, attempts ended, waits like R_WAIT */
 };
 
 typedef struct run_item {
@@ -59,6 +61,7 @@ typedef struct run_item {
     bool taken;           /* its finished handler was seen by the committer */
     bool probe;           /* its handler's circuit is probing with this call */
     bool held;            /* R_RETRY while its circuit is open: waits, attempts ended */
+    bool recorded;        /* its call was told to its circuit */
     atomic_bool finished; /* written by the thread that ran it, after result */
     ib__dnote note;       /* what the handler added to its verdict (ABI 1.3) */
 } run_item;
@@ -321,6 +324,7 @@ static void plan(run_ctx *c)
             it->taken = false;
             it->probe = false;
             it->held = false;
+            it->recorded = false;
             it->note.retry_after_ms = -1;
             it->note.reason[0] = '\0';
             atomic_init(&it->finished, false);
@@ -612,7 +616,7 @@ static void release(run_ctx *c)
     size_t nk = gather(c, R_RETRY, R_REJECT);
     /* an exhausted key holds no claim of ours: releasing it is a no-op */
     nk += gather_more(c, nk, R_POISON_OPEN, R_SKIPPED);
-    nk += gather_more(c, nk, R_TXN_FAILED, R_TXN_FAILED);
+    nk += gather_more(c, nk, R_TXN_FAILED, R_HELD_BACK);
     if (nk == 0)
         return;
     ib_status st = ib_recorder_release_batch(r->recorder, s->keys, nk, r->opts.owner, &e);
@@ -654,6 +658,8 @@ static void settle_ready(run_ctx *c)
         o->on_settled(o->observer_ctx, &c->dl[i]);
     }
 }
+
+static void circuit_record(run_ctx *c, run_item *it);
 
 /* Moves the handlers that finished since the last look into the pending
  * marks. Run thread only. */
@@ -738,8 +744,21 @@ static void commit_all(run_ctx *c)
     }
 }
 
+/* Tells the circuits of the handlers that finished since the last look
+ * what they did, so one that opens holds the batch's later calls back.
+ * Run thread only. */
+static void circuits_seen(run_ctx *c)
+{
+    for (size_t w = 0; c->cs != NULL && w < c->nwork; w++) {
+        run_item *it = &c->items[c->s->work[w]];
+        if (!it->recorded && atomic_load_explicit(&it->finished, memory_order_acquire))
+            circuit_record(c, it);
+    }
+}
+
 static void tick(void *arg)
 {
+    circuits_seen(arg);
     commit(arg, false);
 }
 
@@ -797,7 +816,12 @@ static void run_one(void *arg, size_t w)
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000};
         nanosleep(&pause, NULL);
     }
-    call_handler(c, it, c->bus);
+    /* Its circuit opened since the batch was planned: not called (the run
+     * thread releases the claim and ends the attempt it counted). */
+    if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
+        it->result = R_HELD_BACK;
+    else
+        call_handler(c, it, c->bus);
     atomic_store_explicit(&it->finished, true, memory_order_release);
 }
 
@@ -898,6 +922,7 @@ static void run_handlers(run_ctx *c)
     } else {
         for (size_t w = 0; w < c->nwork; w++) {
             run_one(c, w);
+            circuit_record(c, &c->items[c->s->work[w]]);
             /* a failed commit is retried until it lands before the next
              * handler starts */
             if (!commit(c, false) && atomic_load(&c->gate_closed))
@@ -965,30 +990,50 @@ static bool item_ran(const run_item *it)
            it->result == R_RETRY;
 }
 
-/* Tells each circuit what its handler's calls did, in batch order (which
- * may open a circuit, or close or reopen a probing one), then holds every
- * RETRY whose circuit is open now: it waits with the others, and its
- * attempts are ended, so an outage spends no event's budget. */
+/* Tells the circuit of a call that ran what it did, once, as soon as the
+ * run thread sees it finished (a call that opens the circuit then stops
+ * the batch's later calls of that handler). Run thread only. */
+static void circuit_record(run_ctx *c, run_item *it)
+{
+    ib__circuit_change ch;
+    if (c->cs == NULL || it->recorded || !item_ran(it))
+        return;
+    bool failed = it->result == R_RETRY;
+    it->recorded = true;
+    /* only failures need their event told apart, and the time of the
+     * run's start is close enough for a success */
+    int64_t now = failed || it->probe ? ib_clock_monotonic_ms() : c->now_ms;
+    ib__circuit_record(c->cs, it->h->index, failed ? event_hash(c, it) : 0, failed, it->note.reason,
+                       now, &ch);
+    tell_circuit(c, it, &ch);
+}
+
+/* Tells each circuit what its handler's calls that it has not heard of
+ * did (transactional ones; a probe that ran nothing), in batch order,
+ * then holds every RETRY whose circuit is open now: it waits with the
+ * others, and its attempts are ended, as are those of the calls the
+ * circuit held back, so an outage spends no event's budget. */
 static void circuits_update(run_ctx *c)
 {
     ib__circuit_change ch;
     for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
-        const run_item *it = &c->items[i];
-        if (it->result == R_FOLLOW || it->result == R_WAIT)
+        run_item *it = &c->items[i];
+        if (it->result == R_FOLLOW || it->result == R_WAIT || it->recorded)
             continue;
-        if (item_ran(it))
-            ib__circuit_record(c->cs, it->h->index, event_hash(c, it), it->result == R_RETRY,
-                               it->note.reason, c->now_ms, &ch);
-        else if (it->probe)
-            ib__circuit_probe_missed(c->cs, it->h->index, c->now_ms, &ch);
-        else
+        if (item_ran(it)) {
+            circuit_record(c, it);
             continue;
+        }
+        if (!it->probe)
+            continue;
+        ib__circuit_probe_missed(c->cs, it->h->index, c->now_ms, &ch);
         tell_circuit(c, it, &ch);
     }
     size_t nk = 0;
     for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
         run_item *it = &c->items[i];
-        if (it->result != R_RETRY || !ib__circuit_blocks(c->cs, it->h->index))
+        bool retried = it->result == R_RETRY && ib__circuit_blocks(c->cs, it->h->index);
+        if (!retried && it->result != R_HELD_BACK)
             continue;
         it->held = true;
         c->s->keys[nk++] = (ib_marker_key){it->h->consumer, item_id(c, it)};
@@ -1036,6 +1081,7 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
         res = IB_RESULT_CONFLICT;
         break;
     case R_WAIT:
+    case R_HELD_BACK:
         res = IB_RESULT_WAITING;
         break;
     default:
@@ -1093,6 +1139,22 @@ static void wait_for_holder(verdicts *v, int64_t remaining_ms)
         v->busy_ms = remaining_ms;
 }
 
+/* What a RETRY asks of the outcome. Held by its open circuit: it waits,
+ * its attempts ended. With durable attempts, a RETRY on the last allowed
+ * attempt ends the event's retries here. Else the back-off, or the delay
+ * the handler asked for. */
+static void tally_retry(const run_ctx *c, verdicts *v, const run_item *lead)
+{
+    if (lead->held)
+        wait_for_circuit(c, v, lead);
+    else if (c->durable && c->r->opts.max_deliver != 0 && lead->attempts >= c->r->opts.max_deliver)
+        poison_open(v, lead, false);
+    else
+        v->retry = true;
+    if (lead->note.retry_after_ms > v->retry_after_ms)
+        v->retry_after_ms = lead->note.retry_after_ms;
+}
+
 /* Counts one item and notes what it asks of the outcome. A follower counts
  * as a duplicate when its leader succeeded, else as coalesced. */
 static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
@@ -1117,9 +1179,10 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         n->exhausted += !follower;
         return;
     case R_WAIT:
-        wait_for_circuit(c, v, lead); /* never a follower: not claimed */
-        n->waiting++;
-        return;
+    case R_HELD_BACK:
+        wait_for_circuit(c, v, lead);
+        own = &n->waiting;
+        break;
     case R_BUSY:
         wait_for_holder(v, lead->busy_ms);
         own = &n->busy;
@@ -1154,18 +1217,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         }
         return;
     default: /* R_RETRY; nothing else is left after the flow */
-        /* Held by its open circuit: waits, its attempts ended. With
-         * durable attempts, a RETRY on the last allowed attempt ends the
-         * event's retries here. */
-        if (lead->held)
-            wait_for_circuit(c, v, lead);
-        else if (c->durable && c->r->opts.max_deliver != 0 &&
-                 lead->attempts >= c->r->opts.max_deliver)
-            poison_open(v, lead, false);
-        else
-            v->retry = true;
-        if (lead->note.retry_after_ms > v->retry_after_ms)
-            v->retry_after_ms = lead->note.retry_after_ms;
+        tally_retry(c, v, lead);
         own = &n->retried;
         break;
     }

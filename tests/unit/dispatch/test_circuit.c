@@ -173,9 +173,11 @@ static void outage_waits_and_probes(fx *f)
     assert_int_equal(hd.opened, 1);
     assert_non_null(strstr(hd.last_detail, "last: HTTP 503 Service Unavailable"));
     assert_int_equal(ib_dispatch_circuit_state(f->d, 0), IB_CIRCUIT_OPEN);
+    /* three calls open it; the batch's later ones are held back */
+    assert_int_equal(atomic_load(&h.calls), 3);
     for (size_t i = 0; i < BATCH; i++) {
         assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
-        assert_int_equal(dl[i].counts.retried, 1);
+        assert_int_equal(i < 3 ? dl[i].counts.retried : dl[i].counts.waiting, 1);
         assert_true(dl[i].nak_delay_ms >= 1 && dl[i].nak_delay_ms <= 40 * 12 / 10 + 10);
         if (sqlite)
             assert_int_equal(attempts(f, CONSUMER, &ev[i]), 0);
@@ -219,6 +221,43 @@ static void outage_waits_and_probes(fx *f)
     assert_int_equal(atomic_load(&h.calls), calls + BATCH + 1);
 }
 BOTH_KINDS(outage_waits_and_probes)
+
+/* The circuit opens in the middle of a batch run by handler threads: the
+ * calls that already started finish, the batch's later ones are not made
+ * (their claims released, the attempts they counted ended), and every
+ * delivery waits. */
+static void opening_mid_batch_holds_back_the_rest(fx *f)
+{
+    heard hd = {0};
+    ib_dispatch_options o = circuit_options(&hd, strcmp(f->kind, "sqlite") == 0 ? 1 : 100);
+    enum { N = 40 };
+    ib_delivery dl[N];
+    ib_event ev[N];
+    o.concurrency = 2;
+    o.commit_interval_ms = 1; /* the run thread looks at finished calls every 1 ms */
+    reset_handler();
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+    h.sleep_ms = 5;
+    atomic_store(&h.down, true);
+    for (size_t i = 0; i < N; i++) {
+        fx_event(&ev[i], 200 + (unsigned)i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    fx_run_ok(f, dl, N);
+    assert_int_equal(hd.opened, 1);
+    int calls = atomic_load(&h.calls);
+    assert_true(calls >= 3 && calls < N);
+    unsigned waiting = 0;
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+        waiting += dl[i].counts.waiting;
+        if (strcmp(f->kind, "sqlite") == 0)
+            assert_int_equal(attempts(f, CONSUMER, &ev[i]), 0);
+    }
+    assert_int_equal(waiting, (unsigned)(N - calls));
+}
+BOTH_KINDS(opening_mid_batch_holds_back_the_rest)
 
 /* An outage right after a busy spell: the window's successes keep the
  * rate low, but a run of IB_CIRCUIT_RUN_CALLS failures from three events
@@ -437,6 +476,8 @@ BOTH_KINDS(overdue_calls_are_seen)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(outage_waits_and_probes_memory),
     cmocka_unit_test(outage_waits_and_probes_sqlite),
+    cmocka_unit_test(opening_mid_batch_holds_back_the_rest_memory),
+    cmocka_unit_test(opening_mid_batch_holds_back_the_rest_sqlite),
     cmocka_unit_test(outage_after_busy_spell_opens_on_a_run_memory),
     cmocka_unit_test(outage_after_busy_spell_opens_on_a_run_sqlite),
     cmocka_unit_test(probes_move_on_to_other_events_memory),
