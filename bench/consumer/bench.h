@@ -156,7 +156,7 @@ typedef enum ib__bench_recorder {
     IB__BENCH_SQLITE_FULL,
     IB__BENCH_KV1,        /* kv: bucket, 1 replica, on the stream's server */
     IB__BENCH_KV3,        /* kv: bucket, 3 replicas, on the cluster (env.kv_cluster) */
-    IB__BENCH_SQLITE_BIG, /* sqlite normal, on a copy of env.big_template */
+    IB__BENCH_SQLITE_BIG, /* sqlite, default settings, on a copy of env.big_template */
 } ib__bench_recorder;
 
 /* One way of consuming a stream: a row of the table. */

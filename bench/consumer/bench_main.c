@@ -69,8 +69,8 @@ static const ib__bench_config rows[] = {
     /* processes started the way a user scales out: one, then more while it is busy */
     {"3 x ibus run, one file, 2 join after 1.5 s", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3, 0, 0,
      0, 1500},
-    {"ibus run, sqlite normal, a file of --big-markers", IB__BENCH_IBUS, IB__BENCH_SQLITE_BIG, 1, 0,
-     0, 0, 0},
+    {"ibus run, sqlite default (full), a file of --big-markers", IB__BENCH_IBUS,
+     IB__BENCH_SQLITE_BIG, 1, 0, 0, 0, 0},
     {"3 x ibus run, kv: 1 replica, one bucket", IB__BENCH_IBUS, IB__BENCH_KV1, 3, 0, 0, 0, 0},
     /* issue 26: the http plugin against a local endpoint answering 204,
      * beside the native no-op plugin at the same concurrency */
@@ -117,6 +117,9 @@ typedef struct bench_opts {
     const char *only; /* comma-separated sections; NULL = all */
     const char *rows; /* comma-separated throughput row numbers; NULL = all */
     const char *ibus, *plugin, *bare, *nats_server, *valgrind, *tmp;
+    /* another build of ibus (and its no-op plugin), measured beside this
+     * one in every ibus cell of the throughput rows; NULL = none */
+    const char *baseline_ibus, *baseline_plugin;
 } bench_opts;
 
 static int usage(void)
@@ -141,6 +144,9 @@ static int usage(void)
             "throughput)\n"
             "  --rows LIST           throughput rows to run, numbered from 0 (e.g. 0,2)\n"
             "  --ibus PATH --plugin PATH --bare PATH --nats-server PATH --valgrind PATH\n"
+            "  --baseline-ibus PATH --baseline-plugin PATH\n"
+            "                        another build, run beside this one in every ibus\n"
+            "                        throughput cell (a table of ratios against it)\n"
             "  --tmp DIR             parent of the temporary directory (default $TMPDIR or "
             "/tmp)\n");
     return 2;
@@ -210,6 +216,10 @@ static int parse_value_opt(bench_opts *o, unsigned *set, const char *f, const ch
         o->valgrind = v;
     else if (strcmp(f, "--tmp") == 0)
         o->tmp = v;
+    else if (strcmp(f, "--baseline-ibus") == 0)
+        o->baseline_ibus = v;
+    else if (strcmp(f, "--baseline-plugin") == 0)
+        o->baseline_plugin = v;
     else if (strcmp(f, "--only") == 0)
         o->only = v;
     else if (strcmp(f, "--rows") == 0)
@@ -406,6 +416,11 @@ static bool big_template(bench *b)
     }
     b->env.big_template = path;
     b->r.big_markers = b->o.big_markers;
+    struct stat st;
+    char wal[720];
+    snprintf(wal, sizeof(wal), "%s-wal", path);
+    b->r.big_file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    b->r.big_file_bytes += stat(wal, &st) == 0 ? (uint64_t)st.st_size : 0;
     return true;
 }
 
@@ -413,6 +428,37 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* Adds one repetition's figures to a cell. */
+static void cell_add(ib__bench_cell *cell, const ib__bench_rate *rate)
+{
+    cell->samples[cell->nsamples++] = rate->msgs_per_s;
+    if (rate->startup_ms > cell->startup_ms)
+        cell->startup_ms = rate->startup_ms;
+    cell->consumer_cpu += rate->consumer_cpu;
+    cell->server_cpu += rate->server_cpu;
+}
+
+/* The same cell with the baseline build, right after this build's: the
+ * two share the minute's load. */
+static void measure_baseline(bench *b, ib__bench_cell *cell, const ib__bench_config *c,
+                             const char *stream)
+{
+    const char *ibus = b->env.ibus, *plugin = b->env.plugin;
+    ib__bench_rate rate;
+    bool verified = true;
+    b->env.ibus = b->o.baseline_ibus;
+    b->env.plugin = b->o.baseline_plugin != NULL ? b->o.baseline_plugin : plugin;
+    progress(c->label, "the baseline build");
+    if (measure_row(b, &rate, &verified, c, stream, b->o.messages) && verified) {
+        cell->ok = true;
+        cell->verified = true;
+        cell_add(cell, &rate);
+    }
+    b->env.ibus = ibus;
+    b->env.plugin = plugin;
+    b->r.has_baseline = true;
 }
 
 /* Folds the samples of a cell into its median rate and mean CPU. */
@@ -476,18 +522,19 @@ static void throughput(bench *b)
                     cell->ok = false;
                     continue;
                 }
-                cell->samples[cell->nsamples++] = rate.msgs_per_s;
-                if (rate.startup_ms > cell->startup_ms)
-                    cell->startup_ms = rate.startup_ms;
-                cell->consumer_cpu += rate.consumer_cpu;
-                cell->server_cpu += rate.server_cpu;
+                cell_add(cell, &rate);
+                if (b->o.baseline_ibus != NULL && rows[i].kind == IB__BENCH_IBUS)
+                    measure_baseline(b, &b->r.base[i].cells[k], &rows[i], name);
             }
         }
     }
     for (size_t i = 0; i < ROW_COUNT; i++)
-        for (size_t k = 0; k < IB__BENCH_COLUMNS; k++)
+        for (size_t k = 0; k < IB__BENCH_COLUMNS; k++) {
             if (b->r.rows[i].ran && b->r.rows[i].cells[k].ok)
                 cell_summarise(&b->r.rows[i].cells[k]);
+            if (b->r.base[i].cells[k].ok)
+                cell_summarise(&b->r.base[i].cells[k]);
+        }
     b->r.row_count = ROW_COUNT;
 }
 

@@ -52,6 +52,10 @@ typedef struct ib__bench_report {
                                                rows[15] --concurrency 8 http,
                                                rows[16] --concurrency 32 http */
     size_t row_count;
+    /* the baseline build's cells of the ibus rows (--baseline-ibus) */
+    bool has_baseline;
+    ib__bench_row base[IB__BENCH_MAX_ROWS];
+    uint64_t big_file_bytes; /* the big file (and its WAL) as filled */
 
     const char *slow_labels[IB__BENCH_SLOW_ROWS]; /* 1 ms x1, 1 ms x3 joining, 5 ms at
                                                      concurrency 1, 16 */

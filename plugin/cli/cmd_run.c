@@ -29,6 +29,8 @@ typedef struct run_args {
     bool any_uuid_version;
     const char *retention;
     int on_conflict; /* index into conflict_policies */
+    int circuit;     /* index into CIRCUIT_CHOICES: 0 on, 1 off */
+    int64_t failure_pct, min_events;
     int64_t backoff_ms[MAX_BACKOFF];
     bool help;
     ib_log_format lf;
@@ -172,6 +174,45 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
     return sizeof(table) / sizeof(table[0]);
 }
 
+#define CIRCUIT_CHOICES "on|off"
+
+/* Outages downstream and stuck handlers (docs/outages.md). */
+static size_t run_options_outage(ib_opt *opts, run_args *a)
+{
+    ib_host_config *c = &a->c;
+    const ib_opt table[] = {
+        {"circuit", IB_OPT_CHOICE, &a->circuit, CIRCUIT_CHOICES, "on",
+         "a circuit per handler: when its calls fail together (its downstream is down) it stops "
+         "running that handler, whose deliveries wait without spending attempts (never "
+         "dead-lettered for the outage), and one probe at a growing interval closes it again",
+         0, 0},
+        {"circuit-window", IB_OPT_DURATION, &c->circuit.window_ms, "DURATION", "30s",
+         "the calls a circuit judges: its handler's calls of the last DURATION (the last 100 at "
+         "most)",
+         1000, 3600000},
+        {"circuit-failure-rate", IB_OPT_INT, &a->failure_pct, "PERCENT", "50",
+         "a circuit opens when at least this share of the window's calls failed (RETRY, a "
+         "timeout, no connection)...",
+         1, 100},
+        {"circuit-min-events", IB_OPT_INT, &a->min_events, "N", "3",
+         "...and those failures came from at least N distinct events, so one or two poison "
+         "events never open it (they are dead-lettered after --max-deliver attempts)",
+         1, 100},
+        {"circuit-probe-max", IB_OPT_DURATION, &c->circuit.probe_max_ms, "DURATION", "5s",
+         "longest interval between two probes of an open circuit (the first comes 1s after it "
+         "opened, then doubling): a downstream's return is noticed within it",
+         1000, 3600000},
+        {"handler-timeout", IB_OPT_DURATION, &c->handler_timeout_ms, "DURATION", "1m",
+         "a handler call running longer is logged, counted and fails /healthz (and stops "
+         "systemd's watchdog pings) until it returns, so the supervisor restarts the process "
+         "(0 = never)",
+         0, 86400000},
+    };
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 4, "too many options");
+    memcpy(opts, table, sizeof(table));
+    return sizeof(table) / sizeof(table[0]);
+}
+
 /* Writes the option table of `ibus run` into `opts` (room for
  * IB_CMD_MAX_OPTIONS), its targets inside `targets` (a run_args), and
  * returns its length. */
@@ -180,6 +221,7 @@ static size_t run_options(ib_opt *opts, void *targets)
     run_args *a = targets;
     size_t n = run_options_setup(opts, a);
     n += run_options_flow(opts + n, a);
+    n += run_options_outage(opts + n, a);
     return n;
 }
 
@@ -354,6 +396,10 @@ int ib_cmd_run(int argc, char **argv)
     a.c.backoff_len = a.backoff.count;
     a.c.nats.name = a.c.durable;
     a.c.on_conflict = conflict_policies[a.on_conflict];
+    a.c.circuit.enabled = a.circuit == 0;
+    a.c.circuit.failure_pct = (unsigned)a.failure_pct;
+    a.c.circuit.min_events = (unsigned)a.min_events;
+    a.c.circuit.probe_min_ms = IB_CIRCUIT_DEFAULT_PROBE_MIN_MS;
     code = ib_host_run(&a.c);
 out:
     free(a.plugin_paths);
@@ -370,7 +416,10 @@ const ib_cmd_desc ib_cmd_run_desc = {
         "once. An event whose marker says a handler already handled it is acked without running "
         "that handler again; a handler's RETRY is retried with a growing delay, and an event is "
         "dead-lettered after --max-deliver handler attempts, when a handler rejects it, or when "
-        "it is not a valid Event.",
+        "it is not a valid Event. When a handler's calls fail together (its downstream is "
+        "down), its circuit opens: the handler is not run, its events wait without spending "
+        "attempts, and one probe at a growing interval (1s, doubling to --circuit-probe-max) "
+        "lets them through again once the downstream is back.",
     .options = run_options,
     .targets_size = sizeof(run_args),
     .main = ib_cmd_run,

@@ -14,8 +14,17 @@
 /* Longest stream name the command takes. */
 #define IB_DLQ_STREAM_MAX 256
 
+/* Longest event id a listing shows of one that is not a valid id (an
+ * invalid-id dead letter), escaped. */
+#define IB_DLQ_ID_SHOWN 64
+
 /* One dead letter, read from the stream. Strings are BORROWED from `msg`
- * (its headers) and NULL when the header is absent.
+ * (its headers) or from the entry's own buffers, and NULL when absent.
+ * `event_id` and `event_type` come from the Ibus-Event-* headers, or,
+ * when those are absent (an invalid-id dead letter, whose event has no
+ * valid id to name), from the message's own bytes whenever they are an
+ * Event: the id normalised, or escaped as it is when it is not a valid id
+ * (printable ASCII kept, other bytes as \xNN, cut at IB_DLQ_ID_SHOWN).
  *
  * Headers are input: anyone allowed to publish to the dead-letter subject
  * can write any of them. A value holding a control byte is not taken (the
@@ -31,11 +40,18 @@ typedef struct ib_dlq_entry {
     uint64_t deliveries;            /* Ibus-Delivery-Count */
     char invalid[96];               /* why a header was refused; "" = none */
     const char *trace_id, *span_id; /* Ibus-Trace-Id, Ibus-Span-Id: the trace it continued */
+    char id_buf[IB_DLQ_ID_SHOWN * 4 + 1];
+    char type_buf[256];
 } ib_dlq_entry;
 
 /* Fills `e` from `m`, taking `m` over (ib_dlq_entry_clear destroys it),
  * with the checks above. For the walk and for tests and fuzzing. */
 void ib_dlq_entry_read(ib_dlq_entry *e, natsMsg *m);
+
+/* Fills e->event_id and e->event_type, where the headers gave none, from
+ * `len` bytes of message data that are an Event (see ib_dlq_entry); leaves
+ * them NULL otherwise. Pure; exposed for tests. */
+void ib_dlq_entry_from_data(ib_dlq_entry *e, const uint8_t *data, size_t len);
 
 /* What selects dead letters; NULL / 0 = any. */
 typedef struct ib_dlq_filter {

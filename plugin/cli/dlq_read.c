@@ -10,6 +10,7 @@
 #include "dead_letter.h"
 #include "options.h"
 #include "uuid.h"
+#include "wire.h"
 
 void ib_dlq_entry_clear(ib_dlq_entry *e)
 {
@@ -60,6 +61,42 @@ static uint64_t header_u64(ib_dlq_entry *e, const char *key)
     return n;
 }
 
+/* An id that is not a valid id, escaped for one line of a listing. */
+static void escape_id(char *out, size_t cap, const uint8_t *id, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && i < IB_DLQ_ID_SHOWN && o + 5 <= cap; i++) {
+        if (id[i] > 0x20 && id[i] < 0x7f && id[i] != '\\')
+            out[o++] = (char)id[i];
+        else
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", id[i]);
+    }
+    out[o] = '\0';
+}
+
+void ib_dlq_entry_from_data(ib_dlq_entry *e, const uint8_t *data, size_t len)
+{
+    ib__wire_scan scan;
+    if ((e->event_id != NULL && e->event_type != NULL) || len == 0 ||
+        ib__wire_scan_event(&scan, data, len) != IB__WIRE_OK)
+        return;
+    if (e->event_type == NULL && scan.has_type && scan.type_len > 0) {
+        size_t n =
+            scan.type_len < sizeof(e->type_buf) - 1 ? scan.type_len : sizeof(e->type_buf) - 1;
+        memcpy(e->type_buf, scan.type, n);
+        e->type_buf[n] = '\0';
+        e->event_type = e->type_buf;
+    }
+    if (e->event_id != NULL || !scan.has_id || scan.id_len == 0)
+        return;
+    char id[IB_ID_BUF_SIZE];
+    if (ib_id_normalise(id, (const char *)scan.id, scan.id_len, IB_ID_ANY_VERSION) == IB_ID_VALID)
+        snprintf(e->id_buf, sizeof(e->id_buf), "%s", id);
+    else
+        escape_id(e->id_buf, sizeof(e->id_buf), scan.id, scan.id_len);
+    e->event_id = e->id_buf;
+}
+
 void ib_dlq_entry_read(ib_dlq_entry *e, natsMsg *m)
 {
     memset(e, 0, sizeof(*e));
@@ -77,6 +114,8 @@ void ib_dlq_entry_read(ib_dlq_entry *e, natsMsg *m)
     e->deliveries = header_u64(e, "Ibus-Delivery-Count");
     e->trace_id = header(e, "Ibus-Trace-Id");
     e->span_id = header(e, "Ibus-Span-Id");
+    ib_dlq_entry_from_data(e, (const uint8_t *)natsMsg_GetData(m),
+                           (size_t)natsMsg_GetDataLength(m));
 }
 
 int ib_dlq_filter_check(ib_dlq_filter *f, const char *id_text)

@@ -33,6 +33,14 @@ static const char *const description[] = {
     "after a delay; an event that cannot be handled (not an Event, a malformed id, a handler's "
     "REJECT, the last allowed attempt) is published to the dead-letter subject with headers "
     "giving the reason, and only then terminated.",
+    "An outage is not poison. When a handler's calls fail together (its downstream is down), "
+    "its circuit opens: the handler is not run, its events wait without spending attempts and "
+    "are never dead-lettered for the outage, and one probe at a growing interval (1s, doubling "
+    "to --circuit-probe-max) lets them through once the downstream is back; when every "
+    "handler's circuit is open ibus run stops pulling. A single event that fails while others "
+    "succeed is still dead-lettered after --max-deliver attempts, its Ibus-Error naming the last "
+    "failure. A handler call running past --handler-timeout fails /healthz (and stops the "
+    "systemd watchdog's pings) so that the supervisor restarts the process.",
     "Markers live in a recorder chosen by URI: memory: (inside the process), sqlite:PATH (a file "
     "shared by the processes of one host) or kv:BUCKET (a replicated JetStream key-value "
     "bucket, for many hosts).",
@@ -45,6 +53,10 @@ static const man_entry extra_environment[] = {
     {"IB_PLUGIN_CONFIG_<NAME>",
      "ibus run: the configuration string of the plugin named NAME (upper case; characters other "
      "than letters and digits become _), when no --plugin-config NAME=STRING gives one."},
+    {"NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID",
+     "ibus run: set by systemd for a unit with WatchdogSec=. ibus run then sends WATCHDOG=1 to "
+     "NOTIFY_SOCKET every half WATCHDOG_USEC (when WATCHDOG_PID, if set, is its own), and stops "
+     "while a handler call is past --handler-timeout, so systemd restarts the stuck process."},
     {"IB_TEST_DLQ_KILL_BEFORE_DELETE",
      "ibus dlq replay --purge: when set (tests only), the process kills itself with SIGKILL "
      "after the first replay is acked and before its dead letter is deleted, to show that "
@@ -404,7 +416,9 @@ static void write_see_also(FILE *out)
     fputs(".PP\n", out);
     ib_roff_escape(out, "docs/operations.md, docs/troubleshooting.md and deploy/README.md of "
                         "infinity-bus (installed under share/doc/infinity-bus): metrics, "
-                        "retention, messages and their fixes, alerts and deployment.");
+                        "retention, messages and their fixes, alerts and deployment; "
+                        "docs/outages.md: the circuits, --handler-timeout and how long an "
+                        "outage each setting rides out.");
     fputc('\n', out);
 }
 

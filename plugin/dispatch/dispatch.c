@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch_circuit.h"
 #include "dispatch_run.h"
 #include "dispatch_table.h"
 #include "owner.h"
@@ -53,6 +54,7 @@ static void options_complete(ib_dispatch_options *o)
         o->commit_interval_ms = IB_DISPATCH_DEFAULT_COMMIT_MS;
     else if (o->commit_interval_ms < 0)
         o->commit_interval_ms = 0;
+    o->circuit = ib__circuit_options_complete(&o->circuit);
 }
 
 /* The caller's owner token, or a fresh one: two processes must never share
@@ -206,4 +208,20 @@ double ib_dispatch_recorder_seconds(const ib_dispatch *d)
 ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err)
 {
     return ib__drun_extend_leases(d->run, extended, lost, err);
+}
+
+size_t ib_dispatch_overdue(ib_dispatch *d, int64_t age_ms,
+                           void (*visit)(void *ctx, const ib_overdue_call *call), void *ctx)
+{
+    return d != NULL ? ib__drun_overdue(d->run, age_ms, visit, ctx) : 0;
+}
+
+ib_circuit_state ib_dispatch_circuit_state(const ib_dispatch *d, size_t handler)
+{
+    return d != NULL ? ib__drun_circuit_state(d->run, handler) : IB_CIRCUIT_CLOSED;
+}
+
+int64_t ib_dispatch_hold_ms(const ib_dispatch *d)
+{
+    return d != NULL ? ib__drun_hold_ms(d->run) : 0;
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "dispatch_circuit.h"
 #include "dispatch_note.h"
 #include "dispatch_pool.h"
 #include "fingerprint.h"
@@ -44,6 +45,9 @@ enum item_result {
     R_CONFLICT,   /* marked (or met earlier in the batch) with another fingerprint */
     R_SKIPPED,    /* acquired, not run: its delivery conflicts; released */
     R_TXN_FAILED, /* acquired, not run: its transaction could not start; released */
+    R_WAIT,       /* not claimed, not run: its handler's circuit is open */
+    R_HELD_BACK,  /* acquired, not run: its circuit opened during the batch;
+                     released, attempts ended, waits like R_WAIT */
 };
 
 typedef struct run_item {
@@ -56,6 +60,9 @@ typedef struct run_item {
     uint32_t attempts; /* attempts counted, this one included (durable kinds) */
     unsigned char result;
     bool taken;           /* its finished handler was seen by the committer */
+    bool probe;           /* its handler's circuit is probing with this call */
+    bool held;            /* R_RETRY while its circuit is open: waits, attempts ended */
+    bool recorded;        /* its call was told to its circuit */
     atomic_bool finished; /* written by the thread that ran it, after result */
     ib__dnote note;       /* what the handler added to its verdict (ABI 1.3) */
 } run_item;
@@ -80,6 +87,8 @@ typedef struct run_scratch {
     size_t *work;              /* items whose handler runs */
     ib_marker_key *lease_keys; /* claims held while handlers run (see lease_mu) */
     bool *lease_live;          /* lease_keys[w] still to be renewed */
+    _Atomic int64_t *started;  /* per work entry: monotonic ms its call started; 0 = not
+                                  running (read by ib__drun_overdue under lease_mu) */
     ib_marker_key *pend_keys;  /* finished OK handlers whose marks are not committed */
     uint64_t *pend_fps;
     size_t *pend_items;
@@ -108,7 +117,15 @@ struct ib__drun {
     pthread_mutex_t lease_mu;
     const ib_marker_key *lease_keys;
     const bool *lease_live;
+    _Atomic int64_t *lease_started;
+    const run_item *lease_items;
+    const size_t *lease_work;
     size_t lease_n;
+
+    /* The handlers' circuits (dispatch_circuit.h), made at the first batch
+     * once the handlers are known; NULL while circuits are off or before.
+     * Published with release: other threads read states and hold times. */
+    _Atomic(ib__circuits *) circuits;
 
     /* Recorder health as the run thread last saw it, and when a failed
      * commit may be tried again (run thread only). */
@@ -125,10 +142,12 @@ typedef struct run_ctx {
     size_t n;
     run_item *items;
     size_t total;
-    size_t nwork; /* s->work[0..nwork): handlers for the pool or the inline loop */
-    size_t ntxn;  /* s->work[nwork..nwork+ntxn): transactional handlers */
-    size_t npend; /* entries in s->pend_keys */
-    bool durable; /* the recorder counts attempts across crashes */
+    size_t nwork;     /* s->work[0..nwork): handlers for the pool or the inline loop */
+    size_t ntxn;      /* s->work[nwork..nwork+ntxn): transactional handlers */
+    size_t npend;     /* entries in s->pend_keys */
+    bool durable;     /* the recorder counts attempts across crashes */
+    ib__circuits *cs; /* NULL: circuits are off */
+    int64_t now_ms;   /* monotonic ms at the start of the run (circuit decisions) */
     /* Closed while a commit has failed: no further handler starts until
      * the pending marks are durable, so a recorder outage does not let a
      * whole batch of finished, unmarked handlers pile up for a kill to
@@ -187,14 +206,14 @@ static bool scratch_reserve(run_scratch *s, size_t n, size_t total)
                          (void **)&s->infos,      (void **)&s->flags,      (void **)&s->work,
                          (void **)&s->lease_keys, (void **)&s->lease_live, (void **)&s->pend_keys,
                          (void **)&s->pend_items, (void **)&s->key_fps,    (void **)&s->pend_fps,
-                         (void **)&s->txn_out};
+                         (void **)&s->txn_out,    (void **)&s->started};
         const size_t sizes[] = {
             sizeof(run_item),       sizeof(*s->keys),       sizeof(*s->key_items),
             sizeof(*s->infos),      sizeof(*s->flags),      sizeof(*s->work),
             sizeof(*s->lease_keys), sizeof(*s->lease_live), sizeof(*s->pend_keys),
             sizeof(*s->pend_items), sizeof(*s->key_fps),    sizeof(*s->pend_fps),
-            sizeof(*s->txn_out)};
-        if (!regrow(bufs, sizes, 13, cap))
+            sizeof(*s->txn_out),    sizeof(*s->started)};
+        if (!regrow(bufs, sizes, 14, cap))
             return false;
         s->icap = cap;
     }
@@ -229,6 +248,7 @@ static void scratch_free(run_scratch *s)
     free(s->key_fps);
     free(s->pend_fps);
     free(s->txn_out);
+    free((void *)s->started);
     free(s->seen);
     memset(s, 0, sizeof(*s));
 }
@@ -303,9 +323,16 @@ static void plan(run_ctx *c)
             it->busy_ms = 0;
             it->attempts = 0;
             it->taken = false;
+            it->probe = false;
+            it->held = false;
+            it->recorded = false;
             it->note.retry_after_ms = -1;
             it->note.reason[0] = '\0';
             atomic_init(&it->finished, false);
+            if (c->cs != NULL && ib__circuit_blocks(c->cs, it->h->index)) {
+                it->result = R_WAIT; /* neither leads nor follows: not claimed */
+                continue;
+            }
             if (poison) {
                 /* Poisoned items neither lead nor follow: they never run. */
                 it->result = R_POISON_CHECK;
@@ -482,10 +509,14 @@ static void claim(run_ctx *c)
         const run_item *it = &c->items[s->work[w]];
         s->lease_keys[w] = (ib_marker_key){it->h->consumer, item_id(c, it)};
         s->lease_live[w] = true;
+        atomic_store_explicit(&s->started[w], 0, memory_order_relaxed);
     }
     pthread_mutex_lock(&r->lease_mu);
     r->lease_keys = s->lease_keys;
     r->lease_live = s->lease_live;
+    r->lease_started = s->started;
+    r->lease_items = c->items;
+    r->lease_work = s->work;
     r->lease_n = c->nwork + c->ntxn;
     pthread_mutex_unlock(&r->lease_mu);
 }
@@ -496,6 +527,9 @@ static void leases_done(ib__drun *r)
     pthread_mutex_lock(&r->lease_mu);
     r->lease_keys = NULL;
     r->lease_live = NULL;
+    r->lease_started = NULL;
+    r->lease_items = NULL;
+    r->lease_work = NULL;
     r->lease_n = 0;
     pthread_mutex_unlock(&r->lease_mu);
 }
@@ -536,6 +570,42 @@ ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib
     return st;
 }
 
+size_t ib__drun_overdue(ib__drun *r, int64_t age_ms,
+                        void (*visit)(void *ctx, const ib_overdue_call *call), void *ctx)
+{
+    size_t found = 0;
+    pthread_mutex_lock(&r->lease_mu);
+    int64_t now = ib_clock_monotonic_ms();
+    for (size_t w = 0; w < r->lease_n; w++) {
+        int64_t started = atomic_load_explicit(&r->lease_started[w], memory_order_acquire);
+        if (started == 0 || now - started < age_ms)
+            continue;
+        const run_item *it = &r->lease_items[r->lease_work[w]];
+        ib_overdue_call call = {.handler = it->h->index,
+                                .consumer = r->lease_keys[w].consumer,
+                                .event_id = r->lease_keys[w].event_id,
+                                .started_ms = started,
+                                .running_ms = now - started};
+        found++;
+        if (visit != NULL)
+            visit(ctx, &call);
+    }
+    pthread_mutex_unlock(&r->lease_mu);
+    return found;
+}
+
+ib_circuit_state ib__drun_circuit_state(const ib__drun *r, size_t handler)
+{
+    ib__circuits *cs = atomic_load_explicit(&((ib__drun *)r)->circuits, memory_order_acquire);
+    return cs != NULL ? ib__circuit_state(cs, handler) : IB_CIRCUIT_CLOSED;
+}
+
+int64_t ib__drun_hold_ms(const ib__drun *r)
+{
+    ib__circuits *cs = atomic_load_explicit(&((ib__drun *)r)->circuits, memory_order_acquire);
+    return cs != NULL ? ib__circuits_hold_ms(cs, ib_clock_monotonic_ms()) : 0;
+}
+
 /* Frees the claims this batch holds but did not turn into marks, so a
  * redelivery (here or in another process) can take them at once rather than
  * after the lease. Best effort: a claim left behind only expires. */
@@ -547,7 +617,7 @@ static void release(run_ctx *c)
     size_t nk = gather(c, R_RETRY, R_REJECT);
     /* an exhausted key holds no claim of ours: releasing it is a no-op */
     nk += gather_more(c, nk, R_POISON_OPEN, R_SKIPPED);
-    nk += gather_more(c, nk, R_TXN_FAILED, R_TXN_FAILED);
+    nk += gather_more(c, nk, R_TXN_FAILED, R_HELD_BACK);
     if (nk == 0)
         return;
     ib_status st = ib_recorder_release_batch(r->recorder, s->keys, nk, r->opts.owner, &e);
@@ -589,6 +659,8 @@ static void settle_ready(run_ctx *c)
         o->on_settled(o->observer_ctx, &c->dl[i]);
     }
 }
+
+static void circuit_record(run_ctx *c, run_item *it);
 
 /* Moves the handlers that finished since the last look into the pending
  * marks. Run thread only. */
@@ -673,8 +745,21 @@ static void commit_all(run_ctx *c)
     }
 }
 
+/* Tells the circuits of the handlers that finished since the last look
+ * what they did, so one that opens holds the batch's later calls back.
+ * Run thread only. */
+static void circuits_seen(run_ctx *c)
+{
+    for (size_t w = 0; c->cs != NULL && w < c->nwork; w++) {
+        run_item *it = &c->items[c->s->work[w]];
+        if (!it->recorded && atomic_load_explicit(&it->finished, memory_order_acquire))
+            circuit_record(c, it);
+    }
+}
+
 static void tick(void *arg)
 {
+    circuits_seen(arg);
     commit(arg, false);
 }
 
@@ -711,11 +796,15 @@ static void call_handler(run_ctx *c, run_item *it, ib_bus_proxy *bus)
     };
     const ib_trace *outer = ib_trace_current();
     int64_t t0 = ib_clock_monotonic_ns();
+    /* for ib__drun_overdue: 0 means "not running", so never store 0 */
+    int64_t t0_ms = t0 / 1000000 > 0 ? t0 / 1000000 : 1;
+    atomic_store_explicit(&c->s->started[it->work], t0_ms, memory_order_release);
     ib_trace_current_set(dl->trace);
     ib__dnote_enter(&it->note, c->r->opts.observer_ctx, it->h->index);
     ib_verdict v = it->h->handle(it->h->state, payload, ev->payload_len, bus, &raw);
     ib__dnote_leave();
     ib_trace_current_set(outer);
+    atomic_store_explicit(&c->s->started[it->work], 0, memory_order_release);
     it->seconds = seconds_since(t0);
     /* An unknown verdict is a plugin bug: take it as transient, so the event
      * is neither marked nor lost (the poison rule ends the loop). */
@@ -734,7 +823,12 @@ static void run_one(void *arg, size_t w)
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000};
         nanosleep(&pause, NULL);
     }
-    call_handler(c, it, c->bus);
+    /* Its circuit opened since the batch was planned: not called (the run
+     * thread releases the claim and ends the attempt it counted). */
+    if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
+        it->result = R_HELD_BACK;
+    else
+        call_handler(c, it, c->bus);
     atomic_store_explicit(&it->finished, true, memory_order_release);
 }
 
@@ -835,6 +929,7 @@ static void run_handlers(run_ctx *c)
     } else {
         for (size_t w = 0; w < c->nwork; w++) {
             run_one(c, w);
+            circuit_record(c, &c->items[c->s->work[w]]);
             /* a failed commit is retried until it lands before the next
              * handler starts */
             if (!commit(c, false) && atomic_load(&c->gate_closed))
@@ -844,6 +939,116 @@ static void run_handlers(run_ctx *c)
     commit_all(c);
     if (c->ntxn > 0)
         run_transactional(c);
+}
+
+/* ---- circuits ----------------------------------------------------------- */
+
+/* The hash a circuit keeps of an event id. */
+static uint64_t event_hash(const run_ctx *c, const run_item *it)
+{
+    return pair_hash(item_id(c, it), 0) | 1u; /* never 0: 0 marks an empty slot */
+}
+
+static void tell_circuit(const run_ctx *c, const run_item *it, const ib__circuit_change *ch)
+{
+    const ib_dispatch_options *o = &c->r->opts;
+    if (ch->changed && o->on_circuit != NULL)
+        o->on_circuit(o->observer_ctx, it->h->index, it->h->consumer, ch->from, ch->to, ch->detail);
+}
+
+/* The first waiting item of handler `h` from item `from` on whose event
+ * was not probed lately, else `from` itself. */
+static size_t probe_pick(const run_ctx *c, size_t from)
+{
+    const ib__dhandler *h = c->items[from].h;
+    for (size_t j = from; j < c->total; j++) {
+        const run_item *it = &c->items[j];
+        if (it->h == h && it->result == R_WAIT &&
+            !ib__circuit_probed_lately(c->cs, h->index, event_hash(c, it)))
+            return j;
+    }
+    return from;
+}
+
+/* For every open handler whose probe is due, one of its waiting items
+ * becomes the probe: claimed and run like any other. */
+static void choose_probes(run_ctx *c)
+{
+    uint64_t max_deliver = c->r->opts.max_deliver;
+    for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
+        if (c->items[i].result != R_WAIT ||
+            !ib__circuit_probe_due(c->cs, c->items[i].h->index, c->now_ms))
+            continue;
+        run_item *it = &c->items[probe_pick(c, i)];
+        const ib_delivery *dl = &c->dl[it->delivery];
+        bool poison = !c->durable && max_deliver != 0 && dl->delivery_count >= max_deliver;
+        ib__circuit_change ch;
+        ib__circuit_probe_start(c->cs, it->h->index, event_hash(c, it), &ch);
+        it->result = poison ? R_POISON_CHECK : R_CLAIM;
+        it->probe = true;
+        tell_circuit(c, it, &ch);
+    }
+}
+
+/* Whether a leader item's handler ran and returned a verdict. */
+static bool item_ran(const run_item *it)
+{
+    return it->result == R_MARKED || it->result == R_LOST || it->result == R_REJECT ||
+           it->result == R_RETRY;
+}
+
+/* Tells the circuit of a call that ran what it did, once, as soon as the
+ * run thread sees it finished (a call that opens the circuit then stops
+ * the batch's later calls of that handler). Run thread only. */
+static void circuit_record(run_ctx *c, run_item *it)
+{
+    ib__circuit_change ch;
+    if (c->cs == NULL || it->recorded || !item_ran(it))
+        return;
+    bool failed = it->result == R_RETRY;
+    it->recorded = true;
+    /* only failures need their event told apart, and the time of the
+     * run's start is close enough for a success */
+    int64_t now = failed || it->probe ? ib_clock_monotonic_ms() : c->now_ms;
+    ib__circuit_record(c->cs, it->h->index, failed ? event_hash(c, it) : 0, failed, it->note.reason,
+                       now, &ch);
+    tell_circuit(c, it, &ch);
+}
+
+/* Tells each circuit what its handler's calls that it has not heard of
+ * did (transactional ones; a probe that ran nothing), in batch order,
+ * then holds every RETRY whose circuit is open now: it waits with the
+ * others, and its attempts are ended, as are those of the calls the
+ * circuit held back, so an outage spends no event's budget. */
+static void circuits_update(run_ctx *c)
+{
+    ib__circuit_change ch;
+    for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
+        run_item *it = &c->items[i];
+        if (it->result == R_FOLLOW || it->result == R_WAIT || it->recorded)
+            continue;
+        if (item_ran(it)) {
+            circuit_record(c, it);
+            continue;
+        }
+        if (!it->probe)
+            continue;
+        ib__circuit_probe_missed(c->cs, it->h->index, c->now_ms, &ch);
+        tell_circuit(c, it, &ch);
+    }
+    size_t nk = 0;
+    for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
+        run_item *it = &c->items[i];
+        bool retried = it->result == R_RETRY && ib__circuit_blocks(c->cs, it->h->index);
+        if (!retried && it->result != R_HELD_BACK)
+            continue;
+        it->held = true;
+        c->s->keys[nk++] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+    }
+    ib_error e = {0};
+    ib_status st = nk > 0 ? ib_recorder_end_attempts(c->r->recorder, c->s->keys, nk, &e) : IB_OK;
+    if (st != IB_OK)
+        recorder_failed(c, &e, st);
 }
 
 /* ---- outcomes ----------------------------------------------------------- */
@@ -882,6 +1087,10 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
     case R_CONFLICT:
         res = IB_RESULT_CONFLICT;
         break;
+    case R_WAIT:
+    case R_HELD_BACK:
+        res = IB_RESULT_WAITING;
+        break;
     default:
         return; /* busy, poisoned, skipped: no handler call to report */
     }
@@ -893,11 +1102,40 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
 
 /* What one delivery's items add up to. */
 typedef struct verdicts {
-    bool reject, retry, busy, open, conflict;
+    bool reject, retry, busy, open, conflict, wait;
     int64_t busy_ms;        /* longest remaining lease among the busy ones */
+    int64_t wait_ms;        /* longest wait for an open circuit's next probe */
     int64_t retry_after_ms; /* longest delay a retrying handler asked for; < 0: none */
     const char *reason;     /* the first rejecting handler's reason; NULL: none */
+    /* the poison rule's first open item: its last failure's reason (NULL:
+     * none given, or it did not run here), its attempts, and whether they
+     * were used up before this delivery */
+    const char *last;
+    uint32_t attempts;
+    bool exhausted;
 } verdicts;
+
+/* A handler whose circuit is open: the delivery comes back once its next
+ * probe may have run (at once, when the probe closed it in this batch). */
+static void wait_for_circuit(const run_ctx *c, verdicts *v, const run_item *it)
+{
+    int64_t ms = c->cs != NULL ? ib__circuit_wait_ms(c->cs, it->h->index, c->now_ms) : 0;
+    v->wait = true;
+    if (ms > v->wait_ms)
+        v->wait_ms = ms;
+}
+
+/* The poison rule applies to `it`: remembers, for the dead letter, what
+ * its handler last said and how many attempts it made. */
+static void poison_open(verdicts *v, const run_item *it, bool exhausted)
+{
+    if (!v->open) {
+        v->last = it->note.reason[0] != '\0' ? it->note.reason : NULL;
+        v->attempts = it->attempts;
+        v->exhausted = exhausted;
+    }
+    v->open = true;
+}
 
 /* Another owner holds an item's claim for up to `remaining_ms` more: the
  * delivery comes back once the longest such lease may have ended. */
@@ -906,6 +1144,22 @@ static void wait_for_holder(verdicts *v, int64_t remaining_ms)
     v->busy = true;
     if (remaining_ms > v->busy_ms)
         v->busy_ms = remaining_ms;
+}
+
+/* What a RETRY asks of the outcome. Held by its open circuit: it waits,
+ * its attempts ended. With durable attempts, a RETRY on the last allowed
+ * attempt ends the event's retries here. Else the back-off, or the delay
+ * the handler asked for. */
+static void tally_retry(const run_ctx *c, verdicts *v, const run_item *lead)
+{
+    if (lead->held)
+        wait_for_circuit(c, v, lead);
+    else if (c->durable && c->r->opts.max_deliver != 0 && lead->attempts >= c->r->opts.max_deliver)
+        poison_open(v, lead, false);
+    else
+        v->retry = true;
+    if (lead->note.retry_after_ms > v->retry_after_ms)
+        v->retry_after_ms = lead->note.retry_after_ms;
 }
 
 /* Counts one item and notes what it asks of the outcome. A follower counts
@@ -928,9 +1182,14 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
             n->handled++;
         return;
     case R_POISON_OPEN:
-        v->open = true;
+        poison_open(v, lead, true);
         n->exhausted += !follower;
         return;
+    case R_WAIT:
+    case R_HELD_BACK:
+        wait_for_circuit(c, v, lead);
+        own = &n->waiting;
+        break;
     case R_BUSY:
         wait_for_holder(v, lead->busy_ms);
         own = &n->busy;
@@ -965,14 +1224,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         }
         return;
     default: /* R_RETRY; nothing else is left after the flow */
-        /* With durable attempts, a RETRY on the last allowed attempt ends
-         * the event's retries here. */
-        if (c->durable && c->r->opts.max_deliver != 0 && lead->attempts >= c->r->opts.max_deliver)
-            v->open = true;
-        else
-            v->retry = true;
-        if (lead->note.retry_after_ms > v->retry_after_ms)
-            v->retry_after_ms = lead->note.retry_after_ms;
+        tally_retry(c, v, lead);
         own = &n->retried;
         break;
     }
@@ -1022,9 +1274,13 @@ static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
     } else if (v->open) {
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
         dl->dead_letter_reason = IB_DLQ_MAX_DELIVER;
-    } else if (v->busy) {
+        dl->reject_detail = v->last;
+        dl->attempts = c->durable ? v->attempts : 0; /* memory: deliveries are the budget */
+        dl->exhausted = v->exhausted;
+    } else if (v->busy || v->wait) {
+        int64_t busy = v->busy ? busy_wait_ms(c, dl, v->busy_ms) : 0;
         dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy_wait_ms(c, dl, v->busy_ms));
+        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy > v->wait_ms ? busy : v->wait_ms);
     } else {
         dl->outcome = IB_OUTCOME_ACK;
     }
@@ -1101,12 +1357,29 @@ static ib_status prepare(run_ctx *c)
         dl->dead_letter_reason = IB_DLQ_OTHER;
         dl->nak_delay_ms = 0;
         dl->reject_detail = NULL;
+        dl->attempts = 0;
+        dl->exhausted = false;
         memset(&dl->counts, 0, sizeof(dl->counts));
         dl->handle_seconds = 0;
         dl->settled_early = false;
         s->settled[i] = false;
     }
     return IB_OK;
+}
+
+/* The run's circuits: made at the first batch (every handler is
+ * registered by then), NULL while circuits are off or out of memory (the
+ * handlers then simply run: no circuit is better than no batch). */
+static ib__circuits *circuits_of(ib__drun *r)
+{
+    ib__circuits *cs = atomic_load_explicit(&r->circuits, memory_order_acquire);
+    if (cs != NULL || !r->opts.circuit.enabled)
+        return cs;
+    size_t n = 0;
+    ib__dtable_handler(r->table, 0, &n);
+    cs = ib__circuits_create(n, &r->opts.circuit);
+    atomic_store_explicit(&r->circuits, cs, memory_order_release);
+    return cs;
 }
 
 static ib_status run_locked(run_ctx *c)
@@ -1118,7 +1391,10 @@ static ib_status run_locked(run_ctx *c)
     if (c->s->first[c->n] > 0) {
         c->durable = ib_recorder_has_durable_attempts(c->r->recorder);
         c->last_commit_ms = ib_clock_monotonic_ms();
+        c->now_ms = c->last_commit_ms;
+        c->cs = circuits_of(c->r);
         plan(c);
+        choose_probes(c);
         int64_t t0 = ib_clock_monotonic_ns();
         claim(c);
         double claim_seconds = seconds_since(t0);
@@ -1127,6 +1403,8 @@ static ib_status run_locked(run_ctx *c)
         leases_done(c->r);
         int64_t t2 = ib_clock_monotonic_ns();
         release(c);
+        c->now_ms = ib_clock_monotonic_ms();
+        circuits_update(c);
         c->r->last_recorder_seconds = claim_seconds + seconds_since(t2) + c->recorder_seconds;
     }
     for (size_t i = 0; i < c->n; i++)
@@ -1173,6 +1451,7 @@ ib_status ib__drun_create(ib__drun **out, ib_recorder *recorder, const ib__dtabl
         st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the lease mutex");
         goto destroy_run_mu;
     }
+    atomic_init(&r->circuits, NULL);
     if (r->opts.concurrency > 1) {
         st = ib__pool_create(&r->pool, r->opts.concurrency, err);
         if (st != IB_OK)
@@ -1195,6 +1474,7 @@ void ib__drun_free(ib__drun *r)
     if (r == NULL)
         return;
     ib__pool_free(r->pool);
+    ib__circuits_free(atomic_load(&r->circuits));
     pthread_mutex_destroy(&r->run_mu);
     pthread_mutex_destroy(&r->lease_mu);
     scratch_free(&r->scratch);

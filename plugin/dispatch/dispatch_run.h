@@ -42,4 +42,11 @@ double ib__drun_recorder_seconds(const ib__drun *r);
 /* ib_dispatch_extend_leases() of this run; safe from any thread. */
 ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib_error *err);
 
+/* ib_dispatch_overdue(), ib_dispatch_circuit_state() and
+ * ib_dispatch_hold_ms() of this run; safe from any thread. */
+size_t ib__drun_overdue(ib__drun *r, int64_t age_ms,
+                        void (*visit)(void *ctx, const ib_overdue_call *call), void *ctx);
+ib_circuit_state ib__drun_circuit_state(const ib__drun *r, size_t handler);
+int64_t ib__drun_hold_ms(const ib__drun *r);
+
 #endif

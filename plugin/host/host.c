@@ -62,7 +62,8 @@ static int ready(void *ctx, char *why, size_t cap)
         snprintf(why, cap, "recorder %s is failing", h->recorder_shown);
         return 0;
     }
-    return 1;
+    /* bound is set once dispatch exists */
+    return ib__host_circuits_why(h, why, cap) ? 0 : 1;
 }
 
 /* Fatal setup errors: configuration problems exit 2, the rest 1. An
@@ -405,12 +406,31 @@ check_grace:
     return 0;
 }
 
+/* When every handler's circuit is open there is nothing to pull for until
+ * a probe is due: waits (at most 250 ms at a time, so signals and the
+ * consumer watch stay prompt) instead of cycling messages through the
+ * server. Returns true when it waited; `*held` remembers it, so the batch
+ * that brings the probe does not ask for more ahead. */
+static bool hold_for_circuits(ib_host *h, bool *held)
+{
+    int64_t hold = ib_dispatch_hold_ms(h->dispatch);
+    if (hold <= 0)
+        return false;
+    if (!*held)
+        ib_puller_chain(h->puller, false);
+    *held = true;
+    ib__host_outbox_tick(h);
+    nats_Sleep(hold < 250 ? hold : 250);
+    return true;
+}
+
 static int run_loop(ib_host *h, natsMsg **buf)
 {
     int64_t last_activity = ib_clock_monotonic_ms();
     int64_t last_batch_ms = 0;
     int64_t backoff = 50;
     consumer_watch watch = {0};
+    bool held = false;
 
     while (!ib__host_signal_received()) {
         if (ib_nats_is_closed(h->nats)) {
@@ -423,6 +443,10 @@ static int run_loop(ib_host *h, natsMsg **buf)
             return 1;
         if (atomic_load(&h->schema_changed))
             return 2;
+        if (hold_for_circuits(h, &held)) {
+            last_activity = ib_clock_monotonic_ms(); /* waiting events are not idleness */
+            continue;
+        }
         size_t n = 0;
         ib_error e;
         if (ib_puller_next(h->puller, buf, &n, h->batch_cap, 250, &e) != IB_OK) {
@@ -449,9 +473,10 @@ static int run_loop(ib_host *h, natsMsg **buf)
          * batch took a good part of AckWait: prefetched messages (up to two
          * batches when chained) wait unseen by the watcher's +WPI and could
          * be redelivered elsewhere meanwhile. */
-        ib_puller_chain(h->puller, last_batch_ms < h->ack_wait_ms / 8);
-        if (last_batch_ms < h->ack_wait_ms / 4)
+        ib_puller_chain(h->puller, !held && last_batch_ms < h->ack_wait_ms / 8);
+        if (!held && last_batch_ms < h->ack_wait_ms / 4)
             ib_puller_prefetch(h->puller, NULL);
+        held = false;
         int64_t started = ib_clock_monotonic_ms();
         ib__host_process_batch(h, buf, n);
         last_activity = ib_clock_monotonic_ms();
@@ -481,6 +506,7 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
     h->first_handled_ms = -1;
     h->cfg = cfg;
     pthread_mutex_init(&h->inflight_lock, NULL);
+    pthread_mutex_init(&h->health_lock, NULL);
     if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
         snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "%s", cfg->dead_letter);
     else
@@ -561,6 +587,11 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
     if (cfg->http != NULL && cfg->http[0] != '\0' &&
         ib_http_start(&h->http, cfg->http, h->metrics, ready, h, e) != IB_OK)
         return -1;
+    ib_http_set_live(h->http, ib__host_live, h);
+    if (ib__host_notify_start(h) != 0) {
+        ib_error_set(e, IB_ERR_IO, "cannot start the systemd watchdog thread");
+        return -1;
+    }
     return 0;
 }
 
@@ -722,6 +753,7 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     h->http = NULL;
     ib__host_watch_stop(h);
     ib__host_keeper_stop(h);
+    ib__host_notify_stop(h);
     atomic_store(&h->bound, 0);
     if (h->puller != NULL)
         ib_puller_stats_get(h->puller, &h->pull_stats);
@@ -738,9 +770,11 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
         write_summary(h, code);
     ib_metrics_free(h->metrics);
     free(h->consumer_metrics);
+    free(h->circuit_warned_ms);
     ib__host_batch_free(h);
     free(buf);
     pthread_mutex_destroy(&h->inflight_lock);
+    pthread_mutex_destroy(&h->health_lock);
 }
 
 /* The recorder part of --check: a file that exists is opened as ibus run
@@ -809,6 +843,7 @@ static int host_check(ib_host *h)
         ib_plugin_close(h->plugins[i - 1]);
     ib_recorder_close(h->recorder);
     pthread_mutex_destroy(&h->inflight_lock);
+    pthread_mutex_destroy(&h->health_lock);
     return code;
 }
 

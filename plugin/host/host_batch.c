@@ -139,13 +139,13 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
  * the marks were durable and the ack never landed (lost, or the process
  * died between the commit and the ack): the crash window at work. A
  * producer's retry is a new message with delivery count 1; a RETRY of one
- * handler brings its event back with that handler still unmarked; neither
- * counts. */
+ * handler brings its event back with that handler still unmarked, and so
+ * does one whose circuit is open; none of them counts. */
 static bool redelivered_all_marked(const ib_delivery *d)
 {
     const ib_delivery_counts *c = &d->counts;
     unsigned other = c->handled + c->retried + c->rejected + c->busy + c->recorder_failed +
-                     c->coalesced + c->lost + c->exhausted + c->conflicts;
+                     c->coalesced + c->lost + c->exhausted + c->conflicts + c->waiting;
     return d->delivery_count > 1 && c->duplicates > 0 && other == 0;
 }
 
@@ -221,6 +221,10 @@ static void observe_delivery(ib_host *h, const ib_delivery *d, const char *consu
     };
     ib_metrics_consumer *slot =
         handler < h->consumer_metrics_n ? h->consumer_metrics[handler] : NULL;
+    if (result == IB_RESULT_WAITING) {
+        ib_metrics_consumer_waits(slot, 1); /* not run: its circuit is open */
+        return;
+    }
     if ((unsigned)result < sizeof(run_result) / sizeof(run_result[0]))
         ib_metrics_consumer_count(slot, run_result[result]);
     if (result == IB_RESULT_DUPLICATE)
@@ -320,7 +324,8 @@ static int register_consumer_metrics(ib_host *h, ib_error *err)
 {
     size_t n = ib_dispatch_handler_count(h->dispatch);
     h->consumer_metrics = calloc(n > 0 ? n : 1, sizeof(*h->consumer_metrics));
-    if (h->consumer_metrics == NULL) {
+    h->circuit_warned_ms = calloc(n > 0 ? n : 1, sizeof(*h->circuit_warned_ms));
+    if (h->consumer_metrics == NULL || h->circuit_warned_ms == NULL) {
         ib_error_set(err, IB_ERR_NOMEM, "out of memory for the consumer metrics");
         return -1;
     }
@@ -354,6 +359,8 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
         .on_recorder = ib__host_on_recorder,
         .on_conflict = h->cfg->on_conflict,
         .transactional_bus = ib__host_transactional_bus,
+        .circuit = h->cfg->circuit,
+        .on_circuit = ib__host_on_circuit,
     };
     if (ib_dispatch_create(&h->dispatch, h->recorder, &o, err) != IB_OK)
         return -1;
@@ -465,6 +472,33 @@ static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *de
                        ib_dispatch_recorder_seconds(h->dispatch));
 }
 
+/* The Ibus-Error of a dead letter dispatch decided: the reason with the
+ * count, and what the handler said ("rejected after 1 deliveries: HTTP
+ * 422: ..."; "max-deliver after 5 attempts; last: HTTP 503 Service
+ * Unavailable"). Attempts are what the poison rule counts; a recorder
+ * without them (memory:) counts deliveries. */
+static const char *dead_letter_detail(char *buf, size_t cap, const ib_delivery *d)
+{
+    const char *reason = ib_dead_letter_reason_str(d->dead_letter_reason);
+    if (d->dead_letter_reason != IB_DLQ_MAX_DELIVER) {
+        snprintf(buf, cap, "%s after %" PRIu64 " deliveries%s%s", reason, d->delivery_count,
+                 d->reject_detail != NULL ? ": " : "",
+                 d->reject_detail != NULL ? d->reject_detail : "");
+        return buf;
+    }
+    const char *last = d->reject_detail;
+    if (d->exhausted)
+        last = "not known (no handler ran on this delivery: its attempts were used up before it)";
+    else if (last == NULL)
+        last = "RETRY (the handler gave no reason)";
+    if (d->attempts > 0)
+        snprintf(buf, cap, "%s after %" PRIu32 " attempts; last: %s", reason, d->attempts, last);
+    else
+        snprintf(buf, cap, "%s after %" PRIu64 " deliveries; last: %s", reason, d->delivery_count,
+                 last);
+    return buf;
+}
+
 /* Settle: acks, naks or dead-letters one message as decode and dispatch
  * decided. */
 static void settle_one(ib_host *h, item *it)
@@ -486,12 +520,9 @@ static void settle_one(ib_host *h, item *it)
         settle_nak(h, it, d->nak_delay_ms);
         break;
     case IB_OUTCOME_DEAD_LETTER: {
-        char detail[IB_VERDICT_REASON_MAX + 64];
-        snprintf(detail, sizeof(detail), "%s after %" PRIu64 " deliveries%s%s",
-                 ib_dead_letter_reason_str(d->dead_letter_reason), d->delivery_count,
-                 d->reject_detail != NULL ? ": " : "",
-                 d->reject_detail != NULL ? d->reject_detail : "");
-        settle_dead_letter(h, it, d->dead_letter_reason, detail);
+        char detail[IB_VERDICT_REASON_MAX + 160];
+        settle_dead_letter(h, it, d->dead_letter_reason,
+                           dead_letter_detail(detail, sizeof(detail), d));
         break;
     }
     }

@@ -15,6 +15,7 @@
 #include "dispatch.h"
 #include "event.h"
 #include "host.h"
+#include "host_signal.h"
 #include "ops.h"
 #include "loader.h"
 #include "recorder.h"
@@ -23,6 +24,19 @@
 /* Per-message working state of one batch; defined and used by
  * host_batch.c alone. */
 typedef struct ib_host_item ib_host_item;
+
+/* A handler call past --handler-timeout that the watcher has reported
+ * (host_health.c), so each is logged and counted once. */
+typedef struct ib_host_overdue {
+    size_t handler;
+    int64_t started_ms;
+    char event_id[IB_ID_BUF_SIZE];
+    bool seen; /* visited by the last scan */
+} ib_host_overdue;
+
+/* How many overdue calls the watcher tells apart; more are still counted
+ * in the gauge and fail /healthz, but are logged as one. */
+#define IB_HOST_OVERDUE_MAX 16
 
 /* Totals for the final summary line. */
 typedef struct ib_host_totals {
@@ -61,6 +75,9 @@ typedef struct ib_host {
      * the registry's; the array is the host's. */
     ib_metrics_consumer **consumer_metrics;
     size_t consumer_metrics_n;
+    /* When each handler's open circuit was last logged at WARN, by
+     * registration index (host_circuit.c; the dispatch thread only). */
+    int64_t *circuit_warned_ms;
     ib_http *http;
     ib_bus_proxy bus;
     int64_t ack_wait_ms;
@@ -103,6 +120,21 @@ typedef struct ib_host {
     int64_t inflight_since_ms;
 
     ib_host_outbox outbox;
+
+    /* Handler calls past --handler-timeout (host_health.c): `overdue`
+     * counts them now (the watcher writes it; /healthz reads it), and
+     * overdue_why, under health_lock, says which for /healthz. The list
+     * is the watcher's alone. */
+    atomic_int overdue;
+    pthread_mutex_t health_lock;
+    char overdue_why[320];
+    ib_host_overdue overdue_seen[IB_HOST_OVERDUE_MAX];
+    size_t overdue_n;
+
+    /* systemd's watchdog (host_health.c): a thread that sends WATCHDOG=1
+     * while no handler call is overdue, when the unit asked for it; NULL
+     * when it did not. */
+    struct ib_host_notify *notify;
 
     pthread_t watcher;
     bool watcher_started;
@@ -173,15 +205,41 @@ int ib__host_outbox_flush(ib_host *h);
  * otherwise; call it between batches. Main thread. */
 void ib__host_outbox_tick(ib_host *h);
 
+/* The dispatch's on_circuit callback (`ctx` is the ib_host): one log
+ * line per change that matters (WARN when a circuit opens, and at most
+ * once a minute while it stays open; INFO when it closes; the probes at
+ * DEBUG), ibus_circuit_state and ibus_circuit_transitions_total. Runs on
+ * the dispatch thread. */
+void ib__host_on_circuit(void *ctx, size_t handler, const char *consumer, ib_circuit_state from,
+                         ib_circuit_state to, const char *detail);
+
+/* When some handler's circuit is not closed, writes "circuit open for
+ * A, B: ..." into `why` (cap bytes) and returns true, for /readyz. Safe
+ * from any thread once h->bound is set. */
+bool ib__host_circuits_why(ib_host *h, char *why, size_t cap);
+
+/* Watcher thread: finds handler calls past --handler-timeout, logs and
+ * counts each once, and keeps h->overdue, ibus_handlers_overdue and the
+ * /healthz reason current (a call that returns clears them). */
+void ib__host_check_overdue(ib_host *h);
+
+/* /healthz's liveness callback (`ctx` is the ib_host): 0 with the
+ * reason while a handler call is past --handler-timeout. */
+int ib__host_live(void *ctx, char *why, size_t cap);
+
+/* Starts the systemd watchdog thread when the service manager asked for
+ * pings ($NOTIFY_SOCKET and $WATCHDOG_USEC, for this PID): WATCHDOG=1
+ * every half period while no handler call is overdue, so a stuck process
+ * is restarted. Returns 0 (also when not asked), -1 when the thread could
+ * not start. Stop joins it; a no-op when it was not started. */
+int ib__host_notify_start(ib_host *h);
+void ib__host_notify_stop(ib_host *h);
+
 /* Starts and stops the watcher thread: in-progress acks for a long batch,
  * metrics gauges (the consumer's pending counts read from the server every
  * 5 s), the recorder probe while idle, and the drain deadline. */
 int ib__host_watch_start(ib_host *h);
 void ib__host_watch_stop(ib_host *h);
-
-/* Starts `fn(arg)` on a new thread that has every signal blocked, so
- * signals stay with the main thread. Returns pthread_create's result. */
-int ib__host_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* Refuses a retention shorter than the time the stream can still deliver
  * a message (ib_host_retention_floor_ms), from the bound consumer's facts

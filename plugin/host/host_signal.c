@@ -36,3 +36,14 @@ const volatile int *ib__host_signal_flag(void)
 {
     return (const volatile int *)&signalled;
 }
+
+int ib__host_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    /* the new thread inherits the mask: signals stay with the main thread */
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}

@@ -9,10 +9,11 @@
  *   - while no batch runs, probes the recorder every few seconds, so a
  *     store that fails while idle turns /readyz false (and back) without
  *     waiting for the next event;
+ *   - finds handler calls past --handler-timeout (host_health.c), which
+ *     fail /healthz until they return;
  *   - enforces the drain deadline after SIGTERM: if handlers are still
  *     running when it passes, the process exits 1 (their messages were not
  *     acked and come back; their marks, if any, were made). */
-#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,6 +142,7 @@ static void *watch_main(void *arg)
     while (!atomic_load(&h->watcher_quit)) {
         int64_t now = ib_clock_monotonic_ms();
         send_in_progress(h, now, &last_wpi);
+        ib__host_check_overdue(h);
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONNECTED, ib_nats_is_connected(h->nats));
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_BOUND, atomic_load(&h->bound));
 
@@ -164,17 +166,6 @@ static void *watch_main(void *arg)
         nanosleep(&ts, NULL);
     }
     return NULL;
-}
-
-int ib__host_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    /* the new thread inherits the mask: signals stay with the main thread */
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(t, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
 }
 
 int ib__host_watch_start(ib_host *h)

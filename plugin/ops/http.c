@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,10 @@ struct ib_http {
     ib_metrics *metrics;
     ib_http_ready_fn ready;
     void *ctx;
+    /* set once after start (ib_http_set_live): live_ctx is written before
+     * live is published with release */
+    _Atomic(ib_http_ready_fn) live;
+    void *live_ctx;
     uint16_t port;
 };
 
@@ -203,6 +208,20 @@ static enum MHD_Result queue_not_ready(struct MHD_Connection *c, const char *why
     return queue(c, MHD_HTTP_SERVICE_UNAVAILABLE, r, "text/plain; charset=utf-8");
 }
 
+/* /healthz: 200 "ok", or 503 with the liveness callback's reason. */
+static enum MHD_Result serve_health(struct MHD_Connection *c, ib_http *h)
+{
+    char why[256], body[320];
+    ib_http_ready_fn live = atomic_load_explicit(&h->live, memory_order_acquire);
+    why[0] = '\0';
+    if (live == NULL || live(h->live_ctx, why, sizeof(why)) != 0)
+        return queue_static(c, MHD_HTTP_OK, "ok\n");
+    snprintf(body, sizeof(body), "not healthy%s%s\n", why[0] != '\0' ? ": " : "", why);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+    return queue(c, MHD_HTTP_SERVICE_UNAVAILABLE, r, "text/plain; charset=utf-8");
+}
+
 static enum MHD_Result serve_metrics(struct MHD_Connection *c, const ib_http *h)
 {
     if (h->metrics == NULL)
@@ -230,7 +249,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     (void)upload_data;
     (void)req_cls;
-    const ib_http *h = cls;
+    ib_http *h = cls;
     /* a request body is never wanted: swallow it so the connection stays sane */
     if (*upload_data_size != 0) {
         *upload_data_size = 0;
@@ -245,7 +264,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, r, "text/plain; charset=utf-8");
     }
     if (strcmp(url, "/healthz") == 0)
-        return queue_static(c, MHD_HTTP_OK, "ok\n");
+        return serve_health(c, h);
     if (strcmp(url, "/readyz") == 0) {
         char why[256];
         return is_ready(h, why, sizeof(why)) ? queue_static(c, MHD_HTTP_OK, "ready\n")
@@ -275,6 +294,7 @@ ib_status ib_http_start(ib_http **out, const char *addr, ib_metrics *m, ib_http_
     h->metrics = m;
     h->ready = ready;
     h->ctx = ctx;
+    atomic_init(&h->live, NULL);
 
     st = open_listener(&fd, &h->port, &a, addr, err);
     if (st != IB_OK)
@@ -305,6 +325,14 @@ fail_free:
 uint16_t ib_http_port(const ib_http *h)
 {
     return h != NULL ? h->port : 0;
+}
+
+void ib_http_set_live(ib_http *h, ib_http_ready_fn live, void *ctx)
+{
+    if (h == NULL)
+        return;
+    h->live_ctx = ctx;
+    atomic_store_explicit(&h->live, live, memory_order_release);
 }
 
 void ib_http_stop(ib_http *h)

@@ -42,6 +42,11 @@ struct ib_metrics_consumer {
     ib_hist http_hist;
     _Atomic bool http_seen;
     _Atomic uint64_t http_codes[IB_METRICS_HTTP_CODES];
+    /* Its circuit and handler timeouts: rare changes, one line for all. */
+    _Alignas(64) _Atomic int circuit; /* ib_metrics_circuit */
+    _Atomic uint64_t transitions[IB_METRICS_CIRCUIT_COUNT];
+    _Atomic uint64_t waits;
+    _Atomic uint64_t timeouts;
     char *name;  /* as given, for lookups at registration */
     char *label; /* `consumer="<escaped name>",`: built once, so a scrape only copies it */
 };
@@ -128,6 +133,16 @@ static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
                                         "Messages delivered to some process of the consumer and "
                                         "not acked yet, read from the server every 5 s."},
     [IB_METRIC_READY] = {"ibus_ready", "1 exactly when /readyz answers 200, else 0."},
+    [IB_METRIC_HANDLERS_OVERDUE] = {"ibus_handlers_overdue",
+                                    "Handler calls running past --handler-timeout now (while "
+                                    "above 0, /healthz answers 503)."},
+};
+
+/* The to label values of ibus_circuit_transitions_total. */
+static const char *const circuit_label[IB_METRICS_CIRCUIT_COUNT] = {
+    [IB_METRICS_CIRCUIT_CLOSED] = "closed",
+    [IB_METRICS_CIRCUIT_HALF_OPEN] = "half-open",
+    [IB_METRICS_CIRCUIT_OPEN] = "open",
 };
 
 /* The result label values of ibus_consumer_runs_total. */
@@ -293,6 +308,11 @@ ib_metrics_consumer *ib_metrics_consumer_add(ib_metrics *m, const char *consumer
     hist_init(&c->hist);
     for (size_t r = 0; r < IB_METRIC_RESULT_COUNT; r++)
         atomic_init(&c->runs[r], 0);
+    atomic_init(&c->circuit, IB_METRICS_CIRCUIT_CLOSED);
+    for (size_t k = 0; k < IB_METRICS_CIRCUIT_COUNT; k++)
+        atomic_init(&c->transitions[k], 0);
+    atomic_init(&c->waits, 0);
+    atomic_init(&c->timeouts, 0);
     atomic_init(&c->next, NULL);
     c->name = strdup(consumer);
     c->label = malloc(2 * strlen(consumer) + sizeof("consumer=\"\","));
@@ -344,6 +364,26 @@ void ib_metrics_consumer_http(ib_metrics_consumer *c, int status, double seconds
     atomic_fetch_add_explicit(&c->http_codes[http_slot(status)], 1, memory_order_relaxed);
     hist_observe(&c->http_hist, seconds);
     atomic_store_explicit(&c->http_seen, true, memory_order_release);
+}
+
+void ib_metrics_consumer_circuit(ib_metrics_consumer *c, ib_metrics_circuit to)
+{
+    if (c == NULL || (unsigned)to >= IB_METRICS_CIRCUIT_COUNT)
+        return;
+    atomic_store_explicit(&c->circuit, (int)to, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->transitions[to], 1, memory_order_relaxed);
+}
+
+void ib_metrics_consumer_waits(ib_metrics_consumer *c, uint64_t n)
+{
+    if (c != NULL)
+        atomic_fetch_add_explicit(&c->waits, n, memory_order_relaxed);
+}
+
+void ib_metrics_consumer_timeout(ib_metrics_consumer *c)
+{
+    if (c != NULL)
+        atomic_fetch_add_explicit(&c->timeouts, 1, memory_order_relaxed);
 }
 
 uint64_t ib_metrics_consumer_http_count(const ib_metrics_consumer *c, int status)
@@ -531,6 +571,39 @@ static void render_http(ib_strbuf *b, ib_metrics_consumer *first)
             sb_hist(b, "ibus_http_request_seconds", c->label, &c->http_hist);
 }
 
+/* The circuit and timeout families: every registered consumer, zeros
+ * included, so an alert has a series before the first outage. */
+static void render_circuits(ib_strbuf *b, ib_metrics_consumer *first)
+{
+    ib_metrics_consumer *c;
+    sb_family(b, "ibus_circuit_state",
+              "Circuit of a consumer identity's handler: 0 closed (runs), 1 half-open (one "
+              "probe runs), 2 open (not run; its deliveries wait).",
+              "gauge");
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        sb_printf(b, "ibus_circuit_state{%.*s} %d\n", (int)strlen(c->label) - 1, c->label,
+                  atomic_load_explicit(&c->circuit, memory_order_relaxed));
+    sb_family(b, "ibus_circuit_transitions_total",
+              "Changes of a handler's circuit, by the state it went to.", "counter");
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        for (size_t k = 0; k < IB_METRICS_CIRCUIT_COUNT; k++)
+            sb_printf(b, "ibus_circuit_transitions_total{%sto=\"%s\"} %" PRIu64 "\n", c->label,
+                      circuit_label[k],
+                      atomic_load_explicit(&c->transitions[k], memory_order_relaxed));
+    sb_family(b, "ibus_circuit_waits_total",
+              "Deliveries sent back to wait because the handler's circuit was open (the "
+              "handler not run, no attempt spent).",
+              "counter");
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        sb_printf(b, "ibus_circuit_waits_total{%.*s} %" PRIu64 "\n", (int)strlen(c->label) - 1,
+                  c->label, atomic_load_explicit(&c->waits, memory_order_relaxed));
+    sb_family(b, "ibus_handler_timeouts_total", "Handler calls that ran past --handler-timeout.",
+              "counter");
+    for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
+        sb_printf(b, "ibus_handler_timeouts_total{%.*s} %" PRIu64 "\n", (int)strlen(c->label) - 1,
+                  c->label, atomic_load_explicit(&c->timeouts, memory_order_relaxed));
+}
+
 /* The per-consumer families: every registered consumer with every result,
  * zeros included, so rate() has a series from the first scrape. */
 static void render_consumers(ib_strbuf *b, ib_metrics *m)
@@ -551,6 +624,7 @@ static void render_consumers(ib_strbuf *b, ib_metrics *m)
               "Time spent in one call of the handler of a consumer identity.", "histogram");
     for (c = first; c != NULL; c = atomic_load_explicit(&c->next, memory_order_acquire))
         sb_hist(b, "ibus_consumer_handle_seconds", c->label, &c->hist);
+    render_circuits(b, first);
     render_http(b, first);
 }
 

@@ -24,6 +24,12 @@
  * per consumer and id), which a kill may cause only within the bound of
  * repeat_bound_per_kill().
  *
+ * The flap cases (issue 31) use the http case's endpoint and make it flap:
+ * while a flag file exists it answers 503 to everything (a downstream
+ * outage, each longer than the whole retry budget --retry-delay 200ms
+ * leaves), at random moments of the backlog, between kill -9 of hosts.
+ * The circuits must keep every event out of the dead-letter stream.
+ *
  * The fleet cases run the same on a 3-node cluster (it_cluster.h): five
  * hosts given every node's URL, the kv: recorder on a 3-replica bucket
  * instead of SQLite (so no shim and no outage), and in place of the
@@ -106,8 +112,10 @@ typedef struct chaos_params {
     long rate;            /* roll: events per second */
     long down_min_ms;     /* roll: a node stays down this long, up to */
     long down_max_ms;
-    long steady_ms; /* roll: handling between two steps */
-    bool http;      /* the http plugin POSTs to http_effects.py, the side effect */
+    long steady_ms;                /* roll: handling between two steps */
+    bool http;                     /* the http plugin POSTs to http_effects.py, the side effect */
+    int flaps;                     /* http: times the endpoint goes down (503) per seed */
+    long flap_min_ms, flap_max_ms; /* how long each time, up to */
 } chaos_params;
 
 /* The rolling restart: each node with SIGTERM, then each with kill -9,
@@ -119,7 +127,7 @@ typedef struct chaos_params {
 
 typedef struct chaos_result {
     unsigned long seed;
-    int kills, kills_in_backlog, restarts, leader_kills, unplanned_exits;
+    int kills, kills_in_backlog, restarts, leader_kills, unplanned_exits, flaps;
     size_t lost, dead_lettered, dl_never_handled, repeats, unexpected;
     double bound;
     bool settled;
@@ -200,6 +208,7 @@ static void probe_commit_interval(chaos_params *p, const char *dir)
  *   IB_CHAOS_ACK_WAIT        --ack-wait (default: not passed)
  *   IB_CHAOS_LEADER_KILLS    fleet: kill -9 of the bucket's leader node
  *   IB_CHAOS_LEADER_DOWN_MS  fleet: that node restarts after this
+ *   IB_CHAOS_FLAPS           http: times the endpoint goes down per seed
  *   IB_CHAOS_REPORT          append one JSON line per seed to this file */
 static void params_from_env(chaos_params *p, const char *dir)
 {
@@ -213,6 +222,7 @@ static void params_from_env(chaos_params *p, const char *dir)
     p->respawn_ms = chaos_env_long("IB_CHAOS_RESPAWN_MS", p->respawn_ms);
     p->leader_kills = (int)chaos_env_long("IB_CHAOS_LEADER_KILLS", p->leader_kills);
     p->leader_down_ms = chaos_env_long("IB_CHAOS_LEADER_DOWN_MS", p->leader_down_ms);
+    p->flaps = (int)chaos_env_long("IB_CHAOS_FLAPS", p->flaps);
     p->settle_ms = it_timeout(chaos_env_long("IB_CHAOS_SETTLE_MS", p->settle_ms));
     p->concurrency = (int)chaos_env_long("IB_CHAOS_CONCURRENCY", 1);
     const char *ack_wait = getenv("IB_CHAOS_ACK_WAIT");
@@ -315,8 +325,11 @@ typedef struct chaos_run {
     chaos_roll_step steps[ROLL_STEPS]; /* roll */
     long step_line[ROLL_STEPS];        /* effects.log lines before each step */
     size_t step_repeats[ROLL_STEPS];
-    it_proc endpoint;   /* http case: http_effects.py */
-    char http_url[128]; /* http case: where it listens */
+    it_proc endpoint;    /* http case: http_effects.py */
+    char http_url[128];  /* http case: where it listens */
+    char down[PATH_MAX]; /* flap cases: the endpoint answers 503 while it exists */
+    int64_t flap_end;    /* when the endpoint comes back; 0: it is up */
+    int64_t up_until;    /* no new flap before: the endpoint stays up a while */
 } chaos_run;
 
 /* The subscriber's command line: `env` puts the shim in front of ibus, so
@@ -470,7 +483,13 @@ static long effects_progress(chaos_run *c)
     return c->effect_lines;
 }
 
-typedef enum action_kind { ACT_KILL, ACT_SERVER_RESTART, ACT_OUTAGE, ACT_LEADER_KILL } action_kind;
+typedef enum action_kind {
+    ACT_KILL,
+    ACT_SERVER_RESTART,
+    ACT_OUTAGE,
+    ACT_LEADER_KILL,
+    ACT_FLAP
+} action_kind;
 
 typedef struct action {
     action_kind kind;
@@ -501,6 +520,9 @@ static size_t plan_actions(action *out, chaos_run *c)
                             chaos_rng_range(&c->rng, 0, 40)};
     if (p->outage_ms > 0)
         out[n++] = (action){ACT_OUTAGE, 0.1 + 0.4 * chaos_rng_unit(&c->rng),
+                            chaos_rng_range(&c->rng, 0, 40)};
+    for (int i = 0; i < p->flaps; i++)
+        out[n++] = (action){ACT_FLAP, 0.05 + 0.8 * chaos_rng_unit(&c->rng),
                             chaos_rng_range(&c->rng, 0, 40)};
     qsort(out, n, sizeof(*out), cmp_action);
     return n;
@@ -597,6 +619,34 @@ static void flag_set(chaos_run *c, bool on)
         assert_true(unlink(c->flag) == 0 || errno == ENOENT);
 }
 
+/* The endpoint goes down for a random while; one flap at a time, each
+ * after a random while up. */
+static bool flap(chaos_run *c, long progress)
+{
+    if (c->flap_end != 0 || it_now_ms() < c->up_until)
+        return false;
+    long ms = chaos_rng_range(&c->rng, c->p->flap_min_ms, c->p->flap_max_ms);
+    assert_true(it_file_write(c->down, "down\n", 5));
+    c->flap_end = it_now_ms() + ms;
+    c->r->flaps++;
+    printf("  endpoint down (503) for %ld ms after %ld of %ld effects\n", ms, progress,
+           c->p->events);
+    return true;
+}
+
+/* Brings the endpoint back when its flap is over; true while it is down. */
+static bool supervise_flap(chaos_run *c)
+{
+    if (c->flap_end == 0)
+        return false;
+    if (it_now_ms() < c->flap_end)
+        return true;
+    assert_true(unlink(c->down) == 0 || errno == ENOENT);
+    c->flap_end = 0;
+    c->up_until = it_now_ms() + chaos_rng_range(&c->rng, 1000, 4000);
+    return false;
+}
+
 /* Fires one due action; returns false when it must wait. A server
  * restart waits until no subscriber is starting: one that cannot connect
  * at start exits 1 by design, which is not the failure looked for here.
@@ -624,6 +674,8 @@ static bool fire(chaos_run *c, action *a, long progress, bool starting, int64_t 
         return true;
     case ACT_LEADER_KILL:
         return !starting && kill_leader(c, progress);
+    case ACT_FLAP:
+        return flap(c, progress);
     }
     return true;
 }
@@ -631,7 +683,8 @@ static bool fire(chaos_run *c, action *a, long progress, bool starting, int64_t 
 static void run_chaos(chaos_run *c)
 {
     action plan[MAX_ACTIONS];
-    if ((size_t)c->p->kills + (size_t)c->p->restarts + 1 > sizeof(plan) / sizeof(plan[0]))
+    if ((size_t)c->p->kills + (size_t)c->p->restarts + (size_t)c->p->flaps + 2 >
+        sizeof(plan) / sizeof(plan[0]))
         fail_msg("chaos: too many kills and restarts");
     size_t n = plan_actions(plan, c), next = 0;
     int64_t outage_end = 0, last_move = it_now_ms(), reached_at = 0;
@@ -650,8 +703,11 @@ static void run_chaos(chaos_run *c)
         }
         bool starting = supervise(c);
         bool node_down = supervise_node(c);
-        if (next == n && outage_end == 0 && !starting && !node_down)
+        bool flapping = supervise_flap(c);
+        if (next == n && outage_end == 0 && !starting && !node_down && !flapping)
             break;
+        if (flapping)
+            last_move = now; /* no progress is expected while the endpoint is down */
         bool stalled = outage_end == 0 && now - last_move >= STALL_MS;
         if (next < n && (progress >= (long)(plan[next].at * (double)c->p->events) || stalled)) {
             if (reached_at == 0)
@@ -912,7 +968,7 @@ static void start_endpoint(chaos_run *c)
     snprintf(sleep_ms, sizeof(sleep_ms), "%ld", c->p->sleep_ms);
     it_argv_init(&a);
     it_argv_addl(&a, "/usr/bin/env", "python3", HTTP_EFFECTS_PY, "--port-file", port_file,
-                 "--effects", c->effects, "--sleep-ms", sleep_ms, NULL);
+                 "--effects", c->effects, "--sleep-ms", sleep_ms, "--down-flag", c->down, NULL);
     assert_true(it_spawn(&c->endpoint, c->e, "endpoint", &a));
     it_argv_free(&a);
     int64_t end = it_now_ms() + it_timeout(10000);
@@ -966,6 +1022,7 @@ static void run_seed(chaos_result *r, const chaos_params *p, unsigned long seed)
     it_path(c.effects, c.e, "effects.log");
     it_path(c.flag, c.e, "recorder-outage.flag");
     it_path(c.db, c.e, "markers.db");
+    it_path(c.down, c.e, "endpoint-down.flag");
 
     size_t n = (size_t)p->events;
     char **ids = calloc(n, sizeof(char *));
@@ -1029,6 +1086,10 @@ static void print_header(const chaos_params *p)
     if (p->fleet)
         printf("fleet: 3-node cluster, recorder kv:%s (3 replicas), %d leader kill(s) of %ld ms\n",
                FLEET_BUCKET, p->leader_kills, p->leader_down_ms);
+    if (p->flaps > 0)
+        printf("flaps: the endpoint answers 503 %d times per seed, %ld-%ld ms each (the retry "
+               "budget of --retry-delay 200ms is about 3 s); circuits at their defaults\n",
+               p->flaps, p->flap_min_ms, p->flap_max_ms);
     printf("bound: %.0f repeats per kill (C=%d, I=%.3g ms%s, t=%ld ms)\n",
            repeat_bound_per_kill(p->concurrency, p->commit_ms, (double)p->sleep_ms), p->concurrency,
            p->commit_ms,
@@ -1083,7 +1144,7 @@ static void report_json(const chaos_params *p, const chaos_result *r)
         "{\"case\":\"%s\",\"seed\":%lu,\"events\":%ld,\"duplicates\":%ld,\"subscribers\":%d,"
         "\"handler_ms\":%ld,\"concurrency\":%d,\"commit_interval_ms\":%.3f,\"kills\":%d,"
         "\"kills_in_backlog\":%d,\"server_restarts\":%d,\"leader_kills\":%d,"
-        "\"recorder\":\"%s\",\"outage_ms\":%ld,\"lost\":%zu,"
+        "\"recorder\":\"%s\",\"outage_ms\":%ld,\"flaps\":%d,\"lost\":%zu,"
         "\"dead_lettered\":%zu,\"dead_lettered_never_handled\":%zu,\"repeats\":%zu,"
         "\"repeats_per_kill\":%.3f,\"bound_per_kill\":%.0f,\"unexpected\":%zu,"
         "\"settled\":%s,\"unplanned_exits\":%d,\"elapsed_ms\":%" PRId64
@@ -1091,8 +1152,8 @@ static void report_json(const chaos_params *p, const chaos_result *r)
         "\"gaps_over\":%ld}\n",
         p->name, r->seed, p->events, p->events / 10, p->subscribers, p->sleep_ms, p->concurrency,
         p->commit_ms, r->kills, r->kills_in_backlog, r->restarts, r->leader_kills,
-        p->fleet ? "kv:" FLEET_BUCKET " r3" : "sqlite", p->outage_ms, r->lost, r->dead_lettered,
-        r->dl_never_handled, r->repeats, per_kill(r), r->bound, r->unexpected,
+        p->fleet ? "kv:" FLEET_BUCKET " r3" : "sqlite", p->outage_ms, r->flaps, r->lost,
+        r->dead_lettered, r->dl_never_handled, r->repeats, per_kill(r), r->bound, r->unexpected,
         r->settled ? "true" : "false", r->unplanned_exits, r->elapsed_ms, r->published,
         r->longest_gap_ms, r->raw_gap_ms, r->longest_election_ms, r->gaps_over);
     fclose(f);
@@ -1307,6 +1368,44 @@ static void http(void **state)
     run_case(&p);
 }
 
+/* Issue 31: the endpoint flaps (503 for 2-6 s at a time, each longer than
+ * the retry budget) between kill -9 of hosts. The short run is for CI. */
+static void flap_short(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "flap_short",
+                      .default_seeds = "1",
+                      .events = 1000,
+                      .subscribers = 3,
+                      .kills = 2,
+                      .sleep_ms = 1,
+                      .respawn_ms = 500,
+                      .settle_ms = 180000,
+                      .http = true,
+                      .flaps = 2,
+                      .flap_min_ms = 3000,
+                      .flap_max_ms = 6000};
+    run_case(&p);
+}
+
+static void flap_long(void **state)
+{
+    (void)state;
+    chaos_params p = {.name = "flap_long",
+                      .default_seeds = "1,2,3",
+                      .events = 10000,
+                      .subscribers = 3,
+                      .kills = 6,
+                      .sleep_ms = 1,
+                      .respawn_ms = 500,
+                      .settle_ms = 600000,
+                      .http = true,
+                      .flaps = 8,
+                      .flap_min_ms = 2000,
+                      .flap_max_ms = 15000};
+    run_case(&p);
+}
+
 /* One test per line: CMake registers them by reading these lines. */
 // clang-format off
 static const struct CMUnitTest tests[] = {
@@ -1318,6 +1417,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fleet_long),
     cmocka_unit_test(fleet_roll),
     cmocka_unit_test(http),
+    cmocka_unit_test(flap_short),
+    cmocka_unit_test(flap_long),
 };
 // clang-format on
 

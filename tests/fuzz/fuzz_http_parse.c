@@ -7,7 +7,8 @@
  * same bytes as an event's source and type still make a JSON body that is
  * valid JSON (invalid UTF-8 replaced); and the plugin's JSON scanner says
  * what jansson says of the bytes (it replaced jansson in the plugin), but
- * for jansson's one quirk with NUL bytes. */
+ * for jansson's one quirk with NUL bytes; a status line's phrase is
+ * printable ASCII within its buffer. */
 #include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -82,6 +83,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         assert(a >= 0 && a <= 86400000);
         assert(ib_http_retry_after_ms(&b, s, 1445412480) == 0 && a == b);
     }
+    char phrase[16];
+    int rc = ib_http_status_phrase(phrase, sizeof(phrase), (const char *)data, size);
+    assert(memchr(phrase, '\0', sizeof(phrase)) != NULL);
+    for (const char *p = phrase; *p != '\0'; p++)
+        assert(*p >= 0x20 && *p < 0x7f);
+    assert((rc == 0) == (phrase[0] != '\0'));
     check_config(s);
     check_body(s);
     free(s);

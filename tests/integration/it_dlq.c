@@ -659,6 +659,34 @@ static void replay_runs_after_a_kill_before_attempts_end(void **state)
     it_done(e);
 }
 
+/* Issue 31: an invalid-id dead letter carries no Ibus-Event-Id or -Type
+ * (its event has no valid id to name), yet `list` shows the id it came
+ * with, escaped, and its type, which --type then selects. The Event is
+ * made by hand: id "bad id" (not a UUID), type "test.bad". */
+static void invalid_id_rows_show_id_and_type(void **state)
+{
+    it_env *e = *state;
+    char log[PATH_MAX];
+    it_proc host, p;
+    static const char event[] = "\x0a\x06"
+                                "bad id"
+                                "\x12\x08"
+                                "test.bad";
+    it_path(log, e, "calls.log");
+    start_host(&host, e, "flt", log, "ok", NULL);
+    assert_int_equal(it_publish(NULL, e, NULL, "--raw", "--subject", "events.bad", event, NULL), 0);
+    wait_dlq(e, "flt", 1);
+    it_finish_hosts(e, "flt", &host, 1, it_timeout(60000));
+    assert_int_equal(list_json(e, "--reason", "invalid-id", "--type", "test.bad", NULL), 1);
+    assert_int_equal(run_dlq(&p, e, "flt", "list", "--json", NULL), 0);
+    assert_true(it_file_contains(p.out_path, "\"id\":\"bad\\\\x20id\""));
+    assert_true(it_file_contains(p.out_path, "\"type\":\"test.bad\""));
+    assert_int_equal(run_dlq(&p, e, "flt", "list", NULL), 0);
+    assert_true(it_file_contains(p.out_path, "bad\\x20id"));
+    assert_true(it_file_contains(p.out_path, "test.bad"));
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(forged_dead_letters_go_nowhere, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(replay_runs_after_a_kill_before_attempts_end, it_setup,
@@ -671,6 +699,7 @@ static const struct CMUnitTest tests[] = {
                                     it_teardown),
     cmocka_unit_test_setup_teardown(conflict_needs_force, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(filters_show_and_purge, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(invalid_id_rows_show_id_and_type, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)

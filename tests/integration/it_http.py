@@ -38,6 +38,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_netutil import free_port, tcp_open  # noqa: E402
+from it_procs import show_logs, spawn, start_nats, stop_all, wait_for  # noqa: E402
 
 SECRET = "Bearer it-http-" + uuid.uuid4().hex
 
@@ -200,21 +201,10 @@ class Run:
         os.chmod(self.header_file, 0o600)
 
     def spawn(self, argv, name):
-        out = open(os.path.join(self.tmp, name + ".log"), "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp)
-        out.close()
-        self.procs.append(p)
-        return p
+        return spawn(self.procs, self.tmp, argv, name)
 
     def start_nats(self):
-        port = free_port()
-        self.spawn([self.args.nats_server, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd",
-                    os.path.join(self.tmp, "js")], "nats")
-        end = time.monotonic() + 10
-        while not tcp_open(port):
-            assert time.monotonic() < end, "nats-server did not start"
-            time.sleep(0.1)
-        self.url = f"nats://127.0.0.1:{port}"
+        self.url = start_nats(self.procs, self.tmp, self.args.nats_server)
 
     def ibus(self, durable, config, extra=()):
         return [self.args.ibus, "run", "--nats-url", self.url, "--create", "--durable", durable,
@@ -266,24 +256,6 @@ class Run:
                 p.wait()
         return p.returncode
 
-    def stop_all(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-    def show_logs(self):
-        for name in sorted(os.listdir(self.tmp)):
-            if name.endswith(".log"):
-                with open(os.path.join(self.tmp, name), errors="replace") as f:
-                    sys.stdout.write(f"--- {name} (tail)\n{f.read()[-3000:]}\n")
-
-
-def wait_for(what, cond, timeout=30):
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def ready(port):
@@ -484,10 +456,10 @@ def main():
         down_run(run)
         examples_run(run)
     except BaseException:
-        run.show_logs()
+        show_logs(run.tmp, 3000)
         raise
     finally:
-        run.stop_all()
+        stop_all(run.procs)
     shutil.rmtree(tmp, ignore_errors=True)
     print("it_http: 4 passed, 0 failed")  # main, tls, down, examples
     return 0

@@ -13,6 +13,9 @@
  *   reject    REJECT
  *   crash     abort() the process (after writing its line)
  *   sleep:MS  sleep MS milliseconds, then OK
+ *   hang:N    while the delivery count is <= N, write a "hang" line and
+ *             never return (the call is stuck until the process dies);
+ *             then OK
  *   anything else, or empty: OK
  *
  * Config (comma-separated key=value): file=PATH (optional; created 0600),
@@ -99,6 +102,12 @@ static ib_verdict act(const scripted *s, const char *text, size_t len, const ib_
     } else if (len == 5 && memcmp(text, "crash", 5) == 0) {
         record(s, ev, "crash");
         abort();
+    } else if (starts(text, len, "hang:", &rest, &rest_len)) {
+        if (ib_raw_event_delivery_count(ev) <= number(rest, rest_len)) {
+            record(s, ev, "hang");
+            for (;;)
+                pause();
+        }
     } else if (starts(text, len, "sleep:", &rest, &rest_len)) {
         unsigned long ms = number(rest, rest_len);
         struct timespec ts = {.tv_sec = (time_t)(ms / 1000),

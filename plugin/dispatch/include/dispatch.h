@@ -72,6 +72,43 @@
  * repeats at most the handlers running plus those finished within one
  * window.
  *
+ * Circuits (options.circuit.enabled): each handler has a circuit that
+ * tells an outage of its downstream from a poison event. Its failure-rate
+ * window holds the handler's calls of the last circuit.window_ms (at most
+ * IB_CIRCUIT_WINDOW_CALLS of them): RETRY is a failure; OK (marked, or a
+ * claim lost after OK) and REJECT (the downstream answered) are
+ * successes; calls that never ran are not in it. The circuit
+ *
+ *   CLOSED    -> OPEN       when the window holds failures of at least
+ *                           circuit.min_events distinct events and they are
+ *                           at least circuit.failure_pct % of its calls, or
+ *                           its last IB_CIRCUIT_RUN_CALLS calls all failed,
+ *                           from at least circuit.min_events events (an
+ *                           outage right after a busy spell, whose successes
+ *                           dilute the rate); one or two events failing
+ *                           alone never open it;
+ *   OPEN                    the handler is not run: its items are neither
+ *                           claimed nor counted as attempts, and the delivery
+ *                           is NAK'ed until the next probe is due (+ up to 20 %);
+ *   OPEN      -> HALF_OPEN  when the probe is due (circuit.probe_min_ms after
+ *                           opening, doubling after each failed probe up to
+ *                           circuit.probe_max_ms): one delivery of the batch,
+ *                           preferably one not probed lately, runs the handler;
+ *   HALF_OPEN -> CLOSED     when the probe did not fail (its window starts over);
+ *   HALF_OPEN -> OPEN       when it failed (or did not run: the next batch
+ *                           tries again).
+ *
+ * A RETRY of a handler whose circuit is open once the batch's calls are
+ * counted (the failed probe, and every call of the batch that opened it)
+ * does not spend the event's budget: its attempts are ended
+ * (ib_recorder_end_attempts) and the delivery waits like the others, so an
+ * outage never dead-letters. Handlers whose circuits are closed keep
+ * running on the same deliveries. ib_dispatch_hold_ms() tells the caller
+ * when every circuit is open, so it can stop pulling until a probe is due.
+ * The memory recorder's poison rule reads JetStream's delivery count,
+ * which waiting deliveries raise: there an outage longer than the retry
+ * budget still dead-letters once the circuit closes.
+ *
  * Ordering: with options.concurrency <= 1 the handlers of a batch run on the
  * caller's thread, in batch order (for each delivery, in registration
  * order). With concurrency N > 1 they run on N worker threads, so within a
@@ -124,6 +161,7 @@ typedef enum ib_handler_result {
                                       fingerprint (a producer reused the id) */
     IB_RESULT_DUPLICATE = 7,       /* not run: already marked (by an earlier delivery or
                                       an earlier copy in the batch that succeeded) */
+    IB_RESULT_WAITING = 8,         /* not run: its circuit is open; the delivery waits */
 } ib_handler_result;
 
 /* What becomes of a delivery whose id is marked for one of its handlers
@@ -135,14 +173,46 @@ typedef enum ib_conflict_policy {
     IB_CONFLICT_LOG = 2,         /* acked like a duplicate; the host logs it louder */
 } ib_conflict_policy;
 
+/* A handler's circuit. Numbered: the values are the ibus_circuit_state
+ * gauge, never renumbered. */
+typedef enum ib_circuit_state {
+    IB_CIRCUIT_CLOSED = 0,    /* 0: the handler runs */
+    IB_CIRCUIT_HALF_OPEN = 1, /* 1: one probe call runs */
+    IB_CIRCUIT_OPEN = 2,      /* 2: the handler is not run; its deliveries wait */
+} ib_circuit_state;
+
+/* The most calls a circuit's window holds, whatever circuit.window_ms. */
+#define IB_CIRCUIT_WINDOW_CALLS 100
+/* A run of this many failed calls at the window's end opens a circuit
+ * whatever the rate (from circuit.min_events events or more): a downstream
+ * that fails 30 % of the time makes such a run about once in 170,000 calls. */
+#define IB_CIRCUIT_RUN_CALLS 10
+#define IB_CIRCUIT_DEFAULT_WINDOW_MS 30000
+#define IB_CIRCUIT_DEFAULT_FAILURE_PCT 50
+#define IB_CIRCUIT_DEFAULT_MIN_EVENTS 3
+#define IB_CIRCUIT_DEFAULT_PROBE_MIN_MS 1000
+#define IB_CIRCUIT_DEFAULT_PROBE_MAX_MS 5000
+
+/* The circuits' settings (see "Circuits" above). Zero-initialised: off;
+ * with `enabled`, a field left at 0 takes its default. */
+typedef struct ib_circuit_options {
+    bool enabled;
+    int64_t window_ms;    /* calls older than this leave the window */
+    unsigned failure_pct; /* 1..100: share of failed calls that opens it */
+    unsigned min_events;  /* distinct failing events needed to open it */
+    int64_t probe_min_ms; /* first probe after opening; doubles per failed probe */
+    int64_t probe_max_ms; /* longest interval between probes */
+} ib_circuit_options;
+
 struct ib_delivery;
 
 /* Called on the thread of ib_dispatch_run(), after the batch's marks, once
  * for every handler call that ran or failed to start for a recorder error,
  * and once for every handler skipped as a duplicate (IB_RESULT_DUPLICATE:
- * the sum of those reports is the deliveries' counts.duplicates). Not for
- * busy claims, exhausted attempts or followers of a failed first
- * occurrence. `consumer` and `delivery` are BORROWED for the call;
+ * the sum of those reports is the deliveries' counts.duplicates), and once
+ * for every handler not run because its circuit is open
+ * (IB_RESULT_WAITING). Not for busy claims, exhausted attempts or
+ * followers of a failed first occurrence. `consumer` and `delivery` are BORROWED for the call;
  * `handler` is the handler's registration index (0-based, as
  * ib_dispatch_handler_consumer() reads it), so an observer can keep
  * per-handler state in an array and never look a name up; `seconds` is the
@@ -189,6 +259,15 @@ typedef struct ib_dispatch_options {
      * batch's `bus`. Called on the thread of ib_dispatch_run() for each
      * such call; the proxy must stay valid until the next call. */
     ib_bus_proxy *(*transactional_bus)(void *ctx, ib_bus_proxy *bus, ib__txn *txn);
+    /* appended */
+    ib_circuit_options circuit;
+    /* Optional: called on the thread of ib_dispatch_run() at every change
+     * of a handler's circuit. `handler` is its registration index,
+     * `consumer` its identity; `detail` says why, in one line ("12 of 12
+     * calls failed within 30s, from 7 events; last: HTTP 503"). Strings
+     * are BORROWED for the call. */
+    void (*on_circuit)(void *ctx, size_t handler, const char *consumer, ib_circuit_state from,
+                       ib_circuit_state to, const char *detail);
 } ib_dispatch_options;
 
 /* One handler as registered. Strings are copied; `handle`/`state` are
@@ -231,6 +310,9 @@ typedef struct ib_delivery_counts {
                                  their claim over: not marked */
     unsigned exhausted;       /* handlers not run: their attempts were used up */
     unsigned conflicts;       /* handlers whose marker holds another payload fingerprint */
+    /* appended */
+    unsigned waiting; /* handlers not run, or whose RETRY did not count: their circuit
+                         is open (the delivery waits for it) */
 } ib_delivery_counts;
 
 /* One delivered message. The caller fills the inputs; ib_dispatch_run()
@@ -253,8 +335,10 @@ struct ib_delivery {
     bool settled_early; /* output: on_settled was called for it during the run */
     /* appended */
     /* output: with outcome DEAD_LETTER "rejected", the reason the first
-     * rejecting handler gave (ib_dispatch_note_verdict), else NULL. The
-     * run's; valid until the next ib_dispatch_run() on the table. */
+     * rejecting handler gave (ib_dispatch_note_verdict); with
+     * "max-deliver", the reason its last failure gave; else NULL (also
+     * when the handler gave none). The run's; valid until the next
+     * ib_dispatch_run() on the table. */
     const char *reject_detail;
     /* appended */
     /* input: the message's data the event was decoded from, handed to
@@ -268,6 +352,12 @@ struct ib_delivery {
      * it is the thread's current trace (ib_trace_current), so its log lines
      * and the events it publishes carry it. */
     const ib_trace *trace;
+    /* output: with outcome DEAD_LETTER "max-deliver", the attempts counted
+     * for its handler (0 when the recorder counts none: the delivery count
+     * is then the budget; or when the attempts were used up before this
+     * delivery and no handler ran on it: exhausted is then set) */
+    uint32_t attempts;
+    bool exhausted;
 };
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive
@@ -341,15 +431,45 @@ double ib_dispatch_recorder_seconds(const ib_dispatch *d);
  * Errors: the recorder's. */
 ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err);
 
+/* A handler call that has run for at least the age asked of
+ * ib_dispatch_overdue(). Strings are BORROWED for the visit. */
+typedef struct ib_overdue_call {
+    size_t handler;       /* registration index */
+    const char *consumer; /* its identity */
+    const char *event_id;
+    int64_t started_ms; /* CLOCK_MONOTONIC ms when the call started: with the
+                           handler and id, it tells one call from the next */
+    int64_t running_ms;
+} ib_overdue_call;
+
+/* Visits, under the lock of the batch in flight, every handler call that
+ * has been running for at least `age_ms`, and returns how many there are.
+ * Safe from any thread while ib_dispatch_run() runs on another (a watcher
+ * enforcing a handler timeout); 0 between batches. `visit` must be quick
+ * and must not call the table. */
+size_t ib_dispatch_overdue(ib_dispatch *d, int64_t age_ms,
+                           void (*visit)(void *ctx, const ib_overdue_call *call), void *ctx);
+
+/* The circuit of handler `handler` (registration index) now;
+ * IB_CIRCUIT_CLOSED when circuits are off or the index is past the last.
+ * Safe from any thread. */
+ib_circuit_state ib_dispatch_circuit_state(const ib_dispatch *d, size_t handler);
+
+/* How long the caller may wait before it pulls again: when circuits are on
+ * and every handler's circuit is open, the time until the first probe is
+ * due (at least 1); otherwise 0. Safe from any thread. */
+int64_t ib_dispatch_hold_ms(const ib_dispatch *d);
+
 /* From inside a handler call, on the thread that runs it: adds detail to
  * the verdict the handler is about to return (the host API's
  * verdict_detail, ABI 1.3). With RETRY, a `retry_after_ms` >= 0 replaces
  * the back-off as the delivery's nak delay, clamped by
  * ib_dispatch_retry_after_ms() (the longest one asked wins when several
- * handlers of a delivery retry); with REJECT, `reason` (copied, cut at
+ * handlers of a delivery retry). `reason` (copied, cut at
  * IB_VERDICT_REASON_MAX bytes, line breaks made spaces; NULL = none)
- * becomes the delivery's reject_detail. Returns false, doing nothing, on a
- * thread that is not running a handler of a dispatch table. */
+ * becomes the delivery's reject_detail with REJECT, and with RETRY the
+ * last failure a "max-deliver" dead letter and a circuit's change name. Returns false, doing
+ * nothing, on a thread that is not running a handler of a dispatch table. */
 bool ib_dispatch_note_verdict(int64_t retry_after_ms, const char *reason);
 
 /* From inside a handler call: stores the table's observer_ctx and the

@@ -15,7 +15,10 @@
  *   2xx                                   OK
  *   408, 425, 429, 5xx, 1xx, 3xx, a timeout or no connection
  *                                         RETRY (Retry-After sets the delay,
- *                                         within the host's bounds)
+ *                                         within the host's bounds), with
+ *                                         the status line or libcurl's error
+ *                                         as its reason: a dead letter after
+ *                                         the last attempt names it
  *   other 4xx                             REJECT: dead-lettered, with the status
  *                                         and the body's first 200 bytes in
  *                                         Ibus-Error
@@ -68,6 +71,7 @@
 /* What one request brought back. */
 typedef struct http_answer {
     char retry_after[64];
+    char phrase[64]; /* the status line's reason phrase ("Service Unavailable"); may be "" */
     char body[REASON_BODY_MAX + 1];
     size_t body_len;
 } http_answer;
@@ -126,6 +130,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 {
     http_answer *a = ctx;
     size_t len = size * n;
+    if (len > 5 && strncmp(data, "HTTP/", 5) == 0)
+        (void)ib_http_status_phrase(a->phrase, sizeof(a->phrase), data, len);
     if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
         size_t vl = len - 12 < sizeof(a->retry_after) - 1 ? len - 12 : sizeof(a->retry_after) - 1;
         memcpy(a->retry_after, data + 12, vl);
@@ -186,6 +192,7 @@ static void set_options(http_conn *c, const uint8_t *body, size_t len, const ib_
 {
     CURL *e = c->curl;
     c->answer.retry_after[0] = '\0';
+    c->answer.phrase[0] = '\0';
     c->answer.body[0] = '\0';
     c->answer.body_len = 0;
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)body);
@@ -214,16 +221,20 @@ static http_conn *thread_conn(http_plugin *p)
     return c;
 }
 
-/* Maps a status to a verdict; a retry may carry the server's delay and a
- * rejection the body's first bytes. */
+/* Maps a status to a verdict; a retry may carry the server's delay. The
+ * reason is the status (with its phrase, for a retry) and the body's
+ * first bytes: a rejection's dead letter names it, and so does a retry's
+ * once the attempts run out. */
 static ib_verdict judge(http_plugin *p, const ib_raw_event *ev, long status, const http_answer *a,
                         ib_bus_proxy *bus)
 {
-    char what[REASON_BODY_MAX + 64];
+    char what[REASON_BODY_MAX + 128];
     if (status >= 200 && status <= 299)
         return IB_HANDLER_OK;
     bool retry = status == 408 || status == 425 || status == 429 || status >= 500 || status < 400;
-    snprintf(what, sizeof(what), "HTTP %ld%s%s", status, a->body_len > 0 ? ": " : "", a->body);
+    bool phrase = retry && a->phrase[0] != '\0';
+    snprintf(what, sizeof(what), "HTTP %ld%s%s%s%s", status, phrase ? " " : "",
+             phrase ? a->phrase : "", a->body_len > 0 ? ": " : "", a->body);
     log_failure(p, ev, what);
     if (!IB_HOST_API_HAS(p->api, verdict_detail)) /* a host before ABI 1.3 */
         return retry ? IB_HANDLER_RETRY : IB_HANDLER_REJECT;
@@ -232,9 +243,25 @@ static ib_verdict judge(http_plugin *p, const ib_raw_event *ev, long status, con
         return IB_HANDLER_REJECT;
     }
     int64_t delay;
-    if (a->retry_after[0] != '\0' &&
-        ib_http_retry_after_ms(&delay, a->retry_after, (int64_t)time(NULL)) == 0)
-        p->api->verdict_detail(bus, delay, NULL);
+    if (a->retry_after[0] == '\0' ||
+        ib_http_retry_after_ms(&delay, a->retry_after, (int64_t)time(NULL)) != 0)
+        delay = -1;
+    p->api->verdict_detail(bus, delay, what);
+    return IB_HANDLER_RETRY;
+}
+
+/* A request that got no answer: RETRY, with libcurl's reason. */
+static ib_verdict no_answer(http_plugin *p, const ib_raw_event *ev, CURLcode rc, ib_bus_proxy *bus)
+{
+    char what[128];
+    if (rc == CURLE_OPERATION_TIMEDOUT)
+        snprintf(what, sizeof(what), "no answer within timeout=%lldms",
+                 (long long)p->cfg.timeout_ms);
+    else
+        snprintf(what, sizeof(what), "%s", curl_easy_strerror(rc));
+    log_failure(p, ev, what);
+    if (IB_HOST_API_HAS(p->api, verdict_detail))
+        p->api->verdict_detail(bus, -1, what);
     return IB_HANDLER_RETRY;
 }
 
@@ -261,8 +288,7 @@ static ib_verdict post(http_plugin *p, http_conn *c, const uint8_t *body, size_t
     if (rc != CURLE_OK) {
         int st = rc == CURLE_OPERATION_TIMEDOUT ? IB_HTTP_TIMEOUT : IB_HTTP_ERROR;
         count_request(p, bus, st, seconds);
-        log_failure(p, ev, curl_easy_strerror(rc));
-        return IB_HANDLER_RETRY;
+        return no_answer(p, ev, rc, bus);
     }
     long status = 0;
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);

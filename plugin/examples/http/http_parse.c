@@ -405,3 +405,25 @@ int ib_http_retry_after_ms(int64_t *out_ms, const char *value, int64_t now_s)
     *out_ms = d <= 0 ? 0 : d >= RETRY_AFTER_MAX_MS / 1000 ? RETRY_AFTER_MAX_MS : d * 1000;
     return 0;
 }
+
+int ib_http_status_phrase(char *out, size_t cap, const char *line, size_t len)
+{
+    size_t i = 5, o = 0;
+    out[0] = '\0';
+    if (len < 5 || memcmp(line, "HTTP/", 5) != 0)
+        return -1;
+    while (i < len && line[i] != ' ') /* the version */
+        i++;
+    if (i + 4 >= len || line[i + 4] != ' ')
+        return -1;
+    for (size_t d = i + 1; d < i + 4; d++)
+        if (line[d] < '0' || line[d] > '9')
+            return -1;
+    for (i += 5; i < len && o + 1 < cap; i++)
+        if (line[i] >= 0x20 && line[i] < 0x7f)
+            out[o++] = line[i];
+    while (o > 0 && out[o - 1] == ' ')
+        o--;
+    out[o] = '\0';
+    return o > 0 ? 0 : -1;
+}

@@ -57,4 +57,13 @@ bool ib_http_config_wants(const ib_http_config *cfg, const char *type);
  * cut) and returns 0; -1 for anything else. */
 int ib_http_retry_after_ms(int64_t *out_ms, const char *value, int64_t now_s);
 
+/* Reads the reason phrase of a status line ("HTTP/1.1 503 Service
+ * Unavailable\r\n": "Service Unavailable") from `len` bytes at `line`
+ * (not NUL-terminated) into `out` (cap > 0 bytes, always NUL-terminated,
+ * cut when too small), keeping printable ASCII only: it ends in a dead
+ * letter's header and a log line. Returns 0; -1, with `out` "", when the
+ * line is not a status line ("HTTP/" and a three-digit code) or has no
+ * phrase (HTTP/2). */
+int ib_http_status_phrase(char *out, size_t cap, const char *line, size_t len);
+
 #endif

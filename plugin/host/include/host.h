@@ -87,6 +87,12 @@ typedef struct ib_host_config {
      * original is then nak'ed and kept, never a dead letter dropped */
     int64_t dead_letter_max_age_ms;
     int64_t dead_letter_max_bytes;
+    /* The circuit per handler (dispatch.h, "Circuits"); zeroed = off. */
+    ib_circuit_options circuit;
+    /* A handler call running longer than this is logged, counted and
+     * fails /healthz (and stops systemd's watchdog pings) until it
+     * returns; 0 = never. */
+    int64_t handler_timeout_ms;
 } ib_host_config;
 
 /* ib_host_config.retention_ms: follow the floor (see there). */

@@ -337,8 +337,12 @@ typedef struct ib_host_api {
      *     own back-off. Ignored with OK and REJECT.
      *   reason: with REJECT, a one-line reason the dead letter carries in
      *     its Ibus-Error header (copied; cut at IB_VERDICT_REASON_MAX bytes,
-     *     line breaks become spaces). NULL keeps the host's own text.
-     *     Never put secrets or payload bytes you would not log in it.
+     *     line breaks become spaces). With RETRY, what failed: the host
+     *     names the last one in the Ibus-Error of a "max-deliver" dead
+     *     letter ("max-deliver after 5 attempts; last: <reason>") and in
+     *     the log line of a handler's circuit that opens (older 1.3 hosts
+     *     ignore it, which is harmless). NULL keeps the host's own
+     *     text. Never put secrets or payload bytes you would not log in it.
      * The last call before handle() returns wins. */
     void (*verdict_detail)(ib_bus_proxy *bus, int64_t retry_after_ms, const char *reason);
     /* Counts one HTTP request the calling handler made, from inside

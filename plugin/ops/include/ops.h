@@ -40,6 +40,11 @@
  *   ibus_http_requests_total{consumer="ID",code="503|timeout|error"} counter and
  *   ibus_http_request_seconds{consumer="ID"} histogram, for consumers whose
  *                            handlers report HTTP requests (ABI 1.3)
+ *   ibus_circuit_state{consumer="ID"}  gauge: 0 closed, 1 half-open, 2 open
+ *   ibus_circuit_transitions_total{consumer="ID",to="closed|half-open|open"},
+ *   ibus_circuit_waits_total{consumer="ID"},
+ *   ibus_handler_timeouts_total{consumer="ID"}              counters
+ *   ibus_handlers_overdue                                   gauge
  *   ibus_build_info{version="..."} 1                           gauge
  */
 typedef struct ib_metrics ib_metrics;
@@ -77,6 +82,7 @@ typedef enum ib_metric_gauge {
     IB_METRIC_OUTBOX_PENDING = 7,       /* messages waiting in the recorder's outbox */
     IB_METRIC_CONSUMER_ACK_PENDING = 8, /* delivered to some process, not acked yet */
     IB_METRIC_READY = 9,                /* 1 when /readyz answers 200; set per scrape */
+    IB_METRIC_HANDLERS_OVERDUE = 10,    /* handler calls running past --handler-timeout now */
     IB_METRIC_GAUGE_COUNT
 } ib_metric_gauge;
 
@@ -193,6 +199,27 @@ void ib_metrics_consumer_http(ib_metrics_consumer *c, int status, double seconds
  * statuses); 0 for NULL. For tests. */
 uint64_t ib_metrics_consumer_http_count(const ib_metrics_consumer *c, int status);
 
+/* Circuit states as ibus_circuit_state renders them (the dispatch part's
+ * numbering; the host checks that the two agree). */
+typedef enum ib_metrics_circuit {
+    IB_METRICS_CIRCUIT_CLOSED = 0,
+    IB_METRICS_CIRCUIT_HALF_OPEN = 1,
+    IB_METRICS_CIRCUIT_OPEN = 2,
+    IB_METRICS_CIRCUIT_COUNT
+} ib_metrics_circuit;
+
+/* The consumer's circuit changed to `to`: sets ibus_circuit_state and
+ * counts one ibus_circuit_transitions_total{to}. Every consumer renders
+ * both from start-up (state 0, counts 0). Lock-free; no-op on NULL or an
+ * unknown state. */
+void ib_metrics_consumer_circuit(ib_metrics_consumer *c, ib_metrics_circuit to);
+
+/* Counts `n` deliveries the consumer's open circuit sent back to wait
+ * (ibus_circuit_waits_total), and one handler call that ran past the
+ * handler timeout (ibus_handler_timeouts_total). Lock-free; no-op on NULL. */
+void ib_metrics_consumer_waits(ib_metrics_consumer *c, uint64_t n);
+void ib_metrics_consumer_timeout(ib_metrics_consumer *c);
+
 /* Copies every value into `out`. Each value is read atomically; values are
  * not read at one instant, so a snapshot taken while other threads update
  * may mix slightly different moments (each counter is still monotonic). */
@@ -206,7 +233,9 @@ ib_status ib_metrics_render(char **out, size_t *len, const ib_metrics *m, ib_err
 
 /* Health and metrics HTTP endpoint of a running host, on libmicrohttpd.
  *
- *   GET /healthz  200 "ok"            the process is alive and serving
+ *   GET /healthz  200 "ok"            the process is alive and serving; 503
+ *                 "not healthy: <reason>" when a liveness callback
+ *                 (ib_http_set_live) says it is stuck
  *   GET /readyz   200 "ready" when ready(ctx) returns non-zero, else 503
  *                 "not ready: <reason>" with the reason the callback gave
  *   GET /metrics  200, Prometheus text format 0.0.4 of the registry
@@ -221,7 +250,8 @@ typedef struct ib_http ib_http;
 /* Readiness probe callback. Called on the server thread for each /readyz
  * request: must be thread-safe and must not block (read atomics). Returns
  * non-zero when ready; otherwise it may write why into `why` (cap bytes,
- * starts empty), which /readyz sends after "not ready: ". */
+ * starts empty), which /readyz sends after "not ready: ". A liveness
+ * callback (ib_http_set_live) has the same shape, for /healthz. */
 typedef int (*ib_http_ready_fn)(void *ctx, char *why, size_t cap);
 
 /* Starts serving on `addr`:
@@ -244,6 +274,13 @@ ib_status ib_http_start(ib_http **out, const char *addr, ib_metrics *m, ib_http_
 
 /* The port the server listens on (the one picked when 0 was asked). */
 uint16_t ib_http_port(const ib_http *h);
+
+/* Makes /healthz ask `live(ctx, ...)` (same contract as a readiness
+ * callback: thread-safe, non-blocking) and answer 503 "not healthy:
+ * <why>" when it returns 0. Until it is set /healthz answers 200. Call it
+ * once, from the thread that started the server, any time before
+ * ib_http_stop(); `ctx` must outlive the server. No-op on NULL. */
+void ib_http_set_live(ib_http *h, ib_http_ready_fn live, void *ctx);
 
 /* Stops the server: waits for a request in progress to finish, closes the
  * socket and frees everything. No-op on NULL. After it returns, `ready` is

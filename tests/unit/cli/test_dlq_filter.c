@@ -124,11 +124,58 @@ static void replay_ids_are_per_dead_letter(void **state)
     assert_string_not_equal(ib_dlq_replay_msg_id(b, sizeof(b), "DLQ_billing", 7), a);
 }
 
+/* One length-delimited field of a hand-made Event. */
+static size_t pb_field(uint8_t *out, int field, const char *value, size_t len)
+{
+    out[0] = (uint8_t)(field << 3 | 2);
+    out[1] = (uint8_t)len;
+    memcpy(out + 2, value, len);
+    return len + 2;
+}
+
+/* Issue 31: a dead letter without Ibus-Event-Id/-Type (invalid-id) still
+ * lists its id and type when its bytes are an Event; an invalid id is
+ * shown escaped; headers win; bytes that are not an Event give nothing. */
+static void ids_and_types_from_the_message(void **state)
+{
+    (void)state;
+    uint8_t buf[256];
+    ib_dlq_entry e;
+    static const char dashed[] = "0F8FAD5B-D9CB-469F-A165-70867728950E";
+    size_t n = pb_field(buf, 1, dashed, strlen(dashed));
+    n += pb_field(buf + n, 2, "order.paid", 10);
+    memset(&e, 0, sizeof(e));
+    ib_dlq_entry_from_data(&e, buf, n);
+    assert_string_equal(e.event_id, "0f8fad5bd9cb469fa16570867728950e");
+    assert_string_equal(e.event_type, "order.paid");
+
+    n = pb_field(buf, 2, "order.paid", 10);
+    n += pb_field(buf + n, 1, "not an id\x01\\", 11);
+    memset(&e, 0, sizeof(e));
+    ib_dlq_entry_from_data(&e, buf, n);
+    assert_string_equal(e.event_id, "not\\x20an\\x20id\\x01\\x5c");
+    assert_string_equal(e.event_type, "order.paid");
+
+    memset(&e, 0, sizeof(e));
+    e.event_id = "from-the-header";
+    ib_dlq_entry_from_data(&e, buf, n);
+    assert_string_equal(e.event_id, "from-the-header");
+    assert_string_equal(e.event_type, "order.paid");
+
+    static const uint8_t junk[] = {0xff, 0xff, 0xff};
+    memset(&e, 0, sizeof(e));
+    ib_dlq_entry_from_data(&e, junk, sizeof(junk));
+    ib_dlq_entry_from_data(&e, NULL, 0);
+    assert_null(e.event_id);
+    assert_null(e.event_type);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(times_parse),
     cmocka_unit_test(reasons_and_ids_checked),
     cmocka_unit_test(filters_select),
     cmocka_unit_test(replay_ids_are_per_dead_letter),
+    cmocka_unit_test(ids_and_types_from_the_message),
 };
 
 IB_TEST_MAIN(tests)

@@ -126,6 +126,35 @@ static void retry_after_reads_seconds_and_dates(void **state)
     }
 }
 
+/* Issue 31: the reason phrase of a status line, for a RETRY's reason. */
+static void status_phrase_of_a_status_line(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *line;
+        int rc;
+        const char *phrase;
+    } cases[] = {
+        {"HTTP/1.1 503 Service Unavailable\r\n", 0, "Service Unavailable"},
+        {"HTTP/1.0 500 Internal Server Error\r\n", 0, "Internal Server Error"},
+        {"HTTP/1.1 429 Too\x01 Many\xff Requests  \r\n", 0, "Too Many Requests"},
+        {"HTTP/2 503 \r\n", -1, ""},
+        {"HTTP/2 503\r\n", -1, ""},
+        {"HTTP/1.1 5x3 Nope\r\n", -1, ""},
+        {"Retry-After: 2\r\n", -1, ""},
+        {"HTTP/", -1, ""},
+    };
+    char out[64], small[6];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = ib_http_status_phrase(out, sizeof(out), cases[i].line, strlen(cases[i].line));
+        if (rc != cases[i].rc || strcmp(out, cases[i].phrase) != 0)
+            fail_msg("'%s': rc %d phrase '%s'", cases[i].line, rc, out);
+    }
+    const char *line = "HTTP/1.1 503 Service Unavailable";
+    assert_int_equal(ib_http_status_phrase(small, sizeof(small), line, strlen(line)), 0);
+    assert_string_equal(small, "Servi");
+}
+
 static ib_raw_event raw(const char *payload, int64_t created)
 {
     static const ib_header hs[] = {{.key = "k", .value = "v"}};
@@ -313,6 +342,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(config_accepts_every_key),
     cmocka_unit_test(config_refuses_with_a_reason),
     cmocka_unit_test(retry_after_reads_seconds_and_dates),
+    cmocka_unit_test(status_phrase_of_a_status_line),
     cmocka_unit_test(json_body_embeds_json_else_base64),
     cmocka_unit_test(json_body_replaces_invalid_utf8),
     cmocka_unit_test(headers_are_rewritten_per_event),

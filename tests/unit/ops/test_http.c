@@ -387,7 +387,49 @@ static void concurrent_scrapes_see_consistent_totals(void **state)
     ib_metrics_free(m);
 }
 
+/* /healthz follows the liveness callback once one is set (issue 31: a
+ * handler call past --handler-timeout): 503 with its reason, then 200
+ * again; /readyz is not affected. */
+static int live_fn(void *ctx, char *why, size_t cap)
+{
+    if (atomic_load((atomic_int *)ctx))
+        return 1;
+    snprintf(why, cap, "handler a/b/c has run 61s on event 0f (--handler-timeout 1m)");
+    return 0;
+}
+
+static void healthz_follows_liveness(void **state)
+{
+    (void)state;
+    atomic_int live = 0;
+    ib_http *h = NULL;
+    ib_error err;
+    assert_int_equal(ib_http_start(&h, "127.0.0.1:0", NULL, NULL, NULL, &err), IB_OK);
+    uint16_t port = ib_http_port(h);
+    http_reply r;
+    get(&r, port, "GET", "/healthz");
+    assert_int_equal(r.status, 200); /* no callback yet */
+    http_reply_free(&r);
+    ib_http_set_live(h, live_fn, &live);
+    ib_http_set_live(NULL, live_fn, &live); /* no-op */
+    get(&r, port, "GET", "/healthz");
+    assert_int_equal(r.status, 503);
+    assert_string_equal(
+        r.body, "not healthy: handler a/b/c has run 61s on event 0f (--handler-timeout 1m)\n");
+    http_reply_free(&r);
+    get(&r, port, "GET", "/readyz");
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    atomic_store(&live, 1);
+    get(&r, port, "GET", "/healthz");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok\n");
+    http_reply_free(&r);
+    ib_http_stop(h);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(healthz_follows_liveness),
     cmocka_unit_test(probes_and_metrics_answer),
     cmocka_unit_test(ready_gauge_follows_readyz),
     cmocka_unit_test(unknown_paths_and_methods_are_refused),

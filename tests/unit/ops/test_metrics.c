@@ -518,6 +518,55 @@ static void concurrent_updates_lose_nothing(void **state)
     ib_metrics_free(m);
 }
 
+/* Issue 31: every consumer's circuit renders from start-up (closed, no
+ * transitions, no waits, no timeouts); changes land on their consumer. */
+static void circuit_series_render_per_consumer(void **state)
+{
+    (void)state;
+    static const char *const to[] = {"closed", "half-open", "open"};
+    ib_metrics *m = ib_metrics_create();
+    ib_metrics_consumer *a = ib_metrics_consumer_add(m, "orders/http/http");
+    ib_metrics_consumer *b = ib_metrics_consumer_add(m, "orders/audit/audit");
+    assert_true(a != NULL && b != NULL);
+    prom_text p;
+    char labels[128];
+    render_parse(&p, m);
+    for (size_t k = 0; k < 3; k++) {
+        snprintf(labels, sizeof(labels), "consumer=\"orders/audit/audit\",to=\"%s\"", to[k]);
+        assert_true(prom_text_value(&p, "ibus_circuit_transitions_total", labels) == 0);
+    }
+    assert_true(prom_text_value(&p, "ibus_circuit_state", "consumer=\"orders/http/http\"") == 0);
+    assert_true(prom_text_value(&p, "ibus_circuit_waits_total", "consumer=\"orders/http/http\"") ==
+                0);
+    assert_true(
+        prom_text_value(&p, "ibus_handler_timeouts_total", "consumer=\"orders/http/http\"") == 0);
+    assert_true(prom_text_value(&p, "ibus_handlers_overdue", "") == 0);
+    prom_text_free(&p);
+
+    ib_metrics_consumer_circuit(a, IB_METRICS_CIRCUIT_OPEN);
+    ib_metrics_consumer_circuit(a, IB_METRICS_CIRCUIT_HALF_OPEN);
+    ib_metrics_consumer_circuit(a, IB_METRICS_CIRCUIT_OPEN);
+    ib_metrics_consumer_circuit(a, IB_METRICS_CIRCUIT_COUNT); /* ignored */
+    ib_metrics_consumer_circuit(NULL, IB_METRICS_CIRCUIT_OPEN);
+    ib_metrics_consumer_waits(a, 7);
+    ib_metrics_consumer_timeout(b);
+    ib_metrics_gauge_set(m, IB_METRIC_HANDLERS_OVERDUE, 1);
+    render_parse(&p, m);
+    assert_true(prom_text_value(&p, "ibus_circuit_state", "consumer=\"orders/http/http\"") == 2);
+    assert_true(prom_text_value(&p, "ibus_circuit_state", "consumer=\"orders/audit/audit\"") == 0);
+    assert_true(prom_text_value(&p, "ibus_circuit_transitions_total",
+                                "consumer=\"orders/http/http\",to=\"open\"") == 2);
+    assert_true(prom_text_value(&p, "ibus_circuit_transitions_total",
+                                "consumer=\"orders/http/http\",to=\"half-open\"") == 1);
+    assert_true(prom_text_value(&p, "ibus_circuit_waits_total", "consumer=\"orders/http/http\"") ==
+                7);
+    assert_true(
+        prom_text_value(&p, "ibus_handler_timeouts_total", "consumer=\"orders/audit/audit\"") == 1);
+    assert_true(prom_text_value(&p, "ibus_handlers_overdue", "") == 1);
+    prom_text_free(&p);
+    ib_metrics_free(m);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(counters_render_what_was_added),
     cmocka_unit_test(dead_letter_reasons_are_bounded),
@@ -530,6 +579,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(consumer_histograms_are_separate),
     cmocka_unit_test(http_requests_render_by_code),
     cmocka_unit_test(issue14_series_render),
+    cmocka_unit_test(circuit_series_render_per_consumer),
     cmocka_unit_test(exposition_checker_rejects_malformed_text),
     cmocka_unit_test(concurrent_updates_lose_nothing),
 };

@@ -1,0 +1,227 @@
+/* Handler calls that overrun, as the host sees them (host_internal.h):
+ * the watcher's scan against --handler-timeout, /healthz's liveness
+ * answer, and systemd's watchdog, which a stuck process stops feeding.
+ *
+ * A call past the timeout is not interrupted: C code cannot be cancelled
+ * safely, and the call may still finish its work. It keeps its claim
+ * (renewed with the batch's others) and its message stays in progress, so
+ * no other process runs the event while this one might; /healthz answers
+ * 503 so that the supervisor restarts the process, after which the claim
+ * passes on by the lease rules. A call that returns late clears it all. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host_internal.h"
+#include "log.h"
+
+/* ---- the scan --------------------------------------------------------------- */
+
+typedef struct overdue_scan {
+    ib_host *h;
+    size_t found;
+} overdue_scan;
+
+static ib_host_overdue *overdue_find(ib_host *h, const ib_overdue_call *call)
+{
+    for (size_t i = 0; i < h->overdue_n; i++) {
+        ib_host_overdue *o = &h->overdue_seen[i];
+        if (o->handler == call->handler && o->started_ms == call->started_ms &&
+            strcmp(o->event_id, call->event_id) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+/* One call past the timeout: the first found names /healthz's reason; a
+ * new one is logged and counted once. */
+static void on_overdue(void *ctx, const ib_overdue_call *call)
+{
+    overdue_scan *s = ctx;
+    ib_host *h = s->h;
+    char ran[32], limit[32];
+    ib_host_duration_str(ran, sizeof(ran), call->running_ms / 1000 * 1000);
+    ib_host_duration_str(limit, sizeof(limit), h->cfg->handler_timeout_ms);
+    if (s->found++ == 0) {
+        pthread_mutex_lock(&h->health_lock);
+        snprintf(h->overdue_why, sizeof(h->overdue_why),
+                 "handler %s has run %s on event %s (--handler-timeout %s)", call->consumer, ran,
+                 call->event_id, limit);
+        pthread_mutex_unlock(&h->health_lock);
+    }
+    ib_host_overdue *o = overdue_find(h, call);
+    if (o != NULL) {
+        o->seen = true;
+        return;
+    }
+    if (h->overdue_n == IB_HOST_OVERDUE_MAX)
+        return; /* counted in the gauge; too many to tell apart */
+    o = &h->overdue_seen[h->overdue_n++];
+    *o = (ib_host_overdue){.handler = call->handler, .started_ms = call->started_ms, .seen = true};
+    snprintf(o->event_id, sizeof(o->event_id), "%s", call->event_id);
+    if (call->handler < h->consumer_metrics_n)
+        ib_metrics_consumer_timeout(h->consumer_metrics[call->handler]);
+    ib_log(IB_SEV_ERROR,
+           "handler call overdue: past --handler-timeout; /healthz fails until it returns, so the "
+           "supervisor restarts the process (the event is not acked and comes back)",
+           IB_LOG_STR("consumer", call->consumer), IB_LOG_STR("event_id", call->event_id),
+           IB_LOG_I64("running_ms", call->running_ms),
+           IB_LOG_I64("timeout_ms", h->cfg->handler_timeout_ms));
+}
+
+/* Forgets the calls the last scan did not see: they returned. */
+static size_t overdue_forget_returned(ib_host *h)
+{
+    size_t kept = 0, gone = 0;
+    for (size_t i = 0; i < h->overdue_n; i++) {
+        if (h->overdue_seen[i].seen)
+            h->overdue_seen[kept++] = h->overdue_seen[i];
+        else
+            gone++;
+    }
+    h->overdue_n = kept;
+    return gone;
+}
+
+void ib__host_check_overdue(ib_host *h)
+{
+    if (h->cfg->handler_timeout_ms <= 0 || h->dispatch == NULL)
+        return;
+    overdue_scan s = {.h = h};
+    for (size_t i = 0; i < h->overdue_n; i++)
+        h->overdue_seen[i].seen = false;
+    ib_dispatch_overdue(h->dispatch, h->cfg->handler_timeout_ms, on_overdue, &s);
+    size_t returned = overdue_forget_returned(h);
+    int before = atomic_exchange(&h->overdue, (int)s.found);
+    ib_metrics_gauge_set(h->metrics, IB_METRIC_HANDLERS_OVERDUE, (int64_t)s.found);
+    if (returned > 0)
+        ib_log(IB_SEV_WARN, "overdue handler call returned", IB_LOG_U64("count", returned),
+               IB_LOG_U64("still_overdue", s.found));
+    if (before > 0 && s.found == 0)
+        ib_log_kv(IB_SEV_INFO, "no handler call is overdue any more; /healthz answers 200 again",
+                  NULL);
+}
+
+int ib__host_live(void *ctx, char *why, size_t cap)
+{
+    ib_host *h = ctx;
+    if (atomic_load(&h->overdue) == 0)
+        return 1;
+    pthread_mutex_lock(&h->health_lock);
+    snprintf(why, cap, "%s", h->overdue_why);
+    pthread_mutex_unlock(&h->health_lock);
+    return 0;
+}
+
+/* ---- systemd's watchdog --------------------------------------------------- */
+
+/* The notify socket and the ping period, owned by the thread's host. */
+struct ib_host_notify {
+    ib_host *h;
+    int fd;
+    struct sockaddr_un sa;
+    socklen_t len;
+    int64_t every_ms;
+    pthread_t thread;
+    atomic_int quit;
+};
+
+/* $NOTIFY_SOCKET: a path, or "@name" for an abstract socket. */
+static int notify_address(struct sockaddr_un *sa, socklen_t *len, const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 2 || n >= sizeof(sa->sun_path) || (name[0] != '/' && name[0] != '@'))
+        return -1;
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    memcpy(sa->sun_path, name, n);
+    if (name[0] == '@')
+        sa->sun_path[0] = '\0';
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    return 0;
+}
+
+static void *notify_main(void *arg)
+{
+    struct ib_host_notify *n = arg;
+    static const char ping[] = "WATCHDOG=1";
+    int64_t waited = n->every_ms;
+    while (!atomic_load(&n->quit)) {
+        if (waited >= n->every_ms) {
+            waited = 0;
+            /* never blocks: a receiver that does not read (its queue full)
+             * must not stall this thread, and a lost ping is harmless */
+            if (atomic_load(&n->h->overdue) == 0)
+                (void)sendto(n->fd, ping, sizeof(ping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT,
+                             (const struct sockaddr *)&n->sa, n->len);
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
+        nanosleep(&ts, NULL);
+        waited += 20;
+    }
+    return NULL;
+}
+
+/* Whether systemd asked this process for watchdog pings, and how often
+ * (half its period, at least 20 ms). */
+static bool watchdog_asked(int64_t *every_ms)
+{
+    const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+    if (usec == NULL || getenv("NOTIFY_SOCKET") == NULL)
+        return false;
+    if (pid != NULL && strtoll(pid, NULL, 10) != (long long)getpid())
+        return false;
+    long long us = strtoll(usec, NULL, 10);
+    if (us <= 0)
+        return false;
+    *every_ms = us / 2000 > 20 ? us / 2000 : 20;
+    return true;
+}
+
+int ib__host_notify_start(ib_host *h)
+{
+    int64_t every = 0;
+    if (!watchdog_asked(&every))
+        return 0;
+    struct ib_host_notify *n = calloc(1, sizeof(*n));
+    if (n == NULL)
+        return -1;
+    n->h = h;
+    n->every_ms = every;
+    atomic_init(&n->quit, 0);
+    if (notify_address(&n->sa, &n->len, getenv("NOTIFY_SOCKET")) != 0 ||
+        (n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) {
+        ib_log_kv(IB_SEV_WARN, "cannot use $NOTIFY_SOCKET: no watchdog pings", "error",
+                  strerror(errno), NULL);
+        free(n);
+        return 0;
+    }
+    if (ib__host_thread_start(&n->thread, notify_main, n) != 0) {
+        close(n->fd);
+        free(n);
+        return -1;
+    }
+    h->notify = n;
+    ib_log(IB_SEV_INFO, "systemd watchdog: pinging while no handler call is overdue",
+           IB_LOG_I64("every_ms", every));
+    return 0;
+}
+
+void ib__host_notify_stop(ib_host *h)
+{
+    struct ib_host_notify *n = h->notify;
+    if (n == NULL)
+        return;
+    atomic_store(&n->quit, 1);
+    pthread_join(n->thread, NULL);
+    close(n->fd);
+    free(n);
+    h->notify = NULL;
+}

@@ -1,0 +1,498 @@
+/* The circuit per handler (issue 31): an outage opens it, deliveries wait
+ * without spending attempts, one probe at a growing interval closes it, a
+ * poison event among successes (or alone) opens nothing, handlers with a
+ * closed circuit keep running; the dead letter names the last failure; a
+ * call that overruns is seen by ib_dispatch_overdue(). Against the real
+ * recorders through the counting wrapper (fixture.c); probe intervals of
+ * tens of milliseconds, waited for by asking ib_dispatch_hold_ms(). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "fixture.h"
+#include "ib_test.h"
+
+#define TYPE "order.created"
+#define CONSUMER "c/http/http"
+#define BATCH 6
+
+/* What the circuit callback heard. */
+typedef struct heard {
+    int opened, half_opened, closed, reopened;
+    char last_detail[512];
+} heard;
+
+static void on_circuit(void *ctx, size_t handler, const char *consumer, ib_circuit_state from,
+                       ib_circuit_state to, const char *detail)
+{
+    heard *h = ctx;
+    (void)handler;
+    assert_non_null(consumer);
+    if (to == IB_CIRCUIT_OPEN && from == IB_CIRCUIT_CLOSED)
+        h->opened++;
+    else if (to == IB_CIRCUIT_OPEN)
+        h->reopened++;
+    else if (to == IB_CIRCUIT_HALF_OPEN)
+        h->half_opened++;
+    else
+        h->closed++;
+    snprintf(h->last_detail, sizeof(h->last_detail), "%s", detail);
+}
+
+static ib_dispatch_options circuit_options(heard *h, uint64_t max_deliver)
+{
+    ib_dispatch_options o = fx_default_options();
+    o.max_deliver = max_deliver;
+    o.nak_base_delay_ms = 10;
+    o.nak_max_delay_ms = 100;
+    o.busy_delay_ms = 5;
+    o.observer_ctx = h;
+    o.on_circuit = on_circuit;
+    o.circuit = (ib_circuit_options){
+        .enabled = true, .probe_min_ms = 40, .probe_max_ms = 160, .window_ms = 30000};
+    return o;
+}
+
+/* The handler of these tests: fails every event while `down`, and always
+ * the events numbered in `poison`; notes a reason with each failure and
+ * keeps the event ids it was called with. */
+static struct {
+    atomic_bool down;
+    unsigned poison[4];
+    size_t npoison;
+    atomic_int calls;
+    char ids[64][IB_ID_BUF_SIZE];
+    pthread_mutex_t mu;
+    int sleep_ms;
+} h;
+
+static bool poisoned(const char *id)
+{
+    for (size_t i = 0; i < h.npoison; i++) {
+        ib_event ev;
+        fx_event(&ev, h.poison[i], TYPE);
+        if (strcmp(ev.id, id) == 0)
+            return true;
+    }
+    return false;
+}
+
+static ib_verdict handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                         const ib_raw_event *ev)
+{
+    (void)state, (void)payload, (void)len, (void)bus;
+    int n = atomic_fetch_add(&h.calls, 1);
+    pthread_mutex_lock(&h.mu);
+    if (n < 64)
+        snprintf(h.ids[n], sizeof(h.ids[n]), "%s", ev->id);
+    pthread_mutex_unlock(&h.mu);
+    if (h.sleep_ms > 0) {
+        struct timespec ts = {.tv_sec = h.sleep_ms / 1000, .tv_nsec = h.sleep_ms % 1000 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&h.down) || poisoned(ev->id)) {
+        ib_dispatch_note_verdict(-1, atomic_load(&h.down) ? "HTTP 503 Service Unavailable"
+                                                          : "HTTP 500 Internal Server Error");
+        return IB_HANDLER_RETRY;
+    }
+    return IB_HANDLER_OK;
+}
+
+static void reset_handler(void)
+{
+    memset(&h, 0, sizeof(h));
+    pthread_mutex_init(&h.mu, NULL);
+}
+
+static void add(fx *f, const char *consumer)
+{
+    static const char *const types[] = {TYPE, NULL};
+    ib_dispatch_handler hd = {.consumer = consumer, .event_types = types, .handle = handle};
+    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+}
+
+/* A table with circuits (circuit_options) and the test handler, fresh. */
+static void open_table(fx *f, heard *hd, uint64_t max_deliver)
+{
+    ib_dispatch_options o = circuit_options(hd, max_deliver);
+    reset_handler();
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+}
+
+/* Runs events first..first+n-1 as one batch, each with delivery count `dc`. */
+static void run_batch(fx *f, ib_delivery *dl, ib_event *ev, unsigned first, size_t n, uint64_t dc)
+{
+    for (size_t i = 0; i < n; i++) {
+        fx_event(&ev[i], first + (unsigned)i, TYPE);
+        fx_delivery(&dl[i], &ev[i], dc);
+    }
+    fx_run_ok(f, dl, n);
+}
+
+static uint32_t attempts(fx *f, const char *consumer, const ib_event *ev)
+{
+    ib_marker_state st;
+    assert_int_equal(ib_recorder_inspect(f->inner, &st, consumer, ev->id, NULL), IB_OK);
+    return st.attempts;
+}
+
+/* Waits (generously) until the probe is due. */
+static void wait_probe_due(fx *f)
+{
+    int64_t deadline = ib_clock_monotonic_ms() + 10000;
+    while (ib_dispatch_hold_ms(f->d) > 0) {
+        assert_true(ib_clock_monotonic_ms() < deadline);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* An outage: the first failing batch opens the circuit, and with
+ * --max-deliver 1 (every call the last attempt; sqlite, whose attempts
+ * the poison rule reads) nothing is dead-lettered: the RETRYs are held
+ * and their attempts ended. While open, deliveries
+ * wait, unclaimed; one probe at a time, its interval doubling; a probe
+ * that succeeds closes it and the rest run. */
+static void outage_waits_and_probes(fx *f)
+{
+    heard hd = {0};
+    bool sqlite = strcmp(f->kind, "sqlite") == 0;
+    ib_dispatch_options o = circuit_options(&hd, sqlite ? 1 : 100);
+    ib_delivery dl[BATCH];
+    ib_event ev[BATCH];
+    reset_handler();
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+    atomic_store(&h.down, true);
+
+    run_batch(f, dl, ev, 1, BATCH, 1);
+    assert_int_equal(hd.opened, 1);
+    assert_non_null(strstr(hd.last_detail, "last: HTTP 503 Service Unavailable"));
+    assert_int_equal(ib_dispatch_circuit_state(f->d, 0), IB_CIRCUIT_OPEN);
+    /* three calls open it; the batch's later ones are held back */
+    assert_int_equal(atomic_load(&h.calls), 3);
+    for (size_t i = 0; i < BATCH; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+        assert_int_equal(i < 3 ? dl[i].counts.retried : dl[i].counts.waiting, 1);
+        assert_true(dl[i].nak_delay_ms >= 1 && dl[i].nak_delay_ms <= 40 * 12 / 10 + 10);
+        if (sqlite)
+            assert_int_equal(attempts(f, CONSUMER, &ev[i]), 0);
+    }
+    assert_true(ib_dispatch_hold_ms(f->d) > 0);
+
+    /* before the probe: nobody runs, nothing is claimed */
+    int calls = atomic_load(&h.calls), claims = atomic_load(&f->calls->claim_batch);
+    run_batch(f, dl, ev, 1, BATCH, 2);
+    assert_int_equal(atomic_load(&h.calls), calls);
+    assert_int_equal(atomic_load(&f->calls->claim_batch), claims);
+    for (size_t i = 0; i < BATCH; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+        assert_int_equal(dl[i].counts.waiting, 1);
+    }
+
+    /* a failed probe: one call, still open, a longer interval */
+    wait_probe_due(f);
+    run_batch(f, dl, ev, 1, BATCH, 3);
+    assert_int_equal(atomic_load(&h.calls), calls + 1);
+    assert_int_equal(hd.half_opened, 1);
+    assert_int_equal(hd.reopened, 1);
+    assert_non_null(strstr(hd.last_detail, "next probe in 80ms"));
+    assert_int_equal(ib_dispatch_circuit_state(f->d, 0), IB_CIRCUIT_OPEN);
+    for (size_t i = 0; i < BATCH; i++)
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+
+    /* the downstream is back: the probe closes it, the others then run */
+    atomic_store(&h.down, false);
+    wait_probe_due(f);
+    run_batch(f, dl, ev, 1, BATCH, 4);
+    assert_int_equal(atomic_load(&h.calls), calls + 2);
+    assert_int_equal(hd.closed, 1);
+    assert_int_equal(ib_dispatch_circuit_state(f->d, 0), IB_CIRCUIT_CLOSED);
+    assert_int_equal(ib_dispatch_hold_ms(f->d), 0);
+    run_batch(f, dl, ev, 1, BATCH, 5);
+    for (size_t i = 0; i < BATCH; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+        assert_true(fx_marked(f, CONSUMER, ev[i].id));
+    }
+    assert_int_equal(atomic_load(&h.calls), calls + BATCH + 1);
+}
+BOTH_KINDS(outage_waits_and_probes)
+
+/* The circuit opens in the middle of a batch run by handler threads: the
+ * calls that already started finish, the batch's later ones are not made
+ * (their claims released, the attempts they counted ended), and every
+ * delivery waits. */
+static void opening_mid_batch_holds_back_the_rest(fx *f)
+{
+    heard hd = {0};
+    ib_dispatch_options o = circuit_options(&hd, strcmp(f->kind, "sqlite") == 0 ? 1 : 100);
+    enum { N = 40 };
+    ib_delivery dl[N];
+    ib_event ev[N];
+    o.concurrency = 2;
+    o.commit_interval_ms = 1; /* the run thread looks at finished calls every 1 ms */
+    reset_handler();
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+    h.sleep_ms = 5;
+    atomic_store(&h.down, true);
+    for (size_t i = 0; i < N; i++) {
+        fx_event(&ev[i], 200 + (unsigned)i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    fx_run_ok(f, dl, N);
+    assert_int_equal(hd.opened, 1);
+    int calls = atomic_load(&h.calls);
+    assert_true(calls >= 3 && calls < N);
+    unsigned waiting = 0;
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+        waiting += dl[i].counts.waiting;
+        if (strcmp(f->kind, "sqlite") == 0)
+            assert_int_equal(attempts(f, CONSUMER, &ev[i]), 0);
+    }
+    assert_int_equal(waiting, (unsigned)(N - calls));
+}
+BOTH_KINDS(opening_mid_batch_holds_back_the_rest)
+
+/* An outage right after a busy spell: the window's successes keep the
+ * rate low, but a run of IB_CIRCUIT_RUN_CALLS failures from three events
+ * opens it, and no earlier. */
+static void outage_after_busy_spell_opens_on_a_run(fx *f)
+{
+    heard hd = {0};
+    ib_delivery dl[BATCH];
+    ib_event ev[BATCH];
+    open_table(f, &hd, 5);
+    for (unsigned k = 0; k < 10; k++)
+        run_batch(f, dl, ev, 1000 + k * BATCH, BATCH, 1); /* 60 successes */
+    atomic_store(&h.down, true);
+    for (uint64_t round = 1; round <= 3; round++)
+        run_batch(f, dl, ev, 1, 3, round); /* 9 failures: 13 % of the window */
+    assert_int_equal(hd.opened, 0);
+    run_batch(f, dl, ev, 1, 3, 4);
+    assert_int_equal(hd.opened, 1);
+    assert_non_null(strstr(hd.last_detail, "the last 10 calls failed"));
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+}
+BOTH_KINDS(outage_after_busy_spell_opens_on_a_run)
+
+/* A failed probe is followed by a probe of another event of the batch,
+ * so one poison event cannot keep every probe failing. */
+static void probes_move_on_to_other_events(fx *f)
+{
+    heard hd = {0};
+    ib_delivery dl[BATCH];
+    ib_event ev[BATCH];
+    open_table(f, &hd, 5);
+    atomic_store(&h.down, true);
+    run_batch(f, dl, ev, 1, BATCH, 1);
+    assert_int_equal(hd.opened, 1);
+    int before = atomic_load(&h.calls);
+    for (int probe = 0; probe < 3; probe++) {
+        wait_probe_due(f);
+        run_batch(f, dl, ev, 1, BATCH, 2);
+    }
+    assert_int_equal(atomic_load(&h.calls), before + 3);
+    assert_string_not_equal(h.ids[before], h.ids[before + 1]);
+    assert_string_not_equal(h.ids[before + 1], h.ids[before + 2]);
+    assert_string_not_equal(h.ids[before], h.ids[before + 2]);
+}
+BOTH_KINDS(probes_move_on_to_other_events)
+
+/* One poison event among successes: the circuit stays closed and the
+ * poison rule dead-letters it after its attempts, with its last failure
+ * and the count (sqlite counts attempts; memory reads the delivery count
+ * and runs nothing on the last delivery, so it has no reason to give). */
+static void poison_among_successes_opens_nothing(fx *f)
+{
+    heard hd = {0};
+    ib_delivery dl[BATCH];
+    ib_event ev[BATCH];
+    open_table(f, &hd, 3);
+    h.poison[0] = 101;
+    h.npoison = 1;
+    for (uint64_t dc = 1; dc <= 3; dc++) {
+        fx_event(&ev[0], 101, TYPE);
+        fx_delivery(&dl[0], &ev[0], dc);
+        for (size_t i = 1; i < BATCH; i++) {
+            fx_event(&ev[i], (unsigned)(dc * 10 + i), TYPE);
+            fx_delivery(&dl[i], &ev[i], 1);
+        }
+        fx_run_ok(f, dl, BATCH);
+    }
+    assert_int_equal(dl[0].outcome, IB_OUTCOME_DEAD_LETTER);
+    assert_int_equal(dl[0].dead_letter_reason, IB_DLQ_MAX_DELIVER);
+    if (strcmp(f->kind, "sqlite") == 0) {
+        assert_string_equal(dl[0].reject_detail, "HTTP 500 Internal Server Error");
+        assert_int_equal(dl[0].attempts, 3);
+        assert_false(dl[0].exhausted);
+    }
+    assert_int_equal(hd.opened, 0);
+    assert_int_equal(ib_dispatch_circuit_state(f->d, 0), IB_CIRCUIT_CLOSED);
+}
+BOTH_KINDS(poison_among_successes_opens_nothing)
+
+/* Two poison events with nothing else around fail every call, but from
+ * fewer events than it takes: the circuit stays closed and both are
+ * dead-lettered. */
+static void poison_alone_opens_nothing(fx *f)
+{
+    heard hd = {0};
+    ib_delivery dl[2];
+    ib_event ev[2];
+    open_table(f, &hd, 3);
+    h.poison[0] = 101;
+    h.poison[1] = 102;
+    h.npoison = 2;
+    for (uint64_t dc = 1; dc <= 3; dc++)
+        run_batch(f, dl, ev, 101, 2, dc);
+    assert_int_equal(dl[0].outcome, IB_OUTCOME_DEAD_LETTER);
+    assert_int_equal(dl[1].outcome, IB_OUTCOME_DEAD_LETTER);
+    assert_int_equal(hd.opened, 0);
+    assert_int_equal(ib_dispatch_circuit_state(f->d, 0), IB_CIRCUIT_CLOSED);
+}
+BOTH_KINDS(poison_alone_opens_nothing)
+
+/* Two handlers on one type: the one whose downstream is down opens and
+ * waits; the other keeps handling the same deliveries. */
+static void closed_handlers_keep_running(fx *f)
+{
+    heard hd = {0};
+    ib_dispatch_options o = circuit_options(&hd, 5);
+    ib_delivery dl[BATCH];
+    ib_event ev[BATCH];
+    fx_handler ok;
+    reset_handler();
+    fx_handler_init(&ok, IB_HANDLER_OK);
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+    fx_add(f, "c/audit/audit", TYPE, &ok);
+    atomic_store(&h.down, true);
+    run_batch(f, dl, ev, 1, BATCH, 1);
+    assert_int_equal(ib_dispatch_circuit_state(f->d, 0), IB_CIRCUIT_OPEN);
+    assert_int_equal(ib_dispatch_circuit_state(f->d, 1), IB_CIRCUIT_CLOSED);
+    assert_int_equal(ib_dispatch_hold_ms(f->d), 0); /* one handler still runs: keep pulling */
+    for (size_t i = 0; i < BATCH; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+        assert_true(fx_marked(f, "c/audit/audit", ev[i].id));
+    }
+    run_batch(f, dl, ev, 1, BATCH, 2);
+    for (size_t i = 0; i < BATCH; i++) {
+        assert_int_equal(dl[i].counts.duplicates, 1);
+        assert_int_equal(dl[i].counts.waiting, 1);
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_NAK);
+    }
+    assert_int_equal(atomic_load(&ok.calls), BATCH);
+    fx_handler_destroy(&ok);
+}
+BOTH_KINDS(closed_handlers_keep_running)
+
+/* Circuits off: today's rule, every failing event dead-lettered after its
+ * attempts, whatever else fails. */
+static void circuits_off_keep_the_poison_rule(fx *f)
+{
+    heard hd = {0};
+    ib_dispatch_options o = circuit_options(&hd, 2);
+    o.circuit.enabled = false;
+    ib_delivery dl[BATCH];
+    ib_event ev[BATCH];
+    reset_handler();
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+    atomic_store(&h.down, true);
+    run_batch(f, dl, ev, 1, BATCH, 1);
+    run_batch(f, dl, ev, 1, BATCH, 2);
+    for (size_t i = 0; i < BATCH; i++)
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_DEAD_LETTER);
+    assert_int_equal(hd.opened, 0);
+    assert_int_equal(ib_dispatch_hold_ms(f->d), 0);
+}
+BOTH_KINDS(circuits_off_keep_the_poison_rule)
+
+/* ---- overdue calls ---------------------------------------------------------- */
+
+typedef struct watch {
+    fx *f;
+    atomic_bool stop;
+    atomic_int seen;
+    char id[IB_ID_BUF_SIZE];
+    char consumer[64];
+    size_t handler;
+} watch;
+
+static void visit(void *ctx, const ib_overdue_call *call)
+{
+    watch *w = ctx;
+    snprintf(w->id, sizeof(w->id), "%s", call->event_id);
+    snprintf(w->consumer, sizeof(w->consumer), "%s", call->consumer);
+    w->handler = call->handler;
+    assert_true(call->running_ms >= 50);
+    atomic_fetch_add(&w->seen, 1);
+}
+
+static void *watcher(void *arg)
+{
+    watch *w = arg;
+    while (!atomic_load(&w->stop)) {
+        ib_dispatch_overdue(w->f->d, 50, visit, w);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* A call that runs past the age asked for is visited, with its handler,
+ * consumer and event, while it runs; nothing between batches. */
+static void overdue_calls_are_seen(fx *f)
+{
+    ib_event ev;
+    watch w = {.f = f};
+    reset_handler();
+    h.sleep_ms = 300;
+    fx_dispatch(f, NULL);
+    add(f, CONSUMER);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, watcher, &w), 0);
+    fx_event(&ev, 9, TYPE);
+    ib_delivery dl = fx_run_one(f, &ev, 1);
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_true(atomic_load(&w.seen) > 0);
+    assert_string_equal(w.id, ev.id);
+    assert_string_equal(w.consumer, CONSUMER);
+    assert_int_equal(w.handler, 0);
+    assert_int_equal(ib_dispatch_overdue(f->d, 0, NULL, NULL), 0);
+}
+BOTH_KINDS(overdue_calls_are_seen)
+
+// clang-format off
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(outage_waits_and_probes_memory),
+    cmocka_unit_test(outage_waits_and_probes_sqlite),
+    cmocka_unit_test(opening_mid_batch_holds_back_the_rest_memory),
+    cmocka_unit_test(opening_mid_batch_holds_back_the_rest_sqlite),
+    cmocka_unit_test(outage_after_busy_spell_opens_on_a_run_memory),
+    cmocka_unit_test(outage_after_busy_spell_opens_on_a_run_sqlite),
+    cmocka_unit_test(probes_move_on_to_other_events_memory),
+    cmocka_unit_test(probes_move_on_to_other_events_sqlite),
+    cmocka_unit_test(poison_among_successes_opens_nothing_memory),
+    cmocka_unit_test(poison_among_successes_opens_nothing_sqlite),
+    cmocka_unit_test(poison_alone_opens_nothing_memory),
+    cmocka_unit_test(poison_alone_opens_nothing_sqlite),
+    cmocka_unit_test(closed_handlers_keep_running_memory),
+    cmocka_unit_test(closed_handlers_keep_running_sqlite),
+    cmocka_unit_test(circuits_off_keep_the_poison_rule_memory),
+    cmocka_unit_test(circuits_off_keep_the_poison_rule_sqlite),
+    cmocka_unit_test(overdue_calls_are_seen_memory),
+    cmocka_unit_test(overdue_calls_are_seen_sqlite),
+};
+// clang-format on
+
+IB_TEST_MAIN(tests)
