@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store_layouts: candidate layouts of the SQLite marker file side by side
  * (issue 30), each at several sizes, as Markdown tables with ratios against
  * a baseline measured in the same run. SQLite alone: no recorder code.

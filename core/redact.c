@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* URL redaction (redact.h). A single pass over the text, element by
  * element (comma-separated outside a query); nothing is parsed beyond the
  * characters that end the parts a secret can hide in. */

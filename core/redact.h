@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* URLs as they may be shown: in log lines, the /readyz body, metrics
  * labels and error messages. A URL can carry a secret in two places that
  * users fill in without thinking of logs: its userinfo

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* W3C Trace Context parsing, spans and the thread's current trace
  * (trace.h). */
 #include "trace.h"

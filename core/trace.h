@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* W3C Trace Context: the traceparent and tracestate an event carries, and
  * the span ibus continues it with.
  *

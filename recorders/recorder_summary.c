@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib__recorder_summarize (recorder.h): the arguments checked, the kind's
  * op called, the result sorted. */
 #include "recorder_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: markers in a SQLite file shared by the processes of one host.
  *
  * This comment is the one description of the marker file: its tables, who

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: the admin calls (ibus markers, ibus status, the host's gauges):
  * one key's state, listings and counts. None of them scans the markers
  * except a listing (the top of sqlite.c: there is no index on ts). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Trust checks of the sqlite: recorder's marker file (sqlite_internal.h).
  *
  * The markers decide which handlers run: whoever may write the file can

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the sqlite: recorder shared by its files and its tests.
  *
  * The file format, its invariants and why it is built this way are in one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: one key's rows, read and written inside the caller's transaction,
  * and the counts the transaction owes processed_consumers (the tables and
  * their invariants: the top of sqlite.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: opening and closing a marker file (the file and its invariants:
  * the top of sqlite.c). Opening checks the file (sqlite_file.c), creates it
  * with the configured mode, sets the connection up, brings the schema up to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: pruning markers older than a cutoff (the tables: the top of
  * sqlite.c). There is no index on ts, so prune walks the markers' primary
  * key in ranges of prune_rows keys, one write transaction per range, each

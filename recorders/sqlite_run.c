@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: running a call's transaction: the retry loop and its deadline,
  * the synchronous level of each kind of transaction, the schema check, and
  * the checkpoints after a commit (the top of sqlite.c says why each is so).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: the schema of the marker file (described at the top of sqlite.c),
  * created from one list of objects, and the migration of every older layout
  * into it.
@@ -66,82 +67,78 @@ typedef struct schema_object {
     const char *sql;
 } schema_object;
 
-static const schema_object objects[] =
-    {
-        {"processed_consumers", "table",
-         "CREATE TABLE processed_consumers (\n"
-         "    cid INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused\n"
-         "    name TEXT NOT NULL UNIQUE, -- <durable>/<plugin>/<handler>\n"
-         "    markers INTEGER NOT NULL DEFAULT 0, -- its rows in processed_markers\n"
-         "    oldest_ms INTEGER, -- none of them is older (a bound once some were deleted)\n"
-         "    newest_ms INTEGER -- none is newer\n"
-         ")"},
-        {"processed_markers", "table",
-         "CREATE TABLE processed_markers (\n"
-         "    cid INTEGER NOT NULL, -- processed_consumers.cid\n"
-         "    event_id TEXT NOT NULL, -- 32 lowercase hex digits\n"
-         "    ts INTEGER NOT NULL, -- unix milliseconds when marked\n"
-         "    fp INTEGER, -- payload fingerprint, top 32 bits, signed; NULL = none\n"
-         "    PRIMARY KEY (event_id, cid)\n"
-         ") WITHOUT ROWID"},
-        {"processed_claims", "table",
-         "CREATE TABLE processed_claims (\n"
-         "    cid INTEGER NOT NULL,\n"
-         "    event_id TEXT NOT NULL,\n"
-         "    owner TEXT NOT NULL, -- the holder's token; '' = released\n"
-         "    expires_ms INTEGER NOT NULL, -- lease end, lease clock (ms since boot)\n"
-         "    attempts INTEGER NOT NULL, -- handler attempts since the last dead letter\n"
-         "    PRIMARY KEY (event_id, cid)\n"
-         ") WITHOUT ROWID"},
-        {"processed_outbox", "table",
-         "CREATE TABLE processed_outbox (\n"
-         "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
-         "    subject TEXT NOT NULL,\n"
-         "    msg_id TEXT NOT NULL, -- sent as Nats-Msg-Id\n"
-         "    data BLOB NOT NULL,\n"
-         "    staged_ms INTEGER NOT NULL -- unix milliseconds when staged\n"
-         ")"},
-        {"sqlite_sequence", "table", NULL}, /* SQLite's, for AUTOINCREMENT */
-        {"processed_log", "view",
-         "CREATE VIEW processed_log (consumer, event_id, ts) AS\n"
-         "SELECT c.name, m.event_id, m.ts FROM processed_markers m\n"
-         "JOIN processed_consumers c ON c.cid = m.cid"},
-        /* No statement here can meet a conflict, so the outer statement's
-         * policy (INSERT OR REPLACE would delete a consumer's row) never
-         * applies. */
-        {
-            "processed_log_insert", "trigger",
-            "CREATE TRIGGER processed_log_insert INSTEAD OF INSERT ON processed_log BEGIN\n"
-            "  SELECT RAISE(ABORT, 'processed_log: consumer must be 1 to 255 bytes of text and "
-            "event_id a uuid (32 hex digits, dashes allowed), neither with a NUL byte')\n"
-            "   WHERE NOT " VALID_CONSUMER("NEW.consumer") " OR NOT " VALID_ID(
-                "NEW.event_id") ";\n"
-                                "  INSERT INTO processed_consumers (name) SELECT NEW.consumer\n"
-                                "   WHERE NOT EXISTS (SELECT 1 FROM processed_consumers WHERE name "
-                                "= NEW.consumer);\n"
-                                "  UPDATE processed_consumers SET markers = markers + 1,\n"
-                                "    oldest_ms = min(coalesce(oldest_ms, " SEED_TS "), " SEED_TS
-                                "),\n"
-                                "    newest_ms = max(coalesce(newest_ms, " SEED_TS "), " SEED_TS
-                                ")\n"
-                                "   WHERE name = NEW.consumer AND NOT EXISTS " SEED_MARKER ";\n"
-                                "  INSERT INTO processed_markers (cid, event_id, ts)\n"
-                                "   SELECT " CID_OF("NEW.consumer") ", " NORMAL_ID(
-                                    "NEW.event_id") ", " SEED_TS "\n"
-                                                    "   WHERE NOT EXISTS " SEED_MARKER ";\n"
-                                                    "  DELETE FROM processed_claims WHERE cid "
-                                                    "= " CID_OF(
-                                                        "NEW.consumer") " AND event_id "
-                                                                        "= " NORMAL_ID("NEW.event_"
-                                                                                       "id") ";\n"
-                                                                                             "END"},
-        {"processed_log_delete", "trigger",
-         "CREATE TRIGGER processed_log_delete INSTEAD OF DELETE ON processed_log BEGIN\n"
-         "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE name = "
-         "OLD.consumer;\n"
-         "  DELETE FROM processed_markers WHERE cid = " CID_OF(
-             "OLD.consumer") " AND event_id = OLD.event_id;\n"
-                             "END"},
+static const schema_object objects[] = {
+    {"processed_consumers", "table",
+     "CREATE TABLE processed_consumers (\n"
+     "    cid INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused\n"
+     "    name TEXT NOT NULL UNIQUE, -- <durable>/<plugin>/<handler>\n"
+     "    markers INTEGER NOT NULL DEFAULT 0, -- its rows in processed_markers\n"
+     "    oldest_ms INTEGER, -- none of them is older (a bound once some were deleted)\n"
+     "    newest_ms INTEGER -- none is newer\n"
+     ")"},
+    {"processed_markers", "table",
+     "CREATE TABLE processed_markers (\n"
+     "    cid INTEGER NOT NULL, -- processed_consumers.cid\n"
+     "    event_id TEXT NOT NULL, -- 32 lowercase hex digits\n"
+     "    ts INTEGER NOT NULL, -- unix milliseconds when marked\n"
+     "    fp INTEGER, -- payload fingerprint, top 32 bits, signed; NULL = none\n"
+     "    PRIMARY KEY (event_id, cid)\n"
+     ") WITHOUT ROWID"},
+    {"processed_claims", "table",
+     "CREATE TABLE processed_claims (\n"
+     "    cid INTEGER NOT NULL,\n"
+     "    event_id TEXT NOT NULL,\n"
+     "    owner TEXT NOT NULL, -- the holder's token; '' = released\n"
+     "    expires_ms INTEGER NOT NULL, -- lease end, lease clock (ms since boot)\n"
+     "    attempts INTEGER NOT NULL, -- handler attempts since the last dead letter\n"
+     "    PRIMARY KEY (event_id, cid)\n"
+     ") WITHOUT ROWID"},
+    {"processed_outbox", "table",
+     "CREATE TABLE processed_outbox (\n"
+     "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+     "    subject TEXT NOT NULL,\n"
+     "    msg_id TEXT NOT NULL, -- sent as Nats-Msg-Id\n"
+     "    data BLOB NOT NULL,\n"
+     "    staged_ms INTEGER NOT NULL -- unix milliseconds when staged\n"
+     ")"},
+    {"sqlite_sequence", "table", NULL}, /* SQLite's, for AUTOINCREMENT */
+    {"processed_log", "view",
+     "CREATE VIEW processed_log (consumer, event_id, ts) AS\n"
+     "SELECT c.name, m.event_id, m.ts FROM processed_markers m\n"
+     "JOIN processed_consumers c ON c.cid = m.cid"},
+    /* No statement here can meet a conflict, so the outer statement's
+     * policy (INSERT OR REPLACE would delete a consumer's row) never
+     * applies. */
+    {"processed_log_insert", "trigger",
+     "CREATE TRIGGER processed_log_insert INSTEAD OF INSERT ON processed_log BEGIN\n"
+     "  SELECT RAISE(ABORT, 'processed_log: consumer must be 1 to 255 bytes of text and "
+     "event_id a uuid (32 hex digits, dashes allowed), neither with a NUL byte')\n"
+     "   WHERE NOT " VALID_CONSUMER("NEW.consumer") " OR NOT " VALID_ID(
+         "NEW.event_id") ";\n"
+                         "  INSERT INTO processed_consumers (name) SELECT NEW.consumer\n"
+                         "   WHERE NOT EXISTS (SELECT 1 FROM processed_consumers WHERE name "
+                         "= NEW.consumer);\n"
+                         "  UPDATE processed_consumers SET markers = markers + 1,\n"
+                         "    oldest_ms = min(coalesce(oldest_ms, " SEED_TS "), " SEED_TS "),\n"
+                         "    newest_ms = max(coalesce(newest_ms, " SEED_TS "), " SEED_TS ")\n"
+                         "   WHERE name = NEW.consumer AND NOT EXISTS " SEED_MARKER ";\n"
+                         "  INSERT INTO processed_markers (cid, event_id, ts)\n"
+                         "   SELECT " CID_OF("NEW.consumer") ", " NORMAL_ID(
+                             "NEW.event_id") ", " SEED_TS "\n"
+                                             "   WHERE NOT EXISTS " SEED_MARKER ";\n"
+                                             "  DELETE FROM processed_claims WHERE cid "
+                                             "= " CID_OF("NEW.consumer") " AND event_id "
+                                                                         "= " NORMAL_ID(
+                                                                             "NEW.event_"
+                                                                             "id") ";\n"
+                                                                                   "END"},
+    {"processed_log_delete", "trigger",
+     "CREATE TRIGGER processed_log_delete INSTEAD OF DELETE ON processed_log BEGIN\n"
+     "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE name = "
+     "OLD.consumer;\n"
+     "  DELETE FROM processed_markers WHERE cid = " CID_OF(
+         "OLD.consumer") " AND event_id = OLD.event_id;\n"
+                         "END"},
 };
 
 #define N_OBJECTS (sizeof(objects) / sizeof(objects[0]))

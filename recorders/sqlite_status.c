@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: per-consumer summaries (ib__recorder_summarize, for ibus status):
  * the counts processed_consumers keeps (invariant 7 at the top of
  * sqlite.c), and the claim rows, which only keys not done have. One read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: transactional work and its outbox (recorder.h, "transactional
  * work (sqlite)" and "the outbox").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-consumer summaries (recorder.h, ib__recorder_summarize): the list the
  * kinds fill, and what they count in it. */
 #include "recorder_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Row "bare": the baseline, not a candidate. One INSERT OR IGNORE per id
  * into plain's processed_log, a transaction per batch, no claims and no
  * second transaction: what a hand-written loop that only records markers

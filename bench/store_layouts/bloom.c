@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Bloom filter of a sealed generation (generations.c): built once from
  * a table that no longer changes, so its "no" is always right. 10 bits and
  * 7 probes per key give about 1 % false "maybe" (store_layouts.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The claims table and the acquire/mark flow that plain, compact,
  * compact-blob and generations share (store_layouts.h). A claim row is
  * (key, owner, expires_ms, attempts), as the recorder's processed_claims:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Layouts "compact" and "compact-blob": plain's one B-tree, with smaller
  * keys.
  *

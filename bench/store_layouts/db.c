@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The connection every layout runs on, set up as `ibus run` sets up its
  * recorder's, and the write transaction with its measurements
  * (store_layouts.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Files: sizes, copies, and the OS page cache (store_layouts.h). */
 #include <errno.h>
 #include <fcntl.h>

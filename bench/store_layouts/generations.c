@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Layout "generations": a ring of 8 tables, one day of markers each.
  *
  * processed_gen0..7(cid, event_id TEXT, ts, fp) are compact's rows

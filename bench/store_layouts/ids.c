@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ids, the stream of one run and the preload set (store_layouts.h). All
  * seeded: the same options give the same ids in every run and layout. */
 #include <stdlib.h>

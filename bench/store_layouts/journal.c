@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Layout "journal": today's recorder without its filter, reader slots and
  * upkeep.
  *

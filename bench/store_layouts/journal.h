@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The journal layout's in-memory map of unmerged states (journal_map.c),
  * shared by journal.c only. */
 #ifndef IB_STORE_LAYOUTS_JOURNAL_H

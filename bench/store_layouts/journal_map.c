@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The journal layout's map of unmerged states: open addressing over a
  * dense array, so that a merge can sort the array (journal.h). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The layouts store_layouts compares, in the order of its tables; each one's
  * file says how it works (store_layouts.h). */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The outside tool's question, "SELECT 1 FROM processed_log WHERE
  * consumer = ? AND event_id = ?", asked on a connection of its own, as
  * the seed's SQL or an sqlite3 shell would (store_layouts.h). The plan is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Layout "plain": the spec's table as it reads, and nothing else.
  *
  * processed_log(consumer TEXT, event_id TEXT, ts, fp) is a real WITHOUT

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Preloaded files: made once per layout and size in one transaction,
  * with no journal and no syncs (a file that is not finished is made again,
  * never used), then switched to WAL; the runs copy them. A table

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The multi-process variant: --procs processes share one file, the way a
  * user scales out. The first starts alone; once it has committed its first
  * batch and run --join-ms more, the others join. Each is this program run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pruning a B-tree keyed by (consumer, event_id) the way the recorder
  * does: no index on ts (it would be one more B-tree written per marker),
  * so each transaction takes the next `rows` keys of the primary key and

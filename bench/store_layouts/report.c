@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Markdown tables of a run (store_layouts.h). Ratios are against the
  * bare row of the same size, and against the layout's own rate on the
  * empty file (the first size, when it is 0), all from this one run. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One layout at one size: start-up, the measured run, the file, the
  * outside lookup and the prune (store_layouts.h). */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals shared by the files of store_layouts (bench/store_layouts.c), the
  * benchmark of candidate marker-file layouts (issue 30). It uses SQLite
  * alone: no recorder code, so it measures layouts, not an implementation.

@@ -20,9 +20,8 @@
  *
  * Kinds may lack the optional calls: batches fall back to loops over the
  * single calls and single calls to batches of one, claims to "DONE if
- * processed, else ACQUIRED" (no mutual exclusion), the admin calls answer IB_ERR_UNSUPPORTED. memory: and
- * sqlite: offer everything; kv: everything but prune (the bucket's TTL
- * prunes).
+ * processed, else ACQUIRED" (no mutual exclusion), the admin calls answer IB_ERR_UNSUPPORTED.
+ * memory: and sqlite: offer everything; kv: everything but prune (the bucket's TTL prunes).
  *
  * Errors: IB_ERR_INVALID_ARG for a bad argument, IB_ERR_RECORDER when the
  * storage fails (message "recorder sqlite:PATH: <reason>"), IB_ERR_NOMEM,

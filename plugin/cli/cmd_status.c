@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus status: a durable at a glance, without the nats CLI.
  *
  *   ibus status --stream ORDERS --durable billing

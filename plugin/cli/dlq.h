@@ -24,7 +24,8 @@
  * when those are absent (an invalid-id dead letter, whose event has no
  * valid id to name), from the message's own bytes whenever they are an
  * Event: the id normalised, or escaped as it is when it is not a valid id
- * (printable ASCII kept, other bytes as \xNN, cut at IB_DLQ_ID_SHOWN).
+ * (printable ASCII kept, other bytes as \xNN, cut at IB_DLQ_ID_SHOWN), and
+ * the type escaped the same way.
  *
  * Headers are input: anyone allowed to publish to the dead-letter subject
  * can write any of them. A value holding a control byte is not taken (the

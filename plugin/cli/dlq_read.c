@@ -61,11 +61,13 @@ static uint64_t header_u64(ib_dlq_entry *e, const char *key)
     return n;
 }
 
-/* An id that is not a valid id, escaped for one line of a listing. */
-static void escape_id(char *out, size_t cap, const uint8_t *id, size_t len)
+/* Bytes of a dead letter's message (an id that is not a valid id, a type)
+ * escaped for one line of a listing: printable ASCII kept, the rest as
+ * \xNN, at most `shown` bytes. */
+static void escape_bytes(char *out, size_t cap, const uint8_t *id, size_t len, size_t shown)
 {
     size_t o = 0;
-    for (size_t i = 0; i < len && i < IB_DLQ_ID_SHOWN && o + 5 <= cap; i++) {
+    for (size_t i = 0; i < len && i < shown && o + 5 <= cap; i++) {
         if (id[i] > 0x20 && id[i] < 0x7f && id[i] != '\\')
             out[o++] = (char)id[i];
         else
@@ -81,10 +83,9 @@ void ib_dlq_entry_from_data(ib_dlq_entry *e, const uint8_t *data, size_t len)
         ib__wire_scan_event(&scan, data, len) != IB__WIRE_OK)
         return;
     if (e->event_type == NULL && scan.has_type && scan.type_len > 0) {
-        size_t n =
-            scan.type_len < sizeof(e->type_buf) - 1 ? scan.type_len : sizeof(e->type_buf) - 1;
-        memcpy(e->type_buf, scan.type, n);
-        e->type_buf[n] = '\0';
+        /* the type is input too: no control byte reaches a terminal */
+        escape_bytes(e->type_buf, sizeof(e->type_buf), scan.type, scan.type_len,
+                     (sizeof(e->type_buf) - 1) / 4);
         e->event_type = e->type_buf;
     }
     if (e->event_id != NULL || !scan.has_id || scan.id_len == 0)
@@ -93,7 +94,7 @@ void ib_dlq_entry_from_data(ib_dlq_entry *e, const uint8_t *data, size_t len)
     if (ib_id_normalise(id, (const char *)scan.id, scan.id_len, IB_ID_ANY_VERSION) == IB_ID_VALID)
         snprintf(e->id_buf, sizeof(e->id_buf), "%s", id);
     else
-        escape_id(e->id_buf, sizeof(e->id_buf), scan.id, scan.id_len);
+        escape_bytes(e->id_buf, sizeof(e->id_buf), scan.id, scan.id_len, IB_DLQ_ID_SHOWN);
     e->event_id = e->id_buf;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where a dead letter may be replayed (dlq.h, "Where a dead letter may be
  * replayed"). The dead letter is input: its Ibus-Subject could name any
  * subject the operator's credentials may publish to, and a replay with a

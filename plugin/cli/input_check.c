@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Names, subjects and header text given on the command line
  * (input_check.h). */
 #include "input_check.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Option values that become NATS names, subjects or header text, checked
  * before anything uses them: a control byte or a space in a subject would
  * end its protocol token, a '.' in a durable name would name another API

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus status: a durable at a glance, from the outside (cmd_status.c reads
  * it with status_read.c, judges it with status_check.c and prints it with
  * status_print.c). Private to the CLI.

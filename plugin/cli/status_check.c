@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus status: what needs attention (status.h). Each finding has a code
  * scripts can match, a sentence saying what it means, and the option that
  * fixes it:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus status --json: the report as one JSON object (status.h). Times are
  * RFC 3339 UTC strings (null when there is none), durations integers in
  * milliseconds named *_ms, as in the logs. */

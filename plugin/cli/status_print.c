@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus status: the report as text for people and as JSON (status.h). */
 #include "status.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus status: what the server and the recorder say (status.h). */
 #include "status.h"
 

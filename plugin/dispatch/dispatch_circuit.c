@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The circuits of the dispatch part (dispatch_circuit.h). */
 #include "dispatch_circuit.h"
 

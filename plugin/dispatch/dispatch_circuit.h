@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The circuits of the dispatch part (private to it): one per handler, each
  * a failure-rate window and the CLOSED / OPEN / HALF_OPEN states that
  * dispatch.h ("Circuits") documents.

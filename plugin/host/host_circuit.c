@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Circuits as the host shows them (host_internal.h): log lines, the
  * ibus_circuit_* series and the /readyz reason. The circuits themselves
  * live in the dispatch part (dispatch.h, "Circuits"). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Handler calls that overrun, as the host sees them (host_internal.h):
  * the watcher's scan against --handler-timeout, /healthz's liveness
  * answer, and systemd's watchdog, which a stuck process stops feeding.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The trace context a message carries, and the one a published message
  * gets (jetstream.h, "Trace context"). */
 #include "jetstream.h"

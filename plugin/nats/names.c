@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What NATS and JetStream would misread in a name or a subject (see
  * jetstream.h, "Names and subjects"). A subject is a token of the NATS
  * protocol line (PUB <subject> ...): a space or a CR/LF in it ends the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the texts the fault tests read from outside a process: a
  * fault spec (IB_FAULT_VFS, fault_vfs_parse) and a model worker's command
  * line (model_op_parse). Any bytes: no crash; a spec that parses only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model of the marker file (model_check.h). Per key it keeps only what
  * the rules need: the latest acknowledged marks, counters of marks and
  * forgets in flight, the latest end of each, and the latest hold of each

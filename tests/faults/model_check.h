@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model the model test checks every answer against: what must hold
  * of a marker file, whatever the processes around it do, fail or suffer.
  *

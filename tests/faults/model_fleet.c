@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model test's worker processes (model_fleet.h). */
 #include "model_fleet.h"
 

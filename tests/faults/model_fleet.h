@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model test's worker processes: started with fork and exec, talked
  * to over two pipes (commands to its stdin, replies from its stdout, one
  * line each), its stderr into a log file, and ended by PID only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The randomized model test (model_random.h). */
 #include "model_random.h"
 

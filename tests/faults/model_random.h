@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The randomized model test: a seed decides every call the workers make,
  * every fault injected into them, every kill -9, SIGSTOP and seed
  * statement of the parent; the model checks every answer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The seed's own SQL (model_seed.h). */
 #include "model_seed.h"
 

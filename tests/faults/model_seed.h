@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The seed's own SQL, run by the model test's parent beside the workers
  * through a plain SQLite connection, the way the seed's Python recorder
  * runs it (sqlite3's defaults: a deferred transaction around each INSERT,

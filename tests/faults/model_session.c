@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A model test session (model_session.h). */
 #include "model_session.h"
 

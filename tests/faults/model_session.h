@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A model test session: the marker file, the workers sharing it, the
  * parent's seed SQL beside them, and the model every answer is checked
  * against (model_check.h). The random run (model_random.c) and the

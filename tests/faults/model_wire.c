@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model test's wire (model_wire.h). */
 #include "model_wire.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model test's wire: what the parent (test_model.c) asks a worker
  * (model_worker.c) to do, and what the worker answers, one text line each
  * way per recorder call, over the worker's stdin and stdout.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A worker of the model test (test_model.c): one process with one
  * recorder on the shared SQLite file, making the calls its parent sends
  * (model_wire.h) and answering each once it returned. It uses the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fault VFS itself (tests/support/fault_vfs.h): its spec text, its
  * counting (the nth call fails, then count calls, then none), each kind
  * failing a real SQLite statement with the chosen code, SQLite staying

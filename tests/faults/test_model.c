@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model test of the SQLite marker file (issue 30): worker processes
  * (model_worker.c) share one real file through the recorder's API, with
  * faults injected into them through the fault VFS, kill -9 and SIGSTOP at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the dead-letter reader of ibus dlq (plugin/cli/dlq_read.c,
  * dlq_target.c, dlq_print.c) with forged headers. Anyone allowed to publish
  * to a dead-letter subject writes these headers, so whatever they hold:

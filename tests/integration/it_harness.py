@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the Python integration tests of issue 34 share: processes started
 with their output in a log file of the test's directory and stopped by
 their PID, a nats-server on a free loopback port, and waiting for a

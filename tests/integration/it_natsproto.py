@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A minimal NATS client for the Python integration tests: the text protocol
 over one loopback socket, enough to publish with any headers (malformed ones
 included, which no real client would send), to ask the JetStream API and to

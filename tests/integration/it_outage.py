@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """An outage is not poison (issue 31): real nats-server, real `ibus run`,
 a receiver this test starts and stops on loopback. One case per run:
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Least privilege (issue 32, item 6): the NATS permission blocks shipped in
  * deploy/nats/ are the ones the processes of this test log in with, filled
  * in as docs/security.md says. An administrator (the test's own user, which

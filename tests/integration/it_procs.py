@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Process helpers shared by the Python integration tests: start a
 process with its output in a log file, start a nats-server on a free
 loopback port, wait for a condition with a deadline, stop every process a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* No secret reaches a log line, /readyz, /metrics or an error message
  * (issue 32, item 2). Every secret of this test rides where users put
  * them: the NATS password in --nats-url's userinfo and in a kv: recorder's

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """ibus status against a real nats-server (issue 34), field by field.
 
 One durable `st` made by `ibus run --create` (AckWait 2s, --max-deliver 2,

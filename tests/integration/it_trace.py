@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """W3C Trace Context end to end (issue 34), against a real nats-server.
 
 One `ibus run` with three plugins on one stream: `http` (POSTs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection into SQLite (fault_vfs.h): the counters, the allocator
  * wrapper, the shim VFS and the spec parser. */
 #include "fault_vfs.h"

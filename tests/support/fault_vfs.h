@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection into SQLite for tests, the way SQLite tests itself (its
  * test VFS and its I/O-error and out-of-memory tests): a shim VFS over the
  * process's default one ("unix") that fails the Nth write, sync, read,

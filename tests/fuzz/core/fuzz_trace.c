@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the W3C Trace Context parsers on arbitrary bytes.
  *
  * The input is a traceparent, a newline and a tracestate (without a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibus status: what needs attention, judged from made-up reports (one rule
  * broken at a time, each with the option that fixes it), the ages people
  * read, and the JSON scripts read. The report against a real server is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* URL redaction (core/redact.h): one table of what users put in
  * --nats-url, recorder URIs and the http plugin's url=, and what may be
  * shown of it. */

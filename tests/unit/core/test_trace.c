@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* W3C Trace Context: table-driven traceparent and tracestate cases (valid,
  * each rule broken once), the host's spans and the thread's current
  * trace. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The circuit per handler (issue 31): an outage opens it, deliveries wait
  * without spending attempts, one probe at a growing interval closes it, a
  * poison event among successes (or alone) opens nothing, handlers with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The main of a nats part test whose cases build messages: nats.c's
  * messages need the library open, as a connection would have it, so the
  * group opens it first and closes it last. Runs the test named by argv[1]

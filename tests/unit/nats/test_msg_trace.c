@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The trace context of a delivered message: which header wins, and what
  * becomes of malformed, doubled or misspelt ones (no server needed: the
  * messages are built locally). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Names and subjects before they reach the protocol (plugin/nats/names.c),
  * table-driven: what a stream or durable name, a publish subject and a
  * filter subject may be, and what each refusal says. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: the file itself. Mode of a new file, pragmas, schema layout,
  * migration of the seed's layout and of versions 1, 2 and 3, refusal of a newer schema, pruning in
  * batches, waiting out a held write lock, sharing one file between

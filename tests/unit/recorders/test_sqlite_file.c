@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: trust of the marker file. Whoever may write the file decides
  * which handlers run, so an existing file (or its -wal/-shm) owned by
  * someone else or writable by group or others is refused unless

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: the defects issue 30 reproduced on the marker file of schema 5,
  * kept as regression tests of the store that replaced it. Each drives the
  * recorder through its API and a plain SQLite connection, as a neighbour

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: nothing beside the hot path scales with the file (issues 21, 30).
  *
  * Files of 1,000 and 1,000,000 markers, filled straight into the tables,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: transactional work and the outbox. Work kept or rolled back with
  * its marker and its outbox rows, savepoints of the work's own, fencing,
  * hold_ms, what the authorizer refuses, a transaction the work ended, a
