@@ -31,6 +31,7 @@
 typedef struct status_args {
     ib_nats_config nats;
     const char *stream, *durable, *recorder, *dead_letter;
+    const char *retention; /* as ibus run takes it: auto or a duration */
     ib_strlist consumer_names;
     ib_recorder_options ro;
     ib_status_expect expect;
@@ -85,7 +86,7 @@ static size_t status_options(ib_opt *opts, void *targets)
         {"max-deliver", &a->expect.max_deliver,
          "the --max-deliver of the ibus run processes: events with that many attempts are "
          "exhausted; compared with the consumer's MaxDeliver"},
-        {"retention", &a->expect.retention_ms,
+        {"retention", &a->retention,
          "the --retention of the ibus run processes, compared with the stream's MaxAge"},
         {"retry-max-delay", &a->expect.retry_max_ms,
          "the --retry-max-delay of the ibus run processes"},
@@ -316,6 +317,15 @@ static int run_status(status_args *a)
     }
     if (!a->all && (a->durable == NULL || a->durable[0] == '\0')) {
         fprintf(stderr, "ibus status: --durable is empty: name one, or pass --all\n");
+        return 2;
+    }
+    /* auto follows the stream's MaxAge: nothing to compare */
+    if (a->retention != NULL && strcmp(a->retention, "auto") != 0 &&
+        ib_parse_duration_ms(&a->expect.retention_ms, a->retention) != 0) {
+        fprintf(stderr,
+                "ibus status: --retention: expected auto or a duration (30d; 0 = never), got "
+                "'%s'\n",
+                a->retention);
         return 2;
     }
     a->nats.name = "ibus status";
