@@ -5,6 +5,7 @@
 #include "markers_known.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Distinct identities seen while listing, up to KNOWN_MAX named. */
@@ -73,14 +74,49 @@ static const char *part_name(size_t index, size_t parts)
     return parts == 3 && index < 3 ? three[index] : "one";
 }
 
+/* The `index`-th '/'-separated part of `s`; its length in *len. */
+static const char *part_at(const char *s, size_t index, size_t *len)
+{
+    for (size_t i = 0; i < index && strchr(s, '/') != NULL; i++)
+        s = strchr(s, '/') + 1;
+    *len = part_len(s);
+    return s;
+}
+
+/* Edits (insert, delete, change, swap two neighbours) from a to b, the
+ * first 63 bytes of each: how far a typo is from a name. */
+static size_t typo_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    size_t d[64][64];
+    la = la > 63 ? 63 : la;
+    lb = lb > 63 ? 63 : lb;
+    for (size_t i = 0; i <= la; i++)
+        for (size_t j = 0; j <= lb; j++) {
+            if (i == 0 || j == 0) {
+                d[i][j] = i + j;
+                continue;
+            }
+            size_t v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+            v = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
 /* Writes a hint naming the known identity nearest to `wanted`: one that
- * differs in a single part, or one that `wanted` is the beginning of.
- * Writes "" when none is that near. */
+ * `wanted` is the beginning of, else, of those that differ from it in a
+ * single part, the one whose part is the fewest typos away (whatever
+ * order the recorder listed them in). Writes "" when none is that near. */
 static void nearest_hint(char *out, size_t cap, const char *wanted, const known *k)
 {
+    size_t best = SIZE_MAX;
     out[0] = '\0';
     for (size_t i = 0; i < k->count; i++) {
-        size_t differ, first;
+        size_t differ, first, lw, ln;
         bool prefix;
         size_t parts = compare_parts(wanted, k->names[i], &differ, &first, &prefix);
         size_t theirs = 1;
@@ -91,10 +127,14 @@ static void nearest_hint(char *out, size_t cap, const char *wanted, const known 
                      k->names[i]);
             return;
         }
-        if (differ == 1 && parts == theirs) {
+        if (differ != 1 || parts != theirs)
+            continue;
+        const char *w = part_at(wanted, first, &lw), *n = part_at(k->names[i], first, &ln);
+        size_t dist = typo_distance(w, lw, n, ln);
+        if (dist < best) {
+            best = dist;
             snprintf(out, cap, "; did you mean %s? (its %s part differs)", k->names[i],
                      part_name(first, parts));
-            return;
         }
     }
 }
@@ -128,20 +168,46 @@ static void print_unknown(const char *uri, const char *action, const char *consu
             action, consumer, uri, k->count > 0 ? list : "none", k->more ? ", ..." : "", hint);
 }
 
+/* The identities with markers, from the recorder's summaries (a few rows
+ * of sqlite:, in name order); *found when `consumer` is one. IB_ERR_UNSUPPORTED
+ * for a kind without summaries. */
+static ib_status summarized(known *k, bool *found, ib_recorder *r, const char *consumer,
+                            ib_error *e)
+{
+    ib__consumer_summary *all = NULL;
+    size_t n = 0;
+    ib_status st = ib__recorder_summarize(r, &all, &n, 1, e);
+    for (size_t i = 0; st == IB_OK && i < n; i++) {
+        if (all[i].markers == 0)
+            continue;
+        *found = *found || strcmp(all[i].consumer, consumer) == 0;
+        ib_marker_info m = {.consumer = all[i].consumer};
+        collect(k, &m);
+    }
+    ib__consumer_summaries_free(all, n);
+    return st;
+}
+
 int ib_cli_markers_identity_check(ib_recorder *r, const char *uri, const char *action,
                                   const char *consumer, const char *event_id)
 {
     bool found = false;
     ib_error e;
-    if (ib_recorder_list(r, consumer, 1, count_one, &found, &e) != IB_OK)
-        goto fail;
-    if (found || key_has_state(r, consumer, event_id))
-        return 0;
-    /* Only on this error path: a walk over every marker. */
     static known k;
     memset(&k, 0, sizeof(k));
-    if (ib_recorder_list(r, NULL, 0, collect, &k, &e) != IB_OK)
+    ib_status st = summarized(&k, &found, r, consumer, &e);
+    if (st == IB_ERR_UNSUPPORTED) {
+        memset(&k, 0, sizeof(k));
+        if (ib_recorder_list(r, consumer, 1, count_one, &found, &e) != IB_OK)
+            goto fail;
+        /* Only on the error path: a walk over every marker. */
+        if (!found && ib_recorder_list(r, NULL, 0, collect, &k, &e) != IB_OK)
+            goto fail;
+    } else if (st != IB_OK) {
         goto fail;
+    }
+    if (found || key_has_state(r, consumer, event_id))
+        return 0;
     print_unknown(uri, action, consumer, &k);
     return 2;
 fail:
