@@ -147,243 +147,112 @@ static inline sq_recorder *sq(ib_recorder *r)
     return (sq_recorder *)r;
 }
 
-/* Runs a call's body in a transaction of its own, under the mutex. */
-static ib_status run(ib_recorder *r, tx_kind kind, tx_body body, void *ctx, ib_error *err)
-{
-    return ib__sq_run_locked(sq(r), kind, body, ctx, err);
-}
+/* --- the calls: each key's state read, then decided on -------------------- */
 
-/* --- the seed calls, claims and releases ----------------------------------- */
+typedef struct batch_ctx batch_ctx;
 
-typedef struct batch_ctx {
+/* Decides key i of a batch from its state `st` (its consumer's `cid`, 0 if
+ * the file has none): an SQLite code. */
+typedef int (*key_fn)(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid);
+
+struct batch_ctx {
     const ib_marker_key *keys;
     size_t n;
+    key_fn each;
     bool *flags; /* processed / held / marked, per key */
     ib_claim_state *states;
+    ib_claim_info *infos;
+    const ib_claim_request *req; /* acquire */
     const char *owner;
     int64_t lease_ms;
-    const uint64_t *fps; /* mark: stored with the markers; NULL = none */
-} batch_ctx;
+    const uint64_t *fps; /* NULL = none */
+    int64_t now;         /* lease clock at the start of the transaction */
+};
 
-static int body_check(sq_recorder *s, void *vctx, ib_error *local)
+static int body_each(sq_recorder *s, void *vctx, ib_error *local)
 {
     batch_ctx *c = vctx;
     sq_state st;
     int64_t cid;
     (void)local;
+    c->now = s->base.lease_now_ms();
     for (size_t i = 0; i < c->n; i++) {
         int rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
+        if (rc == SQLITE_OK)
+            rc = c->each(s, c, i, &st, cid);
         if (rc != SQLITE_OK)
             return rc;
-        c->flags[i] = st.done;
     }
     return SQLITE_OK;
 }
 
-/* Marks every key whose claim is not another owner's live one (`owner`
- * NULL: the seed's mark, which ends any claim). */
-static int body_mark(sq_recorder *s, void *vctx, ib_error *local)
+static ib_status run_each(ib_recorder *r, tx_kind kind, key_fn each, batch_ctx *c, ib_error *err)
 {
-    batch_ctx *c = vctx;
-    int64_t lease_now = s->base.lease_now_ms();
-    int64_t ts = s->base.now_ms();
-    bool marked;
-    (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_mark(s, &marked, &c->keys[i], c->owner, lease_now, ts,
-                             c->fps != NULL ? c->fps[i] : 0);
-        if (rc != SQLITE_OK)
-            return rc;
-        if (c->flags != NULL)
-            c->flags[i] = marked;
-    }
+    c->each = each;
+    return ib__sq_run_locked((sq_recorder *)r, kind, body_each, c, err);
+}
+
+static int check_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
+{
+    (void)s;
+    (void)cid;
+    c->flags[i] = st->done;
     return SQLITE_OK;
 }
 
-/* Takes the claim of one key for `owner`: `cid` may still be 0 (a consumer
- * the file has not seen), and is created then. */
-static int take_claim(sq_recorder *s, int64_t cid, const ib_marker_key *key, sq_state *st,
-                      const char *owner, int64_t expires)
+/* Writes `owner`'s claim of key i with the lease end and attempts of `st`
+ * (`cid` 0: the consumer is added first). */
+static int take_claim(sq_recorder *s, const ib_marker_key *key, int64_t cid, sq_state *st,
+                      const char *owner, int64_t lease_ms)
 {
-    if (cid == 0) {
-        int rc = ib__sq_cid(s, &cid, key->consumer, true);
-        if (rc != SQLITE_OK)
-            return rc;
-    }
-    memcpy(st->owner, owner, strnlen(owner, IB_OWNER_MAX));
-    st->owner[strnlen(owner, IB_OWNER_MAX)] = '\0';
-    st->expires = expires;
-    return ib__sq_claim_put(s, cid, key->event_id, st);
+    int rc = cid == 0 ? ib__sq_cid(s, &cid, key->consumer, true) : SQLITE_OK;
+    size_t len = strnlen(owner, IB_OWNER_MAX);
+    memcpy(st->owner, owner, len);
+    st->owner[len] = '\0';
+    st->expires = ib__lease_end(s->base.lease_now_ms(), lease_ms);
+    return rc == SQLITE_OK ? ib__sq_claim_save(s, cid, key->event_id, st) : rc;
 }
 
-static int body_claim(sq_recorder *s, void *vctx, ib_error *local)
+static int claim_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
 {
-    batch_ctx *c = vctx;
-    int64_t now = s->base.lease_now_ms();
-    int64_t expires = ib__lease_end(now, c->lease_ms);
-    sq_state st;
-    int64_t cid;
-    (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
-        if (rc != SQLITE_OK)
-            return rc;
-        if (st.done)
-            c->states[i] = IB_CLAIM_DONE;
-        else if (ib__sq_foreign_claim(&st, c->owner, now))
-            c->states[i] = IB_CLAIM_BUSY;
-        else
-            c->states[i] = IB_CLAIM_ACQUIRED;
-        if (c->states[i] == IB_CLAIM_ACQUIRED &&
-            (rc = take_claim(s, cid, &c->keys[i], &st, c->owner, expires)) != SQLITE_OK)
-            return rc;
-    }
-    return SQLITE_OK;
+    c->states[i] = st->done                                     ? IB_CLAIM_DONE
+                   : ib__sq_foreign_claim(st, c->owner, c->now) ? IB_CLAIM_BUSY
+                                                                : IB_CLAIM_ACQUIRED;
+    return c->states[i] == IB_CLAIM_ACQUIRED
+               ? take_claim(s, &c->keys[i], cid, st, c->owner, c->lease_ms)
+               : SQLITE_OK;
 }
 
 /* A released claim keeps its attempts, and its expiry becomes the release
- * time, from which prune reckons its age; without attempts the row goes. */
-static int body_release(sq_recorder *s, void *vctx, ib_error *local)
+ * time, from which prune reckons its age. */
+static int release_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
 {
-    batch_ctx *c = vctx;
-    int64_t now = s->base.lease_now_ms();
-    sq_state st;
-    int64_t cid;
-    (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
-        if (rc != SQLITE_OK)
-            return rc;
-        if (!st.claimed || strcmp(st.owner, c->owner) != 0)
-            continue;
-        st.owner[0] = '\0';
-        st.expires = now;
-        rc = st.attempts > 0 ? ib__sq_claim_put(s, cid, c->keys[i].event_id, &st)
-                             : ib__sq_claim_del(s, cid, c->keys[i].event_id);
-        if (rc != SQLITE_OK)
-            return rc;
-    }
-    return SQLITE_OK;
+    if (!st->claimed || strcmp(st->owner, c->owner) != 0)
+        return SQLITE_OK;
+    st->owner[0] = '\0';
+    st->expires = c->now;
+    return ib__sq_claim_save(s, cid, c->keys[i].event_id, st);
 }
 
-static int body_renew(sq_recorder *s, void *vctx, ib_error *local)
+static int renew_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
 {
-    batch_ctx *c = vctx;
-    int64_t expires = ib__lease_end(s->base.lease_now_ms(), c->lease_ms);
-    sq_state st;
-    int64_t cid;
-    (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
-        if (rc != SQLITE_OK)
-            return rc;
-        c->flags[i] = st.claimed && strcmp(st.owner, c->owner) == 0;
-        if (!c->flags[i])
-            continue;
-        st.expires = expires;
-        if ((rc = ib__sq_claim_put(s, cid, c->keys[i].event_id, &st)) != SQLITE_OK)
-            return rc;
-    }
-    return SQLITE_OK;
+    c->flags[i] = st->claimed && strcmp(st->owner, c->owner) == 0;
+    st->expires = ib__lease_end(c->now, c->lease_ms);
+    return c->flags[i] ? ib__sq_claim_save(s, cid, c->keys[i].event_id, st) : SQLITE_OK;
 }
 
-/* A dead letter ends the attempts: a key marked, or without attempts, is
- * left alone; a claim's holder and lease stay. */
-static int body_end_attempts(sq_recorder *s, void *vctx, ib_error *local)
+/* A dead letter ends the attempts of a key not marked; a claim's holder and
+ * lease stay. */
+static int end_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
 {
-    batch_ctx *c = vctx;
-    sq_state st;
-    int64_t cid;
-    (void)local;
-    for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
-        if (rc != SQLITE_OK)
-            return rc;
-        if (st.done || st.attempts == 0)
-            continue;
-        st.attempts = 0;
-        rc = st.owner[0] != '\0' ? ib__sq_claim_put(s, cid, c->keys[i].event_id, &st)
-                                 : ib__sq_claim_del(s, cid, c->keys[i].event_id);
-        if (rc != SQLITE_OK)
-            return rc;
-    }
-    return SQLITE_OK;
+    if (st->done || st->attempts == 0)
+        return SQLITE_OK;
+    st->attempts = 0;
+    return ib__sq_claim_save(s, cid, c->keys[i].event_id, st);
 }
 
-static ib_status sq_is_processed(ib_recorder *r, bool *processed, const char *consumer,
-                                 const char *event_id, ib_error *err)
-{
-    ib_marker_key key = {consumer, event_id};
-    batch_ctx c = {.keys = &key, .n = 1, .flags = processed};
-    return run(r, TX_READ, body_check, &c, err);
-}
-
-static ib_status sq_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
-                                size_t n, ib_error *err)
-{
-    batch_ctx c = {.keys = keys, .n = n, .flags = processed};
-    return run(r, TX_READ, body_check, &c, err);
-}
-
-static ib_status sq_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
-{
-    ib_marker_key key = {consumer, event_id};
-    batch_ctx c = {.keys = &key, .n = 1};
-    return run(r, TX_MARK, body_mark, &c, err);
-}
-
-static ib_status sq_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
-{
-    batch_ctx c = {.keys = keys, .n = n};
-    return run(r, TX_MARK, body_mark, &c, err);
-}
-
-static ib_status sq_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
-                                size_t n, const char *owner, int64_t lease_ms, ib_error *err)
-{
-    batch_ctx c = {.keys = keys, .n = n, .states = states, .owner = owner, .lease_ms = lease_ms};
-    return run(r, TX_CLAIM, body_claim, &c, err);
-}
-
-static ib_status sq_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
-                                  const char *owner, ib_error *err)
-{
-    batch_ctx c = {.keys = keys, .n = n, .owner = owner};
-    return run(r, TX_CLAIM, body_release, &c, err);
-}
-
-static ib_status sq_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
-                                const char *owner, int64_t lease_ms, ib_error *err)
-{
-    batch_ctx c = {.keys = keys, .n = n, .flags = held, .owner = owner, .lease_ms = lease_ms};
-    return run(r, TX_CLAIM, body_renew, &c, err);
-}
-
-static ib_status sq_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
-                                     const uint64_t *fingerprints, size_t n, const char *owner,
-                                     ib_error *err)
-{
-    batch_ctx c = {.keys = keys, .n = n, .flags = marked, .owner = owner, .fps = fingerprints};
-    return run(r, TX_MARK, body_mark, &c, err);
-}
-
-static ib_status sq_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
-{
-    batch_ctx c = {.keys = keys, .n = n};
-    return run(r, TX_CLAIM, body_end_attempts, &c, err);
-}
-
-/* --- the claim with attempts (the host's) ----------------------------------- */
-
-typedef struct acquire_ctx {
-    const ib_marker_key *keys;
-    const uint64_t *fps; /* NULL = no conflict check */
-    size_t n;
-    ib_claim_info *out;
-    const ib_claim_request *req;
-} acquire_ctx;
-
-/* Decides one key of an acquire; `*take` when it is ours to claim. */
+/* The claim with attempts (ib_recorder_acquire_batch's rules); `*take`
+ * when key i is ours to claim. */
 static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, uint64_t fp,
                            const ib_claim_request *req, int64_t now)
 {
@@ -409,41 +278,122 @@ static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, u
     }
 }
 
+static int acquire_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
+{
+    bool take;
+    acquire_decide(&c->infos[i], &take, st, c->fps != NULL ? c->fps[i] : 0, c->req, c->now);
+    st->attempts = c->infos[i].attempts;
+    return take ? take_claim(s, &c->keys[i], cid, st, c->req->owner, c->req->lease_ms) : SQLITE_OK;
+}
+
+/* A key the file holds nothing of is claimed in one statement (the common
+ * case of a new event); any other is read and decided on. */
 static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
 {
-    acquire_ctx *c = vctx;
-    int64_t now = s->base.lease_now_ms();
-    int64_t expires = ib__lease_end(now, c->req->lease_ms);
+    batch_ctx *c = vctx;
     sq_state st;
     int64_t cid;
-    bool take;
+    bool taken;
     (void)local;
+    c->now = s->base.lease_now_ms();
     for (size_t i = 0; i < c->n; i++) {
-        int rc = ib__sq_claim_new(s, &take, &c->keys[i], c->req->owner, expires);
-        if (rc == SQLITE_OK && take) {
-            c->out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = 1};
-            continue;
-        }
-        if (rc == SQLITE_OK)
-            rc = ib__sq_state_get(s, &st, &cid, &c->keys[i]);
+        int rc = ib__sq_claim_new(s, &taken, &c->keys[i], c->req->owner,
+                                  ib__lease_end(c->now, c->req->lease_ms));
+        if (rc == SQLITE_OK && taken)
+            c->infos[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = 1};
+        else if (rc == SQLITE_OK && (rc = ib__sq_state_get(s, &st, &cid, &c->keys[i])) == SQLITE_OK)
+            rc = acquire_key(s, c, i, &st, cid);
         if (rc != SQLITE_OK)
-            return rc;
-        acquire_decide(&c->out[i], &take, &st, c->fps != NULL ? c->fps[i] : 0, c->req, now);
-        if (!take)
-            continue;
-        st.attempts = c->out[i].attempts;
-        if ((rc = take_claim(s, cid, &c->keys[i], &st, c->req->owner, expires)) != SQLITE_OK)
             return rc;
     }
     return SQLITE_OK;
+}
+
+/* Marks every key whose claim is not another owner's live one (`owner`
+ * NULL: the seed's mark, which ends any claim): no state read first. */
+static int body_mark(sq_recorder *s, void *vctx, ib_error *local)
+{
+    batch_ctx *c = vctx;
+    int64_t lease_now = s->base.lease_now_ms(), ts = s->base.now_ms();
+    bool marked;
+    (void)local;
+    for (size_t i = 0; i < c->n; i++) {
+        int rc = ib__sq_mark(s, &marked, &c->keys[i], c->owner, lease_now, ts,
+                             c->fps != NULL ? c->fps[i] : 0);
+        if (rc != SQLITE_OK)
+            return rc;
+        if (c->flags != NULL)
+            c->flags[i] = marked;
+    }
+    return SQLITE_OK;
+}
+
+static ib_status sq_check_batch(ib_recorder *r, bool *processed, const ib_marker_key *keys,
+                                size_t n, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n, .flags = processed};
+    return run_each(r, TX_READ, check_key, &c, err);
+}
+
+static ib_status sq_is_processed(ib_recorder *r, bool *processed, const char *consumer,
+                                 const char *event_id, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return sq_check_batch(r, processed, &key, 1, err);
+}
+
+static ib_status sq_mark_owned_batch(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                                     const uint64_t *fingerprints, size_t n, const char *owner,
+                                     ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n, .flags = marked, .owner = owner, .fps = fingerprints};
+    return ib__sq_run_locked((sq_recorder *)r, TX_MARK, body_mark, &c, err);
+}
+
+static ib_status sq_mark_batch(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    return sq_mark_owned_batch(r, NULL, keys, NULL, n, NULL, err);
+}
+
+static ib_status sq_mark(ib_recorder *r, const char *consumer, const char *event_id, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return sq_mark_batch(r, &key, 1, err);
+}
+
+static ib_status sq_claim_batch(ib_recorder *r, ib_claim_state *states, const ib_marker_key *keys,
+                                size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n, .states = states, .owner = owner, .lease_ms = lease_ms};
+    return run_each(r, TX_CLAIM, claim_key, &c, err);
+}
+
+static ib_status sq_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                  const char *owner, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n, .owner = owner};
+    return run_each(r, TX_CLAIM, release_key, &c, err);
+}
+
+static ib_status sq_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                                const char *owner, int64_t lease_ms, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n, .flags = held, .owner = owner, .lease_ms = lease_ms};
+    return run_each(r, TX_CLAIM, renew_key, &c, err);
+}
+
+static ib_status sq_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    batch_ctx c = {.keys = keys, .n = n};
+    return run_each(r, TX_CLAIM, end_key, &c, err);
 }
 
 static ib_status sq_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                   const uint64_t *fingerprints, size_t n,
                                   const ib_claim_request *req, ib_error *err)
 {
-    acquire_ctx c = {.keys = keys, .fps = fingerprints, .n = n, .out = out, .req = req};
-    return run(r, TX_CLAIM, body_acquire, &c, err);
+    batch_ctx c = {.keys = keys, .n = n, .infos = out, .req = req, .fps = fingerprints};
+    return ib__sq_run_locked((sq_recorder *)r, TX_CLAIM, body_acquire, &c, err);
 }
 
 /* --- figures for the host ---------------------------------------------------- */

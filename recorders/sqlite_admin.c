@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sqlite: the admin calls (ibus markers, ibus status, the host's gauges):
- * one key's state, listings and counts. None of them scans the markers
- * except a listing (the top of sqlite.c: there is no index on ts). */
+ * one key's state, listings, counts and summaries. None of them scans the
+ * markers but a listing (there is no index on ts: the top of sqlite.c). */
 #include "sqlite_internal.h"
 
 #include <stdio.h>
@@ -52,8 +52,7 @@ static int body_forget(sq_recorder *s, void *vctx, ib_error *local)
         return rc;
     sq_state ended = c->st;
     ended.attempts = 0;
-    return ended.owner[0] != '\0' ? ib__sq_claim_put(s, cid, c->key.event_id, &ended)
-                                  : ib__sq_claim_del(s, cid, c->key.event_id);
+    return ib__sq_claim_save(s, cid, c->key.event_id, &ended);
 }
 
 ib_status ib__sq_forget(ib_recorder *r, bool *existed, const char *consumer, const char *event_id,
@@ -224,4 +223,72 @@ ib_status ib__sq_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t m
 {
     attempt_ctx c = {out, max_attempts};
     return ib__sq_run_locked((sq_recorder *)r, TX_READ, body_attempt_stats, &c, err);
+}
+
+/* --- summaries for ibus status ------------------------------------------------ */
+
+/* Per consumer: its counts (kind 0), then each claim row of a key not
+ * marked (kind 1): no scan of the markers. */
+#define SQL_SUMMARY                                                                                \
+    "SELECT 0, name, markers, coalesce(oldest_ms, 0), coalesce(newest_ms, 0), NULL "              \
+    "FROM processed_consumers WHERE markers > 0 UNION ALL "                                       \
+    "SELECT 1, k.name, c.expires_ms, c.attempts, 0, c.owner FROM processed_claims c "             \
+    "JOIN processed_consumers k ON k.cid = c.cid WHERE (c.owner <> '' OR c.attempts > 0) "        \
+    "AND NOT EXISTS (SELECT 1 FROM processed_markers m WHERE m.event_id = c.event_id "            \
+    "AND m.cid = c.cid)"
+
+typedef struct summary_ctx {
+    ib__summary_list list;
+    uint32_t max_attempts;
+} summary_ctx;
+
+/* Adds one row of SQL_SUMMARY to its consumer's entry. */
+static int summary_row(summary_ctx *c, sqlite3_stmt *q, int64_t lease_now)
+{
+    const char *name = (const char *)sqlite3_column_text(q, 1);
+    ib__consumer_summary *e =
+        name != NULL ? ib__summary_entry(&c->list, name, (size_t)sqlite3_column_bytes(q, 1))
+                     : NULL;
+    int64_t a = sqlite3_column_int64(q, 2), b = sqlite3_column_int64(q, 3);
+    const char *owner = (const char *)sqlite3_column_text(q, 5);
+    if (e == NULL)
+        return SQLITE_NOMEM;
+    if (sqlite3_column_int(q, 0) == 0) {
+        e->markers = a > 0 ? (uint64_t)a : 0;
+        e->oldest_ms = b;
+        e->newest_ms = sqlite3_column_int64(q, 4);
+        return SQLITE_OK;
+    }
+    if (owner != NULL && owner[0] != '\0')
+        ib__summary_claim(e, a - lease_now, owner);
+    if (b > 0)
+        ib__summary_attempts(e, b > UINT32_MAX ? UINT32_MAX : (uint32_t)b, c->max_attempts);
+    return SQLITE_OK;
+}
+
+/* May run more than once (a retried transaction): starts from nothing. */
+static int body_summary(sq_recorder *s, void *vctx, ib_error *local)
+{
+    summary_ctx *c = vctx;
+    sqlite3_stmt *q = NULL;
+    (void)local;
+    ib__consumer_summaries_free(c->list.v, c->list.n);
+    memset(&c->list, 0, sizeof(c->list));
+    int rc = sqlite3_prepare_v2(s->db, SQL_SUMMARY, -1, &q, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW)
+        rc = summary_row(c, q, s->base.lease_now_ms());
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+ib_status ib__sqlite_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
+                               uint32_t max_attempts, ib_error *err)
+{
+    summary_ctx c = {.max_attempts = max_attempts};
+    ib_status st = ib__sq_run_locked((sq_recorder *)r, TX_READ, body_summary, &c, err);
+    if (st != IB_OK)
+        ib__consumer_summaries_free(c.list.v, c.list.n);
+    else
+        ib__summary_take(&c.list, out, n);
+    return st;
 }

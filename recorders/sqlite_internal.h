@@ -226,9 +226,10 @@ int ib__sq_cid(sq_recorder *s, int64_t *cid, const char *consumer, bool create);
  * it); `*cid` is its consumer's (0: none). An SQLite code. */
 int ib__sq_state_get(sq_recorder *s, sq_state *out, int64_t *cid, const ib_marker_key *key);
 
-/* Writes the claim row of `key` (`cid` non-zero) from `st`: owner, expires
- * and attempts. An SQLite code. */
-int ib__sq_claim_put(sq_recorder *s, int64_t cid, const char *event_id, const sq_state *st);
+/* Writes the claim row of a key (`cid` non-zero) from `st`: its owner,
+ * lease end and attempts; a claim with neither a holder nor attempts is
+ * deleted, since it holds nothing. An SQLite code. */
+int ib__sq_claim_save(sq_recorder *s, int64_t cid, const char *event_id, const sq_state *st);
 
 /* The claim of a key the file holds nothing of (no marker, no claim row):
  * taken for `owner` until `expires` with its first attempt counted, in one
@@ -237,9 +238,6 @@ int ib__sq_claim_put(sq_recorder *s, int64_t cid, const char *event_id, const sq
  * code. */
 int ib__sq_claim_new(sq_recorder *s, bool *taken, const ib_marker_key *key, const char *owner,
                      int64_t expires);
-
-/* Deletes the claim row of a key, if any. An SQLite code. */
-int ib__sq_claim_del(sq_recorder *s, int64_t cid, const char *event_id);
 
 /* Whether `st` holds a live claim of another owner than `owner`. */
 bool ib__sq_foreign_claim(const sq_state *st, const char *owner, int64_t lease_now);
@@ -273,7 +271,7 @@ ib_status ib__sq_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
 ib_status ib__sq_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
                                ib_error *err);
 
-/* Per-consumer summaries for ibus status (sqlite_status.c). */
+/* Per-consumer summaries for ibus status. */
 ib_status ib__sqlite_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
                                uint32_t max_attempts, ib_error *err);
 

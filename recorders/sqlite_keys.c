@@ -155,32 +155,18 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, int64_t *cid, const ib_marke
     return rc == SQLITE_DONE ? rrc : rc;
 }
 
-int ib__sq_claim_put(sq_recorder *s, int64_t cid, const char *event_id, const sq_state *st)
+int ib__sq_claim_save(sq_recorder *s, int64_t cid, const char *event_id, const sq_state *st)
 {
-    sqlite3_stmt *q = s->q[Q_CLAIM_PUT];
+    bool keep = st->owner[0] != '\0' || st->attempts > 0;
+    sqlite3_stmt *q = s->q[keep ? Q_CLAIM_PUT : Q_CLAIM_DEL];
     int rc = bind_key(q, cid, event_id);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && keep)
         rc = sqlite3_bind_text(q, 3, st->owner, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && keep)
         rc = sqlite3_bind_int64(q, 4, st->expires);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && keep)
         rc = sqlite3_bind_int64(q, 5, st->attempts);
-    if (rc != SQLITE_OK) {
-        sqlite3_reset(q);
-        return rc;
-    }
-    return ib__sq_step_done(q);
-}
-
-int ib__sq_claim_del(sq_recorder *s, int64_t cid, const char *event_id)
-{
-    sqlite3_stmt *q = s->q[Q_CLAIM_DEL];
-    int rc = bind_key(q, cid, event_id);
-    if (rc != SQLITE_OK) {
-        sqlite3_reset(q);
-        return rc;
-    }
-    return ib__sq_step_done(q);
+    return rc == SQLITE_OK ? ib__sq_step_done(q) : (sqlite3_reset(q), rc);
 }
 
 int ib__sq_claim_new(sq_recorder *s, bool *taken, const ib_marker_key *key, const char *owner,
