@@ -202,7 +202,8 @@ static int pass(txn_call *c)
             return rc;
         c->decided = i + 1;
     }
-    return ib__sq_step_done(s->q[Q_COMMIT]);
+    rc = ib__sq_tally_flush(s);
+    return rc == SQLITE_OK ? ib__sq_step_done(s->q[Q_COMMIT]) : rc;
 }
 
 /* After a failed pass: nothing of it survives, so every key whose work

@@ -164,8 +164,11 @@ static void test_keep_and_roll_back(void **state)
     sqlite3 *db = ib__sqlite_db(r);
     assert_int_equal(query_int(db, "SELECT count(*) FROM effects"), 2);
     assert_int_equal(outbox_count(r), 2);
-    /* the markers hold their fingerprints (the top 32 bits) */
+    /* the markers hold their fingerprints (the top 32 bits), and are counted */
     assert_int_equal(query_int(db, "SELECT sum(fp) FROM processed_markers"), 11 + 13);
+    ib_recorder_stats st;
+    CHECK(ib_recorder_stats_get(r, &st, &err));
+    assert_int_equal(st.markers, 2);
     ib_recorder_close(r);
 }
 
