@@ -67,6 +67,7 @@ typedef struct schema_object {
     const char *sql;
 } schema_object;
 
+/* clang-format off */
 static const schema_object objects[] = {
     {"processed_consumers", "table",
      "CREATE TABLE processed_consumers (\n"
@@ -113,33 +114,27 @@ static const schema_object objects[] = {
      "CREATE TRIGGER processed_log_insert INSTEAD OF INSERT ON processed_log BEGIN\n"
      "  SELECT RAISE(ABORT, 'processed_log: consumer must be 1 to 255 bytes of text and "
      "event_id a uuid (32 hex digits, dashes allowed), neither with a NUL byte')\n"
-     "   WHERE NOT " VALID_CONSUMER("NEW.consumer") " OR NOT " VALID_ID(
-         "NEW.event_id") ";\n"
-                         "  INSERT INTO processed_consumers (name) SELECT NEW.consumer\n"
-                         "   WHERE NOT EXISTS (SELECT 1 FROM processed_consumers WHERE name "
-                         "= NEW.consumer);\n"
-                         "  UPDATE processed_consumers SET markers = markers + 1,\n"
-                         "    oldest_ms = min(coalesce(oldest_ms, " SEED_TS "), " SEED_TS "),\n"
-                         "    newest_ms = max(coalesce(newest_ms, " SEED_TS "), " SEED_TS ")\n"
-                         "   WHERE name = NEW.consumer AND NOT EXISTS " SEED_MARKER ";\n"
-                         "  INSERT INTO processed_markers (cid, event_id, ts)\n"
-                         "   SELECT " CID_OF("NEW.consumer") ", " NORMAL_ID(
-                             "NEW.event_id") ", " SEED_TS "\n"
-                                             "   WHERE NOT EXISTS " SEED_MARKER ";\n"
-                                             "  DELETE FROM processed_claims WHERE cid "
-                                             "= " CID_OF("NEW.consumer") " AND event_id "
-                                                                         "= " NORMAL_ID(
-                                                                             "NEW.event_"
-                                                                             "id") ";\n"
-                                                                                   "END"},
+     "   WHERE NOT " VALID_CONSUMER("NEW.consumer") " OR NOT " VALID_ID("NEW.event_id") ";\n"
+     "  INSERT INTO processed_consumers (name) SELECT NEW.consumer\n"
+     "   WHERE NOT EXISTS (SELECT 1 FROM processed_consumers WHERE name = NEW.consumer);\n"
+     "  UPDATE processed_consumers SET markers = markers + 1,\n"
+     "    oldest_ms = min(coalesce(oldest_ms, " SEED_TS "), " SEED_TS "),\n"
+     "    newest_ms = max(coalesce(newest_ms, " SEED_TS "), " SEED_TS ")\n"
+     "   WHERE name = NEW.consumer AND NOT EXISTS " SEED_MARKER ";\n"
+     "  INSERT INTO processed_markers (cid, event_id, ts)\n"
+     "   SELECT " CID_OF("NEW.consumer") ", " NORMAL_ID("NEW.event_id") ", " SEED_TS "\n"
+     "   WHERE NOT EXISTS " SEED_MARKER ";\n"
+     "  DELETE FROM processed_claims\n"
+     "   WHERE cid = " CID_OF("NEW.consumer") " AND event_id = " NORMAL_ID("NEW.event_id") ";\n"
+     "END"},
     {"processed_log_delete", "trigger",
      "CREATE TRIGGER processed_log_delete INSTEAD OF DELETE ON processed_log BEGIN\n"
-     "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE name = "
-     "OLD.consumer;\n"
-     "  DELETE FROM processed_markers WHERE cid = " CID_OF(
-         "OLD.consumer") " AND event_id = OLD.event_id;\n"
-                         "END"},
+     "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE name = OLD.consumer;\n"
+     "  DELETE FROM processed_markers\n"
+     "   WHERE cid = " CID_OF("OLD.consumer") " AND event_id = OLD.event_id;\n"
+     "END"},
 };
+/* clang-format on */
 
 #define N_OBJECTS (sizeof(objects) / sizeof(objects[0]))
 
@@ -283,32 +278,30 @@ static int drop_old(sqlite3 *db)
     return SQLITE_OK;
 }
 
-/* Names a version-0 file must not have: tables of later versions. */
-static const char *const later_tables[] = {"processed_claims", "processed_outbox",
-                                           "processed_markers", "processed_journal",
-                                           "processed_merge"};
+/* Tables some version before 6 had. One its own version never had was
+ * made by someone else, and the migration would drop it: refused. */
+static const char *const old_tables[] = {"processed_claims", "processed_outbox",
+                                         "processed_markers", "processed_journal",
+                                         "processed_merge"};
 
-/* Refuses tables a version never had: at version 0 a table of a later
- * one, before version 3 a processed_outbox (someone else's). */
-static int check_foreign(sqlite3 *db, const char *name, long long version, bool outbox,
-                         ib_error *err)
+static int check_foreign(sqlite3 *db, const char *name, long long version, ib_error *err)
 {
-    bool there = false;
-    for (size_t i = 0; version == 0 && i < sizeof(later_tables) / sizeof(later_tables[0]); i++) {
-        int rc = exists(db, "table", later_tables[i], &there);
+    char own[256];
+    snprintf(own, sizeof(own), " %s ", layouts[version].tables);
+    for (size_t i = 0; i < sizeof(old_tables) / sizeof(old_tables[0]); i++) {
+        char padded[64];
+        bool there = false;
+        snprintf(padded, sizeof(padded), " %s ", old_tables[i]);
+        int rc =
+            strstr(own, padded) != NULL ? SQLITE_OK : exists(db, "table", old_tables[i], &there);
         if (rc != SQLITE_OK)
             return rc;
         if (there)
             return refuse(err, name,
-                          "schema version 0 with a table of a later version (%s) "
-                          "this build did not create",
-                          later_tables[i]);
+                          "schema version %lld with a %s table that version never had: "
+                          "this build did not create it",
+                          version, old_tables[i]);
     }
-    if (version <= 2 && outbox)
-        return refuse(err, name,
-                      "schema version %lld with a processed_outbox this build did "
-                      "not create",
-                      version);
     return SQLITE_OK;
 }
 
@@ -361,37 +354,20 @@ static int copy_rows(sqlite3 *db, const old_layout *l, int64_t now_ms)
     char *markers = sqlite3_mprintf(l->markers, (long long)now_ms);
     if (markers == NULL)
         return SQLITE_NOMEM;
-    char *sql =
-        sqlite3_mprintf(
-            "INSERT INTO processed_consumers (name) SELECT c FROM (SELECT consumer AS c FROM (%s) "
-            "UNION SELECT consumer FROM (%s)) WHERE " VALID_CONSUMER(
-                "c") " ORDER BY c;"
-                     "INSERT OR IGNORE INTO ib_new_markers SELECT k.cid, " NORMAL_ID("o.event_id") ", CAST(o.ts AS INTEGER), " FP32(
-                         "o.fp") " FROM (%s) o "
-                                 "JOIN processed_consumers k ON k.name = o.consumer "
-                                 "WHERE " VALID_ID(
-                                     "o.event_id") " AND o.ts IS NOT NULL ORDER BY 1, 2;"
-                                                   "INSERT OR IGNORE INTO ib_new_claims SELECT "
-                                                   "k.cid, " NORMAL_ID(
-                                                       "o.event_id") ", o.owner, CAST(o.expires_ms "
-                                                                     "AS INTEGER), "
-                                                                     "max(CAST(o.attempts AS "
-                                                                     "INTEGER), 0) "
-                                                                     "FROM (%s) o JOIN "
-                                                                     "processed_consumers k ON "
-                                                                     "k.name = o.consumer "
-                                                                     "WHERE " VALID_ID(
-                                                                         "o.event_id") " AND "
-                                                                                       "typeof(o."
-                                                                                       "owner) = "
-                                                                                       "'text' "
-                                                                                       "AND "
-                                                                                       "(o.owner "
-                                                                                       "<> '' OR "
-                                                                                       "o.attempts "
-                                                                                       "> 0) ORDER "
-                                                                                       "BY 1, 2;",
-            markers, claims, markers, claims);
+    /* clang-format off */
+    char *sql = sqlite3_mprintf(
+        "INSERT INTO processed_consumers (name) SELECT c FROM (SELECT consumer AS c FROM (%s) "
+        " UNION SELECT consumer FROM (%s)) WHERE " VALID_CONSUMER("c") " ORDER BY c;"
+        "INSERT OR IGNORE INTO ib_new_markers SELECT k.cid, " NORMAL_ID("o.event_id") ","
+        " CAST(o.ts AS INTEGER), " FP32("o.fp") " FROM (%s) o"
+        " JOIN processed_consumers k ON k.name = o.consumer"
+        " WHERE " VALID_ID("o.event_id") " AND o.ts IS NOT NULL ORDER BY 1, 2;"
+        "INSERT OR IGNORE INTO ib_new_claims SELECT k.cid, " NORMAL_ID("o.event_id") ","
+        " o.owner, CAST(o.expires_ms AS INTEGER), max(CAST(o.attempts AS INTEGER), 0) FROM (%s) o"
+        " JOIN processed_consumers k ON k.name = o.consumer WHERE " VALID_ID("o.event_id")
+        " AND typeof(o.owner) = 'text' AND (o.owner <> '' OR o.attempts > 0) ORDER BY 1, 2;",
+        markers, claims, markers, claims);
+    /* clang-format on */
     sqlite3_free(markers);
     if (sql == NULL)
         return SQLITE_NOMEM;
@@ -458,7 +434,7 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
                       version, IB__SQLITE_SCHEMA_VERSION);
     if (version == IB__SQLITE_SCHEMA_VERSION)
         return check_current(db, name, err);
-    rc = check_foreign(db, name, version, outbox, err);
+    rc = check_foreign(db, name, version, err);
     if (rc == SQLITE_OK && version == 0 && !log)
         rc = create_objects(db, 0);
     else if (rc == SQLITE_OK && (rc = check_old(db, name, version, err)) == SQLITE_OK)
