@@ -291,7 +291,9 @@ static void print_baseline(FILE *out, const ib__bench_report *r)
     if (!r->has_baseline)
         return;
     fprintf(out, "\nThis build against the baseline build (--baseline-ibus), msg/s and the "
-                 "ratio of this one to it, each cell run right after this build's.\n\n"
+                 "ratio of this one to it, each cell run right after this build's (not the "
+                 "large-file row: its file has this build's schema, which an older build "
+                 "refuses).\n\n"
                  "| config | 0%% dups | base | ratio | 10%% dups | base | ratio | 50%% dups | "
                  "base | ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t i = 0; i < r->row_count; i++) {
