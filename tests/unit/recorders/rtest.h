@@ -17,6 +17,16 @@
 #include "recorder.h"
 #include "uuid.h"
 
+/* Fails the test unless `call` returned IB_OK, naming the call, its status
+ * and the message of `err`, an ib_error the test file defines. cmocka's
+ * fail_msg must be in scope where it is used. */
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        ib_status st_ = (call);                                                                    \
+        if (st_ != IB_OK)                                                                          \
+            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
+    } while (0)
+
 /* A uuid4-shaped normalised id derived from n: distinct for distinct n and
  * spread like random ids, so hash and b-tree behave as in production. */
 static inline void rt_id(char out[IB_ID_BUF_SIZE], uint64_t n)

@@ -32,13 +32,6 @@ static const kind kinds[] = {
 
 static ib_error err;
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        ib_status st_ = (call);                                                                    \
-        if (st_ != IB_OK)                                                                          \
-            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
-    } while (0)
-
 typedef void (*case_fn)(ib_recorder *r);
 
 /* A fresh bucket on the server the fixture started. */

@@ -21,13 +21,6 @@ static it_server server;
 static char dir[PATH_MAX];
 static ib_error err;
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        ib_status st_ = (call);                                                                    \
-        if (st_ != IB_OK)                                                                          \
-            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
-    } while (0)
-
 static int setup(void **state)
 {
     (void)state;

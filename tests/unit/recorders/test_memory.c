@@ -7,13 +7,6 @@
 
 static ib_error err;
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        ib_status st_ = (call);                                                                    \
-        if (st_ != IB_OK)                                                                          \
-            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
-    } while (0)
-
 static ib_recorder *open_memory(const char *uri)
 {
     ib_recorder *r = NULL;

@@ -14,13 +14,6 @@
 static ib_error err;
 static char *dir;
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        ib_status st_ = (call);                                                                    \
-        if (st_ != IB_OK)                                                                          \
-            fail_msg("%s -> %s: %s", #call, ib_status_str(st_), err.msg);                          \
-    } while (0)
-
 #define NKEYS 8
 #define OWNER "A"
 
