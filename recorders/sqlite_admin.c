@@ -230,11 +230,11 @@ ib_status ib__sq_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t m
 /* Per consumer: its counts (kind 0), then each claim row of a key not
  * marked (kind 1): no scan of the markers. */
 #define SQL_SUMMARY                                                                                \
-    "SELECT 0, name, markers, coalesce(oldest_ms, 0), coalesce(newest_ms, 0), NULL "              \
-    "FROM processed_consumers WHERE markers > 0 UNION ALL "                                       \
-    "SELECT 1, k.name, c.expires_ms, c.attempts, 0, c.owner FROM processed_claims c "             \
-    "JOIN processed_consumers k ON k.cid = c.cid WHERE (c.owner <> '' OR c.attempts > 0) "        \
-    "AND NOT EXISTS (SELECT 1 FROM processed_markers m WHERE m.event_id = c.event_id "            \
+    "SELECT 0, name, markers, coalesce(oldest_ms, 0), coalesce(newest_ms, 0), NULL "               \
+    "FROM processed_consumers WHERE markers > 0 UNION ALL "                                        \
+    "SELECT 1, k.name, c.expires_ms, c.attempts, 0, c.owner FROM processed_claims c "              \
+    "JOIN processed_consumers k ON k.cid = c.cid WHERE (c.owner <> '' OR c.attempts > 0) "         \
+    "AND NOT EXISTS (SELECT 1 FROM processed_markers m WHERE m.event_id = c.event_id "             \
     "AND m.cid = c.cid)"
 
 typedef struct summary_ctx {
@@ -247,8 +247,7 @@ static int summary_row(summary_ctx *c, sqlite3_stmt *q, int64_t lease_now)
 {
     const char *name = (const char *)sqlite3_column_text(q, 1);
     ib__consumer_summary *e =
-        name != NULL ? ib__summary_entry(&c->list, name, (size_t)sqlite3_column_bytes(q, 1))
-                     : NULL;
+        name != NULL ? ib__summary_entry(&c->list, name, (size_t)sqlite3_column_bytes(q, 1)) : NULL;
     int64_t a = sqlite3_column_int64(q, 2), b = sqlite3_column_int64(q, 3);
     const char *owner = (const char *)sqlite3_column_text(q, 5);
     if (e == NULL)
