@@ -303,6 +303,32 @@ static void start_search(kv_head *h, epoch_search *e, const kv_read *marker, con
     memmove(e->best.value, state, strlen(state) + 1);
 }
 
+/* The markers of the keys found claimed and not done, read again once
+ * their epochs are known. A mark stores its marker before it rewrites the
+ * anchor as released, and the first round read the marker before the
+ * anchor: a mark that landed between the two would show a released claim
+ * and no marker, and the key would be taken over and run again. Read
+ * after the claim was seen, the marker of such a mark is there. */
+static ib_status reread_markers(kv_recorder *k, kv_head *h, head_reads *hr,
+                                const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    size_t t = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!h[i].done && h[i].epoch > 0) {
+            ib__kv_subject(k, hr->subjects[t], 'd', &keys[i], 0);
+            hr->key[t++] = i;
+        }
+    ib_status st = t > 0 ? ib__kv_read_many(k, hr->reads, hr->subjects, t, err) : IB_OK;
+    for (size_t j = 0; j < t && st == IB_OK; j++) {
+        kv_head *x = &h[hr->key[j]];
+        if (hr->reads[j].found && !hr->reads[j].deleted) {
+            x->done = true;
+            x->fp = done_fingerprint(hr->reads[j].value);
+        }
+    }
+    return st;
+}
+
 ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *keys, size_t n,
                             ib_error *err)
 {
@@ -329,6 +355,8 @@ ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *key
         if (h[i].epoch > 0)
             parse_epoch(&h[i], hr.search[i].best.value);
     }
+    if (st == IB_OK)
+        st = reread_markers(k, h, &hr, keys, n, err);
     head_reads_free(&hr);
     return st;
 }
