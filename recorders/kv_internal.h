@@ -71,6 +71,11 @@ typedef struct kv_recorder {
      * act between a round that timed out and the next one. */
     void (*unanswered_round)(void *ctx, int round);
     void *unanswered_round_ctx;
+    /* Called by read_heads after the epochs are known, before it reads
+     * the markers of claimed keys again; NULL in the product. Tests use
+     * it to mark a key between the two reads (kv_read.c). */
+    void (*heads_read)(void *ctx);
+    void *heads_read_ctx;
     pthread_mutex_t held_mu; /* guards held, held_n (kv_held.c) */
     struct kv_held **held;
     size_t held_n;

@@ -355,6 +355,8 @@ ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *key
         if (h[i].epoch > 0)
             parse_epoch(&h[i], hr.search[i].best.value);
     }
+    if (st == IB_OK && k->heads_read != NULL)
+        k->heads_read(k->heads_read_ctx);
     if (st == IB_OK)
         st = reread_markers(k, h, &hr, keys, n, err);
     head_reads_free(&hr);
