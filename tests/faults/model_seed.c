@@ -86,9 +86,14 @@ int seed_insert(seed_db *s, const char *consumer, const char *id, size_t id_len,
         rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         rc = sqlite3_extended_errcode(s->db) != SQLITE_OK ? sqlite3_extended_errcode(s->db) : rc;
-    if (!sqlite3_get_autocommit(s->db))
-        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     return rc;
+}
+
+bool seed_end_transaction(seed_db *s)
+{
+    for (int i = 0; i < 3 && !sqlite3_get_autocommit(s->db); i++)
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return sqlite3_get_autocommit(s->db) != 0;
 }
 
 int seed_select(seed_db *s, bool *found, const char *consumer, const char *id)

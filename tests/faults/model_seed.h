@@ -24,9 +24,17 @@ int seed_open(seed_db **out, const char *path, int busy_timeout_ms, char *why, s
 void seed_close(seed_db *s);
 
 /* The INSERT of (consumer, the `id_len` bytes of id, ts seconds), in its
- * own transaction. Returns SQLITE_OK once committed, else the SQLite code
- * (the transaction is rolled back). */
+ * own transaction. Returns SQLITE_OK once committed, else the SQLite code;
+ * a transaction that did not commit is left open for seed_end_transaction. */
 int seed_insert(seed_db *s, const char *consumer, const char *id, size_t id_len, double ts);
+
+/* Rolls back a transaction seed_insert left open. Call it with no fault
+ * armed: a ROLLBACK that failed under an injected fault left the
+ * connection inside the transaction, where its later SELECTs saw its own
+ * uncommitted row and an old snapshot (two model violations in 300 seeds
+ * that were the test's, not the recorder's). Returns false if the
+ * connection is still in a transaction. */
+bool seed_end_transaction(seed_db *s);
 
 /* The SELECT. Returns SQLITE_OK with *found, else the SQLite code. */
 int seed_select(seed_db *s, bool *found, const char *consumer, const char *id);

@@ -453,9 +453,14 @@ int session_seed_insert(model_session *s, unsigned key, const char *faults, bool
     fault_vfs_disarm();
     if (kind >= 0)
         s->fig.faults_fired[kind] += fault_vfs_fired_total() - fired;
-    c.t1 = model_now_ns();
     model_reply r = {.status = rc == SQLITE_OK ? 0 : rc, .n = 1};
     snprintf(r.text, sizeof(r.text), "%s", rc == SQLITE_OK ? "" : seed_errmsg(s->seed));
+    if (!seed_end_transaction(s->seed)) {
+        /* still inside it with no fault armed: start again on a new one */
+        seed_close(s->seed);
+        s->seed = NULL;
+    }
+    c.t1 = model_now_ns();
     model_end(s->m, &c, &r, "the parent's seed SQL", s->cfg.log);
     trace(s, "seed insert key %u%s%s%s -> %d", key, hostile ? " (hostile)" : "",
           kind >= 0 ? " faults " : "", kind >= 0 ? faults : "", rc);

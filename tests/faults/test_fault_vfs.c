@@ -10,11 +10,13 @@
  * to sync); every other test disarms first. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "fault_vfs.h"
 #include "ib_test.h"
+#include "model_seed.h"
 #include "rtest.h"
 
 static char *dir;
@@ -359,6 +361,77 @@ static void an_allocation_sweep_keeps_the_file_whole(void **state)
     sqlite3_close(db);
 }
 
+/* --- the model test's seed SQL under faults ------------------------------ */
+
+/* Removes the database at `path` and its WAL and shared-memory files. */
+static void remove_db(const char *path)
+{
+    char side[4200];
+    unlink(path);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    unlink(side);
+}
+
+/* Whether a connection of its own sees (consumer "c", id) in <dir>/name. */
+static bool row_seen_by_another(const char *name, const char *id)
+{
+    char path[4096];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT 1 FROM processed_log WHERE consumer = 'c' "
+                                        "AND event_id = ?",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    bool seen = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return seen;
+}
+
+/* The model test's oracle is the seed connection's own SELECT: after a
+ * failed INSERT it must see what every other connection sees. A ROLLBACK
+ * run while the fault was still armed failed too (an allocation), left
+ * the connection in its transaction, and its SELECT saw its own
+ * uncommitted row: two false violations in 300 seeds. Every kind, at
+ * every nth call, with counts 1 to 3 and "from then on". */
+static void the_seed_sql_ends_its_transaction_under_every_fault(void **state)
+{
+    (void)state;
+    static const char *kinds[] = {"alloc:%u:nomem:%u",  "write:%u:ioerr:%u", "write:%u:full:%u",
+                                  "sync:%u:ioerr:%u",   "read:%u:ioerr:%u",  "lock:%u:busy:%u",
+                                  "shmlock:%u:busy:%u", "shmmap:%u:ioerr:%u"};
+    char path[4096], why[256], id[IB_ID_BUF_SIZE];
+    unsigned failed = 0;
+    snprintf(path, sizeof(path), "%s/seed.db", dir);
+    rt_id(id, 1);
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+        for (unsigned count = 0; count <= 3; count++)
+            for (unsigned n = 1; n < 60; n++) {
+                remove_db(path);
+                seed_db *s = NULL;
+                assert_int_equal(seed_open(&s, path, 20, why, sizeof(why)), 0);
+                char spec[64];
+                snprintf(spec, sizeof(spec), kinds[k], n, count);
+                arm(spec);
+                int rc = seed_insert(s, "c", id, strlen(id), 1.0);
+                fault_vfs_disarm();
+                assert_true(seed_end_transaction(s));
+                bool own = false;
+                assert_int_equal(seed_select(s, &own, "c", id), SQLITE_OK);
+                if (own != row_seen_by_another("seed.db", id))
+                    fail_msg("%s: insert -> %d, own SELECT %d, another's %d", spec, rc, own, !own);
+                failed += rc != SQLITE_OK;
+                seed_close(s);
+            }
+    assert_true(failed > 0);
+}
+
 /* --- a recorder, unchanged, over the shim -------------------------------- */
 
 static void a_recorder_fails_through_the_shim(void **state)
@@ -399,6 +472,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(a_failed_shm_map_fails_the_statement, disarm),
         cmocka_unit_test_setup(an_allocation_sweep_keeps_the_file_whole, disarm),
         cmocka_unit_test_setup(a_recorder_fails_through_the_shim, disarm),
+        cmocka_unit_test_setup(the_seed_sql_ends_its_transaction_under_every_fault, disarm),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
