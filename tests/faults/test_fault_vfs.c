@@ -366,12 +366,12 @@ static void an_allocation_sweep_keeps_the_file_whole(void **state)
 /* Removes the database at `path` and its WAL and shared-memory files. */
 static void remove_db(const char *path)
 {
-    char side[4200];
-    unlink(path);
-    snprintf(side, sizeof(side), "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", path);
-    unlink(side);
+    static const char *const suffixes[] = {"", "-wal", "-shm"};
+    char file[4200];
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        snprintf(file, sizeof(file), "%s%s", path, suffixes[i]);
+        unlink(file);
+    }
 }
 
 /* Whether a connection of its own sees (consumer "c", id) in <dir>/name. */
