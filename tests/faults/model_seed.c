@@ -91,7 +91,7 @@ int seed_insert(seed_db *s, const char *consumer, const char *id, size_t id_len,
 
 bool seed_end_transaction(seed_db *s)
 {
-    for (int i = 0; i < 3 && !sqlite3_get_autocommit(s->db); i++)
+    if (!sqlite3_get_autocommit(s->db))
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     return sqlite3_get_autocommit(s->db) != 0;
 }
