@@ -10,7 +10,7 @@
 #include "bench.h"
 
 #define IB__BENCH_COLUMNS 3 /* 0%, 10% and 50% duplicates */
-#define IB__BENCH_MAX_ROWS 17
+#define IB__BENCH_MAX_ROWS 18
 #define IB__BENCH_SLOW_ROWS 4
 
 #define IB__BENCH_MAX_REPEAT 9
@@ -50,7 +50,8 @@ typedef struct ib__bench_report {
                                                rows[13] 3 x kv: 1 replica,
                                                rows[14] --concurrency 8 no-op,
                                                rows[15] --concurrency 8 http,
-                                               rows[16] --concurrency 32 http */
+                                               rows[16] --concurrency 32 http,
+                                               rows[17] row 11 at full */
     size_t row_count;
     /* the baseline build's cells of the ibus rows (--baseline-ibus) */
     bool has_baseline;
