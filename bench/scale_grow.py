@@ -28,20 +28,18 @@ import datetime
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+# The integration tests' process harness: a nats-server on a free loopback
+# port, processes logging to the work directory, stopped by their PID.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+from it_harness import Procs  # noqa: E402
+
 TYPE = "bench.event"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def parse_time(text):
@@ -51,35 +49,19 @@ def parse_time(text):
 class Scale:
     def __init__(self, a, workdir):
         self.a = a
-        self.dir = workdir
         self.file = os.path.join(workdir, "markers.db")
-        self.port = free_port()
-        self.url = f"nats://127.0.0.1:{self.port}"
-        self.env = dict(os.environ, IB_NATS_URL=self.url)
-        self.server = None
+        self.procs = Procs(workdir)
         self.markers = 0
+        self.grow_seq = 0  # messages published to GROW
+        self.spawned = 0
 
     def start_server(self):
-        log = open(os.path.join(self.dir, "nats-server.log"), "w")
-        self.server = subprocess.Popen(
-            [self.a.nats_server, "-js", "-a", "127.0.0.1", "-p", str(self.port),
-             "-sd", os.path.join(self.dir, "js")], stdout=log, stderr=log)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        sys.exit("scale_grow: nats-server did not start")
-
-    def stop_server(self):
-        if self.server is not None:
-            self.server.send_signal(signal.SIGTERM)
-            self.server.wait(timeout=30)
+        self.procs.start_nats(self.a.nats_server)
+        self.env = dict(os.environ, IB_NATS_URL=self.procs.url)
 
     def run_args(self, stream, durable, recorder):
-        return [self.a.ibus, "run", "--stream", stream, "--durable", durable,
+        return [self.a.ibus, "run", "--nats-url", self.procs.url, "--stream", stream,
+                "--durable", durable,
                 "--subject", f"{stream}.>", "--recorder", recorder,
                 "--plugin", self.a.plugin, "--log-level", "warn"]
 
@@ -116,23 +98,25 @@ class Scale:
         """Runs cmds (the first at once, the rest join_after later) until
         last_seq is acked; seconds from the first exec to the last ack."""
         t0 = time.time()
-        quiet = {"env": self.env, "stdout": subprocess.DEVNULL}
-        procs = [subprocess.Popen(cmds[0], **quiet)]
+        procs = [self.spawn(cmds[0])]
         if len(cmds) > 1:
             time.sleep(join_after)
-            procs += [subprocess.Popen(c, **quiet) for c in cmds[1:]]
+            procs += [self.spawn(c) for c in cmds[1:]]
         end = self.wait_done(stream, durable, last_seq, procs)
         for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=60)
+            self.procs.stop(p, timeout=60)
         return end - t0
+
+    def spawn(self, cmd):
+        """A consumer, logging to consumer-N.log in the work directory."""
+        self.spawned += 1
+        return self.procs.spawn(cmd, f"consumer-{self.spawned}")
 
     def ibus_on_file(self, stream, durable):
         return self.run_args(stream, durable, f"sqlite:{self.file}")
 
     def bare(self, stream, durable):
-        return [self.a.bare, "--url", self.url, "--stream", stream, "--durable", durable]
+        return [self.a.bare, "--url", self.procs.url, "--stream", stream, "--durable", durable]
 
     def grow_to(self, size):
         while self.markers < size:
@@ -168,7 +152,6 @@ class Scale:
         self.start_server()
         try:
             self.create("GROW", ["g"])
-            self.grow_seq = 0
             rows = []
             for k, size in enumerate([0] + self.a.sizes):
                 self.grow_to(size)
@@ -176,7 +159,7 @@ class Scale:
                 rows.append((markers, self.measure(k)))
             self.report(rows)
         finally:
-            self.stop_server()
+            self.procs.stop_all()
 
     def report(self, rows):
         empty = rows[0][1]
@@ -209,6 +192,9 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     a = p.parse_args()
     a.sizes = [int(s) for s in a.sizes.split(",") if s]
+    # the processes run in the work directory
+    for k in ("ibus", "plugin", "bare"):
+        setattr(a, k, os.path.abspath(getattr(a, k)))
     workdir = tempfile.mkdtemp(prefix="scale_grow.")
     try:
         Scale(a, workdir).run()
