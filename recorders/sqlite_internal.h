@@ -36,8 +36,6 @@ enum ib__sq_query {
     Q_BEGIN_WRITE,
     Q_COMMIT,
     Q_ROLLBACK,
-    Q_SYNC_NORMAL,
-    Q_SYNC_CONFIGURED,
     Q_DATA_VERSION,
     Q_USER_VERSION,
     Q_CID_GET, /* statements from here on need the schema */
@@ -100,7 +98,8 @@ typedef struct sq_recorder {
     char path[IB__RECORDER_PATH_MAX];
     bool in_memory;
     bool claims_unsynced; /* claims commit at NORMAL, marks at the configured level */
-    int sync_now;         /* the level the connection runs at now */
+    int sync_configured;  /* PRAGMA synchronous as configured */
+    int sync_now;         /* the level the connection runs at now; -1 unknown */
     int64_t busy_timeout_ms;
     int64_t deadline_ns;      /* monotonic: the current call's waits end here */
     int64_t lock_wait_max_ns; /* the longest BEGIN IMMEDIATE took */

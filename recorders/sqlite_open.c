@@ -33,8 +33,6 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_BEGIN_WRITE] = "BEGIN IMMEDIATE",
     [Q_COMMIT] = "COMMIT",
     [Q_ROLLBACK] = "ROLLBACK",
-    [Q_SYNC_NORMAL] = "PRAGMA synchronous = 1",
-    [Q_SYNC_CONFIGURED] = NULL, /* built from the configured level */
     /* data_version moves when another connection committed; only then is
      * user_version read again (sqlite_run.c). */
     [Q_DATA_VERSION] = "PRAGMA data_version",
@@ -81,20 +79,17 @@ static ib_status fail(sq_recorder *s, ib_error *err)
     return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name, sqlite3_errmsg(s->db));
 }
 
-/* Prepares statements [range[0], range[1]) not prepared yet, Q_SYNC_CONFIGURED
- * for the level range[2]. A body: preparing reads the schema, which another
- * process may have locked. */
+/* Prepares statements [range[0], range[1]) not prepared yet. A body:
+ * preparing reads the schema, which another process may have locked. */
 static int body_prepare(sq_recorder *s, void *vctx, ib_error *local)
 {
     const int *range = vctx;
-    char sync_sql[32];
     (void)local;
-    snprintf(sync_sql, sizeof(sync_sql), "PRAGMA synchronous = %d", range[2]);
     for (int i = range[0]; i < range[1]; i++) {
         if (s->q[i] != NULL)
             continue;
-        const char *sql = i == Q_SYNC_CONFIGURED ? sync_sql : query_sql[i];
-        int rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->q[i], NULL);
+        int rc =
+            sqlite3_prepare_v3(s->db, query_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->q[i], NULL);
         if (rc != SQLITE_OK)
             return rc;
     }
@@ -208,10 +203,10 @@ static ib_status configure(sq_recorder *s, bool fresh, const ib__recorder_config
                            ib_error *err)
 {
     int sync_fresh[2] = {(int)cfg->synchronous, fresh};
-    int first[3] = {0, Q_FIRST_SCHEMA, (int)cfg->synchronous};
-    int rest[3] = {Q_FIRST_SCHEMA, Q_COUNT, (int)cfg->synchronous};
+    int first[2] = {0, Q_FIRST_SCHEMA};
+    int rest[2] = {Q_FIRST_SCHEMA, Q_COUNT};
     s->claims_unsynced = cfg->synchronous >= IB__SQLITE_SYNC_FULL && !s->in_memory;
-    s->sync_now = 2;
+    s->sync_configured = s->sync_now = (int)cfg->synchronous; /* body_settings sets it */
     ib__sq_call_begin(s);
     ib_status st = ib__sq_run(s, TX_NONE, body_prepare, first, err);
     if (st == IB_OK)

@@ -118,14 +118,19 @@ int ib__sq_check_schema(sq_recorder *s, ib_error *local)
 }
 
 /* Claims commit without an fsync of their own when marks use FULL or
- * EXTRA (invariant 5); the level is switched only when it changes. */
+ * EXTRA (invariant 5); the level is switched only when it changes. PRAGMA
+ * synchronous takes effect when it is prepared, not when it is stepped
+ * (its program only expires itself, so a kept statement's first step does
+ * nothing): it is run through sqlite3_exec, which prepares it each time. */
 static int set_sync(sq_recorder *s, tx_kind kind)
 {
-    int want = kind == TX_CLAIM && s->claims_unsynced ? 1 : 2;
+    int want = kind == TX_CLAIM && s->claims_unsynced ? 1 : s->sync_configured;
     if (!s->claims_unsynced || s->sync_now == want)
         return SQLITE_OK;
-    int rc = ib__sq_step_done(s->q[want == 1 ? Q_SYNC_NORMAL : Q_SYNC_CONFIGURED]);
-    s->sync_now = rc == SQLITE_OK ? want : 0;
+    char sql[32];
+    snprintf(sql, sizeof(sql), "PRAGMA synchronous = %d", want);
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    s->sync_now = rc == SQLITE_OK ? want : -1;
     return rc;
 }
 

@@ -456,6 +456,53 @@ static void a_recorder_fails_through_the_shim(void **state)
     ib_recorder_close(r);
 }
 
+/* Syncs of the file one call makes. */
+#define SYNCS_OF(call)                                                                             \
+    ({                                                                                             \
+        uint64_t before_ = fault_vfs_calls(FAULT_SYNC);                                            \
+        assert_int_equal((call), IB_OK);                                                           \
+        fault_vfs_calls(FAULT_SYNC) - before_;                                                     \
+    })
+
+/* Invariant 5 of recorders/sqlite.c: at synchronous FULL (the default) a
+ * mark is on disk when the call returns, because its commit syncs the WAL;
+ * a claim does not sync (the next mark's sync covers it); at NORMAL nothing
+ * syncs. A sync that fails fails the call and the commit: nobody sees the
+ * mark, and a retry makes it. */
+static void a_mark_syncs_its_commit_and_a_claim_does_not(void **state)
+{
+    (void)state;
+    char uri[4200], id[IB_ID_BUF_SIZE];
+    ib_recorder *r = NULL;
+    ib_error err;
+    ib_marker_key key = {"c", id};
+    ib_claim_info info;
+    ib_claim_request req = {.owner = "o", .lease_ms = 60000};
+    bool marked = false, done = false;
+    snprintf(uri, sizeof(uri), "sqlite:%s/durable.db", dir);
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_OK);
+    rt_id(id, 7);
+    assert_int_equal(SYNCS_OF(ib_recorder_acquire_batch(r, &info, &key, 1, &req, &err)), 0);
+    assert_int_equal(info.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(SYNCS_OF(ib_recorder_mark_owned_batch(r, &marked, &key, 1, "o", &err)), 1);
+    assert_true(marked);
+    rt_id(id, 8);
+    arm("sync:1:ioerr");
+    assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_ERR_RECORDER);
+    fault_vfs_disarm();
+    assert_false(row_seen_by_another("durable.db", id));
+    assert_int_equal(ib_recorder_is_processed(r, &done, "c", id, &err), IB_OK);
+    assert_false(done);
+    assert_int_equal(SYNCS_OF(ib_recorder_mark(r, "c", id, &err)), 1);
+    assert_true(row_seen_by_another("durable.db", id));
+    ib_recorder_close(r);
+
+    snprintf(uri, sizeof(uri), "sqlite:%s/normal.db?synchronous=normal", dir);
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_OK);
+    assert_int_equal(SYNCS_OF(ib_recorder_mark(r, "c", id, &err)), 0);
+    ib_recorder_close(r);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -472,6 +519,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(a_failed_shm_map_fails_the_statement, disarm),
         cmocka_unit_test_setup(an_allocation_sweep_keeps_the_file_whole, disarm),
         cmocka_unit_test_setup(a_recorder_fails_through_the_shim, disarm),
+        cmocka_unit_test_setup(a_mark_syncs_its_commit_and_a_claim_does_not, disarm),
         cmocka_unit_test_setup(the_seed_sql_ends_its_transaction_under_every_fault, disarm),
     };
     if (argc > 1)
