@@ -503,6 +503,46 @@ static void a_mark_syncs_its_commit_and_a_claim_does_not(void **state)
     ib_recorder_close(r);
 }
 
+/* A claim after a mark switches the connection to NORMAL; every
+ * allocation of that claim fails in turn. Whatever failed (the switch
+ * itself included), the next claim still commits without a sync and the
+ * next mark with one: a failed switch leaves the level unknown, never
+ * taken for the one asked. */
+static void a_failed_level_switch_is_made_again(void **state)
+{
+    (void)state;
+    char uri[4200], id[IB_ID_BUF_SIZE];
+    ib_recorder *r = NULL;
+    ib_error err;
+    ib_marker_key key = {"c", id};
+    ib_claim_info info;
+    ib_claim_request req = {.owner = "o", .lease_ms = 60000};
+    bool marked = false;
+    unsigned failures = 0, next_id = 1000;
+    snprintf(uri, sizeof(uri), "sqlite:%s/switch.db", dir);
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_OK);
+    for (unsigned n = 1; n < 10000; n++) {
+        rt_id(id, next_id++);
+        assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_OK); /* at FULL now */
+        rt_id(id, next_id++);
+        uint64_t fired = fault_vfs_fired(FAULT_ALLOC);
+        fault_spec f = {FAULT_ALLOC, n, FAULT_NOMEM, 1};
+        assert_int_equal(fault_vfs_arm(&f), 0);
+        ib_status st = ib_recorder_acquire_batch(r, &info, &key, 1, &req, &err);
+        fault_vfs_disarm();
+        failures += st != IB_OK;
+        rt_id(id, next_id++);
+        assert_int_equal(SYNCS_OF(ib_recorder_acquire_batch(r, &info, &key, 1, &req, &err)), 0);
+        assert_int_equal(info.state, IB_CLAIM_ACQUIRED);
+        assert_int_equal(SYNCS_OF(ib_recorder_mark_owned_batch(r, &marked, &key, 1, "o", &err)), 1);
+        assert_true(marked);
+        if (fault_vfs_fired(FAULT_ALLOC) == fired)
+            break; /* ran to the end without reaching the nth allocation */
+    }
+    assert_true(failures > 0);
+    ib_recorder_close(r);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -520,6 +560,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(an_allocation_sweep_keeps_the_file_whole, disarm),
         cmocka_unit_test_setup(a_recorder_fails_through_the_shim, disarm),
         cmocka_unit_test_setup(a_mark_syncs_its_commit_and_a_claim_does_not, disarm),
+        cmocka_unit_test_setup(a_failed_level_switch_is_made_again, disarm),
         cmocka_unit_test_setup(the_seed_sql_ends_its_transaction_under_every_fault, disarm),
     };
     if (argc > 1)
