@@ -181,6 +181,11 @@ bool ib__sq_retryable(int rc);
  * doubles it (capped). */
 void ib__sq_backoff(sq_recorder *s, unsigned *delay_us);
 
+/* Runs `fmt` (a statement with one %lld, `value`) through sqlite3_exec,
+ * which prepares it anew: a PRAGMA takes effect when it is prepared. An
+ * SQLite code. */
+int ib__sq_exec_fmt(sq_recorder *s, const char *fmt, long long value);
+
 /* Runs the read-only `sql` and reads column 0 of its first row as an
  * integer into `*num` and as text into `text` (`text_size` bytes, cut and
  * NUL-terminated); either may be NULL. SQLITE_OK or the SQLite error; no

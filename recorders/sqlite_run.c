@@ -93,6 +93,13 @@ int ib__sqlite_read_value(sqlite3 *db, const char *sql, long long *num, char *te
     return rc != SQLITE_OK ? rc : frc;
 }
 
+int ib__sq_exec_fmt(sq_recorder *s, const char *fmt, long long value)
+{
+    char sql[96];
+    snprintf(sql, sizeof(sql), fmt, value);
+    return sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+}
+
 int ib__sq_check_schema(sq_recorder *s, ib_error *local)
 {
     uint64_t dv = 0, version = 0;
@@ -127,9 +134,7 @@ static int set_sync(sq_recorder *s, tx_kind kind)
     int want = kind == TX_CLAIM && s->claims_unsynced ? 1 : s->sync_configured;
     if (!s->claims_unsynced || s->sync_now == want)
         return SQLITE_OK;
-    char sql[32];
-    snprintf(sql, sizeof(sql), "PRAGMA synchronous = %d", want);
-    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    int rc = ib__sq_exec_fmt(s, "PRAGMA synchronous = %lld", want);
     s->sync_now = rc == SQLITE_OK ? want : -1;
     return rc;
 }
