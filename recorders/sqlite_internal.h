@@ -184,7 +184,7 @@ void ib__sq_backoff(sq_recorder *s, unsigned *delay_us);
 /* Runs `fmt` (a statement with one %lld, `value`) through sqlite3_exec,
  * which prepares it anew: a PRAGMA takes effect when it is prepared. An
  * SQLite code. */
-int ib__sq_exec_fmt(sq_recorder *s, const char *fmt, long long value);
+int ib__sqlite_exec_fmt(sqlite3 *db, const char *fmt, long long value);
 
 /* Runs the read-only `sql` and reads column 0 of its first row as an
  * integer into `*num` and as text into `text` (`text_size` bytes, cut and

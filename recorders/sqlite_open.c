@@ -157,10 +157,11 @@ static int body_settings(sq_recorder *s, void *vctx, ib_error *local)
 {
     const int *sync_fresh = vctx;
     char mode[16] = "";
-    int rc = sync_fresh[1] ? ib__sq_exec_fmt(s, "PRAGMA page_size = %lld", NEW_FILE_PAGE_SIZE)
-                           : SQLITE_OK;
+    int rc = sync_fresh[1]
+                 ? ib__sqlite_exec_fmt(s->db, "PRAGMA page_size = %lld", NEW_FILE_PAGE_SIZE)
+                 : SQLITE_OK;
     if (rc == SQLITE_OK)
-        rc = ib__sq_exec_fmt(s, "PRAGMA cache_size = -%lld", CACHE_KIB);
+        rc = ib__sqlite_exec_fmt(s->db, "PRAGMA cache_size = -%lld", CACHE_KIB);
     if (rc == SQLITE_OK)
         rc = ib__sqlite_read_value(s->db, "PRAGMA journal_mode = WAL", NULL, mode, sizeof(mode));
     if (rc != SQLITE_OK)
@@ -171,9 +172,9 @@ static int body_settings(sq_recorder *s, void *vctx, ib_error *local)
                      s->name, mode);
         return IB__SQLITE_REFUSED;
     }
-    rc = ib__sq_exec_fmt(s, "PRAGMA synchronous = %lld", sync_fresh[0]);
+    rc = ib__sqlite_exec_fmt(s->db, "PRAGMA synchronous = %lld", sync_fresh[0]);
     if (rc == SQLITE_OK)
-        rc = ib__sq_exec_fmt(s, "PRAGMA journal_size_limit = %lld", WAL_KEEP_BYTES);
+        rc = ib__sqlite_exec_fmt(s->db, "PRAGMA journal_size_limit = %lld", WAL_KEEP_BYTES);
     if (rc == SQLITE_OK)
         rc = sqlite3_wal_autocheckpoint(s->db, 0);
     if (rc == SQLITE_OK)

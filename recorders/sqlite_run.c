@@ -93,11 +93,11 @@ int ib__sqlite_read_value(sqlite3 *db, const char *sql, long long *num, char *te
     return rc != SQLITE_OK ? rc : frc;
 }
 
-int ib__sq_exec_fmt(sq_recorder *s, const char *fmt, long long value)
+int ib__sqlite_exec_fmt(sqlite3 *db, const char *fmt, long long value)
 {
     char sql[96];
     snprintf(sql, sizeof(sql), fmt, value);
-    return sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
 }
 
 int ib__sq_check_schema(sq_recorder *s, ib_error *local)
@@ -134,7 +134,7 @@ static int set_sync(sq_recorder *s, tx_kind kind)
     int want = kind == TX_CLAIM && s->claims_unsynced ? 1 : s->sync_configured;
     if (!s->claims_unsynced || s->sync_now == want)
         return SQLITE_OK;
-    int rc = ib__sq_exec_fmt(s, "PRAGMA synchronous = %lld", want);
+    int rc = ib__sqlite_exec_fmt(s->db, "PRAGMA synchronous = %lld", want);
     s->sync_now = rc == SQLITE_OK ? want : -1;
     return rc;
 }

@@ -441,7 +441,5 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
         rc = migrate(db, version, outbox, now_ms);
     if (rc != SQLITE_OK)
         return rc;
-    char sql[64];
-    snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", IB__SQLITE_SCHEMA_VERSION);
-    return exec(db, sql);
+    return ib__sqlite_exec_fmt(db, "PRAGMA user_version = %lld", IB__SQLITE_SCHEMA_VERSION);
 }
