@@ -120,6 +120,16 @@
  *    readers and writers, and not again for a second when it could not end
  *    (a reader on an old snapshot: an sqlite3 shell in BEGIN, a paged
  *    `ibus markers list`). A commit never waits longer than that for one.
+ *    A write that finds the disk full (SQLITE_FULL, or an I/O error with
+ *    ENOSPC or EDQUOT) leads to a TRUNCATE checkpoint, which copies the WAL
+ *    into the file and cuts the WAL to nothing: tried at once, then before
+ *    each later write at most once a second, each waiting 20 ms at most,
+ *    until one ends. It needs no space when the WAL's pages are in the
+ *    file already, and otherwise only what the file grows by, so the WAL
+ *    gives its space back once the disk has room, instead of waiting for a
+ *    commit that cannot come. Unless a reader keeps an old snapshot, the
+ *    bounds above hold the WAL near 64 MiB (plus what commits add while a
+ *    RESTART waits); docs/operations.md says how much free space to keep.
  *
  * WHY PLAIN TABLES (measured side by side with the marker journal of
  * version 5 and with time-sliced generations: bench/README.md, "Marker file

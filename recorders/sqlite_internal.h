@@ -83,10 +83,12 @@ typedef struct sq_tally {
 
 /* The WAL's checkpoints (sqlite_run.c). */
 typedef struct sq_wal {
-    int frames;               /* WAL frames after the last commit (the WAL hook) */
-    int page_size;            /* the file's */
-    int64_t restart_after_ms; /* monotonic: no RESTART attempt before this */
-    uint64_t restarts_failed; /* RESTART checkpoints a reader or writer kept from ending */
+    int frames;                /* WAL frames after the last commit (the WAL hook) */
+    int page_size;             /* the file's */
+    int64_t restart_after_ms;  /* monotonic: no RESTART attempt before this */
+    uint64_t restarts_failed;  /* RESTART checkpoints a reader or writer kept from ending */
+    bool full;                 /* a write found the disk full; no TRUNCATE checkpoint ended since */
+    int64_t truncate_after_ms; /* monotonic: no TRUNCATE attempt before this */
 } sq_wal;
 
 typedef struct sq_recorder {
@@ -140,7 +142,9 @@ typedef int (*tx_body)(sq_recorder *s, void *ctx, ib_error *local);
  * locked, SQLite's recovery) are retried, the whole transaction over, until
  * the busy timeout has passed since the call began: every wait of a call
  * ends then. IB_ERR_RECORDER with SQLite's message ("recorder sqlite:PATH:
- * <reason>"), or the body's own error after IB__SQLITE_REFUSED. The caller
+ * <reason>"), or the body's own error after IB__SQLITE_REFUSED. A write that
+ * found the disk full leads to a TRUNCATE checkpoint, tried again before
+ * later writes until one ends (sqlite.c, "The WAL"). The caller
  * holds the mutex and has started the call's clock (ib__sq_call_begin);
  * ib__sq_run_locked does both. */
 ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err);

@@ -21,6 +21,9 @@
 #define WAL_RESTART_BYTES (64 * 1024 * 1024)
 #define RESTART_WAIT_MS 20
 #define RESTART_PAUSE_MS 1000
+/* After a full disk: a TRUNCATE checkpoint waits as long as a RESTART and
+ * is tried at most this often until one ends. */
+#define TRUNCATE_PAUSE_MS 1000
 
 bool ib__sq_retryable(int rc)
 {
@@ -196,12 +199,48 @@ void ib__sq_wal_bound(sq_recorder *s)
     }
 }
 
+/* Whether a failed write says the disk is full: SQLite's SQLITE_FULL (a
+ * write that found no space), or an I/O error whose errno says so (an
+ * fsync or a truncate on a full disk, or a user's quota). */
+static bool disk_full(int rc, int sys_errno)
+{
+    int primary = rc & 0xff;
+    return primary == SQLITE_FULL ||
+           (primary == SQLITE_IOERR && (sys_errno == ENOSPC || sys_errno == EDQUOT));
+}
+
+/* While a full disk is not yet answered by a TRUNCATE checkpoint, tries one,
+ * at most once every TRUNCATE_PAUSE_MS and waiting RESTART_WAIT_MS at most
+ * for readers and writers: it copies the WAL into the file and cuts the
+ * WAL to nothing, so the space it held is the filesystem's again. It needs
+ * no space when the WAL's pages are already in the file, and only what the
+ * file must grow by otherwise. The call's deadline is kept. */
+static void wal_truncate_after_full(sq_recorder *s)
+{
+    int64_t now = ib_clock_monotonic_ms();
+    if (!s->wal.full || s->in_memory || now < s->wal.truncate_after_ms)
+        return;
+    s->wal.truncate_after_ms = now + TRUNCATE_PAUSE_MS;
+    int64_t deadline = s->deadline_ns;
+    int64_t wait_end = ib_clock_monotonic_ns() + (int64_t)RESTART_WAIT_MS * 1000000;
+    if (wait_end < s->deadline_ns)
+        s->deadline_ns = wait_end;
+    if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL) ==
+        SQLITE_OK) {
+        s->wal.full = false;
+        s->wal.frames = 0;
+    }
+    s->deadline_ns = deadline;
+}
+
 ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_error *err)
 {
     ib_error local;
     unsigned delay_us = 1000;
     int64_t start = ib_clock_monotonic_ms();
     ib_error_clear(&local);
+    if (kind == TX_CLAIM || kind == TX_MARK)
+        wal_truncate_after_full(s);
     for (;;) {
         int rc = attempt(s, kind, body, ctx, &local);
         if (rc == SQLITE_OK) {
@@ -215,8 +254,13 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
                  rc == IB__SQLITE_REFUSED              ? ""
                  : sqlite3_errcode(s->db) == SQLITE_OK ? sqlite3_errstr(rc)
                                                        : sqlite3_errmsg(s->db));
+        int sys_errno = sqlite3_system_errno(s->db);
         if (!sqlite3_get_autocommit(s->db))
             ib__sq_step_done(s->q[Q_ROLLBACK]);
+        if (disk_full(rc, sys_errno)) {
+            s->wal.full = true;
+            wal_truncate_after_full(s);
+        }
         if (rc == IB__SQLITE_REFUSED) {
             if (err != NULL)
                 *err = local;

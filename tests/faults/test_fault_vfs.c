@@ -3,13 +3,15 @@
  * counting (the nth call fails, then count calls, then none), each kind
  * failing a real SQLite statement with the chosen code, SQLite staying
  * whole under an out-of-memory sweep, the environment arming it at
- * install, and a recorder failing through it without knowing it is there.
+ * install, a recorder failing through it without knowing it is there, and
+ * giving its WAL back once a full disk has room again.
  *
  * The group setup installs the shim with IB_FAULT_VFS set to fail the
  * first sync: env_arms_the_first_sync checks that (and must be the first
  * to sync); every other test disarms first. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -456,6 +458,68 @@ static void a_recorder_fails_through_the_shim(void **state)
     ib_recorder_close(r);
 }
 
+/* The size of <dir>/<name>-wal; 0 when there is none. */
+static long long wal_bytes(const char *name)
+{
+    char path[4200];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/%s-wal", dir, name);
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
+/* Issue 43: on a small disk the WAL took the space, and nothing gave it
+ * back: a checkpoint ran only after a commit, and the WAL is cut back only
+ * when a checkpoint starts it over. Now a write that finds the disk full
+ * leads to a TRUNCATE checkpoint, tried at once and then at most once a
+ * second before later writes until one ends, so once the space is back the
+ * WAL is copied into the file and cut to nothing. Below 16 MiB no other
+ * checkpoint runs: before the change the WAL only grew. */
+static void a_full_disk_gives_the_wal_back_once_space_returns(void **state)
+{
+    (void)state;
+    char uri[4200], id[IB_ID_BUF_SIZE];
+    ib_recorder *r = NULL;
+    ib_error err;
+    bool done = false;
+    snprintf(uri, sizeof(uri), "sqlite:%s/full.db", dir);
+    assert_int_equal(ib_recorder_open(&r, uri, NULL, &err), IB_OK);
+    for (unsigned i = 0; i < 300; i++) {
+        rt_id(id, 5000 + i);
+        assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_OK);
+    }
+    long long grown = wal_bytes("full.db");
+    assert_true(grown > 256 * 1024);
+
+    arm("write:1:full:0"); /* the disk is full, and stays so */
+    uint64_t fired = fault_vfs_fired(FAULT_WRITE);
+    for (unsigned i = 0; i < 50; i++) {
+        rt_id(id, 9000 + i);
+        assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_ERR_RECORDER);
+        assert_non_null(strstr(err.msg, "database or disk is full"));
+    }
+    /* One failed write per mark, and one checkpoint tried at the first:
+     * an outage does not spin on checkpoints. */
+    assert_true(fault_vfs_fired(FAULT_WRITE) - fired <= 52);
+    fault_vfs_disarm(); /* space is back */
+    assert_true(wal_bytes("full.db") >= grown);
+
+    usleep(1100 * 1000); /* past the pause between two checkpoint tries */
+    rt_id(id, 9000);
+    assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_OK);
+    long long after = wal_bytes("full.db");
+    print_message("WAL %lld bytes when the disk filled, %lld after the next mark\n", grown, after);
+    assert_true(after < grown / 10);
+    for (unsigned i = 0; i < 300; i += 37) {
+        rt_id(id, 5000 + i);
+        assert_int_equal(ib_recorder_is_processed(r, &done, "c", id, &err), IB_OK);
+        assert_true(done);
+    }
+    rt_id(id, 9001);
+    assert_int_equal(ib_recorder_is_processed(r, &done, "c", id, &err), IB_OK);
+    assert_false(done);
+    ib_recorder_close(r);
+}
+
 /* Syncs of the file one call makes. */
 #define SYNCS_OF(call)                                                                             \
     ({                                                                                             \
@@ -559,6 +623,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(a_failed_shm_map_fails_the_statement, disarm),
         cmocka_unit_test_setup(an_allocation_sweep_keeps_the_file_whole, disarm),
         cmocka_unit_test_setup(a_recorder_fails_through_the_shim, disarm),
+        cmocka_unit_test_setup(a_full_disk_gives_the_wal_back_once_space_returns, disarm),
         cmocka_unit_test_setup(a_mark_syncs_its_commit_and_a_claim_does_not, disarm),
         cmocka_unit_test_setup(a_failed_level_switch_is_made_again, disarm),
         cmocka_unit_test_setup(the_seed_sql_ends_its_transaction_under_every_fault, disarm),
