@@ -147,6 +147,7 @@ typedef struct acquire_ctx {
     const uint64_t *fps; /* NULL = no conflict check */
     ib_claim_info *out;
     const ib_claim_request *req;
+    const ib__acquire_opts *opts; /* NULL: the public claim */
 } acquire_ctx;
 
 static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv_write *w)
@@ -169,6 +170,8 @@ static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, 
         out->remaining_ms = hold;
         return false;
     }
+    if (c->opts != NULL && c->opts->taken_over != NULL)
+        c->opts->taken_over[i] = h->owner[0] != '\0' && strcmp(h->owner, req->owner) != 0;
     if (req->max_attempts > 0 && h->attempts >= req->max_attempts) {
         out->state = IB_CLAIM_EXHAUSTED;
         return false;
@@ -176,7 +179,8 @@ static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, 
     /* Until the write is known to have won, the answer is "busy, for a
      * time nobody can tell". */
     out->state = IB_CLAIM_BUSY;
-    uint32_t attempts = h->attempts == UINT32_MAX ? UINT32_MAX : h->attempts + 1;
+    bool count = c->opts == NULL || !c->opts->defer_attempts;
+    uint32_t attempts = h->attempts == UINT32_MAX || !count ? h->attempts : h->attempts + 1;
     ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1, attempts,
                          ib__lease_end(now, req->lease_ms), req->owner);
     return true;
@@ -225,17 +229,28 @@ static bool slow_alloc(slow_keys *s, size_t n)
 
 /* The keys of a batch whose Create of epoch 1 lost: read and decided. */
 static ib_status acquire_slow(kv_recorder *k, ib_claim_info *out, const slow_keys *s, bool with_fps,
-                              const ib_claim_request *req, ib_error *err)
+                              const ib_claim_request *req, const ib__acquire_opts *opts,
+                              ib_error *err)
 {
     ib_claim_info *info = calloc(s->n, sizeof(*info));
-    if (info == NULL)
+    bool *taken = calloc(s->n, sizeof(*taken));
+    if (info == NULL || taken == NULL) {
+        free(info);
+        free(taken);
         return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to claim %zu keys",
                             k->bucket, s->n);
-    acquire_ctx c = {k, s->keys, with_fps ? s->fps : NULL, info, req};
+    }
+    ib__acquire_opts slow_opts = {.defer_attempts = opts != NULL && opts->defer_attempts,
+                                  .taken_over = taken};
+    acquire_ctx c = {k, s->keys, with_fps ? s->fps : NULL, info, req, &slow_opts};
     ib_status st = run_rounds(k, s->keys, s->n, acquire_decide, acquire_written, &c, err);
-    for (size_t j = 0; j < s->n && st == IB_OK; j++)
+    for (size_t j = 0; j < s->n && st == IB_OK; j++) {
         out[s->from[j]] = info[j];
+        if (opts != NULL && opts->taken_over != NULL)
+            opts->taken_over[s->from[j]] = taken[j];
+    }
     free(info);
+    free(taken);
     return st;
 }
 
@@ -243,8 +258,10 @@ static ib_status acquire_slow(kv_recorder *k, ib_claim_info *out, const slow_key
  * no read; only the keys it finds taken are read and decided. */
 static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                   const uint64_t *fingerprints, size_t n,
-                                  const ib_claim_request *req, ib_error *err)
+                                  const ib_claim_request *req, const ib__acquire_opts *opts,
+                                  ib_error *err)
 {
+    uint32_t first = opts != NULL && opts->defer_attempts ? 0 : 1;
     kv_recorder *k = kv_of(r);
     kv_write *w = calloc(n, sizeof(*w));
     slow_keys s = {0};
@@ -254,14 +271,14 @@ static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_m
                                       "recorder kv:%s: no memory to claim %zu keys", k->bucket, n);
     int64_t end = ib__lease_end(r->now_ms(), req->lease_ms);
     for (size_t i = 0; i < n && st == IB_OK; i++) {
-        ib__kv_prepare_epoch(k, &w[i], &keys[i], 1, 1, end, req->owner);
+        ib__kv_prepare_epoch(k, &w[i], &keys[i], 1, first, end, req->owner);
         out[i] = (ib_claim_info){.state = IB_CLAIM_BUSY};
     }
     if (st == IB_OK)
         st = ib__kv_publish(k, w, n, err);
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         if (w[i].result == KV_WRITTEN) {
-            out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = 1};
+            out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = first};
             hold(k, &keys[i], req->owner, &w[i], req->lease_ms, true);
             continue;
         }
@@ -270,7 +287,7 @@ static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_m
         s.from[s.n++] = i;
     }
     if (st == IB_OK && s.n > 0)
-        st = acquire_slow(k, out, &s, fingerprints != NULL, req, err);
+        st = acquire_slow(k, out, &s, fingerprints != NULL, req, opts, err);
     slow_free(&s);
     free(w);
     return st;
@@ -284,7 +301,7 @@ static ib_status kv_claim_batch(ib_recorder *r, ib_claim_state *states, const ib
         return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: no memory to claim %zu keys",
                             kv_of(r)->bucket, n);
     ib_claim_request req = {.owner = owner, .lease_ms = lease_ms};
-    ib_status st = kv_acquire_batch(r, info, keys, NULL, n, &req, err);
+    ib_status st = kv_acquire_batch(r, info, keys, NULL, n, &req, NULL, err);
     for (size_t i = 0; i < n; i++)
         states[i] = info[i].state;
     free(info);
@@ -306,7 +323,17 @@ typedef struct owned_ctx {
     bool *flags; /* renew: held; release: NULL */
     const char *owner;
     int64_t lease_ms; /* renew: the new lease; release: 0 */
+    bool counts;       /* add an attempt (ib__recorder_count_attempts) ... */
+    const bool *count; /* ... to key i if count[i]; NULL = every key */
+    const size_t *from; /* keys[j] is key from[j] of the call (slow path); NULL = j */
 } owned_ctx;
+
+/* The attempts of key i after an owned write that may count one. */
+static uint32_t attempts_after(uint32_t attempts, bool counts, const bool *count, size_t i)
+{
+    bool add = counts && (count == NULL || count[i]);
+    return add && attempts < UINT32_MAX ? attempts + 1 : attempts;
+}
 
 /* Release ends the lease now and clears the owner, keeping the attempt
  * count; renew starts a new lease for the same owner. Both only from the
@@ -320,7 +347,9 @@ static bool owned_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv
     if (!mine)
         return false;
     bool renew = c->lease_ms > 0;
-    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1, h->attempts,
+    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1,
+                         attempts_after(h->attempts, c->counts, c->count,
+                                        c->from != NULL ? c->from[i] : i),
                          renew ? ib__lease_end(now, c->lease_ms) : now, renew ? c->owner : "");
     return true;
 }
@@ -339,7 +368,8 @@ static void owned_written(void *vctx, size_t i, const kv_head *h, const kv_write
  * read; keys it does not remember, and those whose Create lost (taken
  * over, or done), go to `s` for the read path. */
 static ib_status owned_fast(kv_recorder *k, bool *held, slow_keys *s, const ib_marker_key *keys,
-                            size_t n, const char *owner, int64_t lease_ms, ib_error *err)
+                            size_t n, const char *owner, int64_t lease_ms, bool counts,
+                            const bool *count, ib_error *err)
 {
     kv_write *w = calloc(n, sizeof(*w));
     size_t *idx = calloc(n, sizeof(*idx));
@@ -352,7 +382,8 @@ static ib_status owned_fast(kv_recorder *k, bool *held, slow_keys *s, const ib_m
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         kv_lease c;
         if (ib__kv_held_get(k, &keys[i], owner, &c) && c.epoch < UINT32_MAX / 2) {
-            ib__kv_prepare_epoch(k, &w[m], &keys[i], c.epoch + 1, c.attempts,
+            ib__kv_prepare_epoch(k, &w[m], &keys[i], c.epoch + 1,
+                                 attempts_after(c.attempts, counts, count, i),
                                  lease_ms > 0 ? ib__lease_end(now, lease_ms) : now,
                                  lease_ms > 0 ? owner : "");
             idx[m++] = i;
@@ -380,10 +411,11 @@ static ib_status owned_fast(kv_recorder *k, bool *held, slow_keys *s, const ib_m
     return st;
 }
 
-/* Renew (lease_ms > 0; held[i]: key i still held) or release (held NULL,
- * lease_ms 0: every key is forgotten). */
+/* Renew (lease_ms > 0; held[i]: key i still held) or release (lease_ms 0:
+ * every key is forgotten; held may be NULL), adding `count` attempts. */
 static ib_status owned_batch(kv_recorder *k, bool *held, const ib_marker_key *keys, size_t n,
-                             const char *owner, int64_t lease_ms, ib_error *err)
+                             const char *owner, int64_t lease_ms, bool counts, const bool *count,
+                             ib_error *err)
 {
     slow_keys s = {0};
     bool *slow_held = calloc(n, sizeof(*slow_held));
@@ -394,14 +426,15 @@ static ib_status owned_batch(kv_recorder *k, bool *held, const ib_marker_key *ke
     for (size_t i = 0; i < n && held != NULL; i++)
         held[i] = false;
     if (st == IB_OK)
-        st = owned_fast(k, held, &s, keys, n, owner, lease_ms, err);
-    owned_ctx c = {k, s.keys, held != NULL ? slow_held : NULL, owner, lease_ms};
+        st = owned_fast(k, held, &s, keys, n, owner, lease_ms, counts, count, err);
+    owned_ctx c = {k, s.keys, held != NULL ? slow_held : NULL, owner, lease_ms, counts, count,
+                   s.from};
     if (st == IB_OK && s.n > 0)
         st = run_rounds(k, s.keys, s.n, owned_decide, owned_written, &c, err);
     for (size_t t = 0; t < s.n && st == IB_OK && held != NULL; t++)
         held[s.from[t]] = slow_held[t];
     for (size_t i = 0; i < n && st == IB_OK; i++)
-        if (held == NULL || !held[i])
+        if (held == NULL || !held[i] || lease_ms == 0)
             ib__kv_held_drop(k, &keys[i], owner);
     free(slow_held);
     slow_free(&s);
@@ -411,7 +444,7 @@ static ib_status owned_batch(kv_recorder *k, bool *held, const ib_marker_key *ke
 static ib_status kv_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                   const char *owner, ib_error *err)
 {
-    return owned_batch(kv_of(r), NULL, keys, n, owner, 0, err);
+    return owned_batch(kv_of(r), NULL, keys, n, owner, 0, false, NULL, err);
 }
 
 static ib_status kv_release(ib_recorder *r, const char *consumer, const char *event_id,
@@ -424,7 +457,14 @@ static ib_status kv_release(ib_recorder *r, const char *consumer, const char *ev
 static ib_status kv_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                 const char *owner, int64_t lease_ms, ib_error *err)
 {
-    return owned_batch(kv_of(r), held, keys, n, owner, lease_ms, err);
+    return owned_batch(kv_of(r), held, keys, n, owner, lease_ms, false, NULL, err);
+}
+
+static ib_status kv_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
+                                   const bool *count, size_t n, const char *owner,
+                                   int64_t lease_ms, bool release, ib_error *err)
+{
+    return owned_batch(kv_of(r), held, keys, n, owner, release ? 0 : lease_ms, true, count, err);
 }
 
 /* --- the end of attempts: the next epoch counts none ------------------------------ */
@@ -451,7 +491,7 @@ static void end_written(void *vctx, size_t i, const kv_head *h, const kv_write *
 
 static ib_status kv_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
 {
-    owned_ctx c = {kv_of(r), keys, NULL, NULL, 0};
+    owned_ctx c = {kv_of(r), keys, NULL, NULL, 0, false, NULL, NULL};
     return run_rounds(kv_of(r), keys, n, end_decide, end_written, &c, err);
 }
 
@@ -724,6 +764,7 @@ static const ib_recorder_ops kv_ops = {
     .renew_batch = kv_renew_batch,
     .mark_owned_batch = kv_mark_owned_batch,
     .end_attempts = kv_end_attempts,
+    .count_attempts = kv_count_attempts,
     .inspect = kv_inspect,
     .attempt_stats = ib__kv_attempt_stats,
     .summarize = ib__kv_summarize,

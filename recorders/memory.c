@@ -646,9 +646,9 @@ static ib_status mark_owned_locked(mem_recorder *m, bool *marked, const ib_marke
  * ib__recorder_acquire_fp, 0 = no check). Attempts are counted while the
  * claim exists; a release forgets them (the memory kind does not declare
  * durable attempts, so the host does not rely on them). */
-static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, const char *name,
-                                const char *event_id, uint64_t fp, const ib_claim_request *req,
-                                ib_error *err)
+static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, bool *taken_over,
+                                const char *name, const char *event_id, uint64_t fp,
+                                const ib_claim_request *req, bool count, ib_error *err)
 {
     uint8_t id[16];
     uint32_t c;
@@ -677,6 +677,8 @@ static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, const char
             info->remaining_ms = hold;
             return IB_OK;
         }
+        if (taken_over != NULL)
+            *taken_over = strcmp(cl->owner, req->owner) != 0;
         if (req->max_attempts > 0 && cl->attempts >= req->max_attempts) {
             info->state = IB_CLAIM_EXHAUSTED;
             return IB_OK;
@@ -693,7 +695,7 @@ static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, const char
             cl->owner = copy;
         }
         cl->expires_ms = expires;
-        if (cl->attempts < UINT32_MAX)
+        if (count && cl->attempts < UINT32_MAX)
             cl->attempts++;
         info->state = IB_CLAIM_ACQUIRED;
         info->attempts = cl->attempts;
@@ -714,11 +716,11 @@ static ib_status acquire_locked(mem_recorder *m, ib_claim_info *info, const char
     cl->consumer = c;
     cl->expires_ms = expires;
     cl->owner = copy;
-    cl->attempts = 1;
+    cl->attempts = count ? 1 : 0;
     m->nclaims++;
     m->owner_bytes += strlen(req->owner) + 1;
     info->state = IB_CLAIM_ACQUIRED;
-    info->attempts = 1;
+    info->attempts = cl->attempts;
     return IB_OK;
 }
 
@@ -728,7 +730,7 @@ static ib_status claim_locked(mem_recorder *m, ib_claim_state *state, const char
 {
     ib_claim_request req = {.owner = owner, .lease_ms = lease_ms};
     ib_claim_info info;
-    ib_status st = acquire_locked(m, &info, name, event_id, 0, &req, err);
+    ib_status st = acquire_locked(m, &info, NULL, name, event_id, 0, &req, true, err);
     *state = info.state;
     return st;
 }
@@ -853,16 +855,47 @@ static ib_status mem_release(ib_recorder *r, const char *consumer, const char *e
 
 static ib_status mem_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                    const uint64_t *fingerprints, size_t n,
-                                   const ib_claim_request *req, ib_error *err)
+                                   const ib_claim_request *req, const ib__acquire_opts *opts,
+                                   ib_error *err)
 {
     mem_recorder *m = mem(r);
     ib_status st = IB_OK;
+    bool count = opts == NULL || !opts->defer_attempts;
+    bool *taken_over = opts != NULL ? opts->taken_over : NULL;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n && st == IB_OK; i++)
-        st = acquire_locked(m, &out[i], keys[i].consumer, keys[i].event_id,
-                            fingerprints != NULL ? fingerprints[i] : 0, req, err);
+        st = acquire_locked(m, &out[i], taken_over != NULL ? &taken_over[i] : NULL,
+                            keys[i].consumer, keys[i].event_id,
+                            fingerprints != NULL ? fingerprints[i] : 0, req, count, err);
     pthread_mutex_unlock(&m->mu);
     return st;
+}
+
+/* A release forgets the attempts with the claim, as everywhere in this
+ * kind: the memory kind's attempts do not outlive the process anyway. */
+static ib_status mem_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
+                                    const bool *count, size_t n, const char *owner,
+                                    int64_t lease_ms, bool release, ib_error *err)
+{
+    mem_recorder *m = mem(r);
+    (void)err;
+    pthread_mutex_lock(&m->mu);
+    int64_t expires = ib__lease_end(m->base.lease_now_ms(), lease_ms);
+    for (size_t i = 0; i < n; i++) {
+        claim *cl = claim_find(m, keys[i].consumer, keys[i].event_id);
+        held[i] = cl != NULL && strcmp(cl->owner, owner) == 0;
+        if (!held[i])
+            continue;
+        if (release) {
+            release_locked(m, keys[i].consumer, keys[i].event_id, owner);
+            continue;
+        }
+        if ((count == NULL || count[i]) && cl->attempts < UINT32_MAX)
+            cl->attempts++;
+        cl->expires_ms = expires;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return IB_OK;
 }
 
 static ib_status mem_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
@@ -1185,6 +1218,7 @@ static const ib_recorder_ops mem_ops = {
     .renew_batch = mem_renew_batch,
     .mark_owned_batch = mem_mark_owned_batch,
     .end_attempts = mem_end_attempts,
+    .count_attempts = mem_count_attempts,
     .inspect = mem_inspect,
     .attempt_stats = mem_attempt_stats,
     .summarize = mem_summarize,

@@ -344,15 +344,17 @@ ib_status ib_recorder_stats_get(ib_recorder *r, ib_recorder_stats *stats, ib_err
  * checks (the *_checked ones all but the per-key ones) and fallbacks. */
 static ib_status acquire(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                          const uint64_t *fingerprints, size_t n, const ib_claim_request *req,
-                         key_trust trust, ib_error *err)
+                         const ib__acquire_opts *opts, key_trust trust, ib_error *err)
 {
     if (req == NULL)
         return ib_error_set(err, IB_ERR_INVALID_ARG, "recorder: claim request is NULL");
     ib_status st = check_owned_call(r, out, n, keys, trust, req->owner, req->lease_ms, err);
     if (st != IB_OK || n == 0)
         return st;
+    if (opts != NULL && opts->taken_over != NULL)
+        memset(opts->taken_over, 0, n * sizeof(*opts->taken_over));
     if (HAS_OP(r, acquire_batch))
-        return r->ops->acquire_batch(r, out, keys, fingerprints, n, req, err);
+        return r->ops->acquire_batch(r, out, keys, fingerprints, n, req, opts, err);
     ib_claim_state *states = malloc(n * sizeof(*states));
     if (states == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "recorder: no memory to claim %zu keys", n);
@@ -366,21 +368,39 @@ static ib_status acquire(ib_recorder *r, ib_claim_info *out, const ib_marker_key
 ib_status ib_recorder_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                     size_t n, const ib_claim_request *req, ib_error *err)
 {
-    return acquire(r, out, keys, NULL, n, req, KEYS_UNCHECKED, err);
+    return acquire(r, out, keys, NULL, n, req, NULL, KEYS_UNCHECKED, err);
 }
 
 ib_status ib__recorder_acquire_fp(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                   const uint64_t *fingerprints, size_t n,
                                   const ib_claim_request *req, ib_error *err)
 {
-    return acquire(r, out, keys, fingerprints, n, req, KEYS_UNCHECKED, err);
+    return acquire(r, out, keys, fingerprints, n, req, NULL, KEYS_UNCHECKED, err);
 }
 
 ib_status ib__recorder_acquire_checked(ib_recorder *r, ib_claim_info *out,
                                        const ib_marker_key *keys, const uint64_t *fingerprints,
-                                       size_t n, const ib_claim_request *req, ib_error *err)
+                                       size_t n, const ib_claim_request *req,
+                                       const ib__acquire_opts *opts, ib_error *err)
 {
-    return acquire(r, out, keys, fingerprints, n, req, KEYS_CHECKED, err);
+    return acquire(r, out, keys, fingerprints, n, req, opts, KEYS_CHECKED, err);
+}
+
+ib_status ib__recorder_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
+                                      const bool *count, size_t n, const char *owner,
+                                      int64_t lease_ms, bool release, ib_error *err)
+{
+    ib_status st = check_owned_call(r, held, n, keys, KEYS_UNCHECKED, owner,
+                                    release ? NO_LEASE : lease_ms, err);
+    if (st != IB_OK || n == 0)
+        return st;
+    if (HAS_OP(r, count_attempts))
+        return r->ops->count_attempts(r, held, keys, count, n, owner, lease_ms, release, err);
+    if (!release)
+        return ib_recorder_renew_batch(r, held, keys, n, owner, lease_ms, err);
+    for (size_t i = 0; i < n; i++)
+        held[i] = true;
+    return ib_recorder_release_batch(r, keys, n, owner, err);
 }
 
 ib_status ib_recorder_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,

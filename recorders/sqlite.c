@@ -182,6 +182,9 @@ struct batch_ctx {
     ib_claim_state *states;
     ib_claim_info *infos;
     const ib_claim_request *req; /* acquire */
+    const ib__acquire_opts *opts; /* acquire: NULL = the public claim */
+    bool release;                 /* count_attempts: free the claims too */
+    const bool *count;            /* count_attempts: which keys count; NULL = all */
     const char *owner;
     int64_t lease_ms;
     const uint64_t *fps; /* NULL = none */
@@ -270,10 +273,25 @@ static int end_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t
     return ib__sq_claim_save(s, cid, c->keys[i].event_id, st);
 }
 
-/* The claim with attempts (ib_recorder_acquire_batch's rules); `*take`
- * when key i is ours to claim. */
+/* Counts an attempt of a key `owner` holds, and restarts its lease or
+ * frees it (ib__recorder_count_attempts). */
+static int count_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
+{
+    c->flags[i] = !st->done && st->claimed && strcmp(st->owner, c->owner) == 0;
+    if (!c->flags[i])
+        return SQLITE_OK;
+    if ((c->count == NULL || c->count[i]) && st->attempts < UINT32_MAX)
+        st->attempts++;
+    if (c->release)
+        st->owner[0] = '\0';
+    st->expires = c->release ? c->now : ib__lease_end(c->now, c->lease_ms);
+    return ib__sq_claim_save(s, cid, c->keys[i].event_id, st);
+}
+
+/* The claim with attempts (ib_recorder_acquire_batch's rules; with
+ * opts->defer_attempts none counted); `*take` when key i is ours to claim. */
 static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, uint64_t fp,
-                           const ib_claim_request *req, int64_t now)
+                           const ib_claim_request *req, const ib__acquire_opts *opts, int64_t now)
 {
     *out = (ib_claim_info){.state = IB_CLAIM_DONE, .attempts = st->attempts};
     *take = false;
@@ -291,8 +309,9 @@ static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, u
     } else if (req->max_attempts > 0 && st->attempts >= req->max_attempts) {
         out->state = IB_CLAIM_EXHAUSTED;
     } else {
+        bool count = opts == NULL || !opts->defer_attempts;
         out->state = IB_CLAIM_ACQUIRED;
-        out->attempts = st->attempts == UINT32_MAX ? UINT32_MAX : st->attempts + 1;
+        out->attempts = st->attempts == UINT32_MAX || !count ? st->attempts : st->attempts + 1;
         *take = true;
     }
 }
@@ -300,7 +319,11 @@ static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, u
 static int acquire_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
 {
     bool take;
-    acquire_decide(&c->infos[i], &take, st, c->fps != NULL ? c->fps[i] : 0, c->req, c->now);
+    acquire_decide(&c->infos[i], &take, st, c->fps != NULL ? c->fps[i] : 0, c->req, c->opts,
+                   c->now);
+    if (c->opts != NULL && c->opts->taken_over != NULL && c->infos[i].state != IB_CLAIM_DONE &&
+        c->infos[i].state != IB_CLAIM_BUSY && c->infos[i].state != IB_CLAIM_CONFLICT)
+        c->opts->taken_over[i] = st->owner[0] != '\0' && strcmp(st->owner, c->req->owner) != 0;
     st->attempts = c->infos[i].attempts;
     return take ? take_claim(s, &c->keys[i], cid, st, c->req->owner, c->req->lease_ms) : SQLITE_OK;
 }
@@ -314,12 +337,13 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
     int64_t cid;
     bool taken;
     (void)local;
+    uint32_t first = c->opts != NULL && c->opts->defer_attempts ? 0 : 1;
     c->now = s->base.lease_now_ms();
     for (size_t i = 0; i < c->n; i++) {
         int rc = ib__sq_claim_new(s, &taken, &c->keys[i], c->req->owner,
-                                  ib__lease_end(c->now, c->req->lease_ms));
+                                  ib__lease_end(c->now, c->req->lease_ms), first);
         if (rc == SQLITE_OK && taken)
-            c->infos[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = 1};
+            c->infos[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = first};
         else if (rc == SQLITE_OK && (rc = ib__sq_state_get(s, &st, &cid, &c->keys[i])) == SQLITE_OK)
             rc = acquire_key(s, c, i, &st, cid);
         if (rc != SQLITE_OK)
@@ -407,11 +431,27 @@ static ib_status sq_end_attempts(ib_recorder *r, const ib_marker_key *keys, size
     return run_each(r, TX_CLAIM, end_key, &c, err);
 }
 
+static ib_status sq_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
+                                   const bool *count, size_t n, const char *owner,
+                                   int64_t lease_ms, bool release, ib_error *err)
+{
+    batch_ctx c = {.keys = keys,
+                   .n = n,
+                   .count = count,
+                   .flags = held,
+                   .owner = owner,
+                   .lease_ms = lease_ms,
+                   .release = release};
+    return run_each(r, TX_CLAIM, count_key, &c, err);
+}
+
 static ib_status sq_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                   const uint64_t *fingerprints, size_t n,
-                                  const ib_claim_request *req, ib_error *err)
+                                  const ib_claim_request *req, const ib__acquire_opts *opts,
+                                  ib_error *err)
 {
-    batch_ctx c = {.keys = keys, .n = n, .infos = out, .req = req, .fps = fingerprints};
+    batch_ctx c = {
+        .keys = keys, .n = n, .infos = out, .req = req, .opts = opts, .fps = fingerprints};
     return ib__sq_run_locked((sq_recorder *)r, TX_CLAIM, body_acquire, &c, err);
 }
 
@@ -471,6 +511,7 @@ static const ib_recorder_ops sq_ops = {
     .inspect = ib__sq_inspect,
     .attempt_stats = ib__sq_attempt_stats,
     .summarize = ib__sqlite_summarize,
+    .count_attempts = sq_count_attempts,
 };
 
 ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)

@@ -240,12 +240,12 @@ int ib__sq_state_get(sq_recorder *s, sq_state *out, int64_t *cid, const ib_marke
 int ib__sq_claim_save(sq_recorder *s, int64_t cid, const char *event_id, const sq_state *st);
 
 /* The claim of a key the file holds nothing of (no marker, no claim row):
- * taken for `owner` until `expires` with its first attempt counted, in one
- * statement, the common case of a new event. `*taken` false: the key has a
- * marker or a claim row, and the caller decides from its state. An SQLite
- * code. */
+ * taken for `owner` until `expires` with `attempts` counted (1, or 0 when
+ * the caller counts them as its handlers start), in one statement, the
+ * common case of a new event. `*taken` false: the key has a marker or a
+ * claim row, and the caller decides from its state. An SQLite code. */
 int ib__sq_claim_new(sq_recorder *s, bool *taken, const ib_marker_key *key, const char *owner,
-                     int64_t expires);
+                     int64_t expires, uint32_t attempts);
 
 /* Whether `st` holds a live claim of another owner than `owner`. */
 bool ib__sq_foreign_claim(const sq_state *st, const char *owner, int64_t lease_now);

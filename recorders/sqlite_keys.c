@@ -170,7 +170,7 @@ int ib__sq_claim_save(sq_recorder *s, int64_t cid, const char *event_id, const s
 }
 
 int ib__sq_claim_new(sq_recorder *s, bool *taken, const ib_marker_key *key, const char *owner,
-                     int64_t expires)
+                     int64_t expires, uint32_t attempts)
 {
     int64_t cid = 0;
     *taken = false;
@@ -183,6 +183,8 @@ int ib__sq_claim_new(sq_recorder *s, bool *taken, const ib_marker_key *key, cons
         rc = sqlite3_bind_text(q, 3, owner, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(q, 4, expires);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(q, 5, attempts);
     rc = rc == SQLITE_OK ? ib__sq_step_done(q) : (sqlite3_reset(q), rc);
     *taken = rc == SQLITE_OK && sqlite3_changes(s->db) > 0;
     return rc;

@@ -56,7 +56,7 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_CLAIM_HELD] = "SELECT 1 FROM processed_claims WHERE cid = ?1 AND event_id = ?2",
     /* a new key's claim, when it is neither marked nor claimed (body_acquire) */
     [Q_CLAIM_NEW] = "INSERT INTO processed_claims (cid, event_id, owner, expires_ms, attempts) "
-                    "SELECT ?1, ?2, ?3, ?4, 1 WHERE NOT EXISTS (SELECT 1 FROM processed_markers "
+                    "SELECT ?1, ?2, ?3, ?4, ?5 WHERE NOT EXISTS (SELECT 1 FROM processed_markers "
                     "WHERE cid = ?1 AND event_id = ?2) ON CONFLICT DO NOTHING",
     /* the tally of a transaction (invariant 7); ?3/?4 NULL: nothing added */
     [Q_COUNT_ADD] = "UPDATE processed_consumers SET markers = max(markers + ?2, 0), oldest_ms = "

@@ -210,6 +210,12 @@ ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lo
     return ib__drun_extend_leases(d->run, extended, lost, err);
 }
 
+ib_status ib_dispatch_flush_marks(ib_dispatch *d, size_t *marked, ib_error *err)
+{
+    *marked = 0;
+    return d != NULL ? ib__drun_flush_marks(d->run, marked, err) : IB_OK;
+}
+
 size_t ib_dispatch_overdue(ib_dispatch *d, int64_t age_ms,
                            void (*visit)(void *ctx, const ib_overdue_call *call), void *ctx)
 {

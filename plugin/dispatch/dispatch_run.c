@@ -48,7 +48,16 @@ enum item_result {
     R_WAIT,       /* not claimed, not run: its handler's circuit is open */
     R_HELD_BACK,  /* acquired, not run: its circuit opened during the batch;
                      released, attempts ended, waits like R_WAIT */
+    R_UNRUN,      /* acquired, not run: the claim was lost before the call could
+                     start (taken over, or its lease ran out by our clock) */
 };
+
+/* A call does not start on a claim whose lease ends within this share of
+ * a lease (lease_ms / LEASE_MARGIN_DIVISOR): another owner may take it
+ * over at its end, and kv: holders judge leases by their own clocks. The
+ * host renews leases every half lease, so a running batch never comes
+ * this close unless the process was paused. */
+#define LEASE_MARGIN_DIVISOR 8
 
 typedef struct run_item {
     const ib__dhandler *h;
@@ -63,7 +72,13 @@ typedef struct run_item {
     bool probe;           /* its handler's circuit is probing with this call */
     bool held;            /* R_RETRY while its circuit is open: waits, attempts ended */
     bool recorded;        /* its call was told to its circuit */
+    bool taken_over;      /* claimed from a holder that never released it: that holder
+                             may have died in the call, so this call may not return
+                             either: it runs alone, its attempt counted first */
+    bool counted;         /* its attempt is counted in the recorder already */
     atomic_bool finished; /* written by the thread that ran it, after result */
+    atomic_bool lost;     /* a renewal found its claim taken over (ib__drun_extend_leases) */
+    _Atomic int64_t lease_end; /* boot-clock ms its lease ends by our reckoning */
     ib__dnote note;       /* what the handler added to its verdict (ABI 1.3) */
 } run_item;
 
@@ -116,9 +131,9 @@ struct ib__drun {
      * without taking run_mu, which the running batch holds. */
     pthread_mutex_t lease_mu;
     const ib_marker_key *lease_keys;
-    const bool *lease_live;
+    bool *lease_live;
     _Atomic int64_t *lease_started;
-    const run_item *lease_items;
+    run_item *lease_items;
     const size_t *lease_work;
     size_t lease_n;
 
@@ -326,6 +341,10 @@ static void plan(run_ctx *c)
             it->probe = false;
             it->held = false;
             it->recorded = false;
+            it->taken_over = false;
+            it->counted = false;
+            atomic_init(&it->lost, false);
+            atomic_init(&it->lease_end, 0);
             it->note.retry_after_ms = -1;
             it->note.reason[0] = '\0';
             atomic_init(&it->finished, false);
@@ -405,15 +424,23 @@ static size_t gather(run_ctx *c, unsigned char want, unsigned char want2)
     return gather_more(c, 0, want, want2);
 }
 
-/* What one acquire answer makes of an item. */
-static void take_claim(run_item *it, const ib_claim_info *info)
+/* What one acquire answer makes of an item. With `counted` the claim
+ * counted the attempt of an ACQUIRED key; else info->attempts is the count
+ * so far and the call, if it starts, is the next one. */
+static void take_claim(run_item *it, const ib_claim_info *info, bool counted, bool taken_over,
+                       int64_t lease_end)
 {
     bool poison_check = it->result == R_POISON_CHECK;
     it->attempts = info->attempts;
+    it->taken_over = taken_over;
     switch (info->state) {
     case IB_CLAIM_ACQUIRED:
         /* a poisoned item is held, and released after the run */
         it->result = poison_check ? R_POISON_OPEN : R_RUN;
+        it->counted = counted;
+        if (!counted && it->attempts < UINT32_MAX)
+            it->attempts++;
+        atomic_store_explicit(&it->lease_end, lease_end, memory_order_relaxed);
         break;
     case IB_CLAIM_CONFLICT:
         it->result = R_CONFLICT;
@@ -490,10 +517,16 @@ static void claim(run_ctx *c)
                 : 0,
         .probe_holders = ib_recorder_is_host_local(r->recorder),
     };
+    /* A batch that claims one key starts at most that one call, at once:
+     * its attempt is counted in the claim. Of several, each is counted as
+     * its call starts or returns (recorder.h, "attempts counted as handlers
+     * start"). s->flags says which keys were taken over. */
+    ib__acquire_opts opts = {.defer_attempts = nk > 1, .taken_over = s->flags};
+    int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
     /* Keys checked already: ids by check_deliveries, consumers when their
      * handler registered. */
-    ib_status st =
-        ib__recorder_acquire_checked(r->recorder, s->infos, s->keys, s->key_fps, nk, &req, &e);
+    ib_status st = ib__recorder_acquire_checked(r->recorder, s->infos, s->keys, s->key_fps, nk,
+                                                &req, &opts, &e);
     if (st != IB_OK) {
         for (size_t k = 0; k < nk; k++)
             c->items[s->key_items[k]].result = R_CLAIM_FAILED;
@@ -502,7 +535,8 @@ static void claim(run_ctx *c)
     }
     recorder_worked(c);
     for (size_t k = 0; k < nk; k++)
-        take_claim(&c->items[s->key_items[k]], &s->infos[k]);
+        take_claim(&c->items[s->key_items[k]], &s->infos[k], !opts.defer_attempts, s->flags[k],
+                   lease_end);
     skip_conflicted(c);
     plan_work(c);
     for (size_t w = 0; w < c->nwork + c->ntxn; w++) {
@@ -554,19 +588,69 @@ ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib
         for (size_t w = 0; w < n; w++)
             if (r->lease_live[w])
                 keys[live++] = r->lease_keys[w];
+        int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
         if (live > 0)
             st = ib_recorder_renew_batch(r->recorder, held, keys, live, r->opts.owner,
                                          r->opts.lease_ms, err);
-        for (size_t k = 0; st == IB_OK && k < live; k++) {
-            if (held[k])
+        /* what the renewal found, told to the items: a lost claim's call
+         * does not start (run_one) and its lease is not renewed again */
+        for (size_t w = 0, k = 0; st == IB_OK && w < n; w++) {
+            if (!r->lease_live[w])
+                continue;
+            run_item *it = &r->lease_items[r->lease_work[w]];
+            if (held[k++]) {
+                atomic_store_explicit(&it->lease_end, lease_end, memory_order_relaxed);
                 (*extended)++;
-            else
+            } else {
+                atomic_store_explicit(&it->lost, true, memory_order_release);
+                r->lease_live[w] = false;
                 (*lost)++;
+            }
         }
     }
     pthread_mutex_unlock(&r->lease_mu);
     free(keys);
     free(held);
+    return st;
+}
+
+ib_status ib__drun_flush_marks(ib__drun *r, size_t *marked, ib_error *err)
+{
+    ib_status st = IB_OK;
+    *marked = 0;
+    pthread_mutex_lock(&r->lease_mu);
+    size_t n = r->lease_n, m = 0;
+    ib_marker_key *keys = n > 0 ? malloc(n * sizeof(*keys)) : NULL;
+    bool *done = n > 0 ? malloc(n * sizeof(*done)) : NULL;
+    /* the ids are copied: the batch may end once the lock is let go */
+    char(*ids)[IB_ID_LEN + 1] = n > 0 ? malloc(n * sizeof(*ids)) : NULL;
+    if (n > 0 && (keys == NULL || done == NULL || ids == NULL)) {
+        st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to flush %zu marks", n);
+        n = 0;
+    }
+    /* Only calls that ran through run_one set `finished`; a finished OK
+     * result is final until the run thread's commit (under this lock)
+     * turns it into MARKED or LOST. Consumers live as long as the run. */
+    for (size_t w = 0; w < n; w++) {
+        const run_item *it = &r->lease_items[r->lease_work[w]];
+        if (!r->lease_live[w] || !atomic_load_explicit(&it->finished, memory_order_acquire) ||
+            it->result != R_OK)
+            continue;
+        memcpy(ids[m], r->lease_keys[w].event_id, IB_ID_LEN);
+        ids[m][IB_ID_LEN] = '\0';
+        keys[m] = (ib_marker_key){r->lease_keys[w].consumer, ids[m]};
+        m++;
+    }
+    pthread_mutex_unlock(&r->lease_mu);
+    /* Outside the lock: the store may wait its busy timeout. A mark the run
+     * thread commits as well is done twice, which marking allows. */
+    if (st == IB_OK && m > 0)
+        st = ib_recorder_mark_owned_batch(r->recorder, done, keys, m, r->opts.owner, err);
+    for (size_t k = 0; st == IB_OK && k < m; k++)
+        *marked += done[k];
+    free(keys);
+    free(done);
+    free(ids);
     return st;
 }
 
@@ -614,13 +698,28 @@ static void release(run_ctx *c)
     run_scratch *s = c->s;
     ib__drun *r = c->r;
     ib_error e = {0};
-    size_t nk = gather(c, R_RETRY, R_REJECT);
-    /* an exhausted key holds no claim of ours: releasing it is a no-op */
-    nk += gather_more(c, nk, R_POISON_OPEN, R_SKIPPED);
-    nk += gather_more(c, nk, R_TXN_FAILED, R_HELD_BACK);
+    size_t nk = 0;
+    for (size_t i = 0; i < c->total; i++) {
+        const run_item *it = &c->items[i];
+        unsigned char res = it->result;
+        /* an exhausted key holds no claim of ours: releasing it is a no-op */
+        if (res != R_RETRY && res != R_REJECT && res != R_POISON_OPEN && res != R_SKIPPED &&
+            res != R_TXN_FAILED && res != R_HELD_BACK)
+            continue;
+        /* A RETRY whose attempt is not counted yet (it did not run alone)
+         * is counted as it is freed: the call returned, so no crash of it
+         * can be mistaken for a batch mate's. s->flags: count it. */
+        s->flags[nk] = res == R_RETRY && !it->counted;
+        s->keys[nk++] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+    }
     if (nk == 0)
         return;
-    ib_status st = ib_recorder_release_batch(r->recorder, s->keys, nk, r->opts.owner, &e);
+    /* s->infos' space takes the held answers nobody needs */
+    bool *held = (bool *)s->infos;
+    ib_status st = c->durable ? ib__recorder_count_attempts(r->recorder, held, s->keys, s->flags,
+                                                            nk, r->opts.owner, 0, true, &e)
+                              : ib_recorder_release_batch(r->recorder, s->keys, nk, r->opts.owner,
+                                                          &e);
     if (st != IB_OK)
         recorder_failed(c, &e, st);
 }
@@ -811,12 +910,48 @@ static void call_handler(run_ctx *c, run_item *it, ib_bus_proxy *bus)
     it->result = v == IB_HANDLER_OK ? R_OK : v == IB_HANDLER_REJECT ? R_REJECT : R_RETRY;
 }
 
+/* Whether the claim of `it` is still ours to start its call on: not found
+ * lost by a renewal, and its lease not within the margin of its end by the
+ * boot clock (which runs on while the process is stopped). A lease near
+ * its end is renewed for this key first. On false, it->result says why:
+ * R_UNRUN (lost, or the renewal found it taken over) or R_CLAIM_FAILED
+ * (the renewal failed: nothing is known). Writes only its own item. */
+static bool claim_still_ours(run_ctx *c, run_item *it)
+{
+    ib__drun *r = c->r;
+    if (atomic_load_explicit(&it->lost, memory_order_acquire)) {
+        it->result = R_UNRUN;
+        return false;
+    }
+    int64_t now = ib_clock_boottime_ms();
+    int64_t margin = r->opts.lease_ms / LEASE_MARGIN_DIVISOR;
+    if (now < atomic_load_explicit(&it->lease_end, memory_order_relaxed) - margin)
+        return true;
+    ib_marker_key key = {it->h->consumer, item_id(c, it)};
+    bool held = false;
+    ib_error e = {0};
+    if (ib_recorder_renew_batch(r->recorder, &held, &key, 1, r->opts.owner, r->opts.lease_ms,
+                                &e) != IB_OK) {
+        it->result = R_CLAIM_FAILED;
+        return false;
+    }
+    if (!held) {
+        it->result = R_UNRUN;
+        return false;
+    }
+    atomic_store_explicit(&it->lease_end, now + r->opts.lease_ms, memory_order_relaxed);
+    return true;
+}
+
 /* Runs the handler of work entry `w`; on the caller's thread or a worker.
- * Each call writes only its own item. */
+ * Each call writes only its own item. An item that already ran (alone,
+ * run_alone) is left as it is. */
 static void run_one(void *arg, size_t w)
 {
     run_ctx *c = arg;
     run_item *it = &c->items[c->s->work[w]];
+    if (atomic_load_explicit(&it->finished, memory_order_acquire))
+        return;
     /* A worker waits while a failed commit is being retried (the run
      * thread retries it from its ticks and opens the gate). */
     while (atomic_load(&c->gate_closed)) {
@@ -827,9 +962,56 @@ static void run_one(void *arg, size_t w)
      * thread releases the claim and ends the attempt it counted). */
     if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
         it->result = R_HELD_BACK;
-    else
+    else if (claim_still_ours(c, it))
         call_handler(c, it, c->bus);
     atomic_store_explicit(&it->finished, true, memory_order_release);
+}
+
+/* Counts the attempt of `it` before its call starts, fenced by its claim
+ * (which the count renews): false, with it->result set, when the claim is
+ * no longer ours or the count failed. Run thread only. */
+static bool count_first(run_ctx *c, run_item *it)
+{
+    ib__drun *r = c->r;
+    ib_marker_key key = {it->h->consumer, item_id(c, it)};
+    bool held = false;
+    ib_error e = {0};
+    int64_t t0 = ib_clock_boottime_ms();
+    ib_status st = ib__recorder_count_attempts(r->recorder, &held, &key, NULL, 1, r->opts.owner,
+                                               r->opts.lease_ms, false, &e);
+    if (st != IB_OK) {
+        it->result = R_CLAIM_FAILED;
+        recorder_failed(c, &e, st);
+        return false;
+    }
+    recorder_worked(c);
+    if (!held) {
+        it->result = R_UNRUN;
+        return false;
+    }
+    it->counted = true;
+    atomic_store_explicit(&it->lease_end, t0 + r->opts.lease_ms, memory_order_relaxed);
+    return true;
+}
+
+/* Runs, on the run thread and before any other call of the batch, the
+ * calls whose claim was taken over from a holder that never released it:
+ * one of them may be what killed (or hung) that holder. Each runs alone,
+ * after the marks earned so far are durable and with its attempt counted
+ * first, so a crash in it spends its own attempt and no other's, and the
+ * event that kills every process that runs it is dead-lettered alone. */
+static void run_alone(run_ctx *c)
+{
+    for (size_t w = 0; c->durable && w < c->nwork; w++) {
+        run_item *it = &c->items[c->s->work[w]];
+        if (!it->taken_over || it->counted)
+            continue;
+        commit_all(c);
+        if (count_first(c, it))
+            run_one(c, w);
+        atomic_store_explicit(&it->finished, true, memory_order_release);
+        circuit_record(c, it);
+    }
 }
 
 /* ---- transactional handlers --------------------------------------------- */
@@ -898,15 +1080,31 @@ static void run_transactional(run_ctx *c)
         s->txn_out[k] = IB__TXN_NOT_RUN;
     }
     for (size_t done = 0; done < c->ntxn;) {
+        /* a call on a claim taken over runs alone, its attempt counted
+         * first (run_alone); the others up to the next such one share */
+        run_item *first = &c->items[s->work[c->nwork + done]];
+        size_t limit = 1;
+        if (c->durable && first->taken_over && !first->counted) {
+            if (!count_first(c, first)) {
+                done++;
+                continue;
+            }
+        } else {
+            while (done + limit < c->ntxn) {
+                const run_item *next = &c->items[s->work[c->nwork + done + limit]];
+                if (c->durable && next->taken_over && !next->counted)
+                    break;
+                limit++;
+            }
+        }
         ib__txn_request req = {.owner = r->opts.owner,
                                .fingerprints = s->key_fps + done,
                                .hold_ms = r->opts.commit_interval_ms};
         txn_ctx t = {.c = c, .base = done};
         size_t consumed = 0;
         ib_error e = {0};
-        ib_status st =
-            ib__recorder_transact(r->recorder, s->txn_out + done, &consumed, s->keys + done,
-                                  c->ntxn - done, &req, txn_work, &t, &e);
+        ib_status st = ib__recorder_transact(r->recorder, s->txn_out + done, &consumed,
+                                             s->keys + done, limit, &req, txn_work, &t, &e);
         if (st != IB_OK || consumed == 0) {
             take_txn_results(c, done, c->ntxn - done);
             recorder_failed(c, &e, st != IB_OK ? st : IB_ERR_RECORDER);
@@ -922,6 +1120,7 @@ static void run_transactional(run_ctx *c)
 static void run_handlers(run_ctx *c)
 {
     ib__drun *r = c->r;
+    run_alone(c);
     /* A single call is not worth two thread hand-offs. */
     if (r->pool != NULL && c->nwork > 1) {
         int64_t t = r->opts.commit_interval_ms > 0 ? r->opts.commit_interval_ms : 1;
@@ -1078,6 +1277,7 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
         res = IB_RESULT_REJECT;
         break;
     case R_LOST:
+    case R_UNRUN:
         res = IB_RESULT_LOST;
         break;
     case R_CLAIM_FAILED:
@@ -1133,6 +1333,13 @@ static void poison_open(verdicts *v, const run_item *it, bool exhausted)
         v->last = it->note.reason[0] != '\0' ? it->note.reason : NULL;
         v->attempts = it->attempts;
         v->exhausted = exhausted;
+        /* used up by calls that never returned: each was counted as it
+         * started, alone, by the holder this claim was taken from */
+        if (exhausted && it->taken_over) {
+            v->last = "the call did not return (the process running it ended or was stopped "
+                      "during it)";
+            v->exhausted = false;
+        }
     }
     v->open = true;
 }
@@ -1201,6 +1408,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         own = &n->rejected;
         break;
     case R_LOST:
+    case R_UNRUN:
         /* the new holder decides; come back when its lease may have ended */
         wait_for_holder(v, c->r->opts.lease_ms);
         own = &n->lost;

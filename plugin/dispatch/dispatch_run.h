@@ -42,6 +42,9 @@ double ib__drun_recorder_seconds(const ib__drun *r);
 /* ib_dispatch_extend_leases() of this run; safe from any thread. */
 ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib_error *err);
 
+/* ib_dispatch_flush_marks() of this run; safe from any thread. */
+ib_status ib__drun_flush_marks(ib__drun *r, size_t *marked, ib_error *err);
+
 /* ib_dispatch_overdue(), ib_dispatch_circuit_state() and
  * ib_dispatch_hold_ms() of this run; safe from any thread. */
 size_t ib__drun_overdue(ib__drun *r, int64_t age_ms,

@@ -28,6 +28,7 @@
 typedef struct overdue_scan {
     ib_host *h;
     size_t found;
+    size_t fresh; /* overdue calls not seen before this scan */
 } overdue_scan;
 
 static ib_host_overdue *overdue_find(ib_host *h, const ib_overdue_call *call)
@@ -64,6 +65,7 @@ static void on_overdue(void *ctx, const ib_overdue_call *call)
     }
     if (h->overdue_n == IB_HOST_OVERDUE_MAX)
         return; /* counted in the gauge; too many to tell apart */
+    s->fresh++;
     o = &h->overdue_seen[h->overdue_n++];
     *o = (ib_host_overdue){.handler = call->handler, .started_ms = call->started_ms, .seen = true};
     snprintf(o->event_id, sizeof(o->event_id), "%s", call->event_id);
@@ -91,6 +93,18 @@ static size_t overdue_forget_returned(ib_host *h)
     return gone;
 }
 
+void ib__host_flush_marks(ib_host *h, const char *why)
+{
+    size_t marked = 0;
+    ib_error e = {0};
+    if (ib_dispatch_flush_marks(h->dispatch, &marked, &e) != IB_OK)
+        ib_log(IB_SEV_WARN, "cannot make the marks of finished handler calls durable yet",
+               IB_LOG_STR("why", why), IB_LOG_STR("error", e.msg));
+    else if (marked > 0)
+        ib_log(IB_SEV_INFO, "marks of finished handler calls made durable early",
+               IB_LOG_STR("why", why), IB_LOG_U64("marked", marked));
+}
+
 void ib__host_check_overdue(ib_host *h)
 {
     if (h->cfg->handler_timeout_ms <= 0 || h->dispatch == NULL)
@@ -99,6 +113,12 @@ void ib__host_check_overdue(ib_host *h)
     for (size_t i = 0; i < h->overdue_n; i++)
         h->overdue_seen[i].seen = false;
     ib_dispatch_overdue(h->dispatch, h->cfg->handler_timeout_ms, on_overdue, &s);
+    /* A call that may never return: the marks its batch mates earned are
+     * made durable now, not when it returns (with --concurrency 1 the
+     * committer is the thread stuck in it), so a restart does not run them
+     * again. */
+    if (s.fresh > 0)
+        ib__host_flush_marks(h, "a handler call is overdue");
     size_t returned = overdue_forget_returned(h);
     int before = atomic_exchange(&h->overdue, (int)s.found);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_HANDLERS_OVERDUE, (int64_t)s.found);

@@ -223,6 +223,11 @@ bool ib__host_circuits_why(ib_host *h, char *why, size_t cap);
  * /healthz reason current (a call that returns clears them). */
 void ib__host_check_overdue(ib_host *h);
 
+/* Watcher thread: makes the marks of the running batch's finished calls
+ * durable now (ib_dispatch_flush_marks), logging `why` with the count or
+ * the failure. Never holds a host lock across the store write. */
+void ib__host_flush_marks(ib_host *h, const char *why);
+
 /* /healthz's liveness callback (`ctx` is the ib_host): 0 with the
  * reason while a handler call is past --handler-timeout. */
 int ib__host_live(void *ctx, char *why, size_t cap);

@@ -150,6 +150,9 @@ static void *watch_main(void *arg)
         if (stop_at == 0 && ib__host_signal_received()) {
             stop_at = now;
             atomic_store(&h->stop_requested_at_ms, now);
+            /* what finished before the stop is made durable before any
+             * deadline can end the process */
+            ib__host_flush_marks(h, "stop requested");
         }
         /* not while draining: the deadline below must not wait on a store */
         if (stop_at == 0) {

@@ -16,6 +16,9 @@
 
 #include "error.h"
 
+/* What the in-tree claim asks beyond ib_claim_request (below). */
+typedef struct ib__acquire_opts ib__acquire_opts;
+
 /* ---- payload fingerprints ------------------------------------------------
  *
  * A marker may store a fingerprint of the event it stands for
@@ -51,10 +54,49 @@ ib_status ib__recorder_mark_owned_fp(ib_recorder *r, bool *marked, const ib_mark
  * key that breaks the rule is the caller's bug: the kinds rely on it. */
 ib_status ib__recorder_acquire_checked(ib_recorder *r, ib_claim_info *out,
                                        const ib_marker_key *keys, const uint64_t *fingerprints,
-                                       size_t n, const ib_claim_request *req, ib_error *err);
+                                       size_t n, const ib_claim_request *req,
+                                       const ib__acquire_opts *opts, ib_error *err);
 ib_status ib__recorder_mark_owned_checked(ib_recorder *r, bool *marked, const ib_marker_key *keys,
                                           const uint64_t *fingerprints, size_t n, const char *owner,
                                           ib_error *err);
+
+/* ---- attempts counted as handlers start ----------------------------------
+ *
+ * ib_recorder_acquire_batch() counts an attempt for every key it acquires:
+ * right for a caller that starts the call at once (ib_idempotent_call). A
+ * batch does not start its calls at once, and a process that dies in one
+ * of them must not have spent an attempt of the others. So `ibus run`
+ * claims with `defer_attempts` and counts each attempt itself
+ * (ib__recorder_count_attempts): before the call starts when the call may
+ * not return (its key was taken over from a holder that never released
+ * it), after it returned otherwise. docs/design.md ("What a claim
+ * promises") states the rule. */
+
+struct ib__acquire_opts {
+    /* count no attempt: an ACQUIRED key's info.attempts is the count so
+     * far, the caller counts this one (ib__recorder_count_attempts) */
+    bool defer_attempts;
+    /* NULL, or per key: true when the key was ACQUIRED (or answered
+     * EXHAUSTED) from another holder that had not released it (its lease
+     * ended, or it is gone): that holder may have started the handler and
+     * died in it, so the call may not return here either */
+    bool *taken_over;
+};
+
+/* Counts one handler attempt for every key `owner` holds (for key i only
+ * if count[i], when `count` is not NULL), in one write (a transaction for
+ * sqlite), and restarts its lease for lease_ms; with `release` frees the
+ * claim instead (the end of a batch: a call that returned RETRY is counted
+ * as it is freed, one that was counted before it started is not), keeping
+ * the count. held[i] is false for a key whose claim another owner took
+ * over, that is done, or that has no claim: nothing is written for it.
+ * Where attempts are durable (sqlite, kv) the count survives a kill -9 of
+ * the caller from the moment this function returns. Without the op in the
+ * kind: renew (or release) only, no count. Errors: the recorder's;
+ * nothing counted then. lease_ms is ignored with `release`. */
+ib_status ib__recorder_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
+                                      const bool *count, size_t n, const char *owner,
+                                      int64_t lease_ms, bool release, ib_error *err);
 
 /* ---- transactional work (sqlite) -------------------------------------------
  *
@@ -262,9 +304,10 @@ typedef struct ib_recorder_ops {
     unsigned features; /* IB_RECORDER_* bits */
     /* `fingerprints` (NULL = none) as for ib__recorder_acquire_fp and
      * ib__recorder_mark_owned_fp; a kind that stores none ignores them. */
+    /* `opts` NULL: the public claim (attempts counted, nothing more). */
     ib_status (*acquire_batch)(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                const uint64_t *fingerprints, size_t n, const ib_claim_request *req,
-                               ib_error *err);
+                               const ib__acquire_opts *opts, ib_error *err);
     ib_status (*renew_batch)(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                              const char *owner, int64_t lease_ms, ib_error *err);
     ib_status (*mark_owned_batch)(ib_recorder *r, bool *marked, const ib_marker_key *keys,
@@ -299,6 +342,11 @@ typedef struct ib_recorder_ops {
      * the wrapper checks the arguments and sorts what the kind returns). */
     ib_status (*summarize)(ib_recorder *r, ib__consumer_summary **out, size_t *n,
                            uint32_t max_attempts, ib_error *err);
+
+    /* Optional, appended: ib__recorder_count_attempts (keys checked). */
+    ib_status (*count_attempts)(ib_recorder *r, bool *held, const ib_marker_key *keys,
+                                const bool *count, size_t n, const char *owner, int64_t lease_ms,
+                                bool release, ib_error *err);
 } ib_recorder_ops;
 
 /* Every kind embeds this as its first member. */

@@ -431,6 +431,17 @@ double ib_dispatch_recorder_seconds(const ib_dispatch *d);
  * Errors: the recorder's. */
 ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err);
 
+/* Makes durable now the marks of the running batch's calls that returned
+ * OK and are waiting for the committer, for a caller that fears the
+ * committer will not get to them: a call is past --handler-timeout (with
+ * --concurrency 1 the committer is the thread stuck in it), or the process
+ * is about to exit at its drain deadline. Their messages are still settled
+ * by the batch (or come back after the exit and are dropped as done).
+ * Safe from any thread while ib_dispatch_run() runs on another; a no-op
+ * between batches. `*marked` counts the marks written. Errors: the
+ * recorder's (nothing is lost: the committer still holds them). */
+ib_status ib_dispatch_flush_marks(ib_dispatch *d, size_t *marked, ib_error *err);
+
 /* A handler call that has run for at least the age asked of
  * ib_dispatch_overdue(). Strings are BORROWED for the visit. */
 typedef struct ib_overdue_call {

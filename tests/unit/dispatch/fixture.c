@@ -94,12 +94,25 @@ static ib_status c_release_batch(ib_recorder *r, const ib_marker_key *keys, size
  * as a claim, a fenced mark as a mark) and failed by the same switches. */
 static ib_status c_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                                  const uint64_t *fingerprints, size_t n,
-                                 const ib_claim_request *req, ib_error *err)
+                                 const ib_claim_request *req, const ib__acquire_opts *opts,
+                                 ib_error *err)
 {
     atomic_fetch_add(&calls_of(r)->claim_batch, 1);
     if (atomic_load(&calls_of(r)->fail_claim))
         return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: claim fails on demand");
-    return ib__recorder_acquire_fp(inner_of(r), out, keys, fingerprints, n, req, err);
+    return ib__recorder_acquire_checked(inner_of(r), out, keys, fingerprints, n, req, opts, err);
+}
+
+/* Attempts counted as handlers start pass through; one that releases is
+ * counted as a release. */
+static ib_status c_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
+                                  const bool *count, size_t n, const char *owner, int64_t lease_ms,
+                                  bool release, ib_error *err)
+{
+    if (release)
+        atomic_fetch_add(&calls_of(r)->release_batch, 1);
+    return ib__recorder_count_attempts(inner_of(r), held, keys, count, n, owner, lease_ms, release,
+                                       err);
 }
 
 static ib_status c_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
@@ -154,6 +167,7 @@ static const ib_recorder_ops counting_ops = {
     .mark_owned_batch = c_mark_owned_batch,
     .transact = c_transact,
     .end_attempts = c_end_attempts,
+    .count_attempts = c_count_attempts,
 };
 
 /* ---- clock, directories, fixture --------------------------------------- */
