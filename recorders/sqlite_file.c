@@ -4,15 +4,22 @@
  * The markers decide which handlers run: whoever may write the file can
  * make every process that shares it skip events or run them again. So the
  * file, and the -wal and -shm files SQLite keeps beside it, must belong to
- * the running user and be writable by nobody else. A symbolic link is never
- * followed (SQLite opens the file with SQLITE_OPEN_NOFOLLOW too), so a link
- * planted where the file should be cannot point the recorder at another
- * file. The opt-out covers owner and mode only, never links: SQLite would
- * refuse those anyway. */
+ * the running user and be writable by nobody else. So must every directory
+ * above it, as the plugin loader requires of a plugin's (owned by root or
+ * the running user, not writable by group or others unless sticky, like
+ * /tmp): whoever may write to one of them may move the file aside, and the
+ * fresh file that takes its place knows no marker, so every event is
+ * handled again. A symbolic link is never followed (SQLite opens the file
+ * with SQLITE_OPEN_NOFOLLOW too), so a link planted where the file should
+ * be cannot point the recorder at another file. The opt-out covers owner
+ * and mode only, of the files and the directories alike, never links:
+ * SQLite would refuse those anyway. */
 #include "sqlite_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -46,6 +53,59 @@ static ib_status check_no_linked_dirs(const char *path, const char *name, ib_err
         dir[i] = '/';
     }
     return IB_OK;
+}
+
+/* One directory above the file, by the plugin loader's rules (trust.c). */
+static ib_status check_dir(const char *dir, const char *name, uid_t self_uid, ib_error *err)
+{
+    struct stat st;
+
+    if (stat(dir, &st) != 0)
+        return ib_error_set(err, IB_ERR_IO, "recorder %s: cannot inspect directory %s: %s", name,
+                            dir, strerror(errno));
+    if (st.st_uid != 0 && st.st_uid != self_uid)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "recorder %s: directory %s is owned by uid %u, not by root or the "
+                            "running user (uid %u); " OPT_OUT,
+                            name, dir, (unsigned)st.st_uid, (unsigned)self_uid);
+    /* Others may add entries to a sticky directory but not rename or
+     * delete ours. */
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "recorder %s: directory %s is writable by group or others without "
+                            "the sticky bit (mode %04o); " OPT_OUT,
+                            name, dir, (unsigned)(st.st_mode & 07777));
+    return IB_OK;
+}
+
+/* Every directory from the file's own up to "/", nearest first, resolved
+ * from the working directory for a relative path. Links in `path` were
+ * refused before; a directory that does not resolve is left to the open,
+ * whose message says why. */
+static ib_status check_dirs(const char *path, const char *name, uid_t self_uid, ib_error *err)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    char *real;
+
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    real = realpath(dir, NULL);
+    if (real == NULL)
+        return errno == ENOMEM ? ib_error_set(err, IB_ERR_NOMEM, "recorder %s: out of memory", name)
+                               : IB_OK;
+    snprintf(dir, sizeof(dir), "%s", real);
+    free(real);
+    for (;;) {
+        ib_status st = check_dir(dir, name, self_uid, err);
+        char *up = strrchr(dir, '/');
+
+        if (st != IB_OK || up == NULL || dir[1] == '\0')
+            return st;
+        up[up == dir ? 1 : 0] = '\0';
+    }
 }
 
 /* One existing file: `what` names it in messages ("file", "-wal file").
@@ -99,6 +159,8 @@ ib_status ib__sqlite_check_file(const char *path, const char *name, unsigned new
         snprintf(what, sizeof(what), "%s file", sides[i]);
         st = check_one(&exists, side, what, name, allow_insecure, self_uid, err);
     }
+    if (st == IB_OK && !allow_insecure)
+        st = check_dirs(path, name, self_uid, err);
     /* A file created now gets `new_mode`: refuse it here rather than at the
      * next start, and before anything is created. */
     if (st == IB_OK && !main_exists && !allow_insecure && (new_mode & (S_IWGRP | S_IWOTH)) != 0)

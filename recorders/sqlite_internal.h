@@ -306,12 +306,15 @@ bool ib__sqlite_schema_owns(const char *table);
  * or -shm file or as a directory of `path`, and a file that is not a
  * regular one. Unless `allow_insecure`: an existing file, -wal or -shm file
  * owned by anyone but `self_uid` (root included, unless that is us) or
- * writable by group or others, and, when there is no file yet, a
- * `new_mode` that would make it so. `self_uid` is the running user
+ * writable by group or others; a directory of the resolved path, from the
+ * file's own up to "/", owned by anyone but root or `self_uid`, or writable
+ * by group or others without the sticky bit (the plugin loader's rule);
+ * and, when there is no file yet, a `new_mode` that would make it writable
+ * by group or others. `self_uid` is the running user
  * (geteuid()); tests pass another. `name` ("sqlite:PATH") is for messages:
  * "recorder <name>: <reason>; fix with chown/chmod or allow an insecure
- * marker file". Returns IB_OK, IB_ERR_CONFIG for a refusal or
- * IB_ERR_IO when a file cannot be inspected. */
+ * marker file". Returns IB_OK, IB_ERR_CONFIG for a refusal, IB_ERR_IO
+ * when a file or directory cannot be inspected, or IB_ERR_NOMEM. */
 ib_status ib__sqlite_check_file(const char *path, const char *name, unsigned new_mode,
                                 bool allow_insecure, uid_t self_uid, ib_error *err);
 

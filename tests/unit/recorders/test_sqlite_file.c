@@ -3,8 +3,12 @@
  * which handlers run, so an existing file (or its -wal/-shm) owned by
  * someone else or writable by group or others is refused unless
  * sqlite_allow_insecure (--allow-insecure-db), and a symbolic link is
- * refused always. Each refusal with its exact message. */
+ * refused always. So is a directory above the file that another user owns
+ * or that group or others may write without the sticky bit, as a plugin's
+ * (issue 43): whoever may write to it may move the file aside. Each
+ * refusal with its exact message. */
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ib_test.h"
@@ -24,9 +28,18 @@ static int setup(void **state)
     return dir == NULL ? -1 : 0;
 }
 
+/* The directories the tests below make inside `dir`, emptied and removed
+ * by teardown even when a test failed half way. */
+static const char *const subdirs[] = {"open", "sticky", "theirs", "shared", "own"};
+
 static int teardown(void **state)
 {
     (void)state;
+    for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++) {
+        char sub[1024];
+        snprintf(sub, sizeof(sub), "%s/%s", dir, subdirs[i]);
+        rt_rmtree(sub);
+    }
     rt_rmtree(dir);
     free(dir);
     dir = NULL;
@@ -221,6 +234,157 @@ static void refuses_a_root_owned_file_when_not_root(void **state)
     assert_int_equal(ib__sqlite_check_file(path, name, 0600, false, 0, &err), IB_OK);
 }
 
+/* Makes <dir>/<name> with exactly `mode` (the umask aside). */
+static void make_dir(const char *name, mode_t mode)
+{
+    char path[4096];
+    path_of(path, sizeof(path), name);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+/* Issue 43: a 0777 directory let a local user move the file aside, and the
+ * next run handled the same ids again. Refused before anything is created;
+ * the opt-out covers directories too. */
+static void refuses_a_world_writable_directory(void **state)
+{
+    char path[4096], reason[4400];
+    (void)state;
+    make_dir("open", 0777);
+    path_of(path, sizeof(path), "open");
+    snprintf(reason, sizeof(reason),
+             "directory %s is writable by group or others without the sticky bit (mode 0777); "
+             "" OPT_OUT,
+             path);
+    expect_refusal("open/m.db", "", false, reason);
+    path_of(path, sizeof(path), "open/m.db");
+    assert_int_equal(access(path, F_OK), -1);
+    path_of(path, sizeof(path), "open");
+    assert_int_equal(chmod(path, 0770), 0);
+    snprintf(reason, sizeof(reason),
+             "directory %s is writable by group or others without the sticky bit (mode 0770); "
+             "" OPT_OUT,
+             path);
+    expect_refusal("open/m.db", "", false, reason);
+    assert_int_equal(try_open("open/m.db", "", true), IB_OK);
+    /* an existing file in it is refused all the same */
+    expect_refusal("open/m.db", "", false, reason);
+}
+
+/* Others may add entries to a sticky directory (/tmp), not rename or
+ * delete ours: accepted, as for plugins. */
+static void accepts_a_sticky_directory(void **state)
+{
+    (void)state;
+    make_dir("sticky", 01777);
+    assert_int_equal(try_open("sticky/m.db", "", false), IB_OK);
+    assert_int_equal(try_open("sticky/m.db", "", false), IB_OK);
+}
+
+/* A relative path is judged by the directories it resolves to. */
+static void judges_a_relative_path_where_it_leads(void **state)
+{
+    char cwd[4096], path[4096], reason[4400];
+    ib_recorder *r = NULL;
+    (void)state;
+    make_dir("open", 0777);
+    path_of(path, sizeof(path), "open");
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(chdir(path), 0);
+    ib_error_clear(&err);
+    ib_status st = ib_recorder_open(&r, "sqlite:m.db", NULL, &err);
+    assert_int_equal(chdir(cwd), 0);
+    snprintf(reason, sizeof(reason),
+             "recorder sqlite:m.db: directory %s is writable by group or others without the "
+             "sticky bit (mode 0777); " OPT_OUT,
+             path);
+    assert_int_equal(st, IB_ERR_CONFIG);
+    assert_string_equal(err.msg, reason);
+    assert_null(r);
+}
+
+/* A directory another user owns is theirs to rearrange: refused whatever
+ * its mode. Root's directories (/, /var) are trusted, as for plugins. */
+static void refuses_a_directory_another_user_owns(void **state)
+{
+    char path[4096], file[4200], name[4300], reason[8800];
+    (void)state;
+    if (geteuid() != 0) {
+        /* Without root, judge our own directory for another running user. */
+        uid_t me = geteuid();
+        snprintf(file, sizeof(file), "%s/m.db", dir);
+        snprintf(name, sizeof(name), "sqlite:%s", file);
+        snprintf(reason, sizeof(reason),
+                 "recorder %s: directory %s is owned by uid %u, not by root or the running user "
+                 "(uid %u); " OPT_OUT,
+                 name, dir, (unsigned)me, (unsigned)me + 1);
+        assert_int_equal(ib__sqlite_check_file(file, name, 0600, false, me + 1, &err),
+                         IB_ERR_CONFIG);
+        assert_string_equal(err.msg, reason);
+        return;
+    }
+    make_dir("theirs", 0755);
+    path_of(path, sizeof(path), "theirs");
+    assert_int_equal(chown(path, 65534, 65534), 0);
+    snprintf(
+        reason, sizeof(reason),
+        "directory %s is owned by uid 65534, not by root or the running user (uid 0); " OPT_OUT,
+        path);
+    expect_refusal("theirs/m.db", "", false, reason);
+    assert_int_equal(try_open("theirs/m.db", "", true), IB_OK);
+}
+
+/* In the child, as uid/gid 65534: a directory root made 0777 is refused,
+ * one the user owns inside root's 0711 is accepted. Exit status: 0 when
+ * both hold, else which step failed. */
+static int as_nobody(void)
+{
+    char uri[4200];
+    ib_recorder *r = NULL;
+    ib_error e;
+
+    if (setgid(65534) != 0 || setuid(65534) != 0 || geteuid() != 65534)
+        return 10;
+    snprintf(uri, sizeof(uri), "sqlite:%s/shared/m.db", dir);
+    if (ib_recorder_open(&r, uri, NULL, &e) != IB_ERR_CONFIG)
+        return 11;
+    if (strstr(e.msg, "/shared is writable by group or others without the sticky bit (mode "
+                      "0777)") == NULL)
+        return 12;
+    if (access(uri + strlen("sqlite:"), F_OK) == 0) /* nothing created */
+        return 13;
+    snprintf(uri, sizeof(uri), "sqlite:%s/own/m.db", dir);
+    if (ib_recorder_open(&r, uri, NULL, &e) != IB_OK)
+        return 14;
+    ib_recorder_close(r);
+    return 0;
+}
+
+/* The rules hold for whoever runs: another user (uid 65534, forked from a
+ * root run) is refused the directory everyone may write, and trusts its
+ * own directory under root's. Needs root to become that user. */
+static void another_user_is_held_to_the_same_rules(void **state)
+{
+    char path[4096];
+    int status;
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    assert_int_equal(chmod(dir, 0711), 0);
+    make_dir("shared", 0777);
+    make_dir("own", 0700);
+    path_of(path, sizeof(path), "own");
+    assert_int_equal(chown(path, 65534, 65534), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(as_nobody());
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void memory_database_is_exempt(void **state)
 {
     ib_recorder *r = NULL;
@@ -239,6 +403,11 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(refuses_a_writable_mode_for_a_new_file, setup, teardown),
     cmocka_unit_test_setup_teardown(refuses_a_foreign_owned_file, setup, teardown),
     cmocka_unit_test_setup_teardown(refuses_a_root_owned_file_when_not_root, setup, teardown),
+    cmocka_unit_test_setup_teardown(refuses_a_world_writable_directory, setup, teardown),
+    cmocka_unit_test_setup_teardown(accepts_a_sticky_directory, setup, teardown),
+    cmocka_unit_test_setup_teardown(judges_a_relative_path_where_it_leads, setup, teardown),
+    cmocka_unit_test_setup_teardown(refuses_a_directory_another_user_owns, setup, teardown),
+    cmocka_unit_test_setup_teardown(another_user_is_held_to_the_same_rules, setup, teardown),
     cmocka_unit_test_setup_teardown(memory_database_is_exempt, setup, teardown),
 };
 
