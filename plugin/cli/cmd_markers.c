@@ -307,7 +307,9 @@ static size_t markers_options(ib_opt *opts, void *targets)
         {"recorder", IB_OPT_STRING, &m->uri, "URI", "sqlite:processed.db",
          "marker store the ibus run processes use: sqlite:PATH or kv:BUCKET", 0, 0},
         {"allow-insecure-db", IB_OPT_FLAG, &m->ro.sqlite_allow_insecure, NULL, NULL,
-         "open a marker file of another user or writable by others (never a symlink)", 0, 0},
+         "open a marker file (or one in a directory) of another user or writable by others "
+         "(never a symlink)",
+         0, 0},
         {"consumer", IB_OPT_STRING, &m->consumer, "ID", NULL,
          "consumer identity (<durable>/<plugin>/<handler>)", 0, 0},
         {"limit", IB_OPT_INT, &m->limit, "N", "100", "list at most N markers (0 = all)", 0,

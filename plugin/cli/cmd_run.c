@@ -75,7 +75,9 @@ static size_t run_options_setup(ib_opt *opts, run_args *a)
          "bucket, for a fleet) or memory: (this process only)",
          0, 0},
         {"allow-insecure-db", IB_OPT_FLAG, &c->allow_insecure_db, NULL, NULL,
-         "open a marker file of another user or writable by others (never a symlink)", 0, 0},
+         "open a marker file (or one in a directory) of another user or writable by others "
+         "(never a symlink)",
+         0, 0},
         {"dead-letter", IB_OPT_STRING, &c->dead_letter, "SUBJECT", NULL,
          "dead-letter subject (default ibus.dlq.<durable>)", 0, 0},
         {"max-deliver", IB_OPT_INT, &c->max_deliver, "N", "5",

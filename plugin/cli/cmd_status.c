@@ -75,7 +75,8 @@ static size_t status_options(ib_opt *opts, void *targets)
          "the marker store of the ibus run processes (opened as ibus markers opens it, never "
          "created)"},
         {"allow-insecure-db", &a->ro.sqlite_allow_insecure,
-         "read a marker file of another user or writable by others (never a symlink)"},
+         "read a marker file (or one in a directory) of another user or writable by others "
+         "(never a symlink)"},
         {"dead-letter", &a->dead_letter,
          "the dead-letter subject of the ibus run processes (default ibus.dlq.<durable>)"},
         {"consumer-name", &a->consumer_names,
