@@ -15,6 +15,7 @@
  * duplicates) and messages JetStream did not acknowledge (failed: an error,
  * or no answer within --ack-timeout). Every error names the subject. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -557,6 +558,23 @@ static size_t publish_options(ib_opt *opts, void *targets)
     return sizeof(table) / sizeof(table[0]);
 }
 
+/* --ids-file, truncated or created as fopen's "w" would, but a symbolic
+ * link planted at its path is refused (ELOOP), not followed: the run would
+ * otherwise overwrite whatever file it names. NULL with errno set. */
+static FILE *open_ids_file(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "w");
+    if (f == NULL) {
+        int err = errno;
+        close(fd);
+        errno = err;
+    }
+    return f;
+}
+
 int ib_cmd_publish(int argc, char **argv)
 {
     publish_cfg c;
@@ -586,9 +604,9 @@ int ib_cmd_publish(int argc, char **argv)
     p.cfg = &c;
     p.state = (uint64_t)c.seed * 0x9E3779B97F4A7C15ull + 1;
     p.progress = isatty(STDERR_FILENO) && !c.quiet;
-    if (c.ids_file != NULL && (p.ids = fopen(c.ids_file, "w")) == NULL) {
+    if (c.ids_file != NULL && (p.ids = open_ids_file(c.ids_file)) == NULL) {
         fprintf(stderr, "ibus publish: --ids-file: cannot write %s: %s\n", c.ids_file,
-                strerror(errno));
+                errno == ELOOP ? "refusing to follow a symbolic link" : strerror(errno));
         goto out;
     }
     code = connect_and_publish(&p, &args);

@@ -283,9 +283,45 @@ char *ib_host_summary_line(long pid, const char *durable, int exit_code, const i
     return line;
 }
 
+/* Why a file the host writes cannot be opened: a symbolic link at its path
+ * (O_NOFOLLOW's ELOOP) is said as such. */
+static const char *open_error(int err)
+{
+    return err == ELOOP ? "refusing to follow a symbolic link" : strerror(err);
+}
+
+/* A symbolic link where the summary file should be would have the host
+ * append to whatever file it names: refused at start, before any event is
+ * taken, as the open at exit refuses one planted since. Returns 0, or -1
+ * with `e` set. */
+static int check_summary_file(const ib_host_config *cfg, ib_error *e)
+{
+    struct stat st;
+    if (cfg->summary_file == NULL || cfg->summary_file[0] == '\0' ||
+        lstat(cfg->summary_file, &st) != 0 || !S_ISLNK(st.st_mode))
+        return 0;
+    ib_error_set(e, IB_ERR_CONFIG, "summary file %s: %s", cfg->summary_file, open_error(ELOOP));
+    return -1;
+}
+
+/* Appends `line` to `path` with one write() (hosts sharing the file do not
+ * mix their lines); says why when it cannot. */
+static void append_summary(const char *path, const char *line)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    size_t len = strlen(line);
+    ssize_t w = fd >= 0 ? write(fd, line, len) : -1;
+    int err = errno;
+    if (fd >= 0)
+        close(fd);
+    if (w == (ssize_t)len)
+        return;
+    ib_log(IB_SEV_ERROR, fd < 0 ? "cannot open the summary file" : "cannot write the summary file",
+           IB_LOG_STR("path", path), IB_LOG_STR("error", w < 0 ? open_error(err) : "short write"));
+}
+
 /* The exit summary: the "stopped" record, and one line appended to
- * --summary-file (written with one write(), so hosts sharing the file do
- * not mix their lines). */
+ * --summary-file. */
 static void write_summary(const ib_host *h, int exit_code)
 {
     const ib_host_totals *t = &h->totals;
@@ -312,14 +348,8 @@ static void write_summary(const ib_host *h, int exit_code)
     const size_t n = sizeof(counters) / sizeof(counters[0]);
     if (h->cfg->summary_file != NULL && h->cfg->summary_file[0] != '\0') {
         char *line = ib_host_summary_line((long)getpid(), h->cfg->durable, exit_code, counters, n);
-        int fd = line != NULL
-                     ? open(h->cfg->summary_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
-                     : -1;
-        if (fd >= 0) {
-            ssize_t w = write(fd, line, strlen(line));
-            (void)w;
-            close(fd);
-        }
+        if (line != NULL)
+            append_summary(h->cfg->summary_file, line);
         free(line);
     }
     ib_log_fields(IB_SEV_INFO, "stopped", counters, n);
@@ -567,7 +597,7 @@ static int open_recorder(ib_host *h, ib_error *e)
 static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
 {
     const ib_host_config *cfg = h->cfg;
-    if (make_owner(h, e) != 0)
+    if (check_summary_file(cfg, e) != 0 || make_owner(h, e) != 0)
         return -1;
     h->metrics = ib_metrics_create();
     if (h->metrics == NULL || ib__host_batch_alloc(h, (size_t)cfg->batch) != 0 ||
@@ -824,7 +854,8 @@ static int host_check(ib_host *h)
     ib_error e;
     char line[1024];
     int code = 0;
-    if (load_plugins(h, &e) != 0 || check_recorder(h, &e) != 0) {
+    if (check_summary_file(h->cfg, &e) != 0 || load_plugins(h, &e) != 0 ||
+        check_recorder(h, &e) != 0) {
         fail(&e);
         code = 2;
     }

@@ -182,6 +182,44 @@ static void check_creates_no_file(void **state)
     }
 }
 
+/* Issue 43: a symbolic link planted at file= is refused, not followed,
+ * by a run and by --check alike: the file it names is left as it was, and
+ * a dangling one creates nothing. */
+static void file_refuses_a_symbolic_link(void **state)
+{
+    (void)state;
+    ib_host_api checking = fx_host;
+    checking.flags = IB_HOST_CHECKING;
+    static const char *const names[] = {"audit", "flaky"};
+    char msg[512];
+    char *target = fx_write("target", "kept\n");
+    char *link = fx_fmt("%s/planted.log", fx_dir());
+    char *config = fx_fmt("file=%s", link);
+    char *refusal = fx_fmt("cannot open %s: refusing to follow a symbolic link", link);
+    char *nowhere = fx_fmt("%s/nowhere", fx_dir());
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(symlink(target, link), 0);
+        assert_int_equal(init_with(names[i], config, &fx_host, msg, sizeof(msg)), IB_ERR_PLUGIN);
+        assert_non_null(strstr(msg, refusal));
+        assert_int_equal(init_with(names[i], config, &checking, msg, sizeof(msg)), IB_ERR_PLUGIN);
+        assert_non_null(strstr(msg, refusal));
+        char *kept = fx_read(target);
+        assert_string_equal(kept, "kept\n");
+        free(kept);
+        assert_int_equal(unlink(link), 0);
+        assert_int_equal(symlink(nowhere, link), 0);
+        assert_int_equal(init_with(names[i], config, &fx_host, msg, sizeof(msg)), IB_ERR_PLUGIN);
+        assert_non_null(strstr(msg, refusal));
+        assert_int_equal(access(nowhere, F_OK), -1);
+        assert_int_equal(unlink(link), 0);
+    }
+    free(nowhere);
+    free(refusal);
+    free(config);
+    free(link);
+    free(target);
+}
+
 static void audit_needs_a_file(void **state)
 {
     (void)state;
@@ -333,6 +371,7 @@ static void relay_checks_its_config(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(audit_appends_one_line_per_event, teardown),
     cmocka_unit_test_teardown(audit_retries_when_the_write_fails, teardown),
+    cmocka_unit_test_teardown(file_refuses_a_symbolic_link, teardown),
     cmocka_unit_test_teardown(audit_needs_a_file, teardown),
     cmocka_unit_test_teardown(check_creates_no_file, teardown),
     cmocka_unit_test_teardown(flaky_fails_the_configured_fraction, teardown),
