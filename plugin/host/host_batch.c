@@ -216,7 +216,6 @@ static void observe_delivery(ib_host *h, const ib_delivery *d, const char *consu
         [IB_RESULT_RETRY] = "retry",
         [IB_RESULT_REJECT] = "rejected",
         [IB_RESULT_MARK_FAILED] = "mark-failed", /* retired, never reported */
-        [IB_RESULT_RECORDER_FAILED] = "recorder-failed",
         [IB_RESULT_LOST] = "claim-lost",
     };
     ib_metrics_consumer *slot =
@@ -237,7 +236,10 @@ static void observe_delivery(ib_host *h, const ib_delivery *d, const char *consu
         ib_metrics_observe(h->metrics, IB_METRIC_HANDLE_SECONDS, seconds);
         ib_metrics_consumer_observe(slot, seconds);
     }
-    if (result == IB_RESULT_HANDLED || (unsigned)result >= sizeof(what) / sizeof(what[0]))
+    /* Not the handler's failure: the recorder's outage is logged once
+     * (ib__host_on_recorder), and counted per consumer above. */
+    if (result == IB_RESULT_HANDLED || result == IB_RESULT_RECORDER_FAILED ||
+        (unsigned)result >= sizeof(what) / sizeof(what[0]))
         return;
     ib_log(IB_SEV_WARN, "handler failure", IB_LOG_STR("consumer", consumer),
            IB_LOG_STR("event_id", d->event->id), IB_LOG_STR("type", d->event->type),
@@ -265,14 +267,58 @@ static void on_settled(void *ctx, ib_delivery *d)
     ib_trace_current_set(outer);
 }
 
+/* While the recorder fails, a WARN line at most this often says so. */
+#define RECORDER_STILL_EVERY_MS 10000
+
+/* The line of a change of state; the failed calls it covers start over. */
+static void recorder_changed(ib_host *h, bool healthy, const ib_error *e)
+{
+    int64_t now = ib_clock_monotonic_ms();
+    uint64_t calls = atomic_exchange(&h->recorder_failed_calls, 0);
+    if (healthy) {
+        int64_t since = atomic_exchange(&h->recorder_down_since_ms, 0);
+        atomic_store(&h->recorder_said_ms, 0);
+        ib_log(IB_SEV_INFO, "recorder works again; ready",
+               IB_LOG_STR("recorder", h->recorder_shown), IB_LOG_U64("failed_calls", calls),
+               IB_LOG_I64("down_ms", since > 0 ? now - since : 0));
+        return;
+    }
+    atomic_store(&h->recorder_down_since_ms, now);
+    atomic_store(&h->recorder_said_ms, now);
+    ib_log_kv(IB_SEV_ERROR,
+              "recorder failing: deliveries are nak'ed with back-off, finished handlers' "
+              "marks are retried, not ready until it works",
+              "recorder", h->recorder_shown, "error", e != NULL ? e->msg : "", NULL);
+}
+
+/* A failure while the recorder is down already: a reminder with the calls
+ * that failed since the last line, once RECORDER_STILL_EVERY_MS passed.
+ * The exchange on recorder_said_ms lets one thread write it. */
+static void recorder_still_failing(ib_host *h, const ib_error *e)
+{
+    int64_t now = ib_clock_monotonic_ms();
+    int_fast64_t said = atomic_load(&h->recorder_said_ms);
+    if (said == 0 || now - said < RECORDER_STILL_EVERY_MS ||
+        !atomic_compare_exchange_strong(&h->recorder_said_ms, &said, now))
+        return;
+    uint64_t calls = atomic_exchange(&h->recorder_failed_calls, 0);
+    ib_log(IB_SEV_WARN, "recorder still failing: deliveries are still nak'ed, not ready",
+           IB_LOG_STR("recorder", h->recorder_shown), IB_LOG_U64("failed_calls", calls),
+           IB_LOG_I64("over_ms", now - said), IB_LOG_STR("error", e != NULL ? e->msg : ""));
+}
+
 /* Counts recorder failures, keeps readiness and logs each change of
- * state. Called by the dispatch after commits and by the watcher's idle
- * probe (host_watch.c), from either thread. */
+ * state, with a reminder at most every RECORDER_STILL_EVERY_MS while it
+ * fails: never a line per failed call. Called by the dispatch after
+ * commits and by the watcher's idle probe (host_watch.c), from either
+ * thread. */
 void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
 {
     ib_host *h = ctx;
-    if (!healthy)
+    if (!healthy) {
         ib_metrics_add(h->metrics, IB_METRIC_RECORDER_ERRORS, 1);
+        atomic_fetch_add(&h->recorder_failed_calls, 1);
+    }
     if (!healthy && e != NULL && e->status == IB_ERR_SCHEMA &&
         atomic_exchange(&h->schema_changed, 1) == 0)
         ib_log_kv(IB_SEV_ERROR,
@@ -280,16 +326,10 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
                   "(upgrade it to the version that migrated the file)",
                   "recorder", h->recorder_shown, "error", e->msg, NULL);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
-    /* One line per change of state, not per failed call. */
-    if (atomic_exchange(&h->recorder_down, !healthy) == !healthy)
-        return;
-    if (healthy)
-        ib_log_kv(IB_SEV_INFO, "recorder works again; ready", "recorder", h->recorder_shown, NULL);
-    else
-        ib_log_kv(IB_SEV_ERROR,
-                  "recorder failing: deliveries are nak'ed with back-off, finished handlers' "
-                  "marks are retried, not ready until it works",
-                  "recorder", h->recorder_shown, "error", e != NULL ? e->msg : "", NULL);
+    if (atomic_exchange(&h->recorder_down, !healthy) != !healthy)
+        recorder_changed(h, healthy, e);
+    else if (!healthy)
+        recorder_still_failing(h, e);
 }
 
 static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
@@ -465,8 +505,10 @@ static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *de
         }
         return;
     }
+    /* ib__host_on_recorder logged the outage: a line per batch would be
+     * one per pull while it lasts */
     if (e.status != IB_OK)
-        ib_log_kv(IB_SEV_ERROR, "recorder error; affected messages nak'ed", "recorder",
+        ib_log_kv(IB_SEV_DEBUG, "recorder error; affected messages nak'ed", "recorder",
                   h->recorder_shown, "error", e.msg, NULL);
     ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
                        ib_dispatch_recorder_seconds(h->dispatch));

@@ -92,6 +92,12 @@ typedef struct ib_host {
      * migrated it): the run loop stops and the process exits 2. */
     atomic_int schema_changed;
     atomic_int recorder_down; /* the last recorder call failed: not ready */
+    /* The outage as the log tells it (host_batch.c), from any thread:
+     * failed calls since the last line about it, when that line and the
+     * outage began (monotonic ms; 0 while the recorder works). */
+    atomic_uint_fast64_t recorder_failed_calls;
+    atomic_int_fast64_t recorder_said_ms;
+    atomic_int_fast64_t recorder_down_since_ms;
     bool probe_down;          /* the watcher's probe set recorder_down (watcher only) */
     int64_t probe_last_ms;    /* monotonic time of the last probe (watcher only) */
     int64_t info_last_ms;     /* monotonic time of the last consumer info (watcher only) */
@@ -172,8 +178,9 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err);
 
 /* Reports the recorder's health (`ctx` is the ib_host): counts a failure in
  * ibus_recorder_errors_total, sets ibus_recorder_up and recorder_down
- * (hence /readyz), and logs one line per change of state. `e` may be NULL
- * when healthy. Safe from any thread. */
+ * (hence /readyz), and logs one line per change of state, and while it
+ * fails a reminder every 10 s at most with the calls that failed since.
+ * `e` may be NULL when healthy. Safe from any thread. */
 void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e);
 
 /* Processes one pulled batch: decode, dispatch, ack/nak/dead-letter, and

@@ -26,6 +26,13 @@ a receiver this test starts and stops on loopback. One case per run:
           at the drain deadline (exit 1), and after a restart the event is
           handled once.
 
+  recorder  the marker file's disk is full (the chaos test's LD_PRELOAD
+          shim fails its writes with ENOSPC) for RECORDER_DOWN_S while
+          events keep arriving (issue 43): the log says so once, then at
+          most one reminder per period, not a line per message or batch;
+          ibus_recorder_errors_total counts every failed call; once the
+          disk has room the recovery is logged and every event handled.
+
 Time is compressed with options, never by changing defaults. Every process
 is stopped by its PID, also on failure.
 """
@@ -340,6 +347,89 @@ def defaults(env):
     assert errors <= (down - opened_at) / 5 + 5, f"{errors} requests in {down - opened_at:.0f}s"
 
 
+RECORDER_DOWN_S = 12.0
+
+
+def about_recorder(r):
+    """Whether a log record speaks of the recorder: its state, its errors,
+    or a handler not run because of it."""
+    return "recorder" in r.get("msg", "") or r.get("reason") == "recorder-failed"
+
+
+def ok_calls(env):
+    """The event ids the scripted plugin answered OK for, by both handlers."""
+    seen = {}
+    path = os.path.join(env.tmp, "calls.log")
+    if os.path.exists(path):
+        with open(path) as f:
+            for w in (ln.split() for ln in f):
+                if len(w) == 5 and w[4] == "ok":
+                    seen.setdefault(w[1], set()).add(w[0])
+    return {k for k, v in seen.items() if len(v) == 2}
+
+
+def recorder(env):
+    """A full disk under the marker file while events keep arriving."""
+    durable = "recdown"
+    flag = os.path.join(env.tmp, "disk-full")
+    db = os.path.join(env.tmp, durable + ".db")
+    mport = free_port()
+    # the shim goes first, and an ASan build is told to accept that
+    pre = os.environ.get("LD_PRELOAD", "")
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    shim = {"LD_PRELOAD": env.args.enospc_shim + (":" + pre if pre else ""),
+            "ASAN_OPTIONS": asan + (":" if asan else "") + "verify_asan_link_order=0",
+            "IB_SHIM_DB": db, "IB_SHIM_FLAG": flag}
+    host = env.spawn(env.ibus_run(durable, env.args.plugin_scripted,
+                                  "scripted=file=" + os.path.join(env.tmp, "calls.log"),
+                                  ["--http", f"127.0.0.1:{mport}", "--retry-delay", "50ms",
+                                   "--retry-max-delay", "100ms", "--ack-wait", "10s"]),
+                     "ibus-" + durable, shim)
+    wait_for("ibus run ready", lambda: get(mport, "/readyz")[0] == 200)
+    sent = [{"type": "test.scripted", "id": uuid.uuid4().hex, "payload": "ok"} for _ in range(20)]
+    env.publish(durable, sent)
+    wait_for("the first events", lambda: all(e["id"] in ok_calls(env) for e in sent), 60)
+    errors_a = metric(get(mport, "/metrics")[1], "ibus_recorder_errors_total")
+
+    open(flag, "w").close()  # the disk is full from now on
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < RECORDER_DOWN_S:
+        batch = [{"type": "test.scripted", "id": uuid.uuid4().hex, "payload": "ok"}
+                 for _ in range(200)]
+        env.publish(durable, batch)
+        sent.extend(batch)
+        time.sleep(0.5)
+    text = get(mport, "/metrics")[1]
+    assert get(mport, "/readyz")[0] == 503, "ready while the recorder fails"
+    assert metric(text, "ibus_recorder_up") == 0, "ibus_recorder_up is not 0 during the outage"
+    errors_b = metric(text, "ibus_recorder_errors_total")
+    os.unlink(flag)  # room again
+    wait_for("every event once the disk has room",
+             lambda: all(e["id"] in ok_calls(env) for e in sent), 120)
+    wait_for("ready again", lambda: get(mport, "/readyz")[0] == 200, 30)
+    stop(host, 0)
+
+    records = list(log_records(env, "ibus-" + durable))
+    down = [i for i, r in enumerate(records) if r.get("msg", "").startswith("recorder failing")]
+    back = [i for i, r in enumerate(records) if r.get("msg", "").startswith("recorder works again")]
+    assert down and back and back[0] > down[0], "the outage and the recovery are not both logged"
+    during = [r for r in records[down[0]:back[0] + 1] if about_recorder(r)]
+    still = [r for r in during if r.get("msg", "").startswith("recorder still failing")]
+    per_s = len(during) / RECORDER_DOWN_S
+    log(f"recorder: {RECORDER_DOWN_S:.0f}s of full disk, {len(sent)} events: {len(during)} log "
+        f"lines about the recorder ({per_s:.1f}/s), {len(still)} reminders, "
+        f"ibus_recorder_errors_total +{errors_b - errors_a:.0f}")
+    # the change down, the change back, and at most one line a second between
+    assert len(during) <= RECORDER_DOWN_S + 2 + 2, \
+        f"{len(during)} lines about the recorder in {RECORDER_DOWN_S:.0f}s of outage: " \
+        f"{[r.get('msg') for r in during[:5]]}..."
+    assert len(down) == 1 and len(back) == 1, (len(down), len(back))
+    assert still, "no reminder that the recorder still fails"
+    assert all(int(r["failed_calls"]) > 0 for r in still), still
+    reported = 1 + sum(int(r["failed_calls"]) for r in still)
+    assert errors_b - errors_a >= reported, (errors_b - errors_a, reported)
+
+
 def notify_socket(tmp):
     path = os.path.join(tmp, "notify.sock")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -413,14 +503,17 @@ def hang(env):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", choices=("outage", "poison", "hang", "defaults"), required=True)
+    ap.add_argument("--case", choices=("outage", "poison", "hang", "defaults", "recorder"),
+                    required=True)
     ap.add_argument("--ibus", required=True)
     ap.add_argument("--plugin-http", required=True)
     ap.add_argument("--plugin-scripted", required=True)
     ap.add_argument("--nats-server", required=True)
+    ap.add_argument("--enospc-shim", help="the chaos test's shim (case recorder)")
     args = ap.parse_args()
-    for k in ("ibus", "plugin_http", "plugin_scripted"):
-        setattr(args, k, os.path.abspath(getattr(args, k)))
+    for k in ("ibus", "plugin_http", "plugin_scripted", "enospc_shim"):
+        if getattr(args, k) is not None:
+            setattr(args, k, os.path.abspath(getattr(args, k)))
     tmp = tempfile.mkdtemp(prefix="ib-outage-")
     env = Env(args, tmp)
     try:
@@ -429,6 +522,8 @@ def main():
             hang(env)
         elif args.case == "defaults":
             defaults(env)
+        elif args.case == "recorder":
+            recorder(env)
         else:
             outage(env, args.case == "poison")
     except BaseException:
