@@ -30,6 +30,7 @@
  * its newest epoch's lease still runs. */
 #include "kv_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,7 @@ typedef struct acquire_ctx {
     ib_claim_info *out;
     const ib_claim_request *req;
     const ib__acquire_opts *opts; /* NULL: the public claim */
+    size_t key0;                  /* the index of the call's keys[0] here; SIZE_MAX: absent */
 } acquire_ctx;
 
 static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv_write *w)
@@ -179,7 +181,8 @@ static bool acquire_decide(void *vctx, size_t i, const kv_head *h, int64_t now, 
     /* Until the write is known to have won, the answer is "busy, for a
      * time nobody can tell". */
     out->state = IB_CLAIM_BUSY;
-    bool count = c->opts == NULL || !c->opts->defer_attempts;
+    bool count =
+        c->opts == NULL || !c->opts->defer_attempts || (c->opts->count_key0 && c->key0 == i);
     uint32_t attempts = h->attempts == UINT32_MAX || !count ? h->attempts : h->attempts + 1;
     ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1, attempts,
                          ib__lease_end(now, req->lease_ms), req->owner);
@@ -241,8 +244,15 @@ static ib_status acquire_slow(kv_recorder *k, ib_claim_info *out, const slow_key
                             k->bucket, s->n);
     }
     ib__acquire_opts slow_opts = {.defer_attempts = opts != NULL && opts->defer_attempts,
+                                  .count_key0 = opts != NULL && opts->count_key0,
                                   .taken_over = taken};
-    acquire_ctx c = {k, s->keys, with_fps ? s->fps : NULL, info, req, &slow_opts};
+    acquire_ctx c = {k,
+                     s->keys,
+                     with_fps ? s->fps : NULL,
+                     info,
+                     req,
+                     &slow_opts,
+                     s->n > 0 && s->from[0] == 0 ? 0 : SIZE_MAX};
     ib_status st = run_rounds(k, s->keys, s->n, acquire_decide, acquire_written, &c, err);
     for (size_t j = 0; j < s->n && st == IB_OK; j++) {
         out[s->from[j]] = info[j];
@@ -261,7 +271,7 @@ static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_m
                                   const ib_claim_request *req, const ib__acquire_opts *opts,
                                   ib_error *err)
 {
-    uint32_t first = opts != NULL && opts->defer_attempts ? 0 : 1;
+    bool defer = opts != NULL && opts->defer_attempts;
     kv_recorder *k = kv_of(r);
     kv_write *w = calloc(n, sizeof(*w));
     slow_keys s = {0};
@@ -271,6 +281,7 @@ static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_m
                                       "recorder kv:%s: no memory to claim %zu keys", k->bucket, n);
     int64_t end = ib__lease_end(r->now_ms(), req->lease_ms);
     for (size_t i = 0; i < n && st == IB_OK; i++) {
+        uint32_t first = !defer || (i == 0 && opts->count_key0) ? 1 : 0;
         ib__kv_prepare_epoch(k, &w[i], &keys[i], 1, first, end, req->owner);
         out[i] = (ib_claim_info){.state = IB_CLAIM_BUSY};
     }
@@ -278,7 +289,7 @@ static ib_status kv_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_m
         st = ib__kv_publish(k, w, n, err);
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         if (w[i].result == KV_WRITTEN) {
-            out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = first};
+            out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = w[i].attempts};
             hold(k, &keys[i], req->owner, &w[i], req->lease_ms, true);
             continue;
         }
@@ -322,9 +333,9 @@ typedef struct owned_ctx {
     const ib_marker_key *keys;
     bool *flags; /* renew: held; release: NULL */
     const char *owner;
-    int64_t lease_ms; /* renew: the new lease; release: 0 */
-    bool counts;       /* add an attempt (ib__recorder_count_attempts) ... */
-    const bool *count; /* ... to key i if count[i]; NULL = every key */
+    int64_t lease_ms;   /* renew: the new lease; release: 0 */
+    bool counts;        /* add an attempt (ib__recorder_count_attempts) ... */
+    const bool *count;  /* ... to key i if count[i]; NULL = every key */
     const size_t *from; /* keys[j] is key from[j] of the call (slow path); NULL = j */
 } owned_ctx;
 
@@ -347,10 +358,10 @@ static bool owned_decide(void *vctx, size_t i, const kv_head *h, int64_t now, kv
     if (!mine)
         return false;
     bool renew = c->lease_ms > 0;
-    ib__kv_prepare_epoch(c->k, w, &c->keys[i], h->epoch + 1,
-                         attempts_after(h->attempts, c->counts, c->count,
-                                        c->from != NULL ? c->from[i] : i),
-                         renew ? ib__lease_end(now, c->lease_ms) : now, renew ? c->owner : "");
+    ib__kv_prepare_epoch(
+        c->k, w, &c->keys[i], h->epoch + 1,
+        attempts_after(h->attempts, c->counts, c->count, c->from != NULL ? c->from[i] : i),
+        renew ? ib__lease_end(now, c->lease_ms) : now, renew ? c->owner : "");
     return true;
 }
 
@@ -382,10 +393,9 @@ static ib_status owned_fast(kv_recorder *k, bool *held, slow_keys *s, const ib_m
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         kv_lease c;
         if (ib__kv_held_get(k, &keys[i], owner, &c) && c.epoch < UINT32_MAX / 2) {
-            ib__kv_prepare_epoch(k, &w[m], &keys[i], c.epoch + 1,
-                                 attempts_after(c.attempts, counts, count, i),
-                                 lease_ms > 0 ? ib__lease_end(now, lease_ms) : now,
-                                 lease_ms > 0 ? owner : "");
+            ib__kv_prepare_epoch(
+                k, &w[m], &keys[i], c.epoch + 1, attempts_after(c.attempts, counts, count, i),
+                lease_ms > 0 ? ib__lease_end(now, lease_ms) : now, lease_ms > 0 ? owner : "");
             idx[m++] = i;
         }
     }
@@ -427,8 +437,8 @@ static ib_status owned_batch(kv_recorder *k, bool *held, const ib_marker_key *ke
         held[i] = false;
     if (st == IB_OK)
         st = owned_fast(k, held, &s, keys, n, owner, lease_ms, counts, count, err);
-    owned_ctx c = {k, s.keys, held != NULL ? slow_held : NULL, owner, lease_ms, counts, count,
-                   s.from};
+    owned_ctx c = {k,     s.keys, held != NULL ? slow_held : NULL, owner, lease_ms, counts,
+                   count, s.from};
     if (st == IB_OK && s.n > 0)
         st = run_rounds(k, s.keys, s.n, owned_decide, owned_written, &c, err);
     for (size_t t = 0; t < s.n && st == IB_OK && held != NULL; t++)
@@ -461,8 +471,8 @@ static ib_status kv_renew_batch(ib_recorder *r, bool *held, const ib_marker_key 
 }
 
 static ib_status kv_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
-                                   const bool *count, size_t n, const char *owner,
-                                   int64_t lease_ms, bool release, ib_error *err)
+                                   const bool *count, size_t n, const char *owner, int64_t lease_ms,
+                                   bool release, ib_error *err)
 {
     return owned_batch(kv_of(r), held, keys, n, owner, release ? 0 : lease_ms, true, count, err);
 }

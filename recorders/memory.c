@@ -860,13 +860,14 @@ static ib_status mem_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_
 {
     mem_recorder *m = mem(r);
     ib_status st = IB_OK;
-    bool count = opts == NULL || !opts->defer_attempts;
+    bool defer = opts != NULL && opts->defer_attempts;
     bool *taken_over = opts != NULL ? opts->taken_over : NULL;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n && st == IB_OK; i++)
-        st = acquire_locked(m, &out[i], taken_over != NULL ? &taken_over[i] : NULL,
-                            keys[i].consumer, keys[i].event_id,
-                            fingerprints != NULL ? fingerprints[i] : 0, req, count, err);
+        st =
+            acquire_locked(m, &out[i], taken_over != NULL ? &taken_over[i] : NULL, keys[i].consumer,
+                           keys[i].event_id, fingerprints != NULL ? fingerprints[i] : 0, req,
+                           !defer || (i == 0 && opts->count_key0), err);
     pthread_mutex_unlock(&m->mu);
     return st;
 }

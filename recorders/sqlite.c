@@ -181,7 +181,7 @@ struct batch_ctx {
     bool *flags; /* processed / held / marked, per key */
     ib_claim_state *states;
     ib_claim_info *infos;
-    const ib_claim_request *req; /* acquire */
+    const ib_claim_request *req;  /* acquire */
     const ib__acquire_opts *opts; /* acquire: NULL = the public claim */
     bool release;                 /* count_attempts: free the claims too */
     const bool *count;            /* count_attempts: which keys count; NULL = all */
@@ -291,7 +291,8 @@ static int count_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64
 /* The claim with attempts (ib_recorder_acquire_batch's rules; with
  * opts->defer_attempts none counted); `*take` when key i is ours to claim. */
 static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, uint64_t fp,
-                           const ib_claim_request *req, const ib__acquire_opts *opts, int64_t now)
+                           const ib_claim_request *req, const ib__acquire_opts *opts, bool key0,
+                           int64_t now)
 {
     *out = (ib_claim_info){.state = IB_CLAIM_DONE, .attempts = st->attempts};
     *take = false;
@@ -309,7 +310,7 @@ static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, u
     } else if (req->max_attempts > 0 && st->attempts >= req->max_attempts) {
         out->state = IB_CLAIM_EXHAUSTED;
     } else {
-        bool count = opts == NULL || !opts->defer_attempts;
+        bool count = opts == NULL || !opts->defer_attempts || (opts->count_key0 && key0);
         out->state = IB_CLAIM_ACQUIRED;
         out->attempts = st->attempts == UINT32_MAX || !count ? st->attempts : st->attempts + 1;
         *take = true;
@@ -319,7 +320,7 @@ static void acquire_decide(ib_claim_info *out, bool *take, const sq_state *st, u
 static int acquire_key(sq_recorder *s, batch_ctx *c, size_t i, sq_state *st, int64_t cid)
 {
     bool take;
-    acquire_decide(&c->infos[i], &take, st, c->fps != NULL ? c->fps[i] : 0, c->req, c->opts,
+    acquire_decide(&c->infos[i], &take, st, c->fps != NULL ? c->fps[i] : 0, c->req, c->opts, i == 0,
                    c->now);
     if (c->opts != NULL && c->opts->taken_over != NULL && c->infos[i].state != IB_CLAIM_DONE &&
         c->infos[i].state != IB_CLAIM_BUSY && c->infos[i].state != IB_CLAIM_CONFLICT)
@@ -337,9 +338,10 @@ static int body_acquire(sq_recorder *s, void *vctx, ib_error *local)
     int64_t cid;
     bool taken;
     (void)local;
-    uint32_t first = c->opts != NULL && c->opts->defer_attempts ? 0 : 1;
+    bool defer = c->opts != NULL && c->opts->defer_attempts;
     c->now = s->base.lease_now_ms();
     for (size_t i = 0; i < c->n; i++) {
+        uint32_t first = !defer || (i == 0 && c->opts->count_key0) ? 1 : 0;
         int rc = ib__sq_claim_new(s, &taken, &c->keys[i], c->req->owner,
                                   ib__lease_end(c->now, c->req->lease_ms), first);
         if (rc == SQLITE_OK && taken)
@@ -432,8 +434,8 @@ static ib_status sq_end_attempts(ib_recorder *r, const ib_marker_key *keys, size
 }
 
 static ib_status sq_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
-                                   const bool *count, size_t n, const char *owner,
-                                   int64_t lease_ms, bool release, ib_error *err)
+                                   const bool *count, size_t n, const char *owner, int64_t lease_ms,
+                                   bool release, ib_error *err)
 {
     batch_ctx c = {.keys = keys,
                    .n = n,

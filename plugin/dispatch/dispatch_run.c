@@ -68,18 +68,18 @@ typedef struct run_item {
     int64_t busy_ms;   /* R_BUSY: the holder's remaining lease */
     uint32_t attempts; /* attempts counted, this one included (durable kinds) */
     unsigned char result;
-    bool taken;           /* its finished handler was seen by the committer */
-    bool probe;           /* its handler's circuit is probing with this call */
-    bool held;            /* R_RETRY while its circuit is open: waits, attempts ended */
-    bool recorded;        /* its call was told to its circuit */
-    bool taken_over;      /* claimed from a holder that never released it: that holder
-                             may have died in the call, so this call may not return
-                             either: it runs alone, its attempt counted first */
-    bool counted;         /* its attempt is counted in the recorder already */
-    atomic_bool finished; /* written by the thread that ran it, after result */
-    atomic_bool lost;     /* a renewal found its claim taken over (ib__drun_extend_leases) */
+    bool taken;                /* its finished handler was seen by the committer */
+    bool probe;                /* its handler's circuit is probing with this call */
+    bool held;                 /* R_RETRY while its circuit is open: waits, attempts ended */
+    bool recorded;             /* its call was told to its circuit */
+    bool taken_over;           /* claimed from a holder that never released it: that holder
+                                  may have died in the call, so this call may not return
+                                  either: it runs alone, its attempt counted first */
+    bool counted;              /* its attempt is counted in the recorder already */
+    atomic_bool finished;      /* written by the thread that ran it, after result */
+    atomic_bool lost;          /* a renewal found its claim taken over (ib__drun_extend_leases) */
     _Atomic int64_t lease_end; /* boot-clock ms its lease ends by our reckoning */
-    ib__dnote note;       /* what the handler added to its verdict (ABI 1.3) */
+    ib__dnote note;            /* what the handler added to its verdict (ABI 1.3) */
 } run_item;
 
 /* Buffers reused from one batch to the next so the hot path does not
@@ -141,6 +141,14 @@ struct ib__drun {
      * once the handlers are known; NULL while circuits are off or before.
      * Published with release: other threads read states and hold times. */
     _Atomic(ib__circuits *) circuits;
+
+    /* Per handler: how long its last inline call ran, in ms (run thread
+     * only; NULL until the first batch, or without memory). A handler whose
+     * last call outlasted the commit interval gets the pending marks
+     * committed before its next call, so they never wait for a slow call
+     * (a pause or a hang in it would otherwise repeat them). */
+    int64_t *last_call_ms;
+    size_t nhandlers;
 
     /* Recorder health as the run thread last saw it, and when a failed
      * commit may be tried again (run thread only). */
@@ -517,11 +525,18 @@ static void claim(run_ctx *c)
                 : 0,
         .probe_holders = ib_recorder_is_host_local(r->recorder),
     };
-    /* A batch that claims one key starts at most that one call, at once:
-     * its attempt is counted in the claim. Of several, each is counted as
-     * its call starts or returns (recorder.h, "attempts counted as handlers
-     * start"). s->flags says which keys were taken over. */
-    ib__acquire_opts opts = {.defer_attempts = nk > 1, .taken_over = s->flags};
+    /* Each attempt is counted as its call starts or returns (recorder.h,
+     * "attempts counted as handlers start"), but the first key's: its call
+     * is started first and alone (run_alone), right after the claim, so
+     * the claim counts it; not when a transactional call may come first,
+     * nor on the pool, whose first calls start together (and may need
+     * each other). s->flags says which keys were taken over. */
+    bool txn = false;
+    for (size_t k = 0; k < nk && !txn; k++)
+        txn = c->items[s->key_items[k]].h->transactional;
+    ib__acquire_opts opts = {.defer_attempts = true,
+                             .count_key0 = !txn && (r->pool == NULL || nk == 1),
+                             .taken_over = s->flags};
     int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
     /* Keys checked already: ids by check_deliveries, consumers when their
      * handler registered. */
@@ -535,7 +550,7 @@ static void claim(run_ctx *c)
     }
     recorder_worked(c);
     for (size_t k = 0; k < nk; k++)
-        take_claim(&c->items[s->key_items[k]], &s->infos[k], !opts.defer_attempts, s->flags[k],
+        take_claim(&c->items[s->key_items[k]], &s->infos[k], k == 0 && opts.count_key0, s->flags[k],
                    lease_end);
     skip_conflicted(c);
     plan_work(c);
@@ -716,10 +731,10 @@ static void release(run_ctx *c)
         return;
     /* s->infos' space takes the held answers nobody needs */
     bool *held = (bool *)s->infos;
-    ib_status st = c->durable ? ib__recorder_count_attempts(r->recorder, held, s->keys, s->flags,
-                                                            nk, r->opts.owner, 0, true, &e)
-                              : ib_recorder_release_batch(r->recorder, s->keys, nk, r->opts.owner,
-                                                          &e);
+    ib_status st = c->durable
+                       ? ib__recorder_count_attempts(r->recorder, held, s->keys, s->flags, nk,
+                                                     r->opts.owner, 0, true, &e)
+                       : ib_recorder_release_batch(r->recorder, s->keys, nk, r->opts.owner, &e);
     if (st != IB_OK)
         recorder_failed(c, &e, st);
 }
@@ -930,8 +945,8 @@ static bool claim_still_ours(run_ctx *c, run_item *it)
     ib_marker_key key = {it->h->consumer, item_id(c, it)};
     bool held = false;
     ib_error e = {0};
-    if (ib_recorder_renew_batch(r->recorder, &held, &key, 1, r->opts.owner, r->opts.lease_ms,
-                                &e) != IB_OK) {
+    if (ib_recorder_renew_batch(r->recorder, &held, &key, 1, r->opts.owner, r->opts.lease_ms, &e) !=
+        IB_OK) {
         it->result = R_CLAIM_FAILED;
         return false;
     }
@@ -1002,6 +1017,15 @@ static bool count_first(run_ctx *c, run_item *it)
  * event that kills every process that runs it is dead-lettered alone. */
 static void run_alone(run_ctx *c)
 {
+    /* the call the claim counted first: it is the first to start */
+    for (size_t w = 0; c->durable && w < c->nwork; w++) {
+        run_item *it = &c->items[c->s->work[w]];
+        if (!it->counted)
+            continue;
+        run_one(c, w);
+        circuit_record(c, it);
+        break;
+    }
     for (size_t w = 0; c->durable && w < c->nwork; w++) {
         run_item *it = &c->items[c->s->work[w]];
         if (!it->taken_over || it->counted)
@@ -1127,8 +1151,16 @@ static void run_handlers(run_ctx *c)
         ib__pool_run_ticking(r->pool, run_one, c, c->nwork, t, tick);
     } else {
         for (size_t w = 0; w < c->nwork; w++) {
+            run_item *it = &c->items[c->s->work[w]];
+            size_t hi = it->h->index;
+            bool slow = r->last_call_ms == NULL || hi >= r->nhandlers ||
+                        r->last_call_ms[hi] >= r->opts.commit_interval_ms;
+            if (slow && !atomic_load_explicit(&it->finished, memory_order_acquire))
+                commit(c, true);
             run_one(c, w);
-            circuit_record(c, &c->items[c->s->work[w]]);
+            if (r->last_call_ms != NULL && hi < r->nhandlers)
+                r->last_call_ms[hi] = (int64_t)(it->seconds * 1000);
+            circuit_record(c, it);
             /* a failed commit is retried until it lands before the next
              * handler starts */
             if (!commit(c, false) && atomic_load(&c->gate_closed))
@@ -1596,6 +1628,15 @@ static ib_status run_locked(run_ctx *c)
     if (st != IB_OK)
         return st;
     c->r->last_recorder_seconds = 0;
+    if (c->r->last_call_ms == NULL) {
+        size_t nh = 0;
+        ib__dtable_handler(c->r->table, 0, &nh);
+        c->r->last_call_ms = nh > 0 ? calloc(nh, sizeof(*c->r->last_call_ms)) : NULL;
+        c->r->nhandlers = c->r->last_call_ms != NULL ? nh : 0;
+        /* unknown yet: taken as slow, so the first calls wait for nothing */
+        for (size_t i = 0; i < c->r->nhandlers; i++)
+            c->r->last_call_ms[i] = INT64_MAX;
+    }
     if (c->s->first[c->n] > 0) {
         c->durable = ib_recorder_has_durable_attempts(c->r->recorder);
         c->last_commit_ms = ib_clock_monotonic_ms();
@@ -1686,5 +1727,6 @@ void ib__drun_free(ib__drun *r)
     pthread_mutex_destroy(&r->run_mu);
     pthread_mutex_destroy(&r->lease_mu);
     scratch_free(&r->scratch);
+    free(r->last_call_ms);
     free(r);
 }

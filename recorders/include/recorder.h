@@ -76,6 +76,9 @@ struct ib__acquire_opts {
     /* count no attempt: an ACQUIRED key's info.attempts is the count so
      * far, the caller counts this one (ib__recorder_count_attempts) */
     bool defer_attempts;
+    /* ... except for keys[0]: its attempt is counted if it is ACQUIRED (the
+     * caller starts its call first, at once) */
+    bool count_key0;
     /* NULL, or per key: true when the key was ACQUIRED (or answered
      * EXHAUSTED) from another holder that had not released it (its lease
      * ended, or it is gone): that holder may have started the handler and

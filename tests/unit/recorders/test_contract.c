@@ -699,6 +699,86 @@ CONTRACT(test_acquire_counts_attempts_and_exhausts)
     assert_int_equal(acquire(r, "a", id, "E", LEASE, 1).state, IB_CLAIM_DONE);
 }
 
+/* The claim of `ibus run`: nothing counted at the claim; an attempt per
+ * call, counted by ib__recorder_count_attempts as the call starts (alone)
+ * or as its RETRY is freed; taken_over says which claims a holder left
+ * without releasing (issue 43: a crash spends its own call's attempt). */
+static ib_claim_info acquire_deferred(ib_recorder *r, bool *taken_over, const char *id,
+                                      const char *owner, uint32_t max_attempts)
+{
+    ib_marker_key key = {"a", id};
+    ib_claim_request req = {.owner = owner, .lease_ms = LEASE, .max_attempts = max_attempts};
+    ib__acquire_opts opts = {.defer_attempts = true, .taken_over = taken_over};
+    ib_claim_info info;
+    memset(&info, 0xff, sizeof(info));
+    CHECK(ib__recorder_acquire_checked(r, &info, &key, NULL, 1, &req, &opts, &err));
+    return info;
+}
+
+static bool count_one(ib_recorder *r, const char *id, const char *owner, bool release)
+{
+    ib_marker_key key = {"a", id};
+    bool held = false;
+    CHECK(ib__recorder_count_attempts(r, &held, &key, NULL, 1, owner, LEASE, release, &err));
+    return held;
+}
+
+CONTRACT(test_attempts_counted_as_calls_start)
+{
+    char id[IB_ID_BUF_SIZE], mate[IB_ID_BUF_SIZE];
+    bool taken = true;
+    rt_id(id, 6100);
+    rt_id(mate, 6101);
+    /* a batch of two claims: neither counted, neither taken over */
+    ib_claim_info i1 = acquire_deferred(r, &taken, id, "A", 2);
+    assert_int_equal(i1.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(i1.attempts, 0);
+    assert_false(taken);
+    assert_int_equal(acquire_deferred(r, &taken, mate, "A", 2).attempts, 0);
+    /* A's call on `id` starts alone, counted first; then A dies (no
+     * release): the lease ends and B takes both over */
+    assert_true(count_one(r, id, "A", false));
+    rt_clock_advance(LEASE + 1);
+    ib_claim_info t1 = acquire_deferred(r, &taken, id, "B", 2);
+    assert_int_equal(t1.state, IB_CLAIM_ACQUIRED);
+    assert_true(taken);
+    ib_claim_info t2 = acquire_deferred(r, &taken, mate, "B", 2);
+    assert_true(taken);
+    /* the owner that lost its claims counts nothing on them */
+    assert_false(count_one(r, id, "A", false));
+    if (!ib_recorder_has_durable_attempts(r))
+        return; /* memory: the host counts deliveries instead */
+    assert_int_equal(t1.attempts, 1);
+    /* the batch mate that never ran spent nothing */
+    assert_int_equal(t2.attempts, 0);
+    /* B's call on `id` returns RETRY: counted as it is freed, once */
+    bool count[2] = {true, false};
+    ib_marker_key keys[2] = {{"a", id}, {"a", mate}};
+    bool held[2] = {false, false};
+    CHECK(ib__recorder_count_attempts(r, held, keys, count, 2, "B", 0, true, &err));
+    assert_true(held[0] && held[1]);
+    /* released (owner ''): not taken over; the budget of 2 is spent */
+    ib_claim_info ex = acquire_deferred(r, &taken, id, "C", 2);
+    assert_int_equal(ex.state, IB_CLAIM_EXHAUSTED);
+    assert_int_equal(ex.attempts, 2);
+    assert_false(taken);
+    ib_claim_info m = acquire_deferred(r, &taken, mate, "C", 2);
+    assert_int_equal(m.state, IB_CLAIM_ACQUIRED);
+    assert_int_equal(m.attempts, 0);
+    assert_false(taken);
+    /* a count renews the lease of its holder: no one else takes it */
+    rt_clock_advance(LEASE / 2);
+    assert_true(count_one(r, mate, "C", false));
+    rt_clock_advance(LEASE / 2 + 1);
+    assert_int_equal(acquire_deferred(r, &taken, mate, "D", 9).state, IB_CLAIM_BUSY);
+    ib_marker_state ms;
+    CHECK(ib_recorder_inspect(r, &ms, "a", mate, &err));
+    assert_int_equal(ms.attempts, 1);
+    /* a done key has no claim to count on */
+    CHECK(ib_recorder_mark(r, "a", mate, &err));
+    assert_false(count_one(r, mate, "C", false));
+}
+
 CONTRACT(test_renew_and_mark_are_fenced)
 {
     char id[IB_ID_BUF_SIZE];
@@ -749,7 +829,7 @@ CONTRACT(test_checked_entry_points)
     bool marked[3] = {false, false, false};
     uint64_t fps[3] = {0x1111000000000001ull, 0, 0x1111000000000001ull};
 
-    CHECK(ib__recorder_acquire_checked(r, info, keys, fps, 2, &req_a, &err));
+    CHECK(ib__recorder_acquire_checked(r, info, keys, fps, 2, &req_a, NULL, &err));
     assert_int_equal(info[0].state, IB_CLAIM_ACQUIRED);
     assert_int_equal(info[1].state, IB_CLAIM_ACQUIRED);
     assert_int_equal(acquire(r, "chk", ids[0], "B", LEASE, 0).state, IB_CLAIM_BUSY);
@@ -762,14 +842,14 @@ CONTRACT(test_checked_entry_points)
     assert_true(marked[0] && marked[1] && marked[2]);
     assert_true(processed(r, "chk", ids[0]));
     assert_true(processed(r, "chk-never-seen", ids[2]));
-    CHECK(ib__recorder_acquire_checked(r, info, keys, fps, 3, &req_b, &err));
+    CHECK(ib__recorder_acquire_checked(r, info, keys, fps, 3, &req_b, NULL, &err));
     for (int i = 0; i < 3; i++)
         assert_int_equal(info[i].state, IB_CLAIM_DONE);
 
     /* an ended lease of another owner does not fence a mark, and the mark
      * frees the claim */
     rt_id(ids[1], 6210);
-    CHECK(ib__recorder_acquire_checked(r, info, &keys[1], NULL, 1, &req_a, &err));
+    CHECK(ib__recorder_acquire_checked(r, info, &keys[1], NULL, 1, &req_a, NULL, &err));
     assert_int_equal(info[0].state, IB_CLAIM_ACQUIRED);
     rt_clock_advance(LEASE + 1);
     CHECK(ib__recorder_mark_owned_checked(r, marked, &keys[1], NULL, 1, "B", &err));
@@ -777,14 +857,14 @@ CONTRACT(test_checked_entry_points)
     assert_int_equal(acquire(r, "chk", ids[1], "C", LEASE, 0).state, IB_CLAIM_DONE);
 
     /* what is still checked */
-    assert_int_equal(ib__recorder_acquire_checked(NULL, info, keys, NULL, 1, &req_a, &err),
+    assert_int_equal(ib__recorder_acquire_checked(NULL, info, keys, NULL, 1, &req_a, NULL, &err),
                      IB_ERR_INVALID_ARG);
-    assert_int_equal(ib__recorder_acquire_checked(r, NULL, keys, NULL, 1, &req_a, &err),
+    assert_int_equal(ib__recorder_acquire_checked(r, NULL, keys, NULL, 1, &req_a, NULL, &err),
                      IB_ERR_INVALID_ARG);
-    assert_int_equal(ib__recorder_acquire_checked(r, info, keys, NULL, 1, NULL, &err),
+    assert_int_equal(ib__recorder_acquire_checked(r, info, keys, NULL, 1, NULL, NULL, &err),
                      IB_ERR_INVALID_ARG);
     ib_claim_request no_lease = {.owner = "A", .lease_ms = 0};
-    assert_int_equal(ib__recorder_acquire_checked(r, info, keys, NULL, 1, &no_lease, &err),
+    assert_int_equal(ib__recorder_acquire_checked(r, info, keys, NULL, 1, &no_lease, NULL, &err),
                      IB_ERR_INVALID_ARG);
     assert_int_equal(ib__recorder_mark_owned_checked(r, marked, keys, NULL, 1, "", &err),
                      IB_ERR_INVALID_ARG);
@@ -1161,6 +1241,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_list_newest_first),
     cmocka_unit_test(test_stats_counts),
     cmocka_unit_test(test_acquire_counts_attempts_and_exhausts),
+    cmocka_unit_test(test_attempts_counted_as_calls_start),
     cmocka_unit_test(test_renew_and_mark_are_fenced),
     cmocka_unit_test(test_checked_entry_points),
     cmocka_unit_test(test_fingerprints_catch_reused_ids),
