@@ -774,8 +774,11 @@ CONTRACT(test_attempts_counted_as_calls_start)
     ib_marker_state ms;
     CHECK(ib_recorder_inspect(r, &ms, "a", mate, &err));
     assert_int_equal(ms.attempts, 1);
-    /* a done key has no claim to count on */
-    CHECK(ib_recorder_mark(r, "a", mate, &err));
+    /* a key its holder marked has no claim left to count on */
+    bool marked = false;
+    ib_marker_key mk = {"a", mate};
+    CHECK(ib_recorder_mark_owned_batch(r, &marked, &mk, 1, "C", &err));
+    assert_true(marked);
     assert_false(count_one(r, mate, "C", false));
 }
 
