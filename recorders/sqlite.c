@@ -101,18 +101,26 @@
  * CONCURRENCY
  *  - Between processes: WAL mode; every write in BEGIN IMMEDIATE, so a
  *    writer takes the lock before it reads and never upgrades a read
- *    transaction (the case where SQLite returns BUSY at once). A writer
- *    that finds the lock taken polls (the busy handler, 50 us doubling to
- *    2 ms, jittered) until the busy timeout has passed since its call
- *    began; BUSY that comes back another way is retried, the transaction
- *    over, until the same deadline. Write transactions are short (a batch
+ *    transaction (the case where SQLite returns BUSY at once). Before it,
+ *    a writer takes the write turn (sqlite_turn.c): a robust, priority-
+ *    inheriting mutex shared through "<file>-turn", which the kernel hands
+ *    to the longest waiter when it is given back, so writers of this
+ *    recorder queue in order (none starves), sleep until their turn, and
+ *    leave SQLite's lock no idle gap; a holder killed in its turn is
+ *    replaced at once (EOWNERDEAD). The wait ends at the call's deadline.
+ *    A writer that still finds SQLite's lock taken (a tool that knows no
+ *    turn: the sqlite3 shell, the seed's SQL) polls (the busy handler, 50
+ *    us doubling to 2 ms, jittered) until the busy timeout has passed since
+ *    its call began; BUSY that comes back another way is retried, the
+ *    transaction over, until the same deadline. Write transactions are short (a batch
  *    of keys, no scan), so no writer can hold the others off for long, and
  *    a process that joins a busy file has nothing to catch up on: it reads
  *    the same tables as everyone.
  *  - Between threads: one connection per recorder, opened NOMUTEX, and one
  *    mutex around every call.
  *  - The library installs no signal handler, creates no thread and no file
- *    but the database (and SQLite's -wal and -shm).
+ *    but the database, SQLite's -wal and -shm, and the -turn file (one
+ *    page; the file's mode and trust checks apply to it as to -wal).
  *  - The WAL: SQLite's automatic checkpoint is off. After a write commits,
  *    a WAL past 16 MiB gets a PASSIVE checkpoint (it waits for nobody). With
  *    several busy writers a passive one never lets the WAL start over, so

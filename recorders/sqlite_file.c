@@ -146,7 +146,7 @@ static ib_status check_one(bool *exists, const char *file, const char *what, con
 ib_status ib__sqlite_check_file(const char *path, const char *name, unsigned new_mode,
                                 bool allow_insecure, uid_t self_uid, ib_error *err)
 {
-    static const char *const sides[] = {"-wal", "-shm"};
+    static const char *const sides[] = {"-wal", "-shm", "-turn"};
     char side[IB__RECORDER_PATH_MAX + 8];
     bool exists, main_exists = false;
     ib_status st = check_no_linked_dirs(path, name, err);

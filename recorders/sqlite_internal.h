@@ -115,6 +115,8 @@ typedef struct sq_recorder {
     unsigned prune_rows;
     uint64_t prune_transactions;
     int64_t prune_hold_max_ns; /* the longest prune transaction of the last prune */
+    void *turn;                /* the mapped write turn (sqlite_turn.c); NULL = none */
+    bool turn_held;            /* this connection holds the turn now */
 } sq_recorder;
 
 /* Opens the marker file of `cfg` as a recorder whose ops are `ops`
@@ -122,6 +124,18 @@ typedef struct sq_recorder {
 ib_status ib__sq_open(sq_recorder **out, const ib_recorder_ops *ops, const ib__recorder_config *cfg,
                       ib_error *err);
 void ib__sq_free(sq_recorder *s);
+
+/* ---- the write turn (sqlite_turn.c) --------------------------------------- */
+
+/* Maps "<path>-turn" (created with `mode`, 0 = 0600) and sets s->turn; on
+ * any failure s->turn stays NULL and writers poll as without a turn. */
+void ib__sq_turn_open(sq_recorder *s, unsigned mode);
+void ib__sq_turn_close(sq_recorder *s);
+/* Waits for the turn until s->deadline_ns: SQLITE_OK (held, or no turn),
+ * SQLITE_BUSY at the deadline. Before BEGIN IMMEDIATE. */
+int ib__sq_turn_take(sq_recorder *s);
+/* Gives the turn back if held; after COMMIT or ROLLBACK. */
+void ib__sq_turn_end(sq_recorder *s);
 
 /* ---- running transactions (sqlite_run.c) -------------------------------- */
 

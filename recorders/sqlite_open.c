@@ -249,6 +249,7 @@ void ib__sq_free(sq_recorder *s)
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(s->q[i]);
     sqlite3_close_v2(s->db); /* a no-op while no connection was opened */
+    ib__sq_turn_close(s);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -262,6 +263,8 @@ ib_status ib__sq_open(sq_recorder **out, const ib_recorder_ops *ops, const ib__r
     if (st != IB_OK)
         return st;
     st = open_connection(s, &fresh, cfg, err);
+    if (st == IB_OK)
+        ib__sq_turn_open(s, cfg->file_mode);
     if (st == IB_OK)
         st = configure(s, fresh, cfg, err);
     if (st != IB_OK) {

@@ -154,7 +154,9 @@ int ib__sq_begin(sq_recorder *s, tx_kind kind)
     if (rc != SQLITE_OK)
         return rc;
     int64_t t0 = ib_clock_monotonic_ns();
-    rc = ib__sq_step_done(s->q[Q_BEGIN_WRITE]);
+    rc = ib__sq_turn_take(s);
+    if (rc == SQLITE_OK)
+        rc = ib__sq_step_done(s->q[Q_BEGIN_WRITE]);
     int64_t waited = ib_clock_monotonic_ns() - t0;
     if (waited > s->lock_wait_max_ns)
         s->lock_wait_max_ns = waited;
@@ -244,6 +246,7 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
     for (;;) {
         int rc = attempt(s, kind, body, ctx, &local);
         if (rc == SQLITE_OK) {
+            ib__sq_turn_end(s);
             if (kind == TX_CLAIM || kind == TX_MARK)
                 ib__sq_wal_bound(s);
             return IB_OK;
@@ -257,6 +260,7 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
         int sys_errno = sqlite3_system_errno(s->db);
         if (!sqlite3_get_autocommit(s->db))
             ib__sq_step_done(s->q[Q_ROLLBACK]);
+        ib__sq_turn_end(s);
         if (disk_full(rc, sys_errno)) {
             s->wal.full = true;
             wal_truncate_after_full(s);

@@ -264,6 +264,7 @@ ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
         if (c.ran_to == 0 && ib__sq_retryable(rc) && ib_clock_monotonic_ns() < s->deadline_ns) {
             if (!sqlite3_get_autocommit(s->db))
                 ib__sq_step_done(s->q[Q_ROLLBACK]);
+            ib__sq_turn_end(s);
             ib__sq_backoff(s, &delay_us);
             continue;
         }
@@ -271,6 +272,7 @@ ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
         break;
     }
     sqlite3_set_authorizer(s->db, NULL, NULL);
+    ib__sq_turn_end(s);
     if (st == IB_OK)
         ib__sq_wal_bound(s);
     pthread_mutex_unlock(&s->mu);
