@@ -310,6 +310,21 @@ ib_status ib_recorder_prune(ib_recorder *r, uint64_t *removed, int64_t older_tha
     return st;
 }
 
+ib_status ib__recorder_prune_until(ib_recorder *r, uint64_t *removed, int64_t older_than_ms,
+                                   ib__stop_fn stop, void *ctx, ib_error *err)
+{
+    if (r == NULL || !HAS_OP(r, prune_until))
+        return ib_recorder_prune(r, removed, older_than_ms, err);
+    ib_status st = check_recorder(r, r, err);
+    if (st != IB_OK)
+        return st;
+    uint64_t n = 0;
+    st = r->ops->prune_until(r, &n, older_than_ms, stop, ctx, err);
+    if (removed != NULL)
+        *removed = n;
+    return st;
+}
+
 ib_status ib_recorder_list(ib_recorder *r, const char *consumer, size_t limit,
                            ib_marker_visit_fn visit, void *ctx, ib_error *err)
 {

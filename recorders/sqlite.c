@@ -5,7 +5,7 @@
  * writes and deletes what, the invariants, and why it is built this way.
  * The other sqlite_*.c files point here.
  *
- * THE FILE (schema version 6, PRAGMA user_version = 6)
+ * THE FILE (schema version 7, PRAGMA user_version = 7)
  *
  *   processed_consumers (cid INTEGER PRIMARY KEY AUTOINCREMENT,
  *                        name TEXT NOT NULL UNIQUE,
@@ -25,7 +25,8 @@
  *       are decided by its first bytes, and the handlers of one event mark
  *       the same leaf. Written by a mark, a fenced mark, transactional work
  *       and the seed's INSERT into processed_log; deleted by forget, prune
- *       and a DELETE from processed_log.
+ *       and a DELETE from processed_log. Another tool may write any value
+ *       here; prune's rule covers every row (invariant 9).
  *
  *   processed_claims (cid, event_id TEXT, owner TEXT, expires_ms INTEGER,
  *                     attempts INTEGER, PRIMARY KEY (event_id, cid)) WITHOUT ROWID
@@ -42,15 +43,29 @@
  *       Messages staged by transactional work in the transaction of their
  *       marker; deleted once published (sqlite_txn.c).
  *
+ *   processed_spellings (spelling TEXT, cid, event_id TEXT,
+ *                        PRIMARY KEY (spelling, cid)) WITHOUT ROWID
+ *       An id the seed wrote in a spelling other than the normalised one
+ *       (upper or mixed case, dashes), with the normalised id it stands
+ *       for. Written by the seed's INSERT into processed_log and by the
+ *       migration of an older file; deleted by a DELETE from processed_log
+ *       by that spelling, and by prune once its marker is gone. A spelling
+ *       says only how the seed wrote an id: it never makes a key done.
+ *
  *   processed_log (consumer, event_id, ts): a VIEW joining the markers to
- *       their consumer's name: the spec's table, for other tools. INSTEAD
- *       OF triggers let the seed's own SQL write it: an INSERT checks the
- *       row (text, no NUL byte, a consumer of 1-255 bytes, an id of 32 hex
- *       digits once dashes are dropped), normalises the id, reads a ts
- *       below 1e11 as seconds, adds the consumer, marks and ends the key's
- *       claim; a DELETE deletes the marker. The seed's CREATE TABLE IF NOT
+ *       their consumer's name, each marker under its id and again under
+ *       every spelling of processed_spellings: the spec's table, for other
+ *       tools. INSTEAD OF triggers let the seed's own SQL write it: an
+ *       INSERT checks the row (text, no NUL byte, a consumer of 1-255
+ *       bytes, an id of 32 hex digits once dashes are dropped), normalises
+ *       the id, reads a ts below 1e11 as seconds, adds the consumer, marks,
+ *       ends the key's claim and keeps a spelling that was not normalised;
+ *       a DELETE (by any spelling it shows) deletes the marker of the
+ *       normalised id and that spelling. The seed's CREATE TABLE IF NOT
  *       EXISTS is a no-op on the view, and its SELECT 1 ... WHERE consumer
- *       = ? AND event_id = ? uses both primary keys.
+ *       = ? AND event_id = ? finds the id by the spelling its INSERT wrote,
+ *       through primary keys in both halves of the view. A marker of ours
+ *       shows under its normalised id only.
  *
  * INVARIANTS
  *  1. A key is done exactly when processed_markers has its row. Every
@@ -84,9 +99,16 @@
  *     its insert). oldest_ms is a lower bound once markers were deleted (a
  *     prune that ran to its end raises it to its cutoff), newest_ms an upper
  *     bound.
- *  8. Every transaction checks that the file still speaks version 6 (a
+ *  8. Every transaction checks that the file still speaks version 7 (a
  *     newer build may migrate it while this one runs: then nothing is
  *     written and the call fails with IB_ERR_SCHEMA).
+ *  9. Prune ends, whatever other tools wrote: it walks each table's
+ *     primary key with a cursor that keeps the key's own values, so every
+ *     range starts after the last and a pass takes rows / prune_rows
+ *     transactions. A marker row goes when its ts is a number before the
+ *     cutoff, whatever its id and cid hold (a BLOB, text of any length, a
+ *     number); a ts of another type has no age and the row stays. A caller
+ *     may stop a prune between two transactions (ib__recorder_prune_until).
  *
  * THE CLAIM PATH, in ten ideas: (1) a key is (event_id, cid); (2) a batch
  * is one BEGIN IMMEDIATE transaction; (3) a marker row means done; (4) a
@@ -522,6 +544,7 @@ static const ib_recorder_ops sq_ops = {
     .attempt_stats = ib__sq_attempt_stats,
     .summarize = ib__sqlite_summarize,
     .count_attempts = sq_count_attempts,
+    .prune_until = ib__sq_prune_until,
 };
 
 ib_status ib__sqlite_open(ib_recorder **out, const ib__recorder_config *cfg, ib_error *err)

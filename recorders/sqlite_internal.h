@@ -17,7 +17,7 @@
 
 /* PRAGMA user_version this build writes and understands (sqlite.c, "The
  * file"). Versions 0 to 5 are migrated in place (sqlite_schema.c). */
-#define IB__SQLITE_SCHEMA_VERSION 6
+#define IB__SQLITE_SCHEMA_VERSION 7
 
 /* Returned by a transaction body, or the schema check, when the file
  * cannot be used and retrying will not help; `local` says why. Not an
@@ -299,6 +299,8 @@ ib_status ib__sqlite_summarize(ib_recorder *r, ib__consumer_summary **out, size_
 
 /* Prune (sqlite_prune.c). */
 ib_status ib__sq_prune(ib_recorder *r, uint64_t *removed, int64_t older_than_ms, ib_error *err);
+ib_status ib__sq_prune_until(ib_recorder *r, uint64_t *removed, int64_t older_than_ms,
+                             ib__stop_fn stop, void *ctx, ib_error *err);
 
 /* ---- the schema (sqlite_schema.c) ---------------------------------------- */
 

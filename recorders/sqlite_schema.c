@@ -3,7 +3,7 @@
  * created from one list of objects, and the migration of every older layout
  * into it.
  *
- * Versions before 6, all migrated in place in the opening transaction:
+ * Versions before 7, all migrated in place in the opening transaction:
  *   0  an empty file, or the seed's layout: a rowid processed_log table, ts
  *      in seconds (possibly REAL or text);
  *   1  processed_log WITHOUT ROWID with ts in unix ms; processed_claims
@@ -12,8 +12,10 @@
  *   3  processed_log.fp and processed_outbox;
  *   4  processed_markers plus an append-only journal, processed_log a view
  *      over both;
- *   5  the journal's counts, reader registry and seed trigger.
- * A migration copies the old layout's markers and live claims (as version 5
+ *   5  the journal's counts, reader registry and seed trigger;
+ *   6  version 7 without processed_spellings: the spellings the seed wrote
+ *      before are not known (its ids were normalised), only those after.
+ * A migration from 0 to 5 copies the old layout's markers and live claims (as version 5
  * answered them: the journal's newest states over the B-trees) into the new
  * tables in key order, keeps the outbox, and drops every old object. It
  * rewrites the file's markers once, under the write lock: about a second
@@ -59,7 +61,11 @@
     "(SELECT 1 FROM processed_markers WHERE cid = " CID_OF(                                        \
         "NEW.consumer") " AND event_id = " NORMAL_ID("NEW.event_id") ")"
 
-/* The objects of version 6, in creation order: the one list the schema
+#define OLD_MARKER                                                                                 \
+    "(SELECT 1 FROM processed_markers WHERE cid = " CID_OF(                                        \
+        "OLD.consumer") " AND event_id = " NORMAL_ID("OLD.event_id") ")"
+
+/* The objects of version 7, in creation order: the one list the schema
  * check and the transactional guard (ib__sqlite_schema_owns) read. */
 typedef struct schema_object {
     const char *name;
@@ -103,10 +109,24 @@ static const schema_object objects[] = {
      "    staged_ms INTEGER NOT NULL -- unix milliseconds when staged\n"
      ")"},
     {"sqlite_sequence", "table", NULL}, /* SQLite's, for AUTOINCREMENT */
+    {"processed_spellings", "table",
+     "CREATE TABLE processed_spellings (\n"
+     "    spelling TEXT NOT NULL, -- an id as the seed wrote it, not normalised\n"
+     "    cid INTEGER NOT NULL,\n"
+     "    event_id TEXT NOT NULL, -- the normalised id: processed_markers.event_id\n"
+     "    PRIMARY KEY (spelling, cid)\n"
+     ") WITHOUT ROWID"},
+    /* Each marker under its id, and again under every other spelling the
+     * seed wrote it with: the seed's WHERE event_id = ? finds either by a
+     * primary key. */
     {"processed_log", "view",
      "CREATE VIEW processed_log (consumer, event_id, ts) AS\n"
      "SELECT c.name, m.event_id, m.ts FROM processed_markers m\n"
-     "JOIN processed_consumers c ON c.cid = m.cid"},
+     "JOIN processed_consumers c ON c.cid = m.cid\n"
+     "UNION ALL\n"
+     "SELECT c.name, a.spelling, m.ts FROM processed_spellings a\n"
+     "JOIN processed_markers m ON m.event_id = a.event_id AND m.cid = a.cid\n"
+     "JOIN processed_consumers c ON c.cid = a.cid"},
     /* No statement here can meet a conflict, so the outer statement's
      * policy (INSERT OR REPLACE would delete a consumer's row) never
      * applies. */
@@ -126,17 +146,26 @@ static const schema_object objects[] = {
      "   WHERE NOT EXISTS " SEED_MARKER ";\n"
      "  DELETE FROM processed_claims\n"
      "   WHERE cid = " CID_OF("NEW.consumer") " AND event_id = " NORMAL_ID("NEW.event_id") ";\n"
+     "  INSERT INTO processed_spellings (spelling, cid, event_id)\n"
+     "   SELECT NEW.event_id, " CID_OF("NEW.consumer") ", " NORMAL_ID("NEW.event_id") "\n"
+     "   WHERE NEW.event_id <> " NORMAL_ID("NEW.event_id") " AND NOT EXISTS (SELECT 1 FROM\n"
+     "   processed_spellings WHERE spelling = NEW.event_id AND cid = " CID_OF("NEW.consumer") ");\n"
      "END"},
     {"processed_log_delete", "trigger",
      "CREATE TRIGGER processed_log_delete INSTEAD OF DELETE ON processed_log BEGIN\n"
-     "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE name = OLD.consumer;\n"
+     "  UPDATE processed_consumers SET markers = max(markers - 1, 0) WHERE name = OLD.consumer\n"
+     "   AND EXISTS " OLD_MARKER ";\n"
      "  DELETE FROM processed_markers\n"
-     "   WHERE cid = " CID_OF("OLD.consumer") " AND event_id = OLD.event_id;\n"
+     "   WHERE cid = " CID_OF("OLD.consumer") " AND event_id = " NORMAL_ID("OLD.event_id") ";\n"
+     "  DELETE FROM processed_spellings\n"
+     "   WHERE spelling = OLD.event_id AND cid = " CID_OF("OLD.consumer") ";\n"
      "END"},
 };
 /* clang-format on */
 
 #define N_OBJECTS (sizeof(objects) / sizeof(objects[0]))
+/* objects[SPELLINGS] is processed_spellings: the view and triggers follow. */
+#define SPELLINGS 5
 
 bool ib__sqlite_schema_owns(const char *name)
 {
@@ -190,7 +219,7 @@ static int create_objects(sqlite3 *db, size_t from)
     return rc;
 }
 
-/* A file at version 6 must have every object of the list. */
+/* A file at the current version must have every object of the list. */
 static int check_current(sqlite3 *db, const char *name, ib_error *err)
 {
     for (size_t i = 0; i < N_OBJECTS; i++) {
@@ -278,11 +307,12 @@ static int drop_old(sqlite3 *db)
     return SQLITE_OK;
 }
 
-/* Tables some version before 6 had. One its own version never had was
- * made by someone else, and the migration would drop it: refused. */
-static const char *const old_tables[] = {"processed_claims", "processed_outbox",
+/* Tables some version before 6 had, and the one version 7 added. One its
+ * own version never had was made by someone else, and the migration would
+ * drop it or fail on it: refused. */
+static const char *const old_tables[] = {"processed_claims",  "processed_outbox",
                                          "processed_markers", "processed_journal",
-                                         "processed_merge"};
+                                         "processed_merge",   "processed_spellings"};
 
 static int check_foreign(sqlite3 *db, const char *name, long long version, ib_error *err)
 {
@@ -365,8 +395,12 @@ static int copy_rows(sqlite3 *db, const old_layout *l, int64_t now_ms)
         "INSERT OR IGNORE INTO ib_new_claims SELECT k.cid, " NORMAL_ID("o.event_id") ","
         " o.owner, CAST(o.expires_ms AS INTEGER), max(CAST(o.attempts AS INTEGER), 0) FROM (%s) o"
         " JOIN processed_consumers k ON k.name = o.consumer WHERE " VALID_ID("o.event_id")
-        " AND typeof(o.owner) = 'text' AND (o.owner <> '' OR o.attempts > 0) ORDER BY 1, 2;",
-        markers, claims, markers, claims);
+        " AND typeof(o.owner) = 'text' AND (o.owner <> '' OR o.attempts > 0) ORDER BY 1, 2;"
+        "INSERT OR IGNORE INTO processed_spellings SELECT o.event_id, k.cid, "
+        NORMAL_ID("o.event_id") " FROM (%s) o JOIN processed_consumers k ON k.name = o.consumer"
+        " WHERE " VALID_ID("o.event_id") " AND o.event_id <> " NORMAL_ID("o.event_id")
+        " ORDER BY 1, 2;",
+        markers, claims, markers, claims, markers);
     /* clang-format on */
     sqlite3_free(markers);
     if (sql == NULL)
@@ -388,8 +422,9 @@ static int create_as(sqlite3 *db, size_t i, const char *as)
     return rc;
 }
 
-/* Versions 0 to 5: the new tables beside the old, the rows copied, the old
- * objects dropped, the new tables renamed, then the triggers and the view. */
+/* Versions 0 to 5: the new tables beside the old, the rows copied (and the
+ * spellings of ids that were not normalised), the old objects dropped, the
+ * new tables renamed, then the triggers and the view. */
 static int migrate(sqlite3 *db, long long version, bool has_outbox, int64_t now_ms)
 {
     int rc = exec(db, objects[0].sql);
@@ -397,6 +432,8 @@ static int migrate(sqlite3 *db, long long version, bool has_outbox, int64_t now_
         rc = create_as(db, 1, "ib_new_markers");
     if (rc == SQLITE_OK)
         rc = create_as(db, 2, "ib_new_claims");
+    if (rc == SQLITE_OK)
+        rc = exec(db, objects[SPELLINGS].sql);
     if (rc == SQLITE_OK)
         rc = copy_rows(db, &layouts[version], now_ms);
     if (rc == SQLITE_OK)
@@ -407,13 +444,29 @@ static int migrate(sqlite3 *db, long long version, bool has_outbox, int64_t now_
     if (rc == SQLITE_OK && !has_outbox)
         rc = exec(db, objects[3].sql);
     if (rc == SQLITE_OK)
-        rc = create_objects(db, 5);
+        rc = create_objects(db, SPELLINGS + 1);
     /* the counts of what was copied, in one pass */
     if (rc == SQLITE_OK)
         rc = exec(db, "UPDATE processed_consumers SET (markers, oldest_ms, newest_ms) = "
                       "(SELECT count(*), min(ts), max(ts) FROM processed_markers m "
                       "WHERE m.cid = processed_consumers.cid)");
     return rc;
+}
+
+/* Version 6 had every table but the spellings: those added, the view and
+ * its triggers made again. Nothing is copied. */
+static int upgrade_6(sqlite3 *db, const char *name, ib_error *err)
+{
+    bool there = false;
+    int rc = exists(db, "table", "processed_spellings", &there);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (there)
+        return refuse(err, name,
+                      "schema version 6 with a processed_spellings table that version never "
+                      "had: this build did not create it");
+    rc = exec(db, "DROP VIEW IF EXISTS processed_log");
+    return rc == SQLITE_OK ? create_objects(db, SPELLINGS) : rc;
 }
 
 int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_error *err)
@@ -434,10 +487,13 @@ int ib__sqlite_schema_ensure(sqlite3 *db, const char *name, int64_t now_ms, ib_e
                       version, IB__SQLITE_SCHEMA_VERSION);
     if (version == IB__SQLITE_SCHEMA_VERSION)
         return check_current(db, name, err);
-    rc = check_foreign(db, name, version, err);
-    if (rc == SQLITE_OK && version == 0 && !log)
+    if (version == 6)
+        rc = upgrade_6(db, name, err);
+    else if ((rc = check_foreign(db, name, version, err)) != SQLITE_OK)
+        return rc;
+    else if (version == 0 && !log)
         rc = create_objects(db, 0);
-    else if (rc == SQLITE_OK && (rc = check_old(db, name, version, err)) == SQLITE_OK)
+    else if ((rc = check_old(db, name, version, err)) == SQLITE_OK)
         rc = migrate(db, version, outbox, now_ms);
     if (rc != SQLITE_OK)
         return rc;

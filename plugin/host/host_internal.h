@@ -268,7 +268,8 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
 /* Starts and stops the keeper thread: prune every tenth of the retention
  * (1 s to 60 s) when there is one, and refresh ibus_markers,
  * ibus_recorder_wal_bytes and ibus_outbox_pending. Stop wakes it and waits
- * for a prune pass in progress; a no-op when it was not started. */
+ * for the prune transaction in progress (a pass ends between two); a no-op
+ * when it was not started. */
 int ib__host_keeper_start(ib_host *h);
 void ib__host_keeper_stop(ib_host *h);
 

@@ -202,15 +202,26 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
     return -1;
 }
 
+/* Whether ib__host_keeper_stop has asked the keeper to end. */
+static bool keeper_quitting(void *arg)
+{
+    ib_host *h = arg;
+    pthread_mutex_lock(&h->keeper_lock);
+    bool quit = h->keeper_quit;
+    pthread_mutex_unlock(&h->keeper_lock);
+    return quit;
+}
+
 /* One prune pass: markers older than the retention, in the recorder's
- * bounded transactions. Returns false when the kind cannot prune, so the
- * keeper stops trying. */
+ * bounded transactions, asking between them whether the keeper is to stop
+ * (so a stop waits for one transaction, never for the pass). Returns false
+ * when the kind cannot prune, so the keeper stops trying. */
 static bool prune_once(ib_host *h)
 {
     uint64_t removed = 0;
     ib_error e = {0};
     int64_t cutoff = ib_clock_realtime_ms() - h->retention_ms;
-    ib_status st = ib_recorder_prune(h->recorder, &removed, cutoff, &e);
+    ib_status st = ib__recorder_prune_until(h->recorder, &removed, cutoff, keeper_quitting, h, &e);
     /* a pass an error stopped still removed what it counted */
     ib_metrics_add(h->metrics, IB_METRIC_MARKERS_PRUNED, removed);
     if (st == IB_ERR_UNSUPPORTED) {
@@ -325,8 +336,8 @@ void ib__host_keeper_stop(ib_host *h)
     h->keeper_quit = true;
     pthread_cond_signal(&h->keeper_wake);
     pthread_mutex_unlock(&h->keeper_lock);
-    /* waits for a prune pass in progress: its transactions are short, but
-     * a first pass over a large backlog may take a while */
+    /* waits for the prune transaction in progress, if any: the pass asks
+     * keeper_quit before each of its bounded transactions */
     pthread_join(h->keeper, NULL);
     pthread_cond_destroy(&h->keeper_wake);
     pthread_mutex_destroy(&h->keeper_lock);

@@ -208,6 +208,17 @@ ib_status ib__recorder_outbox_delete(ib_recorder *r, const int64_t *seqs, size_t
 /* How many messages wait in the outbox (0 for kinds without one). */
 ib_status ib__recorder_outbox_count(ib_recorder *r, uint64_t *count, ib_error *err);
 
+/* Asked between the steps of a long call: true when it should end now.
+ * `ctx` is the caller's. */
+typedef bool (*ib__stop_fn)(void *ctx);
+
+/* ib_recorder_prune that asks `stop` (NULL = never) before each of its
+ * bounded transactions, and once it says true returns IB_OK with what it
+ * removed so far: a caller that shuts down waits for one transaction at
+ * most. A kind without steps prunes in one call. */
+ib_status ib__recorder_prune_until(ib_recorder *r, uint64_t *removed, int64_t older_than_ms,
+                                   ib__stop_fn stop, void *ctx, ib_error *err);
+
 /* Bytes in the write-ahead log now (sqlite: the -wal file); 0 for other
  * kinds, or when there is none. */
 uint64_t ib__recorder_wal_bytes(ib_recorder *r);
@@ -350,6 +361,10 @@ typedef struct ib_recorder_ops {
     ib_status (*count_attempts)(ib_recorder *r, bool *held, const ib_marker_key *keys,
                                 const bool *count, size_t n, const char *owner, int64_t lease_ms,
                                 bool release, ib_error *err);
+
+    /* Optional, appended: ib__recorder_prune_until. */
+    ib_status (*prune_until)(ib_recorder *r, uint64_t *removed, int64_t older_than_ms,
+                             ib__stop_fn stop, void *ctx, ib_error *err);
 } ib_recorder_ops;
 
 /* Every kind embeds this as its first member. */

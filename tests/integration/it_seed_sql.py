@@ -142,10 +142,10 @@ def run(args, tmp, procs):
             "--recorder", "sqlite:" + path, "--log-format", "json"])))
         time.sleep(0.5)
 
-    # 2. both opened the file: it speaks version 6 now
+    # 2. both opened the file: it speaks version 7 now
     def migrated():
         with sqlite3.connect(path, timeout=30) as c:
-            return c.execute("PRAGMA user_version").fetchone()[0] >= 6
+            return c.execute("PRAGMA user_version").fetchone()[0] >= 7
     wait_until("the migration", migrated, 20)
     for name, p in hosts:
         assert p.poll() is None, f"{name} exited with {p.returncode}"

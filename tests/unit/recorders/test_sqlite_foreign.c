@@ -8,6 +8,7 @@
  *     odd id, a consumer that is no integer, a ts that is no number) once,
  *     in a bounded number of transactions, and removes exactly the rows its
  *     rule says: a row goes when its ts is a number before the cutoff.
+ *  3. a prune asked to stop ends after the transaction in progress.
  * A prune that never ends fails its test after a deadline instead of
  * hanging the suite: it runs in a child process. */
 #include <ctype.h>
@@ -227,6 +228,8 @@ static prune_report prune_in_child(const char *name, unsigned batch, int64_t cut
         uint64_t removed = 0;
         ib__sqlite_set_prune_batch(r, batch);
         prune_report out = {.status = (int)ib_recorder_prune(r, &removed, cutoff, &err)};
+        if (out.status != IB_OK)
+            fprintf(stderr, "prune of %s: %s\n", name, err.msg);
         out.removed = (int64_t)removed;
         out.transactions = (int64_t)ib__sqlite_prune_transactions(r);
         ib_recorder_close(r);
@@ -349,14 +352,69 @@ static void test_prune_walks_keys_of_any_value(void **state)
     assert_int_equal(prune_checked("ts.db", 500, 2110), 1400);
 }
 
+/* The seed's SELECT and DELETE reach both branches of the view by primary
+ * keys: no statement of theirs scans a table (the DELETE then walks the
+ * view rows it found, as every DELETE on a view does). */
+static void test_seed_statements_use_the_keys(void **state)
+{
+    (void)state;
+    ib_recorder *r = open_file("plan.db");
+    sqlite3 *db = raw_open("plan.db");
+    const char *stmts[] = {SEED_SELECT, SEED_DELETE};
+    for (size_t i = 0; i < 2; i++) {
+        char sql[256];
+        sqlite3_stmt *st = NULL;
+        snprintf(sql, sizeof(sql), "EXPLAIN QUERY PLAN %s", stmts[i]);
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *step = (const char *)sqlite3_column_text(st, 3);
+            /* the DELETE walks the view's rows it found: those are no table */
+            if (strncmp(step, "SCAN", 4) == 0 && strcmp(step, "SCAN processed_log") != 0)
+                fail_msg("%s: %s", stmts[i], step);
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    ib_recorder_close(r);
+}
+
+static bool stop_after(void *ctx)
+{
+    int *left = ctx;
+    return (*left)-- <= 0;
+}
+
+/* A prune asked to stop ends after the transaction in progress, and a
+ * later one finishes the walk. */
+static void test_prune_stops_between_transactions(void **state)
+{
+    (void)state;
+    fill("stop.db", 0,
+         "INSERT INTO processed_markers (cid, event_id, ts) "
+         "VALUES (1, CAST(printf('%032x', ?1) AS BLOB), 1000000000000)",
+         2100);
+    ib_recorder *r = open_file("stop.db");
+    ib__sqlite_set_prune_batch(r, 100);
+    uint64_t removed = 0;
+    int left = 3;
+    CHECK(ib__recorder_prune_until(r, &removed, CUTOFF, stop_after, &left, &err));
+    assert_int_equal(ib__sqlite_prune_transactions(r), 3);
+    assert_int_equal(removed, 300);
+    CHECK(ib__recorder_prune_until(r, &removed, CUTOFF, NULL, NULL, &err));
+    assert_int_equal(removed, 1800);
+    ib_recorder_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_seed_finds_and_deletes_its_spelling, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seed_finds_its_spelling_after_a_migration, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_seed_statements_use_the_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_walks_blob_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_walks_keys_of_any_value, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune_stops_between_transactions, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
