@@ -20,6 +20,7 @@ const char *ib_status_str(ib_status status)
         [IB_ERR_UNSUPPORTED] = "unsupported",
         [IB_ERR_CLOSED] = "closed",
         [IB_ERR_SCHEMA] = "schema",
+        [IB_ERR_REFUSED] = "refused",
     };
     if ((unsigned)status >= IB_STATUS_COUNT || names[status] == 0)
         return "unknown";

@@ -34,6 +34,8 @@ typedef enum ib_status {
     IB_ERR_UNSUPPORTED = 13, /* 13: the operation is not offered by this kind */
     IB_ERR_CLOSED = 14,      /* 14: the object was closed or is shutting down */
     IB_ERR_SCHEMA = 15,      /* 15: a database schema is newer than this build */
+    IB_ERR_REFUSED = 16,     /* 16: the server refused the request as asked (a conflicting
+                                    configuration, no permission): asking again cannot help */
     IB_STATUS_COUNT
 } ib_status;
 

@@ -139,7 +139,13 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
         {"drain-timeout", IB_OPT_DURATION, &c->drain_timeout_ms, "DURATION", "25s",
          "deadline for finishing in-flight handlers after SIGTERM", 0, 3600000},
         {"idle-exit", IB_OPT_DURATION, &c->idle_exit_ms, "DURATION", "0",
-         "exit 0 after this long without messages (0 = never)", 0, 86400000},
+         "exit 0 after this long without messages (0 = never); exit 1 when the first connect to "
+         "NATS takes this long",
+         0, 86400000},
+        {"connect-timeout", IB_OPT_DURATION, &c->connect_timeout_ms, "DURATION", "0",
+         "exit 1 when the first connect to NATS takes this long (0 = retry for ever, or until "
+         "--idle-exit)",
+         0, 86400000},
         {"http", IB_OPT_STRING, &c->http, "ADDR", NULL,
          "serve /healthz, /readyz, /metrics on ADDR (host:port)", 0, 0},
         {"log-format", IB_OPT_STRING, &a->log_format, "json|text", "auto",

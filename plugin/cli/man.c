@@ -72,8 +72,12 @@ static const man_entry exit_status[] = {
           "without a message."},
     {"1", "A runtime failure: NATS cannot be reached or the connection closed for good, the "
           "durable consumer was deleted and did not come back, the recorder cannot be opened or "
-          "fails, or a publish was not acknowledged. ibus status: attention needed (its "
-          "attention list says what, each with the option that fixes it)."},
+          "fails, or a publish was not acknowledged. ibus run: also JetStream refusing the stream "
+          "or consumer as asked (overlapping subjects, another configuration under that name, no "
+          "permission: said at once with JetStream's text), no connection within "
+          "--connect-timeout (or --idle-exit), or SIGTERM or SIGINT before the consumer was "
+          "bound. ibus status: attention needed (its attention list says what, each with the "
+          "option that fixes it)."},
     {"2", "Bad configuration or usage; the message names the option and the reason. Restarting "
           "cannot fix it (the systemd unit sets RestartPreventExitStatus=2)."},
     {"3", "ibus markers lookup: the consumer has not marked the event (a quiet no, as grep "
@@ -83,8 +87,8 @@ static const man_entry exit_status[] = {
 static const man_entry signals[] = {
     {"SIGTERM, SIGINT",
      "ibus run stops fetching, lets the handlers in flight finish (for at most --drain-timeout), "
-     "makes their markers durable, acks, drains the connection and exits 0. The other commands "
-     "end at once."},
+     "makes their markers durable, acks, drains the connection and exits 0 (1 when it came "
+     "before the consumer was bound). The other commands end at once."},
     {"SIGKILL", "ibus run ends without draining. Nothing acked is unmarked: at most the handlers "
                 "that were running and those finished within --commit-interval run again when "
                 "their events are redelivered."},

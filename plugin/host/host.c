@@ -21,6 +21,8 @@
 #include <infinity_bus/version.h>
 #include <jansson.h>
 
+extern char **environ;
+
 /* How long the shutdown hand-back collects messages to nak. */
 #define HAND_BACK_WAIT_MS 1500
 
@@ -94,33 +96,64 @@ static const char *describe_handlers(char *buf, size_t cap, const ib_host *h, co
     return buf;
 }
 
-/* Every --plugin-config entry must name a loaded plugin: a mistyped name
- * would otherwise leave the plugin unconfigured without a word. */
+/* Every plugin configuration given by name (--plugin-config NAME=...,
+ * IB_PLUGIN_CONFIG_<NAME>) must name a loaded plugin: a misspelt name
+ * would otherwise leave the plugin it meant unconfigured, or running on
+ * its defaults, without a word. Checked before any init(), so that
+ * plugin's own complaint cannot hide the cause. */
 static int check_plugin_configs(const ib_host *h, ib_error *err)
 {
-    const char *const *pairs = h->cfg->plugin_configs;
-    for (size_t i = 0; pairs != NULL && pairs[i] != NULL; i++) {
-        const char *eq = strchr(pairs[i], '=');
-        size_t len = eq != NULL ? (size_t)(eq - pairs[i]) : strlen(pairs[i]);
-        char loaded[512] = "";
-        bool found = false;
-        for (size_t p = 0; p < h->plugin_count; p++) {
-            const char *name = ib_plugin_name(h->plugins[p]);
-            found |= strlen(name) == len && strncmp(name, pairs[i], len) == 0;
-            size_t used = strlen(loaded);
-            snprintf(loaded + used, sizeof(loaded) - used, "%s%s", used > 0 ? ", " : "", name);
-        }
-        if (!found) {
-            ib_error_set(err, IB_ERR_CONFIG,
-                         "--plugin-config %.*s=...: no plugin named '%.*s' is loaded (loaded: %s); "
-                         "use the name the plugin declares",
-                         (int)len, pairs[i], (int)len, pairs[i], loaded);
-            return -1;
-        }
+    const char *names[IB_HOST_MAX_PLUGINS];
+    char loaded[512] = "", meant[160] = "";
+    ib_plugin_config_stray st;
+    for (size_t p = 0; p < h->plugin_count; p++) {
+        names[p] = ib_plugin_name(h->plugins[p]);
+        size_t used = strlen(loaded);
+        snprintf(loaded + used, sizeof(loaded) - used, "%s%s", used > 0 ? ", " : "", names[p]);
     }
+    if (!ib_plugin_config_find_stray(&st, h->cfg->plugin_configs, environ, names, h->plugin_count))
+        return 0;
+    int len = (int)st.name_len;
+    if (st.from_env) {
+        char var[sizeof("IB_PLUGIN_CONFIG_") + IB_PLUGIN_NAME_MAX];
+        if (st.nearest != NULL && ib_plugin_config_env_name(var, sizeof(var), st.nearest))
+            snprintf(meant, sizeof(meant), "did you mean %s? ", var);
+        ib_error_set(err, IB_ERR_CONFIG,
+                     "environment variable %.*s: no plugin of that name is loaded (loaded: %s); "
+                     "%sunset it, or name the plugin as it declares itself",
+                     len, st.entry, loaded, meant);
+        return -1;
+    }
+    if (st.nearest != NULL)
+        snprintf(meant, sizeof(meant), "did you mean %s? ", st.nearest);
+    ib_error_set(err, IB_ERR_CONFIG,
+                 "--plugin-config %.*s=...: no plugin named '%.*s' is loaded (loaded: %s); "
+                 "%suse the name the plugin declares",
+                 len, st.entry, len, st.entry, loaded, meant);
+    return -1;
+}
+
+/* Inits plugin `pl` with its configuration and says it is loaded.
+ * Returns 0, or -1 with `err` set. */
+static int init_plugin(ib_host *h, ib_plugin *pl, const char *path, ib_error *err)
+{
+    char *config = NULL;
+    if (ib_plugin_config_lookup(&config, h->cfg->plugin_configs, ib_plugin_name(pl), err) != IB_OK)
+        return -1;
+    ib_status st =
+        ib_plugin_init(pl, ib__host_api(h->cfg->check_only), config != NULL ? config : "", err);
+    free(config);
+    if (st != IB_OK)
+        return -1;
+    char handlers[1024];
+    ib_log_kv(IB_SEV_INFO, "plugin loaded", "plugin", ib_plugin_name(pl), "version",
+              ib_plugin_version(pl), "path", path, "handlers",
+              describe_handlers(handlers, sizeof(handlers), h, pl), NULL);
     return 0;
 }
 
+/* Opens every plugin, checks the configurations given by name against
+ * their names, then inits each. Returns 0, or -1 with `err` set. */
 static int load_plugins(ib_host *h, ib_error *err)
 {
     ib_plugin_open_options po = {.allow_insecure_files = h->cfg->allow_insecure_plugins};
@@ -131,22 +164,9 @@ static int load_plugins(ib_host *h, ib_error *err)
             return -1;
         }
         ib_plugin *pl = NULL;
-        char *config = NULL;
         if (ib_plugin_open(&pl, *p, &po, err) != IB_OK)
             return -1;
         h->plugins[h->plugin_count++] = pl;
-        if (ib_plugin_config_lookup(&config, h->cfg->plugin_configs, ib_plugin_name(pl), err) !=
-            IB_OK)
-            return -1;
-        ib_status st =
-            ib_plugin_init(pl, ib__host_api(h->cfg->check_only), config != NULL ? config : "", err);
-        free(config);
-        if (st != IB_OK)
-            return -1;
-        char handlers[1024];
-        ib_log_kv(IB_SEV_INFO, "plugin loaded", "plugin", ib_plugin_name(pl), "version",
-                  ib_plugin_version(pl), "path", *p, "handlers",
-                  describe_handlers(handlers, sizeof(handlers), h, pl), NULL);
     }
     if (h->plugin_count == 0) {
         ib_error_set(err, IB_ERR_CONFIG, "no plugin to load");
@@ -154,6 +174,9 @@ static int load_plugins(ib_host *h, ib_error *err)
     }
     if (check_plugin_configs(h, err) != 0)
         return -1;
+    for (size_t i = 0; i < h->plugin_count; i++)
+        if (init_plugin(h, h->plugins[i], h->cfg->plugins[i], err) != 0)
+            return -1;
     return ib_host_overrides_check(h->cfg->consumer_names, h->plugins, h->plugin_count, err) ==
                    IB_OK
                ? 0
@@ -625,18 +648,35 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
     return 0;
 }
 
+/* How long the first connect may take: --connect-timeout, else
+ * --idle-exit (a run that may stop when idle has no reason to wait longer
+ * for a server it never reached); 0 = for ever. */
+static int64_t connect_limit_ms(const ib_host_config *cfg)
+{
+    return cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : cfg->idle_exit_ms;
+}
+
 /* Waits for the first connect, which nats.c retries in the background
- * (the first failure was logged by ib_nats_connect). While it fails, one
- * warning after 2 s, then at doubling intervals up to one a minute, says
- * what it waits for, so a wrong URL is never silent. Returns true once
- * connected. */
-static bool wait_connected(ib_host *h)
+ * (the first failure was logged by ib_nats_connect), for at most `limit_ms`
+ * (0 = for ever). While it fails, one warning after 2 s, then at doubling
+ * intervals up to one a minute, says what it waits for, so a wrong URL is
+ * never silent. Returns true once connected. */
+static bool wait_connected(ib_host *h, int64_t limit_ms)
 {
     int64_t started = ib_clock_monotonic_ms(), interval = CONNECT_LOG_FIRST_MS;
     for (;;) {
-        if (ib_nats_wait_connected(h->nats, ib__host_signal_flag(), interval))
+        int64_t wait = interval;
+        if (limit_ms > 0) {
+            int64_t left = started + limit_ms - ib_clock_monotonic_ms();
+            if (left <= 0)
+                return false;
+            wait = left < wait ? left : wait;
+        }
+        if (ib_nats_wait_connected(h->nats, ib__host_signal_flag(), wait))
             return true;
         if (ib_nats_is_closed(h->nats) || ib__host_signal_received())
+            return false;
+        if (limit_ms > 0 && ib_clock_monotonic_ms() - started >= limit_ms)
             return false;
         char why[256];
         ib_log(IB_SEV_WARN, "still cannot connect to NATS; retrying",
@@ -647,10 +687,18 @@ static bool wait_connected(ib_host *h)
     }
 }
 
+/* A stop asked for before the consumer was bound: the run did none of its
+ * work, which a supervisor must not take for a clean stop. Returns 1. */
+static int stopped_before_consuming(void)
+{
+    ib_log_kv(IB_SEV_ERROR, "stopped by a signal before consuming anything; exiting 1", NULL);
+    return 1;
+}
+
 /* Connects and waits for the connection. Returns true when connected;
- * otherwise `*code` is the exit code: 0 for a signal while waiting, 1 when
- * nats.c gave up on every server (said why), or fail()'s for a setup
- * error. */
+ * otherwise `*code` is the exit code: 1 for a signal while waiting, when
+ * the connect limit passed, or when nats.c gave up on every server (each
+ * said why), or fail()'s for a setup error. */
 static bool open_connection(ib_host *h, int *code)
 {
     ib_nats_config nc = h->cfg->nats;
@@ -661,16 +709,28 @@ static bool open_connection(ib_host *h, int *code)
         return false;
     }
     h->bus.js = ib_nats_jetstream(h->nats);
-    if (wait_connected(h))
+    int64_t limit = connect_limit_ms(h->cfg);
+    if (wait_connected(h, limit))
         return true;
-    *code = ib__host_signal_received() ? 0 : 1;
-    /* Closed before it ever connected (nats.c gave up on every server):
-     * say why, so exit 1 is not silent. */
-    if (*code == 1) {
-        char why[256];
-        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", h->nats_url, "error",
-                  ib_nats_last_error(h->nats, why, sizeof(why)), NULL);
+    *code = 1;
+    if (ib__host_signal_received()) {
+        *code = stopped_before_consuming();
+        return false;
     }
+    /* Closed before it ever connected (nats.c gave up on every server),
+     * or the limit passed: say why, so exit 1 is not silent. */
+    char why[256];
+    ib_nats_last_error(h->nats, why, sizeof(why));
+    if (ib_nats_is_closed(h->nats))
+        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", h->nats_url, "error",
+                  why, NULL);
+    else
+        ib_log(IB_SEV_ERROR,
+               h->cfg->connect_timeout_ms > 0
+                   ? "cannot connect to NATS within the connect timeout; exiting 1"
+                   : "cannot connect to NATS within the idle exit time; exiting 1",
+               IB_LOG_STR("url", h->nats_url), IB_LOG_STR("error", why),
+               IB_LOG_I64("waited_ms", limit));
     return false;
 }
 
@@ -681,6 +741,20 @@ static bool open_connection(ib_host *h, int *code)
 static bool transient(ib_status st)
 {
     return st == IB_ERR_NATS || st == IB_ERR_RECORDER || st == IB_ERR_TIMEOUT;
+}
+
+/* A JetStream request the server refused for want of a permission gets no
+ * answer: it fails as a timeout, and only the connection's error callback
+ * heard why. Turns such a failure of `e` into the refusal it is. */
+static void read_denial(ib_host *h, ib_error *e)
+{
+    char why[160];
+    if (!transient(e->status) || !ib_nats_denied(h->nats, why, sizeof(why)))
+        return;
+    ib_error_set(e, IB_ERR_REFUSED,
+                 "the server refused a permission: %s; grant this user its role's permissions "
+                 "(docs/security.md)",
+                 why);
 }
 
 /* Runs a start-up step that talks to JetStream, retrying a transient
@@ -695,6 +769,7 @@ static int with_grace(ib_host *h, int (*step)(ib_host *, ib_error *), const char
     for (bool warned = false;; warned = true) {
         if (step(h, e) == 0)
             return 0;
+        read_denial(h, e);
         if (!transient(e->status) || ib__host_signal_received() ||
             ib_clock_monotonic_ms() + wait > deadline)
             return -1;
@@ -751,6 +826,12 @@ static bool host_open(ib_host *h, natsMsg ***buf, int *code)
         return false;
     if (open_consumer(h, &e) != 0) {
         *code = fail(&e);
+        if (*code == 1 && ib__host_signal_received())
+            stopped_before_consuming();
+        return false;
+    }
+    if (ib__host_signal_received()) {
+        *code = stopped_before_consuming();
         return false;
     }
     /* What a transactional handler staged before a crash goes out first. */

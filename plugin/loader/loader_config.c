@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define ENV_PREFIX "IB_PLUGIN_CONFIG_"
 
@@ -53,4 +54,101 @@ ib_status ib_plugin_config_lookup(char **out, const char *const *cli_pairs, cons
     if (*out == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "plugin %s: out of memory for its config", name);
     return IB_OK;
+}
+
+/* Edit distance (insertions, deletions, substitutions) between a[0..an)
+ * and b[0..bn), ignoring ASCII case, for names below 64 bytes; 99 beyond
+ * that. */
+static size_t distance(const char *a, size_t an, const char *b, size_t bn)
+{
+    size_t row[64];
+    if (an >= 64 || bn >= 64)
+        return 99;
+    for (size_t j = 0; j <= bn; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= an; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= bn; j++) {
+            size_t up = row[j];
+            size_t best = diag + (strncasecmp(a + i - 1, b + j - 1, 1) != 0);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[bn];
+}
+
+/* The name of `names` nearest to `given` (compared as their variables when
+ * `as_env`): within two edits, one for names of up to four bytes; NULL
+ * when none is that near. */
+static const char *nearest(const char *given, size_t len, bool as_env, const char *const *names,
+                           size_t count)
+{
+    const char *best = NULL;
+    size_t best_d = len - (as_env ? sizeof(ENV_PREFIX) - 1 : 0) <= 4 ? 2 : 3;
+    for (size_t i = 0; i < count; i++) {
+        char env[sizeof(ENV_PREFIX) + IB_PLUGIN_NAME_MAX];
+        const char *want = names[i];
+        size_t skip = 0; /* variables differ only after their common prefix */
+        if (as_env && ib_plugin_config_env_name(env, sizeof(env), names[i])) {
+            want = env;
+            skip = sizeof(ENV_PREFIX) - 1;
+        }
+        size_t d = distance(given + skip, len - skip, want + skip, strlen(want) - skip);
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    return best;
+}
+
+/* Whether the NAME of `pair` (len bytes) is one of `names`, or, for an
+ * environment entry, the variable of one of them. */
+static bool names_loaded(const char *pair, size_t len, bool as_env, const char *const *names,
+                         size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        char env[sizeof(ENV_PREFIX) + IB_PLUGIN_NAME_MAX];
+        const char *want = names[i];
+        if (as_env && !ib_plugin_config_env_name(env, sizeof(env), names[i]))
+            continue;
+        want = as_env ? env : want;
+        if (strlen(want) == len && memcmp(want, pair, len) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool ib_plugin_config_find_stray(ib_plugin_config_stray *out, const char *const *cli_pairs,
+                                 char *const *env, const char *const *names, size_t count)
+{
+    const size_t pl = sizeof(ENV_PREFIX) - 1;
+    for (size_t i = 0; cli_pairs != NULL && cli_pairs[i] != NULL; i++) {
+        const char *eq = strchr(cli_pairs[i], '=');
+        /* no NAME: ib_plugin_config_lookup says what is wrong with it */
+        if (eq == NULL || eq == cli_pairs[i])
+            continue;
+        size_t len = (size_t)(eq - cli_pairs[i]);
+        if (names_loaded(cli_pairs[i], len, false, names, count))
+            continue;
+        *out = (ib_plugin_config_stray){cli_pairs[i], len, false,
+                                        nearest(cli_pairs[i], len, false, names, count)};
+        return true;
+    }
+    for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+        const char *eq = strchr(env[i], '=');
+        if (strncmp(env[i], ENV_PREFIX, pl) != 0 || eq == NULL || (size_t)(eq - env[i]) == pl)
+            continue;
+        size_t len = (size_t)(eq - env[i]);
+        if (names_loaded(env[i], len, true, names, count))
+            continue;
+        *out =
+            (ib_plugin_config_stray){env[i], len, true, nearest(env[i], len, true, names, count)};
+        return true;
+    }
+    return false;
 }

@@ -7,11 +7,76 @@
 
 #include "log.h"
 
+/* nats-server 2.9's "consumer already exists" (a durable of that name with
+ * another configuration); nats.c 3.4.1 has no name for it. */
+#define JS_CONSUMER_EXISTS_ERR 10148
+
+/* Whether a JetStream API error may go away by itself: no answer at all
+ * (jerr 0: a timeout, no responders, a lost connection), a cluster that is
+ * electing a leader or is short of peers or resources, JetStream still
+ * starting. Any other error code is JetStream refusing the request as
+ * asked, which asking again cannot change. */
+static bool js_may_heal(jsErrCode jerr)
+{
+    switch ((int)jerr) {
+    case 0:
+    case JSClusterIncompleteErr:
+    case JSClusterNoPeersErr:
+    case JSClusterNotAssignedErr:
+    case JSClusterNotAvailErr:
+    case JSClusterNotLeaderErr:
+    case JSConsumerCreateErr: /* also "consumer assignment not cleaned up yet" */
+    case JSInsufficientResourcesErr:
+    case JSMemoryResourcesExceededErr:
+    case JSStorageResourcesExceededErr:
+    case JSNotEnabledForAccountErr:
+    case JSNotEnabledErr:
+    case JSRaftGeneralErr:
+    case JSStreamAssignmentErr:
+    case JSStreamCreateErr:
+    case JSStreamGeneralError:
+    case JSStreamStoreFailedErr:
+    case JSConsumerStoreFailedErr:
+    case JSStreamOfflineErr:
+    case JSConsumerOfflineErr:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* What fixes a refusal, as far as the error code tells; short, since the
+ * whole message fits IB_ERROR_MSG_MAX. */
+static const char *js_refusal_fix(jsErrCode jerr)
+{
+    switch ((int)jerr) {
+    case JSStreamSubjectOverlapErr:
+        return "another stream captures some of these subjects: name it with --stream, or give "
+               "other --stream-subjects";
+    case JSStreamNameExistErr:
+        return "a stream of this name exists with another configuration: use it without "
+               "--create, or edit it";
+    case JSConsumerNameExistErr:
+    case JSConsumerReplacementWithDifferentNameErr:
+    case JS_CONSUMER_EXISTS_ERR:
+        return "a consumer of this name exists with another configuration: choose another "
+               "--durable, or edit it";
+    default:
+        return "JetStream refuses it as asked; waiting cannot change that";
+    }
+}
+
+/* A failed JetStream API call: IB_ERR_REFUSED, with JetStream's text and
+ * a fix, when JetStream refused it as asked; IB_ERR_NATS when it may
+ * succeed later. */
 static ib_status js_fail(ib_error *err, const char *what, natsStatus s, jsErrCode jerr)
 {
     char d[200];
-    return ib_error_set(err, IB_ERR_NATS, "%s: %s (jetstream error %d)", what,
-                        ib_nats_strerror(d, sizeof(d), s), (int)jerr);
+    ib_nats_strerror(d, sizeof(d), s);
+    if (js_may_heal(jerr))
+        return ib_error_set(err, IB_ERR_NATS, "%s: %s (jetstream error %d)", what, d, (int)jerr);
+    return ib_error_set(err, IB_ERR_REFUSED, "%s: %s (jetstream error %d); %s", what, d, (int)jerr,
+                        js_refusal_fix(jerr));
 }
 
 /* The limits of a stream ensure_stream creates; 0 = none (replicas: 1). */

@@ -17,6 +17,7 @@ struct ib_nats {
     atomic_int connected;
     atomic_int closed;
     atomic_int closing; /* set by ib_nats_close: disconnects are expected */
+    atomic_int denied;  /* the server sent a permissions violation */
     atomic_uint_fast64_t reconnects;
     char nkey_public[IB_NKEY_PUBLIC_LEN + 1];
     /* why the first connect failed, while nats.c retries it (it keeps no
@@ -103,7 +104,9 @@ static void on_error(natsConnection *nc, natsSubscription *sub, natsStatus s, vo
 {
     (void)nc;
     (void)sub;
-    (void)closure;
+    ib_nats *n = closure;
+    if (s == NATS_NOT_PERMITTED)
+        atomic_store(&n->denied, 1);
     ib_log_kv(IB_SEV_WARN, "nats asynchronous error", "error", natsStatus_GetText(s), NULL);
 }
 
@@ -384,6 +387,15 @@ const char *ib_nats_last_error(ib_nats *n, char *buf, size_t len)
     else if (!ib_nats_is_connected(n))
         snprintf(buf, len, "%s", n->first_error);
     return buf;
+}
+
+bool ib_nats_denied(ib_nats *n, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (n == NULL || !atomic_load(&n->denied))
+        return false;
+    ib_nats_last_error(n, buf, len);
+    return true;
 }
 
 void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms)

@@ -51,7 +51,10 @@ typedef struct ib_host_config {
     int64_t retry_base_ms;
     int64_t retry_max_ms;
     int64_t drain_timeout_ms;
-    int64_t idle_exit_ms;   /* 0 = never */
+    int64_t idle_exit_ms; /* 0 = never */
+    /* How long the first connect may take before the run ends (exit 1);
+     * 0 = idle_exit_ms when set, else wait for ever. */
+    int64_t connect_timeout_ms;
     const char *http;       /* NULL = no HTTP server */
     unsigned uuid_versions; /* event id versions accepted (IB_ID_VERSION bits); 0 = 4 and 8 */
     int64_t max_event_bytes;

@@ -135,4 +135,26 @@ ib_status ib_plugin_config_lookup(char **out, const char *const *cli_pairs, cons
  * Returns false if it does not fit. */
 bool ib_plugin_config_env_name(char *out, size_t out_len, const char *name);
 
+/* A configuration given by plugin name that names no loaded plugin: a
+ * misspelt name would otherwise leave that plugin unconfigured without a
+ * word. */
+typedef struct ib_plugin_config_stray {
+    const char *entry; /* the "NAME=STRING" pair or the "VARIABLE=value" environment entry
+                          (BORROWED from the arrays searched) */
+    size_t name_len;   /* length of its NAME (or VARIABLE) at the start of `entry` */
+    bool from_env;     /* an IB_PLUGIN_CONFIG_<NAME> variable, not a pair */
+    /* the loaded plugin it most likely meant (within a few edits), or
+     * NULL; BORROWED from `names` */
+    const char *nearest;
+} ib_plugin_config_stray;
+
+/* Finds the first configuration that names none of the `count` plugins
+ * in `names`: a "NAME=STRING" of `cli_pairs` (NULL-terminated; may be
+ * NULL), then an IB_PLUGIN_CONFIG_<NAME> entry of `env` (environ's
+ * "VARIABLE=value" form, NULL-terminated; may be NULL) that is no loaded
+ * plugin's variable. Returns true with `*out` filled when there is one,
+ * false when every one names a loaded plugin. Pure. */
+bool ib_plugin_config_find_stray(ib_plugin_config_stray *out, const char *const *cli_pairs,
+                                 char *const *env, const char *const *names, size_t count);
+
 #endif

@@ -78,6 +78,12 @@ bool ib_nats_wait_connected(ib_nats *n, const volatile int *stop, int64_t timeou
  * was closed for good. Returns `buf`. */
 const char *ib_nats_last_error(ib_nats *n, char *buf, size_t len);
 
+/* Whether the server has refused this connection a permission since it
+ * connected (a "Permissions Violation", which nats.c reports only to the
+ * error callback: the request that met it just times out). When true,
+ * `buf` gets the server's words, as ib_nats_last_error gives them. */
+bool ib_nats_denied(ib_nats *n, char *buf, size_t len);
+
 /* Flushes pending publishes (acks) with a timeout, drains and frees.
  * NULL is a no-op. */
 void ib_nats_close(ib_nats *n, int64_t flush_timeout_ms);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Where a plugin's configuration comes from: --plugin-config NAME=STRING
  * (last one wins) beats IB_PLUGIN_CONFIG_<NAME>. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,7 +143,53 @@ static void missing_name_is_misuse(void **state)
     assert_null(got);
 }
 
+/* A configuration by name for no loaded plugin (issue 45, item 5): which
+ * entry is stray and which loaded plugin it likely meant. */
+static void stray_configurations(void **state)
+{
+    static const char *const loaded[] = {"audit", "my-relay"};
+    static const struct {
+        const char *pair;  /* one --plugin-config entry, or NULL */
+        const char *env;   /* one environment entry, or NULL */
+        const char *stray; /* the entry found, or NULL for none */
+        const char *meant; /* its nearest loaded name, or NULL */
+    } table[] = {
+        {"audit=file=x", "IB_PLUGIN_CONFIG_MY_RELAY=a", NULL, NULL},
+        {"adit=file=x", NULL, "adit=file=x", "audit"},
+        {"audti=x", NULL, "audti=x", "audit"},
+        {"zzzzzzz=x", NULL, "zzzzzzz=x", NULL},
+        {"Audit=x", NULL, "Audit=x", "audit"}, /* names match exactly */
+        {"=x", NULL, NULL, NULL},              /* the lookup refuses it */
+        {NULL, "IB_PLUGIN_CONFIG_ADIT=x", "IB_PLUGIN_CONFIG_ADIT=x", "audit"},
+        {NULL, "IB_PLUGIN_CONFIG_MY_RELAI=x", "IB_PLUGIN_CONFIG_MY_RELAI=x", "my-relay"},
+        {NULL, "IB_PLUGIN_CONFIG_ZZZZZZZ=x", "IB_PLUGIN_CONFIG_ZZZZZZZ=x", NULL},
+        {NULL, "IB_PLUGIN_CONFIG=x", NULL, NULL}, /* not a plugin's variable */
+        {NULL, "IB_NATS_URL=x", NULL, NULL},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        const char *pairs[] = {table[i].pair, NULL};
+        char env_entry[64];
+        char *env[] = {env_entry, NULL};
+        snprintf(env_entry, sizeof(env_entry), "%s", table[i].env != NULL ? table[i].env : "");
+        ib_plugin_config_stray st;
+        bool found =
+            ib_plugin_config_find_stray(&st, pairs, table[i].env != NULL ? env : NULL, loaded, 2);
+        assert_int_equal(found, table[i].stray != NULL);
+        if (!found)
+            continue;
+        assert_string_equal(st.entry, table[i].stray);
+        assert_int_equal(st.name_len, (size_t)(strchr(table[i].stray, '=') - table[i].stray));
+        assert_int_equal(st.from_env, table[i].env != NULL);
+        if (table[i].meant == NULL)
+            assert_null(st.nearest);
+        else
+            assert_string_equal(st.nearest, table[i].meant);
+    }
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(stray_configurations),
     cmocka_unit_test(flag_beats_environment),
     cmocka_unit_test(last_flag_wins),
     cmocka_unit_test(names_match_exactly),
