@@ -274,8 +274,9 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
             ib__sq_backoff(s, &delay_us);
             continue;
         }
+        /* busy, not broken: another process holds the file's lock */
         if (ib__sq_retryable(rc))
-            return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s (gave up after %lld ms)",
+            return ib_error_set(err, IB_ERR_BUSY, "recorder %s: %s (gave up after %lld ms)",
                                 s->name, msg, (long long)(ib_clock_monotonic_ms() - start));
         return ib_error_set(err, IB_ERR_RECORDER, "recorder %s: %s", s->name, msg);
     }

@@ -609,8 +609,23 @@ static int open_recorder(ib_host *h, ib_error *e)
         .kv_create = h->cfg->create,
         .kv_min_ttl_ms = created_horizon_ms(h->cfg),
     };
-    if (ib_recorder_open(&h->recorder, h->cfg->recorder, &ro, e) != IB_OK)
-        return -1;
+    /* A file whose lock another process holds past the busy timeout (one
+     * stopped in a write, a long outside transaction) is waited for, not
+     * given up on: the holder goes on or dies, and then the file is free.
+     * A signal ends the wait (exit 1, as any stop before consuming). */
+    bool said = false;
+    while (ib_recorder_open(&h->recorder, h->cfg->recorder, &ro, e) != IB_OK) {
+        if (e->status != IB_ERR_BUSY || ib__host_signal_received())
+            return -1;
+        if (!said)
+            ib_log(IB_SEV_WARN,
+                   "the marker file is locked by another process past the busy timeout; "
+                   "waiting for it",
+                   IB_LOG_STR("recorder", h->cfg->recorder), IB_LOG_STR("error", e->msg));
+        said = true;
+    }
+    if (said)
+        ib_log_kv(IB_SEV_INFO, "the marker file is free again; going on", NULL);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, 1);
     return 0;
 }
@@ -740,7 +755,7 @@ static bool open_connection(ib_host *h, int *code)
  * error. */
 static bool transient(ib_status st)
 {
-    return st == IB_ERR_NATS || st == IB_ERR_RECORDER || st == IB_ERR_TIMEOUT;
+    return st == IB_ERR_NATS || st == IB_ERR_RECORDER || st == IB_ERR_TIMEOUT || st == IB_ERR_BUSY;
 }
 
 /* A JetStream request the server refused for want of a permission gets no

@@ -716,14 +716,14 @@ static void test_wait_ends_at_the_busy_timeout(void **state)
     char id[IB_ID_BUF_SIZE];
     ib_claim_state cs;
     rt_id(id, 1);
-    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, "A", 1000, &err), IB_ERR_RECORDER);
+    assert_int_equal(ib_recorder_claim(r, &cs, "c", id, "A", 1000, &err), IB_ERR_BUSY);
     assert_non_null(strstr(err.msg, "gave up after"));
-    assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_ERR_RECORDER);
+    assert_int_equal(ib_recorder_mark(r, "c", id, &err), IB_ERR_BUSY);
     ib_marker_key key = {"c", id};
     uint64_t fp = 0;
     ib_claim_info info;
     ib_claim_request req = {.owner = "A", .lease_ms = 1000};
-    assert_int_equal(ib__recorder_acquire_fp(r, &info, &key, &fp, 1, &req, &err), IB_ERR_RECORDER);
+    assert_int_equal(ib__recorder_acquire_fp(r, &info, &key, &fp, 1, &req, &err), IB_ERR_BUSY);
     assert_false(atomic_load(&h.released));
     atomic_store(&h.let_go, true);
     pthread_join(t, NULL);

@@ -109,7 +109,7 @@ static void stopped_holder_bounds_the_wait(void **state)
     char id[IB_ID_BUF_SIZE];
     rt_id(id, 4);
     ib_error e = {0};
-    assert_int_equal(ib_recorder_mark(r, "c", id, &e), IB_ERR_RECORDER);
+    assert_int_equal(ib_recorder_mark(r, "c", id, &e), IB_ERR_BUSY);
     assert_non_null(strstr(e.msg, "gave up after"));
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -130,7 +130,7 @@ static void a_tool_without_the_turn_still_holds_writers_off(void **state)
     char id[IB_ID_BUF_SIZE];
     rt_id(id, 6);
     ib_error e = {0};
-    assert_int_equal(ib_recorder_mark(r, "c", id, &e), IB_ERR_RECORDER);
+    assert_int_equal(ib_recorder_mark(r, "c", id, &e), IB_ERR_BUSY);
     assert_int_equal(sqlite3_exec(tool, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(tool);
     /* the turn was given back after the failed call */
