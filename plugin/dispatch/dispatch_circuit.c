@@ -20,15 +20,19 @@ typedef struct window_call {
 
 /* One handler's circuit. `state` and `next_probe_ms` are written by the
  * run thread and read by any thread (hold time, gauges, /readyz); the
- * rest is the run thread's alone. */
+ * rest is the run thread's alone. The window holds every call in the
+ * order the run thread saw it finish, successes as well as failures, so
+ * its counts are the ones a decision (and its log line) names. */
 typedef struct circuit {
     _Atomic int state;                          /* ib_circuit_state */
     _Atomic int64_t next_probe_ms;              /* OPEN: when the next probe is due */
     window_call calls[IB_CIRCUIT_WINDOW_CALLS]; /* a ring, oldest at `head` */
     size_t head, count, failures;
-    size_t run;           /* the failures at the window's end, since its last success */
-    int64_t interval_ms;  /* the probe interval now */
-    int64_t opened_at_ms; /* when it last left CLOSED */
+    size_t run;    /* the failures at the window's end, since its last success */
+    bool unjudged; /* a failure joined since the last judgement */
+    char last_reason[IB_VERDICT_REASON_MAX + 1]; /* of the window's last failure */
+    int64_t interval_ms;                         /* the probe interval now */
+    int64_t opened_at_ms;                        /* when it last left CLOSED */
     uint64_t probed[PROBES_KEPT];
     size_t probed_next;
 } circuit;
@@ -153,9 +157,17 @@ static void window_trim(circuit *c, int64_t now, int64_t window_ms, size_t room)
         c->run = c->count;
 }
 
+/* A call joins the window at its end. Times never go back in the ring: a
+ * call told with an earlier time than the last one takes the last one's,
+ * so trimming by age from the oldest stays right. */
 static void window_add(circuit *c, uint64_t event, bool failed, int64_t now)
 {
     size_t tail = (c->head + c->count) % IB_CIRCUIT_WINDOW_CALLS;
+    if (c->count > 0) {
+        const window_call *last = &c->calls[(c->head + c->count - 1) % IB_CIRCUIT_WINDOW_CALLS];
+        if (now < last->at_ms)
+            now = last->at_ms;
+    }
     c->calls[tail] = (window_call){.at_ms = now, .event = event, .failed = failed};
     c->count++;
     c->failures += failed;
@@ -208,19 +220,35 @@ static bool outage(const ib__circuits *cs, const circuit *c, char *detail, size_
     return false;
 }
 
-/* A closed circuit's new call: opens it when the window says outage. */
+/* A closed circuit's new call joins its window; ib__circuit_judge()
+ * decides once the calls seen with it have joined too. */
 static void record_closed(ib__circuits *cs, circuit *c, uint64_t event, bool failed,
-                          const char *reason, int64_t now, ib__circuit_change *ch)
+                          const char *reason, int64_t now)
 {
-    char why[128];
     window_trim(c, now, cs->o.window_ms, 1);
     window_add(c, event, failed, now);
-    if (!failed || !outage(cs, c, why, sizeof(why)))
+    if (!failed)
+        return;
+    c->unjudged = true;
+    snprintf(c->last_reason, sizeof(c->last_reason), "%s", or_retry(reason));
+}
+
+void ib__circuit_judge(ib__circuits *cs, size_t h, int64_t now, ib__circuit_change *ch)
+{
+    char why[128];
+    ch->changed = false;
+    if (h >= cs->n || state_of(&cs->c[h]) != IB_CIRCUIT_CLOSED || !cs->c[h].unjudged)
+        return;
+    circuit *c = &cs->c[h];
+    c->unjudged = false;
+    /* the calls that aged out since the last one joined leave first */
+    window_trim(c, now, cs->o.window_ms, 0);
+    if (!outage(cs, c, why, sizeof(why)))
         return;
     c->opened_at_ms = now;
     open_at(c, now, cs->o.probe_min_ms);
     set_state(c, IB_CIRCUIT_OPEN, ch);
-    snprintf(ch->detail, sizeof(ch->detail), "%s; last: %s", why, or_retry(reason));
+    snprintf(ch->detail, sizeof(ch->detail), "%s; last: %s", why, c->last_reason);
 }
 
 /* The probe's outcome. */
@@ -240,6 +268,7 @@ static void record_probe(ib__circuits *cs, circuit *c, uint64_t event, bool fail
         return;
     }
     c->head = c->count = c->failures = c->run = 0;
+    c->unjudged = false;
     window_add(c, event, false, now);
     set_state(c, IB_CIRCUIT_CLOSED, ch);
     snprintf(ch->detail, sizeof(ch->detail), "probe succeeded after %s open",
@@ -255,7 +284,7 @@ void ib__circuit_record(ib__circuits *cs, size_t h, uint64_t event, bool failed,
     circuit *c = &cs->c[h];
     switch (state_of(c)) {
     case IB_CIRCUIT_CLOSED:
-        record_closed(cs, c, event, failed, reason, now, ch);
+        record_closed(cs, c, event, failed, reason, now);
         break;
     case IB_CIRCUIT_HALF_OPEN:
         record_probe(cs, c, event, failed, reason, now, ch);

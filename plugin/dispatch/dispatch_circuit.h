@@ -5,8 +5,9 @@
  *
  * A leaf: it knows calls, events (as hashes of their ids) and time, nothing
  * of recorders, deliveries or batches. The batch flow (dispatch_run.c) asks
- * it, on the run thread, whether a handler may run and tells it what each
- * call did; any thread may read a circuit's state and the hold time. */
+ * it, on the run thread, whether a handler may run, tells it what each
+ * call did as soon as it sees the call finished, then asks it to judge;
+ * any thread may read a circuit's state and the hold time. */
 #ifndef IB_DISPATCH_CIRCUIT_H
 #define IB_DISPATCH_CIRCUIT_H
 
@@ -50,14 +51,24 @@ bool ib__circuit_probed_lately(const ib__circuits *cs, size_t h, uint64_t event)
 /* Run thread: the probe of `h` starts on event `event` (OPEN -> HALF_OPEN). */
 void ib__circuit_probe_start(ib__circuits *cs, size_t h, uint64_t event, ib__circuit_change *ch);
 
-/* Run thread: a call of `h` on event `event` ran and `failed` or not, at
- * `now`; `reason` (may be NULL or "") is what a failure said. Only a
- * failure's `event` is ever compared: a success may pass 0. Closed: the
- * call joins the window, which may open the circuit. Probing: the probe's
- * outcome closes the circuit or opens it again with a longer interval.
- * Open: nothing (a call of the batch that opened it). */
+/* Run thread: a call of `h` on event `event` finished, `failed` or not,
+ * and is told at `now`, as soon as it is seen finished: a success as well
+ * as a failure, whatever became of its mark. `reason` (may be NULL or "")
+ * is what a failure said; the circuit copies it. Only a failure's `event`
+ * is ever compared: a success may pass 0. Closed: the call joins the
+ * window and nothing is decided until ib__circuit_judge(), so the calls
+ * seen finished together all count. Probing: the probe's outcome closes
+ * the circuit or opens it again with a longer interval. Open: nothing (a
+ * call of the batch that opened it). */
 void ib__circuit_record(ib__circuits *cs, size_t h, uint64_t event, bool failed, const char *reason,
                         int64_t now, ib__circuit_change *ch);
+
+/* Run thread: once every call of `h` seen finished so far was recorded, a
+ * closed circuit opens at `now` when its window says outage (dispatch.h,
+ * "Circuits"); `ch` says why, with the window's counts and the last
+ * failure's reason. Costs nothing when no failure joined the window since
+ * the last judgement. */
+void ib__circuit_judge(ib__circuits *cs, size_t h, int64_t now, ib__circuit_change *ch);
 
 /* Run thread: the probe of `h` did not run the handler (the event was done
  * already, or held elsewhere): open again, the next batch probes. */

@@ -774,6 +774,8 @@ static void settle_ready(run_ctx *c)
     }
 }
 
+static bool circuit_add(run_ctx *c, run_item *it);
+static void circuit_judge(run_ctx *c, const run_item *it, int64_t now);
 static void circuit_record(run_ctx *c, run_item *it);
 
 /* Moves the handlers that finished since the last look into the pending
@@ -860,15 +862,20 @@ static void commit_all(run_ctx *c)
 }
 
 /* Tells the circuits of the handlers that finished since the last look
- * what they did, so one that opens holds the batch's later calls back.
- * Run thread only. */
+ * what they did, then lets them judge, so one that opens holds the
+ * batch's later calls back. Run thread only. */
 static void circuits_seen(run_ctx *c)
 {
+    bool told = false;
     for (size_t w = 0; c->cs != NULL && w < c->nwork; w++) {
         run_item *it = &c->items[c->s->work[w]];
         if (!it->recorded && atomic_load_explicit(&it->finished, memory_order_acquire))
-            circuit_record(c, it);
+            told |= circuit_add(c, it);
     }
+    int64_t now = told ? ib_clock_monotonic_ms() : 0;
+    for (size_t w = 0; told && w < c->nwork; w++)
+        if (c->items[c->s->work[w]].recorded)
+            circuit_judge(c, &c->items[c->s->work[w]], now);
 }
 
 static void tick(void *arg)
@@ -1229,26 +1236,43 @@ static bool item_ran(const run_item *it)
 }
 
 /* Tells the circuit of a call that ran what it did, once, as soon as the
- * run thread sees it finished (a call that opens the circuit then stops
- * the batch's later calls of that handler). Run thread only. */
-static void circuit_record(run_ctx *c, run_item *it)
+ * run thread sees it finished: an OK whose mark is still pending is a
+ * success already, so the window never judges a batch's failures without
+ * the successes around them. Returns whether it told. Run thread only. */
+static bool circuit_add(run_ctx *c, run_item *it)
 {
     ib__circuit_change ch;
-    if (c->cs == NULL || it->recorded || !item_ran(it))
-        return;
+    if (c->cs == NULL || it->recorded || !(it->result == R_OK || item_ran(it)))
+        return false;
     bool failed = it->result == R_RETRY;
     it->recorded = true;
-    /* only failures need their event told apart, and the time of the
-     * run's start is close enough for a success */
-    int64_t now = failed || it->probe ? ib_clock_monotonic_ms() : c->now_ms;
+    /* only failures need their event told apart */
     ib__circuit_record(c->cs, it->h->index, failed ? event_hash(c, it) : 0, failed, it->note.reason,
-                       now, &ch);
+                       ib_clock_monotonic_ms(), &ch);
     tell_circuit(c, it, &ch);
+    return true;
+}
+
+/* Lets the circuit of `it` decide on the calls told so far (one that
+ * opens then stops the batch's later calls of that handler). */
+static void circuit_judge(run_ctx *c, const run_item *it, int64_t now)
+{
+    ib__circuit_change ch;
+    ib__circuit_judge(c->cs, it->h->index, now, &ch);
+    tell_circuit(c, it, &ch);
+}
+
+/* One call seen finished on its own: told, then judged. */
+static void circuit_record(run_ctx *c, run_item *it)
+{
+    if (circuit_add(c, it))
+        circuit_judge(c, it, ib_clock_monotonic_ms());
 }
 
 /* Tells each circuit what its handler's calls that it has not heard of
  * did (transactional ones; a probe that ran nothing), in batch order,
- * then holds every RETRY whose circuit is open now: it waits with the
+ * lets each judge them all together, then holds every RETRY whose
+ * circuit is open now: it waits with the
  * others, and its attempts are ended, as are those of the calls the
  * circuit held back, so an outage spends no event's budget. */
 static void circuits_update(run_ctx *c)
@@ -1258,8 +1282,8 @@ static void circuits_update(run_ctx *c)
         run_item *it = &c->items[i];
         if (it->result == R_FOLLOW || it->result == R_WAIT || it->recorded)
             continue;
-        if (item_ran(it)) {
-            circuit_record(c, it);
+        if (item_ran(it) || it->result == R_OK) {
+            circuit_add(c, it);
             continue;
         }
         if (!it->probe)
@@ -1267,6 +1291,9 @@ static void circuits_update(run_ctx *c)
         ib__circuit_probe_missed(c->cs, it->h->index, c->now_ms, &ch);
         tell_circuit(c, it, &ch);
     }
+    for (size_t i = 0; c->cs != NULL && i < c->total; i++)
+        if (c->items[i].recorded)
+            circuit_judge(c, &c->items[i], c->now_ms);
     size_t nk = 0;
     for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
         run_item *it = &c->items[i];

@@ -75,9 +75,12 @@
  * Circuits (options.circuit.enabled): each handler has a circuit that
  * tells an outage of its downstream from a poison event. Its failure-rate
  * window holds the handler's calls of the last circuit.window_ms (at most
- * IB_CIRCUIT_WINDOW_CALLS of them): RETRY is a failure; OK (marked, or a
- * claim lost after OK) and REJECT (the downstream answered) are
- * successes; calls that never ran are not in it. The circuit
+ * IB_CIRCUIT_WINDOW_CALLS of them): RETRY is a failure; OK (its mark
+ * committed or not yet, or a claim lost after OK) and REJECT (the
+ * downstream answered) are successes; calls that never ran are not in
+ * it. Every call joins the window as soon as the run thread sees it
+ * returned, and the circuit decides only on a window that holds every
+ * call seen so far. The circuit
  *
  *   CLOSED    -> OPEN       when the window holds failures of at least
  *                           circuit.min_events distinct events and they are

@@ -23,24 +23,29 @@
 /* What the circuit callback heard. */
 typedef struct heard {
     int opened, half_opened, closed, reopened;
+    int calls_at_open; /* handler calls made when it last opened from CLOSED */
     char last_detail[512];
 } heard;
+
+static int handler_calls(void);
 
 static void on_circuit(void *ctx, size_t handler, const char *consumer, ib_circuit_state from,
                        ib_circuit_state to, const char *detail)
 {
-    heard *h = ctx;
+    heard *hd = ctx;
     (void)handler;
     assert_non_null(consumer);
-    if (to == IB_CIRCUIT_OPEN && from == IB_CIRCUIT_CLOSED)
-        h->opened++;
-    else if (to == IB_CIRCUIT_OPEN)
-        h->reopened++;
-    else if (to == IB_CIRCUIT_HALF_OPEN)
-        h->half_opened++;
-    else
-        h->closed++;
-    snprintf(h->last_detail, sizeof(h->last_detail), "%s", detail);
+    if (to == IB_CIRCUIT_OPEN && from == IB_CIRCUIT_CLOSED) {
+        hd->opened++;
+        hd->calls_at_open = handler_calls();
+    } else if (to == IB_CIRCUIT_OPEN) {
+        hd->reopened++;
+    } else if (to == IB_CIRCUIT_HALF_OPEN) {
+        hd->half_opened++;
+    } else {
+        hd->closed++;
+    }
+    snprintf(hd->last_detail, sizeof(hd->last_detail), "%s", detail);
 }
 
 static ib_dispatch_options circuit_options(heard *h, uint64_t max_deliver)
@@ -57,9 +62,14 @@ static ib_dispatch_options circuit_options(heard *h, uint64_t max_deliver)
     return o;
 }
 
+/* The most calls a script (below) decides. */
+#define SCRIPT_MAX 4096
+
 /* The handler of these tests: fails every event while `down`, and always
  * the events numbered in `poison`; notes a reason with each failure and
- * keeps the event ids it was called with. */
+ * keeps the event ids it was called with. With a `script`, its n-th call
+ * (from 0) fails at 'F', rejects at 'R' and succeeds otherwise, whatever
+ * the event, and what each call did is kept for the window's model. */
 static struct {
     atomic_bool down;
     unsigned poison[4];
@@ -68,7 +78,39 @@ static struct {
     char ids[64][IB_ID_BUF_SIZE];
     pthread_mutex_t mu;
     int sleep_ms;
+    const char *script;
+    size_t nscript;
+    bool call_failed[SCRIPT_MAX];
+    uint64_t call_event[SCRIPT_MAX]; /* a hash of the event id */
 } h;
+
+static int handler_calls(void)
+{
+    return atomic_load(&h.calls);
+}
+
+static uint64_t id_hash(const char *id)
+{
+    uint64_t x = 14695981039346656037ull;
+    for (; *id != '\0'; id++)
+        x = (x ^ (unsigned char)*id) * 1099511628211ull;
+    return x;
+}
+
+/* The scripted verdict of call `n` on `ev`. */
+static ib_verdict scripted(int n, const ib_raw_event *ev)
+{
+    char s = n >= 0 && (size_t)n < h.nscript ? h.script[n] : 'S';
+    if (n >= 0 && n < SCRIPT_MAX) {
+        h.call_failed[n] = s == 'F';
+        h.call_event[n] = id_hash(ev->id);
+    }
+    if (s == 'F') {
+        ib_dispatch_note_verdict(-1, "HTTP 502 Bad Gateway");
+        return IB_HANDLER_RETRY;
+    }
+    return s == 'R' ? IB_HANDLER_REJECT : IB_HANDLER_OK;
+}
 
 static bool poisoned(const char *id)
 {
@@ -94,6 +136,8 @@ static ib_verdict handle(void *state, const uint8_t *payload, size_t len, ib_bus
         struct timespec ts = {.tv_sec = h.sleep_ms / 1000, .tv_nsec = h.sleep_ms % 1000 * 1000000L};
         nanosleep(&ts, NULL);
     }
+    if (h.script != NULL)
+        return scripted(n, ev);
     if (atomic_load(&h.down) || poisoned(ev->id)) {
         ib_dispatch_note_verdict(-1, atomic_load(&h.down) ? "HTTP 503 Service Unavailable"
                                                           : "HTTP 500 Internal Server Error");
@@ -416,6 +460,195 @@ static void circuits_off_keep_the_poison_rule(fx *f)
 }
 BOTH_KINDS(circuits_off_keep_the_poison_rule)
 
+/* ---- what the window judges (issue 45) ------------------------------------ */
+
+/* xorshift64*: a trial's sequence is replayed from its seed. */
+static uint64_t next_random(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+/* Distinct events among the failed calls [from, to) the handler made. */
+static size_t model_failing_events(size_t from, size_t to)
+{
+    size_t distinct = 0;
+    for (size_t i = from; i < to; i++) {
+        bool seen = false;
+        for (size_t j = from; j < i && !seen; j++)
+            seen = h.call_failed[j] && h.call_event[j] == h.call_event[i];
+        distinct += h.call_failed[i] && !seen;
+    }
+    return distinct;
+}
+
+/* The model: the rule of docs/outages.md ("How the circuit decides") over
+ * the handler's first `n` calls, each in the window from the moment it
+ * finished. The trials take well under the window's 30 s, so only its 100
+ * calls bound it. Outage: failures of at least `min_events` distinct
+ * events that are at least `pct` % of the window's calls, or a window
+ * that ends in IB_CIRCUIT_RUN_CALLS failures from `min_events` events. */
+static bool model_outage(size_t n, unsigned pct, unsigned min_events)
+{
+    size_t from = n > IB_CIRCUIT_WINDOW_CALLS ? n - IB_CIRCUIT_WINDOW_CALLS : 0;
+    size_t failures = 0, run = 0;
+    for (size_t i = from; i < n; i++)
+        failures += h.call_failed[i];
+    if (failures * 100 >= (size_t)pct * (n - from) && model_failing_events(from, n) >= min_events)
+        return true;
+    while (run < n - from && h.call_failed[n - 1 - run])
+        run++;
+    return run >= IB_CIRCUIT_RUN_CALLS && model_failing_events(n - run, n) >= min_events;
+}
+
+/* Feeds the scripted handler batches: the first of `first_batch`
+ * deliveries, then 1..max_batch at random, each a fresh event except the
+ * events whose call failed in the previous batch, which come first, one
+ * delivery later (as JetStream redelivers them). Stops once the script's
+ * calls are made or the circuit has opened. */
+static void feed(fx *f, const heard *hd, uint64_t *seed, unsigned first_event, size_t first_batch,
+                 size_t max_batch)
+{
+    enum { MOST = 64 };
+    ib_delivery dl[MOST];
+    ib_event ev[MOST];
+    unsigned num[MOST], again[MOST];
+    uint64_t dc[MOST], again_dc[MOST];
+    size_t nagain = 0, n = first_batch;
+    unsigned next = first_event;
+    assert_true(first_batch <= MOST && max_batch <= MOST);
+    while ((size_t)handler_calls() < h.nscript && hd->opened == 0) {
+        if (n < nagain)
+            n = nagain;
+        for (size_t k = 0; k < n; k++) {
+            num[k] = k < nagain ? again[k] : next++;
+            dc[k] = k < nagain ? again_dc[k] : 1;
+            fx_event(&ev[k], num[k], TYPE);
+            fx_delivery(&dl[k], &ev[k], dc[k]);
+        }
+        fx_run_ok(f, dl, n);
+        nagain = 0;
+        for (size_t k = 0; k < n; k++)
+            if (dl[k].counts.retried > 0) {
+                again[nagain] = num[k];
+                again_dc[nagain++] = dc[k] + 1;
+            }
+        n = 1 + (size_t)(next_random(seed) % max_batch);
+    }
+}
+
+/* A script of `n` calls: each fails with probability `fail_permille`/1000
+ * and otherwise rejects with probability 1/20 (a REJECT is an answer of
+ * the downstream: a success to the circuit). */
+static void make_script(char *script, size_t n, unsigned fail_permille, uint64_t *seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned r = (unsigned)(next_random(seed) % 1000);
+        script[i] = r < fail_permille ? 'F' : r < fail_permille + 50 ? 'R' : 'S';
+    }
+}
+
+/* One trial on a fresh table: runs `script` and returns the call after
+ * which the model first says outage (0: never), having asserted that the
+ * circuit opened right after that call, or never. */
+static size_t trial(fx *f, const char *script, size_t n, uint64_t seed, unsigned first_event,
+                    size_t max_batch)
+{
+    heard hd = {0};
+    ib_dispatch_options o = circuit_options(&hd, 1000);
+    ib_dispatch_free(f->d);
+    reset_handler();
+    h.script = script;
+    h.nscript = n;
+    fx_dispatch(f, &o);
+    add(f, CONSUMER);
+    uint64_t s = seed;
+    feed(f, &hd, &s, first_event, 16, max_batch);
+    size_t calls = (size_t)handler_calls(), want = 0;
+    assert_true(calls <= SCRIPT_MAX);
+    for (size_t k = 1; k <= calls && want == 0; k++)
+        if (model_outage(k, IB_CIRCUIT_DEFAULT_FAILURE_PCT, IB_CIRCUIT_DEFAULT_MIN_EVENTS))
+            want = k;
+    if ((size_t)hd.calls_at_open != want || hd.opened != (want != 0))
+        fail_msg("seed %llu: the circuit opened %d time(s), after call %d; the window's rule "
+                 "says after call %zu (0: never) of %zu; detail: %s",
+                 (unsigned long long)seed, hd.opened, hd.calls_at_open, want, calls,
+                 hd.last_detail);
+    return want;
+}
+
+/* The property: over random sequences of OK, REJECT and RETRY calls, in
+ * random batches with the failed events redelivered, the circuit opens
+ * exactly when the window of every call finished so far meets the
+ * documented rule, right after the call that makes it so, and never
+ * otherwise. With failures below the rate (5 to 40 % of the calls) it
+ * thus opens only when the window's own share reaches 50 %: while it
+ * holds a few calls (3 failures among its first 5, say), or by chance
+ * over 100, or on a run of 10 failures. A real outage (every call fails)
+ * opens it on the third call of the first batch. Before issue 45 a
+ * success joined the window only once its mark was committed, at the end
+ * of the batch: 3 failures opened it as "3 of 3 calls failed" among a
+ * dozen successes. */
+static void window_judges_every_finished_call(fx *f)
+{
+    static const unsigned permille[] = {50, 100, 200, 300, 400, 600, 1000};
+    enum { CALLS = 600, SEEDS = 12 };
+    static char script[CALLS];
+    unsigned first_event = 1000000;
+    for (size_t r = 0; r < sizeof(permille) / sizeof(permille[0]); r++) {
+        size_t opened = 0;
+        for (uint64_t k = 1; k <= SEEDS; k++) {
+            uint64_t seed = 0x9e3779b97f4a7c15ull * (k + 100 * r);
+            uint64_t s = seed;
+            make_script(script, CALLS, permille[r], &s);
+            size_t at = trial(f, script, CALLS, seed, first_event, 16);
+            first_event += 2 * CALLS;
+            opened += at != 0;
+            if (permille[r] == 1000)
+                assert_int_equal(at, IB_CIRCUIT_DEFAULT_MIN_EVENTS);
+        }
+        printf("%u %% failures: opened in %zu of %d trials of %d calls\n", permille[r] / 10, opened,
+               SEEDS, CALLS);
+    }
+}
+BOTH_KINDS(window_judges_every_finished_call)
+
+/* The newcomer's handler (issue 45): every 5th call RETRY, 20 % of the
+ * calls, the transient errors of an ordinary payment gateway. Over 2,000
+ * calls in batches of up to 64, inline and on two handler threads, its
+ * circuit never opens. It opened on the first batch, "3 of 3 calls
+ * failed" while 12 of the 15 calls had succeeded. */
+static void every_fifth_call_failing_opens_nothing(fx *f)
+{
+    enum { CALLS = 2000 };
+    static char script[CALLS];
+    for (size_t i = 0; i < CALLS; i++)
+        script[i] = i % 5 == 4 ? 'F' : 'S';
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        heard hd = {0};
+        ib_dispatch_options o = circuit_options(&hd, 1000);
+        o.concurrency = threads;
+        o.commit_interval_ms = threads == 1 ? 600000 : 1;
+        ib_dispatch_free(f->d);
+        reset_handler();
+        h.script = script;
+        h.nscript = CALLS;
+        h.sleep_ms = threads == 1 ? 0 : 1;
+        fx_dispatch(f, &o);
+        add(f, CONSUMER);
+        uint64_t seed = 45;
+        feed(f, &hd, &seed, 3000000 + threads * 10000, 64, 64);
+        if (hd.opened != 0)
+            fail_msg("%u thread(s): opened after call %d: %s", threads, hd.calls_at_open,
+                     hd.last_detail);
+        assert_int_equal(ib_dispatch_circuit_state(f->d, 0), IB_CIRCUIT_CLOSED);
+        assert_true(handler_calls() >= CALLS);
+    }
+}
+BOTH_KINDS(every_fifth_call_failing_opens_nothing)
+
 /* ---- overdue calls ---------------------------------------------------------- */
 
 typedef struct watch {
@@ -491,6 +724,10 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(closed_handlers_keep_running_sqlite),
     cmocka_unit_test(circuits_off_keep_the_poison_rule_memory),
     cmocka_unit_test(circuits_off_keep_the_poison_rule_sqlite),
+    cmocka_unit_test(window_judges_every_finished_call_memory),
+    cmocka_unit_test(window_judges_every_finished_call_sqlite),
+    cmocka_unit_test(every_fifth_call_failing_opens_nothing_memory),
+    cmocka_unit_test(every_fifth_call_failing_opens_nothing_sqlite),
     cmocka_unit_test(overdue_calls_are_seen_memory),
     cmocka_unit_test(overdue_calls_are_seen_sqlite),
 };
