@@ -139,8 +139,9 @@ static size_t run_options_flow(ib_opt *opts, run_args *a)
         {"drain-timeout", IB_OPT_DURATION, &c->drain_timeout_ms, "DURATION", "25s",
          "deadline for finishing in-flight handlers after SIGTERM", 0, 3600000},
         {"idle-exit", IB_OPT_DURATION, &c->idle_exit_ms, "DURATION", "0",
-         "exit 0 after this long without messages (0 = never); exit 1 when the first connect to "
-         "NATS takes this long",
+         "exit after this long without messages (0 = never), once the retries this process "
+         "asked for came back (those due within the longer of this and 1m): 0, or 1 when it "
+         "leaves events unmarked; exit 1 when the first connect to NATS takes this long",
          0, 86400000},
         {"connect-timeout", IB_OPT_DURATION, &c->connect_timeout_ms, "DURATION", "0",
          "exit 1 when the first connect to NATS takes this long (0 = retry for ever, or until "

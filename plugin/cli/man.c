@@ -69,14 +69,16 @@ static const man_entry extra_environment[] = {
 
 static const man_entry exit_status[] = {
     {"0", "Success. ibus run: stopped by SIGTERM or SIGINT after draining, or --idle-exit passed "
-          "without a message."},
+          "without a message and every event it nak'ed for a retry is marked."},
     {"1", "A runtime failure: NATS cannot be reached or the connection closed for good, the "
           "durable consumer was deleted and did not come back, the recorder cannot be opened or "
           "fails, or a publish was not acknowledged. ibus run: also JetStream refusing the stream "
           "or consumer as asked (overlapping subjects, another configuration under that name, no "
           "permission: said at once with JetStream's text), no connection within "
           "--connect-timeout (or --idle-exit), or SIGTERM or SIGINT before the consumer was "
-          "bound. ibus status: attention needed (its attention list says what, each with the "
+          "bound, or --idle-exit ended a run that leaves events unmarked (retries it asked for "
+          "had not come back; they are redelivered to the next run). ibus status: attention "
+          "needed (its attention list says what, each with the "
           "option that fixes it)."},
     {"2", "Bad configuration or usage; the message names the option and the reason. Restarting "
           "cannot fix it (the systemd unit sets RestartPreventExitStatus=2)."},

@@ -10,6 +10,9 @@
  *   stuck-claims         claims held more than an AckWait past their lease
  *   exhausted            events that used their attempts (the next delivery
  *                        dead-letters them)
+ *   unfinished           events attempted and not marked that no process
+ *                        holds (they wait for a retry), or messages
+ *                        delivered and not acked while no process pulls
  *   dead-letters         dead letters of the durable wait
  *   no-dead-letter-stream  no stream captures the dead-letter subject
  *   dead-letters-unreadable, markers-unreadable
@@ -71,7 +74,25 @@ static void check_consumer(ib_status_report *r)
                     "%" PRIu64 " messages wait, %s and no pull request waits: no ibus run pulls %s "
                     "(or every one is stuck in a batch)",
                     c->pending, a, c->durable);
+    } else if (c->ack_pending > 0 && c->waiting == 0 && quiet > wait) {
+        /* all delivered, some never acked: retries nobody is there to take */
+        add_finding(r, "unfinished", NULL,
+                    "%" PRId64 " messages were delivered and not acked (%" PRId64
+                    " of them more than once), nothing was delivered for %s and no pull request "
+                    "waits: they wait for a redelivery, which only a running ibus run on %s takes",
+                    c->ack_pending, c->redelivered, ib_status_age(b, sizeof(b), quiet), c->durable);
     }
+}
+
+/* Keys attempted and not marked that no process holds: retries on their
+ * way back, or work a process left when it stopped. The summary counts
+ * held keys in claims whether or not they have attempts, so attempted
+ * less claims less exhausted (reported on their own) is a lower bound,
+ * and a handler that is running now never counts. */
+static uint64_t unheld_attempts(const ib__consumer_summary *s)
+{
+    uint64_t other = s->claims + s->exhausted;
+    return s->attempted > other ? s->attempted - other : 0;
 }
 
 /* Whose a claim is, for people: the owner token's label and pid, and
@@ -106,6 +127,13 @@ static void check_markers(ib_status_report *r)
                         s->consumer, s->claims_ended,
                         ib_status_age(a, sizeof(a), -s->lease_left_min_ms), who);
         }
+        uint64_t waiting = unheld_attempts(s);
+        if (waiting > 0)
+            add_finding(r, "unfinished", NULL,
+                        "%s: %" PRIu64 " events were attempted and are not marked, and no process "
+                        "holds them: they wait for a retry (a handler asked for one, or its "
+                        "process stopped first) and are redelivered to an ibus run that pulls %s",
+                        s->consumer, waiting, r->consumer.durable);
         if (s->exhausted > 0)
             add_finding(r, "exhausted", NULL,
                         "%s: %" PRIu64 " events used their %" PRId64

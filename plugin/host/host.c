@@ -37,6 +37,10 @@ extern char **environ;
  * interval between two (wait_connected). */
 #define CONNECT_LOG_FIRST_MS 2000
 #define CONNECT_LOG_MAX_MS 60000
+/* Once --idle-exit's time has passed, the run still waits for the retries
+ * it asked for whose delay ends within the longer of --idle-exit and
+ * this; one due later is left to the next run (and the exit is 1). */
+#define IDLE_RETRY_WAIT_MS 60000
 
 /* /readyz: ready once connected, bound and not stopping, with a recorder
  * that answers; otherwise `why` says which of these is missing, so a probe
@@ -362,6 +366,7 @@ static void write_summary(const ib_host *h, int exit_code)
         IB_LOG_U64("acked", t->acked),
         IB_LOG_U64("naked", t->naked),
         IB_LOG_U64("busy", t->busy),
+        IB_LOG_U64("unmarked", t->unmarked),
         IB_LOG_U64("pull_requests", ps->requests),
         IB_LOG_U64("leftovers", ps->leftovers),
         /* how long joining a shared marker file took (churn tests read them) */
@@ -477,12 +482,44 @@ static bool hold_for_circuits(ib_host *h, bool *held)
     return true;
 }
 
+/* The idle exit's wait for retries: until when the current idle spell
+ * waits (a batch starts a new spell), and whether the run said so. */
+typedef struct idle_wait {
+    int64_t horizon_ms; /* 0 = the idle time has not passed in this spell */
+    bool said;          /* once a run: a retry that comes back and is nak'ed again is no news */
+} idle_wait;
+
+/* --idle-exit's time has passed: true while a retry this process asked
+ * for is still to come back within the wait bound, so the loop keeps
+ * pulling for it; false when the run may end. A retry due later is not
+ * waited for: the end counts it. */
+static bool wait_for_retries(ib_host *h, idle_wait *w)
+{
+    int64_t now = ib_clock_monotonic_ms(), until;
+    int64_t bound =
+        h->cfg->idle_exit_ms > IDLE_RETRY_WAIT_MS ? h->cfg->idle_exit_ms : IDLE_RETRY_WAIT_MS;
+    if (w->horizon_ms == 0)
+        w->horizon_ms = now + bound;
+    size_t k = ib__host_retries_due(h->retries, now, w->horizon_ms, &until);
+    if (k == 0)
+        return false;
+    if (!w->said) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "idle; waiting %" PRId64 " s for %zu retries to come back",
+                 (until - now + 999) / 1000, k);
+        ib_log(IB_SEV_INFO, msg, IB_LOG_U64("retries", k), IB_LOG_I64("wait_ms", until - now));
+        w->said = true;
+    }
+    return true;
+}
+
 static int run_loop(ib_host *h, natsMsg **buf)
 {
     int64_t last_activity = ib_clock_monotonic_ms();
     int64_t last_batch_ms = 0;
     int64_t backoff = 50;
     consumer_watch watch = {0};
+    idle_wait idle = {0};
     bool held = false;
 
     while (!ib__host_signal_received()) {
@@ -513,8 +550,10 @@ static int run_loop(ib_host *h, natsMsg **buf)
         if (n == 0) {
             ib__host_outbox_tick(h);
             if (h->cfg->idle_exit_ms > 0 &&
-                ib_clock_monotonic_ms() - last_activity >= h->cfg->idle_exit_ms) {
+                ib_clock_monotonic_ms() - last_activity >= h->cfg->idle_exit_ms &&
+                !wait_for_retries(h, &idle)) {
                 ib_log_kv(IB_SEV_INFO, "idle; exiting", NULL);
+                h->idle_exited = true;
                 return 0;
             }
             continue;
@@ -533,6 +572,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         int64_t started = ib_clock_monotonic_ms();
         ib__host_process_batch(h, buf, n);
         last_activity = ib_clock_monotonic_ms();
+        idle.horizon_ms = 0; /* a new idle spell starts */
         last_batch_ms = last_activity - started;
         ib__host_outbox_tick(h);
     }
@@ -639,7 +679,8 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
         return -1;
     h->metrics = ib_metrics_create();
     if (h->metrics == NULL || ib__host_batch_alloc(h, (size_t)cfg->batch) != 0 ||
-        (*buf = calloc((size_t)cfg->batch, sizeof(**buf))) == NULL) {
+        (*buf = calloc((size_t)cfg->batch, sizeof(**buf))) == NULL ||
+        (cfg->idle_exit_ms > 0 && (h->retries = ib__host_retries_new()) == NULL)) {
         ib_error_set(e, IB_ERR_NOMEM, "out of memory");
         return -1;
     }
@@ -854,6 +895,26 @@ static bool host_open(ib_host *h, natsMsg ***buf, int *code)
     return true;
 }
 
+/* After an idle exit: the events this process nak'ed and nobody marked
+ * since. None: 0. Some: 1, with a line saying how many and that they wait
+ * for the next run, so a run that leaves work behind never ends as one
+ * that finished it. */
+static int idle_exit_code(ib_host *h)
+{
+    bool lower_bound;
+    size_t left = ib__host_retries_unmarked(h, &lower_bound);
+    h->totals.unmarked = left;
+    if (left == 0 && !lower_bound)
+        return 0;
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "this run leaves %s%zu events unmarked (retries it asked for had not come back "
+             "when it stopped); they are redelivered to the next run; exiting 1",
+             lower_bound ? "at least " : "", left);
+    ib_log(IB_SEV_ERROR, msg, IB_LOG_STR("durable", h->cfg->durable), IB_LOG_U64("unmarked", left));
+    return 1;
+}
+
 /* Serve: the loop until a signal, an idle exit or a fatal error, then the
  * hand-back of what was pulled but not started. Returns the exit code. */
 static int host_serve(ib_host *h, natsMsg **buf)
@@ -867,6 +928,8 @@ static int host_serve(ib_host *h, natsMsg **buf)
         hand_back(h, buf, h->batch_cap);
         ib__host_outbox_flush(h); /* best effort: what fails waits for the next start */
     }
+    if (code == 0 && h->idle_exited)
+        code = idle_exit_code(h);
     return code;
 }
 
@@ -898,6 +961,7 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     free(h->consumer_metrics);
     free(h->circuit_warned_ms);
     ib__host_batch_free(h);
+    ib__host_retries_free(h->retries);
     free(buf);
     pthread_mutex_destroy(&h->inflight_lock);
     pthread_mutex_destroy(&h->health_lock);

@@ -37,6 +37,7 @@ typedef ib_host_item item;
 static void settle_ack(ib_host *h, item *it)
 {
     ib_error e;
+    ib__host_retries_drop(h->retries, it->meta.stream_seq); /* marked: nothing left to wait for */
     if (ib_ack(ib_nats_connection(h->nats), it->msg, &e) != IB_OK) {
         ib_log_kv(IB_SEV_WARN,
                   "ack failed; the message will be redelivered and dropped as a "
@@ -51,6 +52,8 @@ static void settle_ack(ib_host *h, item *it)
 static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
 {
     ib_error e;
+    ib__host_retries_add(h->retries, it->meta.stream_seq, ib_clock_monotonic_ms() + delay_ms,
+                         it->event);
     if (ib_nak(ib_nats_connection(h->nats), it->msg, delay_ms, &e) != IB_OK)
         ib_log_kv(IB_SEV_WARN, "nak failed; the message comes back after AckWait", "error", e.msg,
                   NULL);
@@ -89,6 +92,7 @@ static bool end_attempts_then_terminate(ib_host *h, item *it)
         settle_nak(h, it, h->cfg->retry_base_ms);
         return false;
     }
+    ib__host_retries_drop(h->retries, it->meta.stream_seq); /* its attempts end here */
     if (ib_term(ib_nats_connection(h->nats), it->msg, &e) != IB_OK)
         ib_log_kv(IB_SEV_WARN,
                   "dead-lettered, but +TERM failed; the message comes back after AckWait and its "
@@ -117,6 +121,8 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
                                &e) != IB_OK) {
         h->totals.naked++;
         ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+        ib__host_retries_add(h->retries, it->meta.stream_seq,
+                             ib_clock_monotonic_ms() + h->cfg->retry_base_ms, it->event);
         ib_log(IB_SEV_ERROR, "dead-letter failed; message nak'ed",
                IB_LOG_STR("durable", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
                IB_LOG_STR("type", info.event_type), IB_LOG_STR("reason", reason),

@@ -67,6 +67,14 @@ char *ib_host_handler_describe(char *buf, size_t cap, const ib_plugin *p, size_t
     return buf;
 }
 
+int ib_host_handler_identity(char *consumer, const ib_plugin *p, size_t i, const char *durable,
+                             const char *const *overrides)
+{
+    const ib_handler_desc *h = ib_plugin_handler(p, i);
+    consumer[0] = '\0';
+    return h != NULL ? identity(consumer, ib_plugin_name(p), h->name, durable, overrides) : 0;
+}
+
 /* Adds handler `h` of plugin `p` to `d` under its consumer identity. */
 static ib_status register_handler(ib_plugin *p, const ib_handler_desc *h, ib_dispatch *d,
                                   const char *durable, const char *const *overrides, ib_error *err)

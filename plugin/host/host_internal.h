@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the subscriber host shared by host.c, host_batch.c,
- * host_watch.c and host_retention.c. Calls go one way: host.c drives
+ * host_watch.c, host_retention.c and host_retries.c. Calls go one way: host.c drives
  * host_batch.c (dispatch and batches), host_watch.c (the watcher thread)
  * and host_retention.c (the retention check and the keeper thread); none
  * calls back into
@@ -38,11 +38,21 @@ typedef struct ib_host_overdue {
  * in the gauge and fail /healthz, but are logged as one. */
 #define IB_HOST_OVERDUE_MAX 16
 
-/* Totals for the final summary line. */
+/* Totals for the final summary line; unmarked is the events an idle exit
+ * left unmarked (host_retries.c). */
 typedef struct ib_host_totals {
     uint64_t received, handled, duplicates, retried, rejected, unhandled, dead_lettered, acked,
-        naked, busy;
+        naked, busy, unmarked;
 } ib_host_totals;
+
+/* The messages this process nak'ed and has not acked or terminated since
+ * (host_retries.c, which says how it is used); main thread only. */
+typedef struct ib_host_retries ib_host_retries;
+
+/* How long after a retry's delay the idle exit still waits for it: the
+ * server sends it back to a waiting pull as soon as the delay ends, and
+ * its batch still has to run. */
+#define IB_HOST_RETRY_GRACE_MS 2000
 
 /* The outbox's sending state (host_outbox.c; main thread only). */
 typedef struct ib_host_outbox {
@@ -98,10 +108,10 @@ typedef struct ib_host {
     atomic_uint_fast64_t recorder_failed_calls;
     atomic_int_fast64_t recorder_said_ms;
     atomic_int_fast64_t recorder_down_since_ms;
-    bool probe_down;          /* the watcher's probe set recorder_down (watcher only) */
-    int64_t probe_last_ms;    /* monotonic time of the last probe (watcher only) */
-    int64_t info_last_ms;     /* monotonic time of the last consumer info (watcher only) */
-    bool info_failing;        /* the last consumer info failed (watcher only) */
+    bool probe_down;       /* the watcher's probe set recorder_down (watcher only) */
+    int64_t probe_last_ms; /* monotonic time of the last probe (watcher only) */
+    int64_t info_last_ms;  /* monotonic time of the last consumer info (watcher only) */
+    bool info_failing;     /* the last consumer info failed (watcher only) */
     /* The watcher's last consumer info said "not found" (cleared when it
      * reads the consumer again): the run loop then looks the consumer up
      * itself, as when the puller suspects it gone. */
@@ -126,6 +136,11 @@ typedef struct ib_host {
     int64_t inflight_since_ms;
 
     ib_host_outbox outbox;
+
+    /* With --idle-exit: the retries this process asked for (NULL without
+     * it), and whether the run loop ended on the idle exit. Main thread. */
+    ib_host_retries *retries;
+    bool idle_exited;
 
     /* Handler calls past --handler-timeout (host_health.c): `overdue`
      * counts them now (the watcher writes it; /healthz reads it), and
@@ -199,6 +214,28 @@ const ib_host_api *ib__host_api(bool checking);
  * are staged in the outbox inside `txn`, and whose transaction_db answers
  * the transaction's connection. Valid until the next call. */
 ib_bus_proxy *ib__host_transactional_bus(void *ctx, ib_bus_proxy *bus, ib__txn *txn);
+
+/* The retries table (host_retries.c). New returns NULL when out of memory;
+ * free is a no-op for NULL. Add records that message `seq` was nak'ed and
+ * comes back at `due_ms` (monotonic), with its event (BORROWED for the
+ * call; NULL when it had none); drop forgets it once acked or terminated.
+ * Both are no-ops on a NULL table. */
+ib_host_retries *ib__host_retries_new(void);
+void ib__host_retries_free(ib_host_retries *r);
+void ib__host_retries_add(ib_host_retries *r, uint64_t seq, int64_t due_ms, const ib_event *event);
+void ib__host_retries_drop(ib_host_retries *r, uint64_t seq);
+
+/* The retries still to come back at `now_ms` (within their grace) whose
+ * delay ends by `horizon_ms`: returns how many, and in *until_ms the
+ * latest time one of them is still awaited (now_ms when none). */
+size_t ib__host_retries_due(const ib_host_retries *r, int64_t now_ms, int64_t horizon_ms,
+                            int64_t *until_ms);
+
+/* Of the retries left in h->retries, those whose event is not marked by
+ * every handler subscribed to its type, asking h->recorder (an event that
+ * cannot be checked counts as unmarked). *lower_bound is set when the
+ * table could not hold every nak. */
+size_t ib__host_retries_unmarked(ib_host *h, bool *lower_bound);
 
 /* Sends every staged outbox entry, oldest first, each with Nats-Msg-Id,
  * deleting each once JetStream acknowledged it. Returns 0 when the outbox

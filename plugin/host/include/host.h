@@ -195,6 +195,13 @@ ib_status ib_host_plugin_register(ib_plugin *p, ib_dispatch *d, const char *dura
 char *ib_host_handler_describe(char *buf, size_t cap, const ib_plugin *p, size_t i,
                                const char *durable, const char *const *overrides);
 
+/* Writes the consumer identity ib_host_plugin_register gives handler `i`
+ * of the loaded plugin `p` into `consumer` (IB_CONSUMER_MAX + 2 bytes).
+ * Returns its length: 0 for an index out of range, above IB_CONSUMER_MAX
+ * when too long (registration refuses it). */
+int ib_host_handler_identity(char *consumer, const ib_plugin *p, size_t i, const char *durable,
+                             const char *const *overrides);
+
 /* Checks consumer identity overrides before registration: each entry of
  * `overrides` (NULL-terminated; may be NULL) must read
  * "plugin/handler=IDENTITY" with a non-empty IDENTITY of at most

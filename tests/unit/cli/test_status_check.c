@@ -122,12 +122,65 @@ static void exhausted_events(void **state)
     ib__consumer_summary s = one_identity();
     s.attempted = 4;
     s.exhausted = 1;
+    s.claims = 3; /* the other three run now */
     healthy(&r);
     r.markers.v = &s;
     r.markers.n = 1;
     const ib_status_finding *f = only(&r);
     assert_string_equal(f->code, "exhausted");
     assert_non_null(strstr(f->message, "billing/audit/audit: 1 events used their 5 attempts"));
+}
+
+/* Issue 45: work a run left unfinished is not healthy. Keys attempted and
+ * not marked that nobody holds wait for a retry; those held run now and
+ * the exhausted are reported as such. Messages delivered and never acked
+ * while nobody pulls wait for a redelivery. */
+static void unfinished_events(void **state)
+{
+    (void)state;
+    ib_status_report r;
+    ib__consumer_summary s = one_identity();
+    s.attempted = 2;
+    s.claims = 2;
+    healthy(&r);
+    r.markers.v = &s;
+    r.markers.n = 1;
+    ib_status_check(&r);
+    assert_int_equal(r.nfindings, 0);
+    s.attempted = 13;
+    s.claims = 0;
+    const ib_status_finding *f = only(&r);
+    assert_string_equal(f->code, "unfinished");
+    assert_non_null(strstr(f->message, "billing/audit/audit: 13 events were attempted and are "
+                                       "not marked, and no process holds them: they wait for a "
+                                       "retry"));
+    s.claims = 2;
+    s.exhausted = 1;
+    ib_status_check(&r);
+    assert_int_equal(r.nfindings, 2);
+    assert_string_equal(r.findings[0].code, "unfinished");
+    assert_non_null(strstr(r.findings[0].message, ": 10 events were attempted"));
+    assert_string_equal(r.findings[1].code, "exhausted");
+
+    healthy(&r);
+    r.consumer.ack_pending = r.consumer.redelivered = 18;
+    r.consumer.waiting = 0;
+    r.consumer.delivered_ms = NOW - 31000;
+    f = only(&r);
+    assert_string_equal(f->code, "unfinished");
+    assert_non_null(strstr(f->message, "18 messages were delivered and not acked (18 of them "
+                                       "more than once), nothing was delivered for 31s and no "
+                                       "pull request waits"));
+    r.consumer.pending = 50; /* not-pulling says it */
+    assert_string_equal(only(&r)->code, "not-pulling");
+    r.consumer.pending = 0;
+    r.consumer.waiting = 1; /* a process pulls: they come back to it */
+    ib_status_check(&r);
+    assert_int_equal(r.nfindings, 0);
+    r.consumer.waiting = 0;
+    r.consumer.delivered_ms = NOW - 29000; /* within an AckWait: a batch may be running */
+    ib_status_check(&r);
+    assert_int_equal(r.nfindings, 0);
 }
 
 static void dead_letters_and_their_stream(void **state)
@@ -293,6 +346,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(not_pulling),
     cmocka_unit_test(stuck_claims),
     cmocka_unit_test(exhausted_events),
+    cmocka_unit_test(unfinished_events),
     cmocka_unit_test(dead_letters_and_their_stream),
     cmocka_unit_test(settings_that_disagree),
     cmocka_unit_test(replicas_behind),
