@@ -110,15 +110,35 @@
  *     number); a ts of another type has no age and the row stays. A caller
  *     may stop a prune between two transactions (ib__recorder_prune_until).
  *
- * THE CLAIM PATH, in ten ideas: (1) a key is (event_id, cid); (2) a batch
- * is one BEGIN IMMEDIATE transaction; (3) a marker row means done; (4) a
- * claim row holds owner, lease end and attempts, and a key with neither row
- * is claimed in one statement; (5) leases run on the boot
- * clock, with the probe rules of ib__claim_hold_ms; (6) attempts make a
- * free key EXHAUSTED at max_attempts (the poison rule); (7) a fenced mark
- * skips a key another owner holds; (8) claims commit unsynced, marks synced
- * (invariant 5); (9) every wait ends at the busy timeout (sqlite_run.c);
- * (10) a fingerprint that differs from a done marker's answers CONFLICT.
+ * THE CLAIM PATH, as steps. A key is (event_id, cid). For a batch of keys
+ * (acquire_batch), in one transaction:
+ *  1. Take the write turn (sqlite_turn.c), then BEGIN IMMEDIATE: SQLite's
+ *     write lock before anything is read (invariant 2). Every wait of the
+ *     call ends at the busy timeout (sqlite_run.c).
+ *  2. Check the file still speaks this schema (invariant 8).
+ *  3. For each key: try the one-statement claim of a new key (no marker, no
+ *     claim row: insert the claim with the lease end and 0 attempts, or 1
+ *     when the caller counts the attempt in the claim). If it inserted,
+ *     the key is ACQUIRED; go to the next key.
+ *  4. Else read the key's marker and claim row:
+ *     a. a marker: DONE, or CONFLICT when both fingerprints are known and
+ *        differ (invariant 1);
+ *     b. a claim of another owner whose lease runs on the boot clock, or
+ *        whose holder is proven alive and ended less than a lease ago
+ *        (ib__claim_hold_ms): BUSY, with the time left;
+ *     c. attempts at max_attempts: EXHAUSTED (the poison rule), not taken;
+ *     d. else ACQUIRED: the claim row takes this owner and a new lease end,
+ *        its attempts unchanged (or one more when counted in the claim);
+ *        the caller is told whether it took the claim over from another
+ *        holder that never released it.
+ *  5. COMMIT unsynced when marks use FULL (invariant 5), give the turn
+ *     back, and bound the WAL.
+ * An attempt is counted when its handler call starts or returns, not by
+ * the claim (include/recorder.h, "attempts counted as handlers start"):
+ * count_attempts adds one to the keys the owner still holds, renewing or
+ * releasing them. A mark (mark_owned_batch) ends the owner's claim, or any
+ * claim whose lease ended, and inserts the marker; it skips a key another
+ * owner holds live (invariant 4) and commits at the configured level.
  *
  * CONCURRENCY
  *  - Between processes: WAL mode; every write in BEGIN IMMEDIATE, so a
