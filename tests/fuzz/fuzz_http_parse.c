@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "http_body.h"
+#include "http_json.h"
 #include "http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The http plugin's request bodies (http_body.h). */
 #include "http_body.h"
+#include "http_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,28 +52,6 @@ static void put(ib_http_buf *b, const void *data, size_t n)
 static void put_str(ib_http_buf *b, const char *s)
 {
     put(b, s, strlen(s));
-}
-
-size_t ib_http_utf8_len(const uint8_t *s, size_t avail)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-    size_t n;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-    else
-        return 0;
-    if (avail < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return n;
 }
 
 /* A JSON string. Control bytes are escaped; a byte that does not start a

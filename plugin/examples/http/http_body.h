@@ -27,7 +27,8 @@ void ib_http_buf_free(ib_http_buf *b);
  *    "payload_encoding":"json"|"base64","payload":...}
  * created_at is null when the producer gave no time. The payload is
  * embedded as it is when it is one valid UTF-8 JSON value, else as a
- * base64 string. Returns false when out of memory. */
+ * base64 string (ib_http_json_valid, http_json.h). Returns false when
+ * out of memory. */
 bool ib_http_body_json(ib_http_buf *b, const ib_raw_event *ev);
 
 /* Writes the event as a protobuf infinity_bus.v1.Event (proto/event.proto)
@@ -36,15 +37,5 @@ bool ib_http_body_json(ib_http_buf *b, const ib_raw_event *ev);
  * over the message's own bytes (fields it did not decode are lost).
  * Returns false when out of memory. */
 bool ib_http_body_protobuf(ib_http_buf *b, const ib_raw_event *ev);
-
-/* Whether `data` is one valid UTF-8 JSON value (with optional white space
- * around it), as jansson 2.14 reads it (http_json.c); allocates nothing
- * unless a number is 64 bytes or longer. */
-bool ib_http_json_valid(const uint8_t *data, size_t len);
-
-/* Length of the well-formed UTF-8 sequence at `s` (1..4 bytes, RFC 3629:
- * no overlong forms, surrogates or code points past U+10FFFF) within the
- * `avail` bytes there, or 0 when they do not start one. */
-size_t ib_http_utf8_len(const uint8_t *s, size_t avail);
 
 #endif

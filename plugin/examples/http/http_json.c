@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Whether a payload is one JSON value (http_body.h): a scanner that
+/* Whether a payload is one JSON value (http_json.h): a scanner that
  * allocates nothing, to the rules jansson 2.14 applies with
  * JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, which the fuzz target checks
  * it against: RFC 8259 grammar, UTF-8 checked, no \u0000, surrogate
  * escapes in pairs, numbers that stay finite as a double, at most 2048
  * nested values. */
-#include "http_body.h"
+#include "http_json.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +17,28 @@
 typedef struct scan {
     const uint8_t *p, *end;
 } scan;
+
+size_t ib_http_utf8_len(const uint8_t *s, size_t avail)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+    size_t n;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (avail < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
 
 /* JSON's four white-space bytes. */
 static bool is_ws(uint8_t c)

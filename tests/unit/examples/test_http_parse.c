@@ -8,6 +8,7 @@
 
 #include "http_body.h"
 #include "http_headers.h"
+#include "http_json.h"
 #include "http_parse.h"
 #include "ib_test.h"
 
