@@ -30,7 +30,6 @@ extern const char *const lay_allowed[];
 extern const char *const lay_generated[][2];
 extern const char *const lay_roots[];
 extern const char *const lay_low_parts[];
-extern const char *const lay_call_skip[];
 
 /* One product file, read whole. */
 typedef struct {

@@ -62,10 +62,6 @@ const char *const lay_allowed[] = {
  * the table above says. */
 const char *const lay_low_parts[] = {"core", "recorders", NULL};
 
-/* Folders whose .c files the call-cycles check leaves out: programs of
- * their own, which no product file calls into. */
-const char *const lay_call_skip[] = {"plugin/examples", "idempotency/examples", "bench", NULL};
-
 /* Headers the build generates, which the source tree does not hold:
  * {file name, owning part}. A header made by configure_file from a
  * "<name>.in" template in a part's folder needs no line here. */
