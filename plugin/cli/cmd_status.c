@@ -88,7 +88,8 @@ static size_t status_options(ib_opt *opts, void *targets)
          "the --max-deliver of the ibus run processes: events with that many attempts are "
          "exhausted; compared with the consumer's MaxDeliver"},
         {"retention", &a->retention,
-         "the --retention of the ibus run processes, compared with the stream's MaxAge"},
+         "the --retention of the ibus run processes, compared with the stream's MaxAge; auto "
+         "(the default) is shown as what it follows"},
         {"retry-max-delay", &a->expect.retry_max_ms,
          "the --retry-max-delay of the ibus run processes"},
     };
@@ -276,6 +277,21 @@ static int report_named(status_ctx *x)
     return 0;
 }
 
+/* The retention the ibus run processes prune with, as ibus run works it
+ * out at start-up: --retention auto follows the stream's MaxAge, and
+ * leaves a recorder that prunes by itself alone. */
+static void effective_retention(status_ctx *x)
+{
+    ib_status_expect *e = &x->a->expect;
+    if (!e->retention_auto)
+        return;
+    ib_delivery_window w = {.max_age_ms = x->stream.max_age_ms, .no_consumer = true};
+    const char *kind = x->markers.kind;
+    if (kind == NULL && strncasecmp(x->a->recorder, "kv:", 3) == 0)
+        kind = "kv"; /* not opened: its URI still says */
+    e->retention_ms = ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, &w, kind);
+}
+
 /* Connected: the stream, the markers, then each durable. Returns the exit
  * code. */
 static int report(status_ctx *x)
@@ -294,6 +310,7 @@ static int report(status_ctx *x)
     read_markers(&x->markers, &x->markers.v, &x->markers.n, a, x->nc,
                  (uint32_t)a->expect.max_deliver);
     read_bucket(&x->markers, ib_nats_jetstream(x->nc));
+    effective_retention(x);
     int code = a->all ? report_all(x) : report_named(x);
     if (code != 0)
         return code;
@@ -320,8 +337,10 @@ static int run_status(status_args *a)
         fprintf(stderr, "ibus status: --durable is empty: name one, or pass --all\n");
         return 2;
     }
-    /* auto follows the stream's MaxAge: nothing to compare */
-    if (a->retention != NULL && strcmp(a->retention, "auto") != 0 &&
+    /* auto follows the stream's MaxAge: what that gives is known once the
+     * stream and the recorder are read (effective_retention) */
+    a->expect.retention_auto = a->retention == NULL || strcmp(a->retention, "auto") == 0;
+    if (!a->expect.retention_auto &&
         ib_parse_duration_ms(&a->expect.retention_ms, a->retention) != 0) {
         fprintf(stderr,
                 "ibus status: --retention: expected auto or a duration (30d; 0 = never), got "

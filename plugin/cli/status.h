@@ -91,8 +91,11 @@ typedef struct ib_status_markers {
 typedef struct ib_status_expect {
     int64_t ack_wait_ms;
     int64_t max_deliver;
+    /* the retention they prune with (ib_host_retention_effective_ms): with
+     * --retention auto, what it follows; 0 = markers kept for ever */
     int64_t retention_ms;
     int64_t retry_max_ms;
+    bool retention_auto; /* --retention auto (the default) */
 } ib_status_expect;
 
 /* One thing that needs attention. */

@@ -127,9 +127,11 @@ static json_t *findings_json(const ib_status_report *r)
 json_t *ib_status_json(const ib_status_report *r)
 {
     const ib_status_expect *e = &r->expect;
-    json_t *expect = json_pack("{s:o,s:o,s:o,s:o}", "ack_wait_ms", num(e->ack_wait_ms),
-                               "max_deliver", num(e->max_deliver), "retention_ms",
-                               num(e->retention_ms), "retry_max_delay_ms", num(e->retry_max_ms));
+    /* retention_ms is what the runs prune with (0: never), also for auto */
+    json_t *expect =
+        json_pack("{s:o,s:o,s:o,s:b,s:o}", "ack_wait_ms", num(e->ack_wait_ms), "max_deliver",
+                  num(e->max_deliver), "retention_ms", num(e->retention_ms), "retention_auto",
+                  e->retention_auto, "retry_max_delay_ms", num(e->retry_max_ms));
     /* "o" steals every value, also when json_pack fails */
     return json_pack("{s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o}", "checked_at", time_or_null(r->now_ms),
                      "healthy", r->nfindings == 0, "stream", stream_json(r), "consumer",

@@ -155,9 +155,28 @@ static void print_dlq(FILE *out, const ib_status_report *r)
     fputc('\n', out);
 }
 
+/* The retention the runs prune with: "30d" as given; with auto, what it
+ * follows: "auto (7d, the stream's MaxAge)", "auto (none: ...)". */
+static const char *retention_text(char *buf, size_t cap, const ib_status_report *r)
+{
+    char d[48];
+    const ib_status_expect *e = &r->expect;
+    if (!e->retention_auto)
+        snprintf(buf, cap, "%s", ib_host_duration_str(d, sizeof(d), e->retention_ms));
+    else if (e->retention_ms > 0)
+        snprintf(buf, cap, "auto (%s, the stream's MaxAge)",
+                 ib_host_duration_str(d, sizeof(d), e->retention_ms));
+    else if ((r->markers.kind != NULL && strcmp(r->markers.kind, "kv") == 0) ||
+             strncmp(r->markers.recorder, "kv:", 3) == 0)
+        snprintf(buf, cap, "auto (none: the bucket's TTL prunes)");
+    else
+        snprintf(buf, cap, "auto (none: the stream has no MaxAge, markers are kept for ever)");
+    return buf;
+}
+
 void ib_status_print_text(FILE *out, const ib_status_report *r)
 {
-    char a[48], b[48], c[48];
+    char a[48], b[96], c[48];
     fprintf(out, "durable %s on stream %s: %s\n", r->consumer.durable, r->stream.name,
             r->nfindings == 0 ? "healthy" : "attention needed");
     print_stream(out, r);
@@ -168,7 +187,7 @@ void ib_status_print_text(FILE *out, const ib_status_report *r)
             "  ibus run      --ack-wait %s --max-deliver %" PRId64
             " --retention %s --retry-max-delay %s\n",
             ib_host_duration_str(a, sizeof(a), r->expect.ack_wait_ms), r->expect.max_deliver,
-            ib_host_duration_str(b, sizeof(b), r->expect.retention_ms),
+            retention_text(b, sizeof(b), r),
             ib_host_duration_str(c, sizeof(c), r->expect.retry_max_ms));
     for (size_t i = 0; i < r->nfindings; i++) {
         const ib_status_finding *f = &r->findings[i];

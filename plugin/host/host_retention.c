@@ -114,12 +114,29 @@ const char *ib_host_retention_explain(char *buf, size_t cap, const char *what, i
     return buf;
 }
 
+/* A kv: bucket prunes by its TTL, checked against the horizon at open. */
+static bool prunes_itself(const char *recorder_kind)
+{
+    return recorder_kind != NULL && strcmp(recorder_kind, "kv") == 0;
+}
+
+int64_t ib_host_retention_effective_ms(int64_t retention_ms, const ib_delivery_window *w,
+                                       const char *recorder_kind)
+{
+    if (retention_ms != IB_HOST_RETENTION_AUTO)
+        return retention_ms;
+    if (prunes_itself(recorder_kind))
+        return 0;
+    int64_t floor_ms = w != NULL ? ib_host_retention_floor_ms(w) : IB_HOST_UNBOUNDED;
+    return floor_ms == IB_HOST_UNBOUNDED ? 0 : floor_ms;
+}
+
 /* An automatic retention: the floor itself, which needs no check, or no
  * pruning when there is no floor. Says what it chose. */
-static void retention_choose(ib_host *h, int64_t floor_ms)
+static void retention_choose(ib_host *h, const ib_delivery_window *w)
 {
-    if (floor_ms == IB_HOST_UNBOUNDED) {
-        h->retention_ms = 0;
+    h->retention_ms = ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, w, NULL);
+    if (h->retention_ms == 0) {
         ib_log(IB_SEV_WARN,
                "markers are kept for ever: the stream has no MaxAge, so a message can be "
                "delivered at any time; give the stream a MaxAge (ibus run --create sets one) or "
@@ -128,10 +145,9 @@ static void retention_choose(ib_host *h, int64_t floor_ms)
                IB_LOG_STR("floor_ms", NULL));
         return;
     }
-    h->retention_ms = floor_ms;
     ib_log(IB_SEV_INFO, "retention follows the stream's MaxAge",
-           IB_LOG_STR("stream", h->cfg->stream), IB_LOG_I64("retention_ms", floor_ms),
-           IB_LOG_I64("floor_ms", floor_ms));
+           IB_LOG_STR("stream", h->cfg->stream), IB_LOG_I64("retention_ms", h->retention_ms),
+           IB_LOG_I64("floor_ms", h->retention_ms));
 }
 
 /* The window and floor of the bound consumer `f` and the stream, into *w.
@@ -153,10 +169,9 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
 {
     const ib_host_config *cfg = h->cfg;
     bool automatic = cfg->retention_ms == IB_HOST_RETENTION_AUTO;
+    const char *kind = h->recorder != NULL ? ib_recorder_kind(h->recorder) : NULL;
     h->retention_ms = automatic ? 0 : cfg->retention_ms;
-    /* a kv: bucket prunes by its TTL, checked against the horizon at open */
-    if (cfg->retention_ms == 0 ||
-        (automatic && h->recorder != NULL && strcmp(ib_recorder_kind(h->recorder), "kv") == 0))
+    if (cfg->retention_ms == 0 || (automatic && prunes_itself(kind)))
         return 0;
     ib_delivery_window w;
     if (read_window(h, &w, f, err) != 0)
@@ -164,7 +179,7 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
     char why[640];
     int64_t fl = ib_host_retention_floor_ms(&w);
     if (automatic) {
-        retention_choose(h, fl);
+        retention_choose(h, &w);
         return 0;
     }
     /* the figures of every line below; no floor (no MaxAge) is null */

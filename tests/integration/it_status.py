@@ -6,6 +6,7 @@ One durable `st` made by `ibus run --create` (AckWait 2s, --max-deliver 2,
 MaxAge 1h) with the scripted test plugin, driven through the states an
 operator meets:
   healthy   three events handled, a process pulling: exit 0, every count;
+            the retention shown is the MaxAge that --retention auto follows;
   trouble   a rejected and a retried event dead-lettered; an event that
             crashes the process, twice (two processes, each killed by it):
             a claim left past its lease by a holder that is gone, its
@@ -114,8 +115,13 @@ def healthy_run(run):
     d = rep["dead_letters"]
     assert (d["stream"], d["count"], d["complete"]) == ("DLQ_st", 0, True), d
     assert rep["markers"]["kind"] == "sqlite" and rep["markers"]["recorder"] == "sqlite:" + run.db
+    # issue 45: without --retention the run prunes by the stream's MaxAge,
+    # and status says so rather than "0s"
+    x = rep["expected"]
+    assert (x["retention_ms"], x["retention_auto"]) == (3600000, True), x
     text = run.status(*SETTINGS)
     assert text.returncode == 0 and "durable st on stream ST: healthy" in text.stdout, text
+    assert "--retention auto (1h, the stream's MaxAge)" in text.stdout, text.stdout
     log(f"healthy: exit 0, 3 messages, 3 markers per identity, {c['waiting_pulls']} pull "
         "request(s) waiting, no dead letters")
     return host
@@ -185,6 +191,8 @@ def settings_run(run):
     assert fixes["ack-wait"] == "--ack-wait 2s", fixes
     assert fixes["retention"] == "--retention 1h", fixes
     assert "exhausted" not in fixes, "2 attempts are not 5"
+    x = rep["expected"]
+    assert (x["retention_ms"], x["retention_auto"]) == (600000, False), x
     # the IB_* variables of ibus run are read as the flags
     code, rep = run.status_json(env={"IB_ACK_WAIT": "2s", "IB_MAX_DELIVER": "2"})
     assert "ack-wait" not in codes(rep) and "exhausted" in codes(rep), codes(rep)

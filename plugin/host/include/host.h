@@ -159,6 +159,15 @@ int64_t ib_host_redelivery_horizon_ms(const ib_delivery_window *w);
  * any longer redelivery horizon; IB_HOST_UNBOUNDED without MaxAge. Pure. */
 int64_t ib_host_retention_floor_ms(const ib_delivery_window *w);
 
+/* The retention ibus run prunes with, given its setting `retention_ms`
+ * (ib_host_config.retention_ms): a duration as it is, and for
+ * IB_HOST_RETENTION_AUTO the floor of `w` (the stream's MaxAge), or 0 (no
+ * pruning) when there is none, when `w` is NULL, or when the recorder of
+ * kind `recorder_kind` ("kv"; NULL = not known) prunes by itself. 0 means
+ * markers are kept for ever. Pure: `ibus status` shows what a run uses. */
+int64_t ib_host_retention_effective_ms(int64_t retention_ms, const ib_delivery_window *w,
+                                       const char *recorder_kind);
+
 /* Writes a duration as an operator reads it ("1h", "5m30s", "250ms",
  * "0s"; "unbounded" for IB_HOST_UNBOUNDED) into `buf` and returns it. */
 const char *ib_host_duration_str(char *buf, size_t cap, int64_t ms);

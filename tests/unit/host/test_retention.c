@@ -127,10 +127,29 @@ static void explanation_gives_both_figures(void **state)
     assert_non_null(strstr(buf, "not checked"));
 }
 
+/* Issue 45: the retention a run uses, which ibus status shows. auto
+ * follows MaxAge (a week here), and means no pruning without one or with a
+ * recorder that prunes by itself; a duration given is used as it is. */
+static void effective_retention_is_what_the_run_uses(void **state)
+{
+    (void)state;
+    const int64_t week = 7 * 24 * H;
+    ib_delivery_window w = {.max_age_ms = week, .ack_wait_ms = 30 * S, .max_deliver = -1};
+    ib_delivery_window no_age = {.ack_wait_ms = 30 * S, .max_deliver = 5};
+    assert_int_equal(ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, &w, "sqlite"), week);
+    assert_int_equal(ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, &w, NULL), week);
+    assert_int_equal(ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, &no_age, "sqlite"), 0);
+    assert_int_equal(ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, &w, "kv"), 0);
+    assert_int_equal(ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, NULL, "sqlite"), 0);
+    assert_int_equal(ib_host_retention_effective_ms(10 * M, &w, "sqlite"), 10 * M);
+    assert_int_equal(ib_host_retention_effective_ms(0, &w, "sqlite"), 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(floor_table),
     cmocka_unit_test(durations_read_like_options),
     cmocka_unit_test(explanation_gives_both_figures),
+    cmocka_unit_test(effective_retention_is_what_the_run_uses),
 };
 
 IB_TEST_MAIN(tests)
