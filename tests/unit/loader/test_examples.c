@@ -368,6 +368,97 @@ static void relay_checks_its_config(void **state)
         "relay", "to=", "to=TYPE needs 1-255 bytes without spaces, other than order.created");
 }
 
+/* Issue 45: the example with config and state. Each request line carries
+ * the event id as its idempotency key; a redelivery is a duplicate and
+ * sends nothing; a payload that is no amount is rejected; fini logs the
+ * count from the state it then frees (valgrind sees the free). */
+static void charge_sends_the_event_id_as_the_key(void **state)
+{
+    char *log = fx_fmt("%s/charges.log", fx_dir());
+    char *config = fx_fmt("endpoint=https://pay.example/v1/charges,file=%s,currency=USD", log);
+    world *w = load(state, "charge", config);
+    ib_delivery dl;
+    ib_event *ev = NULL, *bad = NULL;
+
+    fx_run_event(w->d, &dl, &ev, "order.created", "1250", 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    char *expected =
+        fx_fmt("POST https://pay.example/v1/charges idempotency-key=%s amount=1250 currency=USD\n",
+               ev->id);
+    fx_rerun_event(w->d, &dl, ev, 2);
+    assert_int_equal(dl.counts.duplicates, 1);
+    fx_run_event(w->d, &dl, &bad, "order.created", "12.50", 1);
+    assert_int_equal(dl.outcome, IB_OUTCOME_DEAD_LETTER);
+    assert_int_equal(dl.dead_letter_reason, IB_DLQ_REJECTED);
+    assert_non_null(strstr(fx_log, "payload is no amount in cents"));
+    char *got = fx_read(log);
+    assert_string_equal(got, expected);
+
+    ib_dispatch_free(w->d);
+    w->d = NULL;
+    ib_plugin_close(w->p);
+    w->p = NULL;
+    assert_non_null(
+        strstr(fx_log, "fini: 1 charge request(s) sent to https://pay.example/v1/charges"));
+    free(got);
+    free(expected);
+    ib_event_free(bad);
+    ib_event_free(ev);
+    free(config);
+    free(log);
+}
+
+/* Each bad config fails init with a message that names what is wrong;
+ * nothing is left allocated (init frees what it took). */
+static void charge_checks_its_config(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *config, *reason;
+    } cases[] = {
+        {"", "config needs endpoint= (got \"\")"},
+        {"file=x.log", "config needs endpoint= (got \"file=x.log\")"},
+        {"endpoint=https://p.example/c",
+         "config needs file= (got \"endpoint=https://p.example/c\")"},
+        {"endpoint=,file=x.log", "config needs endpoint= (got \"endpoint=,file=x.log\")"},
+        {"endpoint=ftp://p.example/c,file=x.log",
+         "endpoint=ftp://p.example/c: not an http:// or https:// URL"},
+        {"endpoint=https:///c,file=x.log", "endpoint=https:///c: no host"},
+        {"endpoint=https://u:pw@p.example/c,file=x.log",
+         "endpoint=: user and password do not belong in the URL (it is logged)"},
+        {"endpoint=http://a,endpoint=http://b,file=x.log", "config gives endpoint= more than once"},
+        {"endpoint=http://a,file=x.log,currency=eur",
+         "currency=eur: not three capital letters (ISO 4217, e.g. EUR)"},
+        {"endpoint=http://a,file=x.log,currency=EURO",
+         "currency=EURO: not three capital letters (ISO 4217, e.g. EUR)"},
+        {"endpoint=http://a,file=x.log,timeout=5",
+         "config item \"timeout=5\": unknown key (keys: endpoint=URL, file=PATH, currency=CODE)"},
+        {"endpoint=http://a,verbose",
+         "config item \"verbose\": not key=value (keys: endpoint=URL, file=PATH, currency=CODE)"},
+        {"endpoint=http://a,file=/nonexistent-dir/x.log",
+         "file=/nonexistent-dir/x.log: No such file or directory"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_init_failure("charge", cases[i].config, cases[i].reason);
+}
+
+/* Under --check the request log is not created, and fini still runs. */
+static void charge_under_check_creates_nothing(void **state)
+{
+    (void)state;
+    ib_host_api checking = fx_host;
+    checking.flags = IB_HOST_CHECKING;
+    char *log = fx_fmt("%s/charges.log", fx_dir());
+    char *config = fx_fmt("endpoint=http://127.0.0.1:1/charge,file=%s", log);
+    char msg[512];
+    fx_log[0] = '\0';
+    assert_int_equal(init_with("charge", config, &checking, msg, sizeof(msg)), IB_OK);
+    assert_int_equal(access(log, F_OK), -1);
+    assert_non_null(strstr(fx_log, "fini: 0 charge request(s) sent to http://127.0.0.1:1/charge"));
+    free(config);
+    free(log);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(audit_appends_one_line_per_event, teardown),
     cmocka_unit_test_teardown(audit_retries_when_the_write_fails, teardown),
@@ -380,6 +471,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(relay_republishes_under_a_derived_id, teardown),
     cmocka_unit_test_teardown(relay_retries_a_failed_publish, teardown),
     cmocka_unit_test_teardown(relay_checks_its_config, teardown),
+    cmocka_unit_test_teardown(charge_sends_the_event_id_as_the_key, teardown),
+    cmocka_unit_test_teardown(charge_checks_its_config, teardown),
+    cmocka_unit_test_teardown(charge_under_check_creates_nothing, teardown),
 };
 
 IB_TEST_MAIN(tests)
