@@ -93,6 +93,9 @@ ib_status ib__bench_cluster_start(ib__bench_cluster *c, const char *exe, const c
                                   ib_error *err);
 /* Stops every node by its pid; a cluster never started is a no-op. */
 void ib__bench_cluster_stop(ib__bench_cluster *c);
+/* Creates the 3-replica bucket `bucket` on the cluster at `url`, with the
+ * settings ibus run would give it, before the processes of a row start. */
+ib_status ib__bench_cluster_bucket(const char *url, const char *bucket, ib_error *err);
 
 /* Connects with settings fit for measuring (large buffers, no reconnect
  * noise). `*nc` and `*js` are freed by the caller. */

@@ -71,6 +71,18 @@ static ib_status spawn_all(ib__bench_launch *l, const ib__bench_env *env, const 
     joiner[2] = sleep_cmd;
     for (int k = 0; k <= argc; k++)
         joiner[3 + k] = argv[k];
+    /* Several processes on a fresh 3-replica bucket: the driver makes it
+     * first, as the fleet's first pod or an operator does. Each creating it
+     * at the same instant, most lose the race to a bind that times out
+     * while the new stream elects its leader (see bench/README.md). */
+    if (c->recorder == IB__BENCH_KV3 && c->processes > 1) {
+        char bucket[300];
+        snprintf(bucket, sizeof(bucket), "bench_%s", durable);
+        ib_status st =
+            ib__bench_cluster_bucket(env->kv_cluster != NULL ? env->kv_cluster : "", bucket, err);
+        if (st != IB_OK)
+            return st;
+    }
     if (c->recorder == IB__BENCH_SQLITE_BIG) {
         char copy[700];
         snprintf(copy, sizeof(copy), "%s/%s.db", env->dir, durable);

@@ -84,6 +84,9 @@ static const ib__bench_config rows[] = {
     /* row 11 at the default synchronous=full, as a user who adds processes runs it */
     {"3 x ibus run, one file, 2 join after 1.5 s, sqlite default (full)", IB__BENCH_IBUS,
      IB__BENCH_SQLITE_FULL, 3, 0, 0, 0, 1500},
+    /* a fleet as deploy/ runs it: several processes on one 3-replica bucket */
+    {"3 x ibus run, kv: 3 replicas (3-node cluster), one bucket", IB__BENCH_IBUS, IB__BENCH_KV3, 3,
+     0, 0, 0, 0},
 };
 #define ROW_COUNT (sizeof(rows) / sizeof(rows[0]))
 _Static_assert(ROW_COUNT <= IB__BENCH_MAX_ROWS, "the report holds every throughput row");

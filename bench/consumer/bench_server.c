@@ -180,6 +180,33 @@ static bool cluster_takes_r3(const char *url)
     return ok;
 }
 
+ib_status ib__bench_cluster_bucket(const char *url, const char *bucket, ib_error *err)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    kvStore *kv = NULL;
+    kvConfig kc;
+    char first[256];
+    /* Any node will do: the cluster's URLs, comma-separated, start with one. */
+    snprintf(first, sizeof(first), "%.*s", (int)strcspn(url, ","), url);
+    ib_status st = ib__bench_connect(&nc, &js, first, err);
+    if (st != IB_OK)
+        return st;
+    /* The settings `kv:NAME?create=1&replicas=3` creates and checks. */
+    kvConfig_Init(&kc);
+    kc.Bucket = bucket;
+    kc.History = 1;
+    kc.Replicas = IB__BENCH_CLUSTER_NODES;
+    kc.StorageType = js_FileStorage;
+    natsStatus s = js_CreateKeyValue(&kv, js, &kc);
+    if (s != NATS_OK)
+        st = ib_error_set(err, IB_ERR_NATS, "create bucket %s: %s", bucket, natsStatus_GetText(s));
+    kvStore_Destroy(kv);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return st;
+}
+
 ib_status ib__bench_cluster_start(ib__bench_cluster *c, const char *exe, const char *dir,
                                   ib_error *err)
 {

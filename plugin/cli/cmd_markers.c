@@ -3,6 +3,7 @@
  *
  *   ibus markers --recorder sqlite:processed.db stats
  *   ibus markers --consumer ORDERS/audit/audit lookup ID
+ *   ibus markers --consumer ORDERS/audit/audit lookup --key evt_1NbV3Q
  *   ibus markers --consumer ORDERS/audit/audit --limit 20 list
  *   ibus markers --consumer ORDERS/audit/audit forget ID   (force reprocessing)
  *   ibus markers --older-than 30d --stream ORDERS --durable orders prune
@@ -18,7 +19,9 @@
  * (memory:, sqlite::memory:, which only an ibus run process can see).
  * lookup, forget and list refuse a --consumer the recorder has no markers
  * of, matched exactly (markers_known.h); stats and prune, which act on
- * every consumer, refuse one altogether. */
+ * every consumer, refuse one altogether. lookup and forget take the event
+ * as its id, or as the business key `ibus publish --key` derived the id
+ * from (--key, --key-namespace: the same ib_event_id_derive). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +37,7 @@
 #include "redact.h"
 #include "uuid.h"
 #include "clock.h"
+#include <infinity_bus/idempotency.h>
 
 static void format_ts(char *buf, size_t cap, int64_t ms)
 {
@@ -53,10 +57,37 @@ static int print_marker(void *ctx, const ib_marker_info *m)
     return 0;
 }
 
-static int need_id(char id[IB_ID_BUF_SIZE], const ib_strlist *args, const char *what)
+/* Where lookup and forget take their event from: an ID argument, or
+ * --key (with --key-namespace) as ibus publish --key derives the id. */
+typedef struct event_key {
+    const char *key;           /* NULL = an ID argument */
+    const char *key_namespace; /* the default is publish's */
+} event_key;
+
+/* The id of event `k` derived as ibus publish --key derives it. */
+static int derive_id(char id[IB_ID_BUF_SIZE], const ib_strlist *args, const char *what,
+                     const event_key *k)
 {
+    ib_error e = {0};
+    if (args->count != 1) {
+        fprintf(stderr, "ibus markers %s: give an event id or --key, not both\n", what);
+        return -1;
+    }
+    if (ib_event_id_derive(id, k->key_namespace, k->key, strlen(k->key), &e) != IB_OK) {
+        fprintf(stderr, "ibus markers %s: --key-namespace: '%s' is not a UUID: %s\n", what,
+                k->key_namespace, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int need_id(char id[IB_ID_BUF_SIZE], const ib_strlist *args, const char *what,
+                   const event_key *k)
+{
+    if (k->key != NULL)
+        return derive_id(id, args, what, k);
     if (args->count != 2) {
-        fprintf(stderr, "ibus markers %s: expected one event id\n", what);
+        fprintf(stderr, "ibus markers %s: expected one event id (or --key)\n", what);
         return -1;
     }
     ib_id_reason r = ib_id_normalise(id, args->items[1], strlen(args->items[1]), IB_ID_ANY_VERSION);
@@ -150,10 +181,18 @@ static int check_floor(const prune_args *p)
  * no --consumer where the action would ignore it. Returns 0, or the exit
  * code after saying why. */
 static int check_target(char id[IB_ID_BUF_SIZE], ib_recorder *r, const char *uri,
-                        const char *action, const ib_strlist *args, const char *consumer)
+                        const char *action, const ib_strlist *args, const char *consumer,
+                        const event_key *k)
 {
     bool by_id = strcmp(action, "lookup") == 0 || strcmp(action, "forget") == 0;
     bool named = consumer != NULL && consumer[0] != '\0';
+    if (k->key != NULL && !by_id) {
+        fprintf(stderr,
+                "ibus markers %s: --key does not apply: it names the event of lookup and "
+                "forget\n",
+                action);
+        return 2;
+    }
     if (by_id && !named) {
         fprintf(stderr,
                 "ibus markers %s: --consumer is required (e.g. --consumer "
@@ -168,7 +207,7 @@ static int check_target(char id[IB_ID_BUF_SIZE], ib_recorder *r, const char *uri
                 action, action);
         return 2;
     }
-    if (by_id && need_id(id, args, action) != 0)
+    if (by_id && need_id(id, args, action, k) != 0)
         return 2;
     if (named)
         return ib_cli_markers_identity_check(r, uri, action, consumer, by_id ? id : NULL);
@@ -261,12 +300,12 @@ static int do_stats(ib_recorder *r, int64_t max_deliver, ib_error *e)
 }
 
 static int run_action(ib_recorder *r, const char *uri, const char *action, const ib_strlist *args,
-                      const char *consumer, int64_t limit, int64_t max_deliver,
+                      const char *consumer, const event_key *k, int64_t limit, int64_t max_deliver,
                       const prune_args *prune)
 {
     char id[IB_ID_BUF_SIZE];
     ib_error e = {0};
-    int code = check_target(id, r, uri, action, args, consumer);
+    int code = check_target(id, r, uri, action, args, consumer, k);
     if (code != 0)
         return code;
     code = 2; /* unreachable: ib_cmd_markers checked the action */
@@ -291,6 +330,7 @@ static int run_action(ib_recorder *r, const char *uri, const char *action, const
 /* Everything `ibus markers` parses. */
 typedef struct markers_args {
     const char *uri, *consumer;
+    event_key key;
     int64_t limit;
     int64_t max_deliver;
     ib_recorder_options ro;
@@ -312,6 +352,11 @@ static size_t markers_options(ib_opt *opts, void *targets)
          0, 0},
         {"consumer", IB_OPT_STRING, &m->consumer, "ID", NULL,
          "consumer identity (<durable>/<plugin>/<handler>)", 0, 0},
+        {"key", IB_OPT_STRING, &m->key.key, "STRING", NULL,
+         "lookup, forget: the event whose id ibus publish --key STRING derived, in place of ID", 0,
+         0},
+        {"key-namespace", IB_OPT_STRING, &m->key.key_namespace, "UUID", IB_EVENT_ID_NAMESPACE,
+         "namespace of --key, as given to ibus publish --key-namespace", 0, 0},
         {"limit", IB_OPT_INT, &m->limit, "N", "100", "list at most N markers (0 = all)", 0,
          1000000000},
         {"max-deliver", IB_OPT_INT, &m->max_deliver, "N", "5",
@@ -428,7 +473,8 @@ int ib_cmd_markers(int argc, char **argv)
         ib_recorder_close(r);
         goto out;
     }
-    code = run_action(r, shown, args.items[0], &args, m.consumer, m.limit, m.max_deliver, &m.prune);
+    code = run_action(r, shown, args.items[0], &args, m.consumer, &m.key, m.limit, m.max_deliver,
+                      &m.prune);
     ib_recorder_close(r);
     ib_nats_close(nc, 1000);
 out:
@@ -439,11 +485,13 @@ out:
 /* The actions, in the order --help and the manual page list them. */
 static const ib_cmd_action markers_actions[] = {
     {"lookup", "ID",
-     "whether --consumer has marked event ID, and when; else its claim and attempts (exit 3; "
-     "exit 2 for an identity the recorder has no markers of, matched exactly part by part)"},
+     "whether --consumer has marked event ID (or the event of --key), and when; else its claim "
+     "and attempts (exit 3; exit 2 for an identity the recorder has no markers of, matched "
+     "exactly part by part)"},
     {"list", NULL, "the newest markers, of --consumer or of all consumers (--limit)"},
     {"forget", "ID",
-     "remove --consumer's marker and attempts of event ID, so a redelivery runs it again"},
+     "remove --consumer's marker and attempts of event ID (or the event of --key), so a "
+     "redelivery runs it again"},
     {"prune", NULL,
      "remove the markers older than --older-than, checked against --stream and --durable"},
     {"stats", NULL,
@@ -461,7 +509,9 @@ const ib_cmd_desc ib_cmd_markers_desc = {
         "too), read from the server: --stream for MaxAge, --durable for the redelivery horizon; "
         "--force skips the check. --consumer names an identity exactly, part by part: one the "
         "recorder has no markers of is exit 2 with the identities it knows, never a quiet "
-        "\"not processed\". A kv: recorder without url= in its URI is opened on a "
+        "\"not processed\". lookup and forget take the event as its ID or as the business key "
+        "ibus publish --key derived its id from (--key, and --key-namespace when publish was "
+        "given one). A kv: recorder without url= in its URI is opened on a "
         "connection made from the connection options (--nats-url, --creds, --tls-*), as ibus "
         "run opens it.",
     .actions = markers_actions,

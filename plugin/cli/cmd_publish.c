@@ -12,8 +12,9 @@
  *
  * The summary counts messages (published), distinct event ids among them
  * (unique: an id sent again in the same run, by any means, is one of the
- * duplicates) and messages JetStream did not acknowledge (failed: an error,
- * or no answer within --ack-timeout). Every error names the subject. */
+ * duplicates), messages JetStream did not acknowledge (failed: an error,
+ * or no answer within --ack-timeout) and those it did (stored), so that
+ * published = stored + failed. Every error names the subject. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -464,12 +465,19 @@ static int finish(publisher *p, int rc)
         fprintf(stderr, "ibus publish: waiting for the acknowledgements: %s\n",
                 natsStatus_GetText(s));
     uint64_t failed = atomic_load(&p->failed);
+    /* every publish that was not acknowledged counted as failed */
+    uint64_t stored = p->published > failed ? p->published - failed : 0;
     if (!p->cfg->quiet)
         printf("published=%" PRIu64 " unique=%" PRIu64 " duplicates=%" PRIu64 " failed=%" PRIu64
-               "%s%s\n",
-               p->published, p->unique, p->duplicates, failed,
+               " stored=%" PRIu64 "%s%s\n",
+               p->published, p->unique, p->duplicates, failed, stored,
                p->cfg->traced ? " traceparent=" : "",
                p->cfg->traced ? p->cfg->trace.traceparent : "");
+    if (p->published > 0 && stored == 0)
+        fprintf(stderr,
+                "ibus publish: nothing was stored: none of the %" PRIu64
+                " publishes was acknowledged\n",
+                p->published);
     return rc == 0 && s == NATS_OK && failed == 0 ? 0 : 1;
 }
 
@@ -626,9 +634,10 @@ const ib_cmd_desc ib_cmd_publish_desc = {
                    "--count generated events, or JSON lines from stdin "
                    "({\"type\":..,\"payload\":..,\"id\":..}). Waits for every "
                    "acknowledgement (at most --ack-timeout), then prints a summary line: "
-                   "published=N unique=U duplicates=D failed=F, where an id sent again in the "
-                   "same run counts among the duplicates and a publish not acknowledged in time "
-                   "counts as failed; exit 1 when any failed.",
+                   "published=N unique=U duplicates=D failed=F stored=S, where an id sent "
+                   "again in the same run counts among the duplicates, a publish not "
+                   "acknowledged in time counts as failed, and stored counts those the stream "
+                   "acknowledged (N = S + F); exit 1 when any failed, and when none was stored.",
     .options = publish_options,
     .targets_size = sizeof(publish_cfg),
     .main = ib_cmd_publish,

@@ -146,7 +146,7 @@ until grep -q " running " run.err; do
 done
 "$ibus" publish --nats-url "$url" --prefix orders --type order.paid --key evt_1NbV3Q2eZvKYlo2C \
     '{"total":42}' '{"total":42}' >publish.out 2>&1 || { cat publish.out >&2; die "publish --key"; }
-grep -q "^published=2 unique=1 duplicates=1 failed=0$" publish.out || die "$(cat publish.out)"
+grep -q "^published=2 unique=1 duplicates=1 failed=0 stored=2$" publish.out || die "$(cat publish.out)"
 wait "$run_pid" || { cat run.err >&2; die "ibus run exited $?"; }
 grep -q '"handled":1,"duplicates":1,' summary.jsonl || die "summary: $(cat summary.jsonl)"
 "$ibus" markers --nats-url "$url" --recorder sqlite:processed.db \
