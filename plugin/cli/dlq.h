@@ -31,7 +31,9 @@
  * can write any of them. A value holding a control byte is not taken (the
  * field stays NULL, so nothing prints it to a terminal), a number that is
  * not one reads as 0, and `invalid` says which header was refused, first
- * one first ("" when none): a replay skips such a dead letter. */
+ * one first ("" when none): a replay skips such a dead letter. An
+ * Ibus-Handler longer than IB_CONSUMER_MAX or holding anything but
+ * printable ASCII (no space) is refused the same way. */
 typedef struct ib_dlq_entry {
     natsMsg *msg;    /* OWNED; ib_dlq_entry_clear destroys it */
     uint64_t seq;    /* its sequence in the dead-letter stream */
@@ -41,6 +43,7 @@ typedef struct ib_dlq_entry {
     uint64_t deliveries;            /* Ibus-Delivery-Count */
     char invalid[96];               /* why a header was refused; "" = none */
     const char *trace_id, *span_id; /* Ibus-Trace-Id, Ibus-Span-Id: the trace it continued */
+    const char *handler;            /* Ibus-Handler: the consumer identity whose verdict it was */
     char id_buf[IB_DLQ_ID_SHOWN * 4 + 1];
     char type_buf[256];
 } ib_dlq_entry;

@@ -17,18 +17,23 @@ static const char *or_dash(const char *s)
     return s != NULL && s[0] != '\0' ? s : "-";
 }
 
+/* The CONSUMER column names the handler whose verdict it was (its
+ * consumer identity, which begins with the durable by default), or the
+ * durable where no handler decided (decode, invalid-id, older dead
+ * letters). */
 void ib_dlq_print_header(FILE *out)
 {
-    fprintf(out, "%-6s %-24s %-11s %-16s %-32s %-20s %4s %s\n", "SEQ", "TIME", "REASON", "CONSUMER",
+    fprintf(out, "%-6s %-24s %-11s %-24s %-32s %-20s %4s %s\n", "SEQ", "TIME", "REASON", "CONSUMER",
             "EVENT ID", "TYPE", "DELV", "ERROR");
 }
 
 void ib_dlq_print_row(FILE *out, const ib_dlq_entry *e)
 {
     char t[40];
-    fprintf(out, "%-6" PRIu64 " %-24s %-11s %-16s %-32s %-20s %4" PRIu64 " %s\n", e->seq,
-            ib_dlq_format_time(t, sizeof(t), e->time_ms), or_dash(e->reason), or_dash(e->consumer),
-            or_dash(e->event_id), or_dash(e->event_type), e->deliveries, or_dash(e->error));
+    fprintf(out, "%-6" PRIu64 " %-24s %-11s %-24s %-32s %-20s %4" PRIu64 " %s\n", e->seq,
+            ib_dlq_format_time(t, sizeof(t), e->time_ms), or_dash(e->reason),
+            or_dash(e->handler != NULL ? e->handler : e->consumer), or_dash(e->event_id),
+            or_dash(e->event_type), e->deliveries, or_dash(e->error));
 }
 
 static void set_str(json_t *o, const char *key, const char *value)
@@ -48,6 +53,7 @@ int ib_dlq_print_json(FILE *out, const ib_dlq_entry *e)
     set_str(o, "time", ib_dlq_format_time(t, sizeof(t), e->time_ms));
     set_str(o, "reason", e->reason);
     set_str(o, "consumer", e->consumer);
+    set_str(o, "handler", e->handler);
     set_str(o, "id", e->event_id);
     set_str(o, "type", e->event_type);
     json_object_set_new(o, "deliveries", json_integer((json_int_t)e->deliveries));

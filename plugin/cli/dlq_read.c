@@ -9,6 +9,7 @@
 
 #include "dead_letter.h"
 #include "options.h"
+#include <infinity_bus/recorder.h>
 #include "uuid.h"
 #include "wire.h"
 
@@ -35,6 +36,28 @@ static const char *header(ib_dlq_entry *e, const char *key)
     for (const char *c = v; *c != '\0'; c++) {
         if ((unsigned char)*c < 0x20 || *c == 0x7f) {
             refuse(e, key, "holds a control byte");
+            return NULL;
+        }
+    }
+    return v;
+}
+
+/* A consumer identity, as the host names handlers: at most IB_CONSUMER_MAX
+ * bytes of printable ASCII without spaces (it is shown in a column).
+ * Anything else is refused. */
+static const char *header_identity(ib_dlq_entry *e, const char *key)
+{
+    const char *v = header(e, key);
+    if (v == NULL)
+        return NULL;
+    size_t len = strnlen(v, IB_CONSUMER_MAX + 1);
+    if (len == 0 || len > IB_CONSUMER_MAX) {
+        refuse(e, key, len == 0 ? "is empty" : "is too long");
+        return NULL;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)v[i] <= 0x20 || (unsigned char)v[i] >= 0x7f) {
+            refuse(e, key, "is not printable ASCII");
             return NULL;
         }
     }
@@ -109,6 +132,7 @@ void ib_dlq_entry_read(ib_dlq_entry *e, natsMsg *m)
     e->subject = header(e, "Ibus-Subject");
     e->stream = header(e, "Ibus-Stream");
     e->consumer = header(e, "Ibus-Consumer");
+    e->handler = header_identity(e, "Ibus-Handler");
     e->event_id = header(e, "Ibus-Event-Id");
     e->event_type = header(e, "Ibus-Event-Type");
     e->stream_seq = header_u64(e, "Ibus-Stream-Seq");

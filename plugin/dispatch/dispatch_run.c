@@ -1362,14 +1362,16 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
 /* What one delivery's items add up to. */
 typedef struct verdicts {
     bool reject, retry, busy, open, conflict, wait;
-    int64_t busy_ms;        /* longest remaining lease among the busy ones */
-    int64_t wait_ms;        /* longest wait for an open circuit's next probe */
-    int64_t retry_after_ms; /* longest delay a retrying handler asked for; < 0: none */
-    const char *reason;     /* the first rejecting handler's reason; NULL: none */
+    int64_t busy_ms;         /* longest remaining lease among the busy ones */
+    int64_t wait_ms;         /* longest wait for an open circuit's next probe */
+    int64_t retry_after_ms;  /* longest delay a retrying handler asked for; < 0: none */
+    const char *reason;      /* the first rejecting handler's reason; NULL: none */
+    const char *rejected_by; /* whose: that handler's identity, else the first rejecting one */
     /* the poison rule's first open item: its last failure's reason (NULL:
      * none given, or it did not run here), its attempts, and whether they
      * were used up before this delivery */
     const char *last;
+    const char *last_by; /* the identity of that item's handler */
     uint32_t attempts;
     bool exhausted;
 } verdicts;
@@ -1390,6 +1392,7 @@ static void poison_open(verdicts *v, const run_item *it, bool exhausted)
 {
     if (!v->open) {
         v->last = it->note.reason[0] != '\0' ? it->note.reason : NULL;
+        v->last_by = it->h->consumer;
         v->attempts = it->attempts;
         v->exhausted = exhausted;
         /* used up by calls that never returned: each was counted as it
@@ -1462,8 +1465,12 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         break;
     case R_REJECT:
         v->reject = true;
-        if (v->reason == NULL && lead->note.reason[0] != '\0')
+        if (v->rejected_by == NULL)
+            v->rejected_by = lead->h->consumer;
+        if (v->reason == NULL && lead->note.reason[0] != '\0') {
             v->reason = lead->note.reason;
+            v->rejected_by = lead->h->consumer;
+        }
         own = &n->rejected;
         break;
     case R_LOST:
@@ -1529,6 +1536,7 @@ static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
         dl->dead_letter_reason = IB_DLQ_REJECTED;
         dl->reject_detail = v->reason;
+        dl->dead_letter_consumer = v->rejected_by;
     } else if (v->retry) {
         dl->outcome = IB_OUTCOME_NAK;
         dl->nak_delay_ms = v->retry_after_ms >= 0 ? ib_dispatch_retry_after_ms(o, v->retry_after_ms)
@@ -1542,6 +1550,7 @@ static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
         dl->outcome = IB_OUTCOME_DEAD_LETTER;
         dl->dead_letter_reason = IB_DLQ_MAX_DELIVER;
         dl->reject_detail = v->last;
+        dl->dead_letter_consumer = v->last_by;
         dl->attempts = c->durable ? v->attempts : 0; /* memory: deliveries are the budget */
         dl->exhausted = v->exhausted;
     } else if (v->busy || v->wait) {
@@ -1624,6 +1633,7 @@ static ib_status prepare(run_ctx *c)
         dl->dead_letter_reason = IB_DLQ_OTHER;
         dl->nak_delay_ms = 0;
         dl->reject_detail = NULL;
+        dl->dead_letter_consumer = NULL;
         dl->attempts = 0;
         dl->exhausted = false;
         memset(&dl->counts, 0, sizeof(dl->counts));

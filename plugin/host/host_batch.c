@@ -115,6 +115,9 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
         .event_id = it->event != NULL ? it->event->id : NULL,
         .event_type = it->event != NULL ? it->event->type : NULL,
         .trace = it->traced ? &it->trace : NULL,
+        /* whose verdict it was: two handlers of one type are told apart */
+        .handler =
+            !it->rejected && it->delivery != NULL ? it->delivery->dead_letter_consumer : NULL,
     };
     if (ib_dead_letter_publish(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
                                h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
@@ -138,7 +141,8 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
            IB_LOG_STR("event_id", info.event_id), IB_LOG_STR("type", info.event_type),
            IB_LOG_STR("reason", reason), IB_LOG_U64("delivery_count", it->meta.delivered),
            IB_LOG_U64("stream_seq", it->meta.stream_seq),
-           IB_LOG_STR("subject", h->dead_letter_subject), IB_LOG_STR("detail", detail));
+           IB_LOG_STR("subject", h->dead_letter_subject), IB_LOG_STR("handler", info.handler),
+           IB_LOG_STR("detail", detail));
 }
 
 /* A redelivery on which every handler found the event already marked:

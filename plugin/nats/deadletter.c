@@ -77,6 +77,10 @@ static natsStatus set_headers(natsMsg *dl, const ib_dead_letter_info *info,
         s = natsMsgHeader_Set(dl, "Ibus-Stream", info->stream);
     if (s == NATS_OK && info->consumer != NULL)
         s = natsMsgHeader_Set(dl, "Ibus-Consumer", info->consumer);
+    if (s == NATS_OK && info->handler != NULL) {
+        one_line(line, sizeof(line), info->handler);
+        s = natsMsgHeader_Set(dl, "Ibus-Handler", line);
+    }
     snprintf(num, sizeof(num), "%" PRIu64, info->stream_seq);
     if (s == NATS_OK)
         s = natsMsgHeader_Set(dl, "Ibus-Stream-Seq", num);

@@ -8,7 +8,8 @@
  * dead letters need --force; every filter of ibus dlq selects what it says,
  * and --json parses; a replay publishes only where its dead letter
  * belongs, and a kill between a dead letter and the end of its attempts
- * leaves nothing stuck (issue 32). A real nats-server, real ibus processes,
+ * leaves nothing stuck (issue 32); a dead letter names the handler whose
+ * verdict it was, and its reason (issue 45). A real nats-server, real ibus processes,
  * the scripted test plugin. */
 #include <inttypes.h>
 #include <signal.h>
@@ -687,6 +688,84 @@ static void invalid_id_rows_show_id_and_type(void **state)
     it_done(e);
 }
 
+/* The JSON line of `ibus dlq --durable DURABLE list --json` for event
+ * `id`: its "handler" (or "" when null) and its "error" into the buffers,
+ * its seq returned. Fails the test when no line names it. */
+static uint64_t listed(it_env *e, const char *durable, const char *id, char *handler, char *error,
+                       size_t cap)
+{
+    it_proc p;
+    char **lines = NULL;
+    uint64_t seq = 0;
+    assert_int_equal(run_dlq(&p, e, durable, "list", "--json", NULL), 0);
+    size_t n = it_file_read_lines(&lines, p.out_path);
+    for (size_t i = 0; i < n && seq == 0; i++) {
+        json_t *o = json_loads(lines[i], 0, NULL);
+        assert_non_null(o);
+        const char *got = json_string_value(json_object_get(o, "id"));
+        if (got != NULL && strcmp(got, id) == 0) {
+            const char *h = json_string_value(json_object_get(o, "handler"));
+            const char *err = json_string_value(json_object_get(o, "error"));
+            snprintf(handler, cap, "%s", h != NULL ? h : "");
+            snprintf(error, cap, "%s", err != NULL ? err : "");
+            seq = (uint64_t)json_integer_value(json_object_get(o, "seq"));
+        }
+        json_decref(o);
+    }
+    it_lines_free(lines, n);
+    if (seq == 0)
+        fail_msg("ibus dlq list --json names no dead letter of %s", id);
+    return seq;
+}
+
+/* Issue 45 item 6: a dead letter names the handler whose verdict it was
+ * (Ibus-Handler) beside the durable, and the reason that handler gave
+ * through verdict_detail. Two handlers of one type: `second` rejects every
+ * event with a reason, `scripted` only the one whose payload asks, and
+ * that one is named, with its own reason; a third handler, of another
+ * type, RETRYs without a reason until its attempts are spent. Before, the
+ * list named the durable alone and the two could not be told apart. */
+static void dead_letters_name_their_handler(void **state)
+{
+    static const char *const flags[] = {"--max-deliver", "2", "--retry-delay", "100ms", NULL};
+    it_env *e = *state;
+    char log[PATH_MAX], ids[PATH_MAX], handler[512], error[512], seq[32];
+    it_proc host, p;
+    it_path(log, e, "calls.log");
+    start_host(&host, e, "who", log, "reject:second-says-no", flags);
+    char *by_second = publish_one(e, "a.txt", "ok");
+    char *by_first = publish_one(e, "b.txt", "reject:first-says-no");
+    assert_int_equal(it_publish(NULL, e, NULL, "--type", "test.other", "--ids-file",
+                                it_path(ids, e, "c.txt"), "retry", NULL),
+                     0);
+    char *by_other = published_id(e, "c.txt");
+    wait_dlq(e, "who", 3);
+    it_finish_hosts(e, "who", &host, 1, it_timeout(60000));
+
+    uint64_t s2 = listed(e, "who", by_second, handler, error, sizeof(handler));
+    assert_string_equal(handler, "who/scripted/second");
+    assert_string_equal(error, "rejected after 1 deliveries: second-says-no");
+    listed(e, "who", by_first, handler, error, sizeof(handler));
+    assert_string_equal(handler, "who/scripted/scripted");
+    assert_string_equal(error, "rejected after 1 deliveries: first-says-no");
+    listed(e, "who", by_other, handler, error, sizeof(handler));
+    assert_string_equal(handler, "who/scripted/other");
+    assert_non_null(strstr(error, "max-deliver after 2 attempts; last: RETRY"));
+
+    assert_int_equal(run_dlq(&p, e, "who", "list", NULL), 0);
+    assert_true(it_file_contains(p.out_path, "who/scripted/second"));
+    assert_true(it_file_contains(p.out_path, "who/scripted/scripted"));
+    assert_true(it_file_contains(p.out_path, "second-says-no"));
+    snprintf(seq, sizeof(seq), "%" PRIu64, s2);
+    assert_int_equal(run_dlq(&p, e, "who", "show", seq, NULL), 0);
+    assert_true(it_file_contains(p.out_path, "Ibus-Handler: who/scripted/second"));
+    assert_true(it_file_contains(p.out_path, "Ibus-Consumer: who"));
+    free(by_second);
+    free(by_first);
+    free(by_other);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(forged_dead_letters_go_nowhere, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(replay_runs_after_a_kill_before_attempts_end, it_setup,
@@ -700,6 +779,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(conflict_needs_force, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(filters_show_and_purge, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(invalid_id_rows_show_id_and_type, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(dead_letters_name_their_handler, it_setup, it_teardown),
 };
 
 IB_TEST_MAIN(tests)

@@ -11,6 +11,7 @@
  *   retry     RETRY, always
  *   retry:N   RETRY while the delivery count is <= N, then OK
  *   reject    REJECT
+ *   reject:WHY  REJECT, giving WHY as its reason (verdict_detail)
  *   crash     abort() the process (after writing its line)
  *   sleep:MS  sleep MS milliseconds, then OK
  *   hang:N    while the delivery count is <= N, write a "hang" line and
@@ -37,6 +38,7 @@
 typedef struct scripted {
     int fd; /* -1 without file= */
     char second[64];
+    const ib_host_api *api;
 } scripted;
 
 static int config_get(const char *config, const char *key, char *out, size_t out_len)
@@ -86,13 +88,20 @@ static void record(const scripted *s, const ib_raw_event *ev, const char *verdic
         return;
 }
 
-static ib_verdict act(const scripted *s, const char *text, size_t len, const ib_raw_event *ev)
+static ib_verdict act(const scripted *s, const char *text, size_t len, ib_bus_proxy *bus,
+                      const ib_raw_event *ev)
 {
     const char *rest;
     size_t rest_len;
     ib_verdict v = IB_HANDLER_OK;
 
-    if (starts(text, len, "retry:", &rest, &rest_len)) {
+    if (starts(text, len, "reject:", &rest, &rest_len)) {
+        char why[128];
+        snprintf(why, sizeof(why), "%.*s", (int)rest_len, rest);
+        if (IB_HOST_API_HAS(s->api, verdict_detail))
+            s->api->verdict_detail(bus, -1, why);
+        v = IB_HANDLER_REJECT;
+    } else if (starts(text, len, "retry:", &rest, &rest_len)) {
         if (ib_raw_event_delivery_count(ev) <= number(rest, rest_len))
             v = IB_HANDLER_RETRY;
     } else if (len == 5 && memcmp(text, "retry", 5) == 0) {
@@ -124,7 +133,6 @@ static int scripted_init(void **state, const ib_host_api *api, const char *confi
 {
     char path[4096];
     scripted *s;
-    (void)api;
 
     s = malloc(sizeof(*s));
     if (s == NULL) {
@@ -132,6 +140,7 @@ static int scripted_init(void **state, const ib_host_api *api, const char *confi
         return -1;
     }
     s->fd = -1;
+    s->api = api;
     strcpy(s->second, "ok");
     if (config_get(config, "second", s->second, sizeof(s->second)) < 0) {
         snprintf(errbuf, errlen, "second=TEXT is too long");
@@ -161,8 +170,7 @@ static void scripted_fini(void *state)
 static ib_verdict by_payload(void *state, const uint8_t *payload, size_t payload_len,
                              ib_bus_proxy *bus, const ib_raw_event *ev)
 {
-    (void)bus;
-    return act(state, payload != NULL ? (const char *)payload : "", payload_len, ev);
+    return act(state, payload != NULL ? (const char *)payload : "", payload_len, bus, ev);
 }
 
 static ib_verdict by_config(void *state, const uint8_t *payload, size_t payload_len,
@@ -171,8 +179,7 @@ static ib_verdict by_config(void *state, const uint8_t *payload, size_t payload_
     const scripted *s = state;
     (void)payload;
     (void)payload_len;
-    (void)bus;
-    return act(s, s->second, strlen(s->second), ev);
+    return act(s, s->second, strlen(s->second), bus, ev);
 }
 
 static const char *const scripted_types[] = {"test.scripted", NULL};

@@ -361,6 +361,13 @@ struct ib_delivery {
      * delivery and no handler ran on it: exhausted is then set) */
     uint32_t attempts;
     bool exhausted;
+    /* appended */
+    /* output: with outcome DEAD_LETTER "rejected" or "max-deliver", the
+     * consumer identity of the handler whose verdict the dead letter
+     * reports (the one reject_detail quotes, or the first rejecting or
+     * exhausted one when none gave a reason), so two handlers of one type
+     * can be told apart; else NULL. BORROWED from the table. */
+    const char *dead_letter_consumer;
 };
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive

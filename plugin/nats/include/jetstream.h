@@ -411,6 +411,10 @@ ib_status ib_in_progress(natsConnection *nc, natsMsg *msg, ib_error *err);
  *   Ibus-Subject         the subject it was published on
  *   Ibus-Stream          the stream it was read from
  *   Ibus-Consumer        the durable consumer that read it
+ *   Ibus-Handler         the consumer identity of the handler whose verdict
+ *                        it was ("<durable>/<plugin>/<handler>"), when one
+ *                        rejected it or used its attempts; Ibus-Error then
+ *                        gives that handler's reason
  *   Ibus-Stream-Seq      its stream sequence
  *   Ibus-Delivery-Count  the delivery on which it was dead-lettered
  *   Ibus-Event-Id, Ibus-Event-Type   when the event could be decoded
@@ -440,6 +444,9 @@ typedef struct ib_dead_letter_info {
     /* appended: the trace of the delivery that dead-lettered it (its
      * trace_id and span_id, as its log lines name them); NULL = none */
     const ib_trace *trace;
+    /* appended: the handler whose verdict dead-lettered it (its consumer
+     * identity); NULL = none (decode, invalid-id, conflict) */
+    const char *handler;
 } ib_dead_letter_info;
 
 /* Publishes `msg`'s bytes to `subject` as its dead letter and waits for

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dlq.h"
+#include <infinity_bus/recorder.h>
 
 #define NOW 1764624600000LL /* 2025-12-01T21:30:00Z */
 
@@ -170,12 +171,59 @@ static void ids_and_types_from_the_message(void **state)
     assert_null(e.event_type);
 }
 
+/* Issue 45: Ibus-Handler is input like every header (anyone may publish
+ * to the dead-letter subject): taken only as a consumer identity, at most
+ * IB_CONSUMER_MAX bytes of printable ASCII without spaces; otherwise the
+ * field stays NULL and `invalid` names it. */
+static void handler_header_checked(void **state)
+{
+    (void)state;
+    char longest[IB_CONSUMER_MAX + 1], too_long[IB_CONSUMER_MAX + 2];
+    memset(longest, 'h', IB_CONSUMER_MAX);
+    longest[IB_CONSUMER_MAX] = '\0';
+    memset(too_long, 'h', IB_CONSUMER_MAX + 1);
+    too_long[IB_CONSUMER_MAX + 1] = '\0';
+    const struct {
+        const char *value; /* NULL: no header */
+        bool taken;
+        const char *invalid;
+    } cases[] = {
+        {"billing/billing/charge", true, ""},
+        {"renamed-charge", true, ""},
+        {longest, true, ""},
+        {NULL, false, ""}, /* an older dead letter, or one no handler decided */
+        {too_long, false, "Ibus-Handler is too long"},
+        {"two words", false, "Ibus-Handler is not printable ASCII"},
+        {"caf\xc3\xa9/x/y", false, "Ibus-Handler is not printable ASCII"},
+        {"esc\x1b[2J", false, "Ibus-Handler holds a control byte"},
+        {"", false, "Ibus-Handler is empty"},
+    };
+    assert_int_equal(nats_Open(-1), NATS_OK);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        natsMsg *m = NULL;
+        ib_dlq_entry e;
+        assert_int_equal(natsMsg_Create(&m, "ibus.dlq.t", NULL, "x", 1), NATS_OK);
+        assert_int_equal(natsMsgHeader_Set(m, "Ibus-Consumer", "billing"), NATS_OK);
+        if (cases[i].value != NULL)
+            assert_int_equal(natsMsgHeader_Set(m, "Ibus-Handler", cases[i].value), NATS_OK);
+        ib_dlq_entry_read(&e, m);
+        if (cases[i].taken)
+            assert_string_equal(e.handler, cases[i].value);
+        else
+            assert_null(e.handler);
+        assert_string_equal(e.invalid, cases[i].invalid);
+        assert_string_equal(e.consumer, "billing");
+        ib_dlq_entry_clear(&e);
+    }
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(times_parse),
     cmocka_unit_test(reasons_and_ids_checked),
     cmocka_unit_test(filters_select),
     cmocka_unit_test(replay_ids_are_per_dead_letter),
     cmocka_unit_test(ids_and_types_from_the_message),
+    cmocka_unit_test(handler_header_checked),
 };
 
 IB_TEST_MAIN(tests)
