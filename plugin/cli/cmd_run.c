@@ -201,7 +201,8 @@ static size_t run_options_outage(ib_opt *opts, run_args *a)
          1000, 3600000},
         {"circuit-failure-rate", IB_OPT_INT, &a->failure_pct, "PERCENT", "50",
          "a circuit opens when at least this share of the window's calls failed (RETRY, a "
-         "timeout, no connection)...",
+         "timeout, no connection), counted once it holds 30 calls, or when its last 10 calls "
+         "failed...",
          1, 100},
         {"circuit-min-events", IB_OPT_INT, &a->min_events, "N", "3",
          "...and those failures came from at least N distinct events, so one or two poison "

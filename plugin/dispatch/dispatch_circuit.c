@@ -197,16 +197,19 @@ static void open_at(circuit *c, int64_t now, int64_t interval)
     atomic_store_explicit(&c->next_probe_ms, now + interval, memory_order_relaxed);
 }
 
-/* Whether the window says outage: its failure rate, or a run of
- * IB_CIRCUIT_RUN_CALLS failures at its end (an outage after a busy spell,
- * whose successes would dilute the rate for a while), each from at least
- * min_events distinct events. Writes why into `detail`. */
+/* Whether the window says outage: its failure rate, once it holds
+ * IB_CIRCUIT_RATE_MIN_CALLS calls (a young window's few calls reach the
+ * rate by chance), or a run of IB_CIRCUIT_RUN_CALLS failures at its end
+ * (an outage in a young window, or after a busy spell whose successes
+ * would dilute the rate for a while), each from at least min_events
+ * distinct events. Writes why into `detail`. */
 static bool outage(const ib__circuits *cs, const circuit *c, char *detail, size_t cap)
 {
     unsigned min = cs->o.min_events;
     char w[32];
     duration(w, sizeof(w), cs->o.window_ms);
-    if (c->failures >= min && c->failures * 100 >= (size_t)cs->o.failure_pct * c->count &&
+    if (c->count >= IB_CIRCUIT_RATE_MIN_CALLS && c->failures >= min &&
+        c->failures * 100 >= (size_t)cs->o.failure_pct * c->count &&
         failing_events(c, 0, min) >= min) {
         snprintf(detail, cap, "%zu of %zu calls failed within %s, from %zu events", c->failures,
                  c->count, w, failing_events(c, 0, SIZE_MAX));
@@ -221,12 +224,16 @@ static bool outage(const ib__circuits *cs, const circuit *c, char *detail, size_
 }
 
 /* A closed circuit's new call joins its window; ib__circuit_judge()
- * decides once the calls seen with it have joined too. */
+ * decides once the calls seen with it have joined too. A success that
+ * brings the window to IB_CIRCUIT_RATE_MIN_CALLS calls is judged as well:
+ * the rate it lets count may be met already. */
 static void record_closed(ib__circuits *cs, circuit *c, uint64_t event, bool failed,
                           const char *reason, int64_t now)
 {
     window_trim(c, now, cs->o.window_ms, 1);
     window_add(c, event, failed, now);
+    if (c->count == IB_CIRCUIT_RATE_MIN_CALLS)
+        c->unjudged = true;
     if (!failed)
         return;
     c->unjudged = true;

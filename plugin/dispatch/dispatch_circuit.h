@@ -66,8 +66,9 @@ void ib__circuit_record(ib__circuits *cs, size_t h, uint64_t event, bool failed,
 /* Run thread: once every call of `h` seen finished so far was recorded, a
  * closed circuit opens at `now` when its window says outage (dispatch.h,
  * "Circuits"); `ch` says why, with the window's counts and the last
- * failure's reason. Costs nothing when no failure joined the window since
- * the last judgement. */
+ * failure's reason. Costs nothing when, since the last judgement, no
+ * failure joined the window and it did not grow to
+ * IB_CIRCUIT_RATE_MIN_CALLS calls. */
 void ib__circuit_judge(ib__circuits *cs, size_t h, int64_t now, ib__circuit_change *ch);
 
 /* Run thread: the probe of `h` did not run the handler (the event was done

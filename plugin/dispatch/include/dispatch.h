@@ -84,12 +84,15 @@
  *
  *   CLOSED    -> OPEN       when the window holds failures of at least
  *                           circuit.min_events distinct events and they are
- *                           at least circuit.failure_pct % of its calls, or
- *                           its last IB_CIRCUIT_RUN_CALLS calls all failed,
- *                           from at least circuit.min_events events (an
- *                           outage right after a busy spell, whose successes
- *                           dilute the rate); one or two events failing
- *                           alone never open it;
+ *                           at least circuit.failure_pct % of its calls,
+ *                           which are IB_CIRCUIT_RATE_MIN_CALLS or more (a
+ *                           few calls reach the rate by chance), or its
+ *                           last IB_CIRCUIT_RUN_CALLS calls all failed, from
+ *                           at least circuit.min_events events (an outage:
+ *                           in a window too young for the rate, or right
+ *                           after a busy spell, whose successes dilute the
+ *                           rate); one or two events failing alone never
+ *                           open it;
  *   OPEN                    the handler is not run: its items are neither
  *                           claimed nor counted as attempts, and the delivery
  *                           is NAK'ed until the next probe is due (+ up to 20 %);
@@ -190,6 +193,12 @@ typedef enum ib_circuit_state {
  * whatever the rate (from circuit.min_events events or more): a downstream
  * that fails 30 % of the time makes such a run about once in 170,000 calls. */
 #define IB_CIRCUIT_RUN_CALLS 10
+/* The failure rate counts only in a window of at least this many calls:
+ * fewer reach circuit.failure_pct by chance too often (3 failures among a
+ * fresh window's first 5 calls), and an outage opens the circuit on its
+ * run of IB_CIRCUIT_RUN_CALLS failures first anyway. docs/outages.md
+ * ("Why these defaults") has the odds that chose it. */
+#define IB_CIRCUIT_RATE_MIN_CALLS 30
 #define IB_CIRCUIT_DEFAULT_WINDOW_MS 30000
 #define IB_CIRCUIT_DEFAULT_FAILURE_PCT 50
 #define IB_CIRCUIT_DEFAULT_MIN_EVENTS 3
