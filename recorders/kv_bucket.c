@@ -250,26 +250,23 @@ static ib_status read_ts(kv_recorder *k, kv_key *key, ib_error *err)
 {
     char subject[KV_SUBJECT_MAX];
     kv_read rd;
-    snprintf(subject, sizeof(subject), "$KV.%s.d.%s.%s", k->bucket, key->hex, key->id);
+    ib__kv_subject_hex(k, subject, 'd', key->hex, key->id, 0);
     ib_status st = ib__kv_read_last(k, &rd, subject, err);
     key->ts = st == IB_OK && rd.found ? strtoll(rd.value, NULL, 10) : 0;
     return st;
 }
 
-/* Whether the claim whose highest epoch is `key` still has an owner. */
-static ib_status claim_held(kv_recorder *k, bool *held, const kv_key *key, ib_error *err)
+/* The state written in the claim epoch `key`: its attempts, lease end
+ * (unix ms) and holder ("" when released); all zero when it is gone. */
+static ib_status read_claim(kv_recorder *k, const kv_key *key, kv_head *c, ib_error *err)
 {
     char subject[KV_SUBJECT_MAX];
     kv_read rd;
-    snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
-             key->epoch);
+    ib__kv_subject_hex(k, subject, 'c', key->hex, key->id, key->epoch);
     ib_status st = ib__kv_read_last(k, &rd, subject, err);
-    /* skip an anchor rewrite's "@<n> " */
-    const char *v =
-        rd.value[0] == '@' && strchr(rd.value, ' ') != NULL ? strchr(rd.value, ' ') + 1 : rd.value;
-    const char *sp = st == IB_OK && rd.found ? strchr(v, ' ') : NULL;
-    sp = sp != NULL ? strchr(sp + 1, ' ') : NULL;
-    *held = sp != NULL && sp[1] != '\0';
+    memset(c, 0, sizeof(*c));
+    if (st == IB_OK && rd.found)
+        ib__kv_parse_claim(c, rd.value);
     return st;
 }
 
@@ -301,14 +298,14 @@ ib_status ib__kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
         const kv_key *next = i + 1 < w.n ? &w.keys[i + 1] : NULL;
         bool same_id =
             next != NULL && strcmp(next->hex, key->hex) == 0 && strcmp(next->id, key->id) == 0;
-        bool held = false;
+        kv_head claim = {0};
         if (key->type == 'd' && (st = read_ts(k, key, err)) == IB_OK)
             count_marker(stats, key, &last_hex);
         /* 'c' sorts before 'd': the highest epoch is the last 'c' of its
          * id, and the id is done when a 'd' follows it. */
         else if (key->type == 'c' && !same_id)
-            st = claim_held(k, &held, key, err);
-        stats->claims += held;
+            st = read_claim(k, key, &claim, err);
+        stats->claims += claim.owner[0] != '\0';
     }
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
@@ -317,23 +314,6 @@ ib_status ib__kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
         jsStreamInfo_Destroy(si);
     }
     walk_free(&w);
-    return st;
-}
-
-/* The attempts written in the claim epoch `key`. */
-static ib_status claim_attempts(kv_recorder *k, uint32_t *attempts, const kv_key *key,
-                                ib_error *err)
-{
-    char subject[KV_SUBJECT_MAX];
-    kv_read rd;
-    snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
-             key->epoch);
-    ib_status st = ib__kv_read_last(k, &rd, subject, err);
-    /* an anchor's rewrite, "@<n> <attempts> ...", carries the count second */
-    const char *v =
-        rd.value[0] == '@' && strchr(rd.value, ' ') != NULL ? strchr(rd.value, ' ') + 1 : rd.value;
-    unsigned long long n = st == IB_OK && rd.found ? strtoull(v, NULL, 10) : 0;
-    *attempts = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
     return st;
 }
 
@@ -351,43 +331,16 @@ ib_status ib__kv_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t m
         const kv_key *next = i + 1 < w.n ? &w.keys[i + 1] : NULL;
         bool same_id =
             next != NULL && strcmp(next->hex, key->hex) == 0 && strcmp(next->id, key->id) == 0;
-        uint32_t attempts = 0;
+        kv_head claim;
         /* as in stats: the last 'c' of an id is its highest epoch, and a
          * 'd' after it means done */
-        if (key->type != 'c' || same_id || (st = claim_attempts(k, &attempts, key, err)) != IB_OK)
+        if (key->type != 'c' || same_id || (st = read_claim(k, key, &claim, err)) != IB_OK)
             continue;
-        out->attempted += attempts > 0;
-        out->exhausted += attempts >= max_attempts;
+        out->attempted += claim.attempts > 0;
+        out->exhausted += claim.attempts >= max_attempts;
     }
     walk_free(&w);
     return st;
-}
-
-/* The state written in the claim epoch `key` ("[@<n> ]<attempts> <lease
- * end> <owner>"): its attempts, lease end (unix ms) and holder ("" when
- * released). */
-static ib_status read_claim(kv_recorder *k, const kv_key *key, uint32_t *attempts, int64_t *end,
-                            char owner[IB_OWNER_MAX + 1], ib_error *err)
-{
-    char subject[KV_SUBJECT_MAX];
-    kv_read rd;
-    snprintf(subject, sizeof(subject), "$KV.%s.c.%s.%s.%u", k->bucket, key->hex, key->id,
-             key->epoch);
-    ib_status st = ib__kv_read_last(k, &rd, subject, err);
-    *attempts = 0;
-    *end = 0;
-    owner[0] = '\0';
-    if (st != IB_OK || !rd.found)
-        return st;
-    const char *v =
-        rd.value[0] == '@' && strchr(rd.value, ' ') != NULL ? strchr(rd.value, ' ') + 1 : rd.value;
-    char *rest = NULL;
-    unsigned long long a = strtoull(v, &rest, 10);
-    *attempts = a > UINT32_MAX ? UINT32_MAX : (uint32_t)a;
-    *end = strtoll(rest, &rest, 10);
-    if (*rest == ' ')
-        snprintf(owner, IB_OWNER_MAX + 1, "%s", rest + 1);
-    return IB_OK;
 }
 
 /* Counts one key of the walk in its consumer's summary: a marker, or the
@@ -395,17 +348,16 @@ static ib_status read_claim(kv_recorder *k, const kv_key *key, uint32_t *attempt
 static ib_status summarize_key(kv_recorder *k, ib__summary_list *l, kv_key *key, bool newest_claim,
                                int64_t now, uint32_t max_attempts, ib_error *err)
 {
-    char name[IB_CONSUMER_MAX + 1], owner[IB_OWNER_MAX + 1];
-    uint32_t attempts = 0;
-    int64_t end = 0;
+    char name[IB_CONSUMER_MAX + 1];
+    kv_head c = {0};
     ib_status st = IB_OK;
     if (key->type == 'd')
         st = read_ts(k, key, err);
     else if (newest_claim)
-        st = read_claim(k, key, &attempts, &end, owner, err);
+        st = read_claim(k, key, &c, err);
     else
         return IB_OK;
-    if (st != IB_OK || (key->type == 'c' && owner[0] == '\0' && attempts == 0))
+    if (st != IB_OK || (key->type == 'c' && c.owner[0] == '\0' && c.attempts == 0))
         return st;
     unhex(name, key->hex);
     ib__consumer_summary *s = ib__summary_entry(l, name, strlen(name));
@@ -413,10 +365,10 @@ static ib_status summarize_key(kv_recorder *k, ib__summary_list *l, kv_key *key,
         return ib_error_set(err, IB_ERR_NOMEM, "recorder kv:%s: out of memory", k->bucket);
     if (key->type == 'd')
         ib__summary_marker(s, key->ts);
-    if (key->type == 'c' && owner[0] != '\0')
-        ib__summary_claim(s, end - now, owner);
-    if (key->type == 'c' && attempts > 0)
-        ib__summary_attempts(s, attempts, max_attempts);
+    if (key->type == 'c' && c.owner[0] != '\0')
+        ib__summary_claim(s, c.end - now, c.owner);
+    if (key->type == 'c' && c.attempts > 0)
+        ib__summary_attempts(s, c.attempts, max_attempts);
     return IB_OK;
 }
 
@@ -462,13 +414,8 @@ ib_status ib__kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_mar
     kv_recorder *k = kv_of(r);
     key_walk w;
     char hex[2 * IB_CONSUMER_MAX + 1] = "";
-    if (consumer != NULL) {
-        ib_marker_key probe = {consumer, ""};
-        char subject[KV_SUBJECT_MAX];
-        ib__kv_subject(k, subject, 'd', &probe, 0);
-        snprintf(hex, sizeof(hex), "%s", subject + strlen(k->bucket) + 7);
-        hex[strlen(hex) - 1] = '\0'; /* the '.' before the empty id */
-    }
+    if (consumer != NULL)
+        ib__kv_consumer_hex(hex, consumer);
     ib_status st = walk_keys(k, &w, err);
     if (st != IB_OK)
         return st;

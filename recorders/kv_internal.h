@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the kv: recorder, shared by kv.c (the recorder calls),
- * kv_io.c (key names, single reads, pipelined conditional writes),
+ * kv_io.c (subjects and claim values, each with its one builder and
+ * parser; single reads; pipelined conditional writes),
  * kv_read.c (pipelined reads through the stream leader, the epoch search),
  * kv_held.c (the claims this process holds) and kv_bucket.c (connection,
  * bucket binding, admin walks).
@@ -134,9 +135,27 @@ static inline kv_recorder *kv_of(ib_recorder *r)
     return (kv_recorder *)r;
 }
 
-/* "d.<hex>.<id>" or "c.<hex>.<id>.<n>" (n > 0) under "$KV.<bucket>.". */
+/* The consumer as keys carry it, in lowercase hex; `out` holds
+ * 2 * IB_CONSUMER_MAX + 1 bytes. */
+void ib__kv_consumer_hex(char *out, const char *consumer);
+
+/* The one builder of subjects: "$KV.<bucket>." then "d.<hex>.<id>" for
+ * type 'd' (n unused) or "c.<hex>.<id>.<n>" for type 'c', into `out`
+ * (KV_SUBJECT_MAX bytes). `hex` is the consumer as ib__kv_consumer_hex
+ * writes it, or as a key of the bucket holds it. */
+void ib__kv_subject_hex(const kv_recorder *k, char *out, char type, const char *hex, const char *id,
+                        uint32_t n);
+
+/* ib__kv_subject_hex for a marker key. */
 void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
                     uint32_t n);
+
+/* The one parser of a claim key's value (see the layout above): an
+ * epoch's "<attempts> <end> <owner>", or the anchor's rewrite, the same
+ * after "@<n> ". Sets h's attempts, end and owner (0, 0 and "" for what
+ * it cannot read) and returns the n a rewrite names, or 0 for a value
+ * that names none (an epoch's own, or epoch 1 as Created). */
+uint32_t ib__kv_parse_claim(kv_head *h, const char *v);
 
 /* IB_ERR_RECORDER "recorder kv:<bucket>: <what>: <nats reason>". */
 ib_status ib__kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const char *what);

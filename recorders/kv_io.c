@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The kv: recorder's traffic: key names, reads through the stream leader,
- * and pipelined conditional writes (see kv_internal.h for the layout).
+/* The kv: recorder's traffic: key names and claim values (built and
+ * parsed here only), reads through the stream leader, and pipelined
+ * conditional writes (see kv_internal.h for the layout).
  *
  * Reads use js_GetLastMsg, the stream's own message API, which the leader
  * answers: a direct get (kvStore_Get) may be served by a follower that has
@@ -28,21 +29,35 @@
 #define PAUSE_MAX_MS 500
 #define RIDE_OUT_MS 20000
 
-void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
-                    uint32_t n)
+void ib__kv_consumer_hex(char *out, const char *consumer)
 {
     static const char hex[] = "0123456789abcdef";
-    int len = snprintf(out, KV_SUBJECT_MAX, "$KV.%s.%c.", k->bucket, type);
-    /* The consumer is at most IB_CONSUMER_MAX bytes: 2 hex digits each
-     * plus the id and the epoch stay below KV_SUBJECT_MAX. */
-    for (const unsigned char *c = (const unsigned char *)key->consumer; *c != '\0'; c++) {
+    size_t len = 0;
+    for (const unsigned char *c = (const unsigned char *)consumer;
+         *c != '\0' && len < 2 * IB_CONSUMER_MAX; c++) {
         out[len++] = hex[*c >> 4];
         out[len++] = hex[*c & 0xf];
     }
-    if (n == 0)
-        snprintf(out + len, (size_t)(KV_SUBJECT_MAX - len), ".%s", key->event_id);
+    out[len] = '\0';
+}
+
+void ib__kv_subject_hex(const kv_recorder *k, char *out, char type, const char *hex, const char *id,
+                        uint32_t n)
+{
+    /* The consumer is at most IB_CONSUMER_MAX bytes: 2 hex digits each
+     * plus the id and the epoch stay below KV_SUBJECT_MAX. */
+    if (type == 'c')
+        snprintf(out, KV_SUBJECT_MAX, "$KV.%s.c.%s.%s.%u", k->bucket, hex, id, n);
     else
-        snprintf(out + len, (size_t)(KV_SUBJECT_MAX - len), ".%s.%u", key->event_id, n);
+        snprintf(out, KV_SUBJECT_MAX, "$KV.%s.%c.%s.%s", k->bucket, type, hex, id);
+}
+
+void ib__kv_subject(const kv_recorder *k, char *out, char type, const ib_marker_key *key,
+                    uint32_t n)
+{
+    char hex[2 * IB_CONSUMER_MAX + 1];
+    ib__kv_consumer_hex(hex, key->consumer);
+    ib__kv_subject_hex(k, out, type, hex, key->event_id, n);
 }
 
 ib_status ib__kv_fail(const kv_recorder *k, ib_error *err, natsStatus st, const char *what)
@@ -323,6 +338,29 @@ void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key,
     w->epoch = epoch;
     w->attempts = attempts;
     w->end = end;
+}
+
+uint32_t ib__kv_parse_claim(kv_head *h, const char *v)
+{
+    uint32_t named = 0;
+    char *end = NULL;
+    if (v[0] == '@') {
+        unsigned long n = strtoul(v + 1, &end, 10);
+        if (*end == ' ' && n > 0 && n <= UINT32_MAX / 2) {
+            named = (uint32_t)n;
+            v = end + 1;
+        }
+    }
+    unsigned long long attempts = strtoull(v, &end, 10);
+    h->attempts = attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
+    h->end = 0;
+    h->owner[0] = '\0';
+    if (*end != ' ')
+        return named;
+    h->end = strtoll(end + 1, &end, 10);
+    if (*end == ' ')
+        snprintf(h->owner, sizeof(h->owner), "%s", end + 1);
+    return named;
 }
 
 void ib__kv_prepare_anchor(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,

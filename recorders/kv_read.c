@@ -171,7 +171,6 @@ ib_status ib__kv_read_many(kv_recorder *k, kv_read *out, const char (*subjects)[
 
 /* --- the state of a key ------------------------------------------------------ */
 
-/* "<attempts> <end> <owner>"; anything else reads as a free epoch. */
 /* The fingerprint after a done marker's time, or 0 (a marker written
  * without one, or by a build before fingerprints). */
 static uint64_t done_fingerprint(const char *v)
@@ -181,36 +180,6 @@ static uint64_t done_fingerprint(const char *v)
     if (end == NULL || *end != ' ')
         return 0;
     return strtoull(end + 1, NULL, 10);
-}
-
-static void parse_epoch(kv_head *h, const char *v)
-{
-    char *end = NULL;
-    unsigned long long attempts = strtoull(v, &end, 10);
-    h->attempts = attempts > UINT32_MAX ? UINT32_MAX : (uint32_t)attempts;
-    h->end = 0;
-    h->owner[0] = '\0';
-    if (end == NULL || *end != ' ')
-        return;
-    h->end = strtoll(end + 1, &end, 10);
-    if (end != NULL && *end == ' ')
-        snprintf(h->owner, sizeof(h->owner), "%s", end + 1);
-}
-
-/* The anchor (epoch 1's key) into the search's start: a value Created as
- * epoch 1 is epoch 1; a rewrite "@<n> <epoch n's value>" names epoch n
- * and carries its value. Returns n, and points `state` at the value. */
-static uint32_t parse_anchor(const char *v, const char **state)
-{
-    *state = v;
-    if (v[0] != '@')
-        return 1;
-    char *end = NULL;
-    unsigned long n = strtoul(v + 1, &end, 10);
-    if (end == NULL || *end != ' ' || n == 0 || n > UINT32_MAX / 2)
-        return 1;
-    *state = end + 1;
-    return (uint32_t)n;
 }
 
 /* Where the search for a key's highest epoch stands. Epochs are made one
@@ -297,10 +266,10 @@ static void start_search(kv_head *h, epoch_search *e, const kv_read *marker, con
     *e = (epoch_search){.step = 1, .gallop = true, .finished = h->done || !anchor->found};
     if (h->done || !anchor->found)
         return;
-    const char *state = NULL;
-    e->lo = parse_anchor(anchor->value, &state);
+    /* a value Created as epoch 1 is epoch 1; a rewrite names its epoch */
+    uint32_t named = ib__kv_parse_claim(h, anchor->value);
+    e->lo = named > 0 ? named : 1;
     e->best = *anchor;
-    memmove(e->best.value, state, strlen(state) + 1);
 }
 
 /* The markers of the keys found claimed and not done, read again once
@@ -353,7 +322,7 @@ ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *key
     for (size_t i = 0; i < n && st == IB_OK; i++) {
         h[i].epoch = hr.search[i].lo;
         if (h[i].epoch > 0)
-            parse_epoch(&h[i], hr.search[i].best.value);
+            ib__kv_parse_claim(&h[i], hr.search[i].best.value);
     }
     if (st == IB_OK && k->heads_read != NULL)
         k->heads_read(k->heads_read_ctx);
