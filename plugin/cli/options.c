@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spelling.h"
+
 int ib_parse_duration_ms(int64_t *out, const char *text)
 {
     char *end = NULL;
@@ -183,30 +185,6 @@ static const ib_opt *find(const ib_opt *opts, size_t n, const char *name, size_t
     return NULL;
 }
 
-/* Edit distance (insertions, deletions, substitutions) between a[0..an)
- * and b, for names below 64 bytes; 99 beyond that. */
-static size_t distance(const char *a, size_t an, const char *b)
-{
-    size_t bn = strlen(b), row[64];
-    if (an >= 64 || bn >= 64)
-        return 99;
-    for (size_t j = 0; j <= bn; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= an; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= bn; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            best = up + 1 < best ? up + 1 : best;
-            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[bn];
-}
-
 /* The option a mistyped `name` most likely meant: the nearest within
  * three edits (one for names of up to four bytes), or one it is the start
  * of; NULL when none is near. */
@@ -215,7 +193,7 @@ static const ib_opt *nearest(const ib_opt *opts, size_t n, const char *name, siz
     const ib_opt *best = NULL;
     size_t best_d = len <= 4 ? 2 : 4;
     for (size_t i = 0; i < n; i++) {
-        size_t d = distance(name, len, opts[i].name);
+        size_t d = ib_spelling_distance(name, len, opts[i].name, strlen(opts[i].name), false);
         if (len >= 3 && strncmp(opts[i].name, name, len) == 0)
             d = d < 1 ? d : 1;
         if (d < best_d) {

@@ -4,7 +4,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+
+#include "spelling.h"
 
 #define ENV_PREFIX "IB_PLUGIN_CONFIG_"
 
@@ -56,31 +57,6 @@ ib_status ib_plugin_config_lookup(char **out, const char *const *cli_pairs, cons
     return IB_OK;
 }
 
-/* Edit distance (insertions, deletions, substitutions) between a[0..an)
- * and b[0..bn), ignoring ASCII case, for names below 64 bytes; 99 beyond
- * that. */
-static size_t distance(const char *a, size_t an, const char *b, size_t bn)
-{
-    size_t row[64];
-    if (an >= 64 || bn >= 64)
-        return 99;
-    for (size_t j = 0; j <= bn; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= an; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= bn; j++) {
-            size_t up = row[j];
-            size_t best = diag + (strncasecmp(a + i - 1, b + j - 1, 1) != 0);
-            best = up + 1 < best ? up + 1 : best;
-            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[bn];
-}
-
 /* The name of `names` nearest to `given` (compared as their variables when
  * `as_env`): within two edits, one for names of up to four bytes; NULL
  * when none is that near. */
@@ -97,7 +73,8 @@ static const char *nearest(const char *given, size_t len, bool as_env, const cha
             want = env;
             skip = sizeof(ENV_PREFIX) - 1;
         }
-        size_t d = distance(given + skip, len - skip, want + skip, strlen(want) - skip);
+        size_t d =
+            ib_spelling_distance(given + skip, len - skip, want + skip, strlen(want) - skip, true);
         if (d < best_d) {
             best_d = d;
             best = names[i];
