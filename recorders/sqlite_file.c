@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dir_trust.h"
 #include "recorder_internal.h"
 
 #define OPT_OUT "fix with chown/chmod or allow an insecure marker file"
@@ -55,56 +56,44 @@ static ib_status check_no_linked_dirs(const char *path, const char *name, ib_err
     return IB_OK;
 }
 
-/* One directory above the file, by the plugin loader's rules (trust.c). */
-static ib_status check_dir(const char *dir, const char *name, uid_t self_uid, ib_error *err)
-{
-    struct stat st;
-
-    if (stat(dir, &st) != 0)
-        return ib_error_set(err, IB_ERR_IO, "recorder %s: cannot inspect directory %s: %s", name,
-                            dir, strerror(errno));
-    if (st.st_uid != 0 && st.st_uid != self_uid)
-        return ib_error_set(err, IB_ERR_CONFIG,
-                            "recorder %s: directory %s is owned by uid %u, not by root or the "
-                            "running user (uid %u); " OPT_OUT,
-                            name, dir, (unsigned)st.st_uid, (unsigned)self_uid);
-    /* Others may add entries to a sticky directory but not rename or
-     * delete ours. */
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
-        return ib_error_set(err, IB_ERR_CONFIG,
-                            "recorder %s: directory %s is writable by group or others without "
-                            "the sticky bit (mode %04o); " OPT_OUT,
-                            name, dir, (unsigned)(st.st_mode & 07777));
-    return IB_OK;
-}
-
-/* Every directory from the file's own up to "/", nearest first, resolved
- * from the working directory for a relative path. Links in `path` were
- * refused before; a directory that does not resolve is left to the open,
- * whose message says why. */
+/* Every directory from the file's own up to "/", nearest first, by the
+ * rule plugins are held to (core/dir_trust.h), resolved from the working
+ * directory for a relative path. Links in `path` were refused before; a
+ * directory that does not resolve is left to the open, whose message says
+ * why. */
 static ib_status check_dirs(const char *path, const char *name, uid_t self_uid, ib_error *err)
 {
-    char dir[PATH_MAX];
+    char dir[PATH_MAX], file[PATH_MAX + 2];
     const char *slash = strrchr(path, '/');
-    char *real;
+    struct stat st;
 
     if (slash == NULL)
         snprintf(dir, sizeof(dir), ".");
     else
         snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    real = realpath(dir, NULL);
+    char *real = realpath(dir, NULL);
     if (real == NULL)
         return errno == ENOMEM ? ib_error_set(err, IB_ERR_NOMEM, "recorder %s: out of memory", name)
                                : IB_OK;
-    snprintf(dir, sizeof(dir), "%s", real);
+    /* the walk starts at the directory holding `file` */
+    snprintf(file, sizeof(file), "%s/f", strcmp(real, "/") == 0 ? "" : real);
     free(real);
-    for (;;) {
-        ib_status st = check_dir(dir, name, self_uid, err);
-        char *up = strrchr(dir, '/');
-
-        if (st != IB_OK || up == NULL || dir[1] == '\0')
-            return st;
-        up[up == dir ? 1 : 0] = '\0';
+    switch (ib_dir_trust_walk(file, self_uid, dir, sizeof(dir), &st)) {
+    case IB_DIR_TRUSTED:
+        return IB_OK;
+    case IB_DIR_FOREIGN_OWNER:
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "recorder %s: directory %s is owned by uid %u, not by root or the "
+                            "running user (uid %u); " OPT_OUT,
+                            name, dir, (unsigned)st.st_uid, (unsigned)self_uid);
+    case IB_DIR_SHARED_WRITE:
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "recorder %s: directory %s is writable by group or others without "
+                            "the sticky bit (mode %04o); " OPT_OUT,
+                            name, dir, (unsigned)(st.st_mode & 07777));
+    default:
+        return ib_error_set(err, IB_ERR_IO, "recorder %s: cannot inspect directory %s: %s", name,
+                            dir, strerror(errno));
     }
 }
 

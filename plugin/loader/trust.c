@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dir_trust.h"
+
 /* The way out the loader offers, in its own words: the CLI maps "allow
  * insecure plugin files" to its flag in its help. */
 #define OPT_OUT "allow insecure plugin files (development only)"
@@ -37,52 +39,29 @@ static ib_status check_file_perms(const char *path, const struct stat *st, uid_t
     return IB_OK;
 }
 
-static ib_status check_dir_perms(const char *path, const char *dir, uid_t self_uid, ib_error *err)
+/* Every directory from the file's own up to "/", by the one rule for
+ * trusted files (core/dir_trust.h). `real` is absolute and canonical. */
+static ib_status check_ancestors(const char *path, const char *real, uid_t self_uid, ib_error *err)
 {
+    char dir[PATH_MAX];
     struct stat st;
 
-    if (stat(dir, &st) != 0)
-        return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot inspect directory %s: %s", path,
-                            dir, strerror(errno));
-    if (!owner_trusted(st.st_uid, self_uid))
+    switch (ib_dir_trust_walk(real, self_uid, dir, sizeof(dir), &st)) {
+    case IB_DIR_TRUSTED:
+        return IB_OK;
+    case IB_DIR_FOREIGN_OWNER:
         return ib_error_set(err, IB_ERR_PLUGIN,
                             "plugin %s: directory %s is owned by uid %u, not by root or the "
                             "running user (uid %u); fix with chown or " OPT_OUT,
                             path, dir, (unsigned)st.st_uid, (unsigned)self_uid);
-    /* Others may add entries to a sticky directory (/tmp) but not rename or
-     * delete the ones they do not own, and the entry below it is checked
-     * in its turn: its mode may pass, its owner may not. */
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+    case IB_DIR_SHARED_WRITE:
         return ib_error_set(err, IB_ERR_PLUGIN,
                             "plugin %s: directory %s is writable by group or others (mode %04o); "
                             "fix with chmod go-w or " OPT_OUT,
                             path, dir, (unsigned)(st.st_mode & 07777));
-    return IB_OK;
-}
-
-/* Every directory from the file's own up to "/", nearest first, as sshd's
- * safe_path walks them: whoever may write to any of them may put another
- * file, or another directory, where the resolved path leads. `real` is
- * absolute and canonical. */
-static ib_status check_ancestors(const char *path, const char *real, uid_t self_uid, ib_error *err)
-{
-    char dir[PATH_MAX];
-    size_t len = strlen(real);
-
-    if (len >= sizeof(dir) || real[0] != '/')
-        return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: path too long", path);
-    memcpy(dir, real, len + 1);
-    for (;;) {
-        char *slash = strrchr(dir, '/');
-        ib_status rc;
-
-        if (slash == dir)
-            slash[1] = '\0';
-        else
-            slash[0] = '\0';
-        rc = check_dir_perms(path, dir, self_uid, err);
-        if (rc != IB_OK || slash == dir)
-            return rc;
+    default:
+        return ib_error_set(err, IB_ERR_PLUGIN, "plugin %s: cannot inspect directory %s: %s", path,
+                            dir, strerror(errno));
     }
 }
 
