@@ -100,6 +100,13 @@ static const ib__bench_config slow_rows[] = {
      0},
     {"3 x ibus run, 1 ms handler, 2 join after 0.3 s", IB__BENCH_IBUS, IB__BENCH_SQLITE_NORMAL, 3,
      0, 1, 0, 300},
+    /* issue 44: what a user who adds replicas runs: 1 ms handlers on 8
+     * threads, the default synchronous=full; the handlers' own limit is
+     * 8 / 1 ms = 8,000 events/s per process */
+    {"ibus run, 1 ms handler, --concurrency 8, sqlite default (full)", IB__BENCH_IBUS,
+     IB__BENCH_SQLITE_FULL, 1, 8, 1, 0, 0},
+    {"3 x ibus run, 1 ms handler, --concurrency 8, 2 join after 0.3 s, sqlite default (full)",
+     IB__BENCH_IBUS, IB__BENCH_SQLITE_FULL, 3, 8, 1, 0, 300},
 };
 
 static const ib__bench_config latency_rows[] = {

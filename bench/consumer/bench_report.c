@@ -120,7 +120,7 @@ static bool print_slow(FILE *out, const ib__bench_report *r)
             "|\n|---|---:|---:|\n",
             r->slow_messages);
     for (int i = 0; i < IB__BENCH_SLOW_ROWS; i++) {
-        int base = i < 2 ? 0 : 2;
+        int base = i < 2 ? 0 : i < 4 ? 2 : 4;
         if (cell_good(&r->slow[i]) && cell_good(&r->slow[base]))
             snprintf(b, sizeof(b), "%.1f", r->slow[i].msgs_per_s / r->slow[base].msgs_per_s);
         else
@@ -291,6 +291,14 @@ static void print_share_goals(FILE *out, const ib__bench_report *r)
     k = cell_good(&r->slow[2]) && cell_good(&r->slow[3]);
     v = k ? r->slow[3].msgs_per_s / r->slow[2].msgs_per_s : 0;
     goal(out, "1 ms handler: 3 x joining >= 2 x one process", k, v >= 2, "%.1f x", v);
+    k = cell_good(&r->slow[4]);
+    v = k ? r->slow[4].msgs_per_s / 8000.0 : 0;
+    goal(out, "1 ms handler, --concurrency 8, full: one process >= 0.9 x its handlers' 8,000/s", k,
+         v >= 0.9, "%.2f", v);
+    k = cell_good(&r->slow[4]) && cell_good(&r->slow[5]);
+    v = k ? r->slow[5].msgs_per_s / r->slow[4].msgs_per_s : 0;
+    goal(out, "1 ms handler, --concurrency 8, full: 3 x joining >= 2.7 x one process", k, v >= 2.7,
+         "%.1f x", v);
 }
 
 /* Every ibus cell beside the baseline build's (--baseline-ibus), run
