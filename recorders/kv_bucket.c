@@ -63,9 +63,15 @@ ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_erro
                             "url= in the URI, or open it where the host passes its connection",
                             k->bucket);
     }
+    snprintf(k->api_prefix, sizeof(k->api_prefix), "%s", cfg->kv_api_prefix);
+    if (ib_js_api_is_default(k->api_prefix))
+        k->put_prefix[0] = '\0';
+    else
+        snprintf(k->put_prefix, sizeof(k->put_prefix), "%s.", k->api_prefix);
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = k->wait_ms;
+    jo.Prefix = k->api_prefix;
     s = natsConnection_JetStream(&k->js, k->nc, &jo);
     return s == NATS_OK ? IB_OK : ib__kv_fail(k, err, s, "JetStream context");
 }
@@ -145,9 +151,10 @@ ib_status ib__kv_bind(kv_recorder *k, const ib__recorder_config *cfg, ib_error *
     ib_status st = IB_OK;
     if (s == NATS_NOT_FOUND && !cfg->kv_create)
         return ib_error_set(err, IB_ERR_CONFIG,
-                            "recorder kv:%s: the bucket does not exist (create it, or add "
-                            "create=1 to the URI to let the recorder create it)",
-                            k->bucket);
+                            "recorder kv:%s: the bucket does not exist in the JetStream of %s "
+                            "(create it, add create=1 to the URI to let the recorder create it, "
+                            "or name the JetStream domain it is in with domain=)",
+                            k->bucket, k->api_prefix);
     if (s == NATS_NOT_FOUND)
         st = create_bucket(k, cfg, err);
     else if (s != NATS_OK)

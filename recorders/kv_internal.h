@@ -45,7 +45,8 @@
 
 #include "recorder_internal.h"
 
-/* "$KV.<bucket>.c.<hex consumer>.<id>.<n>" fits. */
+/* "$KV.<bucket>.c.<hex consumer>.<id>.<n>" fits (without a write's
+ * put_prefix). */
 #define KV_SUBJECT_MAX 1024
 /* "<attempts> <end> <owner>" fits. */
 #define KV_VALUE_MAX (IB_OWNER_MAX + 48)
@@ -63,8 +64,14 @@ typedef struct kv_recorder {
     int64_t write_wait_ms; /* one write round (kv_io.c) */
     char bucket[IB__KV_BUCKET_MAX + 1];
     char stream[IB__KV_BUCKET_MAX + 4]; /* KV_<bucket> */
-    pthread_mutex_t acks_mu;            /* one write round at a time (kv_io.c) */
-    natsSubscription *acks;             /* the write rounds' ack inbox, or NULL */
+    /* The JetStream API prefix of the bucket's domain (js_api.h), for the
+     * reads sent by hand, and what goes before a write's "$KV..." subject:
+     * "" for the default prefix, else "<api_prefix>.", which the server
+     * maps back to "$KV..." in the bucket's domain. */
+    char api_prefix[IB_JS_API_PREFIX_MAX];
+    char put_prefix[IB_JS_API_PREFIX_MAX + 1];
+    pthread_mutex_t acks_mu; /* one write round at a time (kv_io.c) */
+    natsSubscription *acks;  /* the write rounds' ack inbox, or NULL */
     char acks_inbox[64];
     uint64_t acks_round;
     /* Called after every write round that left writes unanswered, with

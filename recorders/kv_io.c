@@ -110,10 +110,11 @@ ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib
  * the JetStream context's async publish: that needs a context (with its
  * reply subscription and its thread) per round and a callback per ack;
  * here the recorder's one ack inbox collects the answers on the calling
- * thread. */
+ * thread. Each goes to put_prefix + subject: through another JetStream
+ * domain, as nats.c's kvStore writes. */
 static natsStatus send_writes(kv_recorder *k, kv_write *w, size_t n)
 {
-    char reply[128], seq[24];
+    char reply[128], seq[24], subject[sizeof(k->put_prefix) + KV_SUBJECT_MAX];
     natsStatus s = NATS_OK;
     for (size_t i = 0; i < n && s == NATS_OK; i++) {
         if (w[i].result != KV_PENDING)
@@ -121,7 +122,8 @@ static natsStatus send_writes(kv_recorder *k, kv_write *w, size_t n)
         natsMsg *m = NULL;
         snprintf(reply, sizeof(reply), "%s.%llu.%zu", k->acks_inbox,
                  (unsigned long long)k->acks_round, i);
-        s = natsMsg_Create(&m, w[i].subject, reply, w[i].value, (int)strlen(w[i].value));
+        snprintf(subject, sizeof(subject), "%s%s", k->put_prefix, w[i].subject);
+        s = natsMsg_Create(&m, subject, reply, w[i].value, (int)strlen(w[i].value));
         if (s == NATS_OK && !w[i].put) {
             snprintf(seq, sizeof(seq), "%llu", (unsigned long long)w[i].expect_seq);
             s = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", seq);

@@ -3,7 +3,7 @@
  *
  * js_GetLastMsg asks one key per round trip. A batch of claims needs the
  * marker and claim epochs of every key, so the same request (the stream's
- * message API, $JS.API.STREAM.MSG.GET, which only the leader answers) is
+ * message API, <api prefix>.STREAM.MSG.GET, which only the leader answers) is
  * sent for all of them at once, each with its own reply subject under one
  * inbox, and the answers are collected as they come. The answer is JSON
  * with the message's headers and data in base64; only the few fields the
@@ -95,8 +95,8 @@ static ib_status parse_answer(kv_recorder *k, kv_read *out, const char *json, ib
 static natsStatus send_requests(kv_recorder *k, const char *inbox,
                                 const char (*subjects)[KV_SUBJECT_MAX], size_t n)
 {
-    char api[64 + IB__KV_BUCKET_MAX], reply[96], body[KV_SUBJECT_MAX + 32];
-    snprintf(api, sizeof(api), "$JS.API.STREAM.MSG.GET.%s", k->stream);
+    char api[IB_JS_API_PREFIX_MAX + 64 + IB__KV_BUCKET_MAX], reply[96], body[KV_SUBJECT_MAX + 32];
+    snprintf(api, sizeof(api), "%s.STREAM.MSG.GET.%s", k->api_prefix, k->stream);
     natsStatus s = NATS_OK;
     for (size_t i = 0; i < n && s == NATS_OK; i++) {
         snprintf(reply, sizeof(reply), "%s.%zu", inbox, i);

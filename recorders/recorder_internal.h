@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "js_api.h"
 #include "owner.h"
 #include "recorder.h"
 
@@ -58,6 +59,10 @@ typedef struct ib__recorder_config {
     bool kv_create;                       /* create the bucket when it is missing */
     char kv_url[512];                     /* "" = use nats_connection */
     char kv_creds[IB__RECORDER_PATH_MAX]; /* credentials file for kv_url; "" = none */
+    /* JetStream API prefix (js_api.h) of the bucket's JetStream: from the
+     * URI's domain= or api_prefix=, else, without url=, the one the caller
+     * gives with its connection, else "$JS.API" */
+    char kv_api_prefix[IB_JS_API_PREFIX_MAX];
 } ib__recorder_config;
 
 /* Largest memory capacity accepted; slot numbers are 32-bit. */

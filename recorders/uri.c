@@ -4,7 +4,8 @@
  *   memory:[?capacity=N]
  *   sqlite:PATH[?synchronous=off|normal|full|extra&busy_timeout_ms=N&mode=0NNN]
  *   sqlite::memory:
- *   kv:BUCKET[?replicas=N&ttl=D&min_ttl=D&max_bytes=N&create=0|1&url=URL&creds=PATH]
+ *   kv:BUCKET[?replicas=N&ttl=D&min_ttl=D&max_bytes=N&create=0|1&url=URL&creds=PATH
+ *             &domain=NAME|api_prefix=PREFIX]
  *
  * The scheme is matched without regard to case. The first '?' starts the
  * parameters, so a path cannot contain '?'; there is no percent-decoding.
@@ -177,12 +178,15 @@ enum {
     P_CREATE,
     P_URL,
     P_CREDS,
+    P_DOMAIN,
+    P_API_PREFIX,
     P_COUNT,
 };
 
 static const char *const param_names[P_COUNT] = {
-    "capacity", "synchronous", "busy_timeout_ms", "mode", "replicas", "ttl",
-    "min_ttl",  "max_bytes",   "create",          "url",  "creds",
+    "capacity", "synchronous", "busy_timeout_ms", "mode",   "replicas",
+    "ttl",      "min_ttl",     "max_bytes",       "create", "url",
+    "creds",    "domain",      "api_prefix",
 };
 
 /* Whether parameter `which` belongs to the kind of `cfg`. */
@@ -197,6 +201,20 @@ static bool param_fits(const ib__recorder_config *cfg, int which)
         return which >= P_REPLICAS;
     }
     return false;
+}
+
+/* domain= or api_prefix=: the JetStream API prefix of the bucket. */
+static ib_status apply_api_value(parse_ctx *pc, ib__recorder_config *cfg, int which,
+                                 const char *val, size_t vlen, const char *qval)
+{
+    char text[IB_JS_API_PREFIX_MAX];
+    if (!copy_value(text, sizeof(text), val, vlen))
+        return fail(pc, "%s is longer than %zu bytes", param_names[which], sizeof(text) - 1);
+    const char *why = which == P_DOMAIN ? ib_js_api_prefix(cfg->kv_api_prefix, text, NULL)
+                                        : ib_js_api_prefix(cfg->kv_api_prefix, NULL, text);
+    if (why != NULL)
+        return fail(pc, "%s '%s' %s", param_names[which], qval, why);
+    return IB_OK;
 }
 
 /* The kv: parameters' values. */
@@ -229,6 +247,9 @@ static ib_status apply_kv_value(parse_ctx *pc, ib__recorder_config *cfg, int whi
             return fail(pc, "create '%s' is not 0 or 1", qval);
         cfg->kv_create = val[0] == '1';
         return IB_OK;
+    case P_DOMAIN:
+    case P_API_PREFIX:
+        return apply_api_value(pc, cfg, which, val, vlen, qval);
     case P_URL:
         if (!copy_value(cfg->kv_url, sizeof(cfg->kv_url), val, vlen))
             return fail(pc, "url is longer than %zu bytes", sizeof(cfg->kv_url) - 1);
@@ -302,12 +323,15 @@ static ib_status apply_param(parse_ctx *pc, ib__recorder_config *cfg, const char
                                : cfg->kind == IB__RECORDER_SQLITE
                                    ? "sqlite: takes synchronous, busy_timeout_ms, mode"
                                    : "kv: takes replicas, ttl, min_ttl, max_bytes, "
-                                     "create, url, creds";
+                                     "create, url, creds, domain, api_prefix";
         return fail(pc, "unknown parameter '%s' (%s)", qname, expected);
     }
     if (*seen & (1u << which))
         return fail(pc, "parameter '%s' given twice", qname);
     *seen |= 1u << which;
+    if ((*seen & (1u << P_DOMAIN)) && (*seen & (1u << P_API_PREFIX)))
+        return fail(pc, "domain and api_prefix exclude each other (a domain stands for the "
+                        "prefix $JS.<domain>.API): give one");
     if (vlen == 0)
         return fail(pc, "parameter '%s' has an empty value", qname);
     if (cfg->kind == IB__RECORDER_KV)
@@ -327,9 +351,14 @@ static ib_status parse_query(parse_ctx *pc, ib__recorder_config *cfg, const char
         if (st != IB_OK)
             return st;
         if (amp == NULL)
-            return IB_OK;
+            break;
         q = amp + 1;
     }
+    /* A url= of its own is another server: the caller's prefix, which
+     * belongs to the caller's connection, does not follow it there. */
+    if (cfg->kv_url[0] != '\0' && !(seen & ((1u << P_DOMAIN) | (1u << P_API_PREFIX))))
+        snprintf(cfg->kv_api_prefix, sizeof(cfg->kv_api_prefix), "%s", IB_JS_API_DEFAULT);
+    return IB_OK;
 }
 
 /* Options first; the URI's parameters then override them. */
@@ -357,6 +386,9 @@ static ib_status apply_options(parse_ctx *pc, ib__recorder_config *cfg,
     cfg->kv_ttl_ms = -1;
     cfg->kv_create = o.kv_create;
     cfg->kv_min_ttl_ms = o.kv_min_ttl_ms > 0 ? o.kv_min_ttl_ms : 0;
+    const char *why = ib_js_api_prefix(cfg->kv_api_prefix, NULL, o.kv_js_api_prefix);
+    if (why != NULL)
+        return fail(pc, "option kv_js_api_prefix %s", why);
 
     if (o.memory_capacity > IB__MEMORY_CAPACITY_MAX)
         return fail(pc, "option memory_capacity is above the limit of %zu",

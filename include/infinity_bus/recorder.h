@@ -148,6 +148,12 @@ typedef struct ib_recorder_options {
      * (IB_ERR_CONFIG "no such file"): for tools that only read, or only
      * change markers that must already be there. */
     bool sqlite_must_exist;
+    /* kv: the JetStream API prefix under which nats_connection reaches the
+     * bucket's JetStream ("$JS.<domain>.API" for another JetStream domain,
+     * such as a leaf node's seen from its hub, or the prefix an account
+     * import gives). Used by a kv: URI without url=, domain= and
+     * api_prefix=; NULL or "" = "$JS.API". Copied. */
+    const char *kv_js_api_prefix;
 } ib_recorder_options;
 
 /* Opens a recorder from a URI:
@@ -163,6 +169,11 @@ typedef struct ib_recorder_options {
  *                           the bucket's settings: checked when binding,
  *                           used when creating (only with create=1); D is
  *                           digits with ms, s (default), m, h or d
+ *   kv:BUCKET?domain=NAME   ... in JetStream domain NAME (a leaf node's
+ *                           bucket seen from its hub); or api_prefix=P,
+ *                           under the API prefix P; not both. Without
+ *                           them and without url=, the bucket is reached
+ *                           as options->kv_js_api_prefix says
  * The scheme ignores case; the first '?' starts the parameters (so a path
  * cannot contain '?'); there is no percent-decoding; each parameter may be
  * given once. capacity is 1..2^30, busy_timeout_ms 1..86400000, mode is

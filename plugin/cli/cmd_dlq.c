@@ -183,6 +183,11 @@ static int run_action(const char *action, const dlq_args *a, const char *stream,
 {
     ib_nats *n = NULL;
     ib_error e;
+    char why[640];
+    if (ib_cli_nats_check(&a->nats, why, sizeof(why)) != 0) {
+        fprintf(stderr, "ibus dlq: %s\n", why);
+        return 2;
+    }
     if (ib_nats_connect(&n, &a->nats, &e) != IB_OK) {
         fprintf(stderr, "ibus dlq: %s\n", e.msg);
         return e.status == IB_ERR_CONFIG ? 2 : 1;
@@ -195,6 +200,7 @@ static int run_action(const char *action, const dlq_args *a, const char *stream,
         code = do_show(js, stream, args);
     } else if (strcmp(action, "replay") == 0) {
         ib_dlq_replay_opts o = {.nc = ib_nats_connection(n),
+                                .api_prefix = ib_nats_api_prefix(n),
                                 .stream = stream,
                                 .dry_run = a->dry_run,
                                 .purge = a->purge,

@@ -396,6 +396,7 @@ static int open_recorder(ib_recorder **r, ib_nats **n, markers_args *m)
             return e.status == IB_ERR_CONFIG ? 2 : 1;
         }
         m->ro.nats_connection = ib_nats_connection(*n);
+        m->ro.kv_js_api_prefix = ib_nats_api_prefix(*n);
     }
     if (ib_recorder_open(r, m->uri, &m->ro, &e) != IB_OK) {
         char msg[sizeof(e.msg) + 64];
@@ -459,6 +460,11 @@ int ib_cmd_markers(int argc, char **argv)
         ib_cli_check_name("markers", "--stream", ib_cli_given(m.prune.stream)) != 0 ||
         ib_cli_check_name("markers", "--durable", ib_cli_given(m.prune.durable)) != 0)
         goto out;
+    char why[640];
+    if (ib_cli_nats_check(&m.prune.nats, why, sizeof(why)) != 0) {
+        fprintf(stderr, "ibus markers: %s\n", why);
+        goto out;
+    }
     ib_recorder *r = NULL;
     ib_nats *nc = NULL;
     /* no action creates a marker file: a typo in --recorder says so */
@@ -512,8 +518,8 @@ const ib_cmd_desc ib_cmd_markers_desc = {
         "\"not processed\". lookup and forget take the event as its ID or as the business key "
         "ibus publish --key derived its id from (--key, and --key-namespace when publish was "
         "given one). A kv: recorder without url= in its URI is opened on a "
-        "connection made from the connection options (--nats-url, --creds, --tls-*), as ibus "
-        "run opens it.",
+        "connection made from the connection options (--nats-url, --creds, --tls-*, "
+        "--js-domain), as ibus run opens it.",
     .actions = markers_actions,
     .nactions = sizeof(markers_actions) / sizeof(markers_actions[0]),
     .options = markers_options,

@@ -489,7 +489,12 @@ static int connect_and_publish(publisher *p, const ib_strlist *args)
     ib_nats *n = NULL;
     ib_error e;
     int code = 1;
+    char why[640];
 
+    if (ib_cli_nats_check(&c->nats, why, sizeof(why)) != 0) {
+        fprintf(stderr, "ibus publish: %s\n", why);
+        return 2;
+    }
     if (ib_nats_connect(&n, &c->nats, &e) != IB_OK) {
         fprintf(stderr, "ibus publish: %s\n", e.msg);
         return e.status == IB_ERR_CONFIG ? 2 : 1;
@@ -499,6 +504,7 @@ static int connect_and_publish(publisher *p, const ib_strlist *args)
     jo.PublishAsync.MaxPending = c->max_pending;
     jo.PublishAsync.ErrHandler = on_async_error;
     jo.PublishAsync.ErrHandlerClosure = p;
+    jo.Prefix = ib_nats_api_prefix(n); /* the same JetStream as --js-domain/--js-api-prefix name */
     if (natsConnection_JetStream(&p->js, ib_nats_connection(n), &jo) != NATS_OK)
         fprintf(stderr, "ibus publish: cannot create a JetStream context\n");
     else

@@ -133,6 +133,7 @@ static void read_markers(ib_status_markers *m, ib__consumer_summary **all, size_
     a->ro.size = sizeof(a->ro);
     a->ro.sqlite_must_exist = true;
     a->ro.nats_connection = ib_nats_connection(nc);
+    a->ro.kv_js_api_prefix = ib_nats_api_prefix(nc);
     if (ib_recorder_open(&r, a->recorder, &a->ro, &e) != IB_OK ||
         ib__recorder_summarize(r, all, n, max_attempts, &e) != IB_OK) {
         ib_host_flag_hint(m->error, sizeof(m->error), e.msg);
@@ -215,8 +216,8 @@ static void report_one(status_ctx *x, const ib_status_consumer *c)
     r->consumer = *c;
     r->expect = x->a->expect;
     dead_letter_subject(r->dlq.subject, sizeof(r->dlq.subject), x->a, c->durable);
-    ib_status_read_dlq(&r->dlq, ib_nats_connection(x->nc), ib_nats_jetstream(x->nc), c->durable,
-                       (uint64_t)x->a->dlq_scan);
+    ib_status_read_dlq(&r->dlq, ib_nats_connection(x->nc), ib_nats_api_prefix(x->nc),
+                       ib_nats_jetstream(x->nc), c->durable, (uint64_t)x->a->dlq_scan);
     r->markers = x->markers;
     r->markers.v = NULL;
     r->markers.n = 0;
@@ -329,7 +330,7 @@ static int run_status(status_args *a)
     ib_error e;
     status_ctx x = {.a = a};
     char why[640];
-    if (ib_cli_nats_url_check(a->nats.url, why, sizeof(why)) != 0) {
+    if (ib_cli_nats_check(&a->nats, why, sizeof(why)) != 0) {
         fprintf(stderr, "ibus status: %s\n", why);
         return 2;
     }

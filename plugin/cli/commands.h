@@ -19,7 +19,7 @@
 
 /* Room every command's option table fits in; each table checks it with a
  * _Static_assert where it is built. */
-#define IB_CMD_MAX_OPTIONS 64
+#define IB_CMD_MAX_OPTIONS 96
 
 /* One action of a command that takes one as its first argument
  * (`ibus markers ACTION`). */

@@ -129,7 +129,10 @@ int ib_dlq_target_precheck(const ib_dlq_entry *e, char *why, size_t cap);
  * run. */
 typedef struct ib_dlq_targets ib_dlq_targets;
 
-ib_dlq_targets *ib_dlq_targets_create(natsConnection *nc, int64_t timeout_ms);
+/* `api_prefix` (BORROWED, for the targets' life): the JetStream API
+ * prefix of `nc`'s context (ib_nats_api_prefix). */
+ib_dlq_targets *ib_dlq_targets_create(natsConnection *nc, const char *api_prefix,
+                                      int64_t timeout_ms);
 void ib_dlq_targets_free(ib_dlq_targets *t);
 
 /* Outcome of ib_dlq_target_check. */
@@ -139,15 +142,16 @@ typedef enum ib_dlq_target {
     IB_DLQ_TARGET_FAIL = 2, /* JetStream could not be asked: `why` says why */
 } ib_dlq_target;
 
-/* The precheck, then asks JetStream ($JS.API.STREAM.NAMES, filtered by the
+/* The precheck, then asks JetStream (<api prefix>.STREAM.NAMES, filtered by the
  * subject) which stream captures the subject, and compares it with
  * Ibus-Stream. */
 ib_dlq_target ib_dlq_target_check(ib_dlq_targets *t, const ib_dlq_entry *e, char *why, size_t cap);
 
 /* What replay does beyond the filter. */
 typedef struct ib_dlq_replay_opts {
-    natsConnection *nc; /* for the JetStream API requests of the target checks */
-    const char *stream; /* the dead-letter stream */
+    natsConnection *nc;     /* for the JetStream API requests of the target checks */
+    const char *api_prefix; /* ... under this prefix (ib_nats_api_prefix) */
+    const char *stream;     /* the dead-letter stream */
     bool dry_run;
     bool purge; /* delete each dead letter once its replay is acked */
     bool force; /* replay conflict dead letters too */

@@ -232,7 +232,7 @@ int ib_dlq_replay(jsCtx *js, const ib_dlq_filter *f, const ib_dlq_replay_opts *o
     replay_run r = {.o = o, .js = js, .started_ms = ib_clock_monotonic_ms()};
     uint64_t visited = 0;
     r.progress = isatty(STDERR_FILENO) == 1;
-    r.targets = ib_dlq_targets_create(o->nc, o->timeout_ms);
+    r.targets = ib_dlq_targets_create(o->nc, o->api_prefix, o->timeout_ms);
     if (r.targets == NULL) {
         fprintf(stderr, "ibus dlq replay: out of memory\n");
         return 1;

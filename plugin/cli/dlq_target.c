@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "jetstream.h"
+#include "js_api.h"
 
 /* Subjects remembered per run; beyond that each is asked again. */
 #define CACHE_MAX 64
@@ -28,16 +29,20 @@ typedef struct cached {
 
 struct ib_dlq_targets {
     natsConnection *nc;
+    char names_subject[IB_JS_API_PREFIX_MAX + 16]; /* <api prefix>.STREAM.NAMES */
     int64_t timeout_ms;
     cached cache[CACHE_MAX];
     size_t n;
 };
 
-ib_dlq_targets *ib_dlq_targets_create(natsConnection *nc, int64_t timeout_ms)
+ib_dlq_targets *ib_dlq_targets_create(natsConnection *nc, const char *api_prefix,
+                                      int64_t timeout_ms)
 {
     ib_dlq_targets *t = calloc(1, sizeof(*t));
     if (t != NULL) {
         t->nc = nc;
+        snprintf(t->names_subject, sizeof(t->names_subject), "%s.STREAM.NAMES",
+                 api_prefix != NULL ? api_prefix : IB_JS_API_DEFAULT);
         t->timeout_ms = timeout_ms;
     }
     return t;
@@ -108,8 +113,8 @@ static int ask(ib_dlq_targets *t, char *out, size_t cap, const char *subject, ch
     json_t *req = json_pack("{s:s}", "subject", subject);
     char *body = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
     natsMsg *reply = NULL;
-    natsStatus s = body != NULL ? natsConnection_RequestString(
-                                      &reply, t->nc, "$JS.API.STREAM.NAMES", body, t->timeout_ms)
+    natsStatus s = body != NULL ? natsConnection_RequestString(&reply, t->nc, t->names_subject,
+                                                               body, t->timeout_ms)
                                 : NATS_NO_MEMORY;
     int rc = -1;
     if (s == NATS_OK)

@@ -44,6 +44,12 @@ static const char *const description[] = {
     "Markers live in a recorder chosen by URI: memory: (inside the process), sqlite:PATH (a file "
     "shared by the processes of one host) or kv:BUCKET (a replicated JetStream key-value "
     "bucket, for many hosts).",
+    "A JetStream other than the connected server's own, such as a leaf node's seen from its hub, "
+    "is reached with --js-domain NAME (its API answers under $JS.NAME.API), or under the API "
+    "prefix an account import gives with --js-api-prefix; every command takes them. A kv: "
+    "bucket opened on the command's connection is reached the same way, unless its URI names "
+    "its own with domain=NAME or api_prefix=PREFIX (a kv: URI with url= uses its server's own "
+    "JetStream unless it says so).",
     "Each command takes its options as flags and as IB_* environment variables (see "
     "ENVIRONMENT); ibus COMMAND --help prints the same options as this page.",
 };

@@ -7,7 +7,8 @@
 #include "options.h"
 
 /* Entries for --nats-url, --creds, --nkey, --token, --user, --password,
- * --tls-ca, --tls-cert and --tls-key, writing into `c`. */
+ * --tls-ca, --tls-cert, --tls-key, --js-domain and --js-api-prefix,
+ * writing into `c`. */
 #define IB_NATS_OPTIONS(c)                                                                           \
     {"nats-url",                                                                                     \
      IB_OPT_STRING,                                                                                  \
@@ -26,8 +27,20 @@
         {"tls-ca", IB_OPT_STRING, &(c)->tls_ca, "FILE", NULL, "CA bundle to verify the server", 0,   \
          0},                                                                                         \
         {"tls-cert", IB_OPT_STRING, &(c)->tls_cert, "FILE", NULL, "client certificate (PEM)", 0, 0}, \
+        {"tls-key", IB_OPT_STRING, &(c)->tls_key, "FILE", NULL, "client private key (PEM)", 0, 0},   \
+        {"js-domain",                                                                                \
+         IB_OPT_STRING,                                                                              \
+         &(c)->js_domain,                                                                            \
+         "NAME",                                                                                     \
+         NULL,                                                                                       \
+         "JetStream domain to use, e.g. a leaf node's seen from its hub ($JS.NAME.API)",             \
+         0,                                                                                          \
+         0},                                                                                         \
     {                                                                                                \
-        "tls-key", IB_OPT_STRING, &(c)->tls_key, "FILE", NULL, "client private key (PEM)", 0, 0      \
+        "js-api-prefix", IB_OPT_STRING, &(c)->js_api_prefix, "PREFIX", NULL,                         \
+            "JetStream API prefix an account import gives (instead of $JS.API; not with "            \
+            "--js-domain)",                                                                          \
+            0, 0                                                                                     \
     }
 
 /* Checks a --nats-url list before anything connects: every
@@ -35,5 +48,10 @@
  * 1..65535. Returns 0, or -1 with the reason, naming the option and the
  * entry, in `why` (cap bytes). */
 int ib_cli_nats_url_check(const char *list, char *why, size_t cap);
+
+/* ib_cli_nats_url_check on c->url, then --js-domain and --js-api-prefix:
+ * each usable (js_api.h) and not both. Returns 0, or -1 with the reason,
+ * naming the option, in `why`. */
+int ib_cli_nats_check(const ib_nats_config *c, char *why, size_t cap);
 
 #endif

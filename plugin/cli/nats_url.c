@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "js_api.h"
 #include "redact.h"
 
 /* Checks one URL of `len` bytes at `u`: [scheme://][user[:pass]@]host[:port]
@@ -62,4 +63,24 @@ int ib_cli_nats_url_check(const char *list, char *why, size_t cap)
             return 0;
         p = comma + 1;
     }
+}
+
+int ib_cli_nats_check(const ib_nats_config *c, char *why, size_t cap)
+{
+    bool domain = c->js_domain != NULL && c->js_domain[0] != '\0';
+    bool prefix = c->js_api_prefix != NULL && c->js_api_prefix[0] != '\0';
+    const char *problem = NULL;
+    if (ib_cli_nats_url_check(c->url, why, cap) != 0)
+        return -1;
+    if (domain && prefix) {
+        snprintf(why, cap,
+                 "--js-domain and --js-api-prefix exclude each other: a domain stands for the "
+                 "prefix $JS.<domain>.API; give one");
+        return -1;
+    }
+    if (domain && (problem = ib_js_domain_problem(c->js_domain)) != NULL)
+        snprintf(why, cap, "--js-domain '%.200s': %s", c->js_domain, problem);
+    else if (prefix && (problem = ib_js_api_prefix_problem(c->js_api_prefix)) != NULL)
+        snprintf(why, cap, "--js-api-prefix '%.200s': %s", c->js_api_prefix, problem);
+    return problem != NULL ? -1 : 0;
 }

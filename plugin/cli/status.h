@@ -132,8 +132,8 @@ int ib_status_read_consumer(ib_status_consumer *c, jsCtx *js, const char *stream
 /* Finds the stream capturing d->subject and counts the dead letters of
  * `durable` in it, reading at most `scan` of them. Failures land in
  * d->error. */
-void ib_status_read_dlq(ib_status_dlq *d, natsConnection *nc, jsCtx *js, const char *durable,
-                        uint64_t scan);
+void ib_status_read_dlq(ib_status_dlq *d, natsConnection *nc, const char *api_prefix, jsCtx *js,
+                        const char *durable, uint64_t scan);
 
 /* The summaries among `all` (n) that belong to `durable`: its
  * "<durable>/..." identities and those `overrides` ("plugin/handler=ID",

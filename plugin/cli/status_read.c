@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "dlq.h"
+#include "js_api.h"
 
 static void replicas_from(ib_status_replicas *r, const jsClusterInfo *ci)
 {
@@ -111,11 +112,13 @@ int ib_status_read_consumer(ib_status_consumer *c, jsCtx *js, const char *stream
 }
 
 /* The stream that captures `subject`, asked of the server
- * ($JS.API.STREAM.NAMES with a subject filter; nats.c 3.4 has no call
+ * (<api prefix>.STREAM.NAMES with a subject filter; nats.c 3.4 has no call
  * for it). "" when none does. */
-static int stream_for_subject(char *out, size_t cap, natsConnection *nc, const char *subject,
-                              char *why, size_t why_cap)
+static int stream_for_subject(char *out, size_t cap, natsConnection *nc, const char *api_prefix,
+                              const char *subject, char *why, size_t why_cap)
 {
+    char api[IB_JS_API_PREFIX_MAX + 16];
+    snprintf(api, sizeof(api), "%s.STREAM.NAMES", api_prefix);
     natsMsg *reply = NULL;
     json_t *req = json_pack("{s:s}", "subject", subject);
     char *body = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
@@ -125,7 +128,7 @@ static int stream_for_subject(char *out, size_t cap, natsConnection *nc, const c
         snprintf(why, why_cap, "out of memory");
         return -1;
     }
-    natsStatus s = natsConnection_RequestString(&reply, nc, "$JS.API.STREAM.NAMES", body, 5000);
+    natsStatus s = natsConnection_RequestString(&reply, nc, api, body, 5000);
     free(body);
     if (s != NATS_OK) {
         explain(why, why_cap, "stream names", s, 0);
@@ -165,12 +168,13 @@ static int count_dead_letter(void *ctx, ib_dlq_entry *e)
     return d->count >= c->scan; /* stop there: the count is then a lower bound */
 }
 
-void ib_status_read_dlq(ib_status_dlq *d, natsConnection *nc, jsCtx *js, const char *durable,
-                        uint64_t scan)
+void ib_status_read_dlq(ib_status_dlq *d, natsConnection *nc, const char *api_prefix, jsCtx *js,
+                        const char *durable, uint64_t scan)
 {
     char why[256];
     d->complete = true;
-    if (stream_for_subject(d->stream, sizeof(d->stream), nc, d->subject, why, sizeof(why)) != 0) {
+    if (stream_for_subject(d->stream, sizeof(d->stream), nc, api_prefix, d->subject, why,
+                           sizeof(why)) != 0) {
         snprintf(d->error, sizeof(d->error), "%s", why);
         return;
     }

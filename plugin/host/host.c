@@ -648,6 +648,8 @@ static int open_recorder(ib_host *h, ib_error *e)
         .nats_connection = h->nats != NULL ? ib_nats_connection(h->nats) : NULL,
         .kv_create = h->cfg->create,
         .kv_min_ttl_ms = created_horizon_ms(h->cfg),
+        /* a kv: bucket on the run's connection is in the run's domain */
+        .kv_js_api_prefix = h->nats != NULL ? ib_nats_api_prefix(h->nats) : NULL,
     };
     /* A file whose lock another process holds past the busy timeout (one
      * stopped in a write, a long outside transaction) is waited for, not

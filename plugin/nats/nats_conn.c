@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "js_api.h"
 #include "log.h"
 #include "nkey.h"
 #include "redact.h"
@@ -20,6 +21,7 @@ struct ib_nats {
     atomic_int denied;  /* the server sent a permissions violation */
     atomic_uint_fast64_t reconnects;
     char nkey_public[IB_NKEY_PUBLIC_LEN + 1];
+    char api_prefix[IB_JS_API_PREFIX_MAX]; /* the JetStream context's, set before connecting */
     /* why the first connect failed, while nats.c retries it (it keeps no
      * error of its own then) */
     char first_error[200];
@@ -279,6 +281,24 @@ static ib_status connect_first(ib_nats *n, natsOptions *o, const ib_nats_config 
     return refused_login(n->nc, url, err) ? IB_ERR_NATS : IB_OK;
 }
 
+/* n->api_prefix from the config's domain or prefix; IB_ERR_CONFIG naming
+ * the one that cannot be used. */
+static ib_status set_api_prefix(ib_nats *n, const ib_nats_config *c, ib_error *err)
+{
+    const char *domain = c->js_domain != NULL ? c->js_domain : "";
+    const char *prefix = c->js_api_prefix != NULL ? c->js_api_prefix : "";
+    const char *why = ib_js_api_prefix(n->api_prefix, domain, prefix);
+    if (why == NULL)
+        return IB_OK;
+    if (domain[0] != '\0' && prefix[0] != '\0')
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "JetStream domain '%s' and API prefix '%s': give one, not both", domain,
+                            prefix);
+    return ib_error_set(err, IB_ERR_CONFIG, "JetStream %s '%s': %s",
+                        domain[0] != '\0' ? "domain" : "API prefix",
+                        domain[0] != '\0' ? domain : prefix, why);
+}
+
 ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
 {
     natsOptions *o = NULL;
@@ -293,6 +313,8 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
         st = nats_fail(err, IB_ERR_NOMEM, "nats options", s);
         goto fail;
     }
+    if ((st = set_api_prefix(n, c, err)) != IB_OK)
+        goto fail;
     const char *url = c->url != NULL && c->url[0] != '\0' ? c->url : "nats://127.0.0.1:4222";
     char shown[IB_REDACT_MAX]; /* what messages say of it */
     ib_redact_url(shown, sizeof(shown), url);
@@ -320,7 +342,10 @@ ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *c, ib_error *err)
 
     if ((st = connect_first(n, o, c, shown, err)) != IB_OK)
         goto fail;
-    if ((s = natsConnection_JetStream(&n->js, n->nc, NULL)) != NATS_OK) {
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Prefix = n->api_prefix;
+    if ((s = natsConnection_JetStream(&n->js, n->nc, &jo)) != NATS_OK) {
         st = nats_fail(err, IB_ERR_NATS, "jetstream context", s);
         goto fail;
     }
@@ -348,6 +373,11 @@ natsConnection *ib_nats_connection(ib_nats *n)
 jsCtx *ib_nats_jetstream(ib_nats *n)
 {
     return n->js;
+}
+
+const char *ib_nats_api_prefix(const ib_nats *n)
+{
+    return n->api_prefix;
 }
 
 bool ib_nats_is_connected(const ib_nats *n)

@@ -108,7 +108,7 @@ struct ib_puller {
     bool subscribed; /* nats.c may call into `in` until it says done */
     inbox *in;
     char *inbox;        /* request k replies to "<inbox>.<k>" */
-    char *next_subject; /* $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable> */
+    char *next_subject; /* <api prefix>.CONSUMER.MSG.NEXT.<stream>.<durable> */
     size_t batch;
     int64_t expires_ms;
     int64_t flush_ms;
@@ -457,7 +457,8 @@ ib_status ib_puller_create(ib_puller **out, ib_nats *conn, const ib_puller_optio
     p->batch = o->batch;
     p->expires_ms = o->expires_ms > 0 ? o->expires_ms : IB_PULLER_DEFAULT_EXPIRES_MS;
     p->flush_ms = o->flush_ms > 0 ? o->flush_ms : 5;
-    if (asprintf(&p->next_subject, "$JS.API.CONSUMER.MSG.NEXT.%s.%s", o->stream, o->durable) < 0) {
+    if (asprintf(&p->next_subject, "%s.CONSUMER.MSG.NEXT.%s.%s", ib_nats_api_prefix(conn),
+                 o->stream, o->durable) < 0) {
         p->next_subject = NULL;
         st = ib_error_set(err, IB_ERR_NOMEM, "puller: out of memory");
         goto fail;

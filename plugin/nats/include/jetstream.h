@@ -42,21 +42,30 @@ typedef struct ib_nats_config {
     int64_t connect_timeout_ms; /* per attempt; 0 = 2000 */
     int64_t reconnect_wait_ms;  /* 0 = 250 */
     bool retry_initial_connect; /* keep trying in the background if the server is not up yet */
+    /* Where JetStream is reached (js_api.h): the JetStream domain of
+     * another server (a leaf node's, a hub's), or the API prefix an account
+     * import gives; at most one; NULL or "" = the server's own. */
+    const char *js_domain;
+    const char *js_api_prefix;
 } ib_nats_config;
 
 typedef struct ib_nats ib_nats;
 
 /* Connects (or, with retry_initial_connect, starts connecting) and creates
- * a JetStream context. `*out` is owned by the caller; ib_nats_close()
+ * a JetStream context, in the domain or under the API prefix the config
+ * names. `*out` is owned by the caller; ib_nats_close()
  * flushes and frees it. Errors: IB_ERR_CONFIG for an unusable URL,
- * credentials or TLS files (the message names the setting and its value,
- * e.g. "credentials file F: ..."), IB_ERR_NATS when the server cannot be
- * reached. */
+ * JetStream domain or API prefix, credentials or TLS files (the message names the setting and its
+ * value, e.g. "credentials file F: ..."), IB_ERR_NATS when the server cannot be reached. */
 ib_status ib_nats_connect(ib_nats **out, const ib_nats_config *config, ib_error *err);
 
 /* Borrowed handles, valid until ib_nats_close(). */
 natsConnection *ib_nats_connection(ib_nats *n);
 jsCtx *ib_nats_jetstream(ib_nats *n);
+/* The JetStream API prefix of the context, without a trailing '.':
+ * "$JS.API", "$JS.<domain>.API" or the configured prefix. For subjects of
+ * the API sent by hand. Valid until ib_nats_close(). */
+const char *ib_nats_api_prefix(const ib_nats *n);
 
 /* Connection state, safe from any thread. */
 bool ib_nats_is_connected(const ib_nats *n);
