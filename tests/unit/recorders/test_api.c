@@ -256,6 +256,56 @@ static void test_kv_parameters(void **state)
     assert_false(cfg.kv_create);
 }
 
+/* domain= and api_prefix= (issue 45): the bucket's JetStream API prefix,
+ * else the caller's for a bucket on the caller's connection, never the
+ * caller's for a url= of its own. */
+static void test_kv_domain(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *uri, *caller, *want;
+    } ok[] = {
+        {"kv:m", NULL, "$JS.API"},
+        {"kv:m", "", "$JS.API"},
+        {"kv:m", "$JS.edge.API", "$JS.edge.API"},
+        {"kv:m?domain=edge", NULL, "$JS.edge.API"},
+        {"kv:m?domain=hub", "$JS.edge.API", "$JS.hub.API"},
+        {"kv:m?api_prefix=imp.JS.API", NULL, "imp.JS.API"},
+        {"kv:m?api_prefix=imp.JS.API.", NULL, "imp.JS.API"},
+        {"kv:m?url=nats://a:4222", "$JS.edge.API", "$JS.API"},
+        {"kv:m?url=nats://a:4222&domain=edge", NULL, "$JS.edge.API"},
+    };
+    static const struct {
+        const char *uri, *why;
+    } bad[] = {
+        {"kv:m?domain=a.b", "domain 'a.b' holds '.'"},
+        {"kv:m?domain=a*", "domain 'a*' holds '.'"},
+        {"kv:m?api_prefix=a..b", "api_prefix 'a..b' has an empty token"},
+        {"kv:m?api_prefix=$JS.>", "holds a wildcard"},
+        {"kv:m?domain=edge&api_prefix=x", "domain and api_prefix exclude each other"},
+        {"sqlite:x.db?domain=edge", "unknown parameter 'domain'"},
+    };
+    ib__recorder_config cfg;
+    ib_error err;
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        ib_recorder_options o = {.size = sizeof(o), .kv_js_api_prefix = ok[i].caller};
+        if (ib__recorder_config_parse(&cfg, ok[i].uri, &o, &err) != IB_OK)
+            fail_msg("'%s': %s", ok[i].uri, err.msg);
+        if (strcmp(cfg.kv_api_prefix, ok[i].want) != 0)
+            fail_msg("'%s' with '%s': %s, not %s", ok[i].uri, ok[i].caller ? ok[i].caller : "",
+                     cfg.kv_api_prefix, ok[i].want);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(ib__recorder_config_parse(&cfg, bad[i].uri, NULL, &err), IB_ERR_CONFIG);
+        if (strstr(err.msg, bad[i].why) == NULL)
+            fail_msg("'%s': %s", bad[i].uri, err.msg);
+    }
+    /* a caller's prefix that is no prefix is the caller's mistake, named */
+    ib_recorder_options o = {.size = sizeof(o), .kv_js_api_prefix = "a b"};
+    assert_int_equal(ib__recorder_config_parse(&cfg, "kv:m", &o, &err), IB_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "kv_js_api_prefix"));
+}
+
 static void test_open_refusals(void **state)
 {
     (void)state;
@@ -415,6 +465,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_uri_message_is_bounded_and_printable),
     cmocka_unit_test(test_options_and_uri_precedence),
     cmocka_unit_test(test_kv_parameters),
+    cmocka_unit_test(test_kv_domain),
     cmocka_unit_test(test_open_refusals),
     cmocka_unit_test(test_fallbacks_for_minimal_kind),
     cmocka_unit_test(test_realtime_clock),
