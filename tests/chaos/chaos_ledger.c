@@ -324,6 +324,10 @@ static void prepare(row_run *c)
     assert_true(it_spawn(&p, c->e, "create", &a));
     it_argv_free(&a);
     assert_true(it_wait_consumer(&c->e->server, IT_STREAM, DURABLE, it_timeout(30000)));
+    /* a stop before the run is bound exits 1: wait until it runs */
+    int64_t spawned = it_now_ms();
+    while (!chaos_subscriber_up(&p, spawned))
+        it_sleep_ms(20);
     assert_int_equal(it_proc_stop(&p, SIGTERM, it_timeout(30000)), 0);
 }
 
