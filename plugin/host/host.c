@@ -33,6 +33,9 @@ extern char **environ;
 /* How long start-up waits out a server that times out or has no
  * responder (with_grace). */
 #define START_GRACE_MS 30000
+
+/* open_consumer(): a signal came before the consumer was bound. */
+#define STOPPED_BEFORE_BINDING (-2)
 /* While the first connect fails: the first reminder, and the longest
  * interval between two (wait_connected). */
 #define CONNECT_LOG_FIRST_MS 2000
@@ -841,12 +844,15 @@ static int with_grace(ib_host *h, int (*step)(ib_host *, ib_error *), const char
 
 /* Open, last part: a recorder on this connection, the consumer,
  * dispatch, the puller, the watcher and the keeper.
- * Returns 0, or -1 with `e` set. */
+ * Returns 0; -1 with `e` set; or STOPPED_BEFORE_BINDING when a signal came
+ * before the consumer was bound (one after it is a clean stop). */
 static int open_consumer(ib_host *h, ib_error *e)
 {
     const ib_host_config *cfg = h->cfg;
     if (h->recorder == NULL && with_grace(h, open_recorder, "open the recorder", e) != 0)
         return -1;
+    if (ib__host_signal_received())
+        return STOPPED_BEFORE_BINDING;
     if (with_grace(h, bind_consumer, "bind the consumer", e) != 0 ||
         ib__host_dispatch_open(h, e) != 0)
         return -1;
@@ -882,14 +888,15 @@ static bool host_open(ib_host *h, natsMsg ***buf, int *code)
     }
     if (!open_connection(h, code))
         return false;
-    if (open_consumer(h, &e) != 0) {
+    int opened = open_consumer(h, &e);
+    if (opened == STOPPED_BEFORE_BINDING) {
+        *code = stopped_before_consuming();
+        return false;
+    }
+    if (opened != 0) {
         *code = fail(&e);
         if (*code == 1 && ib__host_signal_received())
             stopped_before_consuming();
-        return false;
-    }
-    if (ib__host_signal_received()) {
-        *code = stopped_before_consuming();
         return false;
     }
     /* What a transactional handler staged before a crash goes out first. */

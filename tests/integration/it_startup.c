@@ -112,6 +112,30 @@ static void stopped_before_consuming_exits_1(void **state)
     it_done(e);
 }
 
+/* Item 4, the other side: a stop that comes once the consumer is bound is
+ * a clean stop (exit 0), however soon after. Stopped the moment the
+ * consumer exists on the server, several times, so a stop that lands
+ * between binding and the first pull is among them (it used to exit 1). */
+static void stopped_once_bound_exits_0(void **state)
+{
+    it_env *e = *state;
+    for (int round = 0; round < 5; round++) {
+        char durable[32];
+        it_argv a;
+        it_proc p;
+        snprintf(durable, sizeof(durable), "bound-%d", round);
+        it_argv_run(&a, e, durable);
+        it_argv_plugin(&a, "audit", NULL);
+        it_argv_addf(&a, "--plugin-config=audit=file=%s/audit-%d.log", e->dir, round);
+        assert_true(it_spawn(&p, e, durable, &a));
+        it_argv_free(&a);
+        assert_true(it_wait_consumer(&e->server, IT_STREAM, durable, it_timeout(30000)));
+        assert_int_equal(it_proc_stop(&p, SIGTERM, it_timeout(30000)), 0);
+        assert_false(it_file_contains(p.err_path, "before consuming anything"));
+    }
+    it_done(e);
+}
+
 /* Item 5: --plugin-config for a plugin that is not loaded exits 2 naming
  * it, the loaded ones and the likely one, before the plugin it meant
  * complains of its missing configuration; under --check too. */
@@ -174,6 +198,7 @@ static const struct CMUnitTest tests[] = {
                                     it_teardown),
     cmocka_unit_test_setup_teardown(stopped_before_consuming_exits_1, it_setup_no_server,
                                     it_teardown),
+    cmocka_unit_test_setup_teardown(stopped_once_bound_exits_0, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(misspelt_plugin_config_exits_2, it_setup_no_server,
                                     it_teardown),
     cmocka_unit_test_setup_teardown(misspelt_plugin_config_variable_exits_2, it_setup_no_server,
