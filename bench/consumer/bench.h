@@ -212,11 +212,22 @@ ib_status ib__bench_launch_start(ib__bench_launch *l, const ib__bench_env *env,
                                  const ib__bench_config *c, const char *stream, const char *durable,
                                  const char *callgrind_out, ib_error *err);
 
+/* The smallest and largest share of a row's messages one of its
+ * processes acked, over every repetition (seen: at least one was read). */
+typedef struct ib__bench_shares {
+    bool seen;
+    double lowest, highest;
+} ib__bench_shares;
+
 /* Sends SIGTERM to every process of `l` and leaves them to exit while the
  * next row runs (a host hands back its last pull request, which takes up to
  * its expiry); ib__bench_reap_all() later checks that they exited 0 having
- * acked `expected` messages between them, and clears `*ok` if not. */
-void ib__bench_launch_retire(const ib__bench_launch *l, uint64_t expected, bool *ok);
+ * acked `expected` messages between them, and clears `*ok` if not. With
+ * several ibus processes and `shares` not NULL, it also widens `*shares`
+ * by each process's part of what they acked (a process with no summary
+ * line had none). */
+void ib__bench_launch_retire(const ib__bench_launch *l, uint64_t expected, bool *ok,
+                             ib__bench_shares *shares);
 
 /* Stops `l` now and waits for it (callgrind must write its file). Returns
  * true when every process exited 0. */

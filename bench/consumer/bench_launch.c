@@ -15,6 +15,7 @@ typedef struct retired {
     ib__bench_launch launch;
     uint64_t expected;
     bool *ok;
+    ib__bench_shares *shares;
 } retired;
 
 static retired retired_list[MAX_RETIRED];
@@ -213,7 +214,38 @@ static uint64_t acked_by(const ib__bench_launch *l)
     return sum;
 }
 
-void ib__bench_launch_retire(const ib__bench_launch *l, uint64_t expected, bool *ok)
+/* Widens `*out` by the part of the acks each process of `l` wrote in its
+ * summary line. */
+static void read_shares(const ib__bench_launch *l, ib__bench_shares *out)
+{
+    char line[2048];
+    uint64_t acked[IB__BENCH_MAX_PROCS] = {0}, sum = 0;
+    int lines = 0;
+    FILE *f = fopen(l->summary, "re");
+    if (f == NULL)
+        return;
+    while (lines < IB__BENCH_MAX_PROCS && fgets(line, sizeof(line), f) != NULL) {
+        const char *p = strstr(line, "\"acked\":");
+        if (p == NULL)
+            continue;
+        acked[lines] = strtoull(p + strlen("\"acked\":"), NULL, 10);
+        sum += acked[lines++];
+    }
+    fclose(f);
+    if (sum == 0)
+        return;
+    for (int i = 0; i < l->n; i++) {
+        double share = i < lines ? (double)acked[i] / (double)sum : 0;
+        if (!out->seen || share < out->lowest)
+            out->lowest = share;
+        if (!out->seen || share > out->highest)
+            out->highest = share;
+        out->seen = true;
+    }
+}
+
+void ib__bench_launch_retire(const ib__bench_launch *l, uint64_t expected, bool *ok,
+                             ib__bench_shares *shares)
 {
     for (int i = 0; i < l->n; i++)
         kill(l->pids[i], SIGTERM);
@@ -221,7 +253,8 @@ void ib__bench_launch_retire(const ib__bench_launch *l, uint64_t expected, bool 
         /* Never expected; stay correct by waiting now. */
         ib__bench_reap_all();
     }
-    retired_list[retired_count++] = (retired){.launch = *l, .expected = expected, .ok = ok};
+    retired_list[retired_count++] =
+        (retired){.launch = *l, .expected = expected, .ok = ok, .shares = shares};
 }
 
 bool ib__bench_launch_stop(const ib__bench_launch *l)
@@ -256,6 +289,8 @@ int ib__bench_reap_all(void)
             }
         }
         uint64_t acked = acked_by(&r->launch);
+        if (r->shares != NULL && is_ibus(r->launch.kind) && r->launch.n > 1)
+            read_shares(&r->launch, r->shares);
         if (acked < r->expected) {
             fprintf(stderr, "consumer_bench: %s acked %llu of %llu messages\n",
                     is_ibus(r->launch.kind) ? r->launch.summary : r->launch.logs[0],

@@ -107,7 +107,14 @@ static const ib__bench_config slow_rows[] = {
      IB__BENCH_SQLITE_FULL, 1, 8, 1, 0, 0},
     {"3 x ibus run, 1 ms handler, --concurrency 8, 2 join after 0.3 s, sqlite default (full)",
      IB__BENCH_IBUS, IB__BENCH_SQLITE_FULL, 3, 8, 1, 0, 300},
+    /* the same without a file: what 8 threads sleeping 1 ms reach on this
+     * machine (a sleep overruns its millisecond), the ceiling of the two
+     * rows above */
+    {"ibus run, 1 ms handler, --concurrency 8, memory recorder", IB__BENCH_IBUS, IB__BENCH_MEMORY,
+     1, 8, 1, 0, 0},
 };
+_Static_assert(sizeof(slow_rows) / sizeof(slow_rows[0]) == IB__BENCH_SLOW_ROWS,
+               "the report holds every slow row");
 
 static const ib__bench_config latency_rows[] = {
     {"bare nats.c consumer, ack only", IB__BENCH_BARE, 0, 1, 0, 0, 0, 0},
@@ -142,7 +149,8 @@ static int usage(void)
             "usage: consumer_bench [options]\n"
             "  --quick               small run (a few thousand messages), for a smoke test\n"
             "  --messages N          messages per duplicate ratio (default 200000)\n"
-            "  --slow-messages N     messages for the 5 ms handler rows (default 2000)\n"
+            "  --slow-messages N     messages for the slow-handler rows (default 2000;\n"
+            "                        16 times as many for the 1 ms --concurrency 8 rows)\n"
             "  --markers N           markers for the memory rows (default 1000000)\n"
             "  --big-markers N       markers already in the file of the large-file row "
             "(default 2000000)\n"
@@ -346,8 +354,8 @@ static void progress(const char *what, const char *detail)
 /* Runs config `c` over `stream` (`total` messages) and measures it.
  * `*verified` is cleared later, by ib__bench_reap_all(), if the processes
  * turn out not to have exited cleanly: the caller sets it first. */
-static bool measure_row(bench *b, ib__bench_rate *rate, bool *verified, const ib__bench_config *c,
-                        const char *stream, uint64_t total)
+static bool measure_row(bench *b, ib__bench_rate *rate, bool *verified, ib__bench_shares *shares,
+                        const ib__bench_config *c, const char *stream, uint64_t total)
 {
     char durable[64];
     ib__bench_launch l;
@@ -362,7 +370,7 @@ static bool measure_row(bench *b, ib__bench_rate *rate, bool *verified, const ib
     ib_status st =
         ib__bench_measure(rate, b->js, stream, durable, total, b->o.poll_ms, STALL_MS, &w, &e);
     rate->startup_ms = st == IB_OK ? (double)(rate->t_first_ns - l.started_ns) / 1e6 : 0;
-    ib__bench_launch_retire(&l, total, verified);
+    ib__bench_launch_retire(&l, total, verified, shares);
     if (st != IB_OK) {
         progress(c->label, e.msg);
         return false;
@@ -465,7 +473,7 @@ static void measure_baseline(bench *b, ib__bench_cell *cell, const ib__bench_con
     b->env.ibus = b->o.baseline_ibus;
     b->env.plugin = b->o.baseline_plugin != NULL ? b->o.baseline_plugin : plugin;
     progress(c->label, "the baseline build");
-    if (measure_row(b, &rate, &verified, c, stream, b->o.messages) && verified) {
+    if (measure_row(b, &rate, &verified, NULL, c, stream, b->o.messages) && verified) {
         cell->ok = true;
         cell->verified = true;
         cell_add(cell, &rate);
@@ -532,7 +540,8 @@ static void throughput(bench *b)
                 snprintf(name, sizeof(name), "B%d", (int)(ratios[k] * 100 + 0.5));
                 snprintf(what, sizeof(what), "%s, repetition %d", name, rep + 1);
                 progress(rows[i].label, what);
-                if (!measure_row(b, &rate, &cell->verified, &rows[i], name, b->o.messages)) {
+                if (!measure_row(b, &rate, &cell->verified, &cell->shares, &rows[i], name,
+                                 b->o.messages)) {
                     cell->ok = false;
                     continue;
                 }
@@ -584,18 +593,28 @@ static void recorders(bench *b)
     }
 }
 
+/* Whether slow row `c` takes the longer stream (IB__BENCH_SLOW_FAST_SCALE). */
+static bool slow_row_is_fast(const ib__bench_config *c)
+{
+    return c->sleep_ms == 1 && c->concurrency >= 8;
+}
+
 static void slow(bench *b)
 {
-    if (!fill(b, "SLOW", "bench.slow", b->o.slow_messages, 0.10, 2))
+    size_t fast_messages = b->o.slow_messages * IB__BENCH_SLOW_FAST_SCALE;
+    if (!fill(b, "SLOW", "bench.slow", b->o.slow_messages, 0.10, 2) ||
+        !fill(b, "SLOWFAST", "bench.slowfast", fast_messages, 0.10, 5))
         return;
     for (size_t i = 0; i < IB__BENCH_SLOW_ROWS; i++) {
         ib__bench_cell *cell = &b->r.slow[i];
         ib__bench_rate rate;
+        bool fast = slow_row_is_fast(&slow_rows[i]);
         b->r.slow_labels[i] = slow_rows[i].label;
         cell->verified = true;
-        progress(slow_rows[i].label, "SLOW");
+        progress(slow_rows[i].label, fast ? "SLOWFAST" : "SLOW");
         cell->ok =
-            measure_row(b, &rate, &cell->verified, &slow_rows[i], "SLOW", b->o.slow_messages);
+            measure_row(b, &rate, &cell->verified, &cell->shares, &slow_rows[i],
+                        fast ? "SLOWFAST" : "SLOW", fast ? fast_messages : b->o.slow_messages);
         cell->msgs_per_s = rate.msgs_per_s;
         cell->consumer_cpu = rate.consumer_cpu;
         cell->server_cpu = rate.server_cpu;
@@ -641,7 +660,7 @@ static void latency(bench *b)
             b->r.latency_ok[i] = true;
         else
             progress(c->label, e.msg);
-        ib__bench_launch_retire(&l, messages, &b->r.latency_ok[i]);
+        ib__bench_launch_retire(&l, messages, &b->r.latency_ok[i], NULL);
         ib__bench_gen_free(&gen);
     }
 }
@@ -661,14 +680,14 @@ static void memory(bench *b)
     progress("publishing", "MARKERS");
     if (fill(b, "MARKERS", "bench.markers", b->o.markers, 0, 4)) {
         progress(sqlite_row.label, "MARKERS");
-        b->r.sqlite_rss_ok = measure_row(b, &rate, &b->r.sqlite_rss_verified, &sqlite_row,
+        b->r.sqlite_rss_ok = measure_row(b, &rate, &b->r.sqlite_rss_verified, NULL, &sqlite_row,
                                          "MARKERS", b->o.markers) &&
                              rate.hwm_done_kib > 0;
         b->r.sqlite_hwm_kib = rate.hwm_done_kib;
         b->r.sqlite_markers_rate = rate.msgs_per_s;
 
         progress(memory_row.label, "MARKERS");
-        b->r.memory_rss_ok = measure_row(b, &rate, &b->r.memory_rss_verified, &memory_row,
+        b->r.memory_rss_ok = measure_row(b, &rate, &b->r.memory_rss_verified, NULL, &memory_row,
                                          "MARKERS", b->o.markers) &&
                              rate.rss_first_kib > 0 && rate.rss_done_kib > 0;
         if (b->r.memory_rss_ok)

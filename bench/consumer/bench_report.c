@@ -86,6 +86,40 @@ static void print_cpu(FILE *out, const ib__bench_report *r)
     }
 }
 
+/* "lowest-highest %" of a cell's per-process shares into buf, or "n/a". */
+static const char *fmt_shares(char *buf, size_t cap, const ib__bench_cell *c)
+{
+    if (cell_good(c) && c->shares.seen)
+        snprintf(buf, cap, "%.0f-%.0f %%", c->shares.lowest * 100, c->shares.highest * 100);
+    else
+        snprintf(buf, cap, "n/a");
+    return buf;
+}
+
+/* For the rows of several processes: how evenly they shared the work (the
+ * acks each wrote in its summary line; a joiner starts late by design). */
+static void print_process_shares(FILE *out, const ib__bench_report *r)
+{
+    char a[32];
+    bool any = false;
+    for (size_t i = 0; i < r->row_count && !any; i++)
+        for (int k = 0; k < IB__BENCH_COLUMNS; k++)
+            any = any || (r->rows[i].ran && r->rows[i].cells[k].shares.seen);
+    if (!any)
+        return;
+    fprintf(out, "\nEach process's part of the acks, lowest-highest over the repetitions.\n\n"
+                 "| config |");
+    print_column_heads(out, " %s |", "---:|");
+    for (size_t i = 0; i < r->row_count; i++) {
+        if (!r->rows[i].ran || !r->rows[i].cells[1].shares.seen)
+            continue;
+        fprintf(out, "| %s |", r->rows[i].label);
+        for (int k = 0; k < IB__BENCH_COLUMNS; k++)
+            fprintf(out, " %s |", fmt_shares(a, sizeof(a), &r->rows[i].cells[k]));
+        fprintf(out, "\n");
+    }
+}
+
 static bool print_recorders(FILE *out, const ib__bench_report *r)
 {
     bool all = true;
@@ -115,18 +149,21 @@ static bool print_slow(FILE *out, const ib__bench_report *r)
 {
     char a[32], b[32];
     fprintf(out,
-            "\nSlow handler: 5 ms (or 1 ms) per event, %zu messages (10%% dups; a duplicate does "
-            "not run the handler).\n\n| config | msg/s | ratio to the first row of its handler "
-            "|\n|---|---:|---:|\n",
-            r->slow_messages);
+            "\nSlow handler: 5 ms (or 1 ms) per event, %zu messages (%zu for the 1 ms rows at "
+            "--concurrency 8, so processes that join after 0.3 s share most of it; 10%% dups; a "
+            "duplicate does not run the handler).\n\n| config | msg/s | ratio to the first row of "
+            "its handler | each process's part |\n|---|---:|---:|---:|\n",
+            r->slow_messages, r->slow_messages * IB__BENCH_SLOW_FAST_SCALE);
     for (int i = 0; i < IB__BENCH_SLOW_ROWS; i++) {
         int base = i < 2 ? 0 : i < 4 ? 2 : 4;
         if (cell_good(&r->slow[i]) && cell_good(&r->slow[base]))
             snprintf(b, sizeof(b), "%.1f", r->slow[i].msgs_per_s / r->slow[base].msgs_per_s);
         else
             snprintf(b, sizeof(b), "n/a");
-        fprintf(out, "| %s | %s | %s |\n", r->slow_labels[i] != NULL ? r->slow_labels[i] : "?",
-                fmt_rate(a, sizeof(a), &r->slow[i]), b);
+        char sh[32];
+        fprintf(out, "| %s | %s | %s | %s |\n", r->slow_labels[i] != NULL ? r->slow_labels[i] : "?",
+                fmt_rate(a, sizeof(a), &r->slow[i]), b,
+                r->slow[i].shares.seen ? fmt_shares(sh, sizeof(sh), &r->slow[i]) : "-");
     }
     bool all = true;
     for (int i = 0; i < IB__BENCH_SLOW_ROWS; i++)
@@ -272,8 +309,18 @@ static void print_share_goals(FILE *out, const ib__bench_report *r)
     const ib__bench_cell *joined_full = &r->rows[17].cells[1];
     k = cell_good(full) && cell_good(joined_full);
     v = k ? joined_full->msgs_per_s / full->msgs_per_s : 0;
-    goal(out, "the same at the default (full) >= 1.0 x 1 x default (10% dups)", k, v >= 1.0,
-         "%.2f x", v);
+    goal(out, "the same at the default (full) >= 1.2 x 1 x default (10% dups, issue 44)", k,
+         v >= 1.2, "%.2f x", v);
+    const ib__bench_cell *three = &r->rows[6].cells[1];
+    k = cell_good(three) && three->shares.seen;
+    char shares[32];
+    fprintf(out,
+            "| 3 x sqlite started together: each process's part of the acks 25-42 %% (10%% "
+            "dups) | %s | %s |\n",
+            fmt_shares(shares, sizeof(shares), three),
+            !k                                                              ? "unknown"
+            : three->shares.lowest >= 0.25 && three->shares.highest <= 0.42 ? "yes"
+                                                                            : "NO");
     goal(out, "start-up on a file of --big-markers <= 1000 ms", cell_good(big),
          big->startup_ms <= 1000, "%.0f ms", big->startup_ms);
     k = r->rows[12].ran && r->big_file_bytes > 0 && r->big_markers > 0;
@@ -295,6 +342,10 @@ static void print_share_goals(FILE *out, const ib__bench_report *r)
     v = k ? r->slow[4].msgs_per_s / 8000.0 : 0;
     goal(out, "1 ms handler, --concurrency 8, full: one process >= 0.9 x its handlers' 8,000/s", k,
          v >= 0.9, "%.2f", v);
+    k = cell_good(&r->slow[4]) && cell_good(&r->slow[6]);
+    v = k ? r->slow[4].msgs_per_s / r->slow[6].msgs_per_s : 0;
+    goal(out, "the same against the memory recorder's row (no file), for reference", k, v >= 0.9,
+         "%.2f", v);
     k = cell_good(&r->slow[4]) && cell_good(&r->slow[5]);
     v = k ? r->slow[5].msgs_per_s / r->slow[4].msgs_per_s : 0;
     goal(out, "1 ms handler, --concurrency 8, full: 3 x joining >= 2.7 x one process", k, v >= 2.7,
@@ -453,6 +504,7 @@ bool ib__bench_report_print(FILE *out, const ib__bench_report *r)
     if (r->ran_throughput) {
         ok = print_throughput(out, r) && ok;
         print_cpu(out, r);
+        print_process_shares(out, r);
         print_big(out, r);
         print_baseline(out, r);
     }
