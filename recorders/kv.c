@@ -24,11 +24,14 @@
  * slip in between the read and the write; its holder then finds the key
  * done). The writes of a batch are pipelined, and the anchor is rewritten
  * with every epoch above 1 and with every mark, behind the marker, so the
- * TTL never leaves a live claim or a marker without it (kv_internal.h). The bucket's TTL must
+ * TTL never leaves a live claim or a marker without it (kv_io.h). The bucket's TTL must
  * exceed a lease plus the time between renewals (half a lease in the
  * host), or a holder that stopped renewing could lose its anchor while
  * its newest epoch's lease still runs. */
-#include "kv_internal.h"
+#include "kv_bucket.h"
+#include "kv_held.h"
+#include "kv_io.h"
+#include "kv_read.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -509,7 +512,7 @@ static ib_status kv_end_attempts(ib_recorder *r, const ib_marker_key *keys, size
 
 /* The anchor a mark leaves: a key never claimed gets one (epoch 1,
  * released, no attempt), a claimed one is rewritten to name epoch `epoch`
- * (released now), so it lives as long as the marker (kv_internal.h). */
+ * (released now), so it lives as long as the marker (kv_io.h). */
 static void mark_anchor(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
                         uint32_t attempts, int64_t now)
 {

@@ -3,7 +3,7 @@
  * connection from url=, or the host's), binding to the bucket and checking
  * its settings, creating it only when asked, and the admin walks over its
  * keys (stats, list). */
-#include "kv_internal.h"
+#include "kv_bucket.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * before, so the table may forget anything (it is cleared when it grows
  * past KV_HELD_MAX, which only a caller that never marks nor releases can
  * make it do). */
-#include "kv_internal.h"
+#include "kv_held.h"
 
 #include <stdlib.h>
 #include <string.h>

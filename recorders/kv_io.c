@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The kv: recorder's traffic: key names and claim values (built and
  * parsed here only), reads through the stream leader, and pipelined
- * conditional writes (see kv_internal.h for the layout).
+ * conditional writes (see kv_io.h for the layout).
  *
  * Reads use js_GetLastMsg, the stream's own message API, which the leader
  * answers: a direct get (kvStore_Get) may be served by a follower that has
@@ -9,7 +9,7 @@
  * subjects with an expected last subject sequence, because only those
  * report jsErrCode 10071 reliably when the key is taken; a batch's are
  * sent together and their acks collected on one inbox. */
-#include "kv_internal.h"
+#include "kv_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>

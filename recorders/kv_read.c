@@ -9,8 +9,8 @@
  * with the message's headers and data in base64; only the few fields the
  * recorder needs are read. On these reads stands the search for a key's
  * highest claim epoch, which starts from the epoch the key's anchor names
- * (see kv_internal.h). */
-#include "kv_internal.h"
+ * (see kv_io.h). */
+#include "kv_read.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #include "it_files.h"
 #include "it_server.h"
 #include "it_support.h"
-#include "kv_internal.h"
+#include "kv_io.h"
 #include "rtest.h"
 
 #define LEASE 60000

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internals of the kv: recorder, shared by kv.c (the recorder calls),
- * kv_io.c (subjects and claim values, each with its one builder and
- * parser; single reads; pipelined conditional writes),
- * kv_read.c (pipelined reads through the stream leader, the epoch search),
- * kv_held.c (the claims this process holds) and kv_bucket.c (connection,
- * bucket binding, admin walks).
+/* The kv: recorder's state and its bucket's layout, shared by its files,
+ * and the calls of kv_io.c (subjects and claim values, each with its one
+ * builder and parser; single reads; pipelined conditional writes), on
+ * which the others stand: kv_read.c (pipelined reads through the stream
+ * leader, the epoch search: kv_read.h), kv_held.c (the claims this process
+ * holds: kv_held.h), kv_bucket.c (connection, bucket binding, admin walks:
+ * kv_bucket.h) and kv.c (the recorder calls).
  *
  * Layout of the bucket, per (consumer, event id); <c> is the consumer in
  * lowercase hex, so that no consumer name can break a key:
@@ -36,8 +37,8 @@
  * safe on a replicated bucket of nats-server 2.9; the anchor's rewrites
  * decide nothing (a Create of epoch 1 only needs the key to exist, and the
  * search only a lower bound). Claim keys are never deleted. */
-#ifndef IB_KV_INTERNAL_H
-#define IB_KV_INTERNAL_H
+#ifndef IB_KV_IO_H
+#define IB_KV_IO_H
 
 #include <pthread.h>
 
@@ -181,17 +182,6 @@ ib_status ib__kv_read_last(kv_recorder *k, kv_read *out, const char *subject, ib
  * write's own outcome is in its `result`. */
 ib_status ib__kv_publish(kv_recorder *k, kv_write *w, size_t n, ib_error *err);
 
-/* Reads the last message of each of `n` subjects through the leader,
- * all requests in flight at once (kv_read.c). */
-ib_status ib__kv_read_many(kv_recorder *k, kv_read *out, const char (*subjects)[KV_SUBJECT_MAX],
-                           size_t n, ib_error *err);
-
-/* Reads the done marker and the highest claim epoch of `key`; the batch
- * form reads every key's in the same few pipelined rounds. */
-ib_status ib__kv_read_head(kv_recorder *k, kv_head *h, const ib_marker_key *key, ib_error *err);
-ib_status ib__kv_read_heads(kv_recorder *k, kv_head *h, const ib_marker_key *keys, size_t n,
-                            ib_error *err);
-
 /* Fills `w` with a Create of claim epoch `epoch` (> 0). */
 void ib__kv_prepare_epoch(kv_recorder *k, kv_write *w, const ib_marker_key *key, uint32_t epoch,
                           uint32_t attempts, int64_t end, const char *owner);
@@ -219,31 +209,5 @@ ib_status ib__kv_mark_keys(kv_recorder *k, const ib_marker_key *keys, const bool
 ib_status ib__kv_mark_keys_with(kv_recorder *k, const ib_marker_key *keys, const bool *want,
                                 const uint64_t *fps, size_t n, int64_t ts, const kv_write *extra,
                                 size_t nextra, ib_error *err);
-
-/* The claims held (kv_held.c), by (key, owner). put updates an entry, and
- * adds one only when `add`; get says whether there is one. init false =
- * no memory. */
-bool ib__kv_held_init(kv_recorder *k);
-void ib__kv_held_free(kv_recorder *k);
-void ib__kv_held_put(kv_recorder *k, const ib_marker_key *key, const char *owner, const kv_lease *c,
-                     bool add);
-bool ib__kv_held_get(kv_recorder *k, const ib_marker_key *key, const char *owner, kv_lease *out);
-void ib__kv_held_drop(kv_recorder *k, const ib_marker_key *key, const char *owner);
-
-/* Connection and bucket: see kv_bucket.c. */
-ib_status ib__kv_connect(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err);
-ib_status ib__kv_bind(kv_recorder *k, const ib__recorder_config *cfg, ib_error *err);
-void ib__kv_disconnect(kv_recorder *k);
-ib_status ib__kv_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err);
-/* ib_recorder_attempt_stats: a walk over every key, reading the highest
- * epoch of each id that is not done. */
-ib_status ib__kv_attempt_stats(ib_recorder *r, ib_attempt_stats *out, uint32_t max_attempts,
-                               ib_error *err);
-ib_status ib__kv_list(ib_recorder *r, const char *consumer, size_t limit, ib_marker_visit_fn visit,
-                      void *ctx, ib_error *err);
-/* ib__recorder_summarize: a walk over every key, reading each marker and
- * the newest epoch of each id that is not done. */
-ib_status ib__kv_summarize(ib_recorder *r, ib__consumer_summary **out, size_t *n,
-                           uint32_t max_attempts, ib_error *err);
 
 #endif
