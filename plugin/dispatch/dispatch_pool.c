@@ -21,12 +21,15 @@ typedef struct pool_job {
                            serialise on the pool mutex */
 } pool_job;
 
-/* `mu` guards everything below it. Workers sleep on `work_cv` until the
- * generation changes (a new job) or `stopping`; the caller sleeps on
- * `done_cv` until `active` (workers not yet finished with the job) is 0. */
+/* `mu` guards everything below it but `held`. Workers sleep on `work_cv`
+ * until the generation changes (a new job) or `stopping`, and between two
+ * calls while `held`; the caller sleeps on `done_cv` until `active`
+ * (workers not yet finished with the job) is 0. `held` is written under
+ * `mu` and read without it first, so an unheld loop takes no lock. */
 struct ib__pool {
     pthread_t *threads;
     unsigned nthreads;
+    atomic_bool held;
     pthread_mutex_t mu;
     pthread_cond_t work_cv;
     pthread_cond_t done_cv;
@@ -35,6 +38,17 @@ struct ib__pool {
     pool_job *job;
     unsigned active;
 };
+
+/* Sleeps while the loop is held (ib__pool_hold). */
+static void wait_while_held(ib__pool *p)
+{
+    if (!atomic_load_explicit(&p->held, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load_explicit(&p->held, memory_order_relaxed))
+        pthread_cond_wait(&p->work_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
 
 static void *pool_worker(void *arg)
 {
@@ -51,9 +65,13 @@ static void *pool_worker(void *arg)
         pool_job *job = p->job;
         pthread_mutex_unlock(&p->mu);
 
-        size_t i;
-        while ((i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < job->n)
+        for (;;) {
+            wait_while_held(p);
+            size_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+            if (i >= job->n)
+                break;
             job->fn(job->ctx, i);
+        }
 
         pthread_mutex_lock(&p->mu);
         if (--p->active == 0)
@@ -135,6 +153,7 @@ ib_status ib__pool_create(ib__pool **out, unsigned threads, ib_error *err)
     ib__pool *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory for the worker pool");
+    atomic_init(&p->held, false);
     p->threads = calloc(threads, sizeof(*p->threads));
     if (p->threads == NULL) {
         st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory for %u worker threads", threads);
@@ -205,5 +224,14 @@ void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int6
         pthread_mutex_lock(&p->mu);
     }
     p->job = NULL;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void ib__pool_hold(ib__pool *p, bool hold)
+{
+    pthread_mutex_lock(&p->mu);
+    atomic_store_explicit(&p->held, hold, memory_order_release);
+    if (!hold)
+        pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
 }

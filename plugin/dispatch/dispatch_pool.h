@@ -8,6 +8,7 @@
 #ifndef IB_DISPATCH_POOL_H
 #define IB_DISPATCH_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,5 +42,13 @@ typedef void (*ib__pool_tick_fn)(void *ctx);
  * makes it ib__pool_run(). */
 void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
                           ib__pool_tick_fn tick);
+
+/* Holds the loop (`hold` true) or lets it go on (false); from the caller's
+ * thread, typically in tick. While held, a worker that finishes a call
+ * starts no other: it sleeps until the hold ends (no polling). Calls under
+ * way run on. The caller must end a hold it started before the loop can
+ * return. The dispatch core holds the loop while a commit fails, so no
+ * further handler starts while marks of finished ones are not durable. */
+void ib__pool_hold(ib__pool *p, bool hold);
 
 #endif

@@ -136,6 +136,7 @@ struct ib__drun {
     run_item *lease_items;
     const size_t *lease_work;
     size_t lease_n;
+    uint64_t lease_batch; /* changes when a batch publishes its claims and when it ends */
 
     /* The handlers' circuits (dispatch_circuit.h), made at the first batch
      * once the handlers are known; NULL while circuits are off or before.
@@ -171,11 +172,12 @@ typedef struct run_ctx {
     bool durable;     /* the recorder counts attempts across crashes */
     ib__circuits *cs; /* NULL: circuits are off */
     int64_t now_ms;   /* monotonic ms at the start of the run (circuit decisions) */
-    /* Closed while a commit has failed: no further handler starts until
-     * the pending marks are durable, so a recorder outage does not let a
-     * whole batch of finished, unmarked handlers pile up for a kill to
-     * repeat. Workers wait on it; the run thread opens it. */
-    atomic_bool gate_closed;
+    /* While a commit has failed: no further handler starts until the
+     * pending marks are durable, so a recorder outage does not let a whole
+     * batch of finished, unmarked handlers pile up for a kill to repeat.
+     * The run thread holds the pool meanwhile (ib__pool_hold: its workers
+     * sleep) and retries the commit from its ticks. Run thread only. */
+    bool commit_failing;
     int64_t last_commit_ms;
     double recorder_seconds;
     ib_bus_proxy *bus;
@@ -567,6 +569,7 @@ static void claim(run_ctx *c)
     r->lease_items = c->items;
     r->lease_work = s->work;
     r->lease_n = c->nwork + c->ntxn;
+    r->lease_batch++;
     pthread_mutex_unlock(&r->lease_mu);
 }
 
@@ -580,6 +583,7 @@ static void leases_done(ib__drun *r)
     r->lease_items = NULL;
     r->lease_work = NULL;
     r->lease_n = 0;
+    r->lease_batch++;
     pthread_mutex_unlock(&r->lease_mu);
 }
 
@@ -588,44 +592,84 @@ double ib__drun_recorder_seconds(const ib__drun *r)
     return r->last_recorder_seconds;
 }
 
+/* The claims of the batch in flight still to be renewed, copied under
+ * lease_mu (ids too: the batch may end once the lock is let go). */
+typedef struct lease_copy {
+    size_t n;
+    uint64_t batch;
+    size_t *work_index; /* w of each copied key */
+    ib_marker_key *keys;
+    char (*ids)[IB_ID_LEN + 1];
+    bool *held;
+} lease_copy;
+
+static void lease_copy_free(lease_copy *lc)
+{
+    free(lc->work_index);
+    free(lc->keys);
+    free(lc->ids);
+    free(lc->held);
+}
+
+/* Copies the live claims of the batch in flight. Under lease_mu. */
+static ib_status lease_copy_take(ib__drun *r, lease_copy *lc, ib_error *err)
+{
+    size_t n = r->lease_n;
+    *lc = (lease_copy){.batch = r->lease_batch};
+    if (n == 0)
+        return IB_OK;
+    lc->work_index = malloc(n * sizeof(*lc->work_index));
+    lc->keys = malloc(n * sizeof(*lc->keys));
+    lc->ids = malloc(n * sizeof(*lc->ids));
+    lc->held = malloc(n * sizeof(*lc->held));
+    if (lc->work_index == NULL || lc->keys == NULL || lc->ids == NULL || lc->held == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to extend %zu leases", n);
+    for (size_t w = 0; w < n; w++) {
+        if (!r->lease_live[w])
+            continue;
+        memcpy(lc->ids[lc->n], r->lease_keys[w].event_id, IB_ID_LEN);
+        lc->ids[lc->n][IB_ID_LEN] = '\0';
+        lc->keys[lc->n] = (ib_marker_key){r->lease_keys[w].consumer, lc->ids[lc->n]};
+        lc->work_index[lc->n++] = w;
+    }
+    return IB_OK;
+}
+
 ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib_error *err)
 {
-    ib_status st = IB_OK;
+    lease_copy lc;
     *extended = 0;
     *lost = 0;
     pthread_mutex_lock(&r->lease_mu);
-    size_t n = r->lease_n, live = 0;
-    ib_marker_key *keys = n > 0 ? malloc(n * sizeof(*keys)) : NULL;
-    bool *held = n > 0 ? malloc(n * sizeof(*held)) : NULL;
-    if (n > 0 && (keys == NULL || held == NULL)) {
-        st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to extend %zu leases", n);
-    } else {
-        for (size_t w = 0; w < n; w++)
-            if (r->lease_live[w])
-                keys[live++] = r->lease_keys[w];
-        int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
-        if (live > 0)
-            st = ib_recorder_renew_batch(r->recorder, held, keys, live, r->opts.owner,
-                                         r->opts.lease_ms, err);
-        /* what the renewal found, told to the items: a lost claim's call
-         * does not start (run_one) and its lease is not renewed again */
-        for (size_t w = 0, k = 0; st == IB_OK && w < n; w++) {
-            if (!r->lease_live[w])
-                continue;
-            run_item *it = &r->lease_items[r->lease_work[w]];
-            if (held[k++]) {
-                atomic_store_explicit(&it->lease_end, lease_end, memory_order_relaxed);
-                (*extended)++;
-            } else {
-                atomic_store_explicit(&it->lost, true, memory_order_release);
-                r->lease_live[w] = false;
-                (*lost)++;
-            }
+    ib_status st = lease_copy_take(r, &lc, err);
+    pthread_mutex_unlock(&r->lease_mu);
+    /* The renewal is written without the lock (the store may wait its busy
+     * timeout, and the run thread takes the lock after every commit). */
+    int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
+    if (st == IB_OK && lc.n > 0)
+        st = ib_recorder_renew_batch(r->recorder, lc.held, lc.keys, lc.n, r->opts.owner,
+                                     r->opts.lease_ms, err);
+    /* What the renewal found, told to the items still waiting for it in
+     * the same batch: a lost claim's call does not start (run_one) and its
+     * lease is not renewed again. A key marked meanwhile (lease_live false)
+     * or a batch that ended is left as the run thread made it. */
+    pthread_mutex_lock(&r->lease_mu);
+    for (size_t k = 0; st == IB_OK && r->lease_batch == lc.batch && k < lc.n; k++) {
+        size_t w = lc.work_index[k];
+        if (!r->lease_live[w])
+            continue;
+        run_item *it = &r->lease_items[r->lease_work[w]];
+        if (lc.held[k]) {
+            atomic_store_explicit(&it->lease_end, lease_end, memory_order_relaxed);
+            (*extended)++;
+        } else {
+            atomic_store_explicit(&it->lost, true, memory_order_release);
+            r->lease_live[w] = false;
+            (*lost)++;
         }
     }
     pthread_mutex_unlock(&r->lease_mu);
-    free(keys);
-    free(held);
+    lease_copy_free(&lc);
     return st;
 }
 
@@ -796,6 +840,17 @@ static void take_finished(run_ctx *c)
     }
 }
 
+/* Starts (hold) or ends the wait of handlers not yet started for a commit
+ * that failed. */
+static void hold_handlers(run_ctx *c, bool hold)
+{
+    if (c->commit_failing == hold)
+        return;
+    c->commit_failing = hold;
+    if (c->r->pool != NULL)
+        ib__pool_hold(c->r->pool, hold);
+}
+
 /* Commits the pending marks in one fenced call. Unless `force`, only once
  * commit_interval_ms has passed since the last commit, so marks of
  * handlers finishing close together share one transaction. A failed commit
@@ -826,14 +881,14 @@ static bool commit(run_ctx *c, bool force)
         int64_t b = r->commit_backoff_ms;
         r->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
         r->commit_retry_at_ms = ib_clock_monotonic_ms() + r->commit_backoff_ms;
-        atomic_store(&c->gate_closed, true);
+        hold_handlers(c, true);
         recorder_failed(c, &e, st);
         return false;
     }
     recorder_worked(c);
     r->commit_backoff_ms = 0;
     r->commit_retry_at_ms = 0;
-    atomic_store(&c->gate_closed, false);
+    hold_handlers(c, false);
     c->last_commit_ms = ib_clock_monotonic_ms();
     pthread_mutex_lock(&r->lease_mu);
     for (size_t k = 0; k < c->npend; k++) {
@@ -974,12 +1029,6 @@ static void run_one(void *arg, size_t w)
     run_item *it = &c->items[c->s->work[w]];
     if (atomic_load_explicit(&it->finished, memory_order_acquire))
         return;
-    /* A worker waits while a failed commit is being retried (the run
-     * thread retries it from its ticks and opens the gate). */
-    while (atomic_load(&c->gate_closed)) {
-        struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000};
-        nanosleep(&pause, NULL);
-    }
     /* Its circuit opened since the batch was planned: not called (the run
      * thread releases the claim and ends the attempt it counted). */
     if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
@@ -1170,7 +1219,7 @@ static void run_handlers(run_ctx *c)
             circuit_record(c, it);
             /* a failed commit is retried until it lands before the next
              * handler starts */
-            if (!commit(c, false) && atomic_load(&c->gate_closed))
+            if (!commit(c, false) && c->commit_failing)
                 commit_all(c);
         }
     }
@@ -1708,7 +1757,6 @@ ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n, ib_bus_
     ib_error_clear(err);
 
     run_ctx c = {.r = r, .s = &r->scratch, .dl = deliveries, .n = n, .bus = bus, .err = err};
-    atomic_init(&c.gate_closed, false);
     pthread_mutex_lock(&r->run_mu);
     st = run_locked(&c);
     pthread_mutex_unlock(&r->run_mu);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ib_test.h"
@@ -118,6 +119,12 @@ static ib_status c_count_attempts(ib_recorder *r, bool *held, const ib_marker_ke
 static ib_status c_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                const char *owner, int64_t lease_ms, ib_error *err)
 {
+    /* a store that makes a writer wait (another process's transaction) */
+    while (atomic_load(&calls_of(r)->block_renew)) {
+        atomic_store(&calls_of(r)->renew_blocked, true);
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000};
+        nanosleep(&pause, NULL);
+    }
     return ib_recorder_renew_batch(inner_of(r), held, keys, n, owner, lease_ms, err);
 }
 

@@ -26,6 +26,8 @@ typedef struct fx_calls {
     atomic_bool fail_mark;
     atomic_int transact;
     atomic_bool fail_transact; /* the transaction fails before any work runs */
+    atomic_bool block_renew;   /* a renewal waits until this is cleared */
+    atomic_bool renew_blocked; /* a renewal is waiting so */
 } fx_calls;
 
 typedef struct fx {

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Back-off values, handler concurrency and the group commit at scale. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fixture.h"
 #include "ib_test.h"
@@ -410,11 +413,94 @@ static void long_handler_keeps_its_lease(fx *f)
     assert_int_equal(p.other, IB_CLAIM_ACQUIRED);
 }
 
+/* A lease renewal that waits for the store (another process's
+ * transaction) holds no lock the batch needs: the batch commits its mark
+ * and returns while the renewal still waits. */
+typedef struct slow_renewal {
+    fx *f;
+    pthread_t renewer;
+    ib_status renewed;
+    size_t extended, lost;
+    atomic_bool batch_done;
+} slow_renewal;
+
+static void *renew_main(void *arg)
+{
+    slow_renewal *s = arg;
+    s->renewed = ib_dispatch_extend_leases(s->f->d, &s->extended, &s->lost, NULL);
+    return NULL;
+}
+
+/* The handler starts a renewal that the store holds up, and returns OK
+ * once it waits there. */
+static ib_verdict renewing_handle(void *state, const uint8_t *payload, size_t len,
+                                  ib_bus_proxy *bus, const ib_raw_event *ev)
+{
+    slow_renewal *s = state;
+    (void)payload;
+    (void)len;
+    (void)bus;
+    (void)ev;
+    atomic_store(&s->f->calls->block_renew, true);
+    assert_int_equal(pthread_create(&s->renewer, NULL, renew_main, s), 0);
+    while (!atomic_load(&s->f->calls->renew_blocked))
+        usleep(1000);
+    return IB_HANDLER_OK;
+}
+
+typedef struct batch_args {
+    fx *f;
+    ib_delivery *dl;
+    slow_renewal *s;
+} batch_args;
+
+static void *batch_main(void *arg)
+{
+    batch_args *b = arg;
+    assert_int_equal(ib_dispatch_run(b->f->d, b->dl, 1, NULL, NULL), IB_OK);
+    atomic_store(&b->s->batch_done, true);
+    return NULL;
+}
+
+static void renewal_waits_without_the_batch(fx *f)
+{
+    slow_renewal s = {.f = f};
+    ib_event ev;
+    ib_delivery dl;
+    fx_dispatch(f, NULL);
+    const char *types[] = {TYPE, NULL};
+    ib_dispatch_handler hd = {
+        .consumer = "c/p/renew", .event_types = types, .handle = renewing_handle, .state = &s};
+    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+    fx_event(&ev, 950, TYPE);
+    fx_delivery(&dl, &ev, 1);
+    batch_args b = {f, &dl, &s};
+    pthread_t batch;
+    assert_int_equal(pthread_create(&batch, NULL, batch_main, &b), 0);
+    /* the batch must end while the renewal waits; 20 s is far beyond what
+     * one marked event takes, and a batch stuck behind the renewal's lock
+     * would wait for ever */
+    for (int i = 0; i < 20000 && !atomic_load(&s.batch_done); i++)
+        usleep(1000);
+    bool done_first = atomic_load(&s.batch_done);
+    atomic_store(&f->calls->block_renew, false);
+    pthread_join(batch, NULL);
+    pthread_join(s.renewer, NULL);
+    assert_true(done_first);
+    assert_int_equal(s.renewed, IB_OK);
+    /* the batch ended before the renewal came back: nothing to tell it */
+    assert_int_equal(s.extended, 0);
+    assert_int_equal(s.lost, 0);
+    assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+    assert_true(fx_marked(f, "c/p/renew", ev.id));
+}
+
 BOTH_KINDS(eight_threads_run_in_parallel)
 BOTH_KINDS(one_thread_runs_on_caller)
 BOTH_KINDS(pool_mixed_batch)
 BOTH_KINDS(one_mark_call_per_batch)
 BOTH_KINDS(long_handler_keeps_its_lease)
+BOTH_KINDS(renewal_waits_without_the_batch)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(backoff_bounded_growing_capped),
@@ -430,6 +516,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(one_mark_call_per_batch_sqlite),
     cmocka_unit_test(long_handler_keeps_its_lease_memory),
     cmocka_unit_test(long_handler_keeps_its_lease_sqlite),
+    cmocka_unit_test(renewal_waits_without_the_batch_memory),
+    cmocka_unit_test(renewal_waits_without_the_batch_sqlite),
 };
 
 IB_TEST_MAIN(tests)
