@@ -182,25 +182,31 @@
  *    RESTART waits); docs/operations.md says how much free space to keep.
  *
  * WHY PLAIN TABLES (measured side by side with the marker journal of
- * version 5 and with time-sliced generations: bench/README.md, "Marker file
- * layouts"). Random ids land on a random leaf page of any B-tree whatever
- * its layout, so every layout writes about one page per new marker once
- * the tree has more leaves than a batch has keys; what differs is the
- * machinery around it. At 10 million markers (synchronous=full, 100 000
- * new ids) these tables (the bench's "compact") ran at 0.42 of their own
- * empty-file rate, the journal at 0.28, generations at 0.74: the fastest,
- * because new markers go into a table an eighth of the size, but no layout
- * reached the 0.8 asked for, and emptying a generation of 1.4 million
- * markers held the write lock 344 ms (these tables prune in steps of a
- * few ms), besides a ring to rotate and a filter per sealed table that
+ * version 5 and with time-sliced generations; the figures are in
+ * bench/README.md, "Marker file layouts"). Random ids land on a random leaf
+ * page of any B-tree whatever its layout, so every layout writes about one
+ * page per new marker once the tree has more leaves than a batch has keys;
+ * what differs is the machinery around it. Generations were the fastest on
+ * a large file, because new markers go into a smaller table, but none of
+ * the layouts kept most of its empty-file rate, and emptying a generation
+ * held the write lock for a long time in one piece (these tables prune in
+ * small steps), besides a ring to rotate and a filter per sealed table that
  * every lookup consults. Plain tables need none of that: no cache to keep
  * honest, no merge, no reader registry, no catch-up, so a joiner's first
  * transaction costs what anyone's does and start-up reads nothing but the
  * schema. The consumer as a small integer and the fingerprint's 32 bits
- * keep a marker near 58 bytes, under the 87 of version 5, and the id stays
- * text so an outside tool's lookup through processed_log still uses the
- * key (as a 16-byte blob it would save 18 bytes a marker and make that
- * lookup a scan).
+ * keep a marker small (bench/README.md has the bytes per marker), and the
+ * id stays text so an outside tool's lookup through processed_log still
+ * uses the key (as a 16-byte blob it would save a little per marker and
+ * make that lookup a scan).
+ *
+ * FAIRNESS. Writers of this recorder queue on the write turn, which the
+ * kernel hands to the longest waiter, so no process starves while others
+ * keep writing; a writer waits at most its busy timeout, and one that
+ * reaches it fails its call (IB_ERR_BUSY) instead of waiting on. A tool
+ * that knows no turn (the sqlite3 shell, the seed's SQL) is not queued: it
+ * polls through SQLite's busy handler like any SQLite client, and may wait
+ * longer than the recorder's writers while they keep the lock busy.
  *
  * A new file is created with open(O_CREAT|O_EXCL) and fchmod to the
  * configured mode (0600 by default, whatever the umask) before SQLite opens
