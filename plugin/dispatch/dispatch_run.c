@@ -1,8 +1,85 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The batch flow of the idempotent core: poison rule, duplicates inside the
- * batch, one claim call, handlers (inline or on the pool), one mark call (the
- * group commit), one release call, then an outcome per delivery. The rules
- * are documented in dispatch.h. */
+/* The batch flow of the idempotent core: one ib_dispatch_run() call.
+ *
+ * This comment is the one description of how a batch goes through the
+ * core: what an item goes through, which thread owns what, the invariants
+ * and the steps. dispatch.h states the rules a caller sees (outcomes, the
+ * poison rule, circuits); recorders/include/recorder.h the recorder calls.
+ *
+ * THE ITEM. A batch of n deliveries becomes one item per (delivery,
+ * handler subscribed to its type), in batch order. Its result (enum
+ * item_result) moves through three phases and never back:
+ *   claim   R_CLAIM (to claim) -> R_FOLLOW (same key as an earlier item of
+ *           the batch: takes that leader's result), R_POISON_CHECK/DONE/
+ *           OPEN (the poison rule without durable attempts), R_WAIT (its
+ *           circuit is open: not claimed), R_DONE (marked already),
+ *           R_BUSY (another owner holds it), R_CONFLICT (marked with
+ *           another fingerprint), R_CLAIM_FAILED, or R_RUN (acquired);
+ *   call    R_RUN -> R_SKIPPED (its delivery conflicts), R_TXN_FAILED,
+ *           R_HELD_BACK (its circuit opened meanwhile), R_UNRUN (the claim
+ *           was lost before the call could start), or the handler's
+ *           verdict: R_OK, R_RETRY, R_REJECT;
+ *   mark    R_OK -> R_MARKED, or R_LOST (another owner took the claim over,
+ *           so the fenced mark skipped it).
+ * decide() reads the items of a delivery (observe: what the observer is
+ * told; tally: what they add up to) and chooses its outcome.
+ *
+ * WHO OWNS WHAT
+ *  - The run thread (the caller of ib_dispatch_run, under run_mu) owns the
+ *    run: the scratch buffers, every item's phase, the pending marks, the
+ *    circuits' records, the outcomes. It alone calls the recorder for the
+ *    batch's claims, marks and releases.
+ *  - A worker of the pool (or the run thread itself, inline) runs one call:
+ *    it writes only its own item (result, seconds, note), then `finished`
+ *    with release; the run thread reads the verdict only after seeing
+ *    `finished` (acquire). Workers never call the recorder for the batch,
+ *    but claim_still_ours may renew their own item's lease first.
+ *  - Another thread of the host (its control work) may, while the batch
+ *    runs, renew the batch's leases (ib__drun_extend_leases), make the
+ *    marks of finished calls durable (ib__drun_flush_marks) and look for
+ *    calls that overran (ib__drun_overdue). They see the batch through the
+ *    lease table (lease_keys, lease_live, lease_started...), which the run
+ *    thread publishes and withdraws under lease_mu; they copy what they
+ *    need under it and write to the store without it.
+ *
+ * INVARIANTS
+ *  1. A delivery is acked only once every item of it is marked or was done
+ *     before (settle_ready, decide); otherwise it is nak'ed or
+ *     dead-lettered, by the rules of dispatch.h.
+ *  2. The run does not return before the mark of every call that said OK
+ *     is durable (commit_all retries until it lands).
+ *  3. No call starts while a commit has failed: the pool is held
+ *     (ib__pool_hold), the inline loop commits first.
+ *  4. No call starts on a claim that may have been taken over: its lease
+ *     end is checked on the boot clock, renewed when near (claim_still_ours).
+ *  5. An attempt is counted for a call that started, and for no other: in
+ *     the claim for the first key when its call starts first and at once;
+ *     before the call for a claim taken over (run alone, after the marks
+ *     earned so far are durable); at the release for a RETRY.
+ *  6. A mark waits at most commit_interval_ms after its call returned, and
+ *     never through a call of a handler whose last call outlasted it.
+ *  7. No lock another thread waits for is held across a store write or a
+ *     handler call: lease_mu guards the lease table only, for a few
+ *     copies; run_mu is taken by ib_dispatch_run alone and only serialises
+ *     batches (the pool runs one at a time, the scratch is shared).
+ *
+ * THE STEPS of a batch (run_locked):
+ *  1. prepare: check the deliveries, size the scratch, fingerprint each
+ *     event and find its handlers.
+ *  2. plan: make the items; mark followers; apply the poison rule where
+ *     attempts are not durable; circuits choose their probes.
+ *  3. claim: one acquire call for every key to claim; items take their
+ *     claim phase; the lease table is published; deliveries all of whose
+ *     items are done are settled at once (an early ack).
+ *  4. run_alone: calls on claims taken over, each alone, attempt first.
+ *  5. run_handlers: the rest on the pool (the run thread ticks every
+ *     commit_interval_ms: tells circuits what finished, commits pending
+ *     marks in one fenced call, settles what became ready) or inline in
+ *     batch order; then commit_all; then transactional handlers, each in
+ *     the recorder's transaction with its marker.
+ *  6. leases_done: withdraw the lease table; release: one call frees the
+ *     claims of calls that did not say OK and counts their attempts.
+ *  7. circuits_update, then decide every delivery not settled yet. */
 #include "dispatch_run.h"
 
 #include <pthread.h>

@@ -4,7 +4,7 @@
  * A dispatch table maps event types to handlers, each with its own consumer
  * identity. ib_dispatch_run() takes a batch of deliveries and, for each event
  * and each handler subscribed to its type: claims (consumer, id) in the
- * recorder (one acquire call, which also counts a handler attempt), drops it
+ * recorder (one acquire call for the batch), drops it
  * if already processed, otherwise runs the handler, marks it on OK (the
  * committer: see below), releases the claim on RETRY or REJECT; then decides
  * the message's outcome:
@@ -22,12 +22,14 @@
  * In detail, per delivery (the rules are checked in this order):
  *
  *   - Poison rule. With a recorder that keeps attempts across crashes
- *     (ib_recorder_has_durable_attempts: sqlite), the recorder counts one
- *     attempt per acquired claim, before the handler runs, and answers
- *     EXHAUSTED once options.max_deliver attempts were made: that handler
- *     is not run and the delivery is dead-lettered "max-deliver". A RETRY
- *     on the last allowed attempt dead-letters at once. Deliveries on which
- *     no handler ran (busy, recorder failures) spend nothing. Without
+ *     (ib_recorder_has_durable_attempts: sqlite, kv:), the recorder counts
+ *     one attempt per handler call that started (as it starts, or with
+ *     its RETRY when the claim is released; dispatch_run.c, invariant 5),
+ *     and its claim answers EXHAUSTED once options.max_deliver attempts
+ *     were made: that handler is not run and the delivery is
+ *     dead-lettered "max-deliver". A RETRY on the last allowed attempt
+ *     dead-letters at once. Deliveries on which no handler ran (busy,
+ *     recorder failures, a crash of a batch mate) spend nothing. Without
  *     durable attempts (memory) the rule reads the delivery count: on
  *     delivery max_deliver no handler runs; a live claim there is busy,
  *     otherwise the delivery is dead-lettered unless every handler is done.
