@@ -127,6 +127,7 @@ enum item_result {
                      released, attempts ended, waits like R_WAIT */
     R_UNRUN,      /* acquired, not run: the claim was lost before the call could
                      start (taken over, or its lease ran out by our clock) */
+    R_COUNT
 };
 
 /* A call does not start on a claim whose lease ends within this share of
@@ -1437,6 +1438,56 @@ static void circuits_update(run_ctx *c)
 
 /* ---- outcomes ----------------------------------------------------------- */
 
+/* What an item's final result counts as in its delivery (tally). */
+enum result_kind {
+    K_DUPLICATE, /* marked before: a duplicate */
+    K_HANDLED,   /* ran and marked (a follower of it: a duplicate) */
+    K_EXHAUSTED, /* the poison rule: attempts used up, not marked */
+    K_WAITING,   /* its circuit is open (or opened during the batch) */
+    K_BUSY,      /* another owner holds its claim */
+    K_REJECTED,  /* its handler said REJECT */
+    K_LOST,      /* its claim was taken over, before or after the call */
+    K_RECORDER,  /* a claim or transaction failed: not run */
+    K_CONFLICT,  /* marked with another fingerprint */
+    K_SKIPPED,   /* acquired, not run: its delivery conflicts */
+    K_RETRIED,   /* its handler said RETRY */
+};
+
+/* observed: no handler call to report for this result. */
+#define NOT_OBSERVED (-1)
+
+/* The one table from an item's result to what the observer hears of it
+ * (a follower of a handled leader hears IB_RESULT_DUPLICATE) and what it
+ * counts as. Results of the claim and call phases that a finished batch
+ * cannot leave behind count as a RETRY, the safe reading. */
+typedef struct result_rule {
+    int observed; /* ib_handler_result, or NOT_OBSERVED */
+    enum result_kind kind;
+} result_rule;
+
+static const result_rule result_rules[R_COUNT] = {
+    [R_CLAIM] = {NOT_OBSERVED, K_RETRIED},
+    [R_FOLLOW] = {NOT_OBSERVED, K_RETRIED},
+    [R_POISON_CHECK] = {NOT_OBSERVED, K_RETRIED},
+    [R_POISON_DONE] = {IB_RESULT_DUPLICATE, K_DUPLICATE},
+    [R_POISON_OPEN] = {NOT_OBSERVED, K_EXHAUSTED},
+    [R_DONE] = {IB_RESULT_DUPLICATE, K_DUPLICATE},
+    [R_BUSY] = {NOT_OBSERVED, K_BUSY},
+    [R_CLAIM_FAILED] = {IB_RESULT_RECORDER_FAILED, K_RECORDER},
+    [R_RUN] = {NOT_OBSERVED, K_RETRIED},
+    [R_OK] = {NOT_OBSERVED, K_RETRIED},
+    [R_RETRY] = {IB_RESULT_RETRY, K_RETRIED},
+    [R_REJECT] = {IB_RESULT_REJECT, K_REJECTED},
+    [R_MARKED] = {IB_RESULT_HANDLED, K_HANDLED},
+    [R_LOST] = {IB_RESULT_LOST, K_LOST},
+    [R_CONFLICT] = {IB_RESULT_CONFLICT, K_CONFLICT},
+    [R_SKIPPED] = {NOT_OBSERVED, K_SKIPPED},
+    [R_TXN_FAILED] = {IB_RESULT_RECORDER_FAILED, K_RECORDER},
+    [R_WAIT] = {IB_RESULT_WAITING, K_WAITING},
+    [R_HELD_BACK] = {IB_RESULT_WAITING, K_WAITING},
+    [R_UNRUN] = {IB_RESULT_LOST, K_LOST},
+};
+
 /* Reports one item's result to the observer: a leader's, if it ran or
  * failed to start for a recorder error; any item's that was skipped as
  * already marked (a follower of a leader that succeeded included), so
@@ -1445,43 +1496,13 @@ static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
 {
     const ib_dispatch_options *o = &c->r->opts;
     bool follower = it->result == R_FOLLOW;
-    unsigned char r = follower ? c->items[it->leader].result : it->result;
-    ib_handler_result res;
-    switch (r) {
-    case R_DONE:
-    case R_POISON_DONE:
-        res = IB_RESULT_DUPLICATE;
-        break;
-    case R_MARKED:
-        res = follower ? IB_RESULT_DUPLICATE : IB_RESULT_HANDLED;
-        break;
-    case R_RETRY:
-        res = IB_RESULT_RETRY;
-        break;
-    case R_REJECT:
-        res = IB_RESULT_REJECT;
-        break;
-    case R_LOST:
-    case R_UNRUN:
-        res = IB_RESULT_LOST;
-        break;
-    case R_CLAIM_FAILED:
-    case R_TXN_FAILED:
-        res = IB_RESULT_RECORDER_FAILED;
-        break;
-    case R_CONFLICT:
-        res = IB_RESULT_CONFLICT;
-        break;
-    case R_WAIT:
-    case R_HELD_BACK:
-        res = IB_RESULT_WAITING;
-        break;
-    default:
+    const result_rule *rule = &result_rules[follower ? c->items[it->leader].result : it->result];
+    int res = follower && rule->kind == K_HANDLED ? IB_RESULT_DUPLICATE : rule->observed;
+    if (res == NOT_OBSERVED)
         return; /* busy, poisoned, skipped: no handler call to report */
-    }
     if (follower && res != IB_RESULT_DUPLICATE)
         return; /* coalesced: its leader's call was reported */
-    o->observer(o->observer_ctx, dl, it->h->consumer, it->h->index, res,
+    o->observer(o->observer_ctx, dl, it->h->consumer, it->h->index, (ib_handler_result)res,
                 follower ? 0 : it->seconds);
 }
 
@@ -1565,31 +1586,29 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
     bool follower = it->result == R_FOLLOW;
     const run_item *lead = follower ? &c->items[it->leader] : it;
     unsigned *own = NULL;
-    switch (lead->result) {
-    case R_POISON_DONE:
-    case R_DONE:
+    switch (result_rules[lead->result].kind) {
+    case K_DUPLICATE:
         n->duplicates++;
         return;
-    case R_MARKED:
+    case K_HANDLED:
         if (follower)
             n->duplicates++;
         else
             n->handled++;
         return;
-    case R_POISON_OPEN:
+    case K_EXHAUSTED:
         poison_open(v, lead, true);
         n->exhausted += !follower;
         return;
-    case R_WAIT:
-    case R_HELD_BACK:
+    case K_WAITING:
         wait_for_circuit(c, v, lead);
         own = &n->waiting;
         break;
-    case R_BUSY:
+    case K_BUSY:
         wait_for_holder(v, lead->busy_ms);
         own = &n->busy;
         break;
-    case R_REJECT:
+    case K_REJECTED:
         v->reject = true;
         if (v->rejected_by == NULL)
             v->rejected_by = lead->h->consumer;
@@ -1599,23 +1618,21 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
         }
         own = &n->rejected;
         break;
-    case R_LOST:
-    case R_UNRUN:
+    case K_LOST:
         /* the new holder decides; come back when its lease may have ended */
         wait_for_holder(v, c->r->opts.lease_ms);
         own = &n->lost;
         break;
-    case R_CLAIM_FAILED:
-    case R_TXN_FAILED:
+    case K_RECORDER:
         v->retry = true;
         own = &n->recorder_failed;
         break;
-    case R_CONFLICT:
+    case K_CONFLICT:
         /* a follower of a conflicting leader carries the same content */
         v->conflict = true;
         n->conflicts++;
         return;
-    case R_SKIPPED:
+    case K_SKIPPED:
         if (follower) {
             v->retry = true; /* its own delivery did not conflict: try again */
             n->coalesced++;
@@ -1623,7 +1640,7 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
             n->conflicts++;
         }
         return;
-    default: /* R_RETRY; nothing else is left after the flow */
+    case K_RETRIED:
         tally_retry(c, v, lead);
         own = &n->retried;
         break;
