@@ -601,7 +601,7 @@ static void host_init(ib_host *h, const ib_host_config *cfg)
     h->opened_at_ms = ib_clock_monotonic_ms();
     h->first_handled_ms = -1;
     h->cfg = cfg;
-    pthread_mutex_init(&h->inflight_lock, NULL);
+    ib__host_inflight_init(&h->inflight);
     pthread_mutex_init(&h->health_lock, NULL);
     if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
         snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "%s", cfg->dead_letter);
@@ -972,7 +972,7 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     ib__host_batch_free(h);
     ib__host_retries_free(h->retries);
     free(buf);
-    pthread_mutex_destroy(&h->inflight_lock);
+    ib__host_inflight_destroy(&h->inflight);
     pthread_mutex_destroy(&h->health_lock);
 }
 
@@ -1042,7 +1042,7 @@ static int host_check(ib_host *h)
     for (size_t i = h->plugin_count; i > 0; i--)
         ib_plugin_close(h->plugins[i - 1]);
     ib_recorder_close(h->recorder);
-    pthread_mutex_destroy(&h->inflight_lock);
+    ib__host_inflight_destroy(&h->inflight);
     pthread_mutex_destroy(&h->health_lock);
     return code;
 }

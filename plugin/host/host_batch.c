@@ -342,15 +342,6 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
         recorder_still_failing(h, e);
 }
 
-static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
-{
-    pthread_mutex_lock(&h->inflight_lock);
-    h->inflight = msgs;
-    h->inflight_n = n;
-    h->inflight_since_ms = ib_clock_monotonic_ms();
-    pthread_mutex_unlock(&h->inflight_lock);
-}
-
 int ib__host_batch_alloc(ib_host *h, size_t batch)
 {
     h->batch_items = calloc(batch, sizeof(item));
@@ -500,11 +491,11 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
 static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *deliveries, size_t nd)
 {
     ib_error e;
-    publish_inflight(h, msgs, n);
+    ib__host_inflight_begin(&h->inflight, msgs, n, ib_clock_monotonic_ms());
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
     ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->bus, &e);
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)nd);
-    publish_inflight(h, NULL, 0);
+    ib__host_inflight_end(&h->inflight); /* no +WPI for them from here on */
     if (st != IB_OK) {
         /* Misuse, not recorder trouble: nothing ran. Nak everything so
          * nothing is lost, and say why. */

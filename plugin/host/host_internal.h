@@ -67,6 +67,49 @@ typedef struct ib_host_outbox {
     uint64_t sent; /* entries sent and deleted */
 } ib_host_outbox;
 
+/* The batch in flight (host_inflight.c): the batch thread publishes it
+ * around dispatch, the control thread keeps it in progress. `lock` guards
+ * every field and is never held across a network call or a store write:
+ * `sending` says the control thread is sending +WPI for `msgs` without
+ * it, and ib__host_inflight_end waits on `sent` until it is done. */
+typedef struct ib_host_inflight {
+    pthread_mutex_t lock;
+    pthread_cond_t sent;
+    natsMsg **msgs; /* BORROWED from the batch thread, valid until end returns */
+    size_t n;
+    int64_t since_ms; /* monotonic: when the batch started */
+    bool sending;
+} ib_host_inflight;
+
+/* What ib__host_inflight_keep does with a batch due for +WPI: `send` is
+ * called for each message without the lock; `renew` (may be NULL) once
+ * after, once the batch thread can end the batch. */
+typedef struct ib_host_inflight_ops {
+    void (*send)(void *ctx, natsMsg *msg);
+    void (*renew)(void *ctx);
+} ib_host_inflight_ops;
+
+/* Init and destroy the in-flight record (no batch). */
+void ib__host_inflight_init(ib_host_inflight *f);
+void ib__host_inflight_destroy(ib_host_inflight *f);
+
+/* Batch thread: publishes `n` messages (BORROWED until end returns) as the
+ * batch in flight since `now_ms`, and clears it. End returns once no +WPI
+ * for them is being sent, so the caller may settle and destroy them; it
+ * never waits for a lease renewal. */
+void ib__host_inflight_begin(ib_host_inflight *f, natsMsg **msgs, size_t n, int64_t now_ms);
+void ib__host_inflight_end(ib_host_inflight *f);
+
+/* Whether a batch is in flight now. Any thread. */
+bool ib__host_inflight_busy(ib_host_inflight *f);
+
+/* Control thread: when a batch is in flight and `every_ms` passed since it
+ * started and since *last (the last send, updated), sends +WPI for each
+ * of its messages through ops->send, then calls ops->renew, both with the
+ * lock released. Returns whether it sent. */
+bool ib__host_inflight_keep(ib_host_inflight *f, int64_t now_ms, int64_t every_ms, int64_t *last,
+                            const ib_host_inflight_ops *ops, void *ctx);
+
 typedef struct ib_host {
     const ib_host_config *cfg;
     char dead_letter_subject[512];
@@ -127,13 +170,9 @@ typedef struct ib_host {
     ib_delivery *batch_deliveries;
     size_t batch_cap;
 
-    /* The batch in flight, for the watcher's in-progress acks. Guarded by
-     * inflight_lock: the main thread publishes and clears it around
-     * dispatch; the watcher reads it. */
-    pthread_mutex_t inflight_lock;
-    natsMsg **inflight;
-    size_t inflight_n;
-    int64_t inflight_since_ms;
+    /* The batch in flight, for the watcher's in-progress acks
+     * (host_inflight.c). */
+    ib_host_inflight inflight;
 
     ib_host_outbox outbox;
 

@@ -24,30 +24,33 @@
 #include "log.h"
 #include "clock.h"
 
+static void send_wpi(void *ctx, natsMsg *msg)
+{
+    ib_host *h = ctx;
+    ib_in_progress(ib_nats_connection(h->nats), msg, NULL);
+}
+
+/* JetStream will not redeliver now; keep our claims as long, so a
+ * duplicate of the same id elsewhere does not run meanwhile. A store
+ * write: never under a lock (ib__host_inflight_keep calls it after). */
+static void renew_leases(void *ctx)
+{
+    ib_host *h = ctx;
+    size_t extended = 0, lost = 0;
+    ib_error e;
+    if (ib_dispatch_extend_leases(h->dispatch, &extended, &lost, &e) != IB_OK)
+        ib_log_kv(IB_SEV_WARN, "cannot extend claim leases", "error", e.msg, NULL);
+    else if (lost > 0)
+        ib_log_kv(IB_SEV_WARN,
+                  "claims expired while their handlers ran and were taken over; a "
+                  "duplicate may run twice",
+                  NULL);
+}
+
 static void send_in_progress(ib_host *h, int64_t now, int64_t *last_wpi)
 {
-    pthread_mutex_lock(&h->inflight_lock);
-    if (h->inflight_n > 0) {
-        int64_t since = h->inflight_since_ms > *last_wpi ? h->inflight_since_ms : *last_wpi;
-        if (now - since >= h->ack_wait_ms / 2) {
-            for (size_t i = 0; i < h->inflight_n; i++)
-                if (h->inflight[i] != NULL)
-                    ib_in_progress(ib_nats_connection(h->nats), h->inflight[i], NULL);
-            *last_wpi = now;
-            /* JetStream will not redeliver now; keep our claims as long, so
-             * a duplicate of the same id elsewhere does not run meanwhile. */
-            size_t extended = 0, lost = 0;
-            ib_error e;
-            if (ib_dispatch_extend_leases(h->dispatch, &extended, &lost, &e) != IB_OK)
-                ib_log_kv(IB_SEV_WARN, "cannot extend claim leases", "error", e.msg, NULL);
-            else if (lost > 0)
-                ib_log_kv(IB_SEV_WARN,
-                          "claims expired while their handlers ran and were taken over; a "
-                          "duplicate may run twice",
-                          NULL);
-        }
-    }
-    pthread_mutex_unlock(&h->inflight_lock);
+    static const ib_host_inflight_ops ops = {.send = send_wpi, .renew = renew_leases};
+    ib__host_inflight_keep(&h->inflight, now, h->ack_wait_ms / 2, last_wpi, &ops, h);
 }
 
 /* How often the idle probe reads the recorder: well inside a readiness
@@ -66,15 +69,13 @@ static void send_in_progress(ib_host *h, int64_t now, int64_t *last_wpi)
  * own failures, so under steady load the probe must clear what it set). A
  * failure marks the recorder down; a success clears only a down state the
  * probe set, so a working read never hides a failed write: a commit's
- * failure is cleared by a commit. Runs outside inflight_lock; a slow store
+ * failure is cleared by a commit. Runs outside every lock; a slow store
  * delays the next tick by at most the recorder's own request timeout. */
 static void probe_recorder(ib_host *h, int64_t now)
 {
     if (h->recorder == NULL || now - h->probe_last_ms < PROBE_EVERY_MS)
         return;
-    pthread_mutex_lock(&h->inflight_lock);
-    bool idle = h->inflight_n == 0 || h->probe_down;
-    pthread_mutex_unlock(&h->inflight_lock);
+    bool idle = h->probe_down || !ib__host_inflight_busy(&h->inflight);
     if (!idle)
         return;
     h->probe_last_ms = now;
