@@ -702,8 +702,8 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
         ib_http_start(&h->http, cfg->http, h->metrics, ready, h, e) != IB_OK)
         return -1;
     ib_http_set_live(h->http, ib__host_live, h);
-    if (ib__host_notify_start(h) != 0) {
-        ib_error_set(e, IB_ERR_IO, "cannot start the systemd watchdog thread");
+    if (ib__host_control_start(h) != 0) {
+        ib_error_set(e, IB_ERR_IO, "cannot start the control thread");
         return -1;
     }
     return 0;
@@ -843,7 +843,7 @@ static int with_grace(ib_host *h, int (*step)(ib_host *, ib_error *), const char
 }
 
 /* Open, last part: a recorder on this connection, the consumer,
- * dispatch, the puller, the watcher and the keeper.
+ * dispatch, the puller, and the control loop's timers.
  * Returns 0; -1 with `e` set; or STOPPED_BEFORE_BINDING when a signal came
  * before the consumer was bound (one after it is a clean stop). */
 static int open_consumer(ib_host *h, ib_error *e)
@@ -866,8 +866,8 @@ static int open_consumer(ib_host *h, ib_error *e)
     if (ib_puller_create(&h->puller, h->nats, &po, e) != IB_OK)
         return -1;
     atomic_store(&h->bound, 1);
-    if (ib__host_watch_start(h) != 0 || ib__host_keeper_start(h) != 0) {
-        ib_error_set(e, IB_ERR_IO, "cannot start the watcher or keeper thread");
+    if (ib__host_control_bind(h) != 0) {
+        ib_error_set(e, IB_ERR_IO, "cannot arm the control loop's timers");
         return -1;
     }
     ib_log_kv(IB_SEV_INFO, "running", "owner", h->owner, "recorder", h->recorder_shown,
@@ -933,6 +933,7 @@ static int host_serve(ib_host *h, natsMsg **buf)
     atomic_store(&h->stopping, 1);
     if (atomic_load(&h->stop_requested_at_ms) == 0)
         atomic_store(&h->stop_requested_at_ms, ib_clock_monotonic_ms());
+    ib__host_control_wake(h); /* the drain deadline runs from now */
     if (!ib_nats_is_closed(h->nats)) {
         hand_back(h, buf, h->batch_cap);
         ib__host_outbox_flush(h); /* best effort: what fails waits for the next start */
@@ -949,9 +950,7 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     /* HTTP first: /readyz reads the NATS handle, which ib_nats_close frees. */
     ib_http_stop(h->http);
     h->http = NULL;
-    ib__host_watch_stop(h);
-    ib__host_keeper_stop(h);
-    ib__host_notify_stop(h);
+    ib__host_control_stop(h);
     atomic_store(&h->bound, 0);
     if (h->puller != NULL)
         ib_puller_stats_get(h->puller, &h->pull_stats);

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "host_internal.h"
@@ -143,15 +142,13 @@ int ib__host_live(void *ctx, char *why, size_t cap)
 
 /* ---- systemd's watchdog --------------------------------------------------- */
 
-/* The notify socket and the ping period, owned by the thread's host. */
-struct ib_host_notify {
+/* The notify socket and the ping period, owned by the control loop. */
+struct ib_host_watchdog {
     ib_host *h;
     int fd;
     struct sockaddr_un sa;
     socklen_t len;
     int64_t every_ms;
-    pthread_t thread;
-    atomic_int quit;
 };
 
 /* $NOTIFY_SOCKET: a path, or "@name" for an abstract socket. */
@@ -169,25 +166,17 @@ static int notify_address(struct sockaddr_un *sa, socklen_t *len, const char *na
     return 0;
 }
 
-static void *notify_main(void *arg)
+int64_t ib__host_watchdog_timer(void *ctx, int64_t now)
 {
-    struct ib_host_notify *n = arg;
+    (void)now;
+    struct ib_host_watchdog *w = ctx;
     static const char ping[] = "WATCHDOG=1";
-    int64_t waited = n->every_ms;
-    while (!atomic_load(&n->quit)) {
-        if (waited >= n->every_ms) {
-            waited = 0;
-            /* never blocks: a receiver that does not read (its queue full)
-             * must not stall this thread, and a lost ping is harmless */
-            if (atomic_load(&n->h->overdue) == 0)
-                (void)sendto(n->fd, ping, sizeof(ping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT,
-                             (const struct sockaddr *)&n->sa, n->len);
-        }
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
-        nanosleep(&ts, NULL);
-        waited += 20;
-    }
-    return NULL;
+    /* never blocks: a receiver that does not read (its queue full) must
+     * not stall the loop, and a lost ping is harmless */
+    if (atomic_load(&w->h->overdue) == 0)
+        (void)sendto(w->fd, ping, sizeof(ping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT,
+                     (const struct sockaddr *)&w->sa, w->len);
+    return w->every_ms;
 }
 
 /* Whether systemd asked this process for watchdog pings, and how often
@@ -206,43 +195,34 @@ static bool watchdog_asked(int64_t *every_ms)
     return true;
 }
 
-int ib__host_notify_start(ib_host *h)
+int ib__host_watchdog_open(struct ib_host_watchdog **out, ib_host *h)
 {
     int64_t every = 0;
+    *out = NULL;
     if (!watchdog_asked(&every))
         return 0;
-    struct ib_host_notify *n = calloc(1, sizeof(*n));
-    if (n == NULL)
+    struct ib_host_watchdog *w = calloc(1, sizeof(*w));
+    if (w == NULL)
         return -1;
-    n->h = h;
-    n->every_ms = every;
-    atomic_init(&n->quit, 0);
-    if (notify_address(&n->sa, &n->len, getenv("NOTIFY_SOCKET")) != 0 ||
-        (n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) {
+    w->h = h;
+    w->every_ms = every;
+    if (notify_address(&w->sa, &w->len, getenv("NOTIFY_SOCKET")) != 0 ||
+        (w->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) {
         ib_log_kv(IB_SEV_WARN, "cannot use $NOTIFY_SOCKET: no watchdog pings", "error",
                   strerror(errno), NULL);
-        free(n);
+        free(w);
         return 0;
     }
-    if (ib__host_thread_start(&n->thread, notify_main, n) != 0) {
-        close(n->fd);
-        free(n);
-        return -1;
-    }
-    h->notify = n;
+    *out = w;
     ib_log(IB_SEV_INFO, "systemd watchdog: pinging while no handler call is overdue",
            IB_LOG_I64("every_ms", every));
     return 0;
 }
 
-void ib__host_notify_stop(ib_host *h)
+void ib__host_watchdog_close(struct ib_host_watchdog *w)
 {
-    struct ib_host_notify *n = h->notify;
-    if (n == NULL)
+    if (w == NULL)
         return;
-    atomic_store(&n->quit, 1);
-    pthread_join(n->thread, NULL);
-    close(n->fd);
-    free(n);
-    h->notify = NULL;
+    close(w->fd);
+    free(w);
 }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internals of the subscriber host shared by host.c, host_batch.c,
- * host_watch.c, host_retention.c and host_retries.c. Calls go one way: host.c drives
- * host_batch.c (dispatch and batches), host_watch.c (the watcher thread)
- * and host_retention.c (the retention check and the keeper thread); none
- * calls back into
- * host.c, and the stop signal lives in host_signal.c. */
+/* Internals of the subscriber host shared by its files; host.c's opening
+ * comment describes the whole. Calls go one way: host.c drives
+ * host_batch.c (dispatch and batches), host_control.c (the control thread
+ * and its timers, which call host_health.c and host_retention.c) and
+ * host_retention.c's retention check; none calls back into host.c, and
+ * the stop signal lives in host_signal.c. */
 #ifndef IB_HOST_INTERNAL_H
 #define IB_HOST_INTERNAL_H
 
@@ -110,6 +110,12 @@ bool ib__host_inflight_busy(ib_host_inflight *f);
 bool ib__host_inflight_keep(ib_host_inflight *f, int64_t now_ms, int64_t every_ms, int64_t *last,
                             const ib_host_inflight_ops *ops, void *ctx);
 
+/* The control thread's own state (host_control.c). */
+typedef struct ib_host_control ib_host_control;
+
+/* Timers on one loop (host_timers.h). */
+typedef struct ib_timers ib_timers;
+
 typedef struct ib_host {
     const ib_host_config *cfg;
     char dead_letter_subject[512];
@@ -151,11 +157,7 @@ typedef struct ib_host {
     atomic_uint_fast64_t recorder_failed_calls;
     atomic_int_fast64_t recorder_said_ms;
     atomic_int_fast64_t recorder_down_since_ms;
-    bool probe_down;       /* the watcher's probe set recorder_down (watcher only) */
-    int64_t probe_last_ms; /* monotonic time of the last probe (watcher only) */
-    int64_t info_last_ms;  /* monotonic time of the last consumer info (watcher only) */
-    bool info_failing;     /* the last consumer info failed (watcher only) */
-    /* The watcher's last consumer info said "not found" (cleared when it
+    /* The control loop's last consumer info said "not found" (cleared when it
      * reads the consumer again): the run loop then looks the consumer up
      * itself, as when the puller suspects it gone. */
     atomic_int info_not_found;
@@ -191,28 +193,16 @@ typedef struct ib_host {
     ib_host_overdue overdue_seen[IB_HOST_OVERDUE_MAX];
     size_t overdue_n;
 
-    /* systemd's watchdog (host_health.c): a thread that sends WATCHDOG=1
-     * while no handler call is overdue, when the unit asked for it; NULL
-     * when it did not. */
-    struct ib_host_notify *notify;
-
-    pthread_t watcher;
-    bool watcher_started;
-    atomic_int watcher_quit;
+    /* The control thread and its timers (host_control.c), with the
+     * watcher's, the keeper's and the watchdog's state; NULL before
+     * open_local and after host_close. */
+    ib_host_control *control;
     atomic_llong stop_requested_at_ms;
 
-    /* The keeper thread (host_retention.c): background pruning and the
-     * recorder's gauges. keeper_quit is guarded by keeper_lock, and
-     * keeper_wake (on CLOCK_MONOTONIC) cuts its sleep short. */
-    pthread_t keeper;
-    bool keeper_started;
     /* The retention the keeper prunes with, set by the retention check at
      * bind (the configured one, or the floor for an automatic one); 0 =
-     * no pruning. Written before the keeper starts, read only by it. */
+     * no pruning. Written before the keeper's timers are armed. */
     int64_t retention_ms;
-    pthread_mutex_t keeper_lock;
-    pthread_cond_t keeper_wake;
-    bool keeper_quit;
 } ib_host;
 
 /* Allocates and frees the per-batch working arrays (h->batch_cap entries
@@ -315,19 +305,32 @@ void ib__host_flush_marks(ib_host *h, const char *why);
  * reason while a handler call is past --handler-timeout. */
 int ib__host_live(void *ctx, char *why, size_t cap);
 
-/* Starts the systemd watchdog thread when the service manager asked for
- * pings ($NOTIFY_SOCKET and $WATCHDOG_USEC, for this PID): WATCHDOG=1
- * every half period while no handler call is overdue, so a stuck process
- * is restarted. Returns 0 (also when not asked), -1 when the thread could
- * not start. Stop joins it; a no-op when it was not started. */
-int ib__host_notify_start(ib_host *h);
-void ib__host_notify_stop(ib_host *h);
+/* systemd's watchdog (host_health.c), when the service manager asked for
+ * pings ($NOTIFY_SOCKET and $WATCHDOG_USEC, for this PID): open gives 0
+ * with *out NULL when it did not (or the socket cannot be used: logged),
+ * -1 when out of memory. The timer (ctx: *out) sends WATCHDOG=1 while no
+ * handler call is overdue, so a stuck process is restarted, and returns
+ * its period, half the watchdog's. Close is a no-op for NULL. */
+typedef struct ib_host_watchdog ib_host_watchdog;
+int ib__host_watchdog_open(ib_host_watchdog **out, ib_host *h);
+int64_t ib__host_watchdog_timer(void *ctx, int64_t now_ms);
+void ib__host_watchdog_close(ib_host_watchdog *w);
 
-/* Starts and stops the watcher thread: in-progress acks for a long batch,
- * metrics gauges (the consumer's pending counts read from the server every
- * 5 s), the recorder probe while idle, and the drain deadline. */
-int ib__host_watch_start(ib_host *h);
-void ib__host_watch_stop(ib_host *h);
+/* The control thread (host_control.c). Start creates its loop with the
+ * watchdog's timer and the stop signal's wake-up, and starts the thread:
+ * 0, or -1 (out of memory, no pipe or thread). Bind, once the consumer is
+ * bound, arms the watcher's timers (in-progress acks and lease renewals,
+ * the overdue scan, the stop and drain deadline, gauges, the recorder
+ * probe, the consumer info) and the keeper's: 0, or -1 when the table is
+ * full. Stop asks the loop to end, waits for the timer in progress and
+ * frees it all; a no-op when not started. Main thread. */
+int ib__host_control_start(ib_host *h);
+int ib__host_control_bind(ib_host *h);
+void ib__host_control_stop(ib_host *h);
+
+/* Wakes the control loop (the batch thread set stop_requested_at_ms).
+ * Any thread; a no-op before start. */
+void ib__host_control_wake(ib_host *h);
 
 /* Refuses a retention shorter than the time the stream can still deliver
  * a message (ib_host_retention_floor_ms), from the bound consumer's facts
@@ -341,12 +344,16 @@ void ib__host_watch_stop(ib_host *h);
  * be read. */
 int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *err);
 
-/* Starts and stops the keeper thread: prune every tenth of the retention
- * (1 s to 60 s) when there is one, and refresh ibus_markers,
- * ibus_recorder_wal_bytes and ibus_outbox_pending. Stop wakes it and waits
- * for the prune transaction in progress (a pass ends between two); a no-op
- * when it was not started. */
-int ib__host_keeper_start(ib_host *h);
-void ib__host_keeper_stop(ib_host *h);
+/* Arms the keeper's timers on `loop` (they run on the control thread):
+ * prune every tenth of the retention (1 s to 60 s) when there is one, and
+ * refresh ibus_markers, ibus_recorder_wal_bytes and ibus_outbox_pending,
+ * each at once and then on its period. A prune pass runs the loop's other
+ * due timers between its transactions, and ends once the loop quits or a
+ * drain begins. *out is their context, freed with ib__host_keeper_free
+ * (a no-op for NULL) once the loop has stopped; set also on failure.
+ * 0, or -1 when out of memory or the table is full. */
+typedef struct ib_host_keeper ib_host_keeper;
+int ib__host_keeper_arm(ib_host_keeper **out, ib_host *h, ib_timers *loop);
+void ib__host_keeper_free(ib_host_keeper *k);
 
 #endif
