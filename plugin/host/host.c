@@ -51,7 +51,7 @@ extern char **environ;
 static int ready(void *ctx, char *why, size_t cap)
 {
     ib_host *h = ctx;
-    if (atomic_load(&h->stopping)) {
+    if (atomic_load(&h->run.stopping)) {
         snprintf(why, cap, "stopping");
         return 0;
     }
@@ -59,16 +59,16 @@ static int ready(void *ctx, char *why, size_t cap)
         char err[160] = "";
         if (h->nats != NULL)
             ib_nats_last_error(h->nats, err, sizeof(err));
-        snprintf(why, cap, "not connected to NATS at %s%s%s", h->nats_url,
+        snprintf(why, cap, "not connected to NATS at %s%s%s", h->set.nats_url,
                  err[0] != '\0' ? ": " : "", err);
         return 0;
     }
-    if (!atomic_load(&h->bound)) {
+    if (!atomic_load(&h->run.bound)) {
         snprintf(why, cap, "consumer %s on stream %s not bound", h->cfg->durable, h->cfg->stream);
         return 0;
     }
-    if (atomic_load(&h->recorder_down)) {
-        snprintf(why, cap, "recorder %s is failing", h->recorder_shown);
+    if (atomic_load(&h->rec.down)) {
+        snprintf(why, cap, "recorder %s is failing", h->set.recorder_shown);
         return 0;
     }
     /* bound is set once dispatch exists */
@@ -200,7 +200,7 @@ static int bind_consumer(ib_host *h, ib_error *err)
         .create = h->cfg->create,
         .stream_subjects = h->cfg->stream_subjects,
         .stream_replicas = (int)h->cfg->stream_replicas,
-        .dead_letter_subject = h->dead_letter_subject,
+        .dead_letter_subject = h->set.dead_letter_subject,
         .ack_wait_ms = h->cfg->ack_wait_ms,
         .max_deliver = h->cfg->max_deliver,
         .backoff_ms = h->cfg->backoff_ms,
@@ -221,10 +221,10 @@ static int bind_consumer(ib_host *h, ib_error *err)
      * the configured max_deliver, or on the consumer's own MaxDeliver when an operator
      * set one (then a dead-letter publish that fails on that last delivery
      * strands the message: say so). */
-    h->ack_wait_ms = facts.ack_wait_ms > 0 ? facts.ack_wait_ms : h->cfg->ack_wait_ms;
-    h->max_deliver = (uint64_t)h->cfg->max_deliver;
+    h->set.ack_wait_ms = facts.ack_wait_ms > 0 ? facts.ack_wait_ms : h->cfg->ack_wait_ms;
+    h->set.max_deliver = (uint64_t)h->cfg->max_deliver;
     if (facts.max_deliver > 0) {
-        h->max_deliver = (uint64_t)facts.max_deliver;
+        h->set.max_deliver = (uint64_t)facts.max_deliver;
         ib_log_kv(IB_SEV_WARN,
                   "consumer has a MaxDeliver limit: a message whose dead-letter publish fails on "
                   "the last delivery is not redelivered; prefer MaxDeliver -1 (ibus enforces "
@@ -233,8 +233,8 @@ static int bind_consumer(ib_host *h, ib_error *err)
     }
     ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)facts.num_pending);
     ib_log(IB_SEV_INFO, "consumer bound", IB_LOG_STR("stream", h->cfg->stream),
-           IB_LOG_STR("durable", h->cfg->durable), IB_LOG_I64("ack_wait_ms", h->ack_wait_ms),
-           IB_LOG_U64("max_deliver", h->max_deliver));
+           IB_LOG_STR("durable", h->cfg->durable), IB_LOG_I64("ack_wait_ms", h->set.ack_wait_ms),
+           IB_LOG_U64("max_deliver", h->set.max_deliver));
     /* now that the consumer's real settings are known */
     return ib__host_retention_check(h, &facts, err);
 }
@@ -354,8 +354,8 @@ static void append_summary(const char *path, const char *line)
  * --summary-file. */
 static void write_summary(const ib_host *h, int exit_code)
 {
-    const ib_host_totals *t = &h->totals;
-    const ib_puller_stats *ps = &h->pull_stats;
+    const ib_host_totals *t = &h->batch.totals;
+    const ib_puller_stats *ps = &h->batch.pull_stats;
     /* pull_requests and leftovers (messages that reached the inbox after
      * their pull request had ended) show the consumption design at work. */
     const ib_log_field counters[] = {
@@ -373,8 +373,8 @@ static void write_summary(const ib_host *h, int exit_code)
         IB_LOG_U64("pull_requests", ps->requests),
         IB_LOG_U64("leftovers", ps->leftovers),
         /* how long joining a shared marker file took (churn tests read them) */
-        IB_LOG_I64("first_handled_ms", h->first_handled_ms),
-        IB_LOG_I64("lock_wait_max_ms", h->lock_wait_max_ms),
+        IB_LOG_I64("first_handled_ms", h->batch.first_handled_ms),
+        IB_LOG_I64("lock_wait_max_ms", h->batch.lock_wait_max_ms),
     };
     const size_t n = sizeof(counters) / sizeof(counters[0]);
     if (h->cfg->summary_file != NULL && h->cfg->summary_file[0] != '\0') {
@@ -427,13 +427,13 @@ static int watch_consumer(ib_host *h, consumer_watch *w)
 {
     int64_t now = ib_clock_monotonic_ms();
     ib_puller_condition c = ib_puller_condition_get(h->puller);
-    bool info_not_found = atomic_load(&h->info_not_found) != 0;
+    bool info_not_found = atomic_load(&h->run.info_not_found) != 0;
     if (w->gone_since == 0 && c != IB_PULLER_CONSUMER_GONE && !info_not_found)
         return 0;
     if (w->gone_since != 0 && c == IB_PULLER_OK && !info_not_found) {
         /* a message or a normal end of a request: it answers again */
         w->gone_since = 0;
-        atomic_store(&h->bound, 1);
+        atomic_store(&h->run.bound, 1);
         ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
         return 0;
     }
@@ -447,11 +447,11 @@ static int watch_consumer(ib_host *h, consumer_watch *w)
         goto check_grace; /* cannot tell now (disconnected, timeout) */
     if (f.exists && w->gone_since != 0) {
         w->gone_since = 0;
-        atomic_store(&h->bound, 1);
+        atomic_store(&h->run.bound, 1);
         ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
     } else if (!f.exists && w->gone_since == 0) {
         w->gone_since = now;
-        atomic_store(&h->bound, 0);
+        atomic_store(&h->run.bound, 0);
         ib_log(IB_SEV_ERROR,
                "consumer deleted: not ready; exiting 1 unless it comes back within the grace "
                "period",
@@ -503,7 +503,7 @@ static bool wait_for_retries(ib_host *h, idle_wait *w)
         h->cfg->idle_exit_ms > IDLE_RETRY_WAIT_MS ? h->cfg->idle_exit_ms : IDLE_RETRY_WAIT_MS;
     if (w->horizon_ms == 0)
         w->horizon_ms = now + bound;
-    size_t k = ib__host_retries_due(h->retries, now, w->horizon_ms, &until);
+    size_t k = ib__host_retries_due(h->batch.retries, now, w->horizon_ms, &until);
     if (k == 0)
         return false;
     if (!w->said) {
@@ -534,7 +534,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         }
         if (watch_consumer(h, &watch) != 0)
             return 1;
-        if (atomic_load(&h->schema_changed))
+        if (atomic_load(&h->rec.schema_changed))
             return 2;
         if (hold_for_circuits(h, &held)) {
             last_activity = ib_clock_monotonic_ms(); /* waiting events are not idleness */
@@ -542,7 +542,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         }
         size_t n = 0;
         ib_error e;
-        if (ib_puller_next(h->puller, buf, &n, h->batch_cap, 250, &e) != IB_OK) {
+        if (ib_puller_next(h->puller, buf, &n, h->batch.cap, 250, &e) != IB_OK) {
             /* Typically a reconnect in progress: wait and retry. */
             ib_log_kv(IB_SEV_WARN, "pull failed; retrying", "error", e.msg, NULL);
             nats_Sleep(backoff);
@@ -556,7 +556,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
                 ib_clock_monotonic_ms() - last_activity >= h->cfg->idle_exit_ms &&
                 !wait_for_retries(h, &idle)) {
                 ib_log_kv(IB_SEV_INFO, "idle; exiting", NULL);
-                h->idle_exited = true;
+                h->batch.idle_exited = true;
                 return 0;
             }
             continue;
@@ -568,8 +568,8 @@ static int run_loop(ib_host *h, natsMsg **buf)
          * batch took a good part of AckWait: prefetched messages (up to two
          * batches when chained) wait unseen by the watcher's +WPI and could
          * be redelivered elsewhere meanwhile. */
-        ib_puller_chain(h->puller, !held && last_batch_ms < h->ack_wait_ms / 8);
-        if (!held && last_batch_ms < h->ack_wait_ms / 4)
+        ib_puller_chain(h->puller, !held && last_batch_ms < h->set.ack_wait_ms / 8);
+        if (!held && last_batch_ms < h->set.ack_wait_ms / 4)
             ib_puller_prefetch(h->puller, NULL);
         held = false;
         int64_t started = ib_clock_monotonic_ms();
@@ -591,34 +591,35 @@ static int make_owner(ib_host *h, ib_error *err)
     gethostname(host, sizeof(host) - 1);
     host[sizeof(host) - 1] = '\0';
     snprintf(label, sizeof(label), "%.24s@%.32s", h->cfg->durable, host);
-    return ib_owner_make(h->owner, sizeof(h->owner), label, err) == IB_OK ? 0 : -1;
+    return ib_owner_make(h->set.owner, sizeof(h->set.owner), label, err) == IB_OK ? 0 : -1;
 }
 
 /* Fills in what the host derives from its configuration alone. */
 static void host_init(ib_host *h, const ib_host_config *cfg)
 {
     memset(h, 0, sizeof(*h));
-    h->opened_at_ms = ib_clock_monotonic_ms();
-    h->first_handled_ms = -1;
+    h->batch.opened_at_ms = ib_clock_monotonic_ms();
+    h->batch.first_handled_ms = -1;
     h->cfg = cfg;
     ib__host_inflight_init(&h->inflight);
-    pthread_mutex_init(&h->health_lock, NULL);
+    pthread_mutex_init(&h->health.lock, NULL);
     if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
-        snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "%s", cfg->dead_letter);
+        snprintf(h->set.dead_letter_subject, sizeof(h->set.dead_letter_subject), "%s",
+                 cfg->dead_letter);
     else
-        snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "ibus.dlq.%s",
+        snprintf(h->set.dead_letter_subject, sizeof(h->set.dead_letter_subject), "ibus.dlq.%s",
                  cfg->durable);
-    h->limits.max_bytes = (size_t)cfg->max_event_bytes;
-    h->limits.id_flags = cfg->uuid_versions;
-    h->ack_wait_ms = cfg->ack_wait_ms;
-    h->max_deliver = (uint64_t)cfg->max_deliver;
-    h->bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
-    h->bus.source = cfg->durable;
-    h->bus.timeout_ms = 5000;
-    ib_redact_url(h->nats_url, sizeof(h->nats_url),
+    h->set.limits.max_bytes = (size_t)cfg->max_event_bytes;
+    h->set.limits.id_flags = cfg->uuid_versions;
+    h->set.ack_wait_ms = cfg->ack_wait_ms;
+    h->set.max_deliver = (uint64_t)cfg->max_deliver;
+    h->batch.bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
+    h->batch.bus.source = cfg->durable;
+    h->batch.bus.timeout_ms = 5000;
+    ib_redact_url(h->set.nats_url, sizeof(h->set.nats_url),
                   cfg->nats.url != NULL && cfg->nats.url[0] != '\0' ? cfg->nats.url
                                                                     : "nats://127.0.0.1:4222");
-    ib_redact_url(h->recorder_shown, sizeof(h->recorder_shown), cfg->recorder);
+    ib_redact_url(h->set.recorder_shown, sizeof(h->set.recorder_shown), cfg->recorder);
 }
 
 /* The longest a delivered event may still come back, from the settings
@@ -685,7 +686,7 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
     h->metrics = ib_metrics_create();
     if (h->metrics == NULL || ib__host_batch_alloc(h, (size_t)cfg->batch) != 0 ||
         (*buf = calloc((size_t)cfg->batch, sizeof(**buf))) == NULL ||
-        (cfg->idle_exit_ms > 0 && (h->retries = ib__host_retries_new()) == NULL)) {
+        (cfg->idle_exit_ms > 0 && (h->batch.retries = ib__host_retries_new()) == NULL)) {
         ib_error_set(e, IB_ERR_NOMEM, "out of memory");
         return -1;
     }
@@ -741,7 +742,7 @@ static bool wait_connected(ib_host *h, int64_t limit_ms)
             return false;
         char why[256];
         ib_log(IB_SEV_WARN, "still cannot connect to NATS; retrying",
-               IB_LOG_STR("url", h->nats_url),
+               IB_LOG_STR("url", h->set.nats_url),
                IB_LOG_STR("error", ib_nats_last_error(h->nats, why, sizeof(why))),
                IB_LOG_I64("waited_ms", ib_clock_monotonic_ms() - started));
         interval = interval * 2 < CONNECT_LOG_MAX_MS ? interval * 2 : CONNECT_LOG_MAX_MS;
@@ -769,7 +770,7 @@ static bool open_connection(ib_host *h, int *code)
         *code = fail(&e);
         return false;
     }
-    h->bus.js = ib_nats_jetstream(h->nats);
+    h->batch.bus.js = ib_nats_jetstream(h->nats);
     int64_t limit = connect_limit_ms(h->cfg);
     if (wait_connected(h, limit))
         return true;
@@ -783,14 +784,14 @@ static bool open_connection(ib_host *h, int *code)
     char why[256];
     ib_nats_last_error(h->nats, why, sizeof(why));
     if (ib_nats_is_closed(h->nats))
-        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", h->nats_url, "error",
-                  why, NULL);
+        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", h->set.nats_url,
+                  "error", why, NULL);
     else
         ib_log(IB_SEV_ERROR,
                h->cfg->connect_timeout_ms > 0
                    ? "cannot connect to NATS within the connect timeout; exiting 1"
                    : "cannot connect to NATS within the idle exit time; exiting 1",
-               IB_LOG_STR("url", h->nats_url), IB_LOG_STR("error", why),
+               IB_LOG_STR("url", h->set.nats_url), IB_LOG_STR("error", why),
                IB_LOG_I64("waited_ms", limit));
     return false;
 }
@@ -865,13 +866,13 @@ static int open_consumer(ib_host *h, ib_error *e)
     };
     if (ib_puller_create(&h->puller, h->nats, &po, e) != IB_OK)
         return -1;
-    atomic_store(&h->bound, 1);
+    atomic_store(&h->run.bound, 1);
     if (ib__host_control_bind(h) != 0) {
         ib_error_set(e, IB_ERR_IO, "cannot arm the control loop's timers");
         return -1;
     }
-    ib_log_kv(IB_SEV_INFO, "running", "owner", h->owner, "recorder", h->recorder_shown,
-              "dead_letter", h->dead_letter_subject, NULL);
+    ib_log_kv(IB_SEV_INFO, "running", "owner", h->set.owner, "recorder", h->set.recorder_shown,
+              "dead_letter", h->set.dead_letter_subject, NULL);
     return 0;
 }
 
@@ -912,7 +913,7 @@ static int idle_exit_code(ib_host *h)
 {
     bool lower_bound;
     size_t left = ib__host_retries_unmarked(h, &lower_bound);
-    h->totals.unmarked = left;
+    h->batch.totals.unmarked = left;
     if (left == 0 && !lower_bound)
         return 0;
     char msg[256];
@@ -930,15 +931,15 @@ static int host_serve(ib_host *h, natsMsg **buf)
 {
     int code = run_loop(h, buf);
 
-    atomic_store(&h->stopping, 1);
-    if (atomic_load(&h->stop_requested_at_ms) == 0)
-        atomic_store(&h->stop_requested_at_ms, ib_clock_monotonic_ms());
+    atomic_store(&h->run.stopping, 1);
+    if (atomic_load(&h->run.stop_requested_at_ms) == 0)
+        atomic_store(&h->run.stop_requested_at_ms, ib_clock_monotonic_ms());
     ib__host_control_wake(h); /* the drain deadline runs from now */
     if (!ib_nats_is_closed(h->nats)) {
-        hand_back(h, buf, h->batch_cap);
+        hand_back(h, buf, h->batch.cap);
         ib__host_outbox_flush(h); /* best effort: what fails waits for the next start */
     }
-    if (code == 0 && h->idle_exited)
+    if (code == 0 && h->batch.idle_exited)
         code = idle_exit_code(h);
     return code;
 }
@@ -951,9 +952,9 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     ib_http_stop(h->http);
     h->http = NULL;
     ib__host_control_stop(h);
-    atomic_store(&h->bound, 0);
+    atomic_store(&h->run.bound, 0);
     if (h->puller != NULL)
-        ib_puller_stats_get(h->puller, &h->pull_stats);
+        ib_puller_stats_get(h->puller, &h->batch.pull_stats);
     ib_puller_free(h->puller);
     /* Acks are fire-and-forget: flush so the last ones reach the server. */
     ib_nats_close(h->nats, 5000);
@@ -961,18 +962,18 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     ib_dispatch_free(h->dispatch);
     for (size_t i = h->plugin_count; i > 0; i--)
         ib_plugin_close(h->plugins[i - 1]);
-    h->lock_wait_max_ms = ib__recorder_lock_wait_max_ns(h->recorder) / 1000000;
+    h->batch.lock_wait_max_ms = ib__recorder_lock_wait_max_ns(h->recorder) / 1000000;
     ib_recorder_close(h->recorder);
     if (h->metrics != NULL && code != 2)
         write_summary(h, code);
     ib_metrics_free(h->metrics);
     free(h->consumer_metrics);
-    free(h->circuit_warned_ms);
+    free(h->batch.circuit_warned_ms);
     ib__host_batch_free(h);
-    ib__host_retries_free(h->retries);
+    ib__host_retries_free(h->batch.retries);
     free(buf);
     ib__host_inflight_destroy(&h->inflight);
-    pthread_mutex_destroy(&h->health_lock);
+    pthread_mutex_destroy(&h->health.lock);
 }
 
 /* The recorder part of --check: a file that exists is opened as ibus run
@@ -983,7 +984,7 @@ static int check_recorder(ib_host *h, ib_error *e)
 {
     char path[4096];
     struct stat st;
-    const char *uri = h->cfg->recorder, *shown = h->recorder_shown;
+    const char *uri = h->cfg->recorder, *shown = h->set.recorder_shown;
     if (ib__recorder_uri_needs_connection(uri)) {
         printf("recorder %s: not checked (a kv: bucket needs the server)\n", shown);
         return 0;
@@ -1042,7 +1043,7 @@ static int host_check(ib_host *h)
         ib_plugin_close(h->plugins[i - 1]);
     ib_recorder_close(h->recorder);
     ib__host_inflight_destroy(&h->inflight);
-    pthread_mutex_destroy(&h->health_lock);
+    pthread_mutex_destroy(&h->health.lock);
     return code;
 }
 

@@ -80,7 +80,8 @@ static int64_t in_progress_timer(void *ctx, int64_t now)
 {
     ib_host_control *c = ctx;
     static const ib_host_inflight_ops ops = {.send = send_wpi, .renew = renew_leases};
-    ib__host_inflight_keep(&c->h->inflight, now, c->h->ack_wait_ms / 2, &c->last_wpi, &ops, c->h);
+    ib__host_inflight_keep(&c->h->inflight, now, c->h->set.ack_wait_ms / 2, &c->last_wpi, &ops,
+                           c->h);
     return c->tick_ms;
 }
 
@@ -98,7 +99,7 @@ static int64_t in_progress_timer(void *ctx, int64_t now)
 
 static bool draining(const ib_host *h)
 {
-    return atomic_load(&h->stop_requested_at_ms) != 0;
+    return atomic_load(&h->run.stop_requested_at_ms) != 0;
 }
 
 /* Reads the probe key when no batch is in flight (a batch reports the
@@ -144,7 +145,7 @@ static int64_t info_timer(void *ctx, int64_t now)
     (void)now;
     ib_host_control *c = ctx;
     ib_host *h = c->h;
-    if (draining(h) || !atomic_load(&h->bound) || !ib_nats_is_connected(h->nats))
+    if (draining(h) || !atomic_load(&h->run.bound) || !ib_nats_is_connected(h->nats))
         return c->tick_ms;
     ib_consumer_facts f;
     ib_error e = {0};
@@ -152,7 +153,7 @@ static int64_t info_timer(void *ctx, int64_t now)
                                           h->cfg->durable, &e) == IB_OK;
     bool ok = answered && f.exists;
     if (answered)
-        atomic_store(&h->info_not_found, !f.exists);
+        atomic_store(&h->run.info_not_found, !f.exists);
     if (ok) {
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)f.num_pending);
         ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_ACK_PENDING, f.num_ack_pending);
@@ -178,7 +179,7 @@ static int64_t connection_gauges_timer(void *ctx, int64_t now)
     (void)now;
     ib_host_control *c = ctx;
     ib_metrics_gauge_set(c->h->metrics, IB_METRIC_CONNECTED, ib_nats_is_connected(c->h->nats));
-    ib_metrics_gauge_set(c->h->metrics, IB_METRIC_CONSUMER_BOUND, atomic_load(&c->h->bound));
+    ib_metrics_gauge_set(c->h->metrics, IB_METRIC_CONSUMER_BOUND, atomic_load(&c->h->run.bound));
     return c->tick_ms;
 }
 
@@ -195,7 +196,7 @@ static int64_t overdue_timer(void *ctx, int64_t now)
 static int64_t drain_deadline_timer(void *ctx, int64_t now)
 {
     ib_host_control *c = ctx;
-    int64_t left = atomic_load(&c->h->stop_requested_at_ms) + c->h->cfg->drain_timeout_ms - now;
+    int64_t left = atomic_load(&c->h->run.stop_requested_at_ms) + c->h->cfg->drain_timeout_ms - now;
     if (left >= 0)
         return left + 1; /* it passes once more than drain_timeout_ms went by */
     ib_log_kv(IB_SEV_ERROR, "drain deadline passed with handlers still running; exiting 1", NULL);
@@ -211,10 +212,10 @@ static void check_stop(ib_host_control *c)
     if (c->stop_seen || !atomic_load(&c->bound))
         return; /* not bound yet: the run loop turns a stop into an exit */
     int64_t now = ib_clock_monotonic_ms();
-    int64_t stop_at = atomic_load(&h->stop_requested_at_ms);
+    int64_t stop_at = atomic_load(&h->run.stop_requested_at_ms);
     if (stop_at == 0 && ib__host_signal_received()) {
         stop_at = now;
-        atomic_store(&h->stop_requested_at_ms, now);
+        atomic_store(&h->run.stop_requested_at_ms, now);
         ib__host_flush_marks(h, "stop requested");
     }
     if (stop_at == 0)
@@ -284,7 +285,7 @@ fail:
 int ib__host_control_bind(ib_host *h)
 {
     ib_host_control *c = h->control;
-    int64_t tick = h->ack_wait_ms / 8;
+    int64_t tick = h->set.ack_wait_ms / 8;
     if (tick < 20)
         tick = 20;
     if (tick > 250)

@@ -32,8 +32,8 @@ typedef struct overdue_scan {
 
 static ib_host_overdue *overdue_find(ib_host *h, const ib_overdue_call *call)
 {
-    for (size_t i = 0; i < h->overdue_n; i++) {
-        ib_host_overdue *o = &h->overdue_seen[i];
+    for (size_t i = 0; i < h->health.seen_n; i++) {
+        ib_host_overdue *o = &h->health.seen[i];
         if (o->handler == call->handler && o->started_ms == call->started_ms &&
             strcmp(o->event_id, call->event_id) == 0)
             return o;
@@ -51,21 +51,21 @@ static void on_overdue(void *ctx, const ib_overdue_call *call)
     ib_host_duration_str(ran, sizeof(ran), call->running_ms / 1000 * 1000);
     ib_host_duration_str(limit, sizeof(limit), h->cfg->handler_timeout_ms);
     if (s->found++ == 0) {
-        pthread_mutex_lock(&h->health_lock);
-        snprintf(h->overdue_why, sizeof(h->overdue_why),
+        pthread_mutex_lock(&h->health.lock);
+        snprintf(h->health.why, sizeof(h->health.why),
                  "handler %s has run %s on event %s (--handler-timeout %s)", call->consumer, ran,
                  call->event_id, limit);
-        pthread_mutex_unlock(&h->health_lock);
+        pthread_mutex_unlock(&h->health.lock);
     }
     ib_host_overdue *o = overdue_find(h, call);
     if (o != NULL) {
         o->seen = true;
         return;
     }
-    if (h->overdue_n == IB_HOST_OVERDUE_MAX)
+    if (h->health.seen_n == IB_HOST_OVERDUE_MAX)
         return; /* counted in the gauge; too many to tell apart */
     s->fresh++;
-    o = &h->overdue_seen[h->overdue_n++];
+    o = &h->health.seen[h->health.seen_n++];
     *o = (ib_host_overdue){.handler = call->handler, .started_ms = call->started_ms, .seen = true};
     snprintf(o->event_id, sizeof(o->event_id), "%s", call->event_id);
     if (call->handler < h->consumer_metrics_n)
@@ -82,13 +82,13 @@ static void on_overdue(void *ctx, const ib_overdue_call *call)
 static size_t overdue_forget_returned(ib_host *h)
 {
     size_t kept = 0, gone = 0;
-    for (size_t i = 0; i < h->overdue_n; i++) {
-        if (h->overdue_seen[i].seen)
-            h->overdue_seen[kept++] = h->overdue_seen[i];
+    for (size_t i = 0; i < h->health.seen_n; i++) {
+        if (h->health.seen[i].seen)
+            h->health.seen[kept++] = h->health.seen[i];
         else
             gone++;
     }
-    h->overdue_n = kept;
+    h->health.seen_n = kept;
     return gone;
 }
 
@@ -109,8 +109,8 @@ void ib__host_check_overdue(ib_host *h)
     if (h->cfg->handler_timeout_ms <= 0 || h->dispatch == NULL)
         return;
     overdue_scan s = {.h = h};
-    for (size_t i = 0; i < h->overdue_n; i++)
-        h->overdue_seen[i].seen = false;
+    for (size_t i = 0; i < h->health.seen_n; i++)
+        h->health.seen[i].seen = false;
     ib_dispatch_overdue(h->dispatch, h->cfg->handler_timeout_ms, on_overdue, &s);
     /* A call that may never return: the marks its batch mates earned are
      * made durable now, not when it returns (with --concurrency 1 the
@@ -119,7 +119,7 @@ void ib__host_check_overdue(ib_host *h)
     if (s.fresh > 0)
         ib__host_flush_marks(h, "a handler call is overdue");
     size_t returned = overdue_forget_returned(h);
-    int before = atomic_exchange(&h->overdue, (int)s.found);
+    int before = atomic_exchange(&h->health.overdue, (int)s.found);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_HANDLERS_OVERDUE, (int64_t)s.found);
     if (returned > 0)
         ib_log(IB_SEV_WARN, "overdue handler call returned", IB_LOG_U64("count", returned),
@@ -132,11 +132,11 @@ void ib__host_check_overdue(ib_host *h)
 int ib__host_live(void *ctx, char *why, size_t cap)
 {
     ib_host *h = ctx;
-    if (atomic_load(&h->overdue) == 0)
+    if (atomic_load(&h->health.overdue) == 0)
         return 1;
-    pthread_mutex_lock(&h->health_lock);
-    snprintf(why, cap, "%s", h->overdue_why);
-    pthread_mutex_unlock(&h->health_lock);
+    pthread_mutex_lock(&h->health.lock);
+    snprintf(why, cap, "%s", h->health.why);
+    pthread_mutex_unlock(&h->health.lock);
     return 0;
 }
 
@@ -173,7 +173,7 @@ int64_t ib__host_watchdog_timer(void *ctx, int64_t now)
     static const char ping[] = "WATCHDOG=1";
     /* never blocks: a receiver that does not read (its queue full) must
      * not stall the loop, and a lost ping is harmless */
-    if (atomic_load(&w->h->overdue) == 0)
+    if (atomic_load(&w->h->health.overdue) == 0)
         (void)sendto(w->fd, ping, sizeof(ping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT,
                      (const struct sockaddr *)&w->sa, w->len);
     return w->every_ms;

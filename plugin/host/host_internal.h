@@ -116,11 +116,96 @@ typedef struct ib_host_control ib_host_control;
 /* Timers on one loop (host_timers.h). */
 typedef struct ib_timers ib_timers;
 
-typedef struct ib_host {
-    const ib_host_config *cfg;
+/* What the host derives from its configuration and from the bound
+ * consumer: written on the main thread before the control loop's watcher
+ * timers are armed (ib__host_control_bind), read-only after. */
+typedef struct ib_host_settings {
     char dead_letter_subject[512];
     char owner[256];
     ib_event_limits limits;
+    int64_t ack_wait_ms;
+    uint64_t max_deliver;
+    /* The configured server URL(s) and recorder URI as messages, /readyz
+     * and logs show them: without userinfo or query values (redact.h). */
+    char nats_url[IB_REDACT_MAX];
+    char recorder_shown[IB_REDACT_MAX];
+    /* The retention the keeper prunes with, set by the retention check at
+     * bind (the configured one, or the floor for an automatic one); 0 =
+     * no pruning. */
+    int64_t retention_ms;
+} ib_host_settings;
+
+/* Where the run is, read by every thread: atomics, each with one writer
+ * at a time. */
+typedef struct ib_host_run_state {
+    atomic_int bound;    /* the consumer is bound (main thread) */
+    atomic_int stopping; /* the run loop ended: not ready (main thread) */
+    /* The control loop's last consumer info said "not found" (cleared
+     * when it reads the consumer again): the run loop then looks the
+     * consumer up itself, as when the puller suspects it gone. */
+    atomic_int info_not_found;
+    /* Monotonic ms when a stop was requested (0 = none): set by the
+     * control loop on a signal, or by the main thread once its loop ends;
+     * the drain deadline runs from it. */
+    atomic_llong stop_requested_at_ms;
+} ib_host_run_state;
+
+/* The recorder's health as /readyz and the log tell it (host_batch.c),
+ * from any thread: the dispatch's commits and the control loop's probe
+ * report to ib__host_on_recorder. */
+typedef struct ib_host_recorder_health {
+    /* The recorder's file now speaks another schema (a newer version
+     * migrated it): the run loop stops and the process exits 2. */
+    atomic_int schema_changed;
+    atomic_int down; /* the last recorder call failed: not ready */
+    /* failed calls since the last line about the outage, when that line
+     * and the outage began (monotonic ms; 0 while the recorder works) */
+    atomic_uint_fast64_t failed_calls;
+    atomic_int_fast64_t said_ms;
+    atomic_int_fast64_t down_since_ms;
+} ib_host_recorder_health;
+
+/* The batch thread's own state (main thread; the dispatch's threads call
+ * back into it through the observer and on_settled while a batch runs,
+ * never between batches). The control thread never touches it. */
+typedef struct ib_host_batch {
+    ib_host_totals totals;
+    int64_t opened_at_ms;       /* monotonic ms when the host started */
+    int64_t first_handled_ms;   /* ms from the start to the first handled event; -1 = none */
+    int64_t lock_wait_max_ms;   /* the recorder's longest wait for its write turn */
+    ib_puller_stats pull_stats; /* copied from the puller before it is freed */
+    /* working arrays of one batch (host_batch.c), cap entries each */
+    ib_host_item *items;
+    ib_delivery *deliveries;
+    size_t cap;
+    ib_bus_proxy bus; /* the bus handlers publish through */
+    ib_host_outbox outbox;
+    /* With --idle-exit: the retries this process asked for (NULL without
+     * it), and whether the run loop ended on the idle exit. */
+    ib_host_retries *retries;
+    bool idle_exited;
+    /* When each handler's open circuit was last logged at WARN, by
+     * registration index (host_circuit.c; the dispatch thread only). */
+    int64_t *circuit_warned_ms;
+} ib_host_batch;
+
+/* Handler calls past --handler-timeout (host_health.c): `overdue` counts
+ * them now (the control loop writes it; /healthz and the watchdog read
+ * it), and `why`, under `lock`, says which for /healthz. The list of calls
+ * seen is the control loop's alone. */
+typedef struct ib_host_health {
+    atomic_int overdue;
+    pthread_mutex_t lock; /* guards `why` alone: held for a copy */
+    char why[320];
+    ib_host_overdue seen[IB_HOST_OVERDUE_MAX];
+    size_t seen_n;
+} ib_host_health;
+
+/* The host: the parts it wires together, and one struct per owner of the
+ * rest (host.c's opening comment says who owns what). */
+typedef struct ib_host {
+    const ib_host_config *cfg;
+    ib_host_settings set;
 
     ib_recorder *recorder;
     ib_plugin *plugins[IB_HOST_MAX_PLUGINS];
@@ -134,75 +219,16 @@ typedef struct ib_host {
      * the registry's; the array is the host's. */
     ib_metrics_consumer **consumer_metrics;
     size_t consumer_metrics_n;
-    /* When each handler's open circuit was last logged at WARN, by
-     * registration index (host_circuit.c; the dispatch thread only). */
-    int64_t *circuit_warned_ms;
     ib_http *http;
-    ib_bus_proxy bus;
-    int64_t ack_wait_ms;
-    uint64_t max_deliver;
-    /* The configured server URL(s) and recorder URI as messages, /readyz
-     * and logs show them: without userinfo or query values (redact.h). */
-    char nats_url[IB_REDACT_MAX];
-    char recorder_shown[IB_REDACT_MAX];
-    atomic_int bound;
-    atomic_int stopping;
-    /* The recorder's file now speaks another schema (a newer version
-     * migrated it): the run loop stops and the process exits 2. */
-    atomic_int schema_changed;
-    atomic_int recorder_down; /* the last recorder call failed: not ready */
-    /* The outage as the log tells it (host_batch.c), from any thread:
-     * failed calls since the last line about it, when that line and the
-     * outage began (monotonic ms; 0 while the recorder works). */
-    atomic_uint_fast64_t recorder_failed_calls;
-    atomic_int_fast64_t recorder_said_ms;
-    atomic_int_fast64_t recorder_down_since_ms;
-    /* The control loop's last consumer info said "not found" (cleared when it
-     * reads the consumer again): the run loop then looks the consumer up
-     * itself, as when the puller suspects it gone. */
-    atomic_int info_not_found;
-    ib_host_totals totals;
-    int64_t opened_at_ms;       /* monotonic ms when the host started */
-    int64_t first_handled_ms;   /* ms from the start to the first handled event; -1 = none */
-    int64_t lock_wait_max_ms;   /* the recorder's longest wait for its write turn */
-    ib_puller_stats pull_stats; /* copied from the puller before it is freed */
 
-    /* working arrays of one batch (host_batch.c), batch_cap entries each */
-    ib_host_item *batch_items;
-    ib_delivery *batch_deliveries;
-    size_t batch_cap;
-
-    /* The batch in flight, for the watcher's in-progress acks
-     * (host_inflight.c). */
-    ib_host_inflight inflight;
-
-    ib_host_outbox outbox;
-
-    /* With --idle-exit: the retries this process asked for (NULL without
-     * it), and whether the run loop ended on the idle exit. Main thread. */
-    ib_host_retries *retries;
-    bool idle_exited;
-
-    /* Handler calls past --handler-timeout (host_health.c): `overdue`
-     * counts them now (the watcher writes it; /healthz reads it), and
-     * overdue_why, under health_lock, says which for /healthz. The list
-     * is the watcher's alone. */
-    atomic_int overdue;
-    pthread_mutex_t health_lock;
-    char overdue_why[320];
-    ib_host_overdue overdue_seen[IB_HOST_OVERDUE_MAX];
-    size_t overdue_n;
-
-    /* The control thread and its timers (host_control.c), with the
-     * watcher's, the keeper's and the watchdog's state; NULL before
-     * open_local and after host_close. */
+    ib_host_run_state run;
+    ib_host_recorder_health rec;
+    ib_host_health health;
+    ib_host_batch batch;       /* the batch thread's */
+    ib_host_inflight inflight; /* shared by the batch and control threads */
+    /* The control thread, its timers and their state (host_control.c);
+     * NULL before open_local and after host_close. */
     ib_host_control *control;
-    atomic_llong stop_requested_at_ms;
-
-    /* The retention the keeper prunes with, set by the retention check at
-     * bind (the configured one, or the floor for an automatic one); 0 =
-     * no pruning. Written before the keeper's timers are armed. */
-    int64_t retention_ms;
 } ib_host;
 
 /* Allocates and frees the per-batch working arrays (h->batch_cap entries

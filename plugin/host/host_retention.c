@@ -139,8 +139,8 @@ int64_t ib_host_retention_effective_ms(int64_t retention_ms, const ib_delivery_w
  * pruning when there is no floor. Says what it chose. */
 static void retention_choose(ib_host *h, const ib_delivery_window *w)
 {
-    h->retention_ms = ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, w, NULL);
-    if (h->retention_ms == 0) {
+    h->set.retention_ms = ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, w, NULL);
+    if (h->set.retention_ms == 0) {
         ib_log(IB_SEV_WARN,
                "markers are kept for ever: the stream has no MaxAge, so a message can be "
                "delivered at any time; give the stream a MaxAge (ibus run --create sets one) or "
@@ -150,8 +150,8 @@ static void retention_choose(ib_host *h, const ib_delivery_window *w)
         return;
     }
     ib_log(IB_SEV_INFO, "retention follows the stream's MaxAge",
-           IB_LOG_STR("stream", h->cfg->stream), IB_LOG_I64("retention_ms", h->retention_ms),
-           IB_LOG_I64("floor_ms", h->retention_ms));
+           IB_LOG_STR("stream", h->cfg->stream), IB_LOG_I64("retention_ms", h->set.retention_ms),
+           IB_LOG_I64("floor_ms", h->set.retention_ms));
 }
 
 /* The window and floor of the bound consumer `f` and the stream, into *w.
@@ -174,7 +174,7 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
     const ib_host_config *cfg = h->cfg;
     bool automatic = cfg->retention_ms == IB_HOST_RETENTION_AUTO;
     const char *kind = h->recorder != NULL ? ib_recorder_kind(h->recorder) : NULL;
-    h->retention_ms = automatic ? 0 : cfg->retention_ms;
+    h->set.retention_ms = automatic ? 0 : cfg->retention_ms;
     if (cfg->retention_ms == 0 || (automatic && prunes_itself(kind)))
         return 0;
     ib_delivery_window w;
@@ -217,7 +217,7 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
         err->status = IB_ERR_CONFIG;
         err->msg[0] = '\0';
     }
-    h->retention_ms = 0;
+    h->set.retention_ms = 0;
     return -1;
 }
 
@@ -231,7 +231,7 @@ struct ib_host_keeper {
 /* Whether a stop was requested: a drain has begun. */
 static bool draining(const ib_host *h)
 {
-    return atomic_load(&h->stop_requested_at_ms) != 0;
+    return atomic_load(&h->run.stop_requested_at_ms) != 0;
 }
 
 /* Asked before each bounded transaction of a prune pass: lets the control
@@ -254,13 +254,13 @@ static bool prune_once(ib_host_keeper *k)
     ib_host *h = k->h;
     uint64_t removed = 0;
     ib_error e = {0};
-    int64_t cutoff = ib_clock_realtime_ms() - h->retention_ms;
+    int64_t cutoff = ib_clock_realtime_ms() - h->set.retention_ms;
     ib_status st = ib__recorder_prune_until(h->recorder, &removed, cutoff, keeper_quitting, k, &e);
     /* a pass an error stopped still removed what it counted */
     ib_metrics_add(h->metrics, IB_METRIC_MARKERS_PRUNED, removed);
     if (st == IB_ERR_UNSUPPORTED) {
         ib_log_kv(IB_SEV_ERROR, "this recorder cannot prune; background pruning stopped",
-                  "recorder", h->recorder_shown, "error", e.msg, NULL);
+                  "recorder", h->set.recorder_shown, "error", e.msg, NULL);
         return false;
     }
     if (st != IB_OK)
@@ -308,7 +308,7 @@ static int64_t prune_timer(void *ctx, int64_t now)
     ib_host_keeper *k = ctx;
     if (!draining(k->h) && !prune_once(k))
         return IB_TIMER_NOMORE;
-    return prune_every_ms(k->h->retention_ms);
+    return prune_every_ms(k->h->set.retention_ms);
 }
 
 /* Not while draining: the drain deadline waits on no read of ours. */
@@ -330,7 +330,7 @@ static int64_t count_timer(void *ctx, int64_t now)
     ib_host *h = ((ib_host_keeper *)ctx)->h;
     if (!draining(h))
         count_markers(h);
-    return h->retention_ms > 0 ? COUNT_EVERY_MS : COUNT_IDLE_EVERY_MS;
+    return h->set.retention_ms > 0 ? COUNT_EVERY_MS : COUNT_IDLE_EVERY_MS;
 }
 
 int ib__host_keeper_arm(ib_host_keeper **out, ib_host *h, ib_timers *loop)
@@ -341,7 +341,7 @@ int ib__host_keeper_arm(ib_host_keeper **out, ib_host *h, ib_timers *loop)
         return -1;
     k->h = h;
     k->loop = loop;
-    if (h->retention_ms > 0 && ib__timers_add(loop, 0, prune_timer, k) < 0)
+    if (h->set.retention_ms > 0 && ib__timers_add(loop, 0, prune_timer, k) < 0)
         return -1;
     if (ib__timers_add(loop, 0, recorder_gauges_timer, k) < 0)
         return -1;
