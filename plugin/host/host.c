@@ -1,4 +1,99 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* host: `ibus run`, the subscriber host. It binds one durable pull
+ * consumer, runs every event it pulls through the idempotent core
+ * (plugin/dispatch) and settles the message. This comment is the one
+ * description of the host's threads, what each owns and the order of a
+ * message's life; the other host_*.c files point here.
+ *
+ * THE LIFE OF A MESSAGE
+ *  1. The batch thread asks the puller for up to --batch messages
+ *     (run_loop), having asked for the next batch ahead when the last one
+ *     was quick.
+ *  2. Decode (host_batch.c): the JetStream metadata from the reply
+ *     subject, then the event, bounded and validated. A message that is
+ *     not a delivery is dropped; one that does not decode is marked for
+ *     the dead-letter subject; a valid one becomes a delivery.
+ *  3. Dispatch: the batch is published as the batch in flight
+ *     (host_inflight.c), and the deliveries go through ib_dispatch_run:
+ *     one claim transaction, the handlers on the dispatch's workers,
+ *     their marks committed as they finish. While it runs, the control
+ *     thread sends +WPI for the batch every half AckWait and renews its
+ *     claims' leases.
+ *  4. A delivery whose marks are durable is acked at once (on_settled, on
+ *     the committer's thread).
+ *  5. The batch in flight is cleared; from here no +WPI goes out for it.
+ *  6. Settle: every other message is acked, nak'ed with a delay (noted in
+ *     the retries table under --idle-exit) or dead-lettered: published to
+ *     the dead-letter subject, its attempts ended, then terminated.
+ *  7. The messages are destroyed; the outbox of transactional handlers is
+ *     sent when due (host_outbox.c).
+ *  8. On a stop: the loop ends, what was pulled and not started is handed
+ *     back (nak'ed at once), the outbox flushed, the control loop stopped,
+ *     then the puller, the connection (flushing the last acks), dispatch,
+ *     the plugins and the recorder, and the summary line is written.
+ *
+ * THREADS AND WHO OWNS WHAT (host_internal.h has the structs)
+ *  - The batch thread (main): run_loop, the puller, ib_host_batch (totals,
+ *    working arrays, outbox, retries), and everything set up before the
+ *    control loop's watcher timers are armed (ib_host_settings, the
+ *    parts), which nobody writes after. Signals are handled here alone.
+ *  - The dispatch's threads run handlers and commit marks during
+ *    ib_dispatch_run; they call back into the host (the observer,
+ *    on_settled, on_recorder, on_circuit) only while a batch runs.
+ *  - The control thread: one loop of timers (host_timers.c), and
+ *    ib_host_control with everything its timers keep (the probe's and the
+ *    consumer info's state, the watchdog's socket, the keeper's context)
+ *    and ib_host_health's list of overdue calls. The batch thread never
+ *    reads them.
+ *  - Shared: the batch in flight (its own lock), ib_host_run_state and
+ *    ib_host_recorder_health (atomics), and /healthz's reason (a lock
+ *    held for a copy). The HTTP server's thread only reads them.
+ *
+ * INVARIANTS
+ *  1. No lock is held across a store write or a network call. The +WPI
+ *     publishes go out under the in-flight record's `sending` flag, not
+ *     its lock; the lease renewal after it; every other lock of the host
+ *     guards a copy.
+ *  2. The batch thread waits for the control thread in one place only:
+ *     ending a batch waits for the +WPI being sent for it (publishes into
+ *     the connection's buffer), never for a store.
+ *  3. No +WPI for a message follows its settlement by the batch thread: a
+ *     +WPI after a nak would restart AckWait and replace the nak's delay.
+ *     Acks during the run (4 above) may cross a +WPI; the server drops a
+ *     +WPI for a message no longer pending.
+ *  4. A message is acked only once its marks are durable; a stop makes the
+ *     marks of finished calls durable before the drain deadline can end
+ *     the process.
+ *  5. One timer runs at a time, and each does one bounded step (one store
+ *     transaction or one request with its timeout): a prune pass lets the
+ *     other due timers run between its transactions and ends at a stop.
+ *  6. The control loop sleeps until its nearest deadline; a signal, a
+ *     timer added or the end of the run loop wakes it at once.
+ *  7. While draining, the control loop reads no store for itself (no
+ *     probe, consumer info, recorder gauges, marker count or prune), so
+ *     the deadline waits on nothing but the flush of finished marks and
+ *     the lease renewals.
+ *  8. The watchdog is pinged from the control loop: a loop stuck in one
+ *     step stops the pings, as does a handler call past its timeout.
+ *
+ * THE CONTROL LOOP'S TIMERS (host_control.c arms them; T = AckWait / 8,
+ * within 20 ms and 250 ms)
+ *  - systemd watchdog ping, from start-up: half $WATCHDOG_USEC (at least
+ *    20 ms), while no handler call is overdue (host_health.c);
+ *  and once the consumer is bound, each first at once:
+ *  - in-progress: every T, +WPI and lease renewal once half AckWait passed
+ *    since the batch began or the last +WPI;
+ *  - overdue scan against --handler-timeout: every T (host_health.c);
+ *  - stop: every T and on every wake-up, until the stop is seen; then the
+ *    drain deadline, once, --drain-timeout after the stop (when set);
+ *  - connection gauges (ibus_connected, ibus_consumer_bound): every T;
+ *  - recorder probe: every 2 s while idle (T while a batch runs);
+ *  - consumer info (pending gauges): every 5 s (T while disconnected);
+ *  - prune: a tenth of the retention, 1 s to 60 s, when there is one
+ *    (host_retention.c);
+ *  - recorder gauges (WAL bytes, outbox): every 5 s;
+ *  - marker count: every 5 s, or 30 s when nothing prunes; not on kv:.
+ */
 #include "host.h"
 
 #include <errno.h>
