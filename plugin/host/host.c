@@ -507,7 +507,7 @@ static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
  * server's consumer info tell. The puller only suspects (409 "Consumer
  * Deleted", 503 no responders), and only when a request was waiting at the
  * deletion: nats-server 2.9 answers a pull request for a missing consumer
- * with nothing at all, so the watcher's periodic consumer info saying "not
+ * with nothing at all, so the control loop's periodic consumer info saying "not
  * found" is a suspicion too. A lookup that answers "not found" decides.
  * While it is gone /readyz is false; if it does not come back within
  * CONSUMER_GONE_GRACE_MS the process exits 1, so its supervisor notices
@@ -661,7 +661,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
          * idling for a round trip per batch; and let the puller ask for
          * the one after as soon as that has arrived. Not when the last
          * batch took a good part of AckWait: prefetched messages (up to two
-         * batches when chained) wait unseen by the watcher's +WPI and could
+         * batches when chained) wait unseen by the control loop's +WPI and could
          * be redelivered elsewhere meanwhile. */
         ib_puller_chain(h->puller, !held && last_batch_ms < h->set.ack_wait_ms / 8);
         if (!held && last_batch_ms < h->set.ack_wait_ms / 4)

@@ -321,7 +321,7 @@ static void recorder_still_failing(ib_host *h, const ib_error *e)
 /* Counts recorder failures, keeps readiness and logs each change of
  * state, with a reminder at most every RECORDER_STILL_EVERY_MS while it
  * fails: never a line per failed call. Called by the dispatch after
- * commits and by the watcher's idle probe (host_watch.c), from either
+ * commits and by the control loop's idle probe (host_control.c), from either
  * thread. */
 void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
 {
@@ -488,7 +488,7 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
 }
 
 /* Dispatch: runs the `nd` valid deliveries through the idempotent core,
- * with the batch published for the watcher's in-progress acks. */
+ * with the batch published for the control loop's in-progress acks. */
 static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *deliveries, size_t nd)
 {
     ib_error e;

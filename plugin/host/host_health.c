@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Handler calls that overrun, as the host sees them (host_internal.h):
- * the watcher's scan against --handler-timeout, /healthz's liveness
+ * the control loop's scan against --handler-timeout, /healthz's liveness
  * answer, and systemd's watchdog, which a stuck process stops feeding.
  *
  * A call past the timeout is not interrupted: C code cannot be cancelled

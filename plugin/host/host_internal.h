@@ -25,7 +25,7 @@
  * host_batch.c alone. */
 typedef struct ib_host_item ib_host_item;
 
-/* A handler call past --handler-timeout that the watcher has reported
+/* A handler call past --handler-timeout that the control loop has reported
  * (host_health.c), so each is logged and counted once. */
 typedef struct ib_host_overdue {
     size_t handler;
@@ -34,7 +34,7 @@ typedef struct ib_host_overdue {
     bool seen; /* visited by the last scan */
 } ib_host_overdue;
 
-/* How many overdue calls the watcher tells apart; more are still counted
+/* How many overdue calls the control loop tells apart; more are still counted
  * in the gauge and fail /healthz, but are logged as one. */
 #define IB_HOST_OVERDUE_MAX 16
 

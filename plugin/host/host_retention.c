@@ -277,7 +277,7 @@ static void count_markers(ib_host *h)
         ib_metrics_gauge_set(h->metrics, IB_METRIC_MARKERS, (int64_t)s.markers);
 }
 
-/* Cheap reads; a failure keeps the last value (the watcher's probe reports
+/* Cheap reads; a failure keeps the last value (the control loop's probe reports
  * the recorder's health). */
 static void read_gauges(ib_host *h)
 {
