@@ -1,4 +1,99 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* host: `ibus run`, the subscriber host. It binds one durable pull
+ * consumer, runs every event it pulls through the idempotent core
+ * (plugin/dispatch) and settles the message. This comment is the one
+ * description of the host's threads, what each owns and the order of a
+ * message's life; the other host_*.c files point here.
+ *
+ * THE LIFE OF A MESSAGE
+ *  1. The batch thread asks the puller for up to --batch messages
+ *     (run_loop), having asked for the next batch ahead when the last one
+ *     was quick.
+ *  2. Decode (host_batch.c): the JetStream metadata from the reply
+ *     subject, then the event, bounded and validated. A message that is
+ *     not a delivery is dropped; one that does not decode is marked for
+ *     the dead-letter subject; a valid one becomes a delivery.
+ *  3. Dispatch: the batch is published as the batch in flight
+ *     (host_inflight.c), and the deliveries go through ib_dispatch_run:
+ *     one claim transaction, the handlers on the dispatch's workers,
+ *     their marks committed as they finish. While it runs, the control
+ *     thread sends +WPI for the batch every half AckWait and renews its
+ *     claims' leases.
+ *  4. A delivery whose marks are durable is acked at once (on_settled, on
+ *     the committer's thread).
+ *  5. The batch in flight is cleared; from here no +WPI goes out for it.
+ *  6. Settle: every other message is acked, nak'ed with a delay (noted in
+ *     the retries table under --idle-exit) or dead-lettered: published to
+ *     the dead-letter subject, its attempts ended, then terminated.
+ *  7. The messages are destroyed; the outbox of transactional handlers is
+ *     sent when due (host_outbox.c).
+ *  8. On a stop: the loop ends, what was pulled and not started is handed
+ *     back (nak'ed at once), the outbox flushed, the control loop stopped,
+ *     then the puller, the connection (flushing the last acks), dispatch,
+ *     the plugins and the recorder, and the summary line is written.
+ *
+ * THREADS AND WHO OWNS WHAT (host_internal.h has the structs)
+ *  - The batch thread (main): run_loop, the puller, ib_host_batch (totals,
+ *    working arrays, outbox, retries), and everything set up before the
+ *    control loop's watcher timers are armed (ib_host_settings, the
+ *    parts), which nobody writes after. Signals are handled here alone.
+ *  - The dispatch's threads run handlers and commit marks during
+ *    ib_dispatch_run; they call back into the host (the observer,
+ *    on_settled, on_recorder, on_circuit) only while a batch runs.
+ *  - The control thread: one loop of timers (host_timers.c), and
+ *    ib_host_control with everything its timers keep (the probe's and the
+ *    consumer info's state, the watchdog's socket, the keeper's context)
+ *    and ib_host_health's list of overdue calls. The batch thread never
+ *    reads them.
+ *  - Shared: the batch in flight (its own lock), ib_host_run_state and
+ *    ib_host_recorder_health (atomics), and /healthz's reason (a lock
+ *    held for a copy). The HTTP server's thread only reads them.
+ *
+ * INVARIANTS
+ *  1. No lock is held across a store write or a network call. The +WPI
+ *     publishes go out under the in-flight record's `sending` flag, not
+ *     its lock; the lease renewal after it; every other lock of the host
+ *     guards a copy.
+ *  2. The batch thread waits for the control thread in one place only:
+ *     ending a batch waits for the +WPI being sent for it (publishes into
+ *     the connection's buffer), never for a store.
+ *  3. No +WPI for a message follows its settlement by the batch thread: a
+ *     +WPI after a nak would restart AckWait and replace the nak's delay.
+ *     Acks during the run (4 above) may cross a +WPI; the server drops a
+ *     +WPI for a message no longer pending.
+ *  4. A message is acked only once its marks are durable; a stop makes the
+ *     marks of finished calls durable before the drain deadline can end
+ *     the process.
+ *  5. One timer runs at a time, and each does one bounded step (one store
+ *     transaction or one request with its timeout): a prune pass lets the
+ *     other due timers run between its transactions and ends at a stop.
+ *  6. The control loop sleeps until its nearest deadline; a signal, a
+ *     timer added or the end of the run loop wakes it at once.
+ *  7. While draining, the control loop reads no store for itself (no
+ *     probe, consumer info, recorder gauges, marker count or prune), so
+ *     the deadline waits on nothing but the flush of finished marks and
+ *     the lease renewals.
+ *  8. The watchdog is pinged from the control loop: a loop stuck in one
+ *     step stops the pings, as does a handler call past its timeout.
+ *
+ * THE CONTROL LOOP'S TIMERS (host_control.c arms them; T = AckWait / 8,
+ * within 20 ms and 250 ms)
+ *  - systemd watchdog ping, from start-up: half $WATCHDOG_USEC (at least
+ *    20 ms), while no handler call is overdue (host_health.c);
+ *  and once the consumer is bound, each first at once:
+ *  - in-progress: every T, +WPI and lease renewal once half AckWait passed
+ *    since the batch began or the last +WPI;
+ *  - overdue scan against --handler-timeout: every T (host_health.c);
+ *  - stop: every T and on every wake-up, until the stop is seen; then the
+ *    drain deadline, once, --drain-timeout after the stop (when set);
+ *  - connection gauges (ibus_connected, ibus_consumer_bound): every T;
+ *  - recorder probe: every 2 s while idle (T while a batch runs);
+ *  - consumer info (pending gauges): every 5 s (T while disconnected);
+ *  - prune: a tenth of the retention, 1 s to 60 s, when there is one
+ *    (host_retention.c);
+ *  - recorder gauges (WAL bytes, outbox): every 5 s;
+ *  - marker count: every 5 s, or 30 s when nothing prunes; not on kv:.
+ */
 #include "host.h"
 
 #include <errno.h>
@@ -51,7 +146,7 @@ extern char **environ;
 static int ready(void *ctx, char *why, size_t cap)
 {
     ib_host *h = ctx;
-    if (atomic_load(&h->stopping)) {
+    if (atomic_load(&h->run.stopping)) {
         snprintf(why, cap, "stopping");
         return 0;
     }
@@ -59,16 +154,16 @@ static int ready(void *ctx, char *why, size_t cap)
         char err[160] = "";
         if (h->nats != NULL)
             ib_nats_last_error(h->nats, err, sizeof(err));
-        snprintf(why, cap, "not connected to NATS at %s%s%s", h->nats_url,
+        snprintf(why, cap, "not connected to NATS at %s%s%s", h->set.nats_url,
                  err[0] != '\0' ? ": " : "", err);
         return 0;
     }
-    if (!atomic_load(&h->bound)) {
+    if (!atomic_load(&h->run.bound)) {
         snprintf(why, cap, "consumer %s on stream %s not bound", h->cfg->durable, h->cfg->stream);
         return 0;
     }
-    if (atomic_load(&h->recorder_down)) {
-        snprintf(why, cap, "recorder %s is failing", h->recorder_shown);
+    if (atomic_load(&h->rec.down)) {
+        snprintf(why, cap, "recorder %s is failing", h->set.recorder_shown);
         return 0;
     }
     /* bound is set once dispatch exists */
@@ -200,7 +295,7 @@ static int bind_consumer(ib_host *h, ib_error *err)
         .create = h->cfg->create,
         .stream_subjects = h->cfg->stream_subjects,
         .stream_replicas = (int)h->cfg->stream_replicas,
-        .dead_letter_subject = h->dead_letter_subject,
+        .dead_letter_subject = h->set.dead_letter_subject,
         .ack_wait_ms = h->cfg->ack_wait_ms,
         .max_deliver = h->cfg->max_deliver,
         .backoff_ms = h->cfg->backoff_ms,
@@ -221,10 +316,10 @@ static int bind_consumer(ib_host *h, ib_error *err)
      * the configured max_deliver, or on the consumer's own MaxDeliver when an operator
      * set one (then a dead-letter publish that fails on that last delivery
      * strands the message: say so). */
-    h->ack_wait_ms = facts.ack_wait_ms > 0 ? facts.ack_wait_ms : h->cfg->ack_wait_ms;
-    h->max_deliver = (uint64_t)h->cfg->max_deliver;
+    h->set.ack_wait_ms = facts.ack_wait_ms > 0 ? facts.ack_wait_ms : h->cfg->ack_wait_ms;
+    h->set.max_deliver = (uint64_t)h->cfg->max_deliver;
     if (facts.max_deliver > 0) {
-        h->max_deliver = (uint64_t)facts.max_deliver;
+        h->set.max_deliver = (uint64_t)facts.max_deliver;
         ib_log_kv(IB_SEV_WARN,
                   "consumer has a MaxDeliver limit: a message whose dead-letter publish fails on "
                   "the last delivery is not redelivered; prefer MaxDeliver -1 (ibus enforces "
@@ -233,8 +328,8 @@ static int bind_consumer(ib_host *h, ib_error *err)
     }
     ib_metrics_gauge_set(h->metrics, IB_METRIC_CONSUMER_PENDING, (int64_t)facts.num_pending);
     ib_log(IB_SEV_INFO, "consumer bound", IB_LOG_STR("stream", h->cfg->stream),
-           IB_LOG_STR("durable", h->cfg->durable), IB_LOG_I64("ack_wait_ms", h->ack_wait_ms),
-           IB_LOG_U64("max_deliver", h->max_deliver));
+           IB_LOG_STR("durable", h->cfg->durable), IB_LOG_I64("ack_wait_ms", h->set.ack_wait_ms),
+           IB_LOG_U64("max_deliver", h->set.max_deliver));
     /* now that the consumer's real settings are known */
     return ib__host_retention_check(h, &facts, err);
 }
@@ -354,8 +449,8 @@ static void append_summary(const char *path, const char *line)
  * --summary-file. */
 static void write_summary(const ib_host *h, int exit_code)
 {
-    const ib_host_totals *t = &h->totals;
-    const ib_puller_stats *ps = &h->pull_stats;
+    const ib_host_totals *t = &h->batch.totals;
+    const ib_puller_stats *ps = &h->batch.pull_stats;
     /* pull_requests and leftovers (messages that reached the inbox after
      * their pull request had ended) show the consumption design at work. */
     const ib_log_field counters[] = {
@@ -373,8 +468,8 @@ static void write_summary(const ib_host *h, int exit_code)
         IB_LOG_U64("pull_requests", ps->requests),
         IB_LOG_U64("leftovers", ps->leftovers),
         /* how long joining a shared marker file took (churn tests read them) */
-        IB_LOG_I64("first_handled_ms", h->first_handled_ms),
-        IB_LOG_I64("lock_wait_max_ms", h->lock_wait_max_ms),
+        IB_LOG_I64("first_handled_ms", h->batch.first_handled_ms),
+        IB_LOG_I64("lock_wait_max_ms", h->batch.lock_wait_max_ms),
     };
     const size_t n = sizeof(counters) / sizeof(counters[0]);
     if (h->cfg->summary_file != NULL && h->cfg->summary_file[0] != '\0') {
@@ -412,7 +507,7 @@ static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
  * server's consumer info tell. The puller only suspects (409 "Consumer
  * Deleted", 503 no responders), and only when a request was waiting at the
  * deletion: nats-server 2.9 answers a pull request for a missing consumer
- * with nothing at all, so the watcher's periodic consumer info saying "not
+ * with nothing at all, so the control loop's periodic consumer info saying "not
  * found" is a suspicion too. A lookup that answers "not found" decides.
  * While it is gone /readyz is false; if it does not come back within
  * CONSUMER_GONE_GRACE_MS the process exits 1, so its supervisor notices
@@ -427,13 +522,13 @@ static int watch_consumer(ib_host *h, consumer_watch *w)
 {
     int64_t now = ib_clock_monotonic_ms();
     ib_puller_condition c = ib_puller_condition_get(h->puller);
-    bool info_not_found = atomic_load(&h->info_not_found) != 0;
+    bool info_not_found = atomic_load(&h->run.info_not_found) != 0;
     if (w->gone_since == 0 && c != IB_PULLER_CONSUMER_GONE && !info_not_found)
         return 0;
     if (w->gone_since != 0 && c == IB_PULLER_OK && !info_not_found) {
         /* a message or a normal end of a request: it answers again */
         w->gone_since = 0;
-        atomic_store(&h->bound, 1);
+        atomic_store(&h->run.bound, 1);
         ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
         return 0;
     }
@@ -447,11 +542,11 @@ static int watch_consumer(ib_host *h, consumer_watch *w)
         goto check_grace; /* cannot tell now (disconnected, timeout) */
     if (f.exists && w->gone_since != 0) {
         w->gone_since = 0;
-        atomic_store(&h->bound, 1);
+        atomic_store(&h->run.bound, 1);
         ib_log_kv(IB_SEV_INFO, "consumer is back", "durable", h->cfg->durable, NULL);
     } else if (!f.exists && w->gone_since == 0) {
         w->gone_since = now;
-        atomic_store(&h->bound, 0);
+        atomic_store(&h->run.bound, 0);
         ib_log(IB_SEV_ERROR,
                "consumer deleted: not ready; exiting 1 unless it comes back within the grace "
                "period",
@@ -503,7 +598,7 @@ static bool wait_for_retries(ib_host *h, idle_wait *w)
         h->cfg->idle_exit_ms > IDLE_RETRY_WAIT_MS ? h->cfg->idle_exit_ms : IDLE_RETRY_WAIT_MS;
     if (w->horizon_ms == 0)
         w->horizon_ms = now + bound;
-    size_t k = ib__host_retries_due(h->retries, now, w->horizon_ms, &until);
+    size_t k = ib__host_retries_due(h->batch.retries, now, w->horizon_ms, &until);
     if (k == 0)
         return false;
     if (!w->said) {
@@ -534,7 +629,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         }
         if (watch_consumer(h, &watch) != 0)
             return 1;
-        if (atomic_load(&h->schema_changed))
+        if (atomic_load(&h->rec.schema_changed))
             return 2;
         if (hold_for_circuits(h, &held)) {
             last_activity = ib_clock_monotonic_ms(); /* waiting events are not idleness */
@@ -542,7 +637,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         }
         size_t n = 0;
         ib_error e;
-        if (ib_puller_next(h->puller, buf, &n, h->batch_cap, 250, &e) != IB_OK) {
+        if (ib_puller_next(h->puller, buf, &n, h->batch.cap, 250, &e) != IB_OK) {
             /* Typically a reconnect in progress: wait and retry. */
             ib_log_kv(IB_SEV_WARN, "pull failed; retrying", "error", e.msg, NULL);
             nats_Sleep(backoff);
@@ -556,7 +651,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
                 ib_clock_monotonic_ms() - last_activity >= h->cfg->idle_exit_ms &&
                 !wait_for_retries(h, &idle)) {
                 ib_log_kv(IB_SEV_INFO, "idle; exiting", NULL);
-                h->idle_exited = true;
+                h->batch.idle_exited = true;
                 return 0;
             }
             continue;
@@ -566,10 +661,10 @@ static int run_loop(ib_host *h, natsMsg **buf)
          * idling for a round trip per batch; and let the puller ask for
          * the one after as soon as that has arrived. Not when the last
          * batch took a good part of AckWait: prefetched messages (up to two
-         * batches when chained) wait unseen by the watcher's +WPI and could
+         * batches when chained) wait unseen by the control loop's +WPI and could
          * be redelivered elsewhere meanwhile. */
-        ib_puller_chain(h->puller, !held && last_batch_ms < h->ack_wait_ms / 8);
-        if (!held && last_batch_ms < h->ack_wait_ms / 4)
+        ib_puller_chain(h->puller, !held && last_batch_ms < h->set.ack_wait_ms / 8);
+        if (!held && last_batch_ms < h->set.ack_wait_ms / 4)
             ib_puller_prefetch(h->puller, NULL);
         held = false;
         int64_t started = ib_clock_monotonic_ms();
@@ -591,34 +686,35 @@ static int make_owner(ib_host *h, ib_error *err)
     gethostname(host, sizeof(host) - 1);
     host[sizeof(host) - 1] = '\0';
     snprintf(label, sizeof(label), "%.24s@%.32s", h->cfg->durable, host);
-    return ib_owner_make(h->owner, sizeof(h->owner), label, err) == IB_OK ? 0 : -1;
+    return ib_owner_make(h->set.owner, sizeof(h->set.owner), label, err) == IB_OK ? 0 : -1;
 }
 
 /* Fills in what the host derives from its configuration alone. */
 static void host_init(ib_host *h, const ib_host_config *cfg)
 {
     memset(h, 0, sizeof(*h));
-    h->opened_at_ms = ib_clock_monotonic_ms();
-    h->first_handled_ms = -1;
+    h->batch.opened_at_ms = ib_clock_monotonic_ms();
+    h->batch.first_handled_ms = -1;
     h->cfg = cfg;
-    pthread_mutex_init(&h->inflight_lock, NULL);
-    pthread_mutex_init(&h->health_lock, NULL);
+    ib__host_inflight_init(&h->inflight);
+    pthread_mutex_init(&h->health.lock, NULL);
     if (cfg->dead_letter != NULL && cfg->dead_letter[0] != '\0')
-        snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "%s", cfg->dead_letter);
+        snprintf(h->set.dead_letter_subject, sizeof(h->set.dead_letter_subject), "%s",
+                 cfg->dead_letter);
     else
-        snprintf(h->dead_letter_subject, sizeof(h->dead_letter_subject), "ibus.dlq.%s",
+        snprintf(h->set.dead_letter_subject, sizeof(h->set.dead_letter_subject), "ibus.dlq.%s",
                  cfg->durable);
-    h->limits.max_bytes = (size_t)cfg->max_event_bytes;
-    h->limits.id_flags = cfg->uuid_versions;
-    h->ack_wait_ms = cfg->ack_wait_ms;
-    h->max_deliver = (uint64_t)cfg->max_deliver;
-    h->bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
-    h->bus.source = cfg->durable;
-    h->bus.timeout_ms = 5000;
-    ib_redact_url(h->nats_url, sizeof(h->nats_url),
+    h->set.limits.max_bytes = (size_t)cfg->max_event_bytes;
+    h->set.limits.id_flags = cfg->uuid_versions;
+    h->set.ack_wait_ms = cfg->ack_wait_ms;
+    h->set.max_deliver = (uint64_t)cfg->max_deliver;
+    h->batch.bus.subject_prefix = cfg->publish_prefix != NULL ? cfg->publish_prefix : "events";
+    h->batch.bus.source = cfg->durable;
+    h->batch.bus.timeout_ms = 5000;
+    ib_redact_url(h->set.nats_url, sizeof(h->set.nats_url),
                   cfg->nats.url != NULL && cfg->nats.url[0] != '\0' ? cfg->nats.url
                                                                     : "nats://127.0.0.1:4222");
-    ib_redact_url(h->recorder_shown, sizeof(h->recorder_shown), cfg->recorder);
+    ib_redact_url(h->set.recorder_shown, sizeof(h->set.recorder_shown), cfg->recorder);
 }
 
 /* The longest a delivered event may still come back, from the settings
@@ -685,7 +781,7 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
     h->metrics = ib_metrics_create();
     if (h->metrics == NULL || ib__host_batch_alloc(h, (size_t)cfg->batch) != 0 ||
         (*buf = calloc((size_t)cfg->batch, sizeof(**buf))) == NULL ||
-        (cfg->idle_exit_ms > 0 && (h->retries = ib__host_retries_new()) == NULL)) {
+        (cfg->idle_exit_ms > 0 && (h->batch.retries = ib__host_retries_new()) == NULL)) {
         ib_error_set(e, IB_ERR_NOMEM, "out of memory");
         return -1;
     }
@@ -702,8 +798,8 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
         ib_http_start(&h->http, cfg->http, h->metrics, ready, h, e) != IB_OK)
         return -1;
     ib_http_set_live(h->http, ib__host_live, h);
-    if (ib__host_notify_start(h) != 0) {
-        ib_error_set(e, IB_ERR_IO, "cannot start the systemd watchdog thread");
+    if (ib__host_control_start(h) != 0) {
+        ib_error_set(e, IB_ERR_IO, "cannot start the control thread");
         return -1;
     }
     return 0;
@@ -741,7 +837,7 @@ static bool wait_connected(ib_host *h, int64_t limit_ms)
             return false;
         char why[256];
         ib_log(IB_SEV_WARN, "still cannot connect to NATS; retrying",
-               IB_LOG_STR("url", h->nats_url),
+               IB_LOG_STR("url", h->set.nats_url),
                IB_LOG_STR("error", ib_nats_last_error(h->nats, why, sizeof(why))),
                IB_LOG_I64("waited_ms", ib_clock_monotonic_ms() - started));
         interval = interval * 2 < CONNECT_LOG_MAX_MS ? interval * 2 : CONNECT_LOG_MAX_MS;
@@ -769,7 +865,7 @@ static bool open_connection(ib_host *h, int *code)
         *code = fail(&e);
         return false;
     }
-    h->bus.js = ib_nats_jetstream(h->nats);
+    h->batch.bus.js = ib_nats_jetstream(h->nats);
     int64_t limit = connect_limit_ms(h->cfg);
     if (wait_connected(h, limit))
         return true;
@@ -783,14 +879,14 @@ static bool open_connection(ib_host *h, int *code)
     char why[256];
     ib_nats_last_error(h->nats, why, sizeof(why));
     if (ib_nats_is_closed(h->nats))
-        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", h->nats_url, "error",
-                  why, NULL);
+        ib_log_kv(IB_SEV_ERROR, "cannot connect to NATS; exiting 1", "url", h->set.nats_url,
+                  "error", why, NULL);
     else
         ib_log(IB_SEV_ERROR,
                h->cfg->connect_timeout_ms > 0
                    ? "cannot connect to NATS within the connect timeout; exiting 1"
                    : "cannot connect to NATS within the idle exit time; exiting 1",
-               IB_LOG_STR("url", h->nats_url), IB_LOG_STR("error", why),
+               IB_LOG_STR("url", h->set.nats_url), IB_LOG_STR("error", why),
                IB_LOG_I64("waited_ms", limit));
     return false;
 }
@@ -843,7 +939,7 @@ static int with_grace(ib_host *h, int (*step)(ib_host *, ib_error *), const char
 }
 
 /* Open, last part: a recorder on this connection, the consumer,
- * dispatch, the puller, the watcher and the keeper.
+ * dispatch, the puller, and the control loop's timers.
  * Returns 0; -1 with `e` set; or STOPPED_BEFORE_BINDING when a signal came
  * before the consumer was bound (one after it is a clean stop). */
 static int open_consumer(ib_host *h, ib_error *e)
@@ -865,13 +961,13 @@ static int open_consumer(ib_host *h, ib_error *e)
     };
     if (ib_puller_create(&h->puller, h->nats, &po, e) != IB_OK)
         return -1;
-    atomic_store(&h->bound, 1);
-    if (ib__host_watch_start(h) != 0 || ib__host_keeper_start(h) != 0) {
-        ib_error_set(e, IB_ERR_IO, "cannot start the watcher or keeper thread");
+    atomic_store(&h->run.bound, 1);
+    if (ib__host_control_bind(h) != 0) {
+        ib_error_set(e, IB_ERR_IO, "cannot arm the control loop's timers");
         return -1;
     }
-    ib_log_kv(IB_SEV_INFO, "running", "owner", h->owner, "recorder", h->recorder_shown,
-              "dead_letter", h->dead_letter_subject, NULL);
+    ib_log_kv(IB_SEV_INFO, "running", "owner", h->set.owner, "recorder", h->set.recorder_shown,
+              "dead_letter", h->set.dead_letter_subject, NULL);
     return 0;
 }
 
@@ -912,7 +1008,7 @@ static int idle_exit_code(ib_host *h)
 {
     bool lower_bound;
     size_t left = ib__host_retries_unmarked(h, &lower_bound);
-    h->totals.unmarked = left;
+    h->batch.totals.unmarked = left;
     if (left == 0 && !lower_bound)
         return 0;
     char msg[256];
@@ -930,14 +1026,15 @@ static int host_serve(ib_host *h, natsMsg **buf)
 {
     int code = run_loop(h, buf);
 
-    atomic_store(&h->stopping, 1);
-    if (atomic_load(&h->stop_requested_at_ms) == 0)
-        atomic_store(&h->stop_requested_at_ms, ib_clock_monotonic_ms());
+    atomic_store(&h->run.stopping, 1);
+    if (atomic_load(&h->run.stop_requested_at_ms) == 0)
+        atomic_store(&h->run.stop_requested_at_ms, ib_clock_monotonic_ms());
+    ib__host_control_wake(h); /* the drain deadline runs from now */
     if (!ib_nats_is_closed(h->nats)) {
-        hand_back(h, buf, h->batch_cap);
+        hand_back(h, buf, h->batch.cap);
         ib__host_outbox_flush(h); /* best effort: what fails waits for the next start */
     }
-    if (code == 0 && h->idle_exited)
+    if (code == 0 && h->batch.idle_exited)
         code = idle_exit_code(h);
     return code;
 }
@@ -949,12 +1046,10 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     /* HTTP first: /readyz reads the NATS handle, which ib_nats_close frees. */
     ib_http_stop(h->http);
     h->http = NULL;
-    ib__host_watch_stop(h);
-    ib__host_keeper_stop(h);
-    ib__host_notify_stop(h);
-    atomic_store(&h->bound, 0);
+    ib__host_control_stop(h);
+    atomic_store(&h->run.bound, 0);
     if (h->puller != NULL)
-        ib_puller_stats_get(h->puller, &h->pull_stats);
+        ib_puller_stats_get(h->puller, &h->batch.pull_stats);
     ib_puller_free(h->puller);
     /* Acks are fire-and-forget: flush so the last ones reach the server. */
     ib_nats_close(h->nats, 5000);
@@ -962,18 +1057,18 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
     ib_dispatch_free(h->dispatch);
     for (size_t i = h->plugin_count; i > 0; i--)
         ib_plugin_close(h->plugins[i - 1]);
-    h->lock_wait_max_ms = ib__recorder_lock_wait_max_ns(h->recorder) / 1000000;
+    h->batch.lock_wait_max_ms = ib__recorder_lock_wait_max_ns(h->recorder) / 1000000;
     ib_recorder_close(h->recorder);
     if (h->metrics != NULL && code != 2)
         write_summary(h, code);
     ib_metrics_free(h->metrics);
     free(h->consumer_metrics);
-    free(h->circuit_warned_ms);
+    free(h->batch.circuit_warned_ms);
     ib__host_batch_free(h);
-    ib__host_retries_free(h->retries);
+    ib__host_retries_free(h->batch.retries);
     free(buf);
-    pthread_mutex_destroy(&h->inflight_lock);
-    pthread_mutex_destroy(&h->health_lock);
+    ib__host_inflight_destroy(&h->inflight);
+    pthread_mutex_destroy(&h->health.lock);
 }
 
 /* The recorder part of --check: a file that exists is opened as ibus run
@@ -984,7 +1079,7 @@ static int check_recorder(ib_host *h, ib_error *e)
 {
     char path[4096];
     struct stat st;
-    const char *uri = h->cfg->recorder, *shown = h->recorder_shown;
+    const char *uri = h->cfg->recorder, *shown = h->set.recorder_shown;
     if (ib__recorder_uri_needs_connection(uri)) {
         printf("recorder %s: not checked (a kv: bucket needs the server)\n", shown);
         return 0;
@@ -1042,8 +1137,8 @@ static int host_check(ib_host *h)
     for (size_t i = h->plugin_count; i > 0; i--)
         ib_plugin_close(h->plugins[i - 1]);
     ib_recorder_close(h->recorder);
-    pthread_mutex_destroy(&h->inflight_lock);
-    pthread_mutex_destroy(&h->health_lock);
+    ib__host_inflight_destroy(&h->inflight);
+    pthread_mutex_destroy(&h->health.lock);
     return code;
 }
 

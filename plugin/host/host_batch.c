@@ -37,7 +37,8 @@ typedef ib_host_item item;
 static void settle_ack(ib_host *h, item *it)
 {
     ib_error e;
-    ib__host_retries_drop(h->retries, it->meta.stream_seq); /* marked: nothing left to wait for */
+    ib__host_retries_drop(h->batch.retries,
+                          it->meta.stream_seq); /* marked: nothing left to wait for */
     if (ib_ack(ib_nats_connection(h->nats), it->msg, &e) != IB_OK) {
         ib_log_kv(IB_SEV_WARN,
                   "ack failed; the message will be redelivered and dropped as a "
@@ -45,19 +46,19 @@ static void settle_ack(ib_host *h, item *it)
                   "error", e.msg, NULL);
         return;
     }
-    h->totals.acked++;
+    h->batch.totals.acked++;
     ib_metrics_add(h->metrics, IB_METRIC_ACKS, 1);
 }
 
 static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
 {
     ib_error e;
-    ib__host_retries_add(h->retries, it->meta.stream_seq, ib_clock_monotonic_ms() + delay_ms,
+    ib__host_retries_add(h->batch.retries, it->meta.stream_seq, ib_clock_monotonic_ms() + delay_ms,
                          it->event);
     if (ib_nak(ib_nats_connection(h->nats), it->msg, delay_ms, &e) != IB_OK)
         ib_log_kv(IB_SEV_WARN, "nak failed; the message comes back after AckWait", "error", e.msg,
                   NULL);
-    h->totals.naked++;
+    h->batch.totals.naked++;
     ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
 }
 
@@ -92,7 +93,7 @@ static bool end_attempts_then_terminate(ib_host *h, item *it)
         settle_nak(h, it, h->cfg->retry_base_ms);
         return false;
     }
-    ib__host_retries_drop(h->retries, it->meta.stream_seq); /* its attempts end here */
+    ib__host_retries_drop(h->batch.retries, it->meta.stream_seq); /* its attempts end here */
     if (ib_term(ib_nats_connection(h->nats), it->msg, &e) != IB_OK)
         ib_log_kv(IB_SEV_WARN,
                   "dead-lettered, but +TERM failed; the message comes back after AckWait and its "
@@ -120,11 +121,11 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
             !it->rejected && it->delivery != NULL ? it->delivery->dead_letter_consumer : NULL,
     };
     if (ib_dead_letter_publish(ib_nats_connection(h->nats), ib_nats_jetstream(h->nats),
-                               h->dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms, 5000,
-                               &e) != IB_OK) {
-        h->totals.naked++;
+                               h->set.dead_letter_subject, it->msg, &info, h->cfg->retry_base_ms,
+                               5000, &e) != IB_OK) {
+        h->batch.totals.naked++;
         ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
-        ib__host_retries_add(h->retries, it->meta.stream_seq,
+        ib__host_retries_add(h->batch.retries, it->meta.stream_seq,
                              ib_clock_monotonic_ms() + h->cfg->retry_base_ms, it->event);
         ib_log(IB_SEV_ERROR, "dead-letter failed; message nak'ed",
                IB_LOG_STR("durable", h->cfg->durable), IB_LOG_STR("event_id", info.event_id),
@@ -135,13 +136,13 @@ static void settle_dead_letter(ib_host *h, item *it, ib_dead_letter_reason why, 
     }
     if (!end_attempts_then_terminate(h, it))
         return;
-    h->totals.dead_lettered++;
+    h->batch.totals.dead_lettered++;
     ib_metrics_dead_letter(h->metrics, why);
     ib_log(IB_SEV_WARN, "dead-lettered", IB_LOG_STR("durable", h->cfg->durable),
            IB_LOG_STR("event_id", info.event_id), IB_LOG_STR("type", info.event_type),
            IB_LOG_STR("reason", reason), IB_LOG_U64("delivery_count", it->meta.delivered),
            IB_LOG_U64("stream_seq", it->meta.stream_seq),
-           IB_LOG_STR("subject", h->dead_letter_subject), IB_LOG_STR("handler", info.handler),
+           IB_LOG_STR("subject", h->set.dead_letter_subject), IB_LOG_STR("handler", info.handler),
            IB_LOG_STR("detail", detail));
 }
 
@@ -163,13 +164,13 @@ static void count_delivery(ib_host *h, const item *it)
 {
     const ib_delivery *d = it->delivery;
     const ib_delivery_counts *c = &d->counts;
-    if (c->handled > 0 && h->first_handled_ms < 0)
-        h->first_handled_ms = ib_clock_monotonic_ms() - h->opened_at_ms;
-    h->totals.handled += c->handled;
-    h->totals.duplicates += c->duplicates;
-    h->totals.retried += c->retried;
-    h->totals.rejected += c->rejected;
-    h->totals.busy += c->busy;
+    if (c->handled > 0 && h->batch.first_handled_ms < 0)
+        h->batch.first_handled_ms = ib_clock_monotonic_ms() - h->batch.opened_at_ms;
+    h->batch.totals.handled += c->handled;
+    h->batch.totals.duplicates += c->duplicates;
+    h->batch.totals.retried += c->retried;
+    h->batch.totals.rejected += c->rejected;
+    h->batch.totals.busy += c->busy;
     ib_metrics_add(h->metrics, IB_METRIC_EVENTS_HANDLED, c->handled);
     ib_metrics_add(h->metrics, IB_METRIC_DUPLICATES_DROPPED, c->duplicates);
     ib_metrics_add(h->metrics, IB_METRIC_HANDLER_FAILURES, c->retried + c->rejected);
@@ -177,7 +178,7 @@ static void count_delivery(ib_host *h, const item *it)
     if (redelivered_all_marked(d))
         ib_metrics_add(h->metrics, IB_METRIC_REDELIVERED_DUPLICATES, c->duplicates);
     if (c->unhandled) {
-        h->totals.unhandled++;
+        h->batch.totals.unhandled++;
         ib_metrics_add(h->metrics, IB_METRIC_EVENTS_UNHANDLED, 1);
     }
 }
@@ -284,21 +285,21 @@ static void on_settled(void *ctx, ib_delivery *d)
 static void recorder_changed(ib_host *h, bool healthy, const ib_error *e)
 {
     int64_t now = ib_clock_monotonic_ms();
-    uint64_t calls = atomic_exchange(&h->recorder_failed_calls, 0);
+    uint64_t calls = atomic_exchange(&h->rec.failed_calls, 0);
     if (healthy) {
-        int64_t since = atomic_exchange(&h->recorder_down_since_ms, 0);
-        atomic_store(&h->recorder_said_ms, 0);
+        int64_t since = atomic_exchange(&h->rec.down_since_ms, 0);
+        atomic_store(&h->rec.said_ms, 0);
         ib_log(IB_SEV_INFO, "recorder works again; ready",
-               IB_LOG_STR("recorder", h->recorder_shown), IB_LOG_U64("failed_calls", calls),
+               IB_LOG_STR("recorder", h->set.recorder_shown), IB_LOG_U64("failed_calls", calls),
                IB_LOG_I64("down_ms", since > 0 ? now - since : 0));
         return;
     }
-    atomic_store(&h->recorder_down_since_ms, now);
-    atomic_store(&h->recorder_said_ms, now);
+    atomic_store(&h->rec.down_since_ms, now);
+    atomic_store(&h->rec.said_ms, now);
     ib_log_kv(IB_SEV_ERROR,
               "recorder failing: deliveries are nak'ed with back-off, finished handlers' "
               "marks are retried, not ready until it works",
-              "recorder", h->recorder_shown, "error", e != NULL ? e->msg : "", NULL);
+              "recorder", h->set.recorder_shown, "error", e != NULL ? e->msg : "", NULL);
 }
 
 /* A failure while the recorder is down already: a reminder with the calls
@@ -307,64 +308,55 @@ static void recorder_changed(ib_host *h, bool healthy, const ib_error *e)
 static void recorder_still_failing(ib_host *h, const ib_error *e)
 {
     int64_t now = ib_clock_monotonic_ms();
-    int_fast64_t said = atomic_load(&h->recorder_said_ms);
+    int_fast64_t said = atomic_load(&h->rec.said_ms);
     if (said == 0 || now - said < RECORDER_STILL_EVERY_MS ||
-        !atomic_compare_exchange_strong(&h->recorder_said_ms, &said, now))
+        !atomic_compare_exchange_strong(&h->rec.said_ms, &said, now))
         return;
-    uint64_t calls = atomic_exchange(&h->recorder_failed_calls, 0);
+    uint64_t calls = atomic_exchange(&h->rec.failed_calls, 0);
     ib_log(IB_SEV_WARN, "recorder still failing: deliveries are still nak'ed, not ready",
-           IB_LOG_STR("recorder", h->recorder_shown), IB_LOG_U64("failed_calls", calls),
+           IB_LOG_STR("recorder", h->set.recorder_shown), IB_LOG_U64("failed_calls", calls),
            IB_LOG_I64("over_ms", now - said), IB_LOG_STR("error", e != NULL ? e->msg : ""));
 }
 
 /* Counts recorder failures, keeps readiness and logs each change of
  * state, with a reminder at most every RECORDER_STILL_EVERY_MS while it
  * fails: never a line per failed call. Called by the dispatch after
- * commits and by the watcher's idle probe (host_watch.c), from either
+ * commits and by the control loop's idle probe (host_control.c), from either
  * thread. */
 void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
 {
     ib_host *h = ctx;
     if (!healthy) {
         ib_metrics_add(h->metrics, IB_METRIC_RECORDER_ERRORS, 1);
-        atomic_fetch_add(&h->recorder_failed_calls, 1);
+        atomic_fetch_add(&h->rec.failed_calls, 1);
     }
     if (!healthy && e != NULL && e->status == IB_ERR_SCHEMA &&
-        atomic_exchange(&h->schema_changed, 1) == 0)
+        atomic_exchange(&h->rec.schema_changed, 1) == 0)
         ib_log_kv(IB_SEV_ERROR,
                   "marker file changed schema under this process; it stops claiming and exits 2 "
                   "(upgrade it to the version that migrated the file)",
-                  "recorder", h->recorder_shown, "error", e->msg, NULL);
+                  "recorder", h->set.recorder_shown, "error", e->msg, NULL);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_RECORDER_UP, healthy);
-    if (atomic_exchange(&h->recorder_down, !healthy) != !healthy)
+    if (atomic_exchange(&h->rec.down, !healthy) != !healthy)
         recorder_changed(h, healthy, e);
     else if (!healthy)
         recorder_still_failing(h, e);
 }
 
-static void publish_inflight(ib_host *h, natsMsg **msgs, size_t n)
-{
-    pthread_mutex_lock(&h->inflight_lock);
-    h->inflight = msgs;
-    h->inflight_n = n;
-    h->inflight_since_ms = ib_clock_monotonic_ms();
-    pthread_mutex_unlock(&h->inflight_lock);
-}
-
 int ib__host_batch_alloc(ib_host *h, size_t batch)
 {
-    h->batch_items = calloc(batch, sizeof(item));
-    h->batch_deliveries = calloc(batch, sizeof(ib_delivery));
-    h->batch_cap = batch;
-    return h->batch_items != NULL && h->batch_deliveries != NULL ? 0 : -1;
+    h->batch.items = calloc(batch, sizeof(item));
+    h->batch.deliveries = calloc(batch, sizeof(ib_delivery));
+    h->batch.cap = batch;
+    return h->batch.items != NULL && h->batch.deliveries != NULL ? 0 : -1;
 }
 
 void ib__host_batch_free(ib_host *h)
 {
-    free(h->batch_items);
-    free(h->batch_deliveries);
-    h->batch_items = NULL;
-    h->batch_deliveries = NULL;
+    free(h->batch.items);
+    free(h->batch.deliveries);
+    h->batch.items = NULL;
+    h->batch.deliveries = NULL;
 }
 
 /* Registers every handler's consumer identity with the metrics, before the
@@ -374,8 +366,8 @@ static int register_consumer_metrics(ib_host *h, ib_error *err)
 {
     size_t n = ib_dispatch_handler_count(h->dispatch);
     h->consumer_metrics = calloc(n > 0 ? n : 1, sizeof(*h->consumer_metrics));
-    h->circuit_warned_ms = calloc(n > 0 ? n : 1, sizeof(*h->circuit_warned_ms));
-    if (h->consumer_metrics == NULL || h->circuit_warned_ms == NULL) {
+    h->batch.circuit_warned_ms = calloc(n > 0 ? n : 1, sizeof(*h->batch.circuit_warned_ms));
+    if (h->consumer_metrics == NULL || h->batch.circuit_warned_ms == NULL) {
         ib_error_set(err, IB_ERR_NOMEM, "out of memory for the consumer metrics");
         return -1;
     }
@@ -395,9 +387,9 @@ static int register_consumer_metrics(ib_host *h, ib_error *err)
 int ib__host_dispatch_open(ib_host *h, ib_error *err)
 {
     ib_dispatch_options o = {
-        .owner = h->owner,
-        .lease_ms = h->ack_wait_ms,
-        .max_deliver = h->max_deliver,
+        .owner = h->set.owner,
+        .lease_ms = h->set.ack_wait_ms,
+        .max_deliver = h->set.max_deliver,
         .nak_base_delay_ms = h->cfg->retry_base_ms,
         .nak_max_delay_ms = h->cfg->retry_max_ms,
         .concurrency = (unsigned)h->cfg->concurrency,
@@ -455,7 +447,7 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
         it->settled = true;
         return;
     }
-    h->totals.received++;
+    h->batch.totals.received++;
     ib_metrics_add(h->metrics, IB_METRIC_EVENTS_RECEIVED, 1);
     if (it->meta.delivered > 1)
         ib_metrics_add(h->metrics, IB_METRIC_REDELIVERIES, 1);
@@ -463,7 +455,7 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
 
     ib_event_reject why = IB_EVENT_NOT_REJECTED;
     if (ib_event_decode(&it->event, &why, natsMsg_GetData(it->msg),
-                        (size_t)natsMsg_GetDataLength(it->msg), &h->limits, &e) != IB_OK) {
+                        (size_t)natsMsg_GetDataLength(it->msg), &h->set.limits, &e) != IB_OK) {
         it->event = NULL;
         trace_item(h, it);
         if (why == IB_EVENT_NOT_REJECTED) {
@@ -496,15 +488,15 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
 }
 
 /* Dispatch: runs the `nd` valid deliveries through the idempotent core,
- * with the batch published for the watcher's in-progress acks. */
+ * with the batch published for the control loop's in-progress acks. */
 static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *deliveries, size_t nd)
 {
     ib_error e;
-    publish_inflight(h, msgs, n);
+    ib__host_inflight_begin(&h->inflight, msgs, n, ib_clock_monotonic_ms());
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
-    ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->bus, &e);
+    ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->batch.bus, &e);
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)nd);
-    publish_inflight(h, NULL, 0);
+    ib__host_inflight_end(&h->inflight); /* no +WPI for them from here on */
     if (st != IB_OK) {
         /* Misuse, not recorder trouble: nothing ran. Nak everything so
          * nothing is lost, and say why. */
@@ -519,7 +511,7 @@ static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *de
      * one per pull while it lasts */
     if (e.status != IB_OK)
         ib_log_kv(IB_SEV_DEBUG, "recorder error; affected messages nak'ed", "recorder",
-                  h->recorder_shown, "error", e.msg, NULL);
+                  h->set.recorder_shown, "error", e.msg, NULL);
     ib_metrics_observe(h->metrics, IB_METRIC_RECORDER_SECONDS,
                        ib_dispatch_recorder_seconds(h->dispatch));
 }
@@ -582,12 +574,12 @@ static void settle_one(ib_host *h, item *it)
 
 void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
 {
-    item *items = h->batch_items;
-    ib_delivery *deliveries = h->batch_deliveries;
+    item *items = h->batch.items;
+    ib_delivery *deliveries = h->batch.deliveries;
     size_t nd = 0;
 
-    if (n > h->batch_cap)
-        n = h->batch_cap;
+    if (n > h->batch.cap)
+        n = h->batch.cap;
     for (size_t i = 0; i < n; i++)
         decode_one(h, &items[i], msgs[i], deliveries, &nd);
     if (nd > 0)

@@ -24,8 +24,8 @@ static void log_change(ib_host *h, size_t handler, const char *consumer, ib_circ
                        ib_circuit_state to, const char *detail)
 {
     int64_t now = ib_clock_monotonic_ms();
-    int64_t *warned = handler < h->consumer_metrics_n && h->circuit_warned_ms != NULL
-                          ? &h->circuit_warned_ms[handler]
+    int64_t *warned = handler < h->consumer_metrics_n && h->batch.circuit_warned_ms != NULL
+                          ? &h->batch.circuit_warned_ms[handler]
                           : NULL;
     if (from == IB_CIRCUIT_CLOSED && to == IB_CIRCUIT_OPEN) {
         ib_log_kv(IB_SEV_WARN,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Handler calls that overrun, as the host sees them (host_internal.h):
- * the watcher's scan against --handler-timeout, /healthz's liveness
+ * the control loop's scan against --handler-timeout, /healthz's liveness
  * answer, and systemd's watchdog, which a stuck process stops feeding.
  *
  * A call past the timeout is not interrupted: C code cannot be cancelled
@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "host_internal.h"
@@ -33,8 +32,8 @@ typedef struct overdue_scan {
 
 static ib_host_overdue *overdue_find(ib_host *h, const ib_overdue_call *call)
 {
-    for (size_t i = 0; i < h->overdue_n; i++) {
-        ib_host_overdue *o = &h->overdue_seen[i];
+    for (size_t i = 0; i < h->health.seen_n; i++) {
+        ib_host_overdue *o = &h->health.seen[i];
         if (o->handler == call->handler && o->started_ms == call->started_ms &&
             strcmp(o->event_id, call->event_id) == 0)
             return o;
@@ -52,21 +51,21 @@ static void on_overdue(void *ctx, const ib_overdue_call *call)
     ib_host_duration_str(ran, sizeof(ran), call->running_ms / 1000 * 1000);
     ib_host_duration_str(limit, sizeof(limit), h->cfg->handler_timeout_ms);
     if (s->found++ == 0) {
-        pthread_mutex_lock(&h->health_lock);
-        snprintf(h->overdue_why, sizeof(h->overdue_why),
+        pthread_mutex_lock(&h->health.lock);
+        snprintf(h->health.why, sizeof(h->health.why),
                  "handler %s has run %s on event %s (--handler-timeout %s)", call->consumer, ran,
                  call->event_id, limit);
-        pthread_mutex_unlock(&h->health_lock);
+        pthread_mutex_unlock(&h->health.lock);
     }
     ib_host_overdue *o = overdue_find(h, call);
     if (o != NULL) {
         o->seen = true;
         return;
     }
-    if (h->overdue_n == IB_HOST_OVERDUE_MAX)
+    if (h->health.seen_n == IB_HOST_OVERDUE_MAX)
         return; /* counted in the gauge; too many to tell apart */
     s->fresh++;
-    o = &h->overdue_seen[h->overdue_n++];
+    o = &h->health.seen[h->health.seen_n++];
     *o = (ib_host_overdue){.handler = call->handler, .started_ms = call->started_ms, .seen = true};
     snprintf(o->event_id, sizeof(o->event_id), "%s", call->event_id);
     if (call->handler < h->consumer_metrics_n)
@@ -83,13 +82,13 @@ static void on_overdue(void *ctx, const ib_overdue_call *call)
 static size_t overdue_forget_returned(ib_host *h)
 {
     size_t kept = 0, gone = 0;
-    for (size_t i = 0; i < h->overdue_n; i++) {
-        if (h->overdue_seen[i].seen)
-            h->overdue_seen[kept++] = h->overdue_seen[i];
+    for (size_t i = 0; i < h->health.seen_n; i++) {
+        if (h->health.seen[i].seen)
+            h->health.seen[kept++] = h->health.seen[i];
         else
             gone++;
     }
-    h->overdue_n = kept;
+    h->health.seen_n = kept;
     return gone;
 }
 
@@ -110,8 +109,8 @@ void ib__host_check_overdue(ib_host *h)
     if (h->cfg->handler_timeout_ms <= 0 || h->dispatch == NULL)
         return;
     overdue_scan s = {.h = h};
-    for (size_t i = 0; i < h->overdue_n; i++)
-        h->overdue_seen[i].seen = false;
+    for (size_t i = 0; i < h->health.seen_n; i++)
+        h->health.seen[i].seen = false;
     ib_dispatch_overdue(h->dispatch, h->cfg->handler_timeout_ms, on_overdue, &s);
     /* A call that may never return: the marks its batch mates earned are
      * made durable now, not when it returns (with --concurrency 1 the
@@ -120,7 +119,7 @@ void ib__host_check_overdue(ib_host *h)
     if (s.fresh > 0)
         ib__host_flush_marks(h, "a handler call is overdue");
     size_t returned = overdue_forget_returned(h);
-    int before = atomic_exchange(&h->overdue, (int)s.found);
+    int before = atomic_exchange(&h->health.overdue, (int)s.found);
     ib_metrics_gauge_set(h->metrics, IB_METRIC_HANDLERS_OVERDUE, (int64_t)s.found);
     if (returned > 0)
         ib_log(IB_SEV_WARN, "overdue handler call returned", IB_LOG_U64("count", returned),
@@ -133,25 +132,23 @@ void ib__host_check_overdue(ib_host *h)
 int ib__host_live(void *ctx, char *why, size_t cap)
 {
     ib_host *h = ctx;
-    if (atomic_load(&h->overdue) == 0)
+    if (atomic_load(&h->health.overdue) == 0)
         return 1;
-    pthread_mutex_lock(&h->health_lock);
-    snprintf(why, cap, "%s", h->overdue_why);
-    pthread_mutex_unlock(&h->health_lock);
+    pthread_mutex_lock(&h->health.lock);
+    snprintf(why, cap, "%s", h->health.why);
+    pthread_mutex_unlock(&h->health.lock);
     return 0;
 }
 
 /* ---- systemd's watchdog --------------------------------------------------- */
 
-/* The notify socket and the ping period, owned by the thread's host. */
-struct ib_host_notify {
+/* The notify socket and the ping period, owned by the control loop. */
+struct ib_host_watchdog {
     ib_host *h;
     int fd;
     struct sockaddr_un sa;
     socklen_t len;
     int64_t every_ms;
-    pthread_t thread;
-    atomic_int quit;
 };
 
 /* $NOTIFY_SOCKET: a path, or "@name" for an abstract socket. */
@@ -169,25 +166,17 @@ static int notify_address(struct sockaddr_un *sa, socklen_t *len, const char *na
     return 0;
 }
 
-static void *notify_main(void *arg)
+int64_t ib__host_watchdog_timer(void *ctx, int64_t now)
 {
-    struct ib_host_notify *n = arg;
+    (void)now;
+    struct ib_host_watchdog *w = ctx;
     static const char ping[] = "WATCHDOG=1";
-    int64_t waited = n->every_ms;
-    while (!atomic_load(&n->quit)) {
-        if (waited >= n->every_ms) {
-            waited = 0;
-            /* never blocks: a receiver that does not read (its queue full)
-             * must not stall this thread, and a lost ping is harmless */
-            if (atomic_load(&n->h->overdue) == 0)
-                (void)sendto(n->fd, ping, sizeof(ping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT,
-                             (const struct sockaddr *)&n->sa, n->len);
-        }
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
-        nanosleep(&ts, NULL);
-        waited += 20;
-    }
-    return NULL;
+    /* never blocks: a receiver that does not read (its queue full) must
+     * not stall the loop, and a lost ping is harmless */
+    if (atomic_load(&w->h->health.overdue) == 0)
+        (void)sendto(w->fd, ping, sizeof(ping) - 1, MSG_NOSIGNAL | MSG_DONTWAIT,
+                     (const struct sockaddr *)&w->sa, w->len);
+    return w->every_ms;
 }
 
 /* Whether systemd asked this process for watchdog pings, and how often
@@ -206,43 +195,34 @@ static bool watchdog_asked(int64_t *every_ms)
     return true;
 }
 
-int ib__host_notify_start(ib_host *h)
+int ib__host_watchdog_open(struct ib_host_watchdog **out, ib_host *h)
 {
     int64_t every = 0;
+    *out = NULL;
     if (!watchdog_asked(&every))
         return 0;
-    struct ib_host_notify *n = calloc(1, sizeof(*n));
-    if (n == NULL)
+    struct ib_host_watchdog *w = calloc(1, sizeof(*w));
+    if (w == NULL)
         return -1;
-    n->h = h;
-    n->every_ms = every;
-    atomic_init(&n->quit, 0);
-    if (notify_address(&n->sa, &n->len, getenv("NOTIFY_SOCKET")) != 0 ||
-        (n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) {
+    w->h = h;
+    w->every_ms = every;
+    if (notify_address(&w->sa, &w->len, getenv("NOTIFY_SOCKET")) != 0 ||
+        (w->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) {
         ib_log_kv(IB_SEV_WARN, "cannot use $NOTIFY_SOCKET: no watchdog pings", "error",
                   strerror(errno), NULL);
-        free(n);
+        free(w);
         return 0;
     }
-    if (ib__host_thread_start(&n->thread, notify_main, n) != 0) {
-        close(n->fd);
-        free(n);
-        return -1;
-    }
-    h->notify = n;
+    *out = w;
     ib_log(IB_SEV_INFO, "systemd watchdog: pinging while no handler call is overdue",
            IB_LOG_I64("every_ms", every));
     return 0;
 }
 
-void ib__host_notify_stop(ib_host *h)
+void ib__host_watchdog_close(struct ib_host_watchdog *w)
 {
-    struct ib_host_notify *n = h->notify;
-    if (n == NULL)
+    if (w == NULL)
         return;
-    atomic_store(&n->quit, 1);
-    pthread_join(n->thread, NULL);
-    close(n->fd);
-    free(n);
-    h->notify = NULL;
+    close(w->fd);
+    free(w);
 }

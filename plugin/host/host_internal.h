@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internals of the subscriber host shared by host.c, host_batch.c,
- * host_watch.c, host_retention.c and host_retries.c. Calls go one way: host.c drives
- * host_batch.c (dispatch and batches), host_watch.c (the watcher thread)
- * and host_retention.c (the retention check and the keeper thread); none
- * calls back into
- * host.c, and the stop signal lives in host_signal.c. */
+/* Internals of the subscriber host shared by its files; host.c's opening
+ * comment describes the whole. Calls go one way: host.c drives
+ * host_batch.c (dispatch and batches), host_control.c (the control thread
+ * and its timers, which call host_health.c and host_retention.c) and
+ * host_retention.c's retention check; none calls back into host.c, and
+ * the stop signal lives in host_signal.c. */
 #ifndef IB_HOST_INTERNAL_H
 #define IB_HOST_INTERNAL_H
 
@@ -25,7 +25,7 @@
  * host_batch.c alone. */
 typedef struct ib_host_item ib_host_item;
 
-/* A handler call past --handler-timeout that the watcher has reported
+/* A handler call past --handler-timeout that the control loop has reported
  * (host_health.c), so each is logged and counted once. */
 typedef struct ib_host_overdue {
     size_t handler;
@@ -34,7 +34,7 @@ typedef struct ib_host_overdue {
     bool seen; /* visited by the last scan */
 } ib_host_overdue;
 
-/* How many overdue calls the watcher tells apart; more are still counted
+/* How many overdue calls the control loop tells apart; more are still counted
  * in the gauge and fail /healthz, but are logged as one. */
 #define IB_HOST_OVERDUE_MAX 16
 
@@ -67,11 +67,145 @@ typedef struct ib_host_outbox {
     uint64_t sent; /* entries sent and deleted */
 } ib_host_outbox;
 
-typedef struct ib_host {
-    const ib_host_config *cfg;
+/* The batch in flight (host_inflight.c): the batch thread publishes it
+ * around dispatch, the control thread keeps it in progress. `lock` guards
+ * every field and is never held across a network call or a store write:
+ * `sending` says the control thread is sending +WPI for `msgs` without
+ * it, and ib__host_inflight_end waits on `sent` until it is done. */
+typedef struct ib_host_inflight {
+    pthread_mutex_t lock;
+    pthread_cond_t sent;
+    natsMsg **msgs; /* BORROWED from the batch thread, valid until end returns */
+    size_t n;
+    int64_t since_ms; /* monotonic: when the batch started */
+    bool sending;
+} ib_host_inflight;
+
+/* What ib__host_inflight_keep does with a batch due for +WPI: `send` is
+ * called for each message without the lock; `renew` (may be NULL) once
+ * after, once the batch thread can end the batch. */
+typedef struct ib_host_inflight_ops {
+    void (*send)(void *ctx, natsMsg *msg);
+    void (*renew)(void *ctx);
+} ib_host_inflight_ops;
+
+/* Init and destroy the in-flight record (no batch). */
+void ib__host_inflight_init(ib_host_inflight *f);
+void ib__host_inflight_destroy(ib_host_inflight *f);
+
+/* Batch thread: publishes `n` messages (BORROWED until end returns) as the
+ * batch in flight since `now_ms`, and clears it. End returns once no +WPI
+ * for them is being sent, so the caller may settle and destroy them; it
+ * never waits for a lease renewal. */
+void ib__host_inflight_begin(ib_host_inflight *f, natsMsg **msgs, size_t n, int64_t now_ms);
+void ib__host_inflight_end(ib_host_inflight *f);
+
+/* Whether a batch is in flight now. Any thread. */
+bool ib__host_inflight_busy(ib_host_inflight *f);
+
+/* Control thread: when a batch is in flight and `every_ms` passed since it
+ * started and since *last (the last send, updated), sends +WPI for each
+ * of its messages through ops->send, then calls ops->renew, both with the
+ * lock released. Returns whether it sent. */
+bool ib__host_inflight_keep(ib_host_inflight *f, int64_t now_ms, int64_t every_ms, int64_t *last,
+                            const ib_host_inflight_ops *ops, void *ctx);
+
+/* The control thread's own state (host_control.c). */
+typedef struct ib_host_control ib_host_control;
+
+/* Timers on one loop (host_timers.h). */
+typedef struct ib_timers ib_timers;
+
+/* What the host derives from its configuration and from the bound
+ * consumer: written on the main thread before the control loop's watcher
+ * timers are armed (ib__host_control_bind), read-only after. */
+typedef struct ib_host_settings {
     char dead_letter_subject[512];
     char owner[256];
     ib_event_limits limits;
+    int64_t ack_wait_ms;
+    uint64_t max_deliver;
+    /* The configured server URL(s) and recorder URI as messages, /readyz
+     * and logs show them: without userinfo or query values (redact.h). */
+    char nats_url[IB_REDACT_MAX];
+    char recorder_shown[IB_REDACT_MAX];
+    /* The retention the keeper prunes with, set by the retention check at
+     * bind (the configured one, or the floor for an automatic one); 0 =
+     * no pruning. */
+    int64_t retention_ms;
+} ib_host_settings;
+
+/* Where the run is, read by every thread: atomics, each with one writer
+ * at a time. */
+typedef struct ib_host_run_state {
+    atomic_int bound;    /* the consumer is bound (main thread) */
+    atomic_int stopping; /* the run loop ended: not ready (main thread) */
+    /* The control loop's last consumer info said "not found" (cleared
+     * when it reads the consumer again): the run loop then looks the
+     * consumer up itself, as when the puller suspects it gone. */
+    atomic_int info_not_found;
+    /* Monotonic ms when a stop was requested (0 = none): set by the
+     * control loop on a signal, or by the main thread once its loop ends;
+     * the drain deadline runs from it. */
+    atomic_llong stop_requested_at_ms;
+} ib_host_run_state;
+
+/* The recorder's health as /readyz and the log tell it (host_batch.c),
+ * from any thread: the dispatch's commits and the control loop's probe
+ * report to ib__host_on_recorder. */
+typedef struct ib_host_recorder_health {
+    /* The recorder's file now speaks another schema (a newer version
+     * migrated it): the run loop stops and the process exits 2. */
+    atomic_int schema_changed;
+    atomic_int down; /* the last recorder call failed: not ready */
+    /* failed calls since the last line about the outage, when that line
+     * and the outage began (monotonic ms; 0 while the recorder works) */
+    atomic_uint_fast64_t failed_calls;
+    atomic_int_fast64_t said_ms;
+    atomic_int_fast64_t down_since_ms;
+} ib_host_recorder_health;
+
+/* The batch thread's own state (main thread; the dispatch's threads call
+ * back into it through the observer and on_settled while a batch runs,
+ * never between batches). The control thread never touches it. */
+typedef struct ib_host_batch {
+    ib_host_totals totals;
+    int64_t opened_at_ms;       /* monotonic ms when the host started */
+    int64_t first_handled_ms;   /* ms from the start to the first handled event; -1 = none */
+    int64_t lock_wait_max_ms;   /* the recorder's longest wait for its write turn */
+    ib_puller_stats pull_stats; /* copied from the puller before it is freed */
+    /* working arrays of one batch (host_batch.c), cap entries each */
+    ib_host_item *items;
+    ib_delivery *deliveries;
+    size_t cap;
+    ib_bus_proxy bus; /* the bus handlers publish through */
+    ib_host_outbox outbox;
+    /* With --idle-exit: the retries this process asked for (NULL without
+     * it), and whether the run loop ended on the idle exit. */
+    ib_host_retries *retries;
+    bool idle_exited;
+    /* When each handler's open circuit was last logged at WARN, by
+     * registration index (host_circuit.c; the dispatch thread only). */
+    int64_t *circuit_warned_ms;
+} ib_host_batch;
+
+/* Handler calls past --handler-timeout (host_health.c): `overdue` counts
+ * them now (the control loop writes it; /healthz and the watchdog read
+ * it), and `why`, under `lock`, says which for /healthz. The list of calls
+ * seen is the control loop's alone. */
+typedef struct ib_host_health {
+    atomic_int overdue;
+    pthread_mutex_t lock; /* guards `why` alone: held for a copy */
+    char why[320];
+    ib_host_overdue seen[IB_HOST_OVERDUE_MAX];
+    size_t seen_n;
+} ib_host_health;
+
+/* The host: the parts it wires together, and one struct per owner of the
+ * rest (host.c's opening comment says who owns what). */
+typedef struct ib_host {
+    const ib_host_config *cfg;
+    ib_host_settings set;
 
     ib_recorder *recorder;
     ib_plugin *plugins[IB_HOST_MAX_PLUGINS];
@@ -85,95 +219,16 @@ typedef struct ib_host {
      * the registry's; the array is the host's. */
     ib_metrics_consumer **consumer_metrics;
     size_t consumer_metrics_n;
-    /* When each handler's open circuit was last logged at WARN, by
-     * registration index (host_circuit.c; the dispatch thread only). */
-    int64_t *circuit_warned_ms;
     ib_http *http;
-    ib_bus_proxy bus;
-    int64_t ack_wait_ms;
-    uint64_t max_deliver;
-    /* The configured server URL(s) and recorder URI as messages, /readyz
-     * and logs show them: without userinfo or query values (redact.h). */
-    char nats_url[IB_REDACT_MAX];
-    char recorder_shown[IB_REDACT_MAX];
-    atomic_int bound;
-    atomic_int stopping;
-    /* The recorder's file now speaks another schema (a newer version
-     * migrated it): the run loop stops and the process exits 2. */
-    atomic_int schema_changed;
-    atomic_int recorder_down; /* the last recorder call failed: not ready */
-    /* The outage as the log tells it (host_batch.c), from any thread:
-     * failed calls since the last line about it, when that line and the
-     * outage began (monotonic ms; 0 while the recorder works). */
-    atomic_uint_fast64_t recorder_failed_calls;
-    atomic_int_fast64_t recorder_said_ms;
-    atomic_int_fast64_t recorder_down_since_ms;
-    bool probe_down;       /* the watcher's probe set recorder_down (watcher only) */
-    int64_t probe_last_ms; /* monotonic time of the last probe (watcher only) */
-    int64_t info_last_ms;  /* monotonic time of the last consumer info (watcher only) */
-    bool info_failing;     /* the last consumer info failed (watcher only) */
-    /* The watcher's last consumer info said "not found" (cleared when it
-     * reads the consumer again): the run loop then looks the consumer up
-     * itself, as when the puller suspects it gone. */
-    atomic_int info_not_found;
-    ib_host_totals totals;
-    int64_t opened_at_ms;       /* monotonic ms when the host started */
-    int64_t first_handled_ms;   /* ms from the start to the first handled event; -1 = none */
-    int64_t lock_wait_max_ms;   /* the recorder's longest wait for its write turn */
-    ib_puller_stats pull_stats; /* copied from the puller before it is freed */
 
-    /* working arrays of one batch (host_batch.c), batch_cap entries each */
-    ib_host_item *batch_items;
-    ib_delivery *batch_deliveries;
-    size_t batch_cap;
-
-    /* The batch in flight, for the watcher's in-progress acks. Guarded by
-     * inflight_lock: the main thread publishes and clears it around
-     * dispatch; the watcher reads it. */
-    pthread_mutex_t inflight_lock;
-    natsMsg **inflight;
-    size_t inflight_n;
-    int64_t inflight_since_ms;
-
-    ib_host_outbox outbox;
-
-    /* With --idle-exit: the retries this process asked for (NULL without
-     * it), and whether the run loop ended on the idle exit. Main thread. */
-    ib_host_retries *retries;
-    bool idle_exited;
-
-    /* Handler calls past --handler-timeout (host_health.c): `overdue`
-     * counts them now (the watcher writes it; /healthz reads it), and
-     * overdue_why, under health_lock, says which for /healthz. The list
-     * is the watcher's alone. */
-    atomic_int overdue;
-    pthread_mutex_t health_lock;
-    char overdue_why[320];
-    ib_host_overdue overdue_seen[IB_HOST_OVERDUE_MAX];
-    size_t overdue_n;
-
-    /* systemd's watchdog (host_health.c): a thread that sends WATCHDOG=1
-     * while no handler call is overdue, when the unit asked for it; NULL
-     * when it did not. */
-    struct ib_host_notify *notify;
-
-    pthread_t watcher;
-    bool watcher_started;
-    atomic_int watcher_quit;
-    atomic_llong stop_requested_at_ms;
-
-    /* The keeper thread (host_retention.c): background pruning and the
-     * recorder's gauges. keeper_quit is guarded by keeper_lock, and
-     * keeper_wake (on CLOCK_MONOTONIC) cuts its sleep short. */
-    pthread_t keeper;
-    bool keeper_started;
-    /* The retention the keeper prunes with, set by the retention check at
-     * bind (the configured one, or the floor for an automatic one); 0 =
-     * no pruning. Written before the keeper starts, read only by it. */
-    int64_t retention_ms;
-    pthread_mutex_t keeper_lock;
-    pthread_cond_t keeper_wake;
-    bool keeper_quit;
+    ib_host_run_state run;
+    ib_host_recorder_health rec;
+    ib_host_health health;
+    ib_host_batch batch;       /* the batch thread's */
+    ib_host_inflight inflight; /* shared by the batch and control threads */
+    /* The control thread, its timers and their state (host_control.c);
+     * NULL before open_local and after host_close. */
+    ib_host_control *control;
 } ib_host;
 
 /* Allocates and frees the per-batch working arrays (h->batch_cap entries
@@ -276,19 +331,32 @@ void ib__host_flush_marks(ib_host *h, const char *why);
  * reason while a handler call is past --handler-timeout. */
 int ib__host_live(void *ctx, char *why, size_t cap);
 
-/* Starts the systemd watchdog thread when the service manager asked for
- * pings ($NOTIFY_SOCKET and $WATCHDOG_USEC, for this PID): WATCHDOG=1
- * every half period while no handler call is overdue, so a stuck process
- * is restarted. Returns 0 (also when not asked), -1 when the thread could
- * not start. Stop joins it; a no-op when it was not started. */
-int ib__host_notify_start(ib_host *h);
-void ib__host_notify_stop(ib_host *h);
+/* systemd's watchdog (host_health.c), when the service manager asked for
+ * pings ($NOTIFY_SOCKET and $WATCHDOG_USEC, for this PID): open gives 0
+ * with *out NULL when it did not (or the socket cannot be used: logged),
+ * -1 when out of memory. The timer (ctx: *out) sends WATCHDOG=1 while no
+ * handler call is overdue, so a stuck process is restarted, and returns
+ * its period, half the watchdog's. Close is a no-op for NULL. */
+typedef struct ib_host_watchdog ib_host_watchdog;
+int ib__host_watchdog_open(ib_host_watchdog **out, ib_host *h);
+int64_t ib__host_watchdog_timer(void *ctx, int64_t now_ms);
+void ib__host_watchdog_close(ib_host_watchdog *w);
 
-/* Starts and stops the watcher thread: in-progress acks for a long batch,
- * metrics gauges (the consumer's pending counts read from the server every
- * 5 s), the recorder probe while idle, and the drain deadline. */
-int ib__host_watch_start(ib_host *h);
-void ib__host_watch_stop(ib_host *h);
+/* The control thread (host_control.c). Start creates its loop with the
+ * watchdog's timer and the stop signal's wake-up, and starts the thread:
+ * 0, or -1 (out of memory, no pipe or thread). Bind, once the consumer is
+ * bound, arms the watcher's timers (in-progress acks and lease renewals,
+ * the overdue scan, the stop and drain deadline, gauges, the recorder
+ * probe, the consumer info) and the keeper's: 0, or -1 when the table is
+ * full. Stop asks the loop to end, waits for the timer in progress and
+ * frees it all; a no-op when not started. Main thread. */
+int ib__host_control_start(ib_host *h);
+int ib__host_control_bind(ib_host *h);
+void ib__host_control_stop(ib_host *h);
+
+/* Wakes the control loop (the batch thread set stop_requested_at_ms).
+ * Any thread; a no-op before start. */
+void ib__host_control_wake(ib_host *h);
 
 /* Refuses a retention shorter than the time the stream can still deliver
  * a message (ib_host_retention_floor_ms), from the bound consumer's facts
@@ -302,12 +370,16 @@ void ib__host_watch_stop(ib_host *h);
  * be read. */
 int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *err);
 
-/* Starts and stops the keeper thread: prune every tenth of the retention
- * (1 s to 60 s) when there is one, and refresh ibus_markers,
- * ibus_recorder_wal_bytes and ibus_outbox_pending. Stop wakes it and waits
- * for the prune transaction in progress (a pass ends between two); a no-op
- * when it was not started. */
-int ib__host_keeper_start(ib_host *h);
-void ib__host_keeper_stop(ib_host *h);
+/* Arms the keeper's timers on `loop` (they run on the control thread):
+ * prune every tenth of the retention (1 s to 60 s) when there is one, and
+ * refresh ibus_markers, ibus_recorder_wal_bytes and ibus_outbox_pending,
+ * each at once and then on its period. A prune pass runs the loop's other
+ * due timers between its transactions, and ends once the loop quits or a
+ * drain begins. *out is their context, freed with ib__host_keeper_free
+ * (a no-op for NULL) once the loop has stopped; set also on failure.
+ * 0, or -1 when out of memory or the table is full. */
+typedef struct ib_host_keeper ib_host_keeper;
+int ib__host_keeper_arm(ib_host_keeper **out, ib_host *h, ib_timers *loop);
+void ib__host_keeper_free(ib_host_keeper *k);
 
 #endif

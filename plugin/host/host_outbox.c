@@ -36,18 +36,18 @@ static ib_status stage_in_txn(void *ctx, const char *subject, const char *msg_id
                               const uint8_t *data, size_t len, ib_error *err)
 {
     ib_host *h = ctx;
-    ib_status st = ib__txn_outbox_put(h->outbox.txn, subject, msg_id, data, len, err);
+    ib_status st = ib__txn_outbox_put(h->batch.outbox.txn, subject, msg_id, data, len, err);
     if (st == IB_OK)
-        h->outbox.dirty = true;
+        h->batch.outbox.dirty = true;
     return st;
 }
 
 ib_bus_proxy *ib__host_transactional_bus(void *ctx, ib_bus_proxy *bus, ib__txn *txn)
 {
     ib_host *h = ctx;
-    ib_host_outbox *o = &h->outbox;
+    ib_host_outbox *o = &h->batch.outbox;
     o->txn = txn;
-    o->bus = bus != NULL ? *bus : h->bus;
+    o->bus = bus != NULL ? *bus : h->batch.bus;
     o->bus.stage = stage_in_txn;
     o->bus.stage_ctx = h;
     o->bus.db = ib__txn_db(txn);
@@ -63,8 +63,8 @@ static size_t send_entries(ib_host *h, const ib__outbox_entry *es, size_t n, int
     size_t sent = 0;
     *failed = false;
     for (size_t i = 0; i < n; i++) {
-        if (ib_bus_publish_staged(&h->bus, es[i].subject, es[i].msg_id, es[i].data, es[i].len, e) !=
-            IB_OK) {
+        if (ib_bus_publish_staged(&h->batch.bus, es[i].subject, es[i].msg_id, es[i].data, es[i].len,
+                                  e) != IB_OK) {
             *failed = true;
             break;
         }
@@ -93,7 +93,7 @@ static long flush_round(ib_host *h, bool *more, ib_error *e)
         *e = de;
         return -1;
     }
-    h->outbox.sent += sent;
+    h->batch.outbox.sent += sent;
     *more = !failed && n == OUTBOX_PEEK;
     return failed ? -1 : (long)sent;
 }
@@ -113,7 +113,7 @@ static void note_state(ib_host_outbox *o, bool failing, const ib_error *e)
 
 int ib__host_outbox_flush(ib_host *h)
 {
-    ib_host_outbox *o = &h->outbox;
+    ib_host_outbox *o = &h->batch.outbox;
     ib_error e = {0};
     bool more = true;
     long total = 0;
@@ -145,7 +145,7 @@ int ib__host_outbox_flush(ib_host *h)
 
 void ib__host_outbox_tick(ib_host *h)
 {
-    ib_host_outbox *o = &h->outbox;
+    ib_host_outbox *o = &h->batch.outbox;
     if (h->recorder == NULL || !ib__recorder_has_transactions(h->recorder))
         return;
     uint64_t reconnects = ib_nats_reconnects(h->nats);

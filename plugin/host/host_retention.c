@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Retention of the subscriber host: the floor below which pruning could
  * forget a marker whose event can still arrive, the start-up check against
- * it, and the keeper thread, which prunes in the background and keeps the
- * recorder's gauges (marker count, WAL size, outbox) current.
+ * it, and the keeper's timers on the control loop (host_control.c), which
+ * prune in the background and keep the recorder's gauges (marker count,
+ * WAL size, outbox) current.
  *
- * The keeper is a thread of its own, not the watcher: a prune pass may take
- * many bounded transactions, and the watcher must keep sending in-progress
- * acks and enforcing the drain deadline meanwhile. The batch thread never
- * prunes. */
+ * A prune pass may take many bounded transactions, and the control loop
+ * must keep sending in-progress acks and enforcing the drain deadline
+ * meanwhile: between two of them the pass lets the other due timers run
+ * (keeper_quitting), and it ends at once when the loop stops or a
+ * drain begins. The batch thread never prunes. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "host_internal.h"
+#include "host_timers.h"
 #include "log.h"
 #include "clock.h"
 
@@ -135,8 +139,8 @@ int64_t ib_host_retention_effective_ms(int64_t retention_ms, const ib_delivery_w
  * pruning when there is no floor. Says what it chose. */
 static void retention_choose(ib_host *h, const ib_delivery_window *w)
 {
-    h->retention_ms = ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, w, NULL);
-    if (h->retention_ms == 0) {
+    h->set.retention_ms = ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, w, NULL);
+    if (h->set.retention_ms == 0) {
         ib_log(IB_SEV_WARN,
                "markers are kept for ever: the stream has no MaxAge, so a message can be "
                "delivered at any time; give the stream a MaxAge (ibus run --create sets one) or "
@@ -146,8 +150,8 @@ static void retention_choose(ib_host *h, const ib_delivery_window *w)
         return;
     }
     ib_log(IB_SEV_INFO, "retention follows the stream's MaxAge",
-           IB_LOG_STR("stream", h->cfg->stream), IB_LOG_I64("retention_ms", h->retention_ms),
-           IB_LOG_I64("floor_ms", h->retention_ms));
+           IB_LOG_STR("stream", h->cfg->stream), IB_LOG_I64("retention_ms", h->set.retention_ms),
+           IB_LOG_I64("floor_ms", h->set.retention_ms));
 }
 
 /* The window and floor of the bound consumer `f` and the stream, into *w.
@@ -170,7 +174,7 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
     const ib_host_config *cfg = h->cfg;
     bool automatic = cfg->retention_ms == IB_HOST_RETENTION_AUTO;
     const char *kind = h->recorder != NULL ? ib_recorder_kind(h->recorder) : NULL;
-    h->retention_ms = automatic ? 0 : cfg->retention_ms;
+    h->set.retention_ms = automatic ? 0 : cfg->retention_ms;
     if (cfg->retention_ms == 0 || (automatic && prunes_itself(kind)))
         return 0;
     ib_delivery_window w;
@@ -213,35 +217,50 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
         err->status = IB_ERR_CONFIG;
         err->msg[0] = '\0';
     }
-    h->retention_ms = 0;
+    h->set.retention_ms = 0;
     return -1;
 }
 
-/* Whether ib__host_keeper_stop has asked the keeper to end. */
+/* The keeper's timers' context: what they need of the host and the loop
+ * they run on. */
+struct ib_host_keeper {
+    ib_host *h;
+    ib_timers *loop;
+};
+
+/* Whether a stop was requested: a drain has begun. */
+static bool draining(const ib_host *h)
+{
+    return atomic_load(&h->run.stop_requested_at_ms) != 0;
+}
+
+/* Asked before each bounded transaction of a prune pass: lets the control
+ * loop's other due timers run, then says whether the pass must end now
+ * (the loop stops, or a drain began). */
 static bool keeper_quitting(void *arg)
 {
-    ib_host *h = arg;
-    pthread_mutex_lock(&h->keeper_lock);
-    bool quit = h->keeper_quit;
-    pthread_mutex_unlock(&h->keeper_lock);
-    return quit;
+    ib_host_keeper *k = arg;
+    ib__timers_run_due(k->loop);
+    return ib__timers_quitting(k->loop) || draining(k->h);
 }
 
 /* One prune pass: markers older than the retention, in the recorder's
  * bounded transactions, asking between them whether the keeper is to stop
- * (so a stop waits for one transaction, never for the pass). Returns false
+ * (so a stop waits for one transaction, never for the pass), and letting
+ * the other timers run. Returns false
  * when the kind cannot prune, so the keeper stops trying. */
-static bool prune_once(ib_host *h)
+static bool prune_once(ib_host_keeper *k)
 {
+    ib_host *h = k->h;
     uint64_t removed = 0;
     ib_error e = {0};
-    int64_t cutoff = ib_clock_realtime_ms() - h->retention_ms;
-    ib_status st = ib__recorder_prune_until(h->recorder, &removed, cutoff, keeper_quitting, h, &e);
+    int64_t cutoff = ib_clock_realtime_ms() - h->set.retention_ms;
+    ib_status st = ib__recorder_prune_until(h->recorder, &removed, cutoff, keeper_quitting, k, &e);
     /* a pass an error stopped still removed what it counted */
     ib_metrics_add(h->metrics, IB_METRIC_MARKERS_PRUNED, removed);
     if (st == IB_ERR_UNSUPPORTED) {
         ib_log_kv(IB_SEV_ERROR, "this recorder cannot prune; background pruning stopped",
-                  "recorder", h->recorder_shown, "error", e.msg, NULL);
+                  "recorder", h->set.recorder_shown, "error", e.msg, NULL);
         return false;
     }
     if (st != IB_OK)
@@ -258,7 +277,7 @@ static void count_markers(ib_host *h)
         ib_metrics_gauge_set(h->metrics, IB_METRIC_MARKERS, (int64_t)s.markers);
 }
 
-/* Cheap reads; a failure keeps the last value (the watcher's probe reports
+/* Cheap reads; a failure keeps the last value (the control loop's probe reports
  * the recorder's health). */
 static void read_gauges(ib_host *h)
 {
@@ -280,81 +299,60 @@ static int64_t prune_every_ms(int64_t retention_ms)
     return every > PRUNE_MAX_EVERY_MS ? PRUNE_MAX_EVERY_MS : every;
 }
 
-static int64_t min64(int64_t a, int64_t b)
+/* The keeper's timers; `ctx` is the ib_host_keeper. Every task runs once
+ * when armed (so a backlog of old markers goes at once), then on its own
+ * period. */
+static int64_t prune_timer(void *ctx, int64_t now)
 {
-    return a < b ? a : b;
+    (void)now;
+    ib_host_keeper *k = ctx;
+    if (!draining(k->h) && !prune_once(k))
+        return IB_TIMER_NOMORE;
+    return prune_every_ms(k->h->set.retention_ms);
 }
 
-/* The keeper: every task runs once at start (so a backlog of old markers
- * goes at once), then on its own period, until ib__host_keeper_stop. */
-static void *keeper_main(void *arg)
+/* Not while draining: the drain deadline waits on no read of ours. */
+static int64_t recorder_gauges_timer(void *ctx, int64_t now)
 {
-    ib_host *h = arg;
-    bool prune = h->retention_ms > 0;
+    (void)now;
+    ib_host *h = ((ib_host_keeper *)ctx)->h;
+    if (!draining(h))
+        read_gauges(h);
+    return GAUGES_EVERY_MS;
+}
+
+/* Counting walks every marker: not while draining, so the drain deadline
+ * never waits for it; less often when nothing prunes (the count then only
+ * grows). */
+static int64_t count_timer(void *ctx, int64_t now)
+{
+    (void)now;
+    ib_host *h = ((ib_host_keeper *)ctx)->h;
+    if (!draining(h))
+        count_markers(h);
+    return h->set.retention_ms > 0 ? COUNT_EVERY_MS : COUNT_IDLE_EVERY_MS;
+}
+
+int ib__host_keeper_arm(ib_host_keeper **out, ib_host *h, ib_timers *loop)
+{
+    ib_host_keeper *k = calloc(1, sizeof(*k));
+    *out = k;
+    if (k == NULL)
+        return -1;
+    k->h = h;
+    k->loop = loop;
+    if (h->set.retention_ms > 0 && ib__timers_add(loop, 0, prune_timer, k) < 0)
+        return -1;
+    if (ib__timers_add(loop, 0, recorder_gauges_timer, k) < 0)
+        return -1;
     /* a kv: bucket is counted by reading every key over the network */
-    const bool count = strcmp(ib_recorder_kind(h->recorder), "kv") != 0;
-    const int64_t count_every = prune ? COUNT_EVERY_MS : COUNT_IDLE_EVERY_MS;
-    int64_t next_prune = 0, next_gauges = 0, next_count = 0;
-
-    pthread_mutex_lock(&h->keeper_lock);
-    while (!h->keeper_quit) {
-        pthread_mutex_unlock(&h->keeper_lock);
-        int64_t now = ib_clock_monotonic_ms();
-        if (prune && now >= next_prune) {
-            prune = prune_once(h);
-            next_prune = now + prune_every_ms(h->retention_ms);
-        }
-        if (now >= next_gauges) {
-            read_gauges(h);
-            next_gauges = now + GAUGES_EVERY_MS;
-        }
-        if (count && now >= next_count) {
-            count_markers(h);
-            next_count = now + count_every;
-        }
-        int64_t next = min64(next_gauges, count ? next_count : next_gauges);
-        if (prune)
-            next = min64(next, next_prune);
-        now = ib_clock_monotonic_ms();
-        struct timespec until = ib_clock_monotonic_deadline(next > now ? next - now : 0);
-        pthread_mutex_lock(&h->keeper_lock);
-        if (!h->keeper_quit)
-            pthread_cond_timedwait(&h->keeper_wake, &h->keeper_lock, &until);
-    }
-    pthread_mutex_unlock(&h->keeper_lock);
-    return NULL;
+    if (strcmp(ib_recorder_kind(h->recorder), "kv") != 0 &&
+        ib__timers_add(loop, 0, count_timer, k) < 0)
+        return -1;
+    return 0;
 }
 
-int ib__host_keeper_start(ib_host *h)
+void ib__host_keeper_free(ib_host_keeper *k)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&h->keeper_wake, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&h->keeper_lock, NULL);
-    h->keeper_quit = false;
-    int rc = ib__host_thread_start(&h->keeper, keeper_main, h);
-    h->keeper_started = rc == 0;
-    if (rc != 0) {
-        pthread_cond_destroy(&h->keeper_wake);
-        pthread_mutex_destroy(&h->keeper_lock);
-    }
-    return rc;
-}
-
-void ib__host_keeper_stop(ib_host *h)
-{
-    if (!h->keeper_started)
-        return;
-    pthread_mutex_lock(&h->keeper_lock);
-    h->keeper_quit = true;
-    pthread_cond_signal(&h->keeper_wake);
-    pthread_mutex_unlock(&h->keeper_lock);
-    /* waits for the prune transaction in progress, if any: the pass asks
-     * keeper_quit before each of its bounded transactions */
-    pthread_join(h->keeper, NULL);
-    pthread_cond_destroy(&h->keeper_wake);
-    pthread_mutex_destroy(&h->keeper_lock);
-    h->keeper_started = false;
+    free(k);
 }

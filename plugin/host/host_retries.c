@@ -200,7 +200,7 @@ static bool marked(ib_host *h, const retry_entry *e, bool *warned)
         if (!*warned)
             ib_log_kv(IB_SEV_WARN,
                       "cannot tell whether retried events were marked; counted unmarked",
-                      "recorder", h->recorder_shown, "error", err.msg, NULL);
+                      "recorder", h->set.recorder_shown, "error", err.msg, NULL);
         *warned = true;
         return false;
     }
@@ -214,7 +214,7 @@ size_t ib__host_retries_unmarked(ib_host *h, bool *lower_bound)
 {
     size_t left = 0;
     bool warned = false;
-    const ib_host_retries *r = h->retries;
+    const ib_host_retries *r = h->batch.retries;
     *lower_bound = r != NULL && r->incomplete;
     for (size_t i = 0; r != NULL && i < r->cap; i++)
         if (r->slots[i].seq != 0 && !marked(h, &r->slots[i], &warned))
