@@ -164,12 +164,17 @@
  *    but the database, SQLite's -wal and -shm, and the -turn file (one
  *    page; the file's mode and trust checks apply to it as to -wal).
  *  - The WAL: SQLite's automatic checkpoint is off. After a write commits,
- *    a WAL past 16 MiB gets a PASSIVE checkpoint (it waits for nobody). With
- *    several busy writers a passive one never lets the WAL start over, so
- *    past 64 MiB a RESTART checkpoint is tried, waiting at most 20 ms for
- *    readers and writers, and not again for a second when it could not end
- *    (a reader on an old snapshot: an sqlite3 shell in BEGIN, a paged
- *    `ibus markers list`). A commit never waits longer than that for one.
+ *    while its writer still holds the write turn, a WAL past 16 MiB gets a
+ *    RESTART checkpoint: it copies the WAL into the file and lets the next
+ *    writer start the WAL over. It waits at most 20 ms for readers (and
+ *    for a writer that knows no turn); when it could not end (a reader on
+ *    an old snapshot: an sqlite3 shell in BEGIN, a paged `ibus markers
+ *    list`), the next is tried once the WAL has grown by 16 MiB more. A commit never waits longer
+ *    than that for one. Under the turn no writer of this recorder can keep
+ *    it from ending; checkpoints taken after the turn was given back never
+ *    let the WAL start over while other processes kept writing, so every
+ *    commit past the bound paid for one and the file ran at about half
+ *    the speed of one process (bench/README.md).
  *    A write that finds the disk full (SQLITE_FULL, or an I/O error with
  *    ENOSPC or EDQUOT) leads to a TRUNCATE checkpoint, which copies the WAL
  *    into the file and cuts the WAL to nothing: tried at once, then before
@@ -178,8 +183,8 @@
  *    file already, and otherwise only what the file grows by, so the WAL
  *    gives its space back once the disk has room, instead of waiting for a
  *    commit that cannot come. Unless a reader keeps an old snapshot, the
- *    bounds above hold the WAL near 64 MiB (plus what commits add while a
- *    RESTART waits); docs/operations.md says how much free space to keep.
+ *    bound above holds the WAL near 16 MiB (plus one commit's pages);
+ *    docs/operations.md says how much free space to keep.
  *
  * WHY PLAIN TABLES (measured side by side with the marker journal of
  * version 5 and with time-sliced generations; the figures are in

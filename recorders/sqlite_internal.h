@@ -85,7 +85,7 @@ typedef struct sq_tally {
 typedef struct sq_wal {
     int frames;                /* WAL frames after the last commit (the WAL hook) */
     int page_size;             /* the file's */
-    int64_t restart_after_ms;  /* monotonic: no RESTART attempt before this */
+    int failed_at_frames;      /* the WAL's frames when a RESTART last failed; 0 = none */
     uint64_t restarts_failed;  /* RESTART checkpoints a reader or writer kept from ending */
     bool full;                 /* a write found the disk full; no TRUNCATE checkpoint ended since */
     int64_t truncate_after_ms; /* monotonic: no TRUNCATE attempt before this */
@@ -175,10 +175,11 @@ int ib__sq_begin(sq_recorder *s, tx_kind kind);
  * code, or IB__SQLITE_REFUSED with `local` set (IB_ERR_SCHEMA). */
 int ib__sq_check_schema(sq_recorder *s, ib_error *local);
 
-/* After a write committed: a PASSIVE checkpoint once the WAL is past its
- * first bound; past the second, a RESTART that waits 20 ms at most, so the
- * next writer starts the WAL over, and not again for a second when readers
- * on old snapshots kept it from ending. */
+/* After a write committed, with the write turn still held: once the WAL is
+ * past its bound, a RESTART checkpoint that waits 20 ms at most for
+ * readers, so the next writer starts the WAL over; after one that readers
+ * on old snapshots kept from ending, the next once the WAL has grown by
+ * the bound again. */
 void ib__sq_wal_bound(sq_recorder *s);
 
 /* Starts the clock of a call: its waits end busy_timeout_ms from now. */

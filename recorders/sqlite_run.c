@@ -16,11 +16,9 @@
 #define BACKOFF_MAX_US 100000
 #define BUSY_FIRST_US 50
 #define BUSY_MAX_US 2000
-/* The WAL's bounds (the top of sqlite.c, "The WAL"). */
-#define WAL_PASSIVE_BYTES (16 * 1024 * 1024)
-#define WAL_RESTART_BYTES (64 * 1024 * 1024)
+/* The WAL's bound (the top of sqlite.c, "The WAL"). */
+#define WAL_CHECKPOINT_BYTES (16 * 1024 * 1024)
 #define RESTART_WAIT_MS 20
-#define RESTART_PAUSE_MS 1000
 /* After a full disk: a TRUNCATE checkpoint waits as long as a RESTART and
  * is tried at most this often until one ends. */
 #define TRUNCATE_PAUSE_MS 1000
@@ -180,24 +178,27 @@ static int attempt(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_err
 
 void ib__sq_wal_bound(sq_recorder *s)
 {
-    int64_t bytes = (int64_t)s->wal.frames * (s->wal.page_size > 0 ? s->wal.page_size : 4096);
-    if (s->in_memory || bytes < WAL_PASSIVE_BYTES)
+    int page = s->wal.page_size > 0 ? s->wal.page_size : 4096;
+    int bound = WAL_CHECKPOINT_BYTES / page, frames = s->wal.frames;
+    if (s->in_memory || frames < bound)
         return;
-    int mode = SQLITE_CHECKPOINT_PASSIVE;
-    int64_t now = ib_clock_monotonic_ms();
-    if (bytes >= WAL_RESTART_BYTES && now >= s->wal.restart_after_ms) {
-        mode = SQLITE_CHECKPOINT_RESTART;
-        int64_t wait_end = ib_clock_monotonic_ns() + (int64_t)RESTART_WAIT_MS * 1000000;
-        if (wait_end < s->deadline_ns)
-            s->deadline_ns = wait_end;
-    }
+    /* After a RESTART that could not end, the next waits until the WAL has
+     * grown by as much again (or was started over by another writer), so a
+     * reader on an old snapshot costs one 20 ms wait per bound written. */
+    int failed = s->wal.failed_at_frames;
+    if (failed > 0 && frames >= failed && frames - failed < bound)
+        return;
+    int64_t wait_end = ib_clock_monotonic_ns() + (int64_t)RESTART_WAIT_MS * 1000000;
+    if (wait_end < s->deadline_ns)
+        s->deadline_ns = wait_end;
     int log = 0, done = 0;
-    int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, mode, &log, &done);
-    if (mode == SQLITE_CHECKPOINT_RESTART && rc == SQLITE_OK) {
+    if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_RESTART, &log, &done) ==
+        SQLITE_OK) {
         s->wal.frames = 0;
-    } else if (mode == SQLITE_CHECKPOINT_RESTART) {
+        s->wal.failed_at_frames = 0;
+    } else {
         s->wal.restarts_failed++;
-        s->wal.restart_after_ms = now + RESTART_PAUSE_MS;
+        s->wal.failed_at_frames = frames;
     }
 }
 
@@ -246,9 +247,9 @@ ib_status ib__sq_run(sq_recorder *s, tx_kind kind, tx_body body, void *ctx, ib_e
     for (;;) {
         int rc = attempt(s, kind, body, ctx, &local);
         if (rc == SQLITE_OK) {
-            ib__sq_turn_end(s);
             if (kind == TX_CLAIM || kind == TX_MARK)
                 ib__sq_wal_bound(s);
+            ib__sq_turn_end(s);
             return IB_OK;
         }
         /* Keep SQLite's message before the rollback replaces it. */

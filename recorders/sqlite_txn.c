@@ -272,9 +272,9 @@ ib_status ib__sq_transact(ib_recorder *r, ib__txn_result *out, size_t *consumed,
         break;
     }
     sqlite3_set_authorizer(s->db, NULL, NULL);
-    ib__sq_turn_end(s);
     if (st == IB_OK)
         ib__sq_wal_bound(s);
+    ib__sq_turn_end(s);
     pthread_mutex_unlock(&s->mu);
     return st;
 }

@@ -15,6 +15,7 @@
  *     neighbour ends at the busy timeout.
  * Item 6 (the transactional guard) is test_sqlite_txn.c's
  * test_guard_covers_every_object_of_the_file. */
+#include <pthread.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -245,6 +246,64 @@ static void test_open_reader_does_not_stall_commits(void **state)
     ib_recorder_close(r);
 }
 
+/* Two writers on one file (two connections, as two processes have), each
+ * claiming and marking batches without a pause. Each starts the WAL over
+ * once it passed its bound, while it still holds the write turn: a
+ * checkpoint after the turn was given back never lets the WAL start over
+ * while the other writes, so the WAL grew to the RESTART bound (64 MiB)
+ * with a checkpoint after every commit. */
+typedef struct wal_writer {
+    ib_recorder *r;
+    uint64_t first;
+    int rounds;
+    uint64_t max_wal;
+    ib_status st;
+} wal_writer;
+
+static void *wal_writer_main(void *arg)
+{
+    wal_writer *w = arg;
+    enum { N = 512 };
+    static _Thread_local char ids[N][IB_ID_BUF_SIZE];
+    static _Thread_local ib_marker_key keys[N];
+    static _Thread_local ib_claim_info info[N];
+    static _Thread_local bool marked[N];
+    ib_error e;
+    ib_claim_request req = {.owner = "W", .lease_ms = 60000};
+    for (int i = 0; i < w->rounds && w->st == IB_OK; i++) {
+        make_keys(keys, ids, "svc/p/h", w->first + (uint64_t)i * N, N);
+        w->st = ib__recorder_acquire_fp(w->r, info, keys, NULL, N, &req, &e);
+        if (w->st == IB_OK)
+            w->st = ib__recorder_mark_owned_fp(w->r, marked, keys, NULL, N, "W", &e);
+        uint64_t wal = ib__recorder_wal_bytes(w->r);
+        if (wal > w->max_wal)
+            w->max_wal = wal;
+    }
+    return NULL;
+}
+
+static void test_busy_writers_start_the_wal_over(void **state)
+{
+    (void)state;
+    wal_writer w[2] = {
+        {.r = open_file("busy.db", "?synchronous=off"), .first = 0, .rounds = 120},
+        {.r = open_file("busy.db", "?synchronous=off"), .first = 1000000, .rounds = 120},
+    };
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, wal_writer_main, &w[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    uint64_t most = w[0].max_wal > w[1].max_wal ? w[0].max_wal : w[1].max_wal;
+    print_message("[ writers  ] the WAL reached %.1f MiB with two busy writers\n",
+                  (double)most / (1 << 20));
+    for (int i = 0; i < 2; i++) {
+        CHECK(w[i].st);
+        ib_recorder_close(w[i].r);
+    }
+    assert_true(most <= (24u << 20));
+}
+
 /* --- 4. owner tokens ---------------------------------------------------------------- */
 
 static size_t heap_in_use(void)
@@ -327,6 +386,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_failed_write_never_hides_a_mark, setup, teardown),
     cmocka_unit_test_setup_teardown(test_seed_row_with_nul_is_refused, setup, teardown),
     cmocka_unit_test_setup_teardown(test_open_reader_does_not_stall_commits, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_busy_writers_start_the_wal_over, setup, teardown),
     cmocka_unit_test_setup_teardown(test_owner_tokens_are_not_kept, setup, teardown),
     cmocka_unit_test_setup_teardown(test_no_signal_handler_and_a_stopped_neighbour, setup,
                                     teardown),
