@@ -1827,6 +1827,10 @@ static ib_status run_locked(run_ctx *c)
         int64_t t0 = ib_clock_monotonic_ns();
         claim(c);
         double claim_seconds = seconds_since(t0);
+        /* The commit interval counts from the claim's write: a claim that
+         * waited for the file's turn has not made any mark wait, and must
+         * not make the first call's mark a transaction of its own. */
+        c->last_commit_ms = ib_clock_monotonic_ms();
         settle_ready(c);
         run_handlers(c);
         leases_done(c->r);
