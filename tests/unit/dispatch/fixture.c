@@ -101,6 +101,12 @@ static ib_status c_acquire_batch(ib_recorder *r, ib_claim_info *out, const ib_ma
     atomic_fetch_add(&calls_of(r)->claim_batch, 1);
     if (atomic_load(&calls_of(r)->fail_claim))
         return ib_error_set(err, IB_ERR_RECORDER, "recorder counting: claim fails on demand");
+    /* a claim that waited for the file's turn */
+    int delay = atomic_load(&calls_of(r)->claim_delay_ms);
+    if (delay > 0) {
+        struct timespec pause = {.tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
     return ib__recorder_acquire_checked(inner_of(r), out, keys, fingerprints, n, req, opts, err);
 }
 

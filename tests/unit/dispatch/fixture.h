@@ -28,6 +28,7 @@ typedef struct fx_calls {
     atomic_bool fail_transact; /* the transaction fails before any work runs */
     atomic_bool block_renew;   /* a renewal waits until this is cleared */
     atomic_bool renew_blocked; /* a renewal is waiting so */
+    atomic_int claim_delay_ms; /* a claim (acquire) first waits this long */
 } fx_calls;
 
 typedef struct fx {

@@ -498,9 +498,37 @@ static void renewal_waits_without_the_batch(fx *f)
 BOTH_KINDS(eight_threads_run_in_parallel)
 BOTH_KINDS(one_thread_runs_on_caller)
 BOTH_KINDS(pool_mixed_batch)
+/* A claim that waits longer than the commit interval (for the file's
+ * turn) makes no mark wait: the interval counts from the claim's write, so
+ * fast inline calls still share one mark transaction. Counted from before
+ * the claim, the first call's mark was committed alone. */
+static void slow_claim_keeps_one_mark_call(fx *f)
+{
+    ib_dispatch_options o = fx_default_options();
+    o.commit_interval_ms = 100;
+    ib_event ev[4];
+    ib_delivery dl[4];
+    fx_handler h;
+    fx_handler_init(&h, IB_HANDLER_OK);
+    fx_dispatch(f, &o);
+    fx_add(f, "c/p/h", TYPE, &h);
+    for (unsigned i = 0; i < 4; i++) {
+        fx_event(&ev[i], 970 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    atomic_store(&f->calls->claim_delay_ms, 300);
+    assert_int_equal(ib_dispatch_run(f->d, dl, 4, NULL, NULL), IB_OK);
+    assert_int_equal(atomic_load(&f->calls->claim_batch), 1);
+    assert_int_equal(atomic_load(&f->calls->mark_batch), 1);
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+    assert_int_equal(atomic_load(&h.calls), 4);
+}
+
 BOTH_KINDS(one_mark_call_per_batch)
 BOTH_KINDS(long_handler_keeps_its_lease)
 BOTH_KINDS(renewal_waits_without_the_batch)
+BOTH_KINDS(slow_claim_keeps_one_mark_call)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(backoff_bounded_growing_capped),
@@ -518,6 +546,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(long_handler_keeps_its_lease_sqlite),
     cmocka_unit_test(renewal_waits_without_the_batch_memory),
     cmocka_unit_test(renewal_waits_without_the_batch_sqlite),
+    cmocka_unit_test(slow_claim_keeps_one_mark_call_memory),
+    cmocka_unit_test(slow_claim_keeps_one_mark_call_sqlite),
 };
 
 IB_TEST_MAIN(tests)
