@@ -53,6 +53,9 @@
  *   requests: one place sends (send_planned). It holds no lock while it
  *   sends, naks or logs.
  *
+ *   The flusher threads only flush the connection after the owner
+ *   published (WHY A FLUSH below); they never publish.
+ *
  *   Every other thread (the caller's) only posts: facts (waiting in
  *   ib_puller_next, how long a batch took, a hold), a new durable, a
  *   removal or a stop, each under the one mutex followed by a wake-up; and
@@ -99,7 +102,7 @@
  *       ask for another batch while ahead + batch <= window * batch,
  *       unless stopping, removing or backing off.
  *  4. Without it: nak, free the unlinked durables, publish the planned
- *     requests and flush once. A request that could not be published is
+ *     requests and have a flusher flush once. A request that could not be published is
  *     written off and its durable waits before asking again.
  *  5. Sleep until a message arrives, a fact is posted, or the nearest
  *     deadline, back-off end or reconnect check (at most 100 ms away).
@@ -107,9 +110,9 @@
  * WHY A FLUSH. nats.c's flusher holds a publish back for up to a
  * millisecond to batch writes, idling the server for that long per
  * request. natsConnection_FlushTimeout writes the buffer at once and then
- * waits for a PONG, which queues behind the messages being delivered: the
- * owner waits for it at most REQUEST_FLUSH_WAIT_MS, the arrivals meanwhile
- * queue in the in-queue and the caller goes on with the ready queue. */
+ * waits for a PONG, which queues behind the messages being delivered.
+ * Nobody the caller waits for may wait for that PONG, so a flusher
+ * thread does; while one waits, the other flushes the next requests. */
 #include "jetstream.h"
 
 #include <inttypes.h>
@@ -135,9 +138,13 @@
  * next one goes this long after it at most, whatever their expiry. */
 #define RECONNECT_CHECK_MS 100
 
-/* Longest wait for the server's PONG after publishing requests (see the
- * opening comment): the requests are on the wire before it starts. */
-#define REQUEST_FLUSH_WAIT_MS 1
+/* Longest wait of a flusher thread for the server's PONG after it has
+ * put the owner's requests on the wire (see WHY A FLUSH). */
+#define REQUEST_FLUSH_WAIT_MS 100
+
+/* Flusher threads: while one waits for its PONG, the other can put a
+ * request planned meanwhile on the wire. */
+#define FLUSHERS 2
 
 /* After a refused pull request (409 and other errors) the durable's next
  * one waits: 50 ms, doubling to 5 s. A consumer whose limits refuse every
@@ -211,6 +218,18 @@ typedef struct inbox {
     bool done;           /* the subscription is closed and its last callback returned */
 } inbox;
 
+/* Threads that flush the connection for the owner, so that neither it
+ * nor the caller waits for a PONG (see WHY A FLUSH). They flush; they
+ * never publish. */
+typedef struct flusher {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    natsConnection *nc;
+    bool pending, stop;
+    int threads; /* started; mu and cv exist while > 0 */
+    pthread_t thread[FLUSHERS];
+} flusher;
+
 /* What one turn of the owner carries from step to step; its arrays are
  * kept from turn to turn. */
 typedef struct turn {
@@ -233,6 +252,7 @@ struct ib_puller {
     int64_t flush_ms;
     pthread_t owner;
     bool owner_started;
+    flusher fl;
     /* owner only */
     uint64_t last_no; /* the latest request number planned */
     uint64_t reconnects_seen;
@@ -378,6 +398,72 @@ static void poke_locked(ib_puller *p)
 {
     p->poked = true;
     pthread_cond_signal(&p->in->wake);
+}
+
+/* ---- the flushers ---- */
+
+static void *flusher_main(void *arg)
+{
+    flusher *f = arg;
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (!f->pending && !f->stop)
+            pthread_cond_wait(&f->cv, &f->mu);
+        if (f->stop)
+            break;
+        f->pending = false;
+        pthread_mutex_unlock(&f->mu);
+        /* A timeout or a reconnect leaves the requests buffered, as they
+         * would have been without the flush. */
+        natsConnection_FlushTimeout(f->nc, REQUEST_FLUSH_WAIT_MS);
+        pthread_mutex_lock(&f->mu);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* Starts the flushers (signals blocked by the caller); false when not
+ * every one could start (those that did run until flusher_stop). */
+static bool flusher_start(flusher *f, natsConnection *nc)
+{
+    f->nc = nc;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    f->threads = 0;
+    while (f->threads < FLUSHERS) {
+        if (pthread_create(&f->thread[f->threads], NULL, flusher_main, f) != 0)
+            break;
+        f->threads++;
+    }
+    if (f->threads == 0) {
+        pthread_cond_destroy(&f->cv);
+        pthread_mutex_destroy(&f->mu);
+    }
+    return f->threads == FLUSHERS;
+}
+
+/* Asks a flusher to put what the connection buffers on the wire. */
+static void flusher_kick(flusher *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->pending = true;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void flusher_stop(flusher *f)
+{
+    if (f->threads == 0)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    for (int i = 0; i < f->threads; i++)
+        pthread_join(f->thread[i], NULL);
+    f->threads = 0;
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
 }
 
 /* Unsubscribes and waits (a bounded time) for the last callback; then the
@@ -737,8 +823,8 @@ static natsStatus publish_request(ib_puller *p, durable *d, request *r)
 }
 
 /* Step 4: the one place that sends pull requests (invariant 1). Each
- * planned request of the durables of `list` is published; one flush puts
- * them all on the wire. A request that could not be published is written
+ * planned request of the durables of `list` is published; one flush, on a
+ * flusher thread, puts them all on the wire. A request that could not be published is written
  * off, and its durable waits RECONNECT_CHECK_MS before asking again.
  * Returns whether it sent or tried to. */
 static bool send_planned(ib_puller *p, durable *list)
@@ -765,9 +851,7 @@ static bool send_planned(ib_puller *p, durable *list)
     }
     if (!sent)
         return false;
-    /* A timeout or a reconnect leaves the requests buffered, as they would
-     * have been without the flush. */
-    natsConnection_FlushTimeout(p->nc, REQUEST_FLUSH_WAIT_MS);
+    flusher_kick(&p->fl);
     if (failed == NATS_OK)
         return true;
     char why[200];
@@ -1065,9 +1149,9 @@ void ib_puller_stats_get(const ib_puller *p, ib_puller_stats *out)
 
 /* ---- creating and freeing ---- */
 
-/* Subscribes to "<inbox>.*" and starts the owner, with signals blocked, so
- * nats.c's delivery thread for it and the owner leave them to the host's
- * own threads. */
+/* Subscribes to "<inbox>.*" and starts the flushers and the owner, with
+ * signals blocked, so nats.c's delivery thread for it and ours leave them
+ * to the host's own threads. */
 static ib_status start(ib_puller *p, ib_error *err)
 {
     char wildcard[256], d[200];
@@ -1080,13 +1164,14 @@ static ib_status start(ib_puller *p, ib_error *err)
         p->subscribed = true;
         s = natsSubscription_SetOnCompleteCB(p->sub, on_inbox_complete, p->in);
     }
-    int rc = s == NATS_OK ? pthread_create(&p->owner, NULL, owner_main, p) : 0;
+    bool flushers = s == NATS_OK && flusher_start(&p->fl, p->nc);
+    int rc = flushers ? pthread_create(&p->owner, NULL, owner_main, p) : 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (s != NATS_OK)
         return ib_error_set(err, IB_ERR_NATS, "puller: subscribe: %s",
                             ib_nats_strerror(d, sizeof(d), s));
-    if (rc != 0)
-        return ib_error_set(err, IB_ERR_IO, "puller: cannot start its thread");
+    if (!flushers || rc != 0)
+        return ib_error_set(err, IB_ERR_IO, "puller: cannot start its threads");
     p->owner_started = true;
     return IB_OK;
 }
@@ -1156,6 +1241,7 @@ void ib_puller_free(ib_puller *p)
         pthread_mutex_unlock(&p->in->mu);
         pthread_join(p->owner, NULL);
     }
+    flusher_stop(&p->fl);
     close_subscription(p);
     /* what the owner sorted and never showed, and the ready queue */
     fifo_nak_all(&p->t.sorted, p->nc);
