@@ -29,6 +29,14 @@
  *
  *   A message reaches the inbox on nats.c's delivery thread and goes:
  *     in        the callback appends it to the in-queue, nothing more;
+ *     taken straight
+ *               a delivery of a durable pulled from, at the head of the
+ *               in-queue, is taken by ib_puller_next as it is while the
+ *               owner holds no earlier message and the ready queue is
+ *               empty; the caller tells its durable (`taken`), and the
+ *               owner counts it against a request on its next turn, before
+ *               anything that came after it. Anything else, or while a
+ *               remover or stopper collects, goes the owner's way:
  *     sorted    the owner takes the in-queue whole. A status ends its
  *               request and is destroyed. A delivery is told to its
  *               durable by its $JS.ACK reply subject and counted against
@@ -45,7 +53,10 @@
  * WHO OWNS WHAT
  *
  *   nats.c's delivery thread runs on_inbox_msg: it appends to the in-queue
- *   and wakes the owner. It never sends.
+ *   and wakes the owner for a status (or while a remover or stopper
+ *   collects), else the caller if it waits in ib_puller_next. It never
+ *   sends. A delivery alone needs no owner: it turns a message owed into
+ *   a message ready, which leaves the rule's sum (below) as it was.
  *
  *   The owner thread (owner_main) alone reads the in-queue's messages,
  *   keeps the request records and the counters `asked` and `answered`,
@@ -58,8 +69,9 @@
  *
  *   Every other thread (the caller's) only posts: facts (waiting in
  *   ib_puller_next, how long a batch took, a hold), a new durable, a
- *   removal or a stop, each under the one mutex followed by a wake-up; and
- *   it takes from the ready queue.
+ *   removal or a stop, and the counts of what it took straight, each under
+ *   the one mutex followed by a wake-up when it changes what the owner
+ *   decides; and it takes from the ready queue and the in-queue.
  *
  *   One mutex, inbox.mu, guards the two queues, the list of durables,
  *   the posted facts and what the owner shows (conditions, requests in
@@ -85,14 +97,19 @@
  *     request that went into a closing socket.
  *
  * THE ALGORITHM, one turn of the owner:
- *  1. Under the mutex: take the in-queue whole, the head of the list of
- *     durables and the facts.
- *  2. Without it: if the connection reconnected since the last turn, end
+ *  1. Under the mutex: take the in-queue whole when it holds a status, a
+ *     message the caller left, while someone collects, or when a request
+ *     is past its deadline or the connection reconnected (else its
+ *     deliveries stay for the caller); take the counts of what the caller
+ *     took straight, the head of the list of durables and the facts.
+ *  2. Without it: count what the caller took straight against the
+ *     requests. If the connection reconnected since the last turn, end
  *     every request (invariant 6). Sort each message (above): statuses
  *     end requests and set back-off and conditions, deliveries are counted
  *     against their requests. End the requests past their deadline.
  *  3. Under the mutex: append the deliveries to the ready queue (those of
- *     a durable its remover gave up on go to be nak'ed), wake the takers,
+ *     a durable its remover gave up on go to be nak'ed), wake the takers
+ *     if it had any,
  *     show conditions and stats, unlink the durables their removers are
  *     done with, and plan requests by the keep-ahead rule:
  *       window = 2 while batches take under AckWait/8, 1 under AckWait/4,
@@ -102,10 +119,15 @@
  *       ask for another batch while ahead + batch <= window * batch,
  *       unless stopping, removing or backing off.
  *  4. Without it: nak, free the unlinked durables, publish the planned
- *     requests and have a flusher flush once. A request that could not be published is
- *     written off and its durable waits before asking again.
- *  5. Sleep until a message arrives, a fact is posted, or the nearest
+ *     requests and have a flusher flush once. A request that could not be
+ *     published is written off and its durable waits before asking again.
+ *  5. Sleep until a status arrives, a fact is posted, or the nearest
  *     deadline, back-off end or reconnect check (at most 100 ms away).
+ *
+ *   ib_puller_next takes the ready queue, then the in-queue straight, and
+ *   returns when it holds `max`, when a request ended by a status or its
+ *   deadline while it holds some (nothing more is coming soon), or
+ *   flush_ms after the last arrival.
  *
  * WHY A FLUSH. nats.c's flusher holds a publish back for up to a
  * millisecond to batch writes, idling the server for that long per
@@ -181,6 +203,7 @@ typedef struct durable {
     char *next_subject; /* <api prefix>.CONSUMER.MSG.NEXT.<stream>.<durable> */
     int64_t ack_wait_ms;
     /* owner only */
+    size_t to_count;        /* `taken` as the owner collected it in step 1 */
     request live[LIVE_MAX]; /* oldest first */
     size_t nlive;
     uint64_t asked, answered; /* invariant 2 */
@@ -190,6 +213,7 @@ typedef struct durable {
     refusal_kind refusals[REFUSAL_KINDS];
     /* under the mutex */
     size_t queued;                  /* in the ready queue */
+    size_t taken;                   /* taken from the in-queue by the caller, not counted yet */
     size_t shown_live;              /* nlive as the owner last showed it */
     ib_puller_condition shown_cond; /* cond as the owner last showed it */
     bool removing;                  /* a remover collects its messages: ask no more */
@@ -213,9 +237,13 @@ typedef struct fifo {
  * freed under it. */
 typedef struct inbox {
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* the owner sleeps on it; CLOCK_MONOTONIC */
-    fifo q;              /* the in-queue */
-    bool done;           /* the subscription is closed and its last callback returned */
+    pthread_cond_t wake;  /* the owner sleeps on it; CLOCK_MONOTONIC */
+    pthread_cond_t ready; /* takers sleep on it; CLOCK_MONOTONIC */
+    fifo q;               /* the in-queue */
+    size_t others;        /* messages in q that are no delivery: the owner sorts them */
+    int collectors;       /* ib_puller_remove or _stop collect: the owner sorts everything */
+    bool taker_waits;     /* ib_puller_next waits for what comes into q */
+    bool done;            /* the subscription is closed and its last callback returned */
 } inbox;
 
 /* Threads that flush the connection for the owner, so that neither it
@@ -258,8 +286,8 @@ struct ib_puller {
     uint64_t reconnects_seen;
     ib_puller_stats stats; /* all but messages */
     turn t;
+    uint64_t ends; /* requests ended by a status, their deadline or a reconnect */
     /* under in->mu */
-    pthread_cond_t ready_cv; /* takers sleep on it; CLOCK_MONOTONIC */
     fifo ready;
     durable *durables;
     bool waiting; /* the caller waits in ib_puller_next */
@@ -268,7 +296,9 @@ struct ib_puller {
     bool stopping;          /* ib_puller_stop was called */
     bool quit;              /* ib_puller_free: the owner returns */
     bool poked;             /* something was posted since the owner last looked */
+    bool sort_all;          /* the caller left a delivery in the in-queue to the owner */
     bool busy;              /* the owner holds arrivals it has not shown yet */
+    uint64_t shown_ends;    /* ends as the owner last showed it */
     natsStatus send_failed; /* a request could not be published since the last next */
     ib_puller_stats shown;  /* the owner's stats as last shown; messages counted by takers */
 };
@@ -335,14 +365,25 @@ static void fifo_nak_all(fifo *f, natsConnection *nc)
 
 /* ---- nats.c's side: the callback only queues ---- */
 
+/* Wakes whoever takes the message next: the owner for a status (it ends
+ * a request) and while a remover or a stopper collects; otherwise the
+ * caller if it waits in ib_puller_next, which takes deliveries straight
+ * from the in-queue. A delivery alone changes nothing the owner decides:
+ * it moves a message from owed to ready (invariant 3). */
 static void on_inbox_msg(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *closure)
 {
     (void)nc;
     (void)sub;
     inbox *in = closure;
+    bool delivery = is_delivery(m);
     pthread_mutex_lock(&in->mu);
     bool queued = fifo_push(&in->q, (entry){m, NULL});
-    pthread_cond_signal(&in->wake);
+    if (queued && !delivery)
+        in->others++;
+    if (!delivery || in->collectors > 0)
+        pthread_cond_signal(&in->wake);
+    else if (in->taker_waits)
+        pthread_cond_signal(&in->ready);
     pthread_mutex_unlock(&in->mu);
     if (!queued) {
         /* not acked: it comes back after AckWait */
@@ -378,6 +419,7 @@ static inbox *inbox_new(void)
         return NULL;
     pthread_mutex_init(&in->mu, NULL);
     cond_init_monotonic(&in->wake);
+    cond_init_monotonic(&in->ready);
     return in;
 }
 
@@ -388,6 +430,7 @@ static void inbox_free(inbox *in, natsConnection *nc)
         return;
     fifo_nak_all(&in->q, nc);
     free(in->q.ring);
+    pthread_cond_destroy(&in->ready);
     pthread_cond_destroy(&in->wake);
     pthread_mutex_destroy(&in->mu);
     free(in);
@@ -512,6 +555,7 @@ static void end_all_requests(ib_puller *p, durable *list)
         while (d->nlive > 0)
             end_request(d, 0);
     p->stats.abandoned++;
+    p->ends++;
 }
 
 /* Logs a refusal at most once per REFUSAL_LOG_INTERVAL_MS for each distinct
@@ -628,6 +672,7 @@ static void sort_status(ib_puller *p, durable *list, natsMsg *m, const char *sta
     }
     if (d == NULL || no == 0)
         return;
+    p->ends++;
     if (natsMsgHeader_Get(m, "Description", &text) != NATS_OK || text == NULL)
         text = "";
     if (server_shutdown(status, text)) {
@@ -685,6 +730,16 @@ static void count_delivery(ib_puller *p, durable *d)
     answered_ok(d);
 }
 
+/* Step 2: counts the deliveries the caller took straight from the
+ * in-queue since the last turn. They came before this turn's arrivals,
+ * so they are counted first, in the order the server answers. */
+static void count_taken(ib_puller *p, durable *list)
+{
+    for (durable *d = list; d != NULL; d = d->next)
+        for (; d->to_count > 0; d->to_count--)
+            count_delivery(p, d);
+}
+
 /* Step 2: sorts the arrivals into statuses (consumed), deliveries for the
  * ready queue and deliveries to nak. A status is a message without a
  * $JS.ACK reply subject, with a "Status" header (and, from the server, no
@@ -718,14 +773,27 @@ static void sort_arrivals(ib_puller *p, durable *list)
     }
 }
 
+/* True when a request of `list` is past its deadline (the owner's
+ * thread, with in->mu held so that `list` is the current one). */
+static bool any_due(const durable *list, int64_t now)
+{
+    for (const durable *d = list; d != NULL; d = d->next)
+        for (size_t i = 0; i < d->nlive; i++)
+            if (d->live[i].deadline != 0 && now >= d->live[i].deadline)
+                return true;
+    return false;
+}
+
 /* Step 2: ends the requests past their deadline (their status never
  * came). */
-static void expire_requests(durable *list, int64_t now)
+static void expire_requests(ib_puller *p, durable *list, int64_t now)
 {
     for (durable *d = list; d != NULL; d = d->next)
         for (size_t i = d->nlive; i > 0; i--)
-            if (d->live[i - 1].deadline != 0 && now >= d->live[i - 1].deadline)
+            if (d->live[i - 1].deadline != 0 && now >= d->live[i - 1].deadline) {
                 end_request(d, i - 1);
+                p->ends++;
+            }
 }
 
 /* ---- the owner: showing, planning, sending ---- */
@@ -766,23 +834,56 @@ static void show_locked(ib_puller *p)
     uint64_t messages = p->shown.messages;
     p->shown = p->stats;
     p->shown.messages = messages;
+    p->shown_ends = p->ends;
+    /* takers wait for arrivals shown, collectors also for requests ended */
+    if (p->busy || p->in->collectors > 0)
+        pthread_cond_broadcast(&p->in->ready);
     p->busy = false;
-    pthread_cond_broadcast(&p->ready_cv);
 }
 
-/* The keep-ahead window of `d`, in batches (in->mu held): how much may
- * wait unseen depends on how long the caller's batches take against the
- * durable's AckWait; a caller that waits takes at least one batch. */
+/* The keep-ahead window, in batches, of a durable with AckWait
+ * `ack_wait_ms` whose caller's batches take `batch_ms`: messages pulled
+ * ahead wait unseen by the caller's +WPI. */
+static uint64_t band(int64_t batch_ms, int64_t ack_wait_ms)
+{
+    if (ack_wait_ms <= 0)
+        return 0;
+    return batch_ms < ack_wait_ms / 8 ? 2 : batch_ms < ack_wait_ms / 4 ? 1 : 0;
+}
+
+/* The keep-ahead window of `d`, in batches (in->mu held): none while the
+ * caller holds back; a caller that waits takes at least one batch. */
+static uint64_t window_of(const ib_puller *p, const durable *d, bool waiting)
+{
+    uint64_t w = p->holding ? 0 : band(p->batch_ms, d->ack_wait_ms);
+    return waiting && w < 1 ? 1 : w;
+}
+
 static uint64_t window_locked(const ib_puller *p, const durable *d)
 {
-    uint64_t w = 0;
-    if (!p->holding && d->ack_wait_ms > 0) {
-        if (p->batch_ms < d->ack_wait_ms / 8)
-            w = 2;
-        else if (p->batch_ms < d->ack_wait_ms / 4)
-            w = 1;
-    }
-    return p->waiting && w < 1 ? 1 : w;
+    return window_of(p, d, p->waiting);
+}
+
+/* True when a caller that starts to wait in ib_puller_next widens what
+ * the rule allows (in->mu held): only then is the owner woken for it. */
+static bool waiting_widens_locked(const ib_puller *p)
+{
+    for (const durable *d = p->durables; d != NULL; d = d->next)
+        if (!d->removing && window_of(p, d, false) == 0)
+            return true;
+    return false;
+}
+
+/* True when batches that take `batch_ms`, and the end of a hold, change
+ * what the rule allows for some durable (in->mu held). */
+static bool took_changes_locked(const ib_puller *p, int64_t batch_ms)
+{
+    if (p->holding)
+        return true;
+    for (const durable *d = p->durables; d != NULL; d = d->next)
+        if (band(p->batch_ms, d->ack_wait_ms) != band(batch_ms, d->ack_wait_ms))
+            return true;
+    return false;
 }
 
 /* Step 3 (in->mu held): the keep-ahead rule (invariant 3). Plans the
@@ -886,6 +987,34 @@ static void settle_turn(ib_puller *p)
     }
 }
 
+/* Step 1 (in->mu held): takes the in-queue whole when something in it
+ * needs the owner: a status, a delivery the caller left to it, a remover
+ * or stopper collecting, a request past its deadline or a reconnect.
+ * Otherwise the deliveries stay for the caller to take straight. Takes
+ * the counts of those the caller took meanwhile. */
+static void take_arrivals_locked(ib_puller *p, bool due)
+{
+    inbox *in = p->in;
+    if (in->others > 0 || in->collectors > 0 || p->sort_all || due) {
+        fifo_swap(&p->t.arrivals, &in->q);
+        in->others = 0;
+        p->sort_all = false;
+    }
+    p->busy = p->t.arrivals.count > 0;
+    for (durable *d = p->durables; d != NULL; d = d->next) {
+        d->to_count += d->taken;
+        d->taken = 0;
+    }
+}
+
+/* Step 5 (in->mu held): whether anything waits for the owner now. */
+static bool owner_wanted_locked(const ib_puller *p)
+{
+    const inbox *in = p->in;
+    return p->poked || p->quit || in->others > 0 ||
+           (in->q.count > 0 && (in->collectors > 0 || p->sort_all));
+}
+
 static void *owner_main(void *arg)
 {
     ib_puller *p = arg;
@@ -893,16 +1022,17 @@ static void *owner_main(void *arg)
     pthread_mutex_lock(&in->mu);
     while (!p->quit) {
         /* step 1 */
-        fifo_swap(&p->t.arrivals, &in->q);
-        p->busy = true;
+        int64_t now = now_ms();
+        bool due = any_due(p->durables, now) || ib_nats_reconnects(p->conn) != p->reconnects_seen;
+        take_arrivals_locked(p, due);
         p->poked = false;
         durable *list = p->durables;
         pthread_mutex_unlock(&in->mu);
         /* step 2 */
-        int64_t now = now_ms();
+        count_taken(p, list);
         after_reconnect(p, list);
         sort_arrivals(p, list);
-        expire_requests(list, now);
+        expire_requests(p, list, now);
         /* step 3 */
         pthread_mutex_lock(&in->mu);
         show_locked(p);
@@ -914,7 +1044,7 @@ static void *owner_main(void *arg)
         bool sent = send_planned(p, list);
         /* step 5 */
         pthread_mutex_lock(&in->mu);
-        if (in->q.count == 0 && !p->poked && !p->quit && !sent) {
+        if (!owner_wanted_locked(p) && !sent) {
             struct timespec until = ib_clock_monotonic_deadline(sleep);
             pthread_cond_timedwait(&in->wake, &in->mu, &until);
         }
@@ -949,6 +1079,38 @@ static size_t take_ready_locked(ib_puller *p, const durable *only, bool all, nat
     return n;
 }
 
+/* Moves up to `max` deliveries straight from the in-queue into `msgs`
+ * (in->mu held), sparing them a turn of the owner: only while the owner
+ * holds none it has not shown and the ready queue is empty, so they leave
+ * in the order they came, and only from its head up to the first message
+ * that is not a delivery of a durable pulled from (a status, a delivery
+ * to nak or to hand out as it is), which it leaves to the owner. Each is
+ * counted by its durable's `taken` for the owner, who counts it against
+ * its request on its next turn (invariant 2). */
+static size_t take_arrived_locked(ib_puller *p, natsMsg **msgs, size_t max)
+{
+    fifo *q = &p->in->q;
+    size_t n = 0;
+    if (p->busy || p->ready.count > 0 || p->in->collectors > 0)
+        return 0;
+    while (n < max && q->count > 0) {
+        natsMsg *m = q->ring[q->head].msg;
+        bool parsed = false;
+        durable *d = is_delivery(m) ? delivery_durable(p->durables, m, &parsed) : NULL;
+        if (d == NULL || d->removing || d->gone) {
+            p->sort_all = true;
+            break;
+        }
+        fifo_pop(q);
+        d->taken++;
+        msgs[n++] = m;
+    }
+    p->shown.messages += n;
+    if (n > 0 || p->sort_all)
+        poke_locked(p);
+    return n;
+}
+
 /* True when nothing more can arrive for `only` (NULL: any durable), as far
  * as the owner has shown (in->mu held). */
 static bool quiet_locked(const ib_puller *p, const durable *only)
@@ -967,19 +1129,44 @@ static bool quiet_locked(const ib_puller *p, const durable *only)
 static bool collect_locked(ib_puller *p, const durable *only, natsMsg **msgs, size_t *n, size_t max,
                            int64_t give_up)
 {
+    bool all = false;
+    p->in->collectors++; /* the owner sorts every arrival meanwhile */
+    poke_locked(p);
     for (;;) {
         *n += take_ready_locked(p, only, only == NULL, msgs + *n, max - *n);
         if (*n == max)
-            return false;
-        if (quiet_locked(p, only) || (p->in->done && !p->busy && p->in->q.count == 0))
-            return true;
+            break;
+        if (quiet_locked(p, only) || (p->in->done && !p->busy && p->in->q.count == 0)) {
+            all = true;
+            break;
+        }
         int64_t left = give_up - now_ms();
-        if (left <= 0)
-            return true;
+        if (left <= 0) {
+            all = true;
+            break;
+        }
         struct timespec until =
             ib_clock_monotonic_deadline(left < RECONNECT_CHECK_MS ? left : RECONNECT_CHECK_MS);
-        pthread_cond_timedwait(&p->ready_cv, &p->in->mu, &until);
+        pthread_cond_timedwait(&p->in->ready, &p->in->mu, &until);
     }
+    p->in->collectors--;
+    return all;
+}
+
+/* Waits on in->ready (in->mu held) until `until_ms`, as the taker the
+ * delivery callback wakes. */
+static void wait_for_arrivals_locked(ib_puller *p, int64_t until_ms, int64_t now)
+{
+    struct timespec ts = ib_clock_monotonic_deadline(until_ms - now);
+    p->in->taker_waits = true;
+    pthread_cond_timedwait(&p->in->ready, &p->in->mu, &ts);
+    p->in->taker_waits = false;
+}
+
+/* True when nothing more comes to ib_puller_next (in->mu held). */
+static bool closed_locked(const ib_puller *p)
+{
+    return p->in->done && p->ready.count == 0 && p->in->q.count == 0 && !p->busy;
 }
 
 ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms,
@@ -992,29 +1179,30 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
     if (max > p->batch)
         max = p->batch;
     pthread_mutex_lock(&p->in->mu);
+    uint64_t ends = p->shown_ends;
     p->waiting = true;
-    poke_locked(p);
+    if (waiting_widens_locked(p))
+        poke_locked(p);
     for (;;) {
         size_t got = take_ready_locked(p, NULL, false, msgs + *n, max - *n);
+        got += take_arrived_locked(p, msgs + *n + got, max - *n - got);
         int64_t now = now_ms();
         if (got > 0)
             last_arrival = now;
         *n += got;
-        if (*n == max)
-            break;
-        if (p->in->done && p->ready.count == 0 && p->in->q.count == 0 && !p->busy)
+        /* a request ended by a status or its deadline brings no more: what
+         * is held goes at once, as a full batch does */
+        if (*n == max || (*n > 0 && p->shown_ends != ends) || closed_locked(p))
             break;
         int64_t until = *n > 0 ? last_arrival + p->flush_ms : start + wait_ms;
         if (now >= until)
             break;
-        struct timespec ts = ib_clock_monotonic_deadline(until - now);
-        pthread_cond_timedwait(&p->ready_cv, &p->in->mu, &ts);
+        wait_for_arrivals_locked(p, until, now);
     }
     p->waiting = false;
-    poke_locked(p);
     natsStatus failed = p->send_failed;
     p->send_failed = NATS_OK;
-    bool closed = p->in->done && p->ready.count == 0 && p->in->q.count == 0 && !p->busy;
+    bool closed = closed_locked(p);
     pthread_mutex_unlock(&p->in->mu);
     if (*n > 0)
         return IB_OK;
@@ -1030,9 +1218,11 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
 void ib_puller_batch_took(ib_puller *p, int64_t batch_ms)
 {
     pthread_mutex_lock(&p->in->mu);
+    bool changes = took_changes_locked(p, batch_ms);
     p->batch_ms = batch_ms;
     p->holding = false;
-    poke_locked(p);
+    if (changes)
+        poke_locked(p);
     pthread_mutex_unlock(&p->in->mu);
 }
 
@@ -1201,7 +1391,6 @@ ib_status ib_puller_create(ib_puller **out, ib_nats *conn, const ib_puller_optio
         free(p);
         return ib_error_set(err, IB_ERR_NOMEM, "puller: out of memory");
     }
-    cond_init_monotonic(&p->ready_cv);
     if ((p->prefix = strdup(ib_nats_api_prefix(conn))) == NULL) {
         st = ib_error_set(err, IB_ERR_NOMEM, "puller: out of memory");
         goto fail;
@@ -1269,7 +1458,6 @@ void ib_puller_free(ib_puller *p)
     }
     p->durables = NULL;
     settle_turn(p);
-    pthread_cond_destroy(&p->ready_cv);
     free(p->inbox);
     free(p->prefix);
     free(p);
