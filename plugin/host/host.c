@@ -565,16 +565,14 @@ check_grace:
 /* When every handler's circuit is open there is nothing to pull for until
  * a probe is due: waits (at most 250 ms at a time, so signals and the
  * consumer watch stay prompt) instead of cycling messages through the
- * server. Returns true when it waited; `*held` remembers it, so the batch
- * that brings the probe does not ask for more ahead. */
-static bool hold_for_circuits(ib_host *h, bool *held)
+ * server. Returns true when it waited; the puller is told, so it pulls
+ * nothing ahead until the batch that brings the probe is done. */
+static bool hold_for_circuits(ib_host *h)
 {
     int64_t hold = ib_dispatch_hold_ms(h->dispatch);
     if (hold <= 0)
         return false;
-    if (!*held)
-        ib_puller_chain(h->puller, false);
-    *held = true;
+    ib_puller_hold(h->puller);
     ib__host_outbox_tick(h);
     nats_Sleep(hold < 250 ? hold : 250);
     return true;
@@ -614,11 +612,9 @@ static bool wait_for_retries(ib_host *h, idle_wait *w)
 static int run_loop(ib_host *h, natsMsg **buf)
 {
     int64_t last_activity = ib_clock_monotonic_ms();
-    int64_t last_batch_ms = 0;
     int64_t backoff = 50;
     consumer_watch watch = {0};
     idle_wait idle = {0};
-    bool held = false;
 
     while (!ib__host_signal_received()) {
         if (ib_nats_is_closed(h->nats)) {
@@ -631,7 +627,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
             return 1;
         if (atomic_load(&h->rec.schema_changed))
             return 2;
-        if (hold_for_circuits(h, &held)) {
+        if (hold_for_circuits(h)) {
             last_activity = ib_clock_monotonic_ms(); /* waiting events are not idleness */
             continue;
         }
@@ -656,22 +652,14 @@ static int run_loop(ib_host *h, natsMsg **buf)
             }
             continue;
         }
-        /* Ask for the next batch before working on this one, so the server
-         * delivers it while the handlers and the recorder run instead of
-         * idling for a round trip per batch; and let the puller ask for
-         * the one after as soon as that has arrived. Not when the last
-         * batch took a good part of AckWait: prefetched messages (up to two
-         * batches when chained) wait unseen by the control loop's +WPI and could
-         * be redelivered elsewhere meanwhile. */
-        ib_puller_chain(h->puller, !held && last_batch_ms < h->set.ack_wait_ms / 8);
-        if (!held && last_batch_ms < h->set.ack_wait_ms / 4)
-            ib_puller_prefetch(h->puller, NULL);
-        held = false;
+        /* The puller pulls ahead while the handlers and the recorder run,
+         * as far as the time a batch takes allows against AckWait: it is
+         * told that time once the batch is done. */
         int64_t started = ib_clock_monotonic_ms();
         ib__host_process_batch(h, buf, n);
         last_activity = ib_clock_monotonic_ms();
         idle.horizon_ms = 0; /* a new idle spell starts */
-        last_batch_ms = last_activity - started;
+        ib_puller_batch_took(h->puller, last_activity - started);
         ib__host_outbox_tick(h);
     }
     return 0;
@@ -955,6 +943,7 @@ static int open_consumer(ib_host *h, ib_error *e)
     ib_puller_options po = {
         .stream = cfg->stream,
         .durable = cfg->durable,
+        .ack_wait_ms = h->set.ack_wait_ms,
         .batch = (size_t)cfg->batch,
         .expires_ms = cfg->pull_expires_ms,
         .flush_ms = cfg->flush_ms,

@@ -11,7 +11,13 @@
  * reach the host's inbox while it sleeps, answering a request that has
  * ended locally by the time the handler returns: up to 63 leftovers, more
  * than half of the next batch. It runs in the sanitizer build too, and
- * checks that leftovers occurred and every event was handled once. */
+ * checks that every event was handled once.
+ *
+ * The puller counts a delivery against its request until the request's
+ * local deadline (its expiry plus a margin) or its status, so the late
+ * answers of this scenario are counted against their requests rather than
+ * as leftovers; the burst still reaches the inbox while the caller sleeps
+ * in its handler, which is what Fetch could not survive. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +116,6 @@ static void fetch_hazard_leftovers(void **state)
     assert_int_equal(sum.handled, 2 * total);
     assert_int_equal(sum.acked, total);
     assert_true(sum.pull_requests > 0);
-    assert_true(sum.leftovers > 0);
     it_done(e);
 }
 

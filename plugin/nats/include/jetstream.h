@@ -196,118 +196,163 @@ ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *s
  * message names it), IB_ERR_NATS when the server cannot be asked. */
 ib_status ib_stream_max_age_get(int64_t *max_age_ms, jsCtx *js, const char *stream, ib_error *err);
 
-/* Pulling messages from a JetStream durable pull consumer in batches.
+/* Pulling messages from JetStream durable pull consumers in batches.
  *
- * Debian's nats.c 3.4.1 overflows a heap buffer in natsSubscription_Fetch /
+ * One puller serves any number of durables (of one or several streams),
+ * added and removed while it runs, over one inbox subscription. Debian's
+ * nats.c 3.4.1 overflows a heap buffer in natsSubscription_Fetch /
  * _FetchRequest when messages left over from an expired pull exceed half of
  * the next batch (fixed upstream in 3.9.0). We therefore do not use Fetch:
  * the puller subscribes to "<inbox>.*" with a plain core-NATS subscription
  * (asynchronous, queueing into the puller: natsSubscription_NextMsg would
- * destroy any empty message with a "Status: 503" header) and publishes pull requests
- * ({"batch":N,"expires":ns}) to $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>, request number k with
- * the reply subject "<inbox>.<k>". Every message that reaches the inbox is handed out, whichever
- * request it answers, so leftovers from an expired request are simply the next messages; nothing is
- * copied into a fixed-size array sized by the request. Status messages (404 no messages, 408
- * request expired, 409 conflicts, 100 heartbeats) are never handed out. A status is a message
- * WITHOUT a $JS.ACK reply subject: a delivery that looks like one (an empty body with a Status
- * header, published by anyone) is handed out like any other, so the host can dead-letter it.
- * Statuses arrive on their request's reply subject, so a late status of an earlier request is told
- * apart and does not end the request in flight. (Messages keep their
- * stream subject, so only statuses can be attributed this way.)
+ * destroy any empty message with a "Status: 503" header) and publishes pull
+ * requests ({"batch":N,"expires":ns}) to
+ * <api prefix>.CONSUMER.MSG.NEXT.<stream>.<durable>, request number k with
+ * the reply subject "<inbox>.<k>". Every message that reaches the inbox is
+ * handed out, whichever request it answers, so leftovers from an expired
+ * request are simply the next messages; nothing is copied into a
+ * fixed-size array sized by the request. A delivery is told to its durable
+ * by its $JS.ACK reply subject, a status by its request number. Status
+ * messages (404 no messages, 408 request expired, 409 conflicts, 100
+ * heartbeats) are never handed out. A status is a message WITHOUT a
+ * $JS.ACK reply subject: a delivery that looks like one (an empty body
+ * with a Status header, published by anyone) is handed out like any
+ * other, so the host can dead-letter it.
+ *
+ * How far ahead of the caller the puller asks is its own decision, made by
+ * one rule from facts the caller gives (ib_puller_batch_took,
+ * ib_puller_hold) and each durable's AckWait: messages pulled ahead wait
+ * unseen by the caller's +WPI, so they are pulled ahead only while batches
+ * take a small part of AckWait. puller.c's opening comment describes the
+ * rule, the threads and the invariants.
  *
  * A refused request (409 such as "Exceeded MaxRequestBatch of 8", or any
  * status other than 100, 404 and 408) is logged with the server's text,
- * at most once per 10 s for each distinct text, and the next request waits
- * 50 ms, doubling up to 5 s, until a message or a normal 404/408 arrives.
- * ib_puller_condition_get() tells the host whether the consumer may be
- * gone.
+ * at most once per 10 s for each distinct text, and that durable's next
+ * request waits 50 ms, doubling up to 5 s, until a message or a normal
+ * 404/408 arrives. ib_puller_condition_get() tells the host whether a
+ * consumer may be gone.
  *
  * A request ends locally when its batch has arrived, when its status
  * arrives, or at its expiry plus a margin (as long as the expiry, at most
- * 500 ms) in case the status was lost. Messages still queued, or arriving,
- * after that are leftovers: the situation that breaks Fetch, counted in the
- * stats and handed out like any other message.
+ * 500 ms) in case the status was lost. Messages still arriving after that
+ * are leftovers, counted in the stats and handed out like any other.
  *
  * A reconnect of the connection, or a 409 "Server Shutdown", ends every
  * request in flight at once: a request sent into a closing socket, or to
  * a server on its way out, is never answered, and waiting for its expiry
  * would idle the consumer for up to the whole expiry. The next request
- * goes within RECONNECT_CHECK_MS (100 ms) of the reconnect, whatever the
- * expiry and any back-off.
+ * goes within 100 ms of the reconnect, whatever the expiry and any
+ * back-off.
  *
- * Acks go to each message's reply subject over core NATS (see acknowledging below).
- * Not thread-safe: one thread pulls. */
+ * Acks go to each message's reply subject over core NATS (see acknowledging
+ * below). One thread calls ib_puller_next; ib_puller_add, _remove,
+ * _batch_took, _hold, _condition_get and _stats_get may be called from any
+ * thread; ib_puller_free from one, once nothing else uses the puller. */
 typedef struct ib_puller ib_puller;
 
 /* Lifetime of a pull request when the options give none. */
 #define IB_PULLER_DEFAULT_EXPIRES_MS 1000
 
-/* The most pull requests of one puller that can wait on the server at
- * once: the one whose messages are arriving, one chained behind it (see
- * ib_puller_chain), and one that ended locally (at its deadline, or at a
- * reconnect) but reached the server late (buffered across the reconnect).
- * A consumer's MaxWaiting must leave room for them. */
+/* The most pull requests of one durable that can wait on the server at
+ * once: the two the keep-ahead rule allows at most (see puller.c), and
+ * one that ended locally (at its deadline, or at a reconnect) but reached
+ * the server late (buffered across the reconnect). A consumer's
+ * MaxWaiting must leave room for them. */
 #define IB_PULLER_MAX_WAITING 3
 
 /* The largest batch a puller asks for; a caller that takes the size from
  * a user checks it against this first and names its own option. */
 #define IB_PULLER_MAX_BATCH 4096
 
-typedef struct ib_puller_options {
+/* A durable to pull from. The strings are copied. */
+typedef struct ib_puller_durable {
     const char *stream;
     const char *durable;
+    /* The consumer's AckWait: messages are pulled ahead of the caller only
+     * while its batches take a small part of it. 0 = unknown: nothing is
+     * pulled ahead of a caller that is working on a batch. */
+    int64_t ack_wait_ms;
+} ib_puller_durable;
+
+typedef struct ib_puller_options {
+    /* The first durable, as ib_puller_add would take it; NULL `durable` =
+     * none (add durables later). */
+    const char *stream;
+    const char *durable;
+    int64_t ack_wait_ms;
     size_t batch;       /* messages per pull request, 1..IB_PULLER_MAX_BATCH */
     int64_t expires_ms; /* lifetime of one pull request on the server; 0 = default */
     int64_t flush_ms;   /* once a message arrived, wait at most this for more; 0 = 5 */
 } ib_puller_options;
 
 /* Subscribes to a new inbox on `conn`'s connection (BORROWED; must outlive
- * the puller), whose reconnect count it follows. `*out` is freed with
+ * the puller), whose reconnect count it follows, starts the puller's
+ * thread and adds the options' durable, if any. `*out` is freed with
  * ib_puller_free(). Errors: IB_ERR_INVALID_ARG for a batch outside
  * 1..IB_PULLER_MAX_BATCH (checked before `conn` is used), IB_ERR_NOMEM,
- * IB_ERR_NATS, IB_ERR_IO. */
+ * IB_ERR_NATS, IB_ERR_IO (the thread could not start). */
 ib_status ib_puller_create(ib_puller **out, ib_nats *conn, const ib_puller_options *options,
                            ib_error *err);
 
-/* Collects up to `max` (<= batch) messages into `msgs`, waiting up to
- * `wait_ms` for the first one and then at most flush_ms for each further
- * one; sends pull requests as needed. `*n` is the count (0 after a quiet
- * wait). The caller owns the messages and destroys them with
- * natsMsg_Destroy after acking. Errors: IB_ERR_NATS when publishing a
- * request fails (the caller waits and retries: the connection may be
- * reconnecting). */
+/* Starts pulling from a durable; its messages come from ib_puller_next
+ * with the others'. The puller does not create the consumer: it must
+ * exist (a pull request to a missing one is refused or goes unanswered,
+ * and ib_puller_condition_get says so). Errors: IB_ERR_INVALID_ARG when a
+ * name is missing or this stream's durable is already pulled,
+ * IB_ERR_CLOSED after ib_puller_stop, IB_ERR_NOMEM. */
+ib_status ib_puller_add(ib_puller *p, const ib_puller_durable *durable, ib_error *err);
+
+/* Stops pulling from `stream`'s `durable` and hands back, in `msgs` (up
+ * to `max`), its messages the puller holds and those still arriving for
+ * its requests in flight, until they end or `wait_ms` passes; the caller
+ * owns them and naks them (ib_nak) so they are redelivered at once. When
+ * `*n` == `max` more may be waiting: call again (with the time left). Once
+ * it returns with `*n` < `max` the durable is gone: nothing of it comes
+ * from ib_puller_next any more, and a message that still arrives for it
+ * (a request that outlived `wait_ms`) is nak'ed by the puller. A durable
+ * the puller does not pull from: `*n` = 0, nothing happens. Returns
+ * IB_OK. */
+ib_status ib_puller_remove(ib_puller *p, const char *stream, const char *durable, natsMsg **msgs,
+                           size_t *n, size_t max, int64_t wait_ms);
+
+/* Collects up to `max` (<= batch) messages of any durable into `msgs`,
+ * waiting up to `wait_ms` for the first one and then at most flush_ms for
+ * each further one. `*n` is the count (0 after a quiet wait). Each
+ * message's reply subject names its stream and durable (ib_jsack_parse),
+ * where its ack goes. The caller owns the messages and destroys them with
+ * natsMsg_Destroy after acking. Errors, only when no message came:
+ * IB_ERR_NATS when a pull request could not be published since the last
+ * call (the puller retries; the caller waits and calls again: the
+ * connection may be reconnecting) or when the subscription was closed
+ * with the connection. */
 ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms,
                          ib_error *err);
 
-/* Sends the next pull request now unless one is still in flight, so the
- * server delivers the next batch while the caller works on the one it
- * holds (ib_puller_next would otherwise send it only when called again).
- * Messages that arrive meanwhile wait in the subscription, where nobody
- * sends +WPI for them: only prefetch when the batch at hand will be done
- * well within AckWait. Errors as ib_puller_next; on error the next call to
- * ib_puller_next sends the request. */
-ib_status ib_puller_prefetch(ib_puller *p, ib_error *err);
+/* Tells the puller how long the caller took over its last batch (from
+ * ib_puller_next's return until it was done with the messages), and ends
+ * a hold. From this and each durable's AckWait the puller decides how far
+ * to pull ahead while the caller works: two batches while a batch takes
+ * less than AckWait/8, one while less than AckWait/4, none beyond that.
+ * Before the first call it assumes quick batches. */
+void ib_puller_batch_took(ib_puller *p, int64_t batch_ms);
 
-/* With `on`, the inbox's delivery callback itself sends the next pull
- * request the moment the last message of a batch arrives, while the
- * caller still works on an earlier batch, as long as no more than one
- * batch waits unseen in the queue: the server is not left idle until the
- * caller notices. At most two batches then wait unseen (see
- * ib_puller_prefetch): only turn it on when they will be taken well within
- * AckWait. Off by default, and after ib_puller_stop. */
-void ib_puller_chain(ib_puller *p, bool on);
+/* Tells the puller the caller holds back (every handler's circuit is
+ * open): nothing is pulled ahead while it works, until the next
+ * ib_puller_batch_took. A caller waiting in ib_puller_next still gets a
+ * batch. */
+void ib_puller_hold(ib_puller *p);
 
-/* Sends no further request and collects, in `msgs` (up to `max`), the
- * messages still queued or still arriving for the requests in flight
- * (one the delivery callback chained included), until they end (a
- * status message or their expiry) or `wait_ms` passes.
- * When `*n` < `max` it has unsubscribed: nothing more will come. When
- * `*n` == `max` more may be waiting: call again (with the time left).
- * The caller naks what it gets back, so those messages are redelivered to
- * another process at once instead of after AckWait. */
+/* Sends no further request for any durable and collects, in `msgs` (up to
+ * `max`), the messages the puller holds or that still arrive for the
+ * requests in flight, until they end (a status message or their expiry) or
+ * `wait_ms` passes. When `*n` < `max` it has unsubscribed: nothing more
+ * will come. When `*n` == `max` more may be waiting: call again (with the
+ * time left). The caller naks what it gets back, so those messages are
+ * redelivered to another process at once instead of after AckWait. */
 ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms);
 
-/* What the latest answers said about the consumer. */
+/* What the latest answers said about a consumer. */
 typedef enum ib_puller_condition {
     IB_PULLER_OK = 0,        /* messages, or a request that ended normally (404/408) */
     IB_PULLER_REFUSED,       /* the last request was refused (409...); backing off */
@@ -315,22 +360,25 @@ typedef enum ib_puller_condition {
                                 subject): the consumer may be gone; backing off */
 } ib_puller_condition;
 
-/* The condition since the last message or status of a request in flight. */
+/* The worst condition among the durables pulled from, each since its last
+ * message or status of a request in flight. */
 ib_puller_condition ib_puller_condition_get(const ib_puller *p);
 
-/* Counters for metrics and tests. */
+/* Counters for metrics and tests, over every durable. */
 typedef struct ib_puller_stats {
     uint64_t requests;  /* pull requests sent */
-    uint64_t messages;  /* messages handed out */
+    uint64_t messages;  /* messages handed out by ib_puller_next, _remove and _stop */
     uint64_t statuses;  /* status messages seen */
-    uint64_t leftovers; /* messages taken after the request in flight had ended locally */
+    uint64_t leftovers; /* messages that came after their request had ended locally */
     uint64_t refusals;  /* requests the server refused (409 and other errors) */
     uint64_t abandoned; /* times the requests in flight were ended by a reconnect or a 409
                            "Server Shutdown" */
+    uint64_t nak_late;  /* messages of a removed durable that came late, nak'ed by the puller */
 } ib_puller_stats;
 void ib_puller_stats_get(const ib_puller *p, ib_puller_stats *out);
 
-/* Unsubscribes and frees. NULL is a no-op. */
+/* Stops the puller's thread, unsubscribes, naks the messages it still
+ * holds and frees. NULL is a no-op. */
 void ib_puller_free(ib_puller *p);
 
 /* JetStream delivery metadata, read from a message's ack reply subject.
