@@ -74,3 +74,20 @@ function(ib_add_fuzz_target name)
   endif()
   target_link_libraries(${name} PRIVATE ${F_LIBS})
 endfunction()
+
+# ib_lock_timed_tests(<regex>)
+#   The integration label runs two tests at a time (scripts/test.sh). Tests
+#   whose verdict depends on how fast their processes run (kills planned
+#   around a backlog, leases outrun by a pause, repeats per kill counted)
+#   or that load both cores (compilers, clusters of servers) must not run
+#   beside each other: every test of the current directory whose name
+#   matches <regex> takes the resource lock "timed", so at most one of
+#   them runs at a time, beside at most one test that only waits.
+function(ib_lock_timed_tests regex)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(t ${tests})
+    if(t MATCHES "${regex}")
+      set_tests_properties(${t} PROPERTIES RESOURCE_LOCK timed)
+    endif()
+  endforeach()
+endfunction()

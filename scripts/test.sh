@@ -63,7 +63,7 @@ if build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIB_WERROR=ON; then
   # ctest -L rootfs (deploy/README.md, "The image")
   run_ctest build -LE "integration|chaos|rootfs|package" -j "$jobs"
   echo "== integration tests (real nats-server, real ibus processes)"
-  run_ctest build -L integration
+  run_ctest build -L integration -j "$jobs"
   # installs and purges the .deb packages: root only, skipped otherwise
   echo "== Debian package (cpack, apt-get install, a consume as ibus, apt-get purge)"
   run_ctest build -L package
@@ -78,7 +78,7 @@ if build build-asan -DCMAKE_BUILD_TYPE=Debug -DIB_SANITIZE=ON -DIB_WERROR=ON -DI
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_ctest build-asan -L 'unit|fuzz' -j "$jobs"
-  run_ctest build-asan -L integration
+  run_ctest build-asan -L integration -j "$jobs"
 else
   echo "ASan build failed"
   total_fail=$((total_fail + 1))
