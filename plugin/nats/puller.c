@@ -140,6 +140,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +202,8 @@ typedef struct durable {
     /* set by ib_puller_add, read-only after */
     char *stream, *name;
     char *next_subject; /* <api prefix>.CONSUMER.MSG.NEXT.<stream>.<durable> */
+    char *ack_prefix;   /* "$JS.ACK.<stream>.<durable>.": how its deliveries' replies start */
+    size_t ack_prefix_len;
     int64_t ack_wait_ms;
     /* owner only */
     size_t to_count;        /* `taken` as the owner collected it in step 1 */
@@ -219,6 +222,32 @@ typedef struct durable {
     bool removing;                  /* a remover collects its messages: ask no more */
     bool gone;                      /* its remover is done: the owner unlinks and frees it */
 } durable;
+
+/* A formatted string, malloc'd (the caller frees it); NULL when out of
+ * memory. */
+__attribute__((format(printf, 1, 2))) static char *text_of(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *out = NULL;
+    if (vasprintf(&out, fmt, ap) < 0)
+        out = NULL;
+    va_end(ap);
+    return out;
+}
+
+/* Frees a durable and what it holds (strings not made yet are NULL);
+ * NULL is a no-op. */
+static void durable_free(durable *d)
+{
+    if (d == NULL)
+        return;
+    free(d->stream);
+    free(d->name);
+    free(d->next_subject);
+    free(d->ack_prefix);
+    free(d);
+}
 
 /* A queued message; `d` is its durable (NULL: a delivery whose reply
  * subject names none, or a message in the in-queue not sorted yet). */
@@ -699,6 +728,16 @@ static void sort_status(ib_puller *p, durable *list, natsMsg *m, const char *sta
 static durable *delivery_durable(durable *list, natsMsg *m, bool *parsed)
 {
     const char *reply = natsMsg_GetReply(m);
+    /* The server's usual form first: the reply starts with a durable's
+     * "$JS.ACK.<stream>.<durable>." (the host parses the whole subject
+     * later, and dead-letters one whose tail does not parse). Any other
+     * form (with a domain, of a durable not pulled from, or none) is
+     * parsed here. */
+    for (durable *d = list; d != NULL; d = d->next)
+        if (strncmp(reply, d->ack_prefix, d->ack_prefix_len) == 0) {
+            *parsed = true;
+            return d;
+        }
     ib_jsack_meta meta;
     *parsed = ib_jsack_parse(&meta, reply, strlen(reply), NULL) == IB_OK;
     if (!*parsed)
@@ -980,10 +1019,7 @@ static void settle_turn(ib_puller *p)
     while (t->freed != NULL) {
         durable *d = t->freed;
         t->freed = d->next;
-        free(d->stream);
-        free(d->name);
-        free(d->next_subject);
-        free(d);
+        durable_free(d);
     }
 }
 
@@ -1249,15 +1285,13 @@ ib_status ib_puller_add(ib_puller *p, const ib_puller_durable *o, ib_error *err)
     durable *d = calloc(1, sizeof(*d));
     if (d == NULL || (d->stream = strdup(o->stream)) == NULL ||
         (d->name = strdup(o->durable)) == NULL ||
-        asprintf(&d->next_subject, "%s.CONSUMER.MSG.NEXT.%s.%s", p->prefix, o->stream, o->durable) <
-            0) {
-        if (d != NULL) {
-            free(d->stream);
-            free(d->name);
-        }
-        free(d);
+        (d->next_subject =
+             text_of("%s.CONSUMER.MSG.NEXT.%s.%s", p->prefix, o->stream, o->durable)) == NULL ||
+        (d->ack_prefix = text_of("$JS.ACK.%s.%s.", o->stream, o->durable)) == NULL) {
+        durable_free(d);
         return ib_error_set(err, IB_ERR_NOMEM, "puller: out of memory");
     }
+    d->ack_prefix_len = strlen(d->ack_prefix);
     d->ack_wait_ms = o->ack_wait_ms;
     ib_status st = IB_OK;
     pthread_mutex_lock(&p->in->mu);
@@ -1272,12 +1306,8 @@ ib_status ib_puller_add(ib_puller *p, const ib_puller_durable *o, ib_error *err)
         poke_locked(p);
     }
     pthread_mutex_unlock(&p->in->mu);
-    if (st != IB_OK) {
-        free(d->stream);
-        free(d->name);
-        free(d->next_subject);
-        free(d);
-    }
+    if (st != IB_OK)
+        durable_free(d);
     return st;
 }
 
