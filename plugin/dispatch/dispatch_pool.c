@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-/* The loop being run. It lives on the caller's stack: the caller does not
- * return before every worker has left it (pool->active reaches 0). */
+/* The loop being run. It lives in the pool: a loop is not started before
+ * every worker has left the last one (pool->active reaches 0). */
 typedef struct pool_job {
     ib__pool_fn fn;
     void *ctx;
@@ -36,6 +36,7 @@ struct ib__pool {
     uint64_t generation;
     bool stopping;
     pool_job *job;
+    pool_job current; /* what job points to while a loop runs */
     unsigned active;
 };
 
@@ -196,24 +197,41 @@ void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n)
     ib__pool_run_ticking(p, fn, ctx, n, 0, NULL);
 }
 
+void ib__pool_start(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n)
+{
+    if (n == 0)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->current.fn = fn;
+    p->current.ctx = ctx;
+    p->current.n = n;
+    atomic_store_explicit(&p->current.next, 0, memory_order_relaxed);
+    p->job = &p->current;
+    p->active = p->nthreads;
+    p->generation++;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void ib__pool_finish(ib__pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->active > 0)
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    p->job = NULL;
+    pthread_mutex_unlock(&p->mu);
+}
+
 void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
                           ib__pool_tick_fn tick)
 {
-    pool_job job = {.fn = fn, .ctx = ctx, .n = n};
-
     if (n == 0)
         return;
     if (tick_ms < 1)
         tick_ms = 1;
-    atomic_init(&job.next, 0);
+    ib__pool_start(p, fn, ctx, n);
     pthread_mutex_lock(&p->mu);
-    p->job = &job;
-    p->active = p->nthreads;
-    p->generation++;
-    pthread_cond_broadcast(&p->work_cv);
-    while (p->active > 0 && tick == NULL)
-        pthread_cond_wait(&p->done_cv, &p->mu);
-    while (p->active > 0) {
+    while (p->active > 0 && tick != NULL) {
         struct timespec until = ib_clock_monotonic_deadline(tick_ms);
         while (p->active > 0 && pthread_cond_timedwait(&p->done_cv, &p->mu, &until) == 0) {
         }
@@ -223,8 +241,8 @@ void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int6
         tick(ctx);
         pthread_mutex_lock(&p->mu);
     }
-    p->job = NULL;
     pthread_mutex_unlock(&p->mu);
+    ib__pool_finish(p);
 }
 
 void ib__pool_hold(ib__pool *p, bool hold)

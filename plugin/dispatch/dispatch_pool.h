@@ -2,9 +2,10 @@
 /* A fixed pool of worker threads that runs one parallel loop at a time
  * (private to the dispatch part).
  *
- * The dispatch core hands it the handler calls of one batch and waits until
- * all have returned; there is no queue across batches, so the pool never
- * holds work the caller does not wait for. */
+ * The dispatch core hands it the handler calls of one batch (with
+ * concurrency 1, one call at a time) and waits until all have returned;
+ * there is no queue across batches, so the pool never holds work the
+ * caller does not wait for. */
 #ifndef IB_DISPATCH_POOL_H
 #define IB_DISPATCH_POOL_H
 
@@ -31,6 +32,17 @@ void ib__pool_free(ib__pool *p);
  * concurrently, and returns once every call has returned. Calls are
  * serialised by the caller (one loop at a time per pool). */
 void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
+
+/* Starts the loop of ib__pool_run() and returns at once: the caller
+ * learns of each call's end its own way (the dispatch core's completion
+ * queue, dispatch_done.h) and ends the loop with ib__pool_finish() before
+ * it starts another. n == 0 starts nothing. */
+void ib__pool_start(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
+
+/* Waits until every worker has left the loop ib__pool_start() began (at
+ * once when none runs). The loop must not be held (ib__pool_hold): a held
+ * worker would never leave it. */
+void ib__pool_finish(ib__pool *p);
 
 /* Called on the caller's thread while a loop runs. */
 typedef void (*ib__pool_tick_fn)(void *ctx);
