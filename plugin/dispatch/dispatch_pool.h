@@ -44,19 +44,9 @@ void ib__pool_start(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
  * worker would never leave it. */
 void ib__pool_finish(ib__pool *p);
 
-/* Called on the caller's thread while a loop runs. */
-typedef void (*ib__pool_tick_fn)(void *ctx);
-
-/* Like ib__pool_run(), and while the workers run, calls tick(ctx) on the
- * caller's thread about every `tick_ms` (>= 1), without the pool's lock:
- * the dispatch core commits the marks of handlers that have finished
- * meanwhile. tick is not called after the last worker returned; NULL
- * makes it ib__pool_run(). */
-void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
-                          ib__pool_tick_fn tick);
-
 /* Holds the loop (`hold` true) or lets it go on (false); from the caller's
- * thread, typically in tick. While held, a worker that finishes a call
+ * thread while the loop runs (between ib__pool_start and ib__pool_finish).
+ * While held, a worker that finishes a call
  * starts no other: it sleeps until the hold ends (no polling). Calls under
  * way run on. The caller must end a hold it started before the loop can
  * return. The dispatch core holds the loop while a commit fails, so no

@@ -24,23 +24,30 @@
  * decide() reads the items of a delivery (observe: what the observer is
  * told; tally: what they add up to) and chooses its outcome.
  *
- * WHO OWNS WHAT
+ * WHO OWNS WHAT (workers post, the run thread owns: libuv's threadpool)
  *  - The run thread (the caller of ib_dispatch_run, under run_mu) owns the
- *    run: the scratch buffers, every item's phase, the pending marks, the
- *    circuits' records, the outcomes. It alone calls the recorder for the
- *    batch's claims, marks and releases.
- *  - A worker of the pool (or the run thread itself, inline) runs one call:
- *    it writes only its own item (result, seconds, note), then `finished`
- *    with release; the run thread reads the verdict only after seeing
- *    `finished` (acquire). Workers never call the recorder for the batch,
- *    but claim_still_ours may renew their own item's lease first.
- *  - Another thread of the host (its control work) may, while the batch
- *    runs, renew the batch's leases (ib__drun_extend_leases), make the
- *    marks of finished calls durable (ib__drun_flush_marks) and look for
- *    calls that overran (ib__drun_overdue). They see the batch through the
- *    lease table (lease_keys, lease_live, lease_started...), which the run
- *    thread publishes and withdraws under lease_mu; they copy what they
- *    need under it and write to the store without it.
+ *    run: the scratch buffers, every item and its phase, the pending
+ *    marks, the circuits' records, the outcomes. It alone writes items,
+ *    and it alone calls the recorder for the batch's claims, marks,
+ *    renewals and releases. It never runs a plain handler: it waits on the
+ *    completion queue (dispatch_done.h) until something is posted or the
+ *    next commit is due, and takes what came there in one place
+ *    (take_done). Transactional handlers alone run on it, inside the
+ *    recorder's transaction.
+ *  - A worker of the pool (one with concurrency 1) runs one call at a
+ *    time. It reads its item (written before the loop started, or
+ *    atomics: lost, lease_end) and writes none: it posts the call's start
+ *    and then its verdict, run time and note, by value. Before the call,
+ *    claim_still_ours may renew that item's lease in the store; the new
+ *    end travels in the completion.
+ *  - Another thread of the host (its control thread) asks, while a batch
+ *    runs, for the batch's leases to be renewed (ib__drun_extend_leases)
+ *    and its pending marks made durable (ib__drun_flush_marks): it posts
+ *    a request to the same queue and returns at once with what the run
+ *    thread did for the requests before. Between batches the queue is
+ *    closed and there is nothing to do. It may also look for calls that
+ *    overran (ib__drun_overdue) in the table the run thread publishes
+ *    under lease_mu (lease_keys, lease_started...), reading only.
  *
  * INVARIANTS
  *  1. A delivery is acked only once every item of it is marked or was done
@@ -49,36 +56,47 @@
  *  2. The run does not return before the mark of every call that said OK
  *     is durable (commit_all retries until it lands).
  *  3. No call starts while a commit has failed: the pool is held
- *     (ib__pool_hold), the inline loop commits first.
+ *     (ib__pool_hold), and a call made alone is not started before the
+ *     commit lands.
  *  4. No call starts on a claim that may have been taken over: its lease
  *     end is checked on the boot clock, renewed when near (claim_still_ours).
  *  5. An attempt is counted for a call that started, and for no other: in
  *     the claim for the first key when its call starts first and at once;
  *     before the call for a claim taken over (run alone, after the marks
  *     earned so far are durable); at the release for a RETRY.
- *  6. A mark waits at most commit_interval_ms after its call returned, and
- *     never through a call of a handler whose last call outlasted it.
+ *  6. A mark waits at most commit_interval_ms after its call returned (the
+ *     run thread's wait ends when it is due), and never through a call of
+ *     a handler whose last call outlasted it.
  *  7. No lock another thread waits for is held across a store write or a
- *     handler call: lease_mu guards the lease table only, for a few
+ *     handler call: the queue's lock and lease_mu are held for a few
  *     copies; run_mu is taken by ib_dispatch_run alone and only serialises
  *     batches (the pool runs one at a time, the scratch is shared).
  *
  * THE STEPS of a batch (run_locked):
- *  1. prepare: check the deliveries, size the scratch, fingerprint each
- *     event and find its handlers.
+ *  1. prepare: check the deliveries, size the scratch and the queue,
+ *     fingerprint each event and find its handlers.
  *  2. plan: make the items; mark followers; apply the poison rule where
  *     attempts are not durable; circuits choose their probes.
  *  3. claim: one acquire call for every key to claim; items take their
- *     claim phase; the lease table is published; deliveries all of whose
- *     items are done are settled at once (an early ack).
- *  4. run_alone: calls on claims taken over, each alone, attempt first.
- *  5. run_handlers: the rest on the pool (the run thread ticks every
- *     commit_interval_ms: tells circuits what finished, commits pending
- *     marks in one fenced call, settles what became ready) or inline in
- *     batch order; then commit_all; then transactional handlers, each in
- *     the recorder's transaction with its marker.
- *  6. leases_done: withdraw the lease table; release: one call frees the
- *     claims of calls that did not say OK and counts their attempts.
+ *     claim phase; the overdue table is published and the queue opened
+ *     (requests are taken from now on); deliveries all of whose items are
+ *     done are settled at once (an early ack).
+ *  4. run_alone: calls on claims taken over, each alone on the pool,
+ *     attempt first.
+ *  5. run_handlers: the rest on the pool, all together (run_parallel) or,
+ *     with concurrency 1, one at a time in batch order (run_in_order).
+ *     Meanwhile the run thread serves the queue (serve): a request to
+ *     renew renews every live claim in one call; a request to flush
+ *     commits now; a completion is taken (take_done: the item's result,
+ *     its circuit, its pending mark); once commit_interval_ms has passed
+ *     since the last commit, the pending marks go in one fenced call and
+ *     what became ready is settled. A failed commit holds the pool until
+ *     it lands, tried again when its back-off ends. Then commit_all; then
+ *     transactional handlers, each in the recorder's transaction with its
+ *     marker, requests served between two transactions.
+ *  6. leases_done: close the queue and withdraw the overdue table;
+ *     release: one call frees the claims of calls that did not say OK and
+ *     counts their attempts.
  *  7. circuits_update, then decide every delivery not settled yet. */
 #include "dispatch_run.h"
 
@@ -251,7 +269,7 @@ typedef struct run_ctx {
     size_t n;
     run_item *items;
     size_t total;
-    size_t nwork;     /* s->work[0..nwork): handlers for the pool or the inline loop */
+    size_t nwork;     /* s->work[0..nwork): plain handlers, for the pool */
     size_t ntxn;      /* s->work[nwork..nwork+ntxn): transactional handlers */
     size_t npend;     /* entries in s->pend_keys */
     size_t ndone;     /* calls whose completion the run thread took */
@@ -578,7 +596,7 @@ static void skip_conflicted(run_ctx *c)
 }
 
 /* Fills s->work with the items whose handler runs, in batch order: first
- * those for the pool or the inline loop, then the transactional ones. */
+ * the plain ones (for the pool), then the transactional ones. */
 static void plan_work(run_ctx *c)
 {
     run_scratch *s = c->s;

@@ -498,6 +498,257 @@ static void renewal_request_returns_at_once(fx *f)
     assert_true(fx_marked(f, "c/p/renew", ev.id));
 }
 
+/* ---- the completion queue, seen from a batch ------------------------------ */
+
+/* A handler call held until the test lets it go: the test sees it enter,
+ * and knows the thread it runs on. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool open;
+    atomic_int entered;
+    atomic_int returned;
+    const char *fast_id; /* this event's call does not wait (NULL: none) */
+    pthread_t thread;    /* of the last call that waited */
+} gate;
+
+static void gate_init(gate *g)
+{
+    memset(g, 0, sizeof(*g));
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+}
+
+static void gate_open(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_destroy(gate *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+
+static ib_verdict gate_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                              const ib_raw_event *ev)
+{
+    gate *g = state;
+    (void)payload;
+    (void)len;
+    (void)bus;
+    if (g->fast_id != NULL && strcmp(ev->id, g->fast_id) == 0) {
+        atomic_fetch_add(&g->returned, 1);
+        return IB_HANDLER_OK;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->thread = pthread_self();
+    atomic_fetch_add(&g->entered, 1);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    atomic_fetch_add(&g->returned, 1);
+    return IB_HANDLER_OK;
+}
+
+typedef struct run_args {
+    fx *f;
+    ib_delivery *dl;
+    size_t n;
+    atomic_bool done;
+} run_args;
+
+static void *run_main(void *arg)
+{
+    run_args *a = arg;
+    assert_int_equal(ib_dispatch_run(a->f->d, a->dl, a->n, NULL, NULL), IB_OK);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+/* Waits up to 10 s for `*v` to reach `want`. */
+static bool wait_for(atomic_int *v, int want)
+{
+    for (int i = 0; i < 10000 && atomic_load(v) < want; i++)
+        usleep(1000);
+    return atomic_load(v) >= want;
+}
+
+/* A renewal asked for while a handler call runs (one that only the test
+ * can end) is done by the run thread (not the asker, not the worker in
+ * the call) before that call returns: the run thread never sits in a
+ * handler, with one worker or several. */
+static void renewal_done_during_a_long_call(fx *f)
+{
+    const unsigned conc[] = {1, 4};
+    for (unsigned k = 0; k < 2; k++) {
+        gate g;
+        gate_init(&g);
+        ib_event ev;
+        ib_delivery dl;
+        ib_dispatch_options o = fx_default_options();
+        o.concurrency = conc[k];
+        fx_dispatch(f, &o);
+        const char *types[] = {TYPE, NULL};
+        ib_dispatch_handler hd = {
+            .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &g};
+        assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+        fx_event(&ev, 1000 + k, TYPE);
+        fx_delivery(&dl, &ev, 1);
+        run_args a = {.f = f, .dl = &dl, .n = 1};
+        pthread_t batch;
+        assert_int_equal(pthread_create(&batch, NULL, run_main, &a), 0);
+        assert_true(wait_for(&g.entered, 1));
+
+        int renewals = atomic_load(&f->calls->renew_batch);
+        size_t extended = 0, lost = 0;
+        for (int i = 0; i < 10000 && extended == 0; i++) {
+            size_t e = 0, l = 0;
+            assert_int_equal(ib_dispatch_extend_leases(f->d, &e, &l, NULL), IB_OK);
+            extended += e;
+            lost += l;
+            if (extended == 0)
+                usleep(1000);
+        }
+        /* still in the call: the renewal did not wait for it */
+        assert_int_equal(atomic_load(&g.returned), 0);
+        assert_int_equal(extended, 1);
+        assert_int_equal(lost, 0);
+        assert_true(atomic_load(&f->calls->renew_batch) > renewals);
+        assert_true(pthread_equal(f->calls->renew_thread, batch));
+        assert_false(pthread_equal(g.thread, batch));
+
+        gate_open(&g);
+        pthread_join(batch, NULL);
+        assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
+        assert_true(fx_marked(f, "c/p/gate", ev.id));
+        ib_dispatch_free(f->d);
+        f->d = NULL;
+        gate_destroy(&g);
+    }
+}
+
+/* A flush asked for while one call of the batch runs on makes the marks
+ * of the calls that returned durable at once, although the commit window
+ * (ten minutes) is far from over. */
+static void flush_done_during_a_long_call(fx *f)
+{
+    gate g;
+    gate_init(&g);
+    ib_event ev[2];
+    ib_delivery dl[2];
+    ib_dispatch_options o = fx_default_options();
+    o.concurrency = 2;
+    fx_dispatch(f, &o);
+    const char *types[] = {TYPE, NULL};
+    ib_dispatch_handler hd = {
+        .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &g};
+    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+    for (unsigned i = 0; i < 2; i++) {
+        fx_event(&ev[i], 1010 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    g.fast_id = ev[0].id;
+    run_args a = {.f = f, .dl = dl, .n = 2};
+    pthread_t batch;
+    assert_int_equal(pthread_create(&batch, NULL, run_main, &a), 0);
+    assert_true(wait_for(&g.entered, 1));
+    assert_true(wait_for(&g.returned, 1));
+    assert_false(fx_marked(f, "c/p/gate", ev[0].id));
+
+    size_t marked = 0;
+    for (int i = 0; i < 10000 && marked == 0; i++) {
+        size_t m = 0;
+        assert_int_equal(ib_dispatch_flush_marks(f->d, &m, NULL), IB_OK);
+        marked += m;
+        if (marked == 0)
+            usleep(1000);
+    }
+    assert_int_equal(marked, 1);
+    assert_true(fx_marked(f, "c/p/gate", ev[0].id));
+    assert_false(fx_marked(f, "c/p/gate", ev[1].id));
+    assert_int_equal(atomic_load(&g.returned), 1); /* the other call runs on */
+
+    gate_open(&g);
+    pthread_join(batch, NULL);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+    assert_true(fx_marked(f, "c/p/gate", ev[1].id));
+    gate_destroy(&g);
+}
+
+/* Calls that take a few ms each, counted as they start. */
+static atomic_int paced_started;
+
+static ib_verdict paced_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                               const ib_raw_event *ev)
+{
+    (void)state;
+    (void)payload;
+    (void)len;
+    (void)bus;
+    (void)ev;
+    atomic_fetch_add(&paced_started, 1);
+    usleep(5000);
+    return IB_HANDLER_OK;
+}
+
+#define PACED 16
+
+/* While a commit fails, no call starts (the pool is held, or the next
+ * call made alone waits), and the run thread does not spin: it tries the
+ * commit again when its back-off ends. Once the store takes the marks
+ * again, the rest of the batch runs and every event is acked. */
+static void failing_commit_holds_the_calls(fx *f)
+{
+    const unsigned conc[] = {1, 2};
+    for (unsigned k = 0; k < 2; k++) {
+        ib_event ev[PACED];
+        ib_delivery dl[PACED];
+        ib_dispatch_options o = fx_default_options();
+        o.concurrency = conc[k];
+        o.commit_interval_ms = 1;
+        fx_dispatch(f, &o);
+        const char *types[] = {TYPE, NULL};
+        ib_dispatch_handler hd = {
+            .consumer = "c/p/paced", .event_types = types, .handle = paced_handle};
+        assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+        for (unsigned i = 0; i < PACED; i++) {
+            fx_event(&ev[i], 1100 + PACED * k + i, TYPE);
+            fx_delivery(&dl[i], &ev[i], 1);
+        }
+        atomic_store(&paced_started, 0);
+        atomic_store(&f->calls->mark_batch, 0);
+        atomic_store(&f->calls->fail_mark, true);
+        run_args a = {.f = f, .dl = dl, .n = PACED};
+        pthread_t batch;
+        assert_int_equal(pthread_create(&batch, NULL, run_main, &a), 0);
+        assert_true(wait_for(&f->calls->mark_batch, 1)); /* a commit failed */
+        usleep(50000); /* the calls under way at the failure end */
+        int held_at = atomic_load(&paced_started);
+        int tries = atomic_load(&f->calls->mark_batch);
+        usleep(300000);
+        assert_int_equal(atomic_load(&paced_started), held_at);
+        assert_true(held_at < PACED);
+        /* back-off, not a spin: 50, 100, 200 ms... */
+        assert_true(atomic_load(&f->calls->mark_batch) - tries <= 4);
+        assert_false(atomic_load(&a.done));
+
+        atomic_store(&f->calls->fail_mark, false);
+        pthread_join(batch, NULL);
+        assert_int_equal(atomic_load(&paced_started), PACED);
+        for (unsigned i = 0; i < PACED; i++) {
+            assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+            assert_true(fx_marked(f, "c/p/paced", ev[i].id));
+        }
+        ib_dispatch_free(f->d);
+        f->d = NULL;
+    }
+}
+
 BOTH_KINDS(eight_threads_run_in_parallel)
 BOTH_KINDS(one_worker_runs_every_call)
 BOTH_KINDS(pool_mixed_batch)
@@ -532,6 +783,9 @@ BOTH_KINDS(one_mark_call_per_batch)
 BOTH_KINDS(long_handler_keeps_its_lease)
 BOTH_KINDS(renewal_request_returns_at_once)
 BOTH_KINDS(slow_claim_keeps_one_mark_call)
+BOTH_KINDS(renewal_done_during_a_long_call)
+BOTH_KINDS(flush_done_during_a_long_call)
+BOTH_KINDS(failing_commit_holds_the_calls)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(backoff_bounded_growing_capped),
@@ -551,6 +805,12 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(renewal_request_returns_at_once_sqlite),
     cmocka_unit_test(slow_claim_keeps_one_mark_call_memory),
     cmocka_unit_test(slow_claim_keeps_one_mark_call_sqlite),
+    cmocka_unit_test(renewal_done_during_a_long_call_memory),
+    cmocka_unit_test(renewal_done_during_a_long_call_sqlite),
+    cmocka_unit_test(flush_done_during_a_long_call_memory),
+    cmocka_unit_test(flush_done_during_a_long_call_sqlite),
+    cmocka_unit_test(failing_commit_holds_the_calls_memory),
+    cmocka_unit_test(failing_commit_holds_the_calls_sqlite),
 };
 
 IB_TEST_MAIN(tests)
