@@ -269,11 +269,20 @@ typedef struct run_ctx {
     size_t n;
     run_item *items;
     size_t total;
-    size_t nwork;     /* s->work[0..nwork): plain handlers, for the pool */
-    size_t ntxn;      /* s->work[nwork..nwork+ntxn): transactional handlers */
-    size_t npend;     /* entries in s->pend_keys */
-    size_t ndone;     /* calls whose completion the run thread took */
-    size_t solo;      /* the work entry run_solo runs (a call made alone) */
+    size_t nwork; /* s->work[0..nwork): plain handlers, for the pool */
+    size_t ntxn;  /* s->work[nwork..nwork+ntxn): transactional handlers */
+    size_t npend; /* entries in s->pend_keys */
+    size_t ndone; /* calls whose completion the run thread took */
+    size_t solo;  /* the work entry run_solo runs (a call made alone) */
+    /* A stretch of calls run back to back on the one worker (run_in_order):
+     * work entries [stretch_from, stretch_from + stretch_len). The worker
+     * counts what it posted and stops the stretch after a call that
+     * outlasted the commit interval (stretch_stop), so the run thread can
+     * commit before the next call of that handler. */
+    size_t stretch_from, stretch_len;
+    atomic_size_t stretch_posted;
+    atomic_bool stretch_stop;
+    bool stretching;  /* a stretch's loop runs on the pool (a failing commit holds it) */
     bool parallel;    /* the batch's calls run on the pool together */
     bool durable;     /* the recorder counts attempts across crashes */
     ib__circuits *cs; /* NULL: circuits are off */
@@ -835,7 +844,7 @@ static void hold_handlers(run_ctx *c, bool hold)
     if (c->commit_failing == hold)
         return;
     c->commit_failing = hold;
-    if (c->parallel)
+    if (c->parallel || c->stretching)
         ib__pool_hold(c->r->pool, hold);
 }
 
@@ -1125,6 +1134,65 @@ static void run_solo(void *arg, size_t i)
     run_call(c, c->solo);
 }
 
+/* The worker's part of a stretch (run_in_order): the calls in batch order,
+ * until one outlasts the commit interval or does not say OK. Counts each call it posts before
+ * posting it, and raises the stop before posting the call that stops it,
+ * so the run thread that sees the stop knows every call the stretch will
+ * post. */
+static void run_stretch(void *arg, size_t i)
+{
+    run_ctx *c = arg;
+    size_t w = c->stretch_from + i;
+    if (atomic_load_explicit(&c->stretch_stop, memory_order_acquire) ||
+        c->items[c->s->work[w]].finished)
+        return;
+    /* run_call, with the stop between the call and its post */
+    const run_item *it = &c->items[c->s->work[w]];
+    ib__done d = {.kind = IB__DONE_CALL, .work = w, .result = R_RUN};
+    d.note.retry_after_ms = -1;
+    if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
+        d.result = R_HELD_BACK;
+    else if (claim_still_ours(c, it, &d))
+        call_handler(c, it, c->bus, &d, true);
+    atomic_fetch_add_explicit(&c->stretch_posted, 1, memory_order_acq_rel);
+    /* after a slow call the run thread commits before that handler's next
+     * call; after one that did not say OK it tells the circuit, which may
+     * hold the rest back, before any other call starts */
+    if (d.result != R_OK || d.seconds * 1000 >= (double)c->r->opts.commit_interval_ms)
+        atomic_store_explicit(&c->stretch_stop, true, memory_order_release);
+    ib__doneq_post(c->r->done, &d);
+}
+
+/* Runs work entries [from, from + len) back to back on the one worker,
+ * the run thread serving what is posted meanwhile, until every call of
+ * the stretch is taken or the worker stopped it after a slow call. The
+ * calls it did not start are left unfinished for run_in_order. */
+static void call_stretch(run_ctx *c, size_t from, size_t len)
+{
+    size_t base = c->ndone, want = 0;
+    for (size_t w = from; w < from + len; w++)
+        want += !c->items[c->s->work[w]].finished;
+    c->stretch_from = from;
+    c->stretch_len = len;
+    atomic_store_explicit(&c->stretch_posted, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->stretch_stop, false, memory_order_relaxed);
+    c->stretching = true;
+    ib__pool_start(c->r->pool, run_stretch, c, len);
+    for (;;) {
+        size_t taken = c->ndone - base;
+        if (taken == want)
+            break;
+        if (atomic_load_explicit(&c->stretch_stop, memory_order_acquire) &&
+            taken == atomic_load_explicit(&c->stretch_posted, memory_order_acquire))
+            break;
+        serve(c, next_due(c));
+    }
+    if (c->commit_failing)
+        commit_all(c); /* ends the pool's hold before the loop can end */
+    ib__pool_finish(c->r->pool);
+    c->stretching = false;
+}
+
 /* Runs the call of work entry `w` alone on the pool, the run thread
  * serving what is posted meanwhile (renewals, flushes, commits due) until
  * the call's completion is taken. */
@@ -1320,27 +1388,52 @@ static void run_parallel(run_ctx *c)
     ib__pool_finish(c->r->pool);
 }
 
-/* The batch's calls one at a time, in batch order, each alone on the
- * pool: the pending marks are committed before the call of a handler whose
- * last call outlasted the commit interval, and a failed commit lands
- * before the next call starts. */
+/* Whether the last call of the handler of `it` outlasted the commit
+ * interval (or is not known): its call must not start while marks wait. */
+static bool handler_slow(const run_ctx *c, const run_item *it)
+{
+    const ib__drun *r = c->r;
+    size_t hi = it->h->index;
+    return r->last_call_ms == NULL || hi >= r->nhandlers ||
+           r->last_call_ms[hi] >= r->opts.commit_interval_ms;
+}
+
+/* The batch's calls one at a time, in batch order, on the one worker: the
+ * pending marks are committed before the call of a handler whose last
+ * call outlasted the commit interval (that call runs alone), and a failed
+ * commit lands before the next call starts. The calls of quick handlers
+ * between two such calls run as one stretch, back to back on the worker,
+ * without a round trip to the run thread per call. */
 static void run_in_order(run_ctx *c)
 {
     ib__drun *r = c->r;
-    for (size_t w = 0; w < c->nwork; w++) {
+    size_t w = 0;
+    while (w < c->nwork) {
         run_item *it = &c->items[c->s->work[w]];
-        size_t hi = it->h->index;
-        bool slow = r->last_call_ms == NULL || hi >= r->nhandlers ||
-                    r->last_call_ms[hi] >= r->opts.commit_interval_ms;
         /* a call that ran alone (run_alone) is only looked at */
-        if (!it->finished && slow)
+        if (!it->finished && handler_slow(c, it))
             commit(c, true);
         if (!it->finished && c->commit_failing)
             commit_all(c);
-        if (!it->finished)
+        size_t end = w + 1;
+        if (!it->finished && handler_slow(c, it)) {
             call_alone(c, w);
-        if (r->last_call_ms != NULL && hi < r->nhandlers)
-            r->last_call_ms[hi] = (int64_t)(it->seconds * 1000);
+        } else if (!it->finished) {
+            while (end < c->nwork && !handler_slow(c, &c->items[c->s->work[end]]))
+                end++;
+            call_stretch(c, w, end - w);
+        }
+        /* a stretch stopped after a slow call: go on from the first call it
+         * did not start */
+        size_t next = w;
+        for (; next < end; next++) {
+            const run_item *done = &c->items[c->s->work[next]];
+            if (!done->finished && next > w)
+                break;
+            if (r->last_call_ms != NULL && done->h->index < r->nhandlers)
+                r->last_call_ms[done->h->index] = (int64_t)(done->seconds * 1000);
+        }
+        w = next > w ? next : w + 1;
         if (!commit(c, false) && c->commit_failing)
             commit_all(c);
     }
