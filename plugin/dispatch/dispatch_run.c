@@ -1398,6 +1398,16 @@ static bool handler_slow(const run_ctx *c, const run_item *it)
            r->last_call_ms[hi] >= r->opts.commit_interval_ms;
 }
 
+/* Whether the call of `it` may run in a stretch, ahead of the run
+ * thread's look at the calls before it: its handler is quick, and its
+ * circuit calm (only a failure, which stops the stretch, can change it),
+ * so the circuit judges every call before the next one starts, as when
+ * each call runs alone. */
+static bool stretch_may_take(const run_ctx *c, const run_item *it)
+{
+    return !handler_slow(c, it) && (c->cs == NULL || ib__circuit_calm(c->cs, it->h->index));
+}
+
 /* The batch's calls one at a time, in batch order, on the one worker: the
  * pending marks are committed before the call of a handler whose last
  * call outlasted the commit interval (that call runs alone), and a failed
@@ -1416,10 +1426,10 @@ static void run_in_order(run_ctx *c)
         if (!it->finished && c->commit_failing)
             commit_all(c);
         size_t end = w + 1;
-        if (!it->finished && handler_slow(c, it)) {
+        if (!it->finished && !stretch_may_take(c, it)) {
             call_alone(c, w);
         } else if (!it->finished) {
-            while (end < c->nwork && !handler_slow(c, &c->items[c->s->work[end]]))
+            while (end < c->nwork && stretch_may_take(c, &c->items[c->s->work[end]]))
                 end++;
             call_stretch(c, w, end - w);
         }
