@@ -18,6 +18,7 @@ struct ib__doneq {
     ib__done *ring;
     size_t cap, head, count;
     bool open;
+    bool waiting; /* the run thread sleeps on cv: a post wakes it */
     unsigned requests;
     /* answers, kept until taken */
     size_t extended, lost, marked;
@@ -96,6 +97,11 @@ void ib__doneq_close(ib__doneq *q)
 
 void ib__doneq_post(ib__doneq *q, const ib__done *m)
 {
+    ib__doneq_post_quiet(q, m, true);
+}
+
+void ib__doneq_post_quiet(ib__doneq *q, const ib__done *m, bool wake)
+{
     pthread_mutex_lock(&q->mu);
     /* room for two messages per call: a full ring is a caller's bug, and
      * dropping would lose a verdict, so the oldest is never overwritten */
@@ -103,7 +109,9 @@ void ib__doneq_post(ib__doneq *q, const ib__done *m)
         q->ring[(q->head + q->count) % q->cap] = *m;
         q->count++;
     }
-    pthread_cond_signal(&q->cv);
+    /* a run thread that is not asleep takes it on its next look */
+    if (wake && q->waiting)
+        pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
 
@@ -125,10 +133,16 @@ bool ib__doneq_wait(ib__doneq *q, ib__done *out, unsigned *requests, int64_t dea
                              .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
     pthread_mutex_lock(&q->mu);
     while (q->count == 0 && q->requests == 0) {
+        int rc = 0;
+        q->waiting = true;
         if (deadline_ms == INT64_MAX)
             pthread_cond_wait(&q->cv, &q->mu);
-        else if (ib_clock_monotonic_ms() >= deadline_ms ||
-                 pthread_cond_timedwait(&q->cv, &q->mu, &until) != 0)
+        else if (ib_clock_monotonic_ms() >= deadline_ms)
+            rc = -1;
+        else
+            rc = pthread_cond_timedwait(&q->cv, &q->mu, &until);
+        q->waiting = false;
+        if (rc != 0)
             break;
     }
     *requests = q->requests;

@@ -73,6 +73,11 @@ void ib__doneq_close(ib__doneq *q);
 /* A worker: posts `m` (copied) and wakes the run thread. */
 void ib__doneq_post(ib__doneq *q, const ib__done *m);
 
+/* A worker: posts `m` (copied), waking the run thread only when `wake`;
+ * else the run thread takes it when it next looks (at the latest at the
+ * deadline it sleeps to). */
+void ib__doneq_post_quiet(ib__doneq *q, const ib__done *m, bool wake);
+
 /* Any thread: asks the run thread for `what` (IB__DONE_* bits) and
  * returns at once; false when the queue is closed (no batch to ask). */
 bool ib__doneq_request(ib__doneq *q, unsigned what);

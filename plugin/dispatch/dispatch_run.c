@@ -994,12 +994,17 @@ static void serve(run_ctx *c, int64_t deadline_ms)
     ib__done m;
     unsigned asked = 0;
     bool got = ib__doneq_wait(c->r->done, &m, &asked, deadline_ms);
-    if (asked & IB__DONE_RENEW)
-        renew_leases(c);
-    if (asked & IB__DONE_FLUSH)
-        flush_marks(c);
-    if (got)
+    for (;;) {
+        if (asked & IB__DONE_RENEW)
+            renew_leases(c);
+        if (asked & IB__DONE_FLUSH)
+            flush_marks(c);
+        if (!got)
+            break;
         take_done(c, &m);
+        /* what else was posted meanwhile, without sleeping */
+        got = ib__doneq_wait(c->r->done, &m, &asked, 0);
+    }
     commit(c, false);
 }
 
@@ -1015,9 +1020,11 @@ static void commit_all(run_ctx *c)
 /* ---- handlers ----------------------------------------------------------- */
 
 /* Calls the handler of `it` with `bus` and keeps its verdict, run time and
- * note in `d` (only there). On a worker (`post`), the start is posted to
- * the run thread; on the run thread (a transactional call) it is stamped
- * at once. */
+ * note in `d` (only there). With `post` (a worker's call), the start is
+ * posted to the run thread; without, it is stamped in the published table
+ * at once and cleared after the call (a transactional call on the run
+ * thread, or a call of a stretch, whose worker runs ahead of the run
+ * thread and would wake it twice a call). */
 static void call_handler(run_ctx *c, const run_item *it, ib_bus_proxy *bus, ib__done *d, bool post)
 {
     static const uint8_t no_payload[1];
@@ -1153,14 +1160,18 @@ static void run_stretch(void *arg, size_t i)
     if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
         d.result = R_HELD_BACK;
     else if (claim_still_ours(c, it, &d))
-        call_handler(c, it, c->bus, &d, true);
+        call_handler(c, it, c->bus, &d, false); /* its start stamped, not posted */
     atomic_fetch_add_explicit(&c->stretch_posted, 1, memory_order_acq_rel);
     /* after a slow call the run thread commits before that handler's next
      * call; after one that did not say OK it tells the circuit, which may
      * hold the rest back, before any other call starts */
-    if (d.result != R_OK || d.seconds * 1000 >= (double)c->r->opts.commit_interval_ms)
+    bool stop = d.result != R_OK || d.seconds * 1000 >= (double)c->r->opts.commit_interval_ms;
+    if (stop)
         atomic_store_explicit(&c->stretch_stop, true, memory_order_release);
-    ib__doneq_post(c->r->done, &d);
+    /* the run thread is woken for the stretch's last call or its stop;
+     * the others it takes when it next looks, at the latest when the
+     * commit interval says the marks are due */
+    ib__doneq_post_quiet(c->r->done, &d, stop || i + 1 == c->stretch_len);
 }
 
 /* Runs work entries [from, from + len) back to back on the one worker,
