@@ -1252,12 +1252,20 @@ static bool count_first(run_ctx *c, run_item *it)
  * that kills every process that runs it is dead-lettered alone. */
 static void run_alone(run_ctx *c)
 {
-    /* the call the claim counted first: it is the first to start */
+    bool taken_over = false;
+    for (size_t w = 0; c->durable && w < c->nwork; w++) {
+        const run_item *it = &c->items[c->s->work[w]];
+        taken_over |= it->taken_over && !it->counted;
+    }
+    /* the call the claim counted first: it is the first to start. Without
+     * calls taken over it is the batch's first call, which starts first
+     * in run_in_order anyway, without a round trip of its own. */
     for (size_t w = 0; c->durable && w < c->nwork; w++) {
         run_item *it = &c->items[c->s->work[w]];
         if (!it->counted)
             continue;
-        call_alone(c, w);
+        if (taken_over || w != 0)
+            call_alone(c, w);
         break;
     }
     for (size_t w = 0; c->durable && w < c->nwork; w++) {
