@@ -90,11 +90,6 @@ bool ib__circuit_blocks(const ib__circuits *cs, size_t h)
     return h < cs->n && state_of(&cs->c[h]) != IB_CIRCUIT_CLOSED;
 }
 
-bool ib__circuit_calm(const ib__circuits *cs, size_t h)
-{
-    return h >= cs->n || (state_of(&cs->c[h]) == IB_CIRCUIT_CLOSED && cs->c[h].failures == 0);
-}
-
 bool ib__circuit_probe_due(const ib__circuits *cs, size_t h, int64_t now)
 {
     if (h >= cs->n || state_of(&cs->c[h]) != IB_CIRCUIT_OPEN)

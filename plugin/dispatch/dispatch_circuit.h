@@ -39,11 +39,6 @@ void ib__circuits_free(ib__circuits *cs);
 /* Run thread: whether handler `h` may not run now (open or probing). */
 bool ib__circuit_blocks(const ib__circuits *cs, size_t h);
 
-/* Run thread: whether no call of handler `h` can change its circuit's
- * state but a failure: it is closed and its window holds no failure, so a
- * success cannot open it. h out of range: true. */
-bool ib__circuit_calm(const ib__circuits *cs, size_t h);
-
 /* Run thread: whether handler `h` is open and its probe is due at `now`
  * (monotonic ms). */
 bool ib__circuit_probe_due(const ib__circuits *cs, size_t h, int64_t now);

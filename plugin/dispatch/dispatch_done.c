@@ -3,6 +3,7 @@
 #include "dispatch_done.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,7 +12,8 @@
 
 /* `mu` guards every field. The ring holds `count` messages from `head`;
  * its room (`cap`) is two per call of the open batch, so posts never wait.
- * The run thread alone sleeps on `cv` (monotonic clock, for deadlines). */
+ * The run thread alone sleeps on `cv` (monotonic clock, for deadlines);
+ * the stand-in alone on `stand_cv`. */
 struct ib__doneq {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -20,6 +22,13 @@ struct ib__doneq {
     bool open;
     bool waiting; /* the run thread sleeps on cv: a post wakes it */
     unsigned requests;
+    /* the stand-in: serves requests while the run thread is aside */
+    pthread_cond_t stand_cv;
+    pthread_t stand;
+    bool stand_started, stand_stopping;
+    bool aside; /* the run thread is inside a handler call of its own */
+    ib__doneq_serve_fn serve;
+    void *serve_ctx;
     /* answers, kept until taken */
     size_t extended, lost, marked;
     ib_error renew_err, flush_err;
@@ -41,9 +50,13 @@ ib_status ib__doneq_create(ib__doneq **out, ib_error *err)
     pthread_condattr_destroy(&mono);
     if (rc != 0)
         goto destroy_mu;
+    if (pthread_cond_init(&q->stand_cv, NULL) != 0)
+        goto destroy_cv;
     *out = q;
     return IB_OK;
 
+destroy_cv:
+    pthread_cond_destroy(&q->cv);
 destroy_mu:
     pthread_mutex_destroy(&q->mu);
 free_q:
@@ -55,6 +68,14 @@ void ib__doneq_free(ib__doneq *q)
 {
     if (q == NULL)
         return;
+    if (q->stand_started) {
+        pthread_mutex_lock(&q->mu);
+        q->stand_stopping = true;
+        pthread_cond_signal(&q->stand_cv);
+        pthread_mutex_unlock(&q->mu);
+        pthread_join(q->stand, NULL);
+    }
+    pthread_cond_destroy(&q->stand_cv);
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
     free(q->ring);
@@ -97,11 +118,6 @@ void ib__doneq_close(ib__doneq *q)
 
 void ib__doneq_post(ib__doneq *q, const ib__done *m)
 {
-    ib__doneq_post_quiet(q, m, true);
-}
-
-void ib__doneq_post_quiet(ib__doneq *q, const ib__done *m, bool wake)
-{
     pthread_mutex_lock(&q->mu);
     /* room for two messages per call: a full ring is a caller's bug, and
      * dropping would lose a verdict, so the oldest is never overwritten */
@@ -110,9 +126,18 @@ void ib__doneq_post_quiet(ib__doneq *q, const ib__done *m, bool wake)
         q->count++;
     }
     /* a run thread that is not asleep takes it on its next look */
-    if (wake && q->waiting)
+    if (q->waiting)
         pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
+}
+
+unsigned ib__doneq_take_requests(ib__doneq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    unsigned asked = q->requests;
+    q->requests = 0;
+    pthread_mutex_unlock(&q->mu);
+    return asked;
 }
 
 bool ib__doneq_request(ib__doneq *q, unsigned what)
@@ -121,10 +146,62 @@ bool ib__doneq_request(ib__doneq *q, unsigned what)
     bool open = q->open;
     if (open) {
         q->requests |= what;
-        pthread_cond_signal(&q->cv);
+        pthread_cond_signal(q->aside ? &q->stand_cv : &q->cv);
     }
     pthread_mutex_unlock(&q->mu);
     return open;
+}
+
+/* The stand-in's life: asleep until a request comes while the run thread
+ * is aside, then serve() (which finds out whether it may serve: the run
+ * thread may be back already, and then serves the request itself). */
+static void *stand_main(void *arg)
+{
+    ib__doneq *q = arg;
+    pthread_mutex_lock(&q->mu);
+    while (!q->stand_stopping) {
+        if (!(q->aside && q->requests != 0)) {
+            pthread_cond_wait(&q->stand_cv, &q->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&q->mu);
+        q->serve(q->serve_ctx);
+        pthread_mutex_lock(&q->mu);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+ib_status ib__doneq_start_stand_in(ib__doneq *q, ib__doneq_serve_fn serve, void *ctx, ib_error *err)
+{
+    sigset_t all, old;
+    q->serve = serve;
+    q->serve_ctx = ctx;
+    /* no signal for it: SIGTERM/SIGINT reach the host's own threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&q->stand, NULL, stand_main, q);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return ib_error_set(err, IB_ERR_IO, "dispatch: cannot start the stand-in thread");
+    q->stand_started = true;
+    return IB_OK;
+}
+
+void ib__doneq_step_aside(ib__doneq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->aside = true;
+    if (q->requests != 0) /* made since the run thread last looked */
+        pthread_cond_signal(&q->stand_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void ib__doneq_come_back(ib__doneq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->aside = false;
+    pthread_mutex_unlock(&q->mu);
 }
 
 bool ib__doneq_wait(ib__doneq *q, ib__done *out, unsigned *requests, int64_t deadline_ms)

@@ -73,14 +73,35 @@ void ib__doneq_close(ib__doneq *q);
 /* A worker: posts `m` (copied) and wakes the run thread. */
 void ib__doneq_post(ib__doneq *q, const ib__done *m);
 
-/* A worker: posts `m` (copied), waking the run thread only when `wake`;
- * else the run thread takes it when it next looks (at the latest at the
- * deadline it sleeps to). */
-void ib__doneq_post_quiet(ib__doneq *q, const ib__done *m, bool wake);
-
 /* Any thread: asks the run thread for `what` (IB__DONE_* bits) and
  * returns at once; false when the queue is closed (no batch to ask). */
 bool ib__doneq_request(ib__doneq *q, unsigned what);
+
+/* Whoever serves the batch's requests (the run thread, or an asker
+ * standing in for it while it is inside a handler call): takes (and
+ * clears) the requests made so far; 0: none. */
+unsigned ib__doneq_take_requests(ib__doneq *q);
+
+/* What the stand-in calls to serve the requests (dispatch_run.c's
+ * stand_in): it takes them (ib__doneq_take_requests) only when it may,
+ * and returns at once otherwise. */
+typedef void (*ib__doneq_serve_fn)(void *ctx);
+
+/* Starts the stand-in: a thread, its signals blocked, that sleeps until a
+ * request is made while the run thread is aside (inside a handler call of
+ * its own, between ib__doneq_step_aside and ib__doneq_come_back), then
+ * calls serve(ctx). So a renewal or a flush asked for during a long call
+ * is done while it runs, and the asker never waits for the store.
+ * Stopped and joined by ib__doneq_free. Errors: IB_ERR_IO. */
+ib_status ib__doneq_start_stand_in(ib__doneq *q, ib__doneq_serve_fn serve, void *ctx,
+                                   ib_error *err);
+
+/* Run thread: it is going into a handler call of its own; requests made
+ * from now on (and any not taken yet) wake the stand-in. */
+void ib__doneq_step_aside(ib__doneq *q);
+
+/* Run thread: back from that call; requests wake it again. */
+void ib__doneq_come_back(ib__doneq *q);
 
 /* Run thread: waits until a message is posted, a request is made, or the
  * monotonic clock reaches `deadline_ms` (INT64_MAX: no deadline). Takes

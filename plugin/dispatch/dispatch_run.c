@@ -28,26 +28,37 @@
  *  - The run thread (the caller of ib_dispatch_run, under run_mu) owns the
  *    run: the scratch buffers, every item and its phase, the pending
  *    marks, the circuits' records, the outcomes. It alone writes items,
- *    and it alone calls the recorder for the batch's claims, marks,
- *    renewals and releases. It never runs a plain handler: it waits on the
- *    completion queue (dispatch_done.h) until something is posted or the
- *    next commit is due, and takes what came there in one place
- *    (take_done). Transactional handlers alone run on it, inside the
- *    recorder's transaction.
- *  - A worker of the pool (one with concurrency 1) runs one call at a
- *    time. It reads its item (written before the loop started, or
- *    atomics: lost, lease_end) and writes none: it posts the call's start
- *    and then its verdict, run time and note, by value. Before the call,
- *    claim_still_ours may renew that item's lease in the store; the new
- *    end travels in the completion.
+ *    and it alone calls the recorder for the batch's claims, marks and
+ *    releases. Every verdict reaches the items in one place (take_done).
+ *    It holds serve_mu for the whole batch but while it is aside (below).
+ *  - With concurrency N > 1 and more than one call, the calls run on the
+ *    pool's N workers. A worker reads its item (written before the loop
+ *    started, or atomics: lost, lease_end) and writes none: it posts the
+ *    call's start and then its verdict, run time and note, by value, to
+ *    the completion queue (dispatch_done.h). The run thread meanwhile
+ *    waits on that queue until something is posted or the next commit is
+ *    due (serve). Before a call, claim_still_ours may renew that item's
+ *    lease in the store; the new end travels in the completion.
+ *  - Otherwise (concurrency 1, the default, or a single call) the run
+ *    thread makes the calls itself, one at a time (call_inline): handing
+ *    each batch to another thread and back would cost two thread wake-ups
+ *    per batch, which is most of what a quick handler costs. For the time
+ *    of the handler call it is aside: it lets serve_mu go and the queue
+ *    wakes the stand-in, not it, for a request.
+ *  - The stand-in, a thread of the queue that sleeps otherwise, serves a
+ *    request made while the run thread is aside (stand_in): it takes
+ *    serve_mu and renews or commits as the run thread would, leaving the
+ *    health callback and the settling to the run thread once back
+ *    (come_back). So a lease is kept and finished marks are made durable
+ *    during a long call, whichever thread makes it.
  *  - Another thread of the host (its control thread) asks, while a batch
  *    runs, for the batch's leases to be renewed (ib__drun_extend_leases)
  *    and its pending marks made durable (ib__drun_flush_marks): it posts
- *    a request to the same queue and returns at once with what the run
- *    thread did for the requests before. Between batches the queue is
- *    closed and there is nothing to do. It may also look for calls that
- *    overran (ib__drun_overdue) in the table the run thread publishes
- *    under lease_mu (lease_keys, lease_started...), reading only.
+ *    a request to the queue and returns at once with what was done for
+ *    the requests before; it never waits for the store. Between batches
+ *    the queue is closed and there is nothing to do. It may also look for
+ *    calls that overran (ib__drun_overdue) in the table the run thread
+ *    publishes under lease_mu (lease_keys, lease_started...), reading only.
  *
  * INVARIANTS
  *  1. A delivery is acked only once every item of it is marked or was done
@@ -56,8 +67,8 @@
  *  2. The run does not return before the mark of every call that said OK
  *     is durable (commit_all retries until it lands).
  *  3. No call starts while a commit has failed: the pool is held
- *     (ib__pool_hold), and a call made alone is not started before the
- *     commit lands.
+ *     (ib__pool_hold), and a call of the run thread or one made alone is
+ *     not started before the commit lands.
  *  4. No call starts on a claim that may have been taken over: its lease
  *     end is checked on the boot clock, renewed when near (claim_still_ours).
  *  5. An attempt is counted for a call that started, and for no other: in
@@ -65,12 +76,16 @@
  *     before the call for a claim taken over (run alone, after the marks
  *     earned so far are durable); at the release for a RETRY.
  *  6. A mark waits at most commit_interval_ms after its call returned (the
- *     run thread's wait ends when it is due), and never through a call of
- *     a handler whose last call outlasted it.
- *  7. No lock another thread waits for is held across a store write or a
- *     handler call: the queue's lock and lease_mu are held for a few
- *     copies; run_mu is taken by ib_dispatch_run alone and only serialises
- *     batches (the pool runs one at a time, the scratch is shared).
+ *     run thread's wait ends when it is due; between its own calls it
+ *     looks), and never through a call of a handler whose last call
+ *     outlasted it, unless a flush makes it durable sooner.
+ *  7. No lock another thread waits for is held across a handler call, and
+ *     only serve_mu across a store write: the stand-in holds it while it
+ *     renews or commits, so a run thread back from a call made meanwhile
+ *     waits for that one write. The queue's lock and lease_mu are held for
+ *     a few copies; run_mu is taken by ib_dispatch_run alone and only
+ *     serialises batches (the pool runs one at a time, the scratch is
+ *     shared).
  *
  * THE STEPS of a batch (run_locked):
  *  1. prepare: check the deliveries, size the scratch and the queue,
@@ -81,19 +96,23 @@
  *     claim phase; the overdue table is published and the queue opened
  *     (requests are taken from now on); deliveries all of whose items are
  *     done are settled at once (an early ack).
- *  4. run_alone: calls on claims taken over, each alone on the pool,
+ *  4. run_alone: calls on claims taken over, each alone (call_one),
  *     attempt first.
- *  5. run_handlers: the rest on the pool, all together (run_parallel) or,
- *     with concurrency 1, one at a time in batch order (run_in_order).
- *     Meanwhile the run thread serves the queue (serve): a request to
- *     renew renews every live claim in one call; a request to flush
- *     commits now; a completion is taken (take_done: the item's result,
- *     its circuit, its pending mark); once commit_interval_ms has passed
- *     since the last commit, the pending marks go in one fenced call and
- *     what became ready is settled. A failed commit holds the pool until
- *     it lands, tried again when its back-off ends. Then commit_all; then
- *     transactional handlers, each in the recorder's transaction with its
- *     marker, requests served between two transactions.
+ *  5. run_handlers: the rest on the pool, all together (run_parallel), or
+ *     on the run thread one at a time in batch order (run_in_order: the
+ *     pending marks committed first before the call of a handler whose
+ *     last call outlasted the commit interval). The run thread serves the
+ *     queue while the pool runs, and between its own calls (serve): a
+ *     request to renew renews every live claim in one call; a request to
+ *     flush commits now; a completion is taken (take_done: the item's
+ *     result, its circuit, its pending mark); once commit_interval_ms has
+ *     passed since the last commit, the pending marks go in one fenced
+ *     call and what became ready is settled. During its own calls the
+ *     stand-in serves the requests. A failed commit holds the pool, or the
+ *     next call of the run thread, until it lands, tried again when its
+ *     back-off ends. Then commit_all; then transactional handlers, each
+ *     in the recorder's transaction with its marker, requests served
+ *     between two transactions.
  *  6. leases_done: close the queue and withdraw the overdue table;
  *     release: one call frees the claims of calls that did not say OK and
  *     counts their attempts.
@@ -220,8 +239,8 @@ struct ib__drun {
     ib_recorder *recorder;    /* BORROWED */
     const ib__dtable *table;  /* BORROWED; not changed while batches run */
     ib_dispatch_options opts; /* complete; opts.owner BORROWED */
-    ib__pool *pool;           /* max(concurrency, 1) workers: every handler call but the
-                                 transactional ones runs there */
+    ib__pool *pool;           /* `concurrency` workers when it is > 1, else NULL: the
+                                 run thread makes the calls itself (call_inline) */
     ib__doneq *done;          /* what workers and the control thread post to the
                                  run thread (dispatch_done.h) */
 
@@ -229,6 +248,14 @@ struct ib__drun {
      * scratch buffers are shared. */
     pthread_mutex_t run_mu;
     run_scratch scratch;
+
+    /* Whoever holds serve_mu serves the batch's requests (renewals,
+     * flushes): the run thread, which holds it for the whole batch except
+     * while it is inside a handler call of its own (call_inline); then
+     * `calling` is its run and an asker stands in for it (stand_in).
+     * NULL between batches and whenever the run thread holds it. */
+    pthread_mutex_t serve_mu;
+    struct run_ctx *calling;
     double last_recorder_seconds; /* of the last batch (under run_mu) */
 
     /* The calls of the batch in flight, published so another thread can
@@ -269,21 +296,12 @@ typedef struct run_ctx {
     size_t n;
     run_item *items;
     size_t total;
-    size_t nwork; /* s->work[0..nwork): plain handlers, for the pool */
-    size_t ntxn;  /* s->work[nwork..nwork+ntxn): transactional handlers */
-    size_t npend; /* entries in s->pend_keys */
-    size_t ndone; /* calls whose completion the run thread took */
-    size_t solo;  /* the work entry run_solo runs (a call made alone) */
-    /* A stretch of calls run back to back on the one worker (run_in_order):
-     * work entries [stretch_from, stretch_from + stretch_len). The worker
-     * counts what it posted and stops the stretch after a call that
-     * outlasted the commit interval (stretch_stop), so the run thread can
-     * commit before the next call of that handler. */
-    size_t stretch_from, stretch_len;
-    atomic_size_t stretch_posted;
-    atomic_bool stretch_stop;
-    bool stretching;  /* a stretch's loop runs on the pool (a failing commit holds it) */
-    bool parallel;    /* the batch's calls run on the pool together */
+    size_t nwork;     /* s->work[0..nwork): plain handlers, for the pool */
+    size_t ntxn;      /* s->work[nwork..nwork+ntxn): transactional handlers */
+    size_t npend;     /* entries in s->pend_keys */
+    size_t ndone;     /* calls whose completion the run thread took */
+    size_t solo;      /* the work entry run_solo runs (a call made alone) */
+    bool parallel;    /* the batch's calls run on the pool, else on the run thread */
     bool durable;     /* the recorder counts attempts across crashes */
     ib__circuits *cs; /* NULL: circuits are off */
     int64_t now_ms;   /* monotonic ms at the start of the run (circuit decisions) */
@@ -294,6 +312,13 @@ typedef struct run_ctx {
      * sleep), or starts no call alone, and retries the commit when its
      * back-off ends. Run thread only. */
     bool commit_failing;
+    /* What the commits written by the stand-in did (flush_marks), for
+     * the run thread to tell and settle once back (come_back): the first
+     * failure, kept even when a later commit works, so the health
+     * callback hears both. */
+    bool aside_failed, aside_worked;
+    ib_status aside_st;
+    ib_error aside_err;
     int64_t last_commit_ms;
     double recorder_seconds;
     ib_bus_proxy *bus;
@@ -714,7 +739,8 @@ double ib__drun_recorder_seconds(const ib__drun *r)
 
 /* While a batch runs, a renewal or a flush is a request to its run
  * thread, which performs it between completions (renew_leases,
- * flush_marks); the caller returns at once with what the run thread did
+ * flush_marks), or to the stand-in while the run thread is inside a
+ * handler call of its own; the caller returns at once with what was done
  * for the requests made before. Between batches there is nothing to do. */
 ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib_error *err)
 {
@@ -844,14 +870,16 @@ static void hold_handlers(run_ctx *c, bool hold)
     if (c->commit_failing == hold)
         return;
     c->commit_failing = hold;
-    if (c->parallel || c->stretching)
+    if (c->parallel)
         ib__pool_hold(c->r->pool, hold);
 }
 
 /* Writes the pending marks in one fenced call; *marked counts those that
  * landed as ours. A failure keeps them pending, sets the back-off and
- * holds the handlers not started. Run thread only. */
-static ib_status commit_pending(run_ctx *c, size_t *marked, ib_error *e)
+ * holds the handlers not started. Tells nobody: commit_pending does, or
+ * the run thread once back from a call during which an asker stood in
+ * (come_back). Whoever holds serve_mu. */
+static ib_status commit_write(run_ctx *c, size_t *marked, ib_error *e)
 {
     run_scratch *s = c->s;
     ib__drun *r = c->r;
@@ -865,10 +893,8 @@ static ib_status commit_pending(run_ctx *c, size_t *marked, ib_error *e)
         r->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
         r->commit_retry_at_ms = ib_clock_monotonic_ms() + r->commit_backoff_ms;
         hold_handlers(c, true);
-        recorder_failed(c, e, st);
         return st;
     }
-    recorder_worked(c);
     r->commit_backoff_ms = 0;
     r->commit_retry_at_ms = 0;
     hold_handlers(c, false);
@@ -880,6 +906,25 @@ static ib_status commit_pending(run_ctx *c, size_t *marked, ib_error *e)
         *marked += s->flags[k];
     }
     c->npend = 0;
+    return IB_OK;
+}
+
+/* Whether the last commit worked (commit_write clears the back-off). */
+static bool last_commit_worked(const ib__drun *r)
+{
+    return r->commit_backoff_ms == 0;
+}
+
+/* commit_write, then tells the health callback and settles what became
+ * ready. Run thread only. */
+static ib_status commit_pending(run_ctx *c, size_t *marked, ib_error *e)
+{
+    ib_status st = commit_write(c, marked, e);
+    if (st != IB_OK) {
+        recorder_failed(c, e, st);
+        return st;
+    }
+    recorder_worked(c);
     settle_ready(c);
     return IB_OK;
 }
@@ -949,12 +994,27 @@ static void renew_leases(run_ctx *c)
 }
 
 /* A flush asked for by another thread: the pending marks now, whatever
- * the commit interval or a back-off says. */
-static void flush_marks(run_ctx *c)
+ * the commit interval or a back-off says. Done by the run thread, or (`aside`) by
+ * an asker standing in for it (stand_in): that one only writes; what the
+ * commit means for the health callback and the settling is left to the
+ * run thread (come_back), so both stay on its thread. */
+static void flush_marks(run_ctx *c, bool aside)
 {
     size_t marked = 0;
     ib_error e = {0};
-    ib_status st = c->npend > 0 ? commit_pending(c, &marked, &e) : IB_OK;
+    ib_status st = IB_OK;
+    if (c->npend > 0 && !aside) {
+        st = commit_pending(c, &marked, &e);
+    } else if (c->npend > 0) {
+        st = commit_write(c, &marked, &e);
+        if (st == IB_OK) {
+            c->aside_worked = true;
+        } else if (!c->aside_failed) {
+            c->aside_failed = true;
+            c->aside_st = st;
+            c->aside_err = e;
+        }
+    }
     ib__doneq_answer_flush(c->r->done, marked, st, &e);
 }
 
@@ -998,7 +1058,7 @@ static void serve(run_ctx *c, int64_t deadline_ms)
         if (asked & IB__DONE_RENEW)
             renew_leases(c);
         if (asked & IB__DONE_FLUSH)
-            flush_marks(c);
+            flush_marks(c, false);
         if (!got)
             break;
         take_done(c, &m);
@@ -1022,9 +1082,7 @@ static void commit_all(run_ctx *c)
 /* Calls the handler of `it` with `bus` and keeps its verdict, run time and
  * note in `d` (only there). With `post` (a worker's call), the start is
  * posted to the run thread; without, it is stamped in the published table
- * at once and cleared after the call (a transactional call on the run
- * thread, or a call of a stretch, whose worker runs ahead of the run
- * thread and would wake it twice a call). */
+ * at once and cleared after the call (a call on the run thread itself). */
 static void call_handler(run_ctx *c, const run_item *it, ib_bus_proxy *bus, ib__done *d, bool post)
 {
     static const uint8_t no_payload[1];
@@ -1108,6 +1166,19 @@ static bool claim_still_ours(run_ctx *c, const run_item *it, ib__done *d)
     return true;
 }
 
+/* Whether the call of `it` is to be made: not when its circuit opened
+ * since the batch was planned (d->result R_HELD_BACK: the run thread
+ * releases the claim and ends the attempt it counted), nor when its claim
+ * is no longer ours (claim_still_ours says why in `d`). Writes only `d`. */
+static bool may_call(run_ctx *c, const run_item *it, ib__done *d)
+{
+    if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index)) {
+        d->result = R_HELD_BACK;
+        return false;
+    }
+    return claim_still_ours(c, it, d);
+}
+
 /* Runs the handler of work entry `w` on a worker and posts what became of
  * it; writes no item. An item that already ran (alone, run_alone) is left
  * as it is, and nothing is posted for it. */
@@ -1118,11 +1189,7 @@ static void run_call(run_ctx *c, size_t w)
         return;
     ib__done d = {.kind = IB__DONE_CALL, .work = w, .result = R_RUN};
     d.note.retry_after_ms = -1;
-    /* Its circuit opened since the batch was planned: not called (the run
-     * thread releases the claim and ends the attempt it counted). */
-    if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
-        d.result = R_HELD_BACK;
-    else if (claim_still_ours(c, it, &d))
+    if (may_call(c, it, &d))
         call_handler(c, it, c->bus, &d, true);
     ib__doneq_post(c->r->done, &d);
 }
@@ -1141,69 +1208,6 @@ static void run_solo(void *arg, size_t i)
     run_call(c, c->solo);
 }
 
-/* The worker's part of a stretch (run_in_order): the calls in batch order,
- * until one outlasts the commit interval or does not say OK. Counts each call it posts before
- * posting it, and raises the stop before posting the call that stops it,
- * so the run thread that sees the stop knows every call the stretch will
- * post. */
-static void run_stretch(void *arg, size_t i)
-{
-    run_ctx *c = arg;
-    size_t w = c->stretch_from + i;
-    if (atomic_load_explicit(&c->stretch_stop, memory_order_acquire) ||
-        c->items[c->s->work[w]].finished)
-        return;
-    /* run_call, with the stop between the call and its post */
-    const run_item *it = &c->items[c->s->work[w]];
-    ib__done d = {.kind = IB__DONE_CALL, .work = w, .result = R_RUN};
-    d.note.retry_after_ms = -1;
-    if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
-        d.result = R_HELD_BACK;
-    else if (claim_still_ours(c, it, &d))
-        call_handler(c, it, c->bus, &d, false); /* its start stamped, not posted */
-    atomic_fetch_add_explicit(&c->stretch_posted, 1, memory_order_acq_rel);
-    /* after a slow call the run thread commits before that handler's next
-     * call; after one that did not say OK it tells the circuit, which may
-     * hold the rest back, before any other call starts */
-    bool stop = d.result != R_OK || d.seconds * 1000 >= (double)c->r->opts.commit_interval_ms;
-    if (stop)
-        atomic_store_explicit(&c->stretch_stop, true, memory_order_release);
-    /* the run thread is woken for the stretch's last call or its stop;
-     * the others it takes when it next looks, at the latest when the
-     * commit interval says the marks are due */
-    ib__doneq_post_quiet(c->r->done, &d, stop || i + 1 == c->stretch_len);
-}
-
-/* Runs work entries [from, from + len) back to back on the one worker,
- * the run thread serving what is posted meanwhile, until every call of
- * the stretch is taken or the worker stopped it after a slow call. The
- * calls it did not start are left unfinished for run_in_order. */
-static void call_stretch(run_ctx *c, size_t from, size_t len)
-{
-    size_t base = c->ndone, want = 0;
-    for (size_t w = from; w < from + len; w++)
-        want += !c->items[c->s->work[w]].finished;
-    c->stretch_from = from;
-    c->stretch_len = len;
-    atomic_store_explicit(&c->stretch_posted, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->stretch_stop, false, memory_order_relaxed);
-    c->stretching = true;
-    ib__pool_start(c->r->pool, run_stretch, c, len);
-    for (;;) {
-        size_t taken = c->ndone - base;
-        if (taken == want)
-            break;
-        if (atomic_load_explicit(&c->stretch_stop, memory_order_acquire) &&
-            taken == atomic_load_explicit(&c->stretch_posted, memory_order_acquire))
-            break;
-        serve(c, next_due(c));
-    }
-    if (c->commit_failing)
-        commit_all(c); /* ends the pool's hold before the loop can end */
-    ib__pool_finish(c->r->pool);
-    c->stretching = false;
-}
-
 /* Runs the call of work entry `w` alone on the pool, the run thread
  * serving what is posted meanwhile (renewals, flushes, commits due) until
  * the call's completion is taken. */
@@ -1215,6 +1219,83 @@ static void call_alone(run_ctx *c, size_t w)
     while (c->ndone < want)
         serve(c, next_due(c));
     ib__pool_finish(c->r->pool);
+}
+
+/* The run thread, before a call of its own: lets serve_mu go, so that
+ * the stand-in can serve requests while the handler runs (stand_in). */
+static void step_aside(run_ctx *c)
+{
+    c->r->calling = c;
+    pthread_mutex_unlock(&c->r->serve_mu);
+    ib__doneq_step_aside(c->r->done);
+}
+
+/* The run thread, back from its call: takes serve_mu again (waiting, at
+ * worst, for the one store write of an asker standing in), then tells the
+ * health callback and settles what a commit written meanwhile made
+ * ready, so both stay on this thread. The stand-in wakes for no request
+ * from the first step on. */
+static void come_back(run_ctx *c)
+{
+    ib__doneq_come_back(c->r->done);
+    pthread_mutex_lock(&c->r->serve_mu);
+    c->r->calling = NULL;
+    if (c->aside_failed)
+        recorder_failed(c, &c->aside_err, c->aside_st);
+    if (c->aside_worked && last_commit_worked(c->r))
+        recorder_worked(c);
+    if (c->aside_worked)
+        settle_ready(c);
+    c->aside_failed = c->aside_worked = false;
+}
+
+/* The stand-in (dispatch_done.h), woken by a request made while the run
+ * thread is inside a handler call of its own: when serve_mu is free and a
+ * batch is in such a call, serves the requests made so far as the run
+ * thread would between completions. Otherwise returns at once: the run
+ * thread is back and serves them itself, or no batch runs. */
+static void stand_in(void *arg)
+{
+    ib__drun *r = arg;
+    if (pthread_mutex_trylock(&r->serve_mu) != 0)
+        return;
+    run_ctx *c = r->calling;
+    if (c != NULL) {
+        unsigned asked = ib__doneq_take_requests(r->done);
+        if (asked & IB__DONE_RENEW)
+            renew_leases(c);
+        if (asked & IB__DONE_FLUSH)
+            flush_marks(c, true);
+    }
+    pthread_mutex_unlock(&r->serve_mu);
+}
+
+/* Makes the call of work entry `w` on the run thread and takes its
+ * verdict at once (take_done), then serves what was asked meanwhile and
+ * nobody served. No thread hand-off: this is how calls run unless the
+ * batch's run on the pool (run_parallel). */
+static void call_inline(run_ctx *c, size_t w)
+{
+    const run_item *it = &c->items[c->s->work[w]];
+    ib__done d = {.kind = IB__DONE_CALL, .work = w, .result = R_RUN};
+    d.note.retry_after_ms = -1;
+    if (may_call(c, it, &d)) {
+        step_aside(c);
+        call_handler(c, it, c->bus, &d, false);
+        come_back(c);
+    }
+    take_done(c, &d);
+    serve(c, 0);
+}
+
+/* The call of work entry `w`, alone: on the pool when the batch's calls
+ * run there, else on the run thread. */
+static void call_one(run_ctx *c, size_t w)
+{
+    if (c->parallel)
+        call_alone(c, w);
+    else
+        call_inline(c, w);
 }
 
 /* Counts the attempt of `it` before its call starts, fenced by its claim
@@ -1265,7 +1346,7 @@ static void run_alone(run_ctx *c)
         if (!it->counted)
             continue;
         if (taken_over || w != 0)
-            call_alone(c, w);
+            call_one(c, w);
         break;
     }
     for (size_t w = 0; c->durable && w < c->nwork; w++) {
@@ -1274,7 +1355,7 @@ static void run_alone(run_ctx *c)
             continue;
         commit_all(c);
         if (count_first(c, it)) {
-            call_alone(c, w);
+            call_one(c, w);
             continue;
         }
         it->finished = true; /* not run: count_first said why */
@@ -1417,52 +1498,25 @@ static bool handler_slow(const run_ctx *c, const run_item *it)
            r->last_call_ms[hi] >= r->opts.commit_interval_ms;
 }
 
-/* Whether the call of `it` may run in a stretch, ahead of the run
- * thread's look at the calls before it: its handler is quick, and its
- * circuit calm (only a failure, which stops the stretch, can change it),
- * so the circuit judges every call before the next one starts, as when
- * each call runs alone. */
-static bool stretch_may_take(const run_ctx *c, const run_item *it)
-{
-    return !handler_slow(c, it) && (c->cs == NULL || ib__circuit_calm(c->cs, it->h->index));
-}
-
-/* The batch's calls one at a time, in batch order, on the one worker: the
- * pending marks are committed before the call of a handler whose last
- * call outlasted the commit interval (that call runs alone), and a failed
- * commit lands before the next call starts. The calls of quick handlers
- * between two such calls run as one stretch, back to back on the worker,
- * without a round trip to the run thread per call. */
+/* The batch's calls one at a time, in batch order, on the run thread
+ * (call_inline): the pending marks are committed before the call of a
+ * handler whose last call outlasted the commit interval, and a failed
+ * commit lands before the next call starts. */
 static void run_in_order(run_ctx *c)
 {
     ib__drun *r = c->r;
-    size_t w = 0;
-    while (w < c->nwork) {
+    for (size_t w = 0; w < c->nwork; w++) {
         run_item *it = &c->items[c->s->work[w]];
         /* a call that ran alone (run_alone) is only looked at */
-        if (!it->finished && handler_slow(c, it))
-            commit(c, true);
-        if (!it->finished && c->commit_failing)
-            commit_all(c);
-        size_t end = w + 1;
-        if (!it->finished && !stretch_may_take(c, it)) {
-            call_alone(c, w);
-        } else if (!it->finished) {
-            while (end < c->nwork && stretch_may_take(c, &c->items[c->s->work[end]]))
-                end++;
-            call_stretch(c, w, end - w);
+        if (!it->finished) {
+            if (handler_slow(c, it))
+                commit(c, true);
+            if (c->commit_failing)
+                commit_all(c);
+            call_inline(c, w);
         }
-        /* a stretch stopped after a slow call: go on from the first call it
-         * did not start */
-        size_t next = w;
-        for (; next < end; next++) {
-            const run_item *done = &c->items[c->s->work[next]];
-            if (!done->finished && next > w)
-                break;
-            if (r->last_call_ms != NULL && done->h->index < r->nhandlers)
-                r->last_call_ms[done->h->index] = (int64_t)(done->seconds * 1000);
-        }
-        w = next > w ? next : w + 1;
+        if (r->last_call_ms != NULL && it->h->index < r->nhandlers)
+            r->last_call_ms[it->h->index] = (int64_t)(it->seconds * 1000);
         if (!commit(c, false) && c->commit_failing)
             commit_all(c);
     }
@@ -1470,9 +1524,9 @@ static void run_in_order(run_ctx *c)
 
 static void run_handlers(run_ctx *c)
 {
+    /* A single call is not worth two thread hand-offs. */
+    c->parallel = c->r->pool != NULL && c->nwork > 1;
     run_alone(c);
-    /* A single call gains nothing from the pool's other workers. */
-    c->parallel = c->r->opts.concurrency > 1 && c->nwork > 1;
     if (c->parallel)
         run_parallel(c);
     else
@@ -2032,7 +2086,9 @@ ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n, ib_bus_
 
     run_ctx c = {.r = r, .s = &r->scratch, .dl = deliveries, .n = n, .bus = bus, .err = err};
     pthread_mutex_lock(&r->run_mu);
+    pthread_mutex_lock(&r->serve_mu);
     st = run_locked(&c);
+    pthread_mutex_unlock(&r->serve_mu);
     pthread_mutex_unlock(&r->run_mu);
     return st;
 }
@@ -2059,20 +2115,29 @@ ib_status ib__drun_create(ib__drun **out, ib_recorder *recorder, const ib__dtabl
         st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the lease mutex");
         goto destroy_run_mu;
     }
+    if (pthread_mutex_init(&r->serve_mu, NULL) != 0) {
+        st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the serve mutex");
+        goto destroy_lease_mu;
+    }
     atomic_init(&r->circuits, NULL);
     st = ib__doneq_create(&r->done, err);
     if (st != IB_OK)
-        goto destroy_lease_mu;
-    /* one worker with concurrency 1: the run thread never runs a plain
-     * handler itself, so it stays free to renew leases and commit */
-    st = ib__pool_create(&r->pool, r->opts.concurrency > 1 ? r->opts.concurrency : 1, err);
+        goto destroy_serve_mu;
+    st = ib__doneq_start_stand_in(r->done, stand_in, r, err);
     if (st != IB_OK)
         goto free_done;
+    if (r->opts.concurrency > 1) {
+        st = ib__pool_create(&r->pool, r->opts.concurrency, err);
+        if (st != IB_OK)
+            goto free_done;
+    }
     *out = r;
     return IB_OK;
 
 free_done:
     ib__doneq_free(r->done);
+destroy_serve_mu:
+    pthread_mutex_destroy(&r->serve_mu);
 destroy_lease_mu:
     pthread_mutex_destroy(&r->lease_mu);
 destroy_run_mu:
@@ -2091,6 +2156,7 @@ void ib__drun_free(ib__drun *r)
     ib__circuits_free(atomic_load(&r->circuits));
     pthread_mutex_destroy(&r->run_mu);
     pthread_mutex_destroy(&r->lease_mu);
+    pthread_mutex_destroy(&r->serve_mu);
     scratch_free(&r->scratch);
     free(r->last_call_ms);
     free(r);

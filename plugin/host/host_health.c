@@ -115,7 +115,8 @@ void ib__host_check_overdue(ib_host *h)
     /* A call that may never return: the marks its batch mates earned are
      * asked to be made durable now, not at the end of the commit interval
      * or a back-off, so a restart does not run them again. A request: the
-     * batch's thread writes them, this one does not wait. */
+     * dispatch writes them (its batch thread, or its stand-in while that
+     * thread is in the call), this one does not wait. */
     if (s.fresh > 0)
         ib__host_flush_marks(h, "a handler call is overdue");
     size_t returned = overdue_forget_returned(h);

@@ -324,7 +324,7 @@ void ib__host_check_overdue(ib_host *h);
 
 /* Watcher thread: asks the running batch to make the marks of its
  * finished calls durable now (ib_dispatch_flush_marks: a request, the
- * batch's thread writes), logging `why` with the count or the failure
+ * dispatch writes), logging `why` with the count or the failure
  * the batch reported for the requests before. Never waits on the store. */
 void ib__host_flush_marks(ib_host *h, const char *why);
 

@@ -118,9 +118,9 @@
  * budget still dead-letters once the circuit closes.
  *
  * Ordering: with options.concurrency <= 1 the handlers of a batch run one
- * at a time on one worker thread of the table (always the same one), in
- * batch order (for each delivery, in registration order); the caller's
- * thread waits meanwhile, free to renew leases and commit marks. With
+ * at a time on the caller's thread, in batch order (for each delivery, in
+ * registration order); meanwhile a stand-in thread of the table renews
+ * leases and commits marks when asked. With
  * concurrency N > 1 they run on N worker threads, so within a batch
  * handlers of different events (and different handlers of one event) run
  * in any order and at the same time. Transactional handlers run on the
@@ -249,8 +249,8 @@ typedef struct ib_dispatch_options {
                                       <= 0 = IB_DISPATCH_DEFAULT_NAK_BASE_MS */
     int64_t nak_max_delay_ms;      /* cap of the back-off; <= 0 = IB_DISPATCH_DEFAULT_NAK_MAX_MS;
                                       raised to the base delay if below it */
-    unsigned concurrency;          /* handler threads; 0 or 1 = one, running the calls
-                                      one at a time in batch order;
+    unsigned concurrency;          /* handler threads; 0 or 1 = the caller's, running
+                                      the calls one at a time in batch order;
                                       at most IB_DISPATCH_MAX_CONCURRENCY */
     int64_t busy_delay_ms;         /* nak delay when another owner holds the claim;
                                       <= 0 = IB_DISPATCH_DEFAULT_BUSY_MS */
@@ -387,9 +387,9 @@ struct ib_delivery {
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive
  * it). `options` may be NULL for the defaults; its strings are copied. The
- * worker threads (concurrency of them, at least one) are started here
- * (with every signal blocked, so the host's signal handling stays on its
- * own threads).
+ * worker threads (with concurrency > 1) and the stand-in thread are
+ * started here (with every signal blocked, so the host's signal handling
+ * stays on its own threads).
  * `*out` is freed with ib_dispatch_free(). Errors: IB_ERR_INVALID_ARG (no
  * recorder), IB_ERR_CONFIG (an option out of range, named in the message),
  * IB_ERR_NOMEM, IB_ERR_IO (no randomness for an owner token, or threads could
@@ -452,9 +452,9 @@ double ib_dispatch_recorder_seconds(const ib_dispatch *d);
  * its claims (same owner, lease_ms), so a handler that outlives the lease
  * is not taken over by another process that receives the same id. Returns
  * at once: the thread of ib_dispatch_run() does the writing, between two
- * handler completions (never while one of its own store writes is under
- * way, so within one store write's time), and the counts and error it
- * returns are what that thread did for the requests made before this call
+ * handler completions, or, while it runs a handler itself, the table's
+ * stand-in thread; the counts and error it returns are what was done for
+ * the requests made before this call
  * (since the last call; each renewal is reported once). Safe to call from
  * any thread while ib_dispatch_run() runs on another; between batches it
  * asks nothing and only reports. `*extended` counts leases restarted,
@@ -467,10 +467,10 @@ ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lo
  * failed commit's back-off), for a caller that wants them sooner: a call
  * is past --handler-timeout, or the process is about to exit at its drain
  * deadline. Returns at once, like ib_dispatch_extend_leases(): the thread
- * of ib_dispatch_run() commits between two handler completions, and
- * `*marked` and the error are what it did for the requests made before
- * this call. Their messages are still settled by the batch (or come back
- * after an exit and are dropped as done). Safe from any thread while
+ * of ib_dispatch_run() commits between two handler completions (or the
+ * stand-in while that thread runs a handler), and `*marked` and the
+ * error are what was done for the requests made before this call. Their messages are still settled
+ * by the batch (or come back after an exit and are dropped as done). Safe from any thread while
  * ib_dispatch_run() runs on another; between batches it asks nothing and
  * only reports. Errors: the recorder's (nothing is lost: the committer
  * still holds the marks and retries them). */

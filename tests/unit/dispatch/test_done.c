@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The completion queue of the dispatch core (dispatch_done.h): what
  * several workers post is taken once each, in each worker's order;
- * requests wake the taker and are taken once, only while a batch runs;
+ * requests wake the taker and are taken once, only while a batch runs,
+ * and go to the stand-in while the run thread is aside;
  * a wait ends at its deadline; answers reach their asker once. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -164,9 +165,85 @@ static void requests_wake_the_taker_once(void **state)
     ib__doneq_free(q);
 }
 
+/* What the stand-in saw: each call of its serve function takes the
+ * requests, as dispatch_run.c's stand_in does when it may. */
+typedef struct stand_probe {
+    ib__doneq *q;
+    atomic_int calls;
+    atomic_uint taken;
+    pthread_t thread;
+} stand_probe;
+
+static void stand_serve(void *ctx)
+{
+    stand_probe *p = ctx;
+    p->thread = pthread_self();
+    atomic_fetch_or(&p->taken, ib__doneq_take_requests(p->q));
+    atomic_fetch_add(&p->calls, 1);
+}
+
+/* Waits up to 10 s for the stand-in's `calls` to reach `want`. */
+static bool stand_called(stand_probe *p, int want)
+{
+    for (int i = 0; i < 10000 && atomic_load(&p->calls) < want; i++)
+        usleep(1000);
+    return atomic_load(&p->calls) >= want;
+}
+
+/* A request made while the run thread is aside wakes the stand-in, on its
+ * own thread, and not the run thread; one made before the run thread
+ * steps aside and not taken yet wakes it at the step; once the run thread
+ * is back, requests are its own again. */
+static void requests_go_to_the_stand_in_while_aside(void **state)
+{
+    (void)state;
+    ib__doneq *q;
+    ib_error e = {0};
+    ib__done m;
+    unsigned asked;
+    stand_probe p = {0};
+    assert_int_equal(ib__doneq_create(&q, &e), IB_OK);
+    p.q = q;
+    assert_int_equal(ib__doneq_start_stand_in(q, stand_serve, &p, &e), IB_OK);
+    assert_true(ib__doneq_reserve(q, 1));
+    ib__doneq_open(q);
+
+    /* not aside: the run thread's, the stand-in sleeps */
+    assert_true(ib__doneq_request(q, IB__DONE_RENEW));
+    usleep(50000);
+    assert_int_equal(atomic_load(&p.calls), 0);
+    assert_false(ib__doneq_wait(q, &m, &asked, 0));
+    assert_int_equal(asked, IB__DONE_RENEW);
+
+    /* aside: the stand-in's */
+    ib__doneq_step_aside(q);
+    assert_true(ib__doneq_request(q, IB__DONE_FLUSH));
+    assert_true(stand_called(&p, 1));
+    assert_int_equal(atomic_load(&p.taken), IB__DONE_FLUSH);
+    assert_false(pthread_equal(p.thread, pthread_self()));
+    ib__doneq_come_back(q);
+
+    /* asked before the step, not taken: the step wakes the stand-in */
+    assert_true(ib__doneq_request(q, IB__DONE_RENEW));
+    ib__doneq_step_aside(q);
+    assert_true(stand_called(&p, 2));
+    assert_int_equal(atomic_load(&p.taken), IB__DONE_FLUSH | IB__DONE_RENEW);
+    ib__doneq_come_back(q);
+
+    /* back: the run thread's again */
+    assert_true(ib__doneq_request(q, IB__DONE_FLUSH));
+    usleep(50000);
+    assert_int_equal(atomic_load(&p.calls), 2);
+    assert_false(ib__doneq_wait(q, &m, &asked, 0));
+    assert_int_equal(asked, IB__DONE_FLUSH);
+    ib__doneq_close(q);
+    ib__doneq_free(q); /* stops and joins the stand-in */
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(posts_from_several_workers_are_taken_once),
     cmocka_unit_test(requests_wake_the_taker_once),
+    cmocka_unit_test(requests_go_to_the_stand_in_while_aside),
 };
 
 IB_TEST_MAIN(tests)

@@ -178,9 +178,9 @@ static void eight_threads_run_in_parallel(fx *f)
     pthread_mutex_destroy(&m.mu);
 }
 
-/* concurrency 0 and 1: every handler call on one thread, the pool's one
- * worker, never the caller's (which stays free to renew and commit) */
-static void one_worker_runs_every_call(fx *f)
+/* concurrency 0 and 1: every handler call on the caller's thread, with
+ * no hand-off to another */
+static void one_thread_runs_on_caller(fx *f)
 {
     for (unsigned conc = 0; conc <= 1; conc++) {
         fx_handler h;
@@ -198,7 +198,7 @@ static void one_worker_runs_every_call(fx *f)
         assert_int_equal(ib_dispatch_run(f->d, dl, 50, NULL, NULL), IB_OK);
         assert_int_equal(atomic_load(&h.calls), 50);
         assert_false(atomic_load(&h.other_thread));
-        assert_false(pthread_equal(h.thread, pthread_self()));
+        assert_true(pthread_equal(h.thread, pthread_self()));
         for (int i = 0; i < 50; i++)
             assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
         ib_dispatch_free(f->d);
@@ -412,7 +412,9 @@ static void long_handler_keeps_its_lease(fx *f)
     fx_event(&ev[0], 900, TYPE);
     fx_delivery(&dl[0], &ev[0], 1);
     assert_int_equal(ib_dispatch_run(f->d, dl, 1, NULL, NULL), IB_OK);
-    assert_int_equal(p.extended, 1);
+    /* a request made while the stand-in's answer to the one before was on
+     * its way renews again: the one claim may be counted twice */
+    assert_true(p.extended >= 1);
     assert_int_equal(p.lost, 0);
     assert_int_equal(p.other, IB_CLAIM_BUSY);
     assert_int_equal(dl[0].outcome, IB_OUTCOME_ACK);
@@ -578,17 +580,17 @@ static bool wait_for(atomic_int *v, int want)
 }
 
 /* A renewal asked for while a handler call runs (one that only the test
- * can end) is done by the run thread (not the asker, not the worker in
- * the call) before that call returns: the run thread never sits in a
- * handler, with one worker or several. */
+ * can end) is done before that call returns, never by the asker: with
+ * several workers by the run thread (the call runs on a worker); with one
+ * (the call runs on the run thread) by the stand-in. */
 static void renewal_done_during_a_long_call(fx *f)
 {
     const unsigned conc[] = {1, 4};
     for (unsigned k = 0; k < 2; k++) {
         gate g;
         gate_init(&g);
-        ib_event ev;
-        ib_delivery dl;
+        ib_event ev[2];
+        ib_delivery dl[2];
         ib_dispatch_options o = fx_default_options();
         o.concurrency = conc[k];
         fx_dispatch(f, &o);
@@ -596,12 +598,17 @@ static void renewal_done_during_a_long_call(fx *f)
         ib_dispatch_handler hd = {
             .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &g};
         assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
-        fx_event(&ev, 1000 + k, TYPE);
-        fx_delivery(&dl, &ev, 1);
-        run_args a = {.f = f, .dl = &dl, .n = 1};
+        /* two calls, so that four workers share them; the first is quick */
+        for (unsigned i = 0; i < 2; i++) {
+            fx_event(&ev[i], 1000 + 2 * k + i, TYPE);
+            fx_delivery(&dl[i], &ev[i], 1);
+        }
+        g.fast_id = ev[0].id;
+        run_args a = {.f = f, .dl = dl, .n = 2};
         pthread_t batch;
         assert_int_equal(pthread_create(&batch, NULL, run_main, &a), 0);
         assert_true(wait_for(&g.entered, 1));
+        assert_true(wait_for(&g.returned, 1));
 
         int renewals = atomic_load(&f->calls->renew_batch);
         size_t extended = 0, lost = 0;
@@ -616,17 +623,25 @@ static void renewal_done_during_a_long_call(fx *f)
         /* still in the call: the renewal did not wait for it (a request made
          * while the answer to the one before was on its way renews again:
          * the one claim may be counted twice) */
-        assert_int_equal(atomic_load(&g.returned), 0);
+        assert_int_equal(atomic_load(&g.returned), 1);
         assert_true(extended >= 1);
         assert_int_equal(lost, 0);
         assert_true(atomic_load(&f->calls->renew_batch) > renewals);
-        assert_true(pthread_equal(f->calls->renew_thread, batch));
-        assert_false(pthread_equal(g.thread, batch));
+        assert_false(pthread_equal(f->calls->renew_thread, pthread_self()));
+        if (conc[k] == 1) {
+            assert_true(pthread_equal(g.thread, batch));
+            assert_false(pthread_equal(f->calls->renew_thread, batch));
+        } else {
+            assert_false(pthread_equal(g.thread, batch));
+            assert_true(pthread_equal(f->calls->renew_thread, batch));
+        }
 
         gate_open(&g);
         pthread_join(batch, NULL);
-        assert_int_equal(dl.outcome, IB_OUTCOME_ACK);
-        assert_true(fx_marked(f, "c/p/gate", ev.id));
+        for (unsigned i = 0; i < 2; i++) {
+            assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+            assert_true(fx_marked(f, "c/p/gate", ev[i].id));
+        }
         ib_dispatch_free(f->d);
         f->d = NULL;
         gate_destroy(&g);
@@ -636,21 +651,21 @@ static void renewal_done_during_a_long_call(fx *f)
 /* A flush asked for while one call of the batch runs on makes the marks
  * of the calls that returned durable at once, although the commit window
  * (ten minutes) is far from over. */
-static void flush_done_during_a_long_call(fx *f)
+static void flush_during_a_long_call(fx *f, unsigned concurrency, unsigned base)
 {
     gate g;
     gate_init(&g);
     ib_event ev[2];
     ib_delivery dl[2];
     ib_dispatch_options o = fx_default_options();
-    o.concurrency = 2;
+    o.concurrency = concurrency;
     fx_dispatch(f, &o);
     const char *types[] = {TYPE, NULL};
     ib_dispatch_handler hd = {
         .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &g};
     assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
     for (unsigned i = 0; i < 2; i++) {
-        fx_event(&ev[i], 1010 + i, TYPE);
+        fx_event(&ev[i], base + i, TYPE);
         fx_delivery(&dl[i], &ev[i], 1);
     }
     g.fast_id = ev[0].id;
@@ -679,6 +694,89 @@ static void flush_done_during_a_long_call(fx *f)
     for (unsigned i = 0; i < 2; i++)
         assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
     assert_true(fx_marked(f, "c/p/gate", ev[1].id));
+    ib_dispatch_free(f->d);
+    f->d = NULL;
+    gate_destroy(&g);
+}
+
+/* With two workers the run thread flushes while a worker is in the
+ * call; with one, the call runs on the run thread (the first event's
+ * quick call made the handler quick, so the second call is not preceded
+ * by a commit) and the stand-in flushes. */
+static void flush_done_during_a_long_call(fx *f)
+{
+    flush_during_a_long_call(f, 2, 1010);
+    flush_during_a_long_call(f, 1, 1020);
+}
+
+/* What the health callback heard, and on which thread. */
+typedef struct health_probe {
+    atomic_int down, up;
+    pthread_t thread;
+} health_probe;
+
+static void note_recorder(void *ctx, bool healthy, const ib_error *e)
+{
+    health_probe *h = ctx;
+    (void)e;
+    h->thread = pthread_self();
+    atomic_fetch_add(healthy ? &h->up : &h->down, 1);
+}
+
+/* With one worker the stand-in flushes while the run thread is in a
+ * call; when that commit fails, the asker hears of it at once, and the
+ * health callback on the batch's thread once it is back (never on the
+ * stand-in's); the marks land when the store does. */
+static void stand_in_failure_told_on_the_batch_thread(fx *f)
+{
+    gate g;
+    gate_init(&g);
+    health_probe h = {0};
+    ib_event ev[2];
+    ib_delivery dl[2];
+    ib_dispatch_options o = fx_default_options();
+    o.concurrency = 1;
+    o.observer_ctx = &h;
+    o.on_recorder = note_recorder;
+    fx_dispatch(f, &o);
+    const char *types[] = {TYPE, NULL};
+    ib_dispatch_handler hd = {
+        .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &g};
+    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+    for (unsigned i = 0; i < 2; i++) {
+        fx_event(&ev[i], 1030 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+    }
+    g.fast_id = ev[0].id;
+    run_args a = {.f = f, .dl = dl, .n = 2};
+    pthread_t batch;
+    assert_int_equal(pthread_create(&batch, NULL, run_main, &a), 0);
+    assert_true(wait_for(&g.entered, 1));
+    assert_true(wait_for(&g.returned, 1));
+
+    atomic_store(&f->calls->fail_mark, true);
+    ib_status st = IB_OK;
+    for (int i = 0; i < 10000 && st == IB_OK; i++) {
+        size_t m = 0;
+        st = ib_dispatch_flush_marks(f->d, &m, NULL);
+        assert_int_equal(m, 0);
+        if (st == IB_OK)
+            usleep(1000);
+    }
+    assert_int_equal(st, IB_ERR_RECORDER);
+    assert_int_equal(atomic_load(&h.down), 0); /* the batch thread is in the call */
+    assert_false(fx_marked(f, "c/p/gate", ev[0].id));
+
+    atomic_store(&f->calls->fail_mark, false);
+    gate_open(&g);
+    pthread_join(batch, NULL);
+    assert_true(atomic_load(&h.down) >= 1);
+    assert_int_equal(atomic_load(&h.up), 1);
+    assert_true(pthread_equal(h.thread, batch));
+    for (unsigned i = 0; i < 2; i++) {
+        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
+        assert_true(fx_marked(f, "c/p/gate", ev[i].id));
+    }
     gate_destroy(&g);
 }
 
@@ -752,7 +850,7 @@ static void failing_commit_holds_the_calls(fx *f)
 }
 
 BOTH_KINDS(eight_threads_run_in_parallel)
-BOTH_KINDS(one_worker_runs_every_call)
+BOTH_KINDS(one_thread_runs_on_caller)
 BOTH_KINDS(pool_mixed_batch)
 /* A claim that waits longer than the commit interval (for the file's
  * turn) makes no mark wait: the interval counts from the claim's write, so
@@ -788,6 +886,7 @@ BOTH_KINDS(slow_claim_keeps_one_mark_call)
 BOTH_KINDS(renewal_done_during_a_long_call)
 BOTH_KINDS(flush_done_during_a_long_call)
 BOTH_KINDS(failing_commit_holds_the_calls)
+BOTH_KINDS(stand_in_failure_told_on_the_batch_thread)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(backoff_bounded_growing_capped),
@@ -795,8 +894,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(backoff_thread_safe),
     cmocka_unit_test(eight_threads_run_in_parallel_memory),
     cmocka_unit_test(eight_threads_run_in_parallel_sqlite),
-    cmocka_unit_test(one_worker_runs_every_call_memory),
-    cmocka_unit_test(one_worker_runs_every_call_sqlite),
+    cmocka_unit_test(one_thread_runs_on_caller_memory),
+    cmocka_unit_test(one_thread_runs_on_caller_sqlite),
     cmocka_unit_test(pool_mixed_batch_memory),
     cmocka_unit_test(pool_mixed_batch_sqlite),
     cmocka_unit_test(one_mark_call_per_batch_memory),
@@ -813,6 +912,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(flush_done_during_a_long_call_sqlite),
     cmocka_unit_test(failing_commit_holds_the_calls_memory),
     cmocka_unit_test(failing_commit_holds_the_calls_sqlite),
+    cmocka_unit_test(stand_in_failure_told_on_the_batch_thread_memory),
+    cmocka_unit_test(stand_in_failure_told_on_the_batch_thread_sqlite),
 };
 
 IB_TEST_MAIN(tests)
