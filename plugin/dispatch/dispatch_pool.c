@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "dispatch_pool.h"
-#include "clock.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -11,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-/* The loop being run. It lives on the caller's stack: the caller does not
- * return before every worker has left it (pool->active reaches 0). */
+/* The loop being run. It lives in the pool: a loop is not started before
+ * every worker has left the last one (pool->active reaches 0). */
 typedef struct pool_job {
     ib__pool_fn fn;
     void *ctx;
@@ -36,6 +35,7 @@ struct ib__pool {
     uint64_t generation;
     bool stopping;
     pool_job *job;
+    pool_job current; /* what job points to while a loop runs */
     unsigned active;
 };
 
@@ -100,8 +100,8 @@ static ib_status pool_sync_init(ib__pool *p, ib_error *err)
         return ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the pool mutex");
     if (pthread_cond_init(&p->work_cv, NULL) != 0)
         goto destroy_mu;
-    /* The caller's timed waits (ib__pool_run_ticking) use the monotonic
-     * clock, so a wall-clock step cannot stretch or skip a tick. */
+    /* Monotonic, should a caller ever wait with a deadline: a wall-clock
+     * step then cannot stretch or cut its wait. */
     pthread_condattr_init(&mono);
     pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
     int rc = pthread_cond_init(&p->done_cv, &mono);
@@ -193,36 +193,31 @@ void ib__pool_free(ib__pool *p)
 
 void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n)
 {
-    ib__pool_run_ticking(p, fn, ctx, n, 0, NULL);
+    ib__pool_start(p, fn, ctx, n);
+    ib__pool_finish(p);
 }
 
-void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
-                          ib__pool_tick_fn tick)
+void ib__pool_start(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n)
 {
-    pool_job job = {.fn = fn, .ctx = ctx, .n = n};
-
     if (n == 0)
         return;
-    if (tick_ms < 1)
-        tick_ms = 1;
-    atomic_init(&job.next, 0);
     pthread_mutex_lock(&p->mu);
-    p->job = &job;
+    p->current.fn = fn;
+    p->current.ctx = ctx;
+    p->current.n = n;
+    atomic_store_explicit(&p->current.next, 0, memory_order_relaxed);
+    p->job = &p->current;
     p->active = p->nthreads;
     p->generation++;
     pthread_cond_broadcast(&p->work_cv);
-    while (p->active > 0 && tick == NULL)
+    pthread_mutex_unlock(&p->mu);
+}
+
+void ib__pool_finish(ib__pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->active > 0)
         pthread_cond_wait(&p->done_cv, &p->mu);
-    while (p->active > 0) {
-        struct timespec until = ib_clock_monotonic_deadline(tick_ms);
-        while (p->active > 0 && pthread_cond_timedwait(&p->done_cv, &p->mu, &until) == 0) {
-        }
-        if (p->active == 0)
-            break;
-        pthread_mutex_unlock(&p->mu);
-        tick(ctx);
-        pthread_mutex_lock(&p->mu);
-    }
     p->job = NULL;
     pthread_mutex_unlock(&p->mu);
 }

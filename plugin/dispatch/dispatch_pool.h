@@ -2,9 +2,10 @@
 /* A fixed pool of worker threads that runs one parallel loop at a time
  * (private to the dispatch part).
  *
- * The dispatch core hands it the handler calls of one batch and waits until
- * all have returned; there is no queue across batches, so the pool never
- * holds work the caller does not wait for. */
+ * The dispatch core hands it the handler calls of one batch (with
+ * concurrency 1, one call at a time) and waits until all have returned;
+ * there is no queue across batches, so the pool never holds work the
+ * caller does not wait for. */
 #ifndef IB_DISPATCH_POOL_H
 #define IB_DISPATCH_POOL_H
 
@@ -32,19 +33,20 @@ void ib__pool_free(ib__pool *p);
  * serialised by the caller (one loop at a time per pool). */
 void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
 
-/* Called on the caller's thread while a loop runs. */
-typedef void (*ib__pool_tick_fn)(void *ctx);
+/* Starts the loop of ib__pool_run() and returns at once: the caller
+ * learns of each call's end its own way (the dispatch core's completion
+ * queue, dispatch_done.h) and ends the loop with ib__pool_finish() before
+ * it starts another. n == 0 starts nothing. */
+void ib__pool_start(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
 
-/* Like ib__pool_run(), and while the workers run, calls tick(ctx) on the
- * caller's thread about every `tick_ms` (>= 1), without the pool's lock:
- * the dispatch core commits the marks of handlers that have finished
- * meanwhile. tick is not called after the last worker returned; NULL
- * makes it ib__pool_run(). */
-void ib__pool_run_ticking(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n, int64_t tick_ms,
-                          ib__pool_tick_fn tick);
+/* Waits until every worker has left the loop ib__pool_start() began (at
+ * once when none runs). The loop must not be held (ib__pool_hold): a held
+ * worker would never leave it. */
+void ib__pool_finish(ib__pool *p);
 
 /* Holds the loop (`hold` true) or lets it go on (false); from the caller's
- * thread, typically in tick. While held, a worker that finishes a call
+ * thread while the loop runs (between ib__pool_start and ib__pool_finish).
+ * While held, a worker that finishes a call
  * starts no other: it sleeps until the hold ends (no polling). Calls under
  * way run on. The caller must end a hold it started before the loop can
  * return. The dispatch core holds the loop while a commit fails, so no

@@ -24,23 +24,41 @@
  * decide() reads the items of a delivery (observe: what the observer is
  * told; tally: what they add up to) and chooses its outcome.
  *
- * WHO OWNS WHAT
+ * WHO OWNS WHAT (workers post, the run thread owns: libuv's threadpool)
  *  - The run thread (the caller of ib_dispatch_run, under run_mu) owns the
- *    run: the scratch buffers, every item's phase, the pending marks, the
- *    circuits' records, the outcomes. It alone calls the recorder for the
- *    batch's claims, marks and releases.
- *  - A worker of the pool (or the run thread itself, inline) runs one call:
- *    it writes only its own item (result, seconds, note), then `finished`
- *    with release; the run thread reads the verdict only after seeing
- *    `finished` (acquire). Workers never call the recorder for the batch,
- *    but claim_still_ours may renew their own item's lease first.
- *  - Another thread of the host (its control work) may, while the batch
- *    runs, renew the batch's leases (ib__drun_extend_leases), make the
- *    marks of finished calls durable (ib__drun_flush_marks) and look for
- *    calls that overran (ib__drun_overdue). They see the batch through the
- *    lease table (lease_keys, lease_live, lease_started...), which the run
- *    thread publishes and withdraws under lease_mu; they copy what they
- *    need under it and write to the store without it.
+ *    run: the scratch buffers, every item and its phase, the pending
+ *    marks, the circuits' records, the outcomes. It alone writes items,
+ *    and it alone calls the recorder for the batch's claims, marks and
+ *    releases. Every verdict reaches the items in one place (take_done).
+ *    It holds serve_mu for the whole batch but while it is aside (below).
+ *  - With concurrency N > 1 and more than one call, the calls run on the
+ *    pool's N workers. A worker reads its item (written before the loop
+ *    started, or atomics: lost, lease_end) and writes none: it posts the
+ *    call's start and then its verdict, run time and note, by value, to
+ *    the completion queue (dispatch_done.h). The run thread meanwhile
+ *    waits on that queue until something is posted or the next commit is
+ *    due (serve). Before a call, claim_still_ours may renew that item's
+ *    lease in the store; the new end travels in the completion.
+ *  - Otherwise (concurrency 1, the default, or a single call) the run
+ *    thread makes the calls itself, one at a time (call_inline): handing
+ *    each batch to another thread and back would cost two thread wake-ups
+ *    per batch, which is most of what a quick handler costs. For the time
+ *    of the handler call it is aside: it lets serve_mu go and the queue
+ *    wakes the stand-in, not it, for a request.
+ *  - The stand-in, a thread of the queue that sleeps otherwise, serves a
+ *    request made while the run thread is aside (stand_in): it takes
+ *    serve_mu and renews or commits as the run thread would, leaving the
+ *    health callback and the settling to the run thread once back
+ *    (come_back). So a lease is kept and finished marks are made durable
+ *    during a long call, whichever thread makes it.
+ *  - Another thread of the host (its control thread) asks, while a batch
+ *    runs, for the batch's leases to be renewed (ib__drun_extend_leases)
+ *    and its pending marks made durable (ib__drun_flush_marks): it posts
+ *    a request to the queue and returns at once with what was done for
+ *    the requests before; it never waits for the store. Between batches
+ *    the queue is closed and there is nothing to do. It may also look for
+ *    calls that overran (ib__drun_overdue) in the table the run thread
+ *    publishes under lease_mu (lease_keys, lease_started...), reading only.
  *
  * INVARIANTS
  *  1. A delivery is acked only once every item of it is marked or was done
@@ -49,36 +67,55 @@
  *  2. The run does not return before the mark of every call that said OK
  *     is durable (commit_all retries until it lands).
  *  3. No call starts while a commit has failed: the pool is held
- *     (ib__pool_hold), the inline loop commits first.
+ *     (ib__pool_hold), and a call of the run thread or one made alone is
+ *     not started before the commit lands.
  *  4. No call starts on a claim that may have been taken over: its lease
  *     end is checked on the boot clock, renewed when near (claim_still_ours).
  *  5. An attempt is counted for a call that started, and for no other: in
  *     the claim for the first key when its call starts first and at once;
  *     before the call for a claim taken over (run alone, after the marks
  *     earned so far are durable); at the release for a RETRY.
- *  6. A mark waits at most commit_interval_ms after its call returned, and
- *     never through a call of a handler whose last call outlasted it.
- *  7. No lock another thread waits for is held across a store write or a
- *     handler call: lease_mu guards the lease table only, for a few
- *     copies; run_mu is taken by ib_dispatch_run alone and only serialises
- *     batches (the pool runs one at a time, the scratch is shared).
+ *  6. A mark waits at most commit_interval_ms after its call returned (the
+ *     run thread's wait ends when it is due; between its own calls it
+ *     looks), and never through a call of a handler whose last call
+ *     outlasted it, unless a flush makes it durable sooner.
+ *  7. No lock another thread waits for is held across a handler call, and
+ *     only serve_mu across a store write: the stand-in holds it while it
+ *     renews or commits, so a run thread back from a call made meanwhile
+ *     waits for that one write. The queue's lock and lease_mu are held for
+ *     a few copies; run_mu is taken by ib_dispatch_run alone and only
+ *     serialises batches (the pool runs one at a time, the scratch is
+ *     shared).
  *
  * THE STEPS of a batch (run_locked):
- *  1. prepare: check the deliveries, size the scratch, fingerprint each
- *     event and find its handlers.
+ *  1. prepare: check the deliveries, size the scratch and the queue,
+ *     fingerprint each event and find its handlers.
  *  2. plan: make the items; mark followers; apply the poison rule where
  *     attempts are not durable; circuits choose their probes.
  *  3. claim: one acquire call for every key to claim; items take their
- *     claim phase; the lease table is published; deliveries all of whose
- *     items are done are settled at once (an early ack).
- *  4. run_alone: calls on claims taken over, each alone, attempt first.
- *  5. run_handlers: the rest on the pool (the run thread ticks every
- *     commit_interval_ms: tells circuits what finished, commits pending
- *     marks in one fenced call, settles what became ready) or inline in
- *     batch order; then commit_all; then transactional handlers, each in
- *     the recorder's transaction with its marker.
- *  6. leases_done: withdraw the lease table; release: one call frees the
- *     claims of calls that did not say OK and counts their attempts.
+ *     claim phase; the overdue table is published and the queue opened
+ *     (requests are taken from now on); deliveries all of whose items are
+ *     done are settled at once (an early ack).
+ *  4. run_alone: calls on claims taken over, each alone (call_one),
+ *     attempt first.
+ *  5. run_handlers: the rest on the pool, all together (run_parallel), or
+ *     on the run thread one at a time in batch order (run_in_order: the
+ *     pending marks committed first before the call of a handler whose
+ *     last call outlasted the commit interval). The run thread serves the
+ *     queue while the pool runs, and between its own calls (serve): a
+ *     request to renew renews every live claim in one call; a request to
+ *     flush commits now; a completion is taken (take_done: the item's
+ *     result, its circuit, its pending mark); once commit_interval_ms has
+ *     passed since the last commit, the pending marks go in one fenced
+ *     call and what became ready is settled. During its own calls the
+ *     stand-in serves the requests. A failed commit holds the pool, or the
+ *     next call of the run thread, until it lands, tried again when its
+ *     back-off ends. Then commit_all; then transactional handlers, each
+ *     in the recorder's transaction with its marker, requests served
+ *     between two transactions.
+ *  6. leases_done: close the queue and withdraw the overdue table;
+ *     release: one call frees the claims of calls that did not say OK and
+ *     counts their attempts.
  *  7. circuits_update, then decide every delivery not settled yet. */
 #include "dispatch_run.h"
 
@@ -92,6 +129,7 @@
 
 #include "clock.h"
 #include "dispatch_circuit.h"
+#include "dispatch_done.h"
 #include "dispatch_note.h"
 #include "dispatch_pool.h"
 #include "fingerprint.h"
@@ -146,7 +184,8 @@ typedef struct run_item {
     int64_t busy_ms;   /* R_BUSY: the holder's remaining lease */
     uint32_t attempts; /* attempts counted, this one included (durable kinds) */
     unsigned char result;
-    bool taken;                /* its finished handler was seen by the committer */
+    bool finished;             /* its call is over (or will not be made): the run
+                                  thread took its completion */
     bool probe;                /* its handler's circuit is probing with this call */
     bool held;                 /* R_RETRY while its circuit is open: waits, attempts ended */
     bool recorded;             /* its call was told to its circuit */
@@ -154,15 +193,16 @@ typedef struct run_item {
                                   may have died in the call, so this call may not return
                                   either: it runs alone, its attempt counted first */
     bool counted;              /* its attempt is counted in the recorder already */
-    atomic_bool finished;      /* written by the thread that ran it, after result */
-    atomic_bool lost;          /* a renewal found its claim taken over (ib__drun_extend_leases) */
-    _Atomic int64_t lease_end; /* boot-clock ms its lease ends by our reckoning */
+    atomic_bool lost;          /* a renewal found its claim taken over (renew_leases);
+                                  written by the run thread, read by the worker */
+    _Atomic int64_t lease_end; /* boot-clock ms its lease ends by our reckoning;
+                                  written by the run thread, read by the worker */
     ib__dnote note;            /* what the handler added to its verdict (ABI 1.3) */
 } run_item;
 
 /* Buffers reused from one batch to the next so the hot path does not
- * allocate; only touched under run_mu (lease_keys/lease_live also under
- * lease_mu). */
+ * allocate; only touched by the run thread, under run_mu (lease_keys and
+ * started are also read by ib__drun_overdue under lease_mu). */
 typedef struct run_scratch {
     /* per delivery, capacity dcap */
     size_t *first;               /* index of the delivery's first item; n + 1 entries */
@@ -182,7 +222,10 @@ typedef struct run_scratch {
     bool *lease_live;          /* lease_keys[w] still to be renewed */
     _Atomic int64_t *started;  /* per work entry: monotonic ms its call started; 0 = not
                                   running (read by ib__drun_overdue under lease_mu) */
-    ib_marker_key *pend_keys;  /* finished OK handlers whose marks are not committed */
+    ib_marker_key *renew_keys; /* the live claims a renewal writes (renew_leases) */
+    bool *renew_held;
+    size_t *renew_work;
+    ib_marker_key *pend_keys; /* finished OK handlers whose marks are not committed */
     uint64_t *pend_fps;
     size_t *pend_items;
     ib__txn_result *txn_out; /* per transactional item */
@@ -196,36 +239,45 @@ struct ib__drun {
     ib_recorder *recorder;    /* BORROWED */
     const ib__dtable *table;  /* BORROWED; not changed while batches run */
     ib_dispatch_options opts; /* complete; opts.owner BORROWED */
-    ib__pool *pool;           /* NULL when concurrency <= 1 */
+    ib__pool *pool;           /* `concurrency` workers when it is > 1, else NULL: the
+                                 run thread makes the calls itself (call_inline) */
+    ib__doneq *done;          /* what workers and the control thread post to the
+                                 run thread (dispatch_done.h) */
 
     /* Serialises the batches: the pool runs one loop at a time and the
      * scratch buffers are shared. */
     pthread_mutex_t run_mu;
     run_scratch scratch;
+
+    /* Whoever holds serve_mu serves the batch's requests (renewals,
+     * flushes): the run thread, which holds it for the whole batch except
+     * while it is inside a handler call of its own (call_inline); then
+     * `calling` is its run and an asker stands in for it (stand_in).
+     * NULL between batches and whenever the run thread holds it. */
+    pthread_mutex_t serve_mu;
+    struct run_ctx *calling;
     double last_recorder_seconds; /* of the last batch (under run_mu) */
 
-    /* The claims held by the batch in flight while its handlers run, so
-     * another thread can extend their leases (ib__drun_extend_leases)
-     * without taking run_mu, which the running batch holds. */
+    /* The calls of the batch in flight, published so another thread can
+     * look for calls that overran (ib__drun_overdue) without taking
+     * run_mu, which the running batch holds. Read only, under lease_mu. */
     pthread_mutex_t lease_mu;
     const ib_marker_key *lease_keys;
-    bool *lease_live;
     _Atomic int64_t *lease_started;
     run_item *lease_items;
     const size_t *lease_work;
     size_t lease_n;
-    uint64_t lease_batch; /* changes when a batch publishes its claims and when it ends */
 
     /* The handlers' circuits (dispatch_circuit.h), made at the first batch
      * once the handlers are known; NULL while circuits are off or before.
      * Published with release: other threads read states and hold times. */
     _Atomic(ib__circuits *) circuits;
 
-    /* Per handler: how long its last inline call ran, in ms (run thread
-     * only; NULL until the first batch, or without memory). A handler whose
-     * last call outlasted the commit interval gets the pending marks
-     * committed before its next call, so they never wait for a slow call
-     * (a pause or a hang in it would otherwise repeat them). */
+    /* Per handler: how long its last call made alone ran, in ms (run
+     * thread only; NULL until the first batch, or without memory). A
+     * handler whose last call outlasted the commit interval gets the
+     * pending marks committed before its next call, so a kill during a
+     * slow call never repeats them. */
     int64_t *last_call_ms;
     size_t nhandlers;
 
@@ -244,9 +296,12 @@ typedef struct run_ctx {
     size_t n;
     run_item *items;
     size_t total;
-    size_t nwork;     /* s->work[0..nwork): handlers for the pool or the inline loop */
+    size_t nwork;     /* s->work[0..nwork): plain handlers, for the pool */
     size_t ntxn;      /* s->work[nwork..nwork+ntxn): transactional handlers */
     size_t npend;     /* entries in s->pend_keys */
+    size_t ndone;     /* calls whose completion the run thread took */
+    size_t solo;      /* the work entry run_solo runs (a call made alone) */
+    bool parallel;    /* the batch's calls run on the pool, else on the run thread */
     bool durable;     /* the recorder counts attempts across crashes */
     ib__circuits *cs; /* NULL: circuits are off */
     int64_t now_ms;   /* monotonic ms at the start of the run (circuit decisions) */
@@ -254,8 +309,16 @@ typedef struct run_ctx {
      * pending marks are durable, so a recorder outage does not let a whole
      * batch of finished, unmarked handlers pile up for a kill to repeat.
      * The run thread holds the pool meanwhile (ib__pool_hold: its workers
-     * sleep) and retries the commit from its ticks. Run thread only. */
+     * sleep), or starts no call alone, and retries the commit when its
+     * back-off ends. Run thread only. */
     bool commit_failing;
+    /* What the commits written by the stand-in did (flush_marks), for
+     * the run thread to tell and settle once back (come_back): the first
+     * failure, kept even when a later commit works, so the health
+     * callback hears both. */
+    bool aside_failed, aside_worked;
+    ib_status aside_st;
+    ib_error aside_err;
     int64_t last_commit_ms;
     double recorder_seconds;
     ib_bus_proxy *bus;
@@ -275,7 +338,7 @@ static size_t grown(size_t cap, size_t need)
 /* Replaces each buffer of a group by a bigger one, or none of them. */
 static bool regrow(void **bufs[], const size_t sizes[], size_t count, size_t cap)
 {
-    void *fresh[16];
+    void *fresh[20];
     for (size_t i = 0; i < count; i++) {
         fresh[i] = malloc(cap * sizes[i]);
         if (fresh[i] == NULL) {
@@ -309,14 +372,16 @@ static bool scratch_reserve(run_scratch *s, size_t n, size_t total)
                          (void **)&s->infos,      (void **)&s->flags,      (void **)&s->work,
                          (void **)&s->lease_keys, (void **)&s->lease_live, (void **)&s->pend_keys,
                          (void **)&s->pend_items, (void **)&s->key_fps,    (void **)&s->pend_fps,
-                         (void **)&s->txn_out,    (void **)&s->started};
+                         (void **)&s->txn_out,    (void **)&s->started,    (void **)&s->renew_keys,
+                         (void **)&s->renew_held, (void **)&s->renew_work};
         const size_t sizes[] = {
             sizeof(run_item),       sizeof(*s->keys),       sizeof(*s->key_items),
             sizeof(*s->infos),      sizeof(*s->flags),      sizeof(*s->work),
             sizeof(*s->lease_keys), sizeof(*s->lease_live), sizeof(*s->pend_keys),
             sizeof(*s->pend_items), sizeof(*s->key_fps),    sizeof(*s->pend_fps),
-            sizeof(*s->txn_out),    sizeof(*s->started)};
-        if (!regrow(bufs, sizes, 14, cap))
+            sizeof(*s->txn_out),    sizeof(*s->started),    sizeof(*s->renew_keys),
+            sizeof(*s->renew_held), sizeof(*s->renew_work)};
+        if (!regrow(bufs, sizes, 17, cap))
             return false;
         s->icap = cap;
     }
@@ -352,6 +417,9 @@ static void scratch_free(run_scratch *s)
     free(s->pend_fps);
     free(s->txn_out);
     free((void *)s->started);
+    free(s->renew_keys);
+    free(s->renew_held);
+    free(s->renew_work);
     free(s->seen);
     memset(s, 0, sizeof(*s));
 }
@@ -425,7 +493,7 @@ static void plan(run_ctx *c)
             it->seconds = 0;
             it->busy_ms = 0;
             it->attempts = 0;
-            it->taken = false;
+            it->finished = false;
             it->probe = false;
             it->held = false;
             it->recorded = false;
@@ -435,7 +503,6 @@ static void plan(run_ctx *c)
             atomic_init(&it->lease_end, 0);
             it->note.retry_after_ms = -1;
             it->note.reason[0] = '\0';
-            atomic_init(&it->finished, false);
             if (c->cs != NULL && ib__circuit_blocks(c->cs, it->h->index)) {
                 it->result = R_WAIT; /* neither leads nor follows: not claimed */
                 continue;
@@ -563,7 +630,7 @@ static void skip_conflicted(run_ctx *c)
 }
 
 /* Fills s->work with the items whose handler runs, in batch order: first
- * those for the pool or the inline loop, then the transactional ones. */
+ * the plain ones (for the pool), then the transactional ones. */
 static void plan_work(run_ctx *c)
 {
     run_scratch *s = c->s;
@@ -615,7 +682,7 @@ static void claim(run_ctx *c)
     for (size_t k = 0; k < nk && !txn; k++)
         txn = c->items[s->key_items[k]].h->transactional;
     ib__acquire_opts opts = {.defer_attempts = true,
-                             .count_key0 = !txn && (r->pool == NULL || nk == 1),
+                             .count_key0 = !txn && (r->opts.concurrency <= 1 || nk == 1),
                              .taken_over = s->flags};
     int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
     /* Keys checked already: ids by check_deliveries, consumers when their
@@ -642,26 +709,26 @@ static void claim(run_ctx *c)
     }
     pthread_mutex_lock(&r->lease_mu);
     r->lease_keys = s->lease_keys;
-    r->lease_live = s->lease_live;
     r->lease_started = s->started;
     r->lease_items = c->items;
     r->lease_work = s->work;
     r->lease_n = c->nwork + c->ntxn;
-    r->lease_batch++;
     pthread_mutex_unlock(&r->lease_mu);
+    /* from now on the control thread's renewals and flushes are requests */
+    ib__doneq_open(r->done);
 }
 
-/* The batch is over: nobody may renew its claims any more. */
+/* The batch is over: its claims are not renewed any more, and what is
+ * asked from now on finds no batch. */
 static void leases_done(ib__drun *r)
 {
+    ib__doneq_close(r->done);
     pthread_mutex_lock(&r->lease_mu);
     r->lease_keys = NULL;
-    r->lease_live = NULL;
     r->lease_started = NULL;
     r->lease_items = NULL;
     r->lease_work = NULL;
     r->lease_n = 0;
-    r->lease_batch++;
     pthread_mutex_unlock(&r->lease_mu);
 }
 
@@ -670,125 +737,21 @@ double ib__drun_recorder_seconds(const ib__drun *r)
     return r->last_recorder_seconds;
 }
 
-/* The claims of the batch in flight still to be renewed, copied under
- * lease_mu (ids too: the batch may end once the lock is let go). */
-typedef struct lease_copy {
-    size_t n;
-    uint64_t batch;
-    size_t *work_index; /* w of each copied key */
-    ib_marker_key *keys;
-    char (*ids)[IB_ID_LEN + 1];
-    bool *held;
-} lease_copy;
-
-static void lease_copy_free(lease_copy *lc)
-{
-    free(lc->work_index);
-    free(lc->keys);
-    free(lc->ids);
-    free(lc->held);
-}
-
-/* Copies the live claims of the batch in flight. Under lease_mu. */
-static ib_status lease_copy_take(ib__drun *r, lease_copy *lc, ib_error *err)
-{
-    size_t n = r->lease_n;
-    *lc = (lease_copy){.batch = r->lease_batch};
-    if (n == 0)
-        return IB_OK;
-    lc->work_index = malloc(n * sizeof(*lc->work_index));
-    lc->keys = malloc(n * sizeof(*lc->keys));
-    lc->ids = malloc(n * sizeof(*lc->ids));
-    lc->held = malloc(n * sizeof(*lc->held));
-    if (lc->work_index == NULL || lc->keys == NULL || lc->ids == NULL || lc->held == NULL)
-        return ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to extend %zu leases", n);
-    for (size_t w = 0; w < n; w++) {
-        if (!r->lease_live[w])
-            continue;
-        memcpy(lc->ids[lc->n], r->lease_keys[w].event_id, IB_ID_LEN);
-        lc->ids[lc->n][IB_ID_LEN] = '\0';
-        lc->keys[lc->n] = (ib_marker_key){r->lease_keys[w].consumer, lc->ids[lc->n]};
-        lc->work_index[lc->n++] = w;
-    }
-    return IB_OK;
-}
-
+/* While a batch runs, a renewal or a flush is a request to its run
+ * thread, which performs it between completions (renew_leases,
+ * flush_marks), or to the stand-in while the run thread is inside a
+ * handler call of its own; the caller returns at once with what was done
+ * for the requests made before. Between batches there is nothing to do. */
 ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib_error *err)
 {
-    lease_copy lc;
-    *extended = 0;
-    *lost = 0;
-    pthread_mutex_lock(&r->lease_mu);
-    ib_status st = lease_copy_take(r, &lc, err);
-    pthread_mutex_unlock(&r->lease_mu);
-    /* The renewal is written without the lock (the store may wait its busy
-     * timeout, and the run thread takes the lock after every commit). */
-    int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
-    if (st == IB_OK && lc.n > 0)
-        st = ib_recorder_renew_batch(r->recorder, lc.held, lc.keys, lc.n, r->opts.owner,
-                                     r->opts.lease_ms, err);
-    /* What the renewal found, told to the items still waiting for it in
-     * the same batch: a lost claim's call does not start (run_one) and its
-     * lease is not renewed again. A key marked meanwhile (lease_live false)
-     * or a batch that ended is left as the run thread made it. */
-    pthread_mutex_lock(&r->lease_mu);
-    for (size_t k = 0; st == IB_OK && r->lease_batch == lc.batch && k < lc.n; k++) {
-        size_t w = lc.work_index[k];
-        if (!r->lease_live[w])
-            continue;
-        run_item *it = &r->lease_items[r->lease_work[w]];
-        if (lc.held[k]) {
-            atomic_store_explicit(&it->lease_end, lease_end, memory_order_relaxed);
-            (*extended)++;
-        } else {
-            atomic_store_explicit(&it->lost, true, memory_order_release);
-            r->lease_live[w] = false;
-            (*lost)++;
-        }
-    }
-    pthread_mutex_unlock(&r->lease_mu);
-    lease_copy_free(&lc);
-    return st;
+    ib__doneq_request(r->done, IB__DONE_RENEW);
+    return ib__doneq_take_renew(r->done, extended, lost, err);
 }
 
 ib_status ib__drun_flush_marks(ib__drun *r, size_t *marked, ib_error *err)
 {
-    ib_status st = IB_OK;
-    *marked = 0;
-    pthread_mutex_lock(&r->lease_mu);
-    size_t n = r->lease_n, m = 0;
-    ib_marker_key *keys = n > 0 ? malloc(n * sizeof(*keys)) : NULL;
-    bool *done = n > 0 ? malloc(n * sizeof(*done)) : NULL;
-    /* the ids are copied: the batch may end once the lock is let go */
-    char(*ids)[IB_ID_LEN + 1] = n > 0 ? malloc(n * sizeof(*ids)) : NULL;
-    if (n > 0 && (keys == NULL || done == NULL || ids == NULL)) {
-        st = ib_error_set(err, IB_ERR_NOMEM, "dispatch: no memory to flush %zu marks", n);
-        n = 0;
-    }
-    /* Only calls that ran through run_one set `finished`; a finished OK
-     * result is final until the run thread's commit (under this lock)
-     * turns it into MARKED or LOST. Consumers live as long as the run. */
-    for (size_t w = 0; w < n; w++) {
-        const run_item *it = &r->lease_items[r->lease_work[w]];
-        if (!r->lease_live[w] || !atomic_load_explicit(&it->finished, memory_order_acquire) ||
-            it->result != R_OK)
-            continue;
-        memcpy(ids[m], r->lease_keys[w].event_id, IB_ID_LEN);
-        ids[m][IB_ID_LEN] = '\0';
-        keys[m] = (ib_marker_key){r->lease_keys[w].consumer, ids[m]};
-        m++;
-    }
-    pthread_mutex_unlock(&r->lease_mu);
-    /* Outside the lock: the store may wait its busy timeout. A mark the run
-     * thread commits as well is done twice, which marking allows. */
-    if (st == IB_OK && m > 0)
-        st = ib_recorder_mark_owned_batch(r->recorder, done, keys, m, r->opts.owner, err);
-    for (size_t k = 0; st == IB_OK && k < m; k++)
-        *marked += done[k];
-    free(keys);
-    free(done);
-    free(ids);
-    return st;
+    ib__doneq_request(r->done, IB__DONE_FLUSH);
+    return ib__doneq_take_flush(r->done, marked, err);
 }
 
 size_t ib__drun_overdue(ib__drun *r, int64_t age_ms,
@@ -900,33 +863,70 @@ static bool circuit_add(run_ctx *c, run_item *it);
 static void circuit_judge(run_ctx *c, const run_item *it, int64_t now);
 static void circuit_record(run_ctx *c, run_item *it);
 
-/* Moves the handlers that finished since the last look into the pending
- * marks. Run thread only. */
-static void take_finished(run_ctx *c)
-{
-    run_scratch *s = c->s;
-    for (size_t w = 0; w < c->nwork; w++) {
-        run_item *it = &c->items[s->work[w]];
-        if (it->taken || !atomic_load_explicit(&it->finished, memory_order_acquire))
-            continue;
-        it->taken = true;
-        if (it->result != R_OK)
-            continue;
-        s->pend_keys[c->npend] = (ib_marker_key){it->h->consumer, item_id(c, it)};
-        s->pend_fps[c->npend] = s->fps[it->delivery];
-        s->pend_items[c->npend++] = s->work[w];
-    }
-}
-
 /* Starts (hold) or ends the wait of handlers not yet started for a commit
- * that failed. */
+ * that failed: the pool's workers sleep, and no call alone is started. */
 static void hold_handlers(run_ctx *c, bool hold)
 {
     if (c->commit_failing == hold)
         return;
     c->commit_failing = hold;
-    if (c->r->pool != NULL)
+    if (c->parallel)
         ib__pool_hold(c->r->pool, hold);
+}
+
+/* Writes the pending marks in one fenced call; *marked counts those that
+ * landed as ours. A failure keeps them pending, sets the back-off and
+ * holds the handlers not started. Tells nobody: commit_pending does, or
+ * the run thread once back from a call during which an asker stood in
+ * (come_back). Whoever holds serve_mu. */
+static ib_status commit_write(run_ctx *c, size_t *marked, ib_error *e)
+{
+    run_scratch *s = c->s;
+    ib__drun *r = c->r;
+    *marked = 0;
+    int64_t t0 = ib_clock_monotonic_ns();
+    ib_status st = ib__recorder_mark_owned_checked(r->recorder, s->flags, s->pend_keys, s->pend_fps,
+                                                   c->npend, r->opts.owner, e);
+    c->recorder_seconds += seconds_since(t0);
+    if (st != IB_OK) {
+        int64_t b = r->commit_backoff_ms;
+        r->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
+        r->commit_retry_at_ms = ib_clock_monotonic_ms() + r->commit_backoff_ms;
+        hold_handlers(c, true);
+        return st;
+    }
+    r->commit_backoff_ms = 0;
+    r->commit_retry_at_ms = 0;
+    hold_handlers(c, false);
+    c->last_commit_ms = ib_clock_monotonic_ms();
+    for (size_t k = 0; k < c->npend; k++) {
+        run_item *it = &c->items[s->pend_items[k]];
+        it->result = s->flags[k] ? R_MARKED : R_LOST;
+        s->lease_live[it->work] = false;
+        *marked += s->flags[k];
+    }
+    c->npend = 0;
+    return IB_OK;
+}
+
+/* Whether the last commit worked (commit_write clears the back-off). */
+static bool last_commit_worked(const ib__drun *r)
+{
+    return r->commit_backoff_ms == 0;
+}
+
+/* commit_write, then tells the health callback and settles what became
+ * ready. Run thread only. */
+static ib_status commit_pending(run_ctx *c, size_t *marked, ib_error *e)
+{
+    ib_status st = commit_write(c, marked, e);
+    if (st != IB_OK) {
+        recorder_failed(c, e, st);
+        return st;
+    }
+    recorder_worked(c);
+    settle_ready(c);
+    return IB_OK;
 }
 
 /* Commits the pending marks in one fenced call. Unless `force`, only once
@@ -937,91 +937,153 @@ static void hold_handlers(run_ctx *c, bool hold)
  * left pending. */
 static bool commit(run_ctx *c, bool force)
 {
-    run_scratch *s = c->s;
-    ib__drun *r = c->r;
-    /* The clock first: looking for finished handlers walks the batch, and
-     * the inline loop asks after every handler. */
     int64_t now = ib_clock_monotonic_ms();
-    if (!force && now - c->last_commit_ms < r->opts.commit_interval_ms)
-        return c->npend == 0;
-    take_finished(c);
     if (c->npend == 0)
         return true;
-    if (now < r->commit_retry_at_ms)
+    if (!force && now - c->last_commit_ms < c->r->opts.commit_interval_ms)
         return false;
-
+    if (now < c->r->commit_retry_at_ms)
+        return false;
+    size_t marked;
     ib_error e = {0};
-    int64_t t0 = ib_clock_monotonic_ns();
-    ib_status st = ib__recorder_mark_owned_checked(r->recorder, s->flags, s->pend_keys, s->pend_fps,
-                                                   c->npend, r->opts.owner, &e);
-    c->recorder_seconds += seconds_since(t0);
-    if (st != IB_OK) {
-        int64_t b = r->commit_backoff_ms;
-        r->commit_backoff_ms = b <= 0 ? 50 : b >= 1000 ? 2000 : b * 2;
-        r->commit_retry_at_ms = ib_clock_monotonic_ms() + r->commit_backoff_ms;
-        hold_handlers(c, true);
-        recorder_failed(c, &e, st);
-        return false;
-    }
-    recorder_worked(c);
-    r->commit_backoff_ms = 0;
-    r->commit_retry_at_ms = 0;
-    hold_handlers(c, false);
-    c->last_commit_ms = ib_clock_monotonic_ms();
-    pthread_mutex_lock(&r->lease_mu);
-    for (size_t k = 0; k < c->npend; k++) {
-        run_item *it = &c->items[s->pend_items[k]];
-        it->result = s->flags[k] ? R_MARKED : R_LOST;
-        s->lease_live[it->work] = false;
-    }
-    pthread_mutex_unlock(&r->lease_mu);
-    c->npend = 0;
-    settle_ready(c);
-    return true;
+    return commit_pending(c, &marked, &e) == IB_OK;
 }
 
-/* Commits until nothing is pending, waiting out back-offs in between: the
- * batch does not end while a handler's success is not durable. The host's
- * watcher keeps the messages in progress meanwhile. */
+/* When the run thread has something to do without being asked: the
+ * commit of the pending marks, or its retry after a failure. */
+static int64_t next_due(const run_ctx *c)
+{
+    if (c->npend == 0)
+        return INT64_MAX;
+    int64_t at = c->last_commit_ms + c->r->opts.commit_interval_ms;
+    return at > c->r->commit_retry_at_ms ? at : c->r->commit_retry_at_ms;
+}
+
+/* A renewal asked for by another thread: restarts the leases of the
+ * batch's live claims (same owner, lease_ms) in one call. A claim found
+ * taken over is not renewed again and its call, if not started, does not
+ * start (claim_still_ours). What it did is left for the asker. */
+static void renew_leases(run_ctx *c)
+{
+    run_scratch *s = c->s;
+    ib__drun *r = c->r;
+    size_t n = 0, extended = 0, lost = 0;
+    for (size_t w = 0; w < c->nwork + c->ntxn; w++) {
+        if (!s->lease_live[w])
+            continue;
+        s->renew_keys[n] = s->lease_keys[w];
+        s->renew_work[n++] = w;
+    }
+    ib_error e = {0};
+    int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
+    ib_status st = n > 0 ? ib_recorder_renew_batch(r->recorder, s->renew_held, s->renew_keys, n,
+                                                   r->opts.owner, r->opts.lease_ms, &e)
+                         : IB_OK;
+    for (size_t k = 0; st == IB_OK && k < n; k++) {
+        run_item *it = &c->items[s->work[s->renew_work[k]]];
+        if (s->renew_held[k]) {
+            atomic_store_explicit(&it->lease_end, lease_end, memory_order_relaxed);
+            extended++;
+        } else {
+            atomic_store_explicit(&it->lost, true, memory_order_release);
+            s->lease_live[s->renew_work[k]] = false;
+            lost++;
+        }
+    }
+    ib__doneq_answer_renew(r->done, extended, lost, st, &e);
+}
+
+/* A flush asked for by another thread: the pending marks now, whatever
+ * the commit interval or a back-off says. Done by the run thread, or (`aside`) by
+ * an asker standing in for it (stand_in): that one only writes; what the
+ * commit means for the health callback and the settling is left to the
+ * run thread (come_back), so both stay on its thread. */
+static void flush_marks(run_ctx *c, bool aside)
+{
+    size_t marked = 0;
+    ib_error e = {0};
+    ib_status st = IB_OK;
+    if (c->npend > 0 && !aside) {
+        st = commit_pending(c, &marked, &e);
+    } else if (c->npend > 0) {
+        st = commit_write(c, &marked, &e);
+        if (st == IB_OK) {
+            c->aside_worked = true;
+        } else if (!c->aside_failed) {
+            c->aside_failed = true;
+            c->aside_st = st;
+            c->aside_err = e;
+        }
+    }
+    ib__doneq_answer_flush(c->r->done, marked, st, &e);
+}
+
+/* What one completion tells the run thread: the start of a call (for
+ * ib__drun_overdue), or its end: the item takes its result, its circuit
+ * hears of it (one that opens holds the batch's later calls back) and an
+ * OK joins the pending marks. The one place a call's outcome is written. */
+static void take_done(run_ctx *c, const ib__done *m)
+{
+    run_scratch *s = c->s;
+    run_item *it = &c->items[s->work[m->work]];
+    if (m->kind == IB__DONE_START) {
+        atomic_store_explicit(&s->started[m->work], m->at_ms, memory_order_release);
+        return;
+    }
+    atomic_store_explicit(&s->started[m->work], 0, memory_order_release);
+    it->result = m->result;
+    it->seconds = m->seconds;
+    it->note = m->note;
+    if (m->lease_end_ms != 0)
+        atomic_store_explicit(&it->lease_end, m->lease_end_ms, memory_order_relaxed);
+    it->finished = true;
+    c->ndone++;
+    circuit_record(c, it);
+    if (it->result != R_OK)
+        return;
+    s->pend_keys[c->npend] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+    s->pend_fps[c->npend] = s->fps[it->delivery];
+    s->pend_items[c->npend++] = s->work[m->work];
+}
+
+/* The run thread's one wait: until a completion or a request comes, or
+ * `deadline_ms` (monotonic) passes; then does what came, in that order:
+ * renewal, flush, completion, and the commit if it is due. */
+static void serve(run_ctx *c, int64_t deadline_ms)
+{
+    ib__done m;
+    unsigned asked = 0;
+    bool got = ib__doneq_wait(c->r->done, &m, &asked, deadline_ms);
+    for (;;) {
+        if (asked & IB__DONE_RENEW)
+            renew_leases(c);
+        if (asked & IB__DONE_FLUSH)
+            flush_marks(c, false);
+        if (!got)
+            break;
+        take_done(c, &m);
+        /* what else was posted meanwhile, without sleeping */
+        got = ib__doneq_wait(c->r->done, &m, &asked, 0);
+    }
+    commit(c, false);
+}
+
+/* Commits until nothing is pending, serving requests while a back-off
+ * runs: the batch does not end while a handler's success is not durable.
+ * The host keeps the messages in progress meanwhile. */
 static void commit_all(run_ctx *c)
 {
-    while (!commit(c, true)) {
-        int64_t wait = c->r->commit_retry_at_ms - ib_clock_monotonic_ms();
-        if (wait < 1)
-            wait = 1;
-        struct timespec ts = {.tv_sec = wait / 1000, .tv_nsec = (wait % 1000) * 1000000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-/* Tells the circuits of the handlers that finished since the last look
- * what they did, then lets them judge, so one that opens holds the
- * batch's later calls back. Run thread only. */
-static void circuits_seen(run_ctx *c)
-{
-    bool told = false;
-    for (size_t w = 0; c->cs != NULL && w < c->nwork; w++) {
-        run_item *it = &c->items[c->s->work[w]];
-        if (!it->recorded && atomic_load_explicit(&it->finished, memory_order_acquire))
-            told |= circuit_add(c, it);
-    }
-    int64_t now = told ? ib_clock_monotonic_ms() : 0;
-    for (size_t w = 0; told && w < c->nwork; w++)
-        if (c->items[c->s->work[w]].recorded)
-            circuit_judge(c, &c->items[c->s->work[w]], now);
-}
-
-static void tick(void *arg)
-{
-    circuits_seen(arg);
-    commit(arg, false);
+    while (!commit(c, true))
+        serve(c, c->r->commit_retry_at_ms);
 }
 
 /* ---- handlers ----------------------------------------------------------- */
 
-/* Calls the handler of `it` with `bus` and keeps its verdict and run time
- * in the item (only there). */
-static void call_handler(run_ctx *c, run_item *it, ib_bus_proxy *bus)
+/* Calls the handler of `it` with `bus` and keeps its verdict, run time and
+ * note in `d` (only there). With `post` (a worker's call), the start is
+ * posted to the run thread; without, it is stamped in the published table
+ * at once and cleared after the call (a call on the run thread itself). */
+static void call_handler(run_ctx *c, const run_item *it, ib_bus_proxy *bus, ib__done *d, bool post)
 {
     static const uint8_t no_payload[1];
     const ib_delivery *dl = &c->dl[it->delivery];
@@ -1050,32 +1112,38 @@ static void call_handler(run_ctx *c, run_item *it, ib_bus_proxy *bus)
     };
     const ib_trace *outer = ib_trace_current();
     int64_t t0 = ib_clock_monotonic_ns();
-    /* for ib__drun_overdue: 0 means "not running", so never store 0 */
+    /* for ib__drun_overdue: 0 means "not running", so never 0 */
     int64_t t0_ms = t0 / 1000000 > 0 ? t0 / 1000000 : 1;
-    atomic_store_explicit(&c->s->started[it->work], t0_ms, memory_order_release);
+    if (post)
+        ib__doneq_post(c->r->done,
+                       &(ib__done){.kind = IB__DONE_START, .work = it->work, .at_ms = t0_ms});
+    else
+        atomic_store_explicit(&c->s->started[it->work], t0_ms, memory_order_release);
     ib_trace_current_set(dl->trace);
-    ib__dnote_enter(&it->note, c->r->opts.observer_ctx, it->h->index);
+    ib__dnote_enter(&d->note, c->r->opts.observer_ctx, it->h->index);
     ib_verdict v = it->h->handle(it->h->state, payload, ev->payload_len, bus, &raw);
     ib__dnote_leave();
     ib_trace_current_set(outer);
-    atomic_store_explicit(&c->s->started[it->work], 0, memory_order_release);
-    it->seconds = seconds_since(t0);
+    if (!post)
+        atomic_store_explicit(&c->s->started[it->work], 0, memory_order_release);
+    d->seconds = seconds_since(t0);
     /* An unknown verdict is a plugin bug: take it as transient, so the event
      * is neither marked nor lost (the poison rule ends the loop). */
-    it->result = v == IB_HANDLER_OK ? R_OK : v == IB_HANDLER_REJECT ? R_REJECT : R_RETRY;
+    d->result = v == IB_HANDLER_OK ? R_OK : v == IB_HANDLER_REJECT ? R_REJECT : R_RETRY;
 }
 
 /* Whether the claim of `it` is still ours to start its call on: not found
  * lost by a renewal, and its lease not within the margin of its end by the
  * boot clock (which runs on while the process is stopped). A lease near
- * its end is renewed for this key first. On false, it->result says why:
- * R_UNRUN (lost, or the renewal found it taken over) or R_CLAIM_FAILED
- * (the renewal failed: nothing is known). Writes only its own item. */
-static bool claim_still_ours(run_ctx *c, run_item *it)
+ * its end is renewed for this key first (its new end goes in `d`). On
+ * false, d->result says why: R_UNRUN (lost, or the renewal found it taken
+ * over) or R_CLAIM_FAILED (the renewal failed: nothing is known). On a
+ * worker: reads the item, writes only `d`. */
+static bool claim_still_ours(run_ctx *c, const run_item *it, ib__done *d)
 {
     ib__drun *r = c->r;
     if (atomic_load_explicit(&it->lost, memory_order_acquire)) {
-        it->result = R_UNRUN;
+        d->result = R_UNRUN;
         return false;
     }
     int64_t now = ib_clock_boottime_ms();
@@ -1087,33 +1155,147 @@ static bool claim_still_ours(run_ctx *c, run_item *it)
     ib_error e = {0};
     if (ib_recorder_renew_batch(r->recorder, &held, &key, 1, r->opts.owner, r->opts.lease_ms, &e) !=
         IB_OK) {
-        it->result = R_CLAIM_FAILED;
+        d->result = R_CLAIM_FAILED;
         return false;
     }
     if (!held) {
-        it->result = R_UNRUN;
+        d->result = R_UNRUN;
         return false;
     }
-    atomic_store_explicit(&it->lease_end, now + r->opts.lease_ms, memory_order_relaxed);
+    d->lease_end_ms = now + r->opts.lease_ms;
     return true;
 }
 
-/* Runs the handler of work entry `w`; on the caller's thread or a worker.
- * Each call writes only its own item. An item that already ran (alone,
- * run_alone) is left as it is. */
-static void run_one(void *arg, size_t w)
+/* Whether the call of `it` is to be made: not when its circuit opened
+ * since the batch was planned (d->result R_HELD_BACK: the run thread
+ * releases the claim and ends the attempt it counted), nor when its claim
+ * is no longer ours (claim_still_ours says why in `d`). Writes only `d`. */
+static bool may_call(run_ctx *c, const run_item *it, ib__done *d)
+{
+    if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index)) {
+        d->result = R_HELD_BACK;
+        return false;
+    }
+    return claim_still_ours(c, it, d);
+}
+
+/* Runs the handler of work entry `w` on a worker and posts what became of
+ * it; writes no item. An item that already ran (alone, run_alone) is left
+ * as it is, and nothing is posted for it. */
+static void run_call(run_ctx *c, size_t w)
+{
+    const run_item *it = &c->items[c->s->work[w]];
+    if (it->finished)
+        return;
+    ib__done d = {.kind = IB__DONE_CALL, .work = w, .result = R_RUN};
+    d.note.retry_after_ms = -1;
+    if (may_call(c, it, &d))
+        call_handler(c, it, c->bus, &d, true);
+    ib__doneq_post(c->r->done, &d);
+}
+
+/* The pool's work: every work entry of the batch (run_parallel), or the
+ * one the run thread chose (call_alone). */
+static void run_any(void *arg, size_t w)
+{
+    run_call(arg, w);
+}
+
+static void run_solo(void *arg, size_t i)
 {
     run_ctx *c = arg;
-    run_item *it = &c->items[c->s->work[w]];
-    if (atomic_load_explicit(&it->finished, memory_order_acquire))
+    (void)i;
+    run_call(c, c->solo);
+}
+
+/* Runs the call of work entry `w` alone on the pool, the run thread
+ * serving what is posted meanwhile (renewals, flushes, commits due) until
+ * the call's completion is taken. */
+static void call_alone(run_ctx *c, size_t w)
+{
+    size_t want = c->ndone + 1;
+    c->solo = w;
+    ib__pool_start(c->r->pool, run_solo, c, 1);
+    while (c->ndone < want)
+        serve(c, next_due(c));
+    ib__pool_finish(c->r->pool);
+}
+
+/* The run thread, before a call of its own: lets serve_mu go, so that
+ * the stand-in can serve requests while the handler runs (stand_in). */
+static void step_aside(run_ctx *c)
+{
+    c->r->calling = c;
+    pthread_mutex_unlock(&c->r->serve_mu);
+    ib__doneq_step_aside(c->r->done);
+}
+
+/* The run thread, back from its call: takes serve_mu again (waiting, at
+ * worst, for the one store write of an asker standing in), then tells the
+ * health callback and settles what a commit written meanwhile made
+ * ready, so both stay on this thread. The stand-in wakes for no request
+ * from the first step on. */
+static void come_back(run_ctx *c)
+{
+    ib__doneq_come_back(c->r->done);
+    pthread_mutex_lock(&c->r->serve_mu);
+    c->r->calling = NULL;
+    if (c->aside_failed)
+        recorder_failed(c, &c->aside_err, c->aside_st);
+    if (c->aside_worked && last_commit_worked(c->r))
+        recorder_worked(c);
+    if (c->aside_worked)
+        settle_ready(c);
+    c->aside_failed = c->aside_worked = false;
+}
+
+/* The stand-in (dispatch_done.h), woken by a request made while the run
+ * thread is inside a handler call of its own: when serve_mu is free and a
+ * batch is in such a call, serves the requests made so far as the run
+ * thread would between completions. Otherwise returns at once: the run
+ * thread is back and serves them itself, or no batch runs. */
+static void stand_in(void *arg)
+{
+    ib__drun *r = arg;
+    if (pthread_mutex_trylock(&r->serve_mu) != 0)
         return;
-    /* Its circuit opened since the batch was planned: not called (the run
-     * thread releases the claim and ends the attempt it counted). */
-    if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index))
-        it->result = R_HELD_BACK;
-    else if (claim_still_ours(c, it))
-        call_handler(c, it, c->bus);
-    atomic_store_explicit(&it->finished, true, memory_order_release);
+    run_ctx *c = r->calling;
+    if (c != NULL) {
+        unsigned asked = ib__doneq_take_requests(r->done);
+        if (asked & IB__DONE_RENEW)
+            renew_leases(c);
+        if (asked & IB__DONE_FLUSH)
+            flush_marks(c, true);
+    }
+    pthread_mutex_unlock(&r->serve_mu);
+}
+
+/* Makes the call of work entry `w` on the run thread and takes its
+ * verdict at once (take_done), then serves what was asked meanwhile and
+ * nobody served. No thread hand-off: this is how calls run unless the
+ * batch's run on the pool (run_parallel). */
+static void call_inline(run_ctx *c, size_t w)
+{
+    const run_item *it = &c->items[c->s->work[w]];
+    ib__done d = {.kind = IB__DONE_CALL, .work = w, .result = R_RUN};
+    d.note.retry_after_ms = -1;
+    if (may_call(c, it, &d)) {
+        step_aside(c);
+        call_handler(c, it, c->bus, &d, false);
+        come_back(c);
+    }
+    take_done(c, &d);
+    serve(c, 0);
+}
+
+/* The call of work entry `w`, alone: on the pool when the batch's calls
+ * run there, else on the run thread. */
+static void call_one(run_ctx *c, size_t w)
+{
+    if (c->parallel)
+        call_alone(c, w);
+    else
+        call_inline(c, w);
 }
 
 /* Counts the attempt of `it` before its call starts, fenced by its claim
@@ -1143,21 +1325,28 @@ static bool count_first(run_ctx *c, run_item *it)
     return true;
 }
 
-/* Runs, on the run thread and before any other call of the batch, the
- * calls whose claim was taken over from a holder that never released it:
- * one of them may be what killed (or hung) that holder. Each runs alone,
- * after the marks earned so far are durable and with its attempt counted
- * first, so a crash in it spends its own attempt and no other's, and the
- * event that kills every process that runs it is dead-lettered alone. */
+/* Runs, before any other call of the batch, the calls whose claim was
+ * taken over from a holder that never released it: one of them may be
+ * what killed (or hung) that holder. Each runs alone on the pool, after
+ * the marks earned so far are durable and with its attempt counted first,
+ * so a crash in it spends its own attempt and no other's, and the event
+ * that kills every process that runs it is dead-lettered alone. */
 static void run_alone(run_ctx *c)
 {
-    /* the call the claim counted first: it is the first to start */
+    bool taken_over = false;
+    for (size_t w = 0; c->durable && w < c->nwork; w++) {
+        const run_item *it = &c->items[c->s->work[w]];
+        taken_over |= it->taken_over && !it->counted;
+    }
+    /* the call the claim counted first: it is the first to start. Without
+     * calls taken over it is the batch's first call, which starts first
+     * in run_in_order anyway, without a round trip of its own. */
     for (size_t w = 0; c->durable && w < c->nwork; w++) {
         run_item *it = &c->items[c->s->work[w]];
         if (!it->counted)
             continue;
-        run_one(c, w);
-        circuit_record(c, it);
+        if (taken_over || w != 0)
+            call_one(c, w);
         break;
     }
     for (size_t w = 0; c->durable && w < c->nwork; w++) {
@@ -1165,10 +1354,12 @@ static void run_alone(run_ctx *c)
         if (!it->taken_over || it->counted)
             continue;
         commit_all(c);
-        if (count_first(c, it))
-            run_one(c, w);
-        atomic_store_explicit(&it->finished, true, memory_order_release);
-        circuit_record(c, it);
+        if (count_first(c, it)) {
+            call_one(c, w);
+            continue;
+        }
+        it->finished = true; /* not run: count_first said why */
+        c->ndone++;
     }
 }
 
@@ -1187,7 +1378,11 @@ static bool txn_work(void *arg, size_t i, ib__txn *txn)
     run_ctx *c = t->c;
     const ib_dispatch_options *o = &c->r->opts;
     run_item *it = &c->items[c->s->work[c->nwork + t->base + i]];
-    call_handler(c, it, o->transactional_bus(o->observer_ctx, c->bus, txn));
+    ib__done d = {.result = R_RUN};
+    call_handler(c, it, o->transactional_bus(o->observer_ctx, c->bus, txn), &d, false);
+    it->result = d.result;
+    it->seconds = d.seconds;
+    it->note = d.note;
     return it->result == R_OK;
 }
 
@@ -1197,7 +1392,6 @@ static bool txn_work(void *arg, size_t i, ib__txn *txn)
 static void take_txn_results(run_ctx *c, size_t from, size_t n)
 {
     run_scratch *s = c->s;
-    pthread_mutex_lock(&c->r->lease_mu);
     for (size_t k = from; k < from + n; k++) {
         run_item *it = &c->items[s->work[c->nwork + k]];
         switch (s->txn_out[k]) {
@@ -1220,12 +1414,12 @@ static void take_txn_results(run_ctx *c, size_t from, size_t n)
             break;
         }
     }
-    pthread_mutex_unlock(&c->r->lease_mu);
 }
 
 /* Runs the transactional handlers one at a time on the run thread, in
  * transactions that each hold them for at most the commit window, and
- * settles what each commit made durable. A transaction that cannot start
+ * settles what each commit made durable; the requests posted meanwhile
+ * are served between two transactions. A transaction that cannot start
  * leaves the rest not run (NAK'ed with the back-off). */
 static void run_transactional(run_ctx *c)
 {
@@ -1272,35 +1466,71 @@ static void run_transactional(run_ctx *c)
         take_txn_results(c, done, consumed);
         done += consumed;
         settle_ready(c);
+        serve(c, 0);
+    }
+}
+
+/* The batch's calls together on the pool: the run thread takes each
+ * completion as it comes, commits on the commit interval and holds the
+ * pool while a commit fails. The hold ends (commit_all) before the loop
+ * can finish. */
+static void run_parallel(run_ctx *c)
+{
+    size_t want = c->ndone;
+    for (size_t w = 0; w < c->nwork; w++)
+        want += !c->items[c->s->work[w]].finished;
+    if (c->commit_failing)
+        commit_all(c);
+    ib__pool_start(c->r->pool, run_any, c, c->nwork);
+    while (c->ndone < want)
+        serve(c, next_due(c));
+    commit_all(c);
+    ib__pool_finish(c->r->pool);
+}
+
+/* Whether the last call of the handler of `it` outlasted the commit
+ * interval (or is not known): its call must not start while marks wait. */
+static bool handler_slow(const run_ctx *c, const run_item *it)
+{
+    const ib__drun *r = c->r;
+    size_t hi = it->h->index;
+    return r->last_call_ms == NULL || hi >= r->nhandlers ||
+           r->last_call_ms[hi] >= r->opts.commit_interval_ms;
+}
+
+/* The batch's calls one at a time, in batch order, on the run thread
+ * (call_inline): the pending marks are committed before the call of a
+ * handler whose last call outlasted the commit interval, and a failed
+ * commit lands before the next call starts. */
+static void run_in_order(run_ctx *c)
+{
+    ib__drun *r = c->r;
+    for (size_t w = 0; w < c->nwork; w++) {
+        run_item *it = &c->items[c->s->work[w]];
+        /* a call that ran alone (run_alone) is only looked at */
+        if (!it->finished) {
+            if (handler_slow(c, it))
+                commit(c, true);
+            if (c->commit_failing)
+                commit_all(c);
+            call_inline(c, w);
+        }
+        if (r->last_call_ms != NULL && it->h->index < r->nhandlers)
+            r->last_call_ms[it->h->index] = (int64_t)(it->seconds * 1000);
+        if (!commit(c, false) && c->commit_failing)
+            commit_all(c);
     }
 }
 
 static void run_handlers(run_ctx *c)
 {
-    ib__drun *r = c->r;
-    run_alone(c);
     /* A single call is not worth two thread hand-offs. */
-    if (r->pool != NULL && c->nwork > 1) {
-        int64_t t = r->opts.commit_interval_ms > 0 ? r->opts.commit_interval_ms : 1;
-        ib__pool_run_ticking(r->pool, run_one, c, c->nwork, t, tick);
-    } else {
-        for (size_t w = 0; w < c->nwork; w++) {
-            run_item *it = &c->items[c->s->work[w]];
-            size_t hi = it->h->index;
-            bool slow = r->last_call_ms == NULL || hi >= r->nhandlers ||
-                        r->last_call_ms[hi] >= r->opts.commit_interval_ms;
-            if (slow && !atomic_load_explicit(&it->finished, memory_order_acquire))
-                commit(c, true);
-            run_one(c, w);
-            if (r->last_call_ms != NULL && hi < r->nhandlers)
-                r->last_call_ms[hi] = (int64_t)(it->seconds * 1000);
-            circuit_record(c, it);
-            /* a failed commit is retried until it lands before the next
-             * handler starts */
-            if (!commit(c, false) && c->commit_failing)
-                commit_all(c);
-        }
-    }
+    c->parallel = c->r->pool != NULL && c->nwork > 1;
+    run_alone(c);
+    if (c->parallel)
+        run_parallel(c);
+    else
+        run_in_order(c);
     commit_all(c);
     if (c->ntxn > 0)
         run_transactional(c);
@@ -1766,7 +1996,7 @@ static ib_status prepare(run_ctx *c)
     if (total >= UINT32_MAX / 2)
         return ib_error_set(c->err, IB_ERR_INVALID_ARG,
                             "dispatch run: %zu handler calls in one batch is too many", total);
-    if (!scratch_reserve(s, c->n, total))
+    if (!scratch_reserve(s, c->n, total) || !ib__doneq_reserve(c->r->done, total))
         return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu handler calls",
                             total);
     c->items = s->items;
@@ -1856,7 +2086,9 @@ ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n, ib_bus_
 
     run_ctx c = {.r = r, .s = &r->scratch, .dl = deliveries, .n = n, .bus = bus, .err = err};
     pthread_mutex_lock(&r->run_mu);
+    pthread_mutex_lock(&r->serve_mu);
     st = run_locked(&c);
+    pthread_mutex_unlock(&r->serve_mu);
     pthread_mutex_unlock(&r->run_mu);
     return st;
 }
@@ -1883,15 +2115,29 @@ ib_status ib__drun_create(ib__drun **out, ib_recorder *recorder, const ib__dtabl
         st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the lease mutex");
         goto destroy_run_mu;
     }
+    if (pthread_mutex_init(&r->serve_mu, NULL) != 0) {
+        st = ib_error_set(err, IB_ERR_IO, "dispatch: cannot create the serve mutex");
+        goto destroy_lease_mu;
+    }
     atomic_init(&r->circuits, NULL);
+    st = ib__doneq_create(&r->done, err);
+    if (st != IB_OK)
+        goto destroy_serve_mu;
+    st = ib__doneq_start_stand_in(r->done, stand_in, r, err);
+    if (st != IB_OK)
+        goto free_done;
     if (r->opts.concurrency > 1) {
         st = ib__pool_create(&r->pool, r->opts.concurrency, err);
         if (st != IB_OK)
-            goto destroy_lease_mu;
+            goto free_done;
     }
     *out = r;
     return IB_OK;
 
+free_done:
+    ib__doneq_free(r->done);
+destroy_serve_mu:
+    pthread_mutex_destroy(&r->serve_mu);
 destroy_lease_mu:
     pthread_mutex_destroy(&r->lease_mu);
 destroy_run_mu:
@@ -1906,9 +2152,11 @@ void ib__drun_free(ib__drun *r)
     if (r == NULL)
         return;
     ib__pool_free(r->pool);
+    ib__doneq_free(r->done);
     ib__circuits_free(atomic_load(&r->circuits));
     pthread_mutex_destroy(&r->run_mu);
     pthread_mutex_destroy(&r->lease_mu);
+    pthread_mutex_destroy(&r->serve_mu);
     scratch_free(&r->scratch);
     free(r->last_call_ms);
     free(r);

@@ -20,7 +20,7 @@ typedef struct ib__drun ib__drun;
 /* Creates a run over `recorder` and `table` (both BORROWED; they must
  * outlive it). `opts` is copied; it must be complete (every default filled
  * in, a non-empty owner) and its strings are BORROWED for the run's life.
- * With opts->concurrency > 1 the worker threads start here. `*out` is freed
+ * The worker threads (max(opts->concurrency, 1)) start here. `*out` is freed
  * with ib__drun_free(). Errors: IB_ERR_NOMEM, IB_ERR_IO (a mutex or a
  * thread could not be created). */
 ib_status ib__drun_create(ib__drun **out, ib_recorder *recorder, const ib__dtable *table,
@@ -39,10 +39,13 @@ ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n, ib_bus_
 /* ib_dispatch_recorder_seconds() of this run. */
 double ib__drun_recorder_seconds(const ib__drun *r);
 
-/* ib_dispatch_extend_leases() of this run; safe from any thread. */
+/* ib_dispatch_extend_leases() of this run; safe from any thread: while a
+ * batch runs, a request its run thread carries out (never a store write
+ * on the caller's thread). */
 ib_status ib__drun_extend_leases(ib__drun *r, size_t *extended, size_t *lost, ib_error *err);
 
-/* ib_dispatch_flush_marks() of this run; safe from any thread. */
+/* ib_dispatch_flush_marks() of this run; safe from any thread, a request
+ * like ib__drun_extend_leases(). */
 ib_status ib__drun_flush_marks(ib__drun *r, size_t *marked, ib_error *err);
 
 /* ib_dispatch_overdue(), ib_dispatch_circuit_state() and

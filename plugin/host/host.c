@@ -15,10 +15,12 @@
  *     the dead-letter subject; a valid one becomes a delivery.
  *  3. Dispatch: the batch is published as the batch in flight
  *     (host_inflight.c), and the deliveries go through ib_dispatch_run:
- *     one claim transaction, the handlers on the dispatch's workers,
+ *     one claim transaction, the handlers (on this thread, or the
+ *     dispatch's workers with --concurrency > 1),
  *     their marks committed as they finish. While it runs, the control
- *     thread sends +WPI for the batch every half AckWait and renews its
- *     claims' leases.
+ *     thread sends +WPI for the batch every half AckWait and asks the
+ *     dispatch to renew its claims' leases (the batch thread writes them,
+ *     between two handler calls, or the dispatch's stand-in during one).
  *  4. A delivery whose marks are durable is acked at once (on_settled, on
  *     the committer's thread).
  *  5. The batch in flight is cleared; from here no +WPI goes out for it.
@@ -52,8 +54,8 @@
  * INVARIANTS
  *  1. No lock is held across a store write or a network call. The +WPI
  *     publishes go out under the in-flight record's `sending` flag, not
- *     its lock; the lease renewal after it; every other lock of the host
- *     guards a copy.
+ *     its lock; the lease renewal is asked for after it (the dispatch
+ *     writes it); every other lock of the host guards a copy.
  *  2. The batch thread waits for the control thread in one place only:
  *     ending a batch waits for the +WPI being sent for it (publishes into
  *     the connection's buffer), never for a store.
@@ -71,8 +73,8 @@
  *     timer added or the end of the run loop wakes it at once.
  *  7. While draining, the control loop reads no store for itself (no
  *     probe, consumer info, recorder gauges, marker count or prune), so
- *     the deadline waits on nothing but the flush of finished marks and
- *     the lease renewals.
+ *     the deadline waits on nothing but the requests to flush finished
+ *     marks and renew leases, which return at once.
  *  8. The watchdog is pinged from the control loop: a loop stuck in one
  *     step stops the pings, as does a handler call past its timeout.
  *

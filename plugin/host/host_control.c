@@ -60,8 +60,11 @@ static void send_wpi(void *ctx, natsMsg *msg)
 }
 
 /* JetStream will not redeliver now; keep our claims as long, so a
- * duplicate of the same id elsewhere does not run meanwhile. A store
- * write: never under a lock (ib__host_inflight_keep calls it after). */
+ * duplicate of the same id elsewhere does not run meanwhile. A request
+ * the dispatch carries out (its batch thread, or its stand-in during a
+ * handler call): it returns at once, with what the
+ * renewals asked for before did (so a lost claim is logged one tick
+ * after its renewal found it). */
 static void renew_leases(void *ctx)
 {
     ib_host *h = ctx;

@@ -113,9 +113,10 @@ void ib__host_check_overdue(ib_host *h)
         h->health.seen[i].seen = false;
     ib_dispatch_overdue(h->dispatch, h->cfg->handler_timeout_ms, on_overdue, &s);
     /* A call that may never return: the marks its batch mates earned are
-     * made durable now, not when it returns (with --concurrency 1 the
-     * committer is the thread stuck in it), so a restart does not run them
-     * again. */
+     * asked to be made durable now, not at the end of the commit interval
+     * or a back-off, so a restart does not run them again. A request: the
+     * dispatch writes them (its batch thread, or its stand-in while that
+     * thread is in the call), this one does not wait. */
     if (s.fresh > 0)
         ib__host_flush_marks(h, "a handler call is overdue");
     size_t returned = overdue_forget_returned(h);

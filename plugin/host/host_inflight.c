@@ -5,8 +5,9 @@
  * The lock guards three words (the messages, their count, when the batch
  * started) and one flag, `sending`. Nothing slow runs under it: the
  * control thread decides under the lock whether +WPI is due, raises
- * `sending`, and sends with the lock released; the lease renewal, a store
- * write that can wait a whole busy timeout, runs after `sending` dropped.
+ * `sending`, and sends with the lock released; the lease renewal, a
+ * request the dispatch carries out (ib_dispatch_extend_leases returns at
+ * once), is asked for after `sending` dropped.
  * The batch thread therefore takes the lock for a few instructions at the
  * start and end of every batch, whatever the store or the server do.
  *

@@ -322,9 +322,10 @@ bool ib__host_circuits_why(ib_host *h, char *why, size_t cap);
  * /healthz reason current (a call that returns clears them). */
 void ib__host_check_overdue(ib_host *h);
 
-/* Watcher thread: makes the marks of the running batch's finished calls
- * durable now (ib_dispatch_flush_marks), logging `why` with the count or
- * the failure. Never holds a host lock across the store write. */
+/* Watcher thread: asks the running batch to make the marks of its
+ * finished calls durable now (ib_dispatch_flush_marks: a request, the
+ * dispatch writes), logging `why` with the count or the failure
+ * the batch reported for the requests before. Never waits on the store. */
 void ib__host_flush_marks(ib_host *h, const char *why);
 
 /* /healthz's liveness callback (`ctx` is the ib_host): 0 with the

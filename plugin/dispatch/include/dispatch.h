@@ -117,11 +117,14 @@
  * which waiting deliveries raise: there an outage longer than the retry
  * budget still dead-letters once the circuit closes.
  *
- * Ordering: with options.concurrency <= 1 the handlers of a batch run on the
- * caller's thread, in batch order (for each delivery, in registration
- * order). With concurrency N > 1 they run on N worker threads, so within a
- * batch handlers of different events (and different handlers of one event)
- * run in any order and at the same time. Across batches order is kept: a
+ * Ordering: with options.concurrency <= 1 the handlers of a batch run one
+ * at a time on the caller's thread, in batch order (for each delivery, in
+ * registration order); meanwhile a stand-in thread of the table renews
+ * leases and commits marks when asked. With
+ * concurrency N > 1 they run on N worker threads, so within a batch
+ * handlers of different events (and different handlers of one event) run
+ * in any order and at the same time. Transactional handlers run on the
+ * caller's thread (see above). Across batches order is kept: a
  * batch is finished (run, marked) before ib_dispatch_run() returns; the
  * host acks each message once its marks are durable (on_settled) or when
  * the run returns. Strict order is not a JetStream promise anyway: a
@@ -246,7 +249,8 @@ typedef struct ib_dispatch_options {
                                       <= 0 = IB_DISPATCH_DEFAULT_NAK_BASE_MS */
     int64_t nak_max_delay_ms;      /* cap of the back-off; <= 0 = IB_DISPATCH_DEFAULT_NAK_MAX_MS;
                                       raised to the base delay if below it */
-    unsigned concurrency;          /* handler threads; 0 or 1 = run on the caller's thread;
+    unsigned concurrency;          /* handler threads; 0 or 1 = the caller's, running
+                                      the calls one at a time in batch order;
                                       at most IB_DISPATCH_MAX_CONCURRENCY */
     int64_t busy_delay_ms;         /* nak delay when another owner holds the claim;
                                       <= 0 = IB_DISPATCH_DEFAULT_BUSY_MS */
@@ -382,9 +386,10 @@ struct ib_delivery {
 };
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive
- * it). `options` may be NULL for the defaults; its strings are copied. With
- * concurrency > 1 the worker threads are started here (with every signal
- * blocked, so the host's signal handling stays on its own threads).
+ * it). `options` may be NULL for the defaults; its strings are copied. The
+ * worker threads (with concurrency > 1) and the stand-in thread are
+ * started here (with every signal blocked, so the host's signal handling
+ * stays on its own threads).
  * `*out` is freed with ib_dispatch_free(). Errors: IB_ERR_INVALID_ARG (no
  * recorder), IB_ERR_CONFIG (an option out of range, named in the message),
  * IB_ERR_NOMEM, IB_ERR_IO (no randomness for an owner token, or threads could
@@ -443,24 +448,32 @@ ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_
  * mark, release), in seconds. Read it on the thread that ran the batch. */
 double ib_dispatch_recorder_seconds(const ib_dispatch *d);
 
-/* Restarts the leases of the claims held by the batch whose handlers are
- * running now (same owner, lease_ms), so a handler that outlives the lease
- * is not taken over by another process that receives the same id. Safe to
- * call from any thread while ib_dispatch_run() runs on another; a no-op
- * between batches. `*extended` counts leases restarted, `*lost` claims
- * another owner took over after expiry (their handler may run twice).
- * Errors: the recorder's. */
+/* Asks the batch whose handlers are running now to restart the leases of
+ * its claims (same owner, lease_ms), so a handler that outlives the lease
+ * is not taken over by another process that receives the same id. Returns
+ * at once: the thread of ib_dispatch_run() does the writing, between two
+ * handler completions, or, while it runs a handler itself, the table's
+ * stand-in thread; the counts and error it returns are what was done for
+ * the requests made before this call
+ * (since the last call; each renewal is reported once). Safe to call from
+ * any thread while ib_dispatch_run() runs on another; between batches it
+ * asks nothing and only reports. `*extended` counts leases restarted,
+ * `*lost` claims another owner took over after expiry (their handler may
+ * run twice). Errors: the recorder's, from a renewal that failed. */
 ib_status ib_dispatch_extend_leases(ib_dispatch *d, size_t *extended, size_t *lost, ib_error *err);
 
-/* Makes durable now the marks of the running batch's calls that returned
- * OK and are waiting for the committer, for a caller that fears the
- * committer will not get to them: a call is past --handler-timeout (with
- * --concurrency 1 the committer is the thread stuck in it), or the process
- * is about to exit at its drain deadline. Their messages are still settled
- * by the batch (or come back after the exit and are dropped as done).
- * Safe from any thread while ib_dispatch_run() runs on another; a no-op
- * between batches. `*marked` counts the marks written. Errors: the
- * recorder's (nothing is lost: the committer still holds them). */
+/* Asks the running batch to make durable now the marks of its calls that
+ * returned OK and are waiting for the committer (the commit interval or a
+ * failed commit's back-off), for a caller that wants them sooner: a call
+ * is past --handler-timeout, or the process is about to exit at its drain
+ * deadline. Returns at once, like ib_dispatch_extend_leases(): the thread
+ * of ib_dispatch_run() commits between two handler completions (or the
+ * stand-in while that thread runs a handler), and `*marked` and the
+ * error are what was done for the requests made before this call. Their messages are still settled
+ * by the batch (or come back after an exit and are dropped as done). Safe from any thread while
+ * ib_dispatch_run() runs on another; between batches it asks nothing and
+ * only reports. Errors: the recorder's (nothing is lost: the committer
+ * still holds the marks and retries them). */
 ib_status ib_dispatch_flush_marks(ib_dispatch *d, size_t *marked, ib_error *err);
 
 /* A handler call that has run for at least the age asked of
@@ -474,8 +487,10 @@ typedef struct ib_overdue_call {
     int64_t running_ms;
 } ib_overdue_call;
 
-/* Visits, under the lock of the batch in flight, every handler call that
- * has been running for at least `age_ms`, and returns how many there are.
+/* Visits, under the lock of the batch in flight (a lock held only for
+ * copies, never across a store write or a handler call), every handler
+ * call that has been running for at least `age_ms`, as the thread of
+ * ib_dispatch_run() last saw it start, and returns how many there are.
  * Safe from any thread while ib_dispatch_run() runs on another (a watcher
  * enforcing a handler timeout); 0 between batches. `visit` must be quick
  * and must not call the table. */

@@ -29,6 +29,8 @@ typedef struct fx_calls {
     atomic_bool block_renew;   /* a renewal waits until this is cleared */
     atomic_bool renew_blocked; /* a renewal is waiting so */
     atomic_int claim_delay_ms; /* a claim (acquire) first waits this long */
+    atomic_int renew_batch;    /* lease renewals (renew_batch calls) */
+    pthread_t renew_thread;    /* the thread of the last one (written before renew_batch) */
 } fx_calls;
 
 typedef struct fx {
