@@ -21,8 +21,14 @@
  *           verdict: R_OK, R_RETRY, R_REJECT;
  *   mark    R_OK -> R_MARKED, or R_LOST (another owner took the claim over,
  *           so the fenced mark skipped it).
- * decide() reads the items of a delivery (observe: what the observer is
- * told; tally: what they add up to) and chooses its outcome.
+ * ib__run_decide() (dispatch_outcome.c) reads the items of a delivery
+ * through one table (what the observer is told, what they add up to) and
+ * chooses its outcome.
+ *
+ * THE FILES. This one holds the steps; the run's state is declared in
+ * dispatch_run_state.h, its reusable buffers are dispatch_scratch.c,
+ * what the circuits hear and decide is dispatch_run_circuits.c, and the
+ * outcomes dispatch_outcome.c; those three run on the run thread only.
  *
  * WHO OWNS WHAT (workers post, the run thread owns: libuv's threadpool)
  *  - The run thread (the caller of ib_dispatch_run, under run_mu) owns the
@@ -62,7 +68,7 @@
  *
  * INVARIANTS
  *  1. A delivery is acked only once every item of it is marked or was done
- *     before (settle_ready, decide); otherwise it is nak'ed or
+ *     before (settle_ready, ib__run_decide); otherwise it is nak'ed or
  *     dead-lettered, by the rules of dispatch.h.
  *  2. The run does not return before the mark of every call that said OK
  *     is durable (commit_all retries until it lands).
@@ -116,7 +122,8 @@
  *  6. leases_done: close the queue and withdraw the overdue table;
  *     release: one call frees the claims of calls that did not say OK and
  *     counts their attempts.
- *  7. circuits_update, then decide every delivery not settled yet. */
+ *  7. ib__run_circuits_update, then ib__run_decide for every delivery not
+ *     settled yet. */
 #include "dispatch_run.h"
 
 #include <pthread.h>
@@ -128,10 +135,7 @@
 #include <time.h>
 
 #include "clock.h"
-#include "dispatch_circuit.h"
-#include "dispatch_done.h"
-#include "dispatch_note.h"
-#include "dispatch_pool.h"
+#include "dispatch_run_state.h"
 #include "fingerprint.h"
 #include "uuid.h"
 
@@ -141,310 +145,7 @@ _Static_assert(offsetof(ib_event_header, key) == offsetof(ib_header, key), "head
 _Static_assert(offsetof(ib_event_header, value) == offsetof(ib_header, value),
                "header layouts differ");
 
-/* What became of one (delivery, handler) pair. */
-enum item_result {
-    R_CLAIM = 0,    /* to be claimed */
-    R_FOLLOW,       /* same (consumer, id) as an earlier item: follows its result */
-    R_POISON_CHECK, /* last delivery without durable attempts: claimed, never run */
-    R_POISON_DONE,  /* poison rule: already marked */
-    R_POISON_OPEN,  /* poison rule: attempts used up, not marked: dead-letter */
-    R_DONE,         /* claim: already processed */
-    R_BUSY,         /* claim: held by another owner */
-    R_CLAIM_FAILED, /* claim: the call failed */
-    R_RUN,          /* claim: acquired, handler to run */
-    R_OK,           /* handler said OK, mark pending */
-    R_RETRY,
-    R_REJECT,
-    R_MARKED,     /* OK and marked */
-    R_LOST,       /* OK, but another owner took the claim over: not marked */
-    R_CONFLICT,   /* marked (or met earlier in the batch) with another fingerprint */
-    R_SKIPPED,    /* acquired, not run: its delivery conflicts; released */
-    R_TXN_FAILED, /* acquired, not run: its transaction could not start; released */
-    R_WAIT,       /* not claimed, not run: its handler's circuit is open */
-    R_HELD_BACK,  /* acquired, not run: its circuit opened during the batch;
-                     released, attempts ended, waits like R_WAIT */
-    R_UNRUN,      /* acquired, not run: the claim was lost before the call could
-                     start (taken over, or its lease ran out by our clock) */
-    R_COUNT
-};
-
-/* A call does not start on a claim whose lease ends within this share of
- * a lease (lease_ms / LEASE_MARGIN_DIVISOR): another owner may take it
- * over at its end, and kv: holders judge leases by their own clocks. The
- * host renews leases every half lease, so a running batch never comes
- * this close unless the process was paused. */
-#define LEASE_MARGIN_DIVISOR 8
-
-typedef struct run_item {
-    const ib__dhandler *h;
-    size_t delivery;
-    size_t leader;     /* the item whose result an R_FOLLOW item takes */
-    size_t work;       /* its index in s->work when its handler runs */
-    double seconds;    /* handler run time */
-    int64_t busy_ms;   /* R_BUSY: the holder's remaining lease */
-    uint32_t attempts; /* attempts counted, this one included (durable kinds) */
-    unsigned char result;
-    bool finished;             /* its call is over (or will not be made): the run
-                                  thread took its completion */
-    bool probe;                /* its handler's circuit is probing with this call */
-    bool held;                 /* R_RETRY while its circuit is open: waits, attempts ended */
-    bool recorded;             /* its call was told to its circuit */
-    bool taken_over;           /* claimed from a holder that never released it: that holder
-                                  may have died in the call, so this call may not return
-                                  either: it runs alone, its attempt counted first */
-    bool counted;              /* its attempt is counted in the recorder already */
-    atomic_bool lost;          /* a renewal found its claim taken over (renew_leases);
-                                  written by the run thread, read by the worker */
-    _Atomic int64_t lease_end; /* boot-clock ms its lease ends by our reckoning;
-                                  written by the run thread, read by the worker */
-    ib__dnote note;            /* what the handler added to its verdict (ABI 1.3) */
-} run_item;
-
-/* Buffers reused from one batch to the next so the hot path does not
- * allocate; only touched by the run thread, under run_mu (lease_keys and
- * started are also read by ib__drun_overdue under lease_mu). */
-typedef struct run_scratch {
-    /* per delivery, capacity dcap */
-    size_t *first;               /* index of the delivery's first item; n + 1 entries */
-    ib__dhandler *const **lists; /* handlers subscribed to its type */
-    bool *settled;
-    uint64_t *fps; /* the event's fingerprint */
-    size_t dcap;
-    /* per item, capacity icap */
-    run_item *items;
-    ib_marker_key *keys;
-    uint64_t *key_fps; /* the fingerprint of each key's event */
-    size_t *key_items; /* the item each key belongs to */
-    ib_claim_info *infos;
-    bool *flags;               /* per key: marked */
-    size_t *work;              /* items whose handler runs */
-    ib_marker_key *lease_keys; /* claims held while handlers run (see lease_mu) */
-    bool *lease_live;          /* lease_keys[w] still to be renewed */
-    _Atomic int64_t *started;  /* per work entry: monotonic ms its call started; 0 = not
-                                  running (read by ib__drun_overdue under lease_mu) */
-    ib_marker_key *renew_keys; /* the live claims a renewal writes (renew_leases) */
-    bool *renew_held;
-    size_t *renew_work;
-    ib_marker_key *pend_keys; /* finished OK handlers whose marks are not committed */
-    uint64_t *pend_fps;
-    size_t *pend_items;
-    ib__txn_result *txn_out; /* per transactional item */
-    size_t icap;
-    /* open-addressing set of (handler, id) pairs seen in the batch */
-    uint32_t *seen;
-    size_t seen_cap;
-} run_scratch;
-
-struct ib__drun {
-    ib_recorder *recorder;    /* BORROWED */
-    const ib__dtable *table;  /* BORROWED; not changed while batches run */
-    ib_dispatch_options opts; /* complete; opts.owner BORROWED */
-    ib__pool *pool;           /* `concurrency` workers when it is > 1, else NULL: the
-                                 run thread makes the calls itself (call_inline) */
-    ib__doneq *done;          /* what workers and the control thread post to the
-                                 run thread (dispatch_done.h) */
-
-    /* Serialises the batches: the pool runs one loop at a time and the
-     * scratch buffers are shared. */
-    pthread_mutex_t run_mu;
-    run_scratch scratch;
-
-    /* Whoever holds serve_mu serves the batch's requests (renewals,
-     * flushes): the run thread, which holds it for the whole batch except
-     * while it is inside a handler call of its own (call_inline); then
-     * `calling` is its run and an asker stands in for it (stand_in).
-     * NULL between batches and whenever the run thread holds it. */
-    pthread_mutex_t serve_mu;
-    struct run_ctx *calling;
-    double last_recorder_seconds; /* of the last batch (under run_mu) */
-
-    /* The calls of the batch in flight, published so another thread can
-     * look for calls that overran (ib__drun_overdue) without taking
-     * run_mu, which the running batch holds. Read only, under lease_mu. */
-    pthread_mutex_t lease_mu;
-    const ib_marker_key *lease_keys;
-    _Atomic int64_t *lease_started;
-    run_item *lease_items;
-    const size_t *lease_work;
-    size_t lease_n;
-
-    /* The handlers' circuits (dispatch_circuit.h), made at the first batch
-     * once the handlers are known; NULL while circuits are off or before.
-     * Published with release: other threads read states and hold times. */
-    _Atomic(ib__circuits *) circuits;
-
-    /* Per handler: how long its last call made alone ran, in ms (run
-     * thread only; NULL until the first batch, or without memory). A
-     * handler whose last call outlasted the commit interval gets the
-     * pending marks committed before its next call, so a kill during a
-     * slow call never repeats them. */
-    int64_t *last_call_ms;
-    size_t nhandlers;
-
-    /* Recorder health as the run thread last saw it, and when a failed
-     * commit may be tried again (run thread only). */
-    bool recorder_down;
-    int64_t commit_retry_at_ms;
-    int64_t commit_backoff_ms;
-};
-
-/* One ib_dispatch_run() call. */
-typedef struct run_ctx {
-    ib__drun *r;
-    run_scratch *s;
-    ib_delivery *dl;
-    size_t n;
-    run_item *items;
-    size_t total;
-    size_t nwork;     /* s->work[0..nwork): plain handlers, for the pool */
-    size_t ntxn;      /* s->work[nwork..nwork+ntxn): transactional handlers */
-    size_t npend;     /* entries in s->pend_keys */
-    size_t ndone;     /* calls whose completion the run thread took */
-    size_t solo;      /* the work entry run_solo runs (a call made alone) */
-    bool parallel;    /* the batch's calls run on the pool, else on the run thread */
-    bool durable;     /* the recorder counts attempts across crashes */
-    ib__circuits *cs; /* NULL: circuits are off */
-    int64_t now_ms;   /* monotonic ms at the start of the run (circuit decisions) */
-    /* While a commit has failed: no further handler starts until the
-     * pending marks are durable, so a recorder outage does not let a whole
-     * batch of finished, unmarked handlers pile up for a kill to repeat.
-     * The run thread holds the pool meanwhile (ib__pool_hold: its workers
-     * sleep), or starts no call alone, and retries the commit when its
-     * back-off ends. Run thread only. */
-    bool commit_failing;
-    /* What the commits written by the stand-in did (flush_marks), for
-     * the run thread to tell and settle once back (come_back): the first
-     * failure, kept even when a later commit works, so the health
-     * callback hears both. */
-    bool aside_failed, aside_worked;
-    ib_status aside_st;
-    ib_error aside_err;
-    int64_t last_commit_ms;
-    double recorder_seconds;
-    ib_bus_proxy *bus;
-    ib_error *err; /* first recorder error goes here */
-} run_ctx;
-
-/* ---- scratch buffers ---------------------------------------------------- */
-
-static size_t grown(size_t cap, size_t need)
-{
-    size_t c = cap != 0 ? cap : 64;
-    while (c < need)
-        c *= 2;
-    return c;
-}
-
-/* Replaces each buffer of a group by a bigger one, or none of them. */
-static bool regrow(void **bufs[], const size_t sizes[], size_t count, size_t cap)
-{
-    void *fresh[20];
-    for (size_t i = 0; i < count; i++) {
-        fresh[i] = malloc(cap * sizes[i]);
-        if (fresh[i] == NULL) {
-            while (i-- > 0)
-                free(fresh[i]);
-            return false;
-        }
-    }
-    for (size_t i = 0; i < count; i++) {
-        free(*bufs[i]);
-        *bufs[i] = fresh[i];
-    }
-    return true;
-}
-
-static bool scratch_reserve(run_scratch *s, size_t n, size_t total)
-{
-    if (n + 1 > s->dcap) {
-        size_t cap = grown(s->dcap, n + 1);
-        void **bufs[] = {(void **)&s->first, (void **)&s->lists, (void **)&s->settled,
-                         (void **)&s->fps};
-        const size_t sizes[] = {sizeof(*s->first), sizeof(*s->lists), sizeof(*s->settled),
-                                sizeof(*s->fps)};
-        if (!regrow(bufs, sizes, 4, cap))
-            return false;
-        s->dcap = cap;
-    }
-    if (total > s->icap) {
-        size_t cap = grown(s->icap, total);
-        void **bufs[] = {(void **)&s->items,      (void **)&s->keys,       (void **)&s->key_items,
-                         (void **)&s->infos,      (void **)&s->flags,      (void **)&s->work,
-                         (void **)&s->lease_keys, (void **)&s->lease_live, (void **)&s->pend_keys,
-                         (void **)&s->pend_items, (void **)&s->key_fps,    (void **)&s->pend_fps,
-                         (void **)&s->txn_out,    (void **)&s->started,    (void **)&s->renew_keys,
-                         (void **)&s->renew_held, (void **)&s->renew_work};
-        const size_t sizes[] = {
-            sizeof(run_item),       sizeof(*s->keys),       sizeof(*s->key_items),
-            sizeof(*s->infos),      sizeof(*s->flags),      sizeof(*s->work),
-            sizeof(*s->lease_keys), sizeof(*s->lease_live), sizeof(*s->pend_keys),
-            sizeof(*s->pend_items), sizeof(*s->key_fps),    sizeof(*s->pend_fps),
-            sizeof(*s->txn_out),    sizeof(*s->started),    sizeof(*s->renew_keys),
-            sizeof(*s->renew_held), sizeof(*s->renew_work)};
-        if (!regrow(bufs, sizes, 17, cap))
-            return false;
-        s->icap = cap;
-    }
-    /* At most half full, so probes stay short. */
-    if (total * 2 > s->seen_cap) {
-        size_t cap = grown(s->seen_cap, total * 2);
-        void **bufs[] = {(void **)&s->seen};
-        const size_t sizes[] = {sizeof(*s->seen)};
-        if (!regrow(bufs, sizes, 1, cap))
-            return false;
-        s->seen_cap = cap;
-    }
-    return true;
-}
-
-static void scratch_free(run_scratch *s)
-{
-    free(s->first);
-    free(s->lists);
-    free(s->settled);
-    free(s->fps);
-    free(s->items);
-    free(s->keys);
-    free(s->key_items);
-    free(s->infos);
-    free(s->flags);
-    free(s->work);
-    free(s->lease_keys);
-    free(s->lease_live);
-    free(s->pend_keys);
-    free(s->pend_items);
-    free(s->key_fps);
-    free(s->pend_fps);
-    free(s->txn_out);
-    free((void *)s->started);
-    free(s->renew_keys);
-    free(s->renew_held);
-    free(s->renew_work);
-    free(s->seen);
-    memset(s, 0, sizeof(*s));
-}
-
 /* ---- planning ----------------------------------------------------------- */
-
-/* Ids are 32 hex digits; uuid7 ids share their leading timestamp digits
- * within a batch, so every digit takes part. */
-static uint64_t pair_hash(const char *id, size_t handler)
-{
-    uint64_t w[4];
-    memcpy(w, id, sizeof(w));
-    uint64_t h = (uint64_t)handler * 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < 4; i++) {
-        h ^= w[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    return h;
-}
-
-static const char *item_id(const run_ctx *c, const run_item *it)
-{
-    return c->dl[it->delivery].event->id;
-}
 
 /* The earlier item with the same (consumer, id) as item `i`, or `i` itself
  * (then remembered). Consumers are unique per handler, so the handler stands
@@ -452,16 +153,16 @@ static const char *item_id(const run_ctx *c, const run_item *it)
 static size_t first_occurrence(run_ctx *c, size_t seen_cap, size_t i)
 {
     const run_item *it = &c->items[i];
-    const char *id = item_id(c, it);
+    const char *id = ib__run_item_id(c, it);
     size_t mask = seen_cap - 1;
-    for (size_t k = (size_t)pair_hash(id, it->h->index) & mask;; k = (k + 1) & mask) {
+    for (size_t k = (size_t)ib__run_pair_hash(id, it->h->index) & mask;; k = (k + 1) & mask) {
         uint32_t v = c->s->seen[k];
         if (v == 0) {
             c->s->seen[k] = (uint32_t)(i + 1);
             return i;
         }
         const run_item *o = &c->items[v - 1];
-        if (o->h == it->h && memcmp(item_id(c, o), id, IB_ID_LEN) == 0)
+        if (o->h == it->h && memcmp(ib__run_item_id(c, o), id, IB_ID_LEN) == 0)
             return v - 1;
     }
 }
@@ -566,7 +267,7 @@ static size_t gather_more(run_ctx *c, size_t from, unsigned char want, unsigned 
         const run_item *it = &c->items[i];
         if (it->result != want && it->result != want2)
             continue;
-        s->keys[nk] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->keys[nk] = (ib_marker_key){it->h->consumer, ib__run_item_id(c, it)};
         s->key_fps[nk] = s->fps[it->delivery];
         s->key_items[nk++] = i;
     }
@@ -703,7 +404,7 @@ static void claim(run_ctx *c)
     plan_work(c);
     for (size_t w = 0; w < c->nwork + c->ntxn; w++) {
         const run_item *it = &c->items[s->work[w]];
-        s->lease_keys[w] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->lease_keys[w] = (ib_marker_key){it->h->consumer, ib__run_item_id(c, it)};
         s->lease_live[w] = true;
         atomic_store_explicit(&s->started[w], 0, memory_order_relaxed);
     }
@@ -810,7 +511,7 @@ static void release(run_ctx *c)
          * is counted as it is freed: the call returned, so no crash of it
          * can be mistaken for a batch mate's. s->flags: count it. */
         s->flags[nk] = res == R_RETRY && !it->counted;
-        s->keys[nk++] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->keys[nk++] = (ib_marker_key){it->h->consumer, ib__run_item_id(c, it)};
     }
     if (nk == 0)
         return;
@@ -834,8 +535,6 @@ static bool item_acked(const run_ctx *c, const run_item *it)
     return r == R_MARKED || r == R_DONE || r == R_POISON_DONE;
 }
 
-static void decide(run_ctx *c, size_t i);
-
 /* Settles, through on_settled, every delivery whose items are all marked
  * or done: its ack may leave now, before the rest of the batch finishes. */
 static void settle_ready(run_ctx *c)
@@ -852,16 +551,12 @@ static void settle_ready(run_ctx *c)
             j++;
         if (j < end)
             continue;
-        decide(c, i);
+        ib__run_decide(c, i);
         c->s->settled[i] = true;
         c->dl[i].settled_early = true;
         o->on_settled(o->observer_ctx, &c->dl[i]);
     }
 }
-
-static bool circuit_add(run_ctx *c, run_item *it);
-static void circuit_judge(run_ctx *c, const run_item *it, int64_t now);
-static void circuit_record(run_ctx *c, run_item *it);
 
 /* Starts (hold) or ends the wait of handlers not yet started for a commit
  * that failed: the pool's workers sleep, and no call alone is started. */
@@ -1038,10 +733,10 @@ static void take_done(run_ctx *c, const ib__done *m)
         atomic_store_explicit(&it->lease_end, m->lease_end_ms, memory_order_relaxed);
     it->finished = true;
     c->ndone++;
-    circuit_record(c, it);
+    ib__run_circuit_record(c, it);
     if (it->result != R_OK)
         return;
-    s->pend_keys[c->npend] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+    s->pend_keys[c->npend] = (ib_marker_key){it->h->consumer, ib__run_item_id(c, it)};
     s->pend_fps[c->npend] = s->fps[it->delivery];
     s->pend_items[c->npend++] = s->work[m->work];
 }
@@ -1150,7 +845,7 @@ static bool claim_still_ours(run_ctx *c, const run_item *it, ib__done *d)
     int64_t margin = r->opts.lease_ms / LEASE_MARGIN_DIVISOR;
     if (now < atomic_load_explicit(&it->lease_end, memory_order_relaxed) - margin)
         return true;
-    ib_marker_key key = {it->h->consumer, item_id(c, it)};
+    ib_marker_key key = {it->h->consumer, ib__run_item_id(c, it)};
     bool held = false;
     ib_error e = {0};
     if (ib_recorder_renew_batch(r->recorder, &held, &key, 1, r->opts.owner, r->opts.lease_ms, &e) !=
@@ -1304,7 +999,7 @@ static void call_one(run_ctx *c, size_t w)
 static bool count_first(run_ctx *c, run_item *it)
 {
     ib__drun *r = c->r;
-    ib_marker_key key = {it->h->consumer, item_id(c, it)};
+    ib_marker_key key = {it->h->consumer, ib__run_item_id(c, it)};
     bool held = false;
     ib_error e = {0};
     int64_t t0 = ib_clock_boottime_ms();
@@ -1427,7 +1122,7 @@ static void run_transactional(run_ctx *c)
     ib__drun *r = c->r;
     for (size_t k = 0; k < c->ntxn; k++) {
         const run_item *it = &c->items[s->work[c->nwork + k]];
-        s->keys[k] = (ib_marker_key){it->h->consumer, item_id(c, it)};
+        s->keys[k] = (ib_marker_key){it->h->consumer, ib__run_item_id(c, it)};
         s->key_fps[k] = s->fps[it->delivery];
         s->txn_out[k] = IB__TXN_NOT_RUN;
     }
@@ -1536,429 +1231,6 @@ static void run_handlers(run_ctx *c)
         run_transactional(c);
 }
 
-/* ---- circuits ----------------------------------------------------------- */
-
-/* The hash a circuit keeps of an event id. */
-static uint64_t event_hash(const run_ctx *c, const run_item *it)
-{
-    return pair_hash(item_id(c, it), 0) | 1u; /* never 0: 0 marks an empty slot */
-}
-
-static void tell_circuit(const run_ctx *c, const run_item *it, const ib__circuit_change *ch)
-{
-    const ib_dispatch_options *o = &c->r->opts;
-    if (ch->changed && o->on_circuit != NULL)
-        o->on_circuit(o->observer_ctx, it->h->index, it->h->consumer, ch->from, ch->to, ch->detail);
-}
-
-/* The first waiting item of handler `h` from item `from` on whose event
- * was not probed lately, else `from` itself. */
-static size_t probe_pick(const run_ctx *c, size_t from)
-{
-    const ib__dhandler *h = c->items[from].h;
-    for (size_t j = from; j < c->total; j++) {
-        const run_item *it = &c->items[j];
-        if (it->h == h && it->result == R_WAIT &&
-            !ib__circuit_probed_lately(c->cs, h->index, event_hash(c, it)))
-            return j;
-    }
-    return from;
-}
-
-/* For every open handler whose probe is due, one of its waiting items
- * becomes the probe: claimed and run like any other. */
-static void choose_probes(run_ctx *c)
-{
-    uint64_t max_deliver = c->r->opts.max_deliver;
-    for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
-        if (c->items[i].result != R_WAIT ||
-            !ib__circuit_probe_due(c->cs, c->items[i].h->index, c->now_ms))
-            continue;
-        run_item *it = &c->items[probe_pick(c, i)];
-        const ib_delivery *dl = &c->dl[it->delivery];
-        bool poison = !c->durable && max_deliver != 0 && dl->delivery_count >= max_deliver;
-        ib__circuit_change ch;
-        ib__circuit_probe_start(c->cs, it->h->index, event_hash(c, it), &ch);
-        it->result = poison ? R_POISON_CHECK : R_CLAIM;
-        it->probe = true;
-        tell_circuit(c, it, &ch);
-    }
-}
-
-/* Whether a leader item's handler ran and returned a verdict. */
-static bool item_ran(const run_item *it)
-{
-    return it->result == R_MARKED || it->result == R_LOST || it->result == R_REJECT ||
-           it->result == R_RETRY;
-}
-
-/* Tells the circuit of a call that ran what it did, once, as soon as the
- * run thread sees it finished: an OK whose mark is still pending is a
- * success already, so the window never judges a batch's failures without
- * the successes around them. Returns whether it told. Run thread only. */
-static bool circuit_add(run_ctx *c, run_item *it)
-{
-    ib__circuit_change ch;
-    if (c->cs == NULL || it->recorded || !(it->result == R_OK || item_ran(it)))
-        return false;
-    bool failed = it->result == R_RETRY;
-    it->recorded = true;
-    /* only failures need their event told apart */
-    ib__circuit_record(c->cs, it->h->index, failed ? event_hash(c, it) : 0, failed, it->note.reason,
-                       ib_clock_monotonic_ms(), &ch);
-    tell_circuit(c, it, &ch);
-    return true;
-}
-
-/* Lets the circuit of `it` decide on the calls told so far (one that
- * opens then stops the batch's later calls of that handler). */
-static void circuit_judge(run_ctx *c, const run_item *it, int64_t now)
-{
-    ib__circuit_change ch;
-    ib__circuit_judge(c->cs, it->h->index, now, &ch);
-    tell_circuit(c, it, &ch);
-}
-
-/* One call seen finished on its own: told, then judged. */
-static void circuit_record(run_ctx *c, run_item *it)
-{
-    if (circuit_add(c, it))
-        circuit_judge(c, it, ib_clock_monotonic_ms());
-}
-
-/* Tells each circuit what its handler's calls that it has not heard of
- * did (transactional ones; a probe that ran nothing), in batch order,
- * lets each judge them all together, then holds every RETRY whose
- * circuit is open now: it waits with the
- * others, and its attempts are ended, as are those of the calls the
- * circuit held back, so an outage spends no event's budget. */
-static void circuits_update(run_ctx *c)
-{
-    ib__circuit_change ch;
-    for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
-        run_item *it = &c->items[i];
-        if (it->result == R_FOLLOW || it->result == R_WAIT || it->recorded)
-            continue;
-        if (item_ran(it) || it->result == R_OK) {
-            circuit_add(c, it);
-            continue;
-        }
-        if (!it->probe)
-            continue;
-        ib__circuit_probe_missed(c->cs, it->h->index, c->now_ms, &ch);
-        tell_circuit(c, it, &ch);
-    }
-    for (size_t i = 0; c->cs != NULL && i < c->total; i++)
-        if (c->items[i].recorded)
-            circuit_judge(c, &c->items[i], c->now_ms);
-    size_t nk = 0;
-    for (size_t i = 0; c->cs != NULL && i < c->total; i++) {
-        run_item *it = &c->items[i];
-        bool retried = it->result == R_RETRY && ib__circuit_blocks(c->cs, it->h->index);
-        if (!retried && it->result != R_HELD_BACK)
-            continue;
-        it->held = true;
-        c->s->keys[nk++] = (ib_marker_key){it->h->consumer, item_id(c, it)};
-    }
-    ib_error e = {0};
-    ib_status st = nk > 0 ? ib_recorder_end_attempts(c->r->recorder, c->s->keys, nk, &e) : IB_OK;
-    if (st != IB_OK)
-        recorder_failed(c, &e, st);
-}
-
-/* ---- outcomes ----------------------------------------------------------- */
-
-/* What an item's final result counts as in its delivery (tally). */
-enum result_kind {
-    K_DUPLICATE, /* marked before: a duplicate */
-    K_HANDLED,   /* ran and marked (a follower of it: a duplicate) */
-    K_EXHAUSTED, /* the poison rule: attempts used up, not marked */
-    K_WAITING,   /* its circuit is open (or opened during the batch) */
-    K_BUSY,      /* another owner holds its claim */
-    K_REJECTED,  /* its handler said REJECT */
-    K_LOST,      /* its claim was taken over, before or after the call */
-    K_RECORDER,  /* a claim or transaction failed: not run */
-    K_CONFLICT,  /* marked with another fingerprint */
-    K_SKIPPED,   /* acquired, not run: its delivery conflicts */
-    K_RETRIED,   /* its handler said RETRY */
-};
-
-/* observed: no handler call to report for this result. */
-#define NOT_OBSERVED (-1)
-
-/* The one table from an item's result to what the observer hears of it
- * (a follower of a handled leader hears IB_RESULT_DUPLICATE) and what it
- * counts as. Results of the claim and call phases that a finished batch
- * cannot leave behind count as a RETRY, the safe reading. */
-typedef struct result_rule {
-    int observed; /* ib_handler_result, or NOT_OBSERVED */
-    enum result_kind kind;
-} result_rule;
-
-static const result_rule result_rules[R_COUNT] = {
-    [R_CLAIM] = {NOT_OBSERVED, K_RETRIED},
-    [R_FOLLOW] = {NOT_OBSERVED, K_RETRIED},
-    [R_POISON_CHECK] = {NOT_OBSERVED, K_RETRIED},
-    [R_POISON_DONE] = {IB_RESULT_DUPLICATE, K_DUPLICATE},
-    [R_POISON_OPEN] = {NOT_OBSERVED, K_EXHAUSTED},
-    [R_DONE] = {IB_RESULT_DUPLICATE, K_DUPLICATE},
-    [R_BUSY] = {NOT_OBSERVED, K_BUSY},
-    [R_CLAIM_FAILED] = {IB_RESULT_RECORDER_FAILED, K_RECORDER},
-    [R_RUN] = {NOT_OBSERVED, K_RETRIED},
-    [R_OK] = {NOT_OBSERVED, K_RETRIED},
-    [R_RETRY] = {IB_RESULT_RETRY, K_RETRIED},
-    [R_REJECT] = {IB_RESULT_REJECT, K_REJECTED},
-    [R_MARKED] = {IB_RESULT_HANDLED, K_HANDLED},
-    [R_LOST] = {IB_RESULT_LOST, K_LOST},
-    [R_CONFLICT] = {IB_RESULT_CONFLICT, K_CONFLICT},
-    [R_SKIPPED] = {NOT_OBSERVED, K_SKIPPED},
-    [R_TXN_FAILED] = {IB_RESULT_RECORDER_FAILED, K_RECORDER},
-    [R_WAIT] = {IB_RESULT_WAITING, K_WAITING},
-    [R_HELD_BACK] = {IB_RESULT_WAITING, K_WAITING},
-    [R_UNRUN] = {IB_RESULT_LOST, K_LOST},
-};
-
-/* Reports one item's result to the observer: a leader's, if it ran or
- * failed to start for a recorder error; any item's that was skipped as
- * already marked (a follower of a leader that succeeded included), so
- * duplicates reach the observer exactly as tally() counts them. */
-static void observe(run_ctx *c, const ib_delivery *dl, const run_item *it)
-{
-    const ib_dispatch_options *o = &c->r->opts;
-    bool follower = it->result == R_FOLLOW;
-    const result_rule *rule = &result_rules[follower ? c->items[it->leader].result : it->result];
-    int res = follower && rule->kind == K_HANDLED ? IB_RESULT_DUPLICATE : rule->observed;
-    if (res == NOT_OBSERVED)
-        return; /* busy, poisoned, skipped: no handler call to report */
-    if (follower && res != IB_RESULT_DUPLICATE)
-        return; /* coalesced: its leader's call was reported */
-    o->observer(o->observer_ctx, dl, it->h->consumer, it->h->index, (ib_handler_result)res,
-                follower ? 0 : it->seconds);
-}
-
-/* What one delivery's items add up to. */
-typedef struct verdicts {
-    bool reject, retry, busy, open, conflict, wait;
-    int64_t busy_ms;         /* longest remaining lease among the busy ones */
-    int64_t wait_ms;         /* longest wait for an open circuit's next probe */
-    int64_t retry_after_ms;  /* longest delay a retrying handler asked for; < 0: none */
-    const char *reason;      /* the first rejecting handler's reason; NULL: none */
-    const char *rejected_by; /* whose: that handler's identity, else the first rejecting one */
-    /* the poison rule's first open item: its last failure's reason (NULL:
-     * none given, or it did not run here), its attempts, and whether they
-     * were used up before this delivery */
-    const char *last;
-    const char *last_by; /* the identity of that item's handler */
-    uint32_t attempts;
-    bool exhausted;
-} verdicts;
-
-/* A handler whose circuit is open: the delivery comes back once its next
- * probe may have run (at once, when the probe closed it in this batch). */
-static void wait_for_circuit(const run_ctx *c, verdicts *v, const run_item *it)
-{
-    int64_t ms = c->cs != NULL ? ib__circuit_wait_ms(c->cs, it->h->index, c->now_ms) : 0;
-    v->wait = true;
-    if (ms > v->wait_ms)
-        v->wait_ms = ms;
-}
-
-/* The poison rule applies to `it`: remembers, for the dead letter, what
- * its handler last said and how many attempts it made. */
-static void poison_open(verdicts *v, const run_item *it, bool exhausted)
-{
-    if (!v->open) {
-        v->last = it->note.reason[0] != '\0' ? it->note.reason : NULL;
-        v->last_by = it->h->consumer;
-        v->attempts = it->attempts;
-        v->exhausted = exhausted;
-        /* used up by calls that never returned: each was counted as it
-         * started, alone, by the holder this claim was taken from */
-        if (exhausted && it->taken_over) {
-            v->last = "the call did not return (the process running it ended or was stopped "
-                      "during it)";
-            v->exhausted = false;
-        }
-    }
-    v->open = true;
-}
-
-/* Another owner holds an item's claim for up to `remaining_ms` more: the
- * delivery comes back once the longest such lease may have ended. */
-static void wait_for_holder(verdicts *v, int64_t remaining_ms)
-{
-    v->busy = true;
-    if (remaining_ms > v->busy_ms)
-        v->busy_ms = remaining_ms;
-}
-
-/* What a RETRY asks of the outcome. Held by its open circuit: it waits,
- * its attempts ended. With durable attempts, a RETRY on the last allowed
- * attempt ends the event's retries here. Else the back-off, or the delay
- * the handler asked for. */
-static void tally_retry(const run_ctx *c, verdicts *v, const run_item *lead)
-{
-    if (lead->held)
-        wait_for_circuit(c, v, lead);
-    else if (c->durable && c->r->opts.max_deliver != 0 && lead->attempts >= c->r->opts.max_deliver)
-        poison_open(v, lead, false);
-    else
-        v->retry = true;
-    if (lead->note.retry_after_ms > v->retry_after_ms)
-        v->retry_after_ms = lead->note.retry_after_ms;
-}
-
-/* Counts one item and notes what it asks of the outcome. A follower counts
- * as a duplicate when its leader succeeded, else as coalesced. */
-static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
-{
-    ib_delivery_counts *n = &dl->counts;
-    bool follower = it->result == R_FOLLOW;
-    const run_item *lead = follower ? &c->items[it->leader] : it;
-    unsigned *own = NULL;
-    switch (result_rules[lead->result].kind) {
-    case K_DUPLICATE:
-        n->duplicates++;
-        return;
-    case K_HANDLED:
-        if (follower)
-            n->duplicates++;
-        else
-            n->handled++;
-        return;
-    case K_EXHAUSTED:
-        poison_open(v, lead, true);
-        n->exhausted += !follower;
-        return;
-    case K_WAITING:
-        wait_for_circuit(c, v, lead);
-        own = &n->waiting;
-        break;
-    case K_BUSY:
-        wait_for_holder(v, lead->busy_ms);
-        own = &n->busy;
-        break;
-    case K_REJECTED:
-        v->reject = true;
-        if (v->rejected_by == NULL)
-            v->rejected_by = lead->h->consumer;
-        if (v->reason == NULL && lead->note.reason[0] != '\0') {
-            v->reason = lead->note.reason;
-            v->rejected_by = lead->h->consumer;
-        }
-        own = &n->rejected;
-        break;
-    case K_LOST:
-        /* the new holder decides; come back when its lease may have ended */
-        wait_for_holder(v, c->r->opts.lease_ms);
-        own = &n->lost;
-        break;
-    case K_RECORDER:
-        v->retry = true;
-        own = &n->recorder_failed;
-        break;
-    case K_CONFLICT:
-        /* a follower of a conflicting leader carries the same content */
-        v->conflict = true;
-        n->conflicts++;
-        return;
-    case K_SKIPPED:
-        if (follower) {
-            v->retry = true; /* its own delivery did not conflict: try again */
-            n->coalesced++;
-        } else {
-            n->conflicts++;
-        }
-        return;
-    case K_RETRIED:
-        tally_retry(c, v, lead);
-        own = &n->retried;
-        break;
-    }
-    if (follower)
-        n->coalesced++;
-    else
-        (*own)++;
-}
-
-/* How long a busy copy waits before it comes back. Where attempts are
- * counted, a busy delivery spends nothing, so it may come back soon: after
- * busy_delay_ms doubling per delivery, at most the holder's remaining
- * lease (most holders finish in milliseconds, and a copy that waited out a
- * whole lease would hold its event back for that long). Where deliveries
- * are the budget (memory), it waits the whole remaining lease. */
-static int64_t busy_wait_ms(const run_ctx *c, const ib_delivery *dl, int64_t remaining_ms)
-{
-    if (!c->durable)
-        return remaining_ms;
-    uint64_t dc = dl->delivery_count > 1 ? dl->delivery_count - 1 : 0;
-    int64_t step = c->r->opts.busy_delay_ms;
-    for (uint64_t k = 0; k < dc && step < remaining_ms; k++)
-        step *= 2;
-    return step < remaining_ms ? step : remaining_ms;
-}
-
-/* The outcome of a delivery whose items added up to `v`. REJECT wins, then
- * a RETRY or failed claim, then a conflict (dead-lettered or acked, as
- * on_conflict says), then the poison rule, then a busy claim; ACK when
- * none of them applies. */
-static void choose_outcome(const run_ctx *c, ib_delivery *dl, const verdicts *v)
-{
-    const ib_dispatch_options *o = &c->r->opts;
-    if (v->reject) {
-        dl->outcome = IB_OUTCOME_DEAD_LETTER;
-        dl->dead_letter_reason = IB_DLQ_REJECTED;
-        dl->reject_detail = v->reason;
-        dl->dead_letter_consumer = v->rejected_by;
-    } else if (v->retry) {
-        dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = v->retry_after_ms >= 0 ? ib_dispatch_retry_after_ms(o, v->retry_after_ms)
-                                                  : ib_dispatch_backoff_ms(o, dl->delivery_count);
-    } else if (v->conflict) {
-        dl->outcome =
-            o->on_conflict == IB_CONFLICT_DEAD_LETTER ? IB_OUTCOME_DEAD_LETTER : IB_OUTCOME_ACK;
-        if (dl->outcome == IB_OUTCOME_DEAD_LETTER)
-            dl->dead_letter_reason = IB_DLQ_CONFLICT;
-    } else if (v->open) {
-        dl->outcome = IB_OUTCOME_DEAD_LETTER;
-        dl->dead_letter_reason = IB_DLQ_MAX_DELIVER;
-        dl->reject_detail = v->last;
-        dl->dead_letter_consumer = v->last_by;
-        dl->attempts = c->durable ? v->attempts : 0; /* memory: deliveries are the budget */
-        dl->exhausted = v->exhausted;
-    } else if (v->busy || v->wait) {
-        int64_t busy = v->busy ? busy_wait_ms(c, dl, v->busy_ms) : 0;
-        dl->outcome = IB_OUTCOME_NAK;
-        dl->nak_delay_ms = ib_dispatch_busy_delay_ms(o, busy > v->wait_ms ? busy : v->wait_ms);
-    } else {
-        dl->outcome = IB_OUTCOME_ACK;
-    }
-}
-
-/* Fills delivery i's outputs: its counters, its handlers' time, the
- * observer's reports and its outcome. */
-static void decide(run_ctx *c, size_t i)
-{
-    ib_delivery *dl = &c->dl[i];
-    const ib_dispatch_options *o = &c->r->opts;
-    size_t first = c->s->first[i], end = c->s->first[i + 1];
-    verdicts v = {.retry_after_ms = -1};
-
-    if (first == end) {
-        dl->counts.unhandled = true;
-        dl->outcome = IB_OUTCOME_ACK;
-        return;
-    }
-    for (size_t j = first; j < end; j++) {
-        const run_item *it = &c->items[j];
-        dl->handle_seconds += it->seconds;
-        if (o->observer != NULL)
-            observe(c, dl, it);
-        tally(c, dl, it, &v);
-    }
-    choose_outcome(c, dl, &v);
-}
-
 /* ---- entry -------------------------------------------------------------- */
 
 /* The run's claims and marks go through the recorder's *_checked entry
@@ -1983,7 +1255,7 @@ static ib_status prepare(run_ctx *c)
 {
     run_scratch *s = c->s;
     size_t total = 0;
-    if (!scratch_reserve(s, c->n, 0))
+    if (!ib__run_scratch_reserve(s, c->n, 0))
         return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu deliveries",
                             c->n);
     for (size_t i = 0; i < c->n; i++) {
@@ -1996,7 +1268,7 @@ static ib_status prepare(run_ctx *c)
     if (total >= UINT32_MAX / 2)
         return ib_error_set(c->err, IB_ERR_INVALID_ARG,
                             "dispatch run: %zu handler calls in one batch is too many", total);
-    if (!scratch_reserve(s, c->n, total) || !ib__doneq_reserve(c->r->done, total))
+    if (!ib__run_scratch_reserve(s, c->n, total) || !ib__doneq_reserve(c->r->done, total))
         return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu handler calls",
                             total);
     c->items = s->items;
@@ -2053,7 +1325,7 @@ static ib_status run_locked(run_ctx *c)
         c->now_ms = c->last_commit_ms;
         c->cs = circuits_of(c->r);
         plan(c);
-        choose_probes(c);
+        ib__run_choose_probes(c);
         int64_t t0 = ib_clock_monotonic_ns();
         claim(c);
         double claim_seconds = seconds_since(t0);
@@ -2067,12 +1339,15 @@ static ib_status run_locked(run_ctx *c)
         int64_t t2 = ib_clock_monotonic_ns();
         release(c);
         c->now_ms = ib_clock_monotonic_ms();
-        circuits_update(c);
+        ib_error e = {0};
+        ib_status st = ib__run_circuits_update(c, &e);
+        if (st != IB_OK)
+            recorder_failed(c, &e, st);
         c->r->last_recorder_seconds = claim_seconds + seconds_since(t2) + c->recorder_seconds;
     }
     for (size_t i = 0; i < c->n; i++)
         if (!c->s->settled[i])
-            decide(c, i);
+            ib__run_decide(c, i);
     return IB_OK;
 }
 
@@ -2157,7 +1432,7 @@ void ib__drun_free(ib__drun *r)
     pthread_mutex_destroy(&r->run_mu);
     pthread_mutex_destroy(&r->lease_mu);
     pthread_mutex_destroy(&r->serve_mu);
-    scratch_free(&r->scratch);
+    ib__run_scratch_free(&r->scratch);
     free(r->last_call_ms);
     free(r);
 }
