@@ -125,7 +125,7 @@ static ib_status c_count_attempts(ib_recorder *r, bool *held, const ib_marker_ke
 static ib_status c_renew_batch(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
                                const char *owner, int64_t lease_ms, ib_error *err)
 {
-    calls_of(r)->renew_thread = pthread_self();
+    atomic_store(&calls_of(r)->renew_thread, pthread_self());
     atomic_fetch_add(&calls_of(r)->renew_batch, 1);
     /* a store that makes a writer wait (another process's transaction) */
     while (atomic_load(&calls_of(r)->block_renew)) {

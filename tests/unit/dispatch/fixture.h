@@ -25,12 +25,12 @@ typedef struct fx_calls {
     atomic_bool fail_claim;
     atomic_bool fail_mark;
     atomic_int transact;
-    atomic_bool fail_transact; /* the transaction fails before any work runs */
-    atomic_bool block_renew;   /* a renewal waits until this is cleared */
-    atomic_bool renew_blocked; /* a renewal is waiting so */
-    atomic_int claim_delay_ms; /* a claim (acquire) first waits this long */
-    atomic_int renew_batch;    /* lease renewals (renew_batch calls) */
-    pthread_t renew_thread;    /* the thread of the last one (written before renew_batch) */
+    atomic_bool fail_transact;      /* the transaction fails before any work runs */
+    atomic_bool block_renew;        /* a renewal waits until this is cleared */
+    atomic_bool renew_blocked;      /* a renewal is waiting so */
+    atomic_int claim_delay_ms;      /* a claim (acquire) first waits this long */
+    atomic_int renew_batch;         /* lease renewals (renew_batch calls) */
+    _Atomic pthread_t renew_thread; /* the thread of the last one (stored before renew_batch) */
 } fx_calls;
 
 typedef struct fx {

@@ -579,6 +579,52 @@ static bool wait_for(atomic_int *v, int want)
     return atomic_load(v) >= want;
 }
 
+/* A batch of two calls of the gated handler, run by its own thread: the
+ * first event's call returns at once, the second waits at the gate. */
+typedef struct gated_pair {
+    gate g;
+    ib_event ev[2];
+    ib_delivery dl[2];
+    run_args a;
+    pthread_t batch;
+} gated_pair;
+
+/* Makes the dispatcher with `o`, starts the batch (ids from `base`) and
+ * returns once the first call has returned and the second waits. */
+static void gated_pair_start(fx *f, gated_pair *p, const ib_dispatch_options *o, unsigned base)
+{
+    gate_init(&p->g);
+    fx_dispatch(f, o);
+    const char *types[] = {TYPE, NULL};
+    ib_dispatch_handler hd = {
+        .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &p->g};
+    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+    for (unsigned i = 0; i < 2; i++) {
+        fx_event(&p->ev[i], base + i, TYPE);
+        fx_delivery(&p->dl[i], &p->ev[i], 1);
+    }
+    p->g.fast_id = p->ev[0].id;
+    p->a = (run_args){.f = f, .dl = p->dl, .n = 2};
+    assert_int_equal(pthread_create(&p->batch, NULL, run_main, &p->a), 0);
+    assert_true(wait_for(&p->g.entered, 1));
+    assert_true(wait_for(&p->g.returned, 1));
+}
+
+/* Opens the gate and waits for the batch to end. */
+static void gated_pair_finish(gated_pair *p)
+{
+    gate_open(&p->g);
+    pthread_join(p->batch, NULL);
+}
+
+/* Frees the dispatcher and the gate. */
+static void gated_pair_free(fx *f, gated_pair *p)
+{
+    ib_dispatch_free(f->d);
+    f->d = NULL;
+    gate_destroy(&p->g);
+}
+
 /* A renewal asked for while a handler call runs (one that only the test
  * can end) is done before that call returns, never by the asker: with
  * several workers by the run thread (the call runs on a worker); with one
@@ -587,28 +633,10 @@ static void renewal_done_during_a_long_call(fx *f)
 {
     const unsigned conc[] = {1, 4};
     for (unsigned k = 0; k < 2; k++) {
-        gate g;
-        gate_init(&g);
-        ib_event ev[2];
-        ib_delivery dl[2];
+        gated_pair p;
         ib_dispatch_options o = fx_default_options();
-        o.concurrency = conc[k];
-        fx_dispatch(f, &o);
-        const char *types[] = {TYPE, NULL};
-        ib_dispatch_handler hd = {
-            .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &g};
-        assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
-        /* two calls, so that four workers share them; the first is quick */
-        for (unsigned i = 0; i < 2; i++) {
-            fx_event(&ev[i], 1000 + 2 * k + i, TYPE);
-            fx_delivery(&dl[i], &ev[i], 1);
-        }
-        g.fast_id = ev[0].id;
-        run_args a = {.f = f, .dl = dl, .n = 2};
-        pthread_t batch;
-        assert_int_equal(pthread_create(&batch, NULL, run_main, &a), 0);
-        assert_true(wait_for(&g.entered, 1));
-        assert_true(wait_for(&g.returned, 1));
+        o.concurrency = conc[k]; /* two calls, so that four workers share them */
+        gated_pair_start(f, &p, &o, 1000 + 2 * k);
 
         int renewals = atomic_load(&f->calls->renew_batch);
         size_t extended = 0, lost = 0;
@@ -623,28 +651,25 @@ static void renewal_done_during_a_long_call(fx *f)
         /* still in the call: the renewal did not wait for it (a request made
          * while the answer to the one before was on its way renews again:
          * the one claim may be counted twice) */
-        assert_int_equal(atomic_load(&g.returned), 1);
+        assert_int_equal(atomic_load(&p.g.returned), 1);
         assert_true(extended >= 1);
         assert_int_equal(lost, 0);
         assert_true(atomic_load(&f->calls->renew_batch) > renewals);
-        assert_false(pthread_equal(f->calls->renew_thread, pthread_self()));
+        assert_false(pthread_equal(atomic_load(&f->calls->renew_thread), pthread_self()));
         if (conc[k] == 1) {
-            assert_true(pthread_equal(g.thread, batch));
-            assert_false(pthread_equal(f->calls->renew_thread, batch));
+            assert_true(pthread_equal(p.g.thread, p.batch));
+            assert_false(pthread_equal(atomic_load(&f->calls->renew_thread), p.batch));
         } else {
-            assert_false(pthread_equal(g.thread, batch));
-            assert_true(pthread_equal(f->calls->renew_thread, batch));
+            assert_false(pthread_equal(p.g.thread, p.batch));
+            assert_true(pthread_equal(atomic_load(&f->calls->renew_thread), p.batch));
         }
 
-        gate_open(&g);
-        pthread_join(batch, NULL);
+        gated_pair_finish(&p);
         for (unsigned i = 0; i < 2; i++) {
-            assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
-            assert_true(fx_marked(f, "c/p/gate", ev[i].id));
+            assert_int_equal(p.dl[i].outcome, IB_OUTCOME_ACK);
+            assert_true(fx_marked(f, "c/p/gate", p.ev[i].id));
         }
-        ib_dispatch_free(f->d);
-        f->d = NULL;
-        gate_destroy(&g);
+        gated_pair_free(f, &p);
     }
 }
 
@@ -653,28 +678,11 @@ static void renewal_done_during_a_long_call(fx *f)
  * (ten minutes) is far from over. */
 static void flush_during_a_long_call(fx *f, unsigned concurrency, unsigned base)
 {
-    gate g;
-    gate_init(&g);
-    ib_event ev[2];
-    ib_delivery dl[2];
+    gated_pair p;
     ib_dispatch_options o = fx_default_options();
     o.concurrency = concurrency;
-    fx_dispatch(f, &o);
-    const char *types[] = {TYPE, NULL};
-    ib_dispatch_handler hd = {
-        .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &g};
-    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
-    for (unsigned i = 0; i < 2; i++) {
-        fx_event(&ev[i], base + i, TYPE);
-        fx_delivery(&dl[i], &ev[i], 1);
-    }
-    g.fast_id = ev[0].id;
-    run_args a = {.f = f, .dl = dl, .n = 2};
-    pthread_t batch;
-    assert_int_equal(pthread_create(&batch, NULL, run_main, &a), 0);
-    assert_true(wait_for(&g.entered, 1));
-    assert_true(wait_for(&g.returned, 1));
-    assert_false(fx_marked(f, "c/p/gate", ev[0].id));
+    gated_pair_start(f, &p, &o, base);
+    assert_false(fx_marked(f, "c/p/gate", p.ev[0].id));
 
     size_t marked = 0;
     for (int i = 0; i < 10000 && marked == 0; i++) {
@@ -685,18 +693,15 @@ static void flush_during_a_long_call(fx *f, unsigned concurrency, unsigned base)
             usleep(1000);
     }
     assert_int_equal(marked, 1);
-    assert_true(fx_marked(f, "c/p/gate", ev[0].id));
-    assert_false(fx_marked(f, "c/p/gate", ev[1].id));
-    assert_int_equal(atomic_load(&g.returned), 1); /* the other call runs on */
+    assert_true(fx_marked(f, "c/p/gate", p.ev[0].id));
+    assert_false(fx_marked(f, "c/p/gate", p.ev[1].id));
+    assert_int_equal(atomic_load(&p.g.returned), 1); /* the other call runs on */
 
-    gate_open(&g);
-    pthread_join(batch, NULL);
+    gated_pair_finish(&p);
     for (unsigned i = 0; i < 2; i++)
-        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
-    assert_true(fx_marked(f, "c/p/gate", ev[1].id));
-    ib_dispatch_free(f->d);
-    f->d = NULL;
-    gate_destroy(&g);
+        assert_int_equal(p.dl[i].outcome, IB_OUTCOME_ACK);
+    assert_true(fx_marked(f, "c/p/gate", p.ev[1].id));
+    gated_pair_free(f, &p);
 }
 
 /* With two workers the run thread flushes while a worker is in the
@@ -729,30 +734,13 @@ static void note_recorder(void *ctx, bool healthy, const ib_error *e)
  * stand-in's); the marks land when the store does. */
 static void stand_in_failure_told_on_the_batch_thread(fx *f)
 {
-    gate g;
-    gate_init(&g);
+    gated_pair p;
     health_probe h = {0};
-    ib_event ev[2];
-    ib_delivery dl[2];
     ib_dispatch_options o = fx_default_options();
     o.concurrency = 1;
     o.observer_ctx = &h;
     o.on_recorder = note_recorder;
-    fx_dispatch(f, &o);
-    const char *types[] = {TYPE, NULL};
-    ib_dispatch_handler hd = {
-        .consumer = "c/p/gate", .event_types = types, .handle = gate_handle, .state = &g};
-    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
-    for (unsigned i = 0; i < 2; i++) {
-        fx_event(&ev[i], 1030 + i, TYPE);
-        fx_delivery(&dl[i], &ev[i], 1);
-    }
-    g.fast_id = ev[0].id;
-    run_args a = {.f = f, .dl = dl, .n = 2};
-    pthread_t batch;
-    assert_int_equal(pthread_create(&batch, NULL, run_main, &a), 0);
-    assert_true(wait_for(&g.entered, 1));
-    assert_true(wait_for(&g.returned, 1));
+    gated_pair_start(f, &p, &o, 1030);
 
     atomic_store(&f->calls->fail_mark, true);
     ib_status st = IB_OK;
@@ -765,19 +753,18 @@ static void stand_in_failure_told_on_the_batch_thread(fx *f)
     }
     assert_int_equal(st, IB_ERR_RECORDER);
     assert_int_equal(atomic_load(&h.down), 0); /* the batch thread is in the call */
-    assert_false(fx_marked(f, "c/p/gate", ev[0].id));
+    assert_false(fx_marked(f, "c/p/gate", p.ev[0].id));
 
     atomic_store(&f->calls->fail_mark, false);
-    gate_open(&g);
-    pthread_join(batch, NULL);
+    gated_pair_finish(&p);
     assert_true(atomic_load(&h.down) >= 1);
     assert_int_equal(atomic_load(&h.up), 1);
-    assert_true(pthread_equal(h.thread, batch));
+    assert_true(pthread_equal(h.thread, p.batch));
     for (unsigned i = 0; i < 2; i++) {
-        assert_int_equal(dl[i].outcome, IB_OUTCOME_ACK);
-        assert_true(fx_marked(f, "c/p/gate", ev[i].id));
+        assert_int_equal(p.dl[i].outcome, IB_OUTCOME_ACK);
+        assert_true(fx_marked(f, "c/p/gate", p.ev[i].id));
     }
-    gate_destroy(&g);
+    gated_pair_free(f, &p);
 }
 
 /* Calls that take a few ms each, counted as they start. */
