@@ -4,16 +4,26 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "clock.h"
 
-/* `mu` guards every field. The ring holds `count` messages from `head`;
- * its room (`cap`) is two per call of the open batch, so posts never wait.
- * The run thread alone sleeps on `cv` (monotonic clock, for deadlines);
- * the stand-in alone on `stand_cv`. */
+/* `mu` guards every field but the two atomics. The ring holds `count`
+ * messages from `head`; its room (`cap`) is two per call of the open
+ * batch, so posts never wait. The run thread alone sleeps on `cv`
+ * (monotonic clock, for deadlines); the stand-in alone on `stand_cv`.
+ *
+ * `requests` and `aside` are atomics so that the run thread steps aside
+ * and comes back, once per call of its own, without taking `mu`. An asker
+ * sets its bit and then reads `aside`; the run thread sets `aside` and
+ * then reads `requests` (both sequentially consistent), so at least one
+ * of them sees the other and the request wakes someone: the stand-in when
+ * the run thread is aside, else the run thread. Bits are set under `mu`
+ * (so a sleeper checking them under it misses no wake-up) and taken by
+ * exchange. */
 struct ib__doneq {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -21,12 +31,12 @@ struct ib__doneq {
     size_t cap, head, count;
     bool open;
     bool waiting; /* the run thread sleeps on cv: a post wakes it */
-    unsigned requests;
+    atomic_uint requests;
     /* the stand-in: serves requests while the run thread is aside */
     pthread_cond_t stand_cv;
     pthread_t stand;
     bool stand_started, stand_stopping;
-    bool aside; /* the run thread is inside a handler call of its own */
+    atomic_bool aside; /* the run thread is inside a handler call of its own */
     ib__doneq_serve_fn serve;
     void *serve_ctx;
     /* answers, kept until taken */
@@ -102,7 +112,7 @@ void ib__doneq_open(ib__doneq *q)
     pthread_mutex_lock(&q->mu);
     q->head = 0;
     q->count = 0;
-    q->requests = 0;
+    atomic_store(&q->requests, 0);
     q->open = true;
     pthread_mutex_unlock(&q->mu);
 }
@@ -112,7 +122,7 @@ void ib__doneq_close(ib__doneq *q)
     pthread_mutex_lock(&q->mu);
     q->open = false;
     q->count = 0;
-    q->requests = 0;
+    atomic_store(&q->requests, 0);
     pthread_mutex_unlock(&q->mu);
 }
 
@@ -133,11 +143,7 @@ void ib__doneq_post(ib__doneq *q, const ib__done *m)
 
 unsigned ib__doneq_take_requests(ib__doneq *q)
 {
-    pthread_mutex_lock(&q->mu);
-    unsigned asked = q->requests;
-    q->requests = 0;
-    pthread_mutex_unlock(&q->mu);
-    return asked;
+    return atomic_load(&q->requests) != 0 ? atomic_exchange(&q->requests, 0) : 0;
 }
 
 bool ib__doneq_request(ib__doneq *q, unsigned what)
@@ -145,8 +151,8 @@ bool ib__doneq_request(ib__doneq *q, unsigned what)
     pthread_mutex_lock(&q->mu);
     bool open = q->open;
     if (open) {
-        q->requests |= what;
-        pthread_cond_signal(q->aside ? &q->stand_cv : &q->cv);
+        atomic_fetch_or(&q->requests, what);
+        pthread_cond_signal(atomic_load(&q->aside) ? &q->stand_cv : &q->cv);
     }
     pthread_mutex_unlock(&q->mu);
     return open;
@@ -160,7 +166,7 @@ static void *stand_main(void *arg)
     ib__doneq *q = arg;
     pthread_mutex_lock(&q->mu);
     while (!q->stand_stopping) {
-        if (!(q->aside && q->requests != 0)) {
+        if (!(atomic_load(&q->aside) && atomic_load(&q->requests) != 0)) {
             pthread_cond_wait(&q->stand_cv, &q->mu);
             continue;
         }
@@ -190,18 +196,18 @@ ib_status ib__doneq_start_stand_in(ib__doneq *q, ib__doneq_serve_fn serve, void 
 
 void ib__doneq_step_aside(ib__doneq *q)
 {
+    atomic_store(&q->aside, true);
+    if (atomic_load(&q->requests) == 0)
+        return;
+    /* made since the run thread last looked, or the asker saw it back */
     pthread_mutex_lock(&q->mu);
-    q->aside = true;
-    if (q->requests != 0) /* made since the run thread last looked */
-        pthread_cond_signal(&q->stand_cv);
+    pthread_cond_signal(&q->stand_cv);
     pthread_mutex_unlock(&q->mu);
 }
 
 void ib__doneq_come_back(ib__doneq *q)
 {
-    pthread_mutex_lock(&q->mu);
-    q->aside = false;
-    pthread_mutex_unlock(&q->mu);
+    atomic_store(&q->aside, false);
 }
 
 bool ib__doneq_wait(ib__doneq *q, ib__done *out, unsigned *requests, int64_t deadline_ms)
@@ -209,7 +215,7 @@ bool ib__doneq_wait(ib__doneq *q, ib__done *out, unsigned *requests, int64_t dea
     struct timespec until = {.tv_sec = (time_t)(deadline_ms / 1000),
                              .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
     pthread_mutex_lock(&q->mu);
-    while (q->count == 0 && q->requests == 0) {
+    while (q->count == 0 && atomic_load(&q->requests) == 0) {
         int rc = 0;
         q->waiting = true;
         if (deadline_ms == INT64_MAX)
@@ -222,8 +228,7 @@ bool ib__doneq_wait(ib__doneq *q, ib__done *out, unsigned *requests, int64_t dea
         if (rc != 0)
             break;
     }
-    *requests = q->requests;
-    q->requests = 0;
+    *requests = atomic_exchange(&q->requests, 0);
     bool got = q->count > 0;
     if (got) {
         *out = q->ring[q->head];

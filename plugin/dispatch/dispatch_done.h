@@ -77,9 +77,9 @@ void ib__doneq_post(ib__doneq *q, const ib__done *m);
  * returns at once; false when the queue is closed (no batch to ask). */
 bool ib__doneq_request(ib__doneq *q, unsigned what);
 
-/* Whoever serves the batch's requests (the run thread, or an asker
- * standing in for it while it is inside a handler call): takes (and
- * clears) the requests made so far; 0: none. */
+/* Whoever serves the batch's requests (the run thread, or the stand-in
+ * while the run thread is inside a handler call): takes (and clears) the
+ * requests made so far; 0: none. Takes no lock. */
 unsigned ib__doneq_take_requests(ib__doneq *q);
 
 /* What the stand-in calls to serve the requests (dispatch_run.c's
@@ -100,7 +100,9 @@ ib_status ib__doneq_start_stand_in(ib__doneq *q, ib__doneq_serve_fn serve, void 
  * from now on (and any not taken yet) wake the stand-in. */
 void ib__doneq_step_aside(ib__doneq *q);
 
-/* Run thread: back from that call; requests wake it again. */
+/* Run thread: back from that call; requests wake it again. Neither this
+ * nor ib__doneq_step_aside takes the queue's lock unless a request waits:
+ * they run around every call the run thread makes. */
 void ib__doneq_come_back(ib__doneq *q);
 
 /* Run thread: waits until a message is posted, a request is made, or the

@@ -632,9 +632,9 @@ static ib_status commit_pending(run_ctx *c, size_t *marked, ib_error *e)
  * left pending. */
 static bool commit(run_ctx *c, bool force)
 {
-    int64_t now = ib_clock_monotonic_ms();
     if (c->npend == 0)
         return true;
+    int64_t now = ib_clock_monotonic_ms();
     if (!force && now - c->last_commit_ms < c->r->opts.commit_interval_ms)
         return false;
     if (now < c->r->commit_retry_at_ms)
@@ -744,16 +744,22 @@ static void take_done(run_ctx *c, const ib__done *m)
 /* The run thread's one wait: until a completion or a request comes, or
  * `deadline_ms` (monotonic) passes; then does what came, in that order:
  * renewal, flush, completion, and the commit if it is due. */
+/* Serves the requests `asked` (IB__DONE_* bits) on the run thread. */
+static void serve_requests(run_ctx *c, unsigned asked)
+{
+    if (asked & IB__DONE_RENEW)
+        renew_leases(c);
+    if (asked & IB__DONE_FLUSH)
+        flush_marks(c, false);
+}
+
 static void serve(run_ctx *c, int64_t deadline_ms)
 {
     ib__done m;
     unsigned asked = 0;
     bool got = ib__doneq_wait(c->r->done, &m, &asked, deadline_ms);
     for (;;) {
-        if (asked & IB__DONE_RENEW)
-            renew_leases(c);
-        if (asked & IB__DONE_FLUSH)
-            flush_marks(c, false);
+        serve_requests(c, asked);
         if (!got)
             break;
         take_done(c, &m);
@@ -926,10 +932,10 @@ static void step_aside(run_ctx *c)
 }
 
 /* The run thread, back from its call: takes serve_mu again (waiting, at
- * worst, for the one store write of an asker standing in), then tells the
- * health callback and settles what a commit written meanwhile made
- * ready, so both stay on this thread. The stand-in wakes for no request
- * from the first step on. */
+ * worst, for the one store write of the stand-in), then tells the health
+ * callback and settles what a commit written meanwhile made ready, so
+ * both stay on this thread. The stand-in wakes for no request from the
+ * first step on. */
 static void come_back(run_ctx *c)
 {
     ib__doneq_come_back(c->r->done);
@@ -967,8 +973,10 @@ static void stand_in(void *arg)
 
 /* Makes the call of work entry `w` on the run thread and takes its
  * verdict at once (take_done), then serves what was asked meanwhile and
- * nobody served. No thread hand-off: this is how calls run unless the
- * batch's run on the pool (run_parallel). */
+ * nobody served, and commits if due. No thread hand-off and, unless a
+ * request waits, no lock but serve_mu: this is how calls run unless the
+ * batch's run on the pool (run_parallel). Nothing is posted to the queue
+ * meanwhile (no worker runs), so it is not read. */
 static void call_inline(run_ctx *c, size_t w)
 {
     const run_item *it = &c->items[c->s->work[w]];
@@ -980,7 +988,8 @@ static void call_inline(run_ctx *c, size_t w)
         come_back(c);
     }
     take_done(c, &d);
-    serve(c, 0);
+    serve_requests(c, ib__doneq_take_requests(c->r->done));
+    commit(c, false);
 }
 
 /* The call of work entry `w`, alone: on the pool when the batch's calls
