@@ -29,9 +29,10 @@
  * crashing ones is valid, so each one counts; a crashing event must be
  * dead-lettered once, after at most --max-deliver + 1 crashes), and
  * repeated side effects (ok lines beyond the first per consumer and id).
- * Each repeat is charged to the disruption that came after the call it
- * repeats (charge_repeat): a kill and a crash may cause repeats only
- * within repeat_bound_per_kill(), a pause within repeat_bound_per_pause().
+ * Each repeat is charged to what happened, after the call it repeats, to
+ * the process that made that call (charge_repeat; effects.log names the
+ * process of each call): a kill and a crash may cause repeats only within
+ * repeat_bound_per_kill(), a pause within repeat_bound_per_pause().
  *
  * The flap cases (issue 31) use the http case's endpoint and make it flap:
  * while a flag file exists it answers 503 to everything (a downstream
@@ -435,6 +436,9 @@ typedef struct chaos_run {
     long kill_line[MAX_ACTIONS];
     long pause_from[MAX_ACTIONS], pause_to[MAX_ACTIONS];
     size_t pause_repeats[MAX_ACTIONS];
+    /* the process each kill and each pause hit (effects.log names the
+     * process of every call) */
+    pid_t kill_pid[MAX_ACTIONS], pause_pid[MAX_ACTIONS];
 } chaos_run;
 
 /* The subscriber's command line: `env` puts the shim in front of ibus, so
@@ -667,6 +671,7 @@ static bool kill_random(chaos_run *c, long progress)
      * awaiting an ack (the victim's own batch among them). */
     it_consumer_state st;
     bool known = it_consumer_get(&st, &c->e->server, IT_STREAM, DURABLE);
+    c->kill_pid[c->r->kills] = c->subs[i].pid;
     assert_true(it_proc_signal(&c->subs[i], SIGKILL));
     assert_int_equal(it_proc_wait(&c->subs[i], it_timeout(30000)), -SIGKILL);
     c->respawn_at[i] = it_now_ms() + c->p->respawn_ms;
@@ -720,6 +725,7 @@ static bool pause_random(chaos_run *c, long progress)
         fail_msg("chaos: %s did not stop on SIGSTOP", c->subs[i].name);
     int k = c->r->pauses++;
     c->pause_from[k] = effects_progress(c);
+    c->pause_pid[k] = c->subs[i].pid;
     c->paused = i;
     c->pause_end = it_now_ms() + c->r->pause_ms;
     if (known && st.pending + st.ack_pending > 0)
@@ -1110,17 +1116,18 @@ static void count_repeat(chaos_run *c, long line)
         c->step_repeats[k]++;
 }
 
-/* Where a repeat is charged. `prev` is the line of the call it repeats
- * (the previous ok line of its id); crash_at[0..ncrash) the lines of the
- * crashes, in order. A line written while a subscriber was stopped that
- * is repeated later may be a call another process took over (the stopped
- * one finishes its own after SIGCONT): the pause's, unless a kill or a
- * crash comes after it within the pause. Otherwise the repeat belongs to
- * the first kill, crash or pause that came after the call; with none
- * after it, it is charged to the kills, as every repeat was before
- * crashes and pauses joined them (a run without kills may repeat
- * nothing). */
-static void charge_repeat(chaos_run *c, long prev, const long *crash_at, size_t ncrash)
+/* Where a repeat is charged when the processes of the calls are not
+ * known (the http case's effects name none). `prev` is the line of the
+ * call it repeats (the previous ok line of its id); crash_at[0..ncrash)
+ * the lines of the crashes, in order. A line written while a subscriber
+ * was stopped that is repeated later may be a call another process took
+ * over (the stopped one finishes its own after SIGCONT): the pause's,
+ * unless a kill or a crash comes after it within the pause. Otherwise the
+ * repeat belongs to the first kill, crash or pause that came after the
+ * call; with none after it, it is charged to the kills, as every repeat
+ * was before crashes and pauses joined them (a run without kills may
+ * repeat nothing). */
+static void charge_by_lines(chaos_run *c, long prev, const long *crash_at, size_t ncrash)
 {
     long first_crash = LONG_MAX, first_kill = LONG_MAX;
     for (size_t k = 0; k < ncrash && first_crash == LONG_MAX; k++)
@@ -1151,6 +1158,78 @@ static void charge_repeat(chaos_run *c, long prev, const long *crash_at, size_t 
     } else {
         c->r->repeats_kill++;
     }
+}
+
+/* One call of effects.log: its line and the process that made it (0:
+ * not named). */
+typedef struct effect_at {
+    long line;
+    pid_t pid;
+} effect_at;
+
+/* Where a repeat is charged when effects.log names the process of each
+ * call: `prev` is the call it repeats, `again` the repeat, crash[0..ncrash)
+ * the crash lines. A call repeats because the process that made it lost
+ * its mark, so the repeat is charged to the first thing that happened to
+ * that process after the call: its kill, its crash or its pause (whose
+ * pending marks another process then made again). One case is the other
+ * way round: a stopped process that finishes, after SIGCONT, the call it
+ * was in when stopped repeats a call another process made during the
+ * pause; that is the pause's. With neither, the lines decide
+ * (charge_by_lines). Charging by process matters when a process stops
+ * while it holds the marker file's write turn: the others cannot commit
+ * for the whole pause, and a kill of one of them then repeats calls made
+ * during the pause that the lines alone would charge to it. */
+static void charge_repeat(chaos_run *c, effect_at prev, effect_at again, const effect_at *crash,
+                          size_t ncrash, const long *crash_at)
+{
+    if (prev.pid == 0 || again.pid == 0) {
+        charge_by_lines(c, prev.line, crash_at, ncrash);
+        return;
+    }
+    for (int k = 0; k < c->r->pauses; k++)
+        if (again.pid == c->pause_pid[k] && prev.pid != again.pid &&
+            prev.line >= c->pause_from[k] && prev.line < c->pause_to[k] &&
+            again.line >= c->pause_to[k]) {
+            c->pause_repeats[k]++;
+            c->r->repeats_pause++;
+            return;
+        }
+    long kill = LONG_MAX, crashed = LONG_MAX, paused = LONG_MAX;
+    int pause = -1;
+    for (int k = 0; k < c->r->kills; k++)
+        if (c->kill_pid[k] == prev.pid && c->kill_line[k] > prev.line && c->kill_line[k] < kill)
+            kill = c->kill_line[k];
+    for (size_t k = 0; k < ncrash; k++)
+        if (crash[k].pid == prev.pid && crash[k].line > prev.line && crash[k].line < crashed)
+            crashed = crash[k].line;
+    for (int k = 0; k < c->r->pauses; k++)
+        if (c->pause_pid[k] == prev.pid && c->pause_from[k] > prev.line &&
+            c->pause_from[k] < paused) {
+            paused = c->pause_from[k];
+            pause = k;
+        }
+    if (pause >= 0 && paused <= kill && paused <= crashed) {
+        c->pause_repeats[pause]++;
+        c->r->repeats_pause++;
+    } else if (crashed < kill) {
+        c->r->repeats_crash++;
+    } else if (kill < LONG_MAX) {
+        c->r->repeats_kill++;
+    } else {
+        charge_by_lines(c, prev.line, crash_at, ncrash);
+    }
+}
+
+/* The pid that effects.log line `line` names, or 0. */
+static pid_t line_pid(const char *line)
+{
+    char field[24];
+    if (!it_field(field, sizeof(field), line, 5))
+        return 0;
+    char *end = NULL;
+    long v = strtol(field, &end, 10);
+    return end != field && *end == '\0' && v > 0 ? (pid_t)v : 0;
 }
 
 /* What the crashing events came to: each must be dead-lettered once,
@@ -1199,11 +1278,14 @@ static void count_dead_letters(chaos_run *c, char *const *ids, size_t n, const u
 static void count_effects(chaos_run *c, char *const *ids, size_t n)
 {
     unsigned *ok = calloc(n, sizeof(unsigned)), *crash_lines = calloc(n, sizeof(unsigned));
-    long *last_ok = calloc(n, sizeof(long)), *crash_at = NULL;
+    effect_at *last_ok = calloc(n, sizeof(effect_at)), *crash = NULL;
+    long *crash_at = NULL;
     char **lines = NULL;
     size_t nl = it_file_read_lines(&lines, c->effects), ncrash = 0;
     crash_at = calloc(nl + 1, sizeof(long));
-    assert_true(ok != NULL && crash_lines != NULL && last_ok != NULL && crash_at != NULL);
+    crash = calloc(nl + 1, sizeof(effect_at));
+    assert_true(ok != NULL && crash_lines != NULL && last_ok != NULL && crash_at != NULL &&
+                crash != NULL);
     const char *consumer_want = c->p->http ? HTTP_CONSUMER : CONSUMER;
     /* The crash lines first: a repeat is charged by what came after it. */
     for (size_t i = 0; i < nl; i++) {
@@ -1216,6 +1298,7 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
         long idx = chaos_id_index(id, ids, n);
         if (strcmp(verdict, "crash") == 0 && idx >= 0) {
             crash_lines[idx]++;
+            crash[ncrash] = (effect_at){(long)i, line_pid(lines[i])};
             crash_at[ncrash++] = (long)i;
         }
     }
@@ -1232,14 +1315,15 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
             c->r->unexpected++;
             continue;
         }
+        effect_at here = {(long)i, line_pid(lines[i])};
         if (ok[idx]++ > 0) {
             count_repeat(c, (long)i);
             if (c->p->roll)
                 c->r->repeats_kill++; /* a step's; judged per step */
             else
-                charge_repeat(c, last_ok[idx], crash_at, ncrash);
+                charge_repeat(c, last_ok[idx], here, crash, ncrash, crash_at);
         }
-        last_ok[idx] = (long)i;
+        last_ok[idx] = here;
     }
     for (size_t i = 0; i < n; i++)
         c->r->lost += ok[i] == 0 && !is_crash_event(c->crash_idx, c->p->crash_events, (long)i);
@@ -1251,6 +1335,7 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
     free(ok);
     free(crash_lines);
     free(last_ok);
+    free(crash);
     free(crash_at);
 }
 

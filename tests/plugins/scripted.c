@@ -21,9 +21,10 @@
  *
  * Config (comma-separated key=value): file=PATH (optional; created 0600),
  * second=TEXT (default ok). Every call appends, before it returns,
- *   "<consumer> <event id> <type> <delivery count> <ok|retry|reject|crash>\n"
+ *   "<consumer> <event id> <type> <delivery count> <ok|retry|reject|crash> <pid>\n"
  * to PATH with one write(2) on an O_APPEND descriptor, so the lines of
- * several processes never interleave.
+ * several processes never interleave; the pid tells which process made
+ * the call (the chaos test charges a repeat to what happened to it).
  */
 #include <infinity_bus/plugin.h>
 
@@ -81,9 +82,9 @@ static unsigned long number(const char *s, size_t len)
 static void record(const scripted *s, const ib_raw_event *ev, const char *verdict)
 {
     char line[1024];
-    int n = snprintf(line, sizeof(line), "%s %s %s %llu %s\n", ib_raw_event_consumer(ev),
+    int n = snprintf(line, sizeof(line), "%s %s %s %llu %s %ld\n", ib_raw_event_consumer(ev),
                      ib_raw_event_id(ev), ib_raw_event_type(ev),
-                     (unsigned long long)ib_raw_event_delivery_count(ev), verdict);
+                     (unsigned long long)ib_raw_event_delivery_count(ev), verdict, (long)getpid());
     if (s->fd >= 0 && n > 0 && (size_t)n < sizeof(line) && write(s->fd, line, (size_t)n) != n)
         return;
 }
