@@ -363,7 +363,7 @@ def ok_calls(env):
     if os.path.exists(path):
         with open(path) as f:
             for w in (ln.split() for ln in f):
-                if len(w) == 5 and w[4] == "ok":
+                if len(w) >= 5 and w[4] == "ok":
                     seen.setdefault(w[1], set()).add(w[0])
     return {k for k, v in seen.items() if len(v) == 2}
 
