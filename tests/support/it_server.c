@@ -52,7 +52,7 @@ static bool write_config(it_server *s, const char *users)
     size_t n = 0;
     it_tls_files tls;
 
-    if (s->token[0] == '\0' && s->user[0] == '\0' && !s->tls) {
+    if (s->token[0] == '\0' && s->user[0] == '\0' && !s->tls && s->extra[0] == '\0') {
         s->conf[0] = '\0';
         return true;
     }
@@ -89,6 +89,8 @@ static bool write_config(it_server *s, const char *users)
                               "  verify: true\n  timeout: 10\n}\n",
                               tls.server_cert, tls.server_key, tls.ca);
     }
+    if (s->extra[0] != '\0' && n < sizeof(text))
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "%s\n", s->extra);
     if (n >= sizeof(text))
         return false;
     it_join(s->conf, sizeof(s->conf), s->dir, "nats.conf");
@@ -186,6 +188,11 @@ bool it_server_start(it_server *s, const char *dir, const it_server_opts *o)
         snprintf(s->password, sizeof(s->password), "%s", o->password != NULL ? o->password : "");
         snprintf(s->nkey, sizeof(s->nkey), "%s", o->nkey != NULL ? o->nkey : "");
         s->tls = o->tls;
+        if (o->extra != NULL &&
+            snprintf(s->extra, sizeof(s->extra), "%s", o->extra) >= (int)sizeof(s->extra)) {
+            fprintf(stderr, "it_server: the extra configuration is too long\n");
+            return false;
+        }
     }
     if (!write_config(s, o != NULL ? o->users : NULL)) {
         fprintf(stderr, "it_server: cannot write the server configuration\n");

@@ -31,6 +31,8 @@ typedef struct it_server_opts {
      * own permissions beside the test's own, which may do anything */
     const char *users;
     bool tls; /* TLS only, client certificates required */
+    /* more server config text, as it is (e.g. "mappings = {...}"); NULL = none */
+    const char *extra;
 } it_server_opts;
 
 typedef struct it_server {
@@ -40,6 +42,7 @@ typedef struct it_server {
     char conf[PATH_MAX]; /* "" without a config file */
     char token[128], user[64], password[64], nkey[64];
     bool tls;
+    char extra[4096]; /* it_server_opts.extra, kept for a restart */
     char ca[PATH_MAX], client_cert[PATH_MAX], client_key[PATH_MAX]; /* with tls */
     int port;
     char url[160]; /* nats://127.0.0.1:PORT or tls://127.0.0.1:PORT */
