@@ -32,6 +32,7 @@
 #include "input_check.h"
 #include "nats_options.h"
 #include "options.h"
+#include "partition.h"
 #include "seen_ids.h"
 #include "uuid.h"
 #include "clock.h"
@@ -58,9 +59,11 @@ typedef struct publish_cfg {
     bool unchecked_id;
     bool msg_id;
     bool quiet;
-    const char *traceparent; /* --traceparent: a W3C traceparent, or "new" */
-    const char *tracestate;  /* --tracestate */
-    ib_trace trace;          /* what every event carries, when `traced` */
+    int64_t partitions;        /* --partitions: 0 = none */
+    const char *partition_key; /* --partition-key: the arguments' key */
+    const char *traceparent;   /* --traceparent: a W3C traceparent, or "new" */
+    const char *tracestate;    /* --tracestate */
+    ib_trace trace;            /* what every event carries, when `traced` */
     bool traced;
 } publish_cfg;
 
@@ -187,7 +190,8 @@ static void warn_version(publisher *p, const char *given_id)
 /* Publishes one event, and a duplicate of it with probability --duplicates:
  * the same bytes as a new message without Nats-Msg-Id. */
 static int publish_event(publisher *p, const char *type, const void *payload, size_t len,
-                         const char *given_id, const char *subject_override)
+                         const char *given_id, const char *subject_override,
+                         const char *partition_key)
 {
     char id[IB_ID_BUF_SIZE + 64];
     const publish_cfg *c = p->cfg;
@@ -209,6 +213,8 @@ static int publish_event(publisher *p, const char *type, const void *payload, si
         .payload_len = len,
         .set_msg_id = c->msg_id,
         .trace = c->traced ? &c->trace : NULL,
+        .partitions = (uint32_t)c->partitions,
+        .partition_key = partition_key,
     };
     warn_version(p, given_id);
     ib_status st = ib_bus_event_msg(&m, id, sizeof(id), &ev, &e);
@@ -277,8 +283,17 @@ static int publish_json_line(publisher *p, const char *line, size_t lineno)
         len = strlen(data);
     }
     json_t *key = json_object_get(root, "key");
+    json_t *pkey = json_object_get(root, "partition_key");
     char derived[IB_ID_BUF_SIZE];
-    if (id != NULL && !json_is_string(id)) {
+    ib_error e;
+    if (pkey != NULL && (!json_is_string(pkey) || p->cfg->partitions == 0)) {
+        fprintf(stderr,
+                "ibus publish: stdin line %zu: \"partition_key\" must be a string, and needs "
+                "--partitions\n",
+                lineno);
+    } else if (pkey != NULL && ib_partition_key_check(json_string_value(pkey), &e) != IB_OK) {
+        fprintf(stderr, "ibus publish: stdin line %zu: \"partition_key\": %s\n", lineno, e.msg);
+    } else if (id != NULL && !json_is_string(id)) {
         fprintf(stderr, "ibus publish: stdin line %zu: \"id\" must be a string\n", lineno);
     } else if (key != NULL && (!json_is_string(key) || id != NULL)) {
         fprintf(stderr, "ibus publish: stdin line %zu: \"key\" must be a string, without \"id\"\n",
@@ -290,7 +305,8 @@ static int publish_json_line(publisher *p, const char *line, size_t lineno)
                                json_string_length(key), NULL) == IB_OK)
             given = derived;
         rc = publish_event(p, t, data, len, given,
-                           json_is_string(subject) ? json_string_value(subject) : NULL);
+                           json_is_string(subject) ? json_string_value(subject) : NULL,
+                           pkey != NULL ? json_string_value(pkey) : p->cfg->partition_key);
     }
     free(dumped);
 out:
@@ -317,7 +333,8 @@ static int publish_all(publisher *p, const ib_strlist *args)
     }
     if (args->count > 0) {
         for (size_t i = 0; i < args->count; i++)
-            if (publish_event(p, c->type, args->items[i], strlen(args->items[i]), c->id, NULL) != 0)
+            if (publish_event(p, c->type, args->items[i], strlen(args->items[i]), c->id, NULL,
+                              c->partition_key) != 0)
                 return -1;
         return 0;
     }
@@ -330,7 +347,7 @@ static int publish_all(publisher *p, const ib_strlist *args)
         for (int64_t i = 0; i < c->count; i++) {
             for (size_t b = 0; b < size; b++)
                 payload[b] = (char)('a' + (next_rand(p) % 26));
-            if (publish_event(p, c->type, payload, size, NULL, NULL) != 0) {
+            if (publish_event(p, c->type, payload, size, NULL, NULL, c->partition_key) != 0) {
                 free(payload);
                 return -1;
             }
@@ -416,6 +433,18 @@ static int check_cfg(publish_cfg *c, const ib_strlist *args)
     }
     if (c->duplicates < 0 || c->duplicates > 1) {
         fprintf(stderr, "ibus publish: --duplicates: expected a fraction in 0..1\n");
+        return -1;
+    }
+    if (c->partition_key != NULL && c->partitions == 0) {
+        fprintf(stderr, "ibus publish: --partition-key needs --partitions\n");
+        return -1;
+    }
+    if (c->partitions > 0 && c->raw) {
+        fprintf(stderr, "ibus publish: --partitions needs events, not --raw bytes\n");
+        return -1;
+    }
+    if (c->partition_key != NULL && ib_partition_key_check(c->partition_key, &e) != IB_OK) {
+        fprintf(stderr, "ibus publish: --partition-key: %s\n", e.msg);
         return -1;
     }
     if ((args->count > 0 || c->count > 0) && !c->raw && c->type == NULL) {
@@ -549,6 +578,14 @@ static size_t publish_options(ib_opt *opts, void *targets)
          "how long to wait for the last acknowledgements; publishes unanswered by then count "
          "as failed",
          1, 3600000},
+        {"partitions", IB_OPT_INT, &c->partitions, "N", "0",
+         "publish to partition subjects <subject or prefix>.<p>.<key>, p the key's partition of "
+         "N (FNV-1a, as a server mapping's partition()); 0: not partitioned",
+         0, IB_PARTITIONS_MAX},
+        {"partition-key", IB_OPT_STRING, &c->partition_key, "KEY", NULL,
+         "with --partitions: the arguments' and generated events' key, one subject token "
+         "(default: each event's id); JSON lines may give \"partition_key\"",
+         0, 0},
         {"ids-file", IB_OPT_STRING, &c->ids_file, "FILE", NULL,
          "write each unique event id to FILE", 0, 0},
         {"msg-id", IB_OPT_FLAG, &c->msg_id, NULL, NULL,

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "partition.h"
 #include "uuid.h"
 #include "clock.h"
 
@@ -73,10 +74,18 @@ static ib_status encode_event(encoded *out, char *id_out, size_t id_len, const i
     ib_status st = settle_id(id_out, id_len, ev, err);
     if (st != IB_OK)
         return st;
-    if (ev->subject != NULL)
+    if (ev->partitions > 0) {
+        const char *base = ev->subject != NULL ? ev->subject : ev->prefix;
+        const char *key = ev->partition_key != NULL ? ev->partition_key : id_out;
+        st = ib_partition_subject(out->subject, sizeof(out->subject), base, key, ev->partitions,
+                                  err);
+        if (st != IB_OK)
+            return st;
+    } else if (ev->subject != NULL) {
         snprintf(out->subject, sizeof(out->subject), "%s", ev->subject);
-    else
+    } else {
         snprintf(out->subject, sizeof(out->subject), "%s.%s", ev->prefix, ev->type);
+    }
     ib_event_fields f = {
         .id = id_out,
         .type = ev->type,

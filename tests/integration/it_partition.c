@@ -1,11 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Partitions agree with the server (issue 47, item 1): a real nats-server
- * maps subjects with {{partition(N, ...)}}, and for every key the
- * partition it chose is the one ibus computes (core/partition.h). Keys of
- * every kind a producer may name: normalised and dashed ids, business
- * keys, UTF-8, keys longer than the server's first buffer; N of 1, 7, 16
- * and 1000; and a key read from two tokens, which the server hashes one
- * after the other. */
+/* Partitions (issue 47, items 1 and 2), against a real nats-server:
+ *  - the server and ibus agree: the server maps subjects with
+ *    {{partition(N, ...)}}, and for every key the partition it chose is
+ *    the one ibus computes (core/partition.h). Keys of every kind a
+ *    producer may name: normalised and dashed ids, business keys, UTF-8,
+ *    keys longer than the server's first buffer; N of 1, 7, 16 and 1000;
+ *    and a key read from two tokens, which the server hashes one after
+ *    the other;
+ *  - `ibus publish --partitions N` stores each event on
+ *    <subject>.<p>.<key>: its id by default, duplicates on their
+ *    original's subject, a JSON line's "partition_key" or --partition-key
+ *    instead; a key that is not one subject token is refused (exit 2, or
+ *    the run ends at that line) and stores nothing. */
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,10 +162,170 @@ static void test_server_mapping_and_ibus_agree(void **state)
     it_tmpdir_remove(dir);
 }
 
+/* Every message on ibp.> so far, as subjects. */
+static size_t take_subjects(natsSubscription *sub, char ***out)
+{
+    size_t n = 0, cap = 0;
+    char **v = NULL;
+    natsMsg *m = NULL;
+    while (natsSubscription_NextMsg(&m, sub, 500) == NATS_OK) {
+        if (n == cap) {
+            cap = cap > 0 ? cap * 2 : 64;
+            v = realloc(v, cap * sizeof(*v));
+            assert_non_null(v);
+        }
+        v[n++] = strdup(natsMsg_GetSubject(m));
+        natsMsg_Destroy(m);
+    }
+    *out = v;
+    return n;
+}
+
+static void free_subjects(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Checks "ibp.<p>.<key>" against 16 partitions; returns its key. */
+static const char *partition_key_of(const char *subject)
+{
+    char copy[512], *tok[4];
+    snprintf(copy, sizeof(copy), "%s", subject);
+    assert_int_equal(tokens(copy, tok, 4), 3);
+    assert_string_equal(tok[0], "ibp");
+    const char *key = subject + strlen(tok[0]) + strlen(tok[1]) + 2;
+    uint32_t want = ib_partition_of(ib_partition_hash(key, strlen(key)), 16);
+    if (strtoul(tok[1], NULL, 10) != want)
+        fail_msg("%s is in partition %s, its key's is %u", subject, tok[1], want);
+    return key;
+}
+
+static int publish_capture(char **err, it_env *e, const char *stdin_path, ...)
+    __attribute__((sentinel));
+
+/* Runs ibus publish with the arguments, stdin from `stdin_path`; its stderr
+ * into *err (malloc'd). */
+static int publish_capture(char **err, it_env *e, const char *stdin_path, ...)
+{
+    it_argv a;
+    va_list ap;
+    it_argv_init(&a);
+    it_argv_addl(&a, it_ibus(), "publish", NULL);
+    it_argv_connect(&a, &e->server);
+    va_start(ap, stdin_path);
+    for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *))
+        it_argv_add(&a, s);
+    va_end(ap);
+    it_proc p;
+    int st = it_proc_run(&p, e->dir, "publish", stdin_path, a.v, it_timeout(60000));
+    it_argv_free(&a);
+    *err = it_file_read(NULL, p.err_path);
+    if (*err == NULL)
+        *err = strdup("");
+    return st;
+}
+
+static void test_publish_puts_events_on_their_partition(void **state)
+{
+    it_env *e = *state;
+    jsCtx *js = it_server_js(&e->server);
+    const char *subjects[] = {"ibp.>"};
+    jsStreamConfig sc;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    jsStreamConfig_Init(&sc);
+    sc.Name = "IBP";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(&si, js, &sc, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    natsSubscription *sub = NULL;
+    assert_int_equal(natsConnection_SubscribeSync(&sub, it_server_client(&e->server), "ibp.>"),
+                     NATS_OK);
+
+    /* ids as keys; duplicates go where their originals went */
+    char ids_path[PATH_MAX], *err = NULL;
+    it_path(ids_path, e, "ids");
+    assert_int_equal(publish_capture(&err, e, NULL, "--subject", "ibp", "--partitions", "16",
+                                     "--type", "t.x", "--count", "300", "--duplicates", "0.25",
+                                     "--ids-file", ids_path, NULL),
+                     0);
+    free(err);
+    char **ids = NULL, **got = NULL;
+    size_t nids = it_file_read_lines(&ids, ids_path);
+    size_t n = take_subjects(sub, &got);
+    assert_int_equal(nids, 300);
+    assert_true(n > 300); /* the duplicates too */
+    unsigned per_id[300] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const char *key = partition_key_of(got[i]);
+        size_t k = 0;
+        while (k < nids && strcmp(ids[k], key) != 0)
+            k++;
+        if (k == nids)
+            fail_msg("%s: its key is no id that was published", got[i]);
+        per_id[k]++;
+    }
+    size_t repeated = 0;
+    for (size_t k = 0; k < nids; k++) {
+        assert_true(per_id[k] >= 1);
+        repeated += per_id[k] - 1;
+    }
+    assert_int_equal(repeated, n - 300);
+    free_subjects(got, n);
+    it_lines_free(ids, nids);
+
+    /* business keys: a JSON line's own, else --partition-key */
+    char lines_path[PATH_MAX];
+    const char *lines = "{\"type\":\"t.x\",\"payload\":\"a\",\"partition_key\":\"account-7\"}\n"
+                        "{\"type\":\"t.x\",\"payload\":\"b\",\"partition_key\":\"account-7\"}\n"
+                        "{\"type\":\"t.x\",\"payload\":\"c\",\"partition_key\":\"kunde-\u00fc\"}\n"
+                        "{\"type\":\"t.x\",\"payload\":\"d\"}\n";
+    assert_true(it_file_write(it_path(lines_path, e, "keys.jsonl"), lines, strlen(lines)));
+    assert_int_equal(publish_capture(&err, e, lines_path, "--subject", "ibp", "--partitions", "16",
+                                     "--partition-key", "order-9", NULL),
+                     0);
+    free(err);
+    n = take_subjects(sub, &got);
+    assert_int_equal(n, 4);
+    assert_string_equal(partition_key_of(got[0]), "account-7");
+    assert_string_equal(got[1], got[0]);
+    assert_string_equal(partition_key_of(got[2]), "kunde-\xc3\xbc");
+    assert_string_equal(partition_key_of(got[3]), "order-9");
+    free_subjects(got, n);
+
+    /* keys that are not one token, and --partition-key alone */
+    assert_int_equal(publish_capture(&err, e, NULL, "--subject", "ibp", "--partitions", "16",
+                                     "--type", "t.x", "--partition-key", "a.b", "x", NULL),
+                     2);
+    it_assert_contains(err, "byte 2 of this one is 0x2e");
+    free(err);
+    assert_int_equal(publish_capture(&err, e, NULL, "--subject", "ibp", "--type", "t.x",
+                                     "--partition-key", "a", "x", NULL),
+                     2);
+    it_assert_contains(err, "--partition-key needs --partitions");
+    free(err);
+    const char *bad = "{\"type\":\"t.x\",\"payload\":\"a\",\"partition_key\":\"two words\"}\n";
+    assert_true(it_file_write(it_path(lines_path, e, "bad.jsonl"), bad, strlen(bad)));
+    assert_int_not_equal(
+        publish_capture(&err, e, lines_path, "--subject", "ibp", "--partitions", "16", NULL), 0);
+    it_assert_contains(err, "stdin line 1: \"partition_key\": a partition key is one subject "
+                            "token, but byte 4 of this one is 0x20");
+    free(err);
+    n = take_subjects(sub, &got);
+    assert_int_equal(n, 0);
+    free_subjects(got, n);
+    natsSubscription_Destroy(sub);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_mapping_and_ibus_agree),
+        cmocka_unit_test_setup_teardown(test_publish_puts_events_on_their_partition, it_setup,
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

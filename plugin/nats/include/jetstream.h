@@ -568,6 +568,11 @@ typedef struct ib_bus_event {
      * traceparent and tracestate become headers of the Event and of the
      * NATS message (ib_msg_trace_set) */
     const ib_trace *trace;
+    /* appended (issue 47): with `partitions` > 0 the subject is
+     * "<subject or prefix>.<p>.<key>" (core/partition.h), the key
+     * `partition_key`, or the settled id when that is NULL */
+    uint32_t partitions;
+    const char *partition_key;
 } ib_bus_event;
 
 /* Settles `ev`'s id and subject, encodes it as an Event stamped with the

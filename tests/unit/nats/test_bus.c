@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "jetstream.h"
+#include "partition.h"
 
 #define GIVEN "0F4E3D2C-1B0A-4987-8654-3210FEDCBA98"
 
@@ -53,6 +54,34 @@ static void a_given_id_is_normalised_and_becomes_the_msg_id(void **state)
     assert_true(ev->created_at_ms > 0);
     ib_event_free(ev);
     natsMsg_Destroy(m);
+}
+
+/* With partitions, the subject is <subject or prefix>.<p>.<key>: the key
+ * is the settled (normalised) id unless one is named; a key that is not
+ * one token is refused and no message is made. */
+static void a_partitioned_event_goes_to_its_partition(void **state)
+{
+    (void)state;
+    char id[IB_ID_BUF_SIZE], want[128];
+    natsMsg *m = NULL;
+    ib_error e;
+    ib_bus_event in = {.type = "order.created", .id = GIVEN, .prefix = "orders", .partitions = 16};
+    assert_int_equal(ib_bus_event_msg(&m, id, sizeof(id), &in, NULL), IB_OK);
+    snprintf(want, sizeof(want), "orders.%u.%s", ib_partition_of(ib_partition_hash(id, 32), 16),
+             id);
+    assert_string_equal(natsMsg_GetSubject(m), want);
+    natsMsg_Destroy(m);
+    in.subject = "orders.p";
+    in.partition_key = "account-17";
+    assert_int_equal(ib_bus_event_msg(&m, id, sizeof(id), &in, NULL), IB_OK);
+    snprintf(want, sizeof(want), "orders.p.%u.account-17",
+             ib_partition_of(ib_partition_hash("account-17", 10), 16));
+    assert_string_equal(natsMsg_GetSubject(m), want);
+    natsMsg_Destroy(m);
+    in.partition_key = "account.17";
+    assert_int_equal(ib_bus_event_msg(&m, id, sizeof(id), &in, &e), IB_ERR_INVALID_ARG);
+    assert_null(m);
+    assert_non_null(strstr(e.msg, "one subject token"));
 }
 
 static void a_fresh_id_an_explicit_subject_and_no_msg_id(void **state)
@@ -298,6 +327,7 @@ static void publish_staged_refuses_what_it_cannot_send(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_given_id_is_normalised_and_becomes_the_msg_id),
     cmocka_unit_test(a_fresh_id_an_explicit_subject_and_no_msg_id),
+    cmocka_unit_test(a_partitioned_event_goes_to_its_partition),
     cmocka_unit_test(a_bad_id_is_refused_unless_sent_as_given),
     cmocka_unit_test(a_staging_proxy_stages_what_it_would_send),
     cmocka_unit_test(a_failed_stage_fails_the_publish),
