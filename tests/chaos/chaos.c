@@ -1116,6 +1116,24 @@ static void count_repeat(chaos_run *c, long line)
         c->step_repeats[k]++;
 }
 
+/* Charges a repeat to the earliest of a pause (number `pause`, begun at
+ * line `paused`; -1 for none), a crash and a kill (LONG_MAX: none): false,
+ * with nothing charged, when none of them happened. */
+static bool charge_earliest(chaos_run *c, int pause, long paused, long crashed, long killed)
+{
+    if (pause >= 0 && paused <= killed && paused <= crashed) {
+        c->pause_repeats[pause]++;
+        c->r->repeats_pause++;
+    } else if (crashed < killed) {
+        c->r->repeats_crash++;
+    } else if (killed < LONG_MAX) {
+        c->r->repeats_kill++;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /* Where a repeat is charged when the processes of the calls are not
  * known (the http case's effects name none). `prev` is the line of the
  * call it repeats (the previous ok line of its id); crash_at[0..ncrash)
@@ -1150,14 +1168,8 @@ static void charge_by_lines(chaos_run *c, long prev, const long *crash_at, size_
             first_pause = c->pause_from[k];
             pause = k;
         }
-    if (pause >= 0 && first_pause <= first_kill && first_pause <= first_crash) {
-        c->pause_repeats[pause]++;
-        c->r->repeats_pause++;
-    } else if (first_crash < first_kill) {
-        c->r->repeats_crash++;
-    } else {
+    if (!charge_earliest(c, pause, first_pause, first_crash, first_kill))
         c->r->repeats_kill++;
-    }
 }
 
 /* One call of effects.log: its line and the process that made it (0:
@@ -1209,16 +1221,8 @@ static void charge_repeat(chaos_run *c, effect_at prev, effect_at again, const e
             paused = c->pause_from[k];
             pause = k;
         }
-    if (pause >= 0 && paused <= kill && paused <= crashed) {
-        c->pause_repeats[pause]++;
-        c->r->repeats_pause++;
-    } else if (crashed < kill) {
-        c->r->repeats_crash++;
-    } else if (kill < LONG_MAX) {
-        c->r->repeats_kill++;
-    } else {
+    if (!charge_earliest(c, pause, paused, crashed, kill))
         charge_by_lines(c, prev.line, crash_at, ncrash);
-    }
 }
 
 /* The pid that effects.log line `line` names, or 0. */
