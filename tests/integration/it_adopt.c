@@ -147,30 +147,6 @@ static void product_ids_accepted_by_default(void **state)
     it_done(e);
 }
 
-/* Runs `ibus publish` with the connection flags and the arguments given
- * (NULL-terminated), stdin from `stdin_path` (may be NULL); returns the
- * exit code, the totals in *pub and stderr as malloc'd text. */
-static int publish_said(it_published *pub, char **err, it_env *e, const char *stdin_path, ...)
-{
-    it_argv a;
-    va_list ap;
-    it_argv_init(&a);
-    it_argv_addl(&a, it_ibus(), "publish", NULL);
-    it_argv_connect(&a, &e->server);
-    va_start(ap, stdin_path);
-    for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *))
-        it_argv_add(&a, s);
-    va_end(ap);
-    it_proc p;
-    int st = it_proc_run(&p, e->dir, "publish", stdin_path, a.v, it_timeout(60000));
-    it_argv_free(&a);
-    assert_true(it_published_read(pub, &p));
-    *err = it_file_read(NULL, p.err_path);
-    if (*err == NULL)
-        *err = strdup("");
-    return st;
-}
-
 static void assert_totals(const it_published *p, long published, long unique, long duplicates,
                           long failed)
 {
@@ -196,18 +172,18 @@ static void publish_counts_repeated_ids(void **state)
         snprintf(ids[i], IB_EVENT_ID_SIZE, "%s", ids[i - 50]); /* ids 0-9 again */
     assert_true(it_write_jsonl(it_path(path, e, "events.jsonl"), ids, 60, "order.created", "{}"));
     it_lines_free(ids, 60);
-    assert_int_equal(publish_said(&pub, &err, e, path, NULL), 0);
+    assert_int_equal(it_publish_capture(&pub, &err, e, path, NULL), 0);
     assert_totals(&pub, 60, 50, 10, 0);
     free(err);
 
-    assert_int_equal(publish_said(&pub, &err, e, NULL, "--type", "order.paid", "--key", KEY, "a",
-                                  "b", "c", NULL),
+    assert_int_equal(it_publish_capture(&pub, &err, e, NULL, "--type", "order.paid", "--key", KEY,
+                                        "a", "b", "c", NULL),
                      0);
     assert_totals(&pub, 3, 1, 2, 0);
     free(err);
 
-    assert_int_equal(publish_said(&pub, &err, e, NULL, "--type", "order.paid", "--count", "200",
-                                  "--duplicates", "0.25", "--seed", "7", NULL),
+    assert_int_equal(it_publish_capture(&pub, &err, e, NULL, "--type", "order.paid", "--count",
+                                        "200", "--duplicates", "0.25", "--seed", "7", NULL),
                      0);
     assert_int_equal(pub.unique, 200);
     assert_true(pub.duplicates > 0);
@@ -225,13 +201,13 @@ static void publish_raw_honours_prefix_and_type(void **state)
     char *err;
     it_published pub;
     assert_true(it_stream_add(&e->server, "ORDERS", "orders.>", 0));
-    assert_int_equal(publish_said(&pub, &err, e, NULL, "--raw", "--prefix", "orders", "--type",
-                                  "order.created", "not an event", NULL),
+    assert_int_equal(it_publish_capture(&pub, &err, e, NULL, "--raw", "--prefix", "orders",
+                                        "--type", "order.created", "not an event", NULL),
                      0);
     assert_totals(&pub, 1, 0, 0, 0);
     free(err);
     assert_int_equal(
-        publish_said(&pub, &err, e, NULL, "--raw", "--prefix", "orders", "bytes", NULL), 0);
+        it_publish_capture(&pub, &err, e, NULL, "--raw", "--prefix", "orders", "bytes", NULL), 0);
     free(err);
     it_msg m;
     assert_true(it_stream_get(&m, &e->server, "ORDERS", 1));
@@ -255,7 +231,8 @@ static void publish_errors_name_the_subject(void **state)
     it_published pub;
     make_stream(e);
     assert_int_equal(
-        publish_said(&pub, &err, e, NULL, "--prefix", "nowhere", "--type", "t", "{}", NULL), 1);
+        it_publish_capture(&pub, &err, e, NULL, "--prefix", "nowhere", "--type", "t", "{}", NULL),
+        1);
     assert_totals(&pub, 1, 1, 0, 1);
     it_assert_contains(err, "ibus publish: nowhere.t: no stream captures this subject (No "
                             "responders available for request): create one whose subjects match "
@@ -266,8 +243,8 @@ static void publish_errors_name_the_subject(void **state)
     assert_int_equal(natsConnection_SubscribeSync(&silent, it_server_client(&e->server), "held.>"),
                      NATS_OK);
     assert_int_equal(natsConnection_Flush(it_server_client(&e->server)), NATS_OK);
-    assert_int_equal(publish_said(&pub, &err, e, NULL, "--prefix", "held", "--type", "t",
-                                  "--ack-timeout", "1s", "{}", "{}", NULL),
+    assert_int_equal(it_publish_capture(&pub, &err, e, NULL, "--prefix", "held", "--type", "t",
+                                        "--ack-timeout", "1s", "{}", "{}", NULL),
                      1);
     assert_totals(&pub, 2, 2, 0, 2);
     it_assert_contains(err,

@@ -202,31 +202,6 @@ static const char *partition_key_of(const char *subject)
     return key;
 }
 
-static int publish_capture(char **err, it_env *e, const char *stdin_path, ...)
-    __attribute__((sentinel));
-
-/* Runs ibus publish with the arguments, stdin from `stdin_path`; its stderr
- * into *err (malloc'd). */
-static int publish_capture(char **err, it_env *e, const char *stdin_path, ...)
-{
-    it_argv a;
-    va_list ap;
-    it_argv_init(&a);
-    it_argv_addl(&a, it_ibus(), "publish", NULL);
-    it_argv_connect(&a, &e->server);
-    va_start(ap, stdin_path);
-    for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *))
-        it_argv_add(&a, s);
-    va_end(ap);
-    it_proc p;
-    int st = it_proc_run(&p, e->dir, "publish", stdin_path, a.v, it_timeout(60000));
-    it_argv_free(&a);
-    *err = it_file_read(NULL, p.err_path);
-    if (*err == NULL)
-        *err = strdup("");
-    return st;
-}
-
 static void test_publish_puts_events_on_their_partition(void **state)
 {
     it_env *e = *state;
@@ -248,9 +223,9 @@ static void test_publish_puts_events_on_their_partition(void **state)
     /* ids as keys; duplicates go where their originals went */
     char ids_path[PATH_MAX], *err = NULL;
     it_path(ids_path, e, "ids");
-    assert_int_equal(publish_capture(&err, e, NULL, "--subject", "ibp", "--partitions", "16",
-                                     "--type", "t.x", "--count", "300", "--duplicates", "0.25",
-                                     "--ids-file", ids_path, NULL),
+    assert_int_equal(it_publish_capture(NULL, &err, e, NULL, "--subject", "ibp", "--partitions",
+                                        "16", "--type", "t.x", "--count", "300", "--duplicates",
+                                        "0.25", "--ids-file", ids_path, NULL),
                      0);
     free(err);
     char **ids = NULL, **got = NULL;
@@ -284,8 +259,8 @@ static void test_publish_puts_events_on_their_partition(void **state)
                         "{\"type\":\"t.x\",\"payload\":\"c\",\"partition_key\":\"kunde-\u00fc\"}\n"
                         "{\"type\":\"t.x\",\"payload\":\"d\"}\n";
     assert_true(it_file_write(it_path(lines_path, e, "keys.jsonl"), lines, strlen(lines)));
-    assert_int_equal(publish_capture(&err, e, lines_path, "--subject", "ibp", "--partitions", "16",
-                                     "--partition-key", "order-9", NULL),
+    assert_int_equal(it_publish_capture(NULL, &err, e, lines_path, "--subject", "ibp",
+                                        "--partitions", "16", "--partition-key", "order-9", NULL),
                      0);
     free(err);
     n = take_subjects(sub, &got);
@@ -297,20 +272,21 @@ static void test_publish_puts_events_on_their_partition(void **state)
     free_subjects(got, n);
 
     /* keys that are not one token, and --partition-key alone */
-    assert_int_equal(publish_capture(&err, e, NULL, "--subject", "ibp", "--partitions", "16",
-                                     "--type", "t.x", "--partition-key", "a.b", "x", NULL),
+    assert_int_equal(it_publish_capture(NULL, &err, e, NULL, "--subject", "ibp", "--partitions",
+                                        "16", "--type", "t.x", "--partition-key", "a.b", "x", NULL),
                      2);
     it_assert_contains(err, "byte 2 of this one is 0x2e");
     free(err);
-    assert_int_equal(publish_capture(&err, e, NULL, "--subject", "ibp", "--type", "t.x",
-                                     "--partition-key", "a", "x", NULL),
+    assert_int_equal(it_publish_capture(NULL, &err, e, NULL, "--subject", "ibp", "--type", "t.x",
+                                        "--partition-key", "a", "x", NULL),
                      2);
     it_assert_contains(err, "--partition-key needs --partitions");
     free(err);
     const char *bad = "{\"type\":\"t.x\",\"payload\":\"a\",\"partition_key\":\"two words\"}\n";
     assert_true(it_file_write(it_path(lines_path, e, "bad.jsonl"), bad, strlen(bad)));
-    assert_int_not_equal(
-        publish_capture(&err, e, lines_path, "--subject", "ibp", "--partitions", "16", NULL), 0);
+    assert_int_not_equal(it_publish_capture(NULL, &err, e, lines_path, "--subject", "ibp",
+                                            "--partitions", "16", NULL),
+                         0);
     it_assert_contains(err, "stdin line 1: \"partition_key\": a partition key is one subject "
                             "token, but byte 4 of this one is 0x20");
     free(err);

@@ -257,18 +257,40 @@ bool it_published_read(it_published *out, const it_proc *p)
     return ok;
 }
 
-int it_publish(it_published *out, it_env *e, const char *stdin_path, ...)
+/* Runs ibus publish with the arguments of `ap` to its end. */
+static int run_publish(it_proc *p, it_env *e, const char *stdin_path, va_list ap)
 {
     it_argv a;
+    publish_argv(&a, e, ap);
+    int st = it_proc_run(p, e->dir, "publish", stdin_path, a.v, it_timeout(120000));
+    it_argv_free(&a);
+    return st;
+}
+
+int it_publish(it_published *out, it_env *e, const char *stdin_path, ...)
+{
     it_proc p;
     va_list ap;
     va_start(ap, stdin_path);
-    publish_argv(&a, e, ap);
+    int st = run_publish(&p, e, stdin_path, ap);
     va_end(ap);
-    int st = it_proc_run(&p, e->dir, "publish", stdin_path, a.v, it_timeout(120000));
-    it_argv_free(&a);
     if (out != NULL && !it_published_read(out, &p))
         memset(out, 0, sizeof(*out));
+    return st;
+}
+
+int it_publish_capture(it_published *out, char **err, it_env *e, const char *stdin_path, ...)
+{
+    it_proc p;
+    va_list ap;
+    va_start(ap, stdin_path);
+    int st = run_publish(&p, e, stdin_path, ap);
+    va_end(ap);
+    if (out != NULL)
+        assert_true(it_published_read(out, &p));
+    *err = it_file_read(NULL, p.err_path);
+    if (*err == NULL)
+        *err = strdup("");
     return st;
 }
 

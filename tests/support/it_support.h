@@ -121,6 +121,12 @@ bool it_publish_start(it_proc *p, it_env *e, const char *name, const char *stdin
     __attribute__((sentinel));
 bool it_published_read(it_published *out, const it_proc *p);
 
+/* Like it_publish, and also returns its stderr as malloc'd text in *err
+ * ("" when empty). When `out` is non-NULL the run must have printed its
+ * totals line (the test fails otherwise), read into *out. */
+int it_publish_capture(it_published *out, char **err, it_env *e, const char *stdin_path, ...)
+    __attribute__((sentinel));
+
 /* Sum of the JSON summary lines the hosts appended to a --summary-file.
  * Missing keys count 0. */
 typedef struct it_summary {
