@@ -684,25 +684,32 @@ static bool kill_random(chaos_run *c, long progress)
     return true;
 }
 
-/* True once the kernel has stopped `pid` (state T in /proc/PID/stat), so
- * the effects.log lines counted next are all it wrote before the pause. */
-static bool wait_stopped(pid_t pid, long timeout_ms)
+/* Waits until the kernel has stopped `pid` (state T in /proc/PID/stat),
+ * so the effects.log lines counted next are all it wrote before the pause:
+ * 'T' then, 'Z' when it died first (a crashing event may abort it at any
+ * moment; it is then a zombie or gone, and restarted as a crash), or the
+ * last state seen when the wait timed out. */
+static char wait_stopped(pid_t pid, long timeout_ms)
 {
-    char path[64], buf[512];
+    char path[64], buf[512], state = '?';
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     int64_t end = it_now_ms() + timeout_ms;
     do {
         FILE *f = fopen(path, "r");
-        size_t got = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f != NULL)
-            fclose(f);
+        if (f == NULL)
+            return 'Z';
+        size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
         buf[got] = '\0';
         const char *paren = strrchr(buf, ')');
-        if (paren != NULL && (paren[2] == 'T' || paren[2] == 't'))
-            return true;
+        state = paren != NULL && paren[1] == ' ' ? paren[2] : '?';
+        if (state == 'T' || state == 't')
+            return 'T';
+        if (state == 'Z' || state == 'X')
+            return 'Z';
         it_sleep_ms(1);
     } while (it_now_ms() < end);
-    return false;
+    return state;
 }
 
 /* SIGSTOP of a random running subscriber for the case's pause (past two
@@ -721,8 +728,12 @@ static bool pause_random(chaos_run *c, long progress)
     it_consumer_state st;
     bool known = it_consumer_get(&st, &c->e->server, IT_STREAM, DURABLE);
     assert_true(it_proc_signal(&c->subs[i], SIGSTOP));
-    if (!wait_stopped(c->subs[i].pid, it_timeout(5000)))
-        fail_msg("chaos: %s did not stop on SIGSTOP", c->subs[i].name);
+    char state = wait_stopped(c->subs[i].pid, it_timeout(15000));
+    if (state == 'Z') /* it died meanwhile: no pause, and its end is a crash */
+        return false;
+    if (state != 'T')
+        fail_msg("chaos: %s did not stop on SIGSTOP (its state stayed '%c')", c->subs[i].name,
+                 state);
     int k = c->r->pauses++;
     c->pause_from[k] = effects_progress(c);
     c->pause_pid[k] = c->subs[i].pid;
