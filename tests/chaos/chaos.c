@@ -1127,6 +1127,13 @@ static void count_repeat(chaos_run *c, long line)
         c->step_repeats[k]++;
 }
 
+/* One call of effects.log: its line and the process that made it (0:
+ * not named). */
+typedef struct effect_at {
+    long line;
+    pid_t pid;
+} effect_at;
+
 /* Charges a repeat to the earliest of a pause (number `pause`, begun at
  * line `paused`; -1 for none), a crash and a kill (LONG_MAX: none): false,
  * with nothing charged, when none of them happened. */
@@ -1147,8 +1154,8 @@ static bool charge_earliest(chaos_run *c, int pause, long paused, long crashed, 
 
 /* Where a repeat is charged when the processes of the calls are not
  * known (the http case's effects name none). `prev` is the line of the
- * call it repeats (the previous ok line of its id); crash_at[0..ncrash)
- * the lines of the crashes, in order. A line written while a subscriber
+ * call it repeats (the previous ok line of its id); crash[0..ncrash)
+ * the crashes, in order. A line written while a subscriber
  * was stopped that is repeated later may be a call another process took
  * over (the stopped one finishes its own after SIGCONT): the pause's,
  * unless a kill or a crash comes after it within the pause. Otherwise the
@@ -1156,12 +1163,12 @@ static bool charge_earliest(chaos_run *c, int pause, long paused, long crashed, 
  * call; with none after it, it is charged to the kills, as every repeat
  * was before crashes and pauses joined them (a run without kills may
  * repeat nothing). */
-static void charge_by_lines(chaos_run *c, long prev, const long *crash_at, size_t ncrash)
+static void charge_by_lines(chaos_run *c, long prev, const effect_at *crash, size_t ncrash)
 {
     long first_crash = LONG_MAX, first_kill = LONG_MAX;
     for (size_t k = 0; k < ncrash && first_crash == LONG_MAX; k++)
-        if (crash_at[k] > prev)
-            first_crash = crash_at[k];
+        if (crash[k].line > prev)
+            first_crash = crash[k].line;
     for (int k = 0; k < c->r->kills && first_kill == LONG_MAX; k++)
         if (c->kill_line[k] > prev)
             first_kill = c->kill_line[k];
@@ -1183,13 +1190,6 @@ static void charge_by_lines(chaos_run *c, long prev, const long *crash_at, size_
         c->r->repeats_kill++;
 }
 
-/* One call of effects.log: its line and the process that made it (0:
- * not named). */
-typedef struct effect_at {
-    long line;
-    pid_t pid;
-} effect_at;
-
 /* Where a repeat is charged when effects.log names the process of each
  * call: `prev` is the call it repeats, `again` the repeat, crash[0..ncrash)
  * the crash lines. A call repeats because the process that made it lost
@@ -1204,10 +1204,10 @@ typedef struct effect_at {
  * for the whole pause, and a kill of one of them then repeats calls made
  * during the pause that the lines alone would charge to it. */
 static void charge_repeat(chaos_run *c, effect_at prev, effect_at again, const effect_at *crash,
-                          size_t ncrash, const long *crash_at)
+                          size_t ncrash)
 {
     if (prev.pid == 0 || again.pid == 0) {
-        charge_by_lines(c, prev.line, crash_at, ncrash);
+        charge_by_lines(c, prev.line, crash, ncrash);
         return;
     }
     for (int k = 0; k < c->r->pauses; k++)
@@ -1233,7 +1233,7 @@ static void charge_repeat(chaos_run *c, effect_at prev, effect_at again, const e
             pause = k;
         }
     if (!charge_earliest(c, pause, paused, crashed, kill))
-        charge_by_lines(c, prev.line, crash_at, ncrash);
+        charge_by_lines(c, prev.line, crash, ncrash);
 }
 
 /* The pid that effects.log line `line` names, or 0. */
@@ -1293,14 +1293,11 @@ static void count_dead_letters(chaos_run *c, char *const *ids, size_t n, const u
 static void count_effects(chaos_run *c, char *const *ids, size_t n)
 {
     unsigned *ok = calloc(n, sizeof(unsigned)), *crash_lines = calloc(n, sizeof(unsigned));
-    effect_at *last_ok = calloc(n, sizeof(effect_at)), *crash = NULL;
-    long *crash_at = NULL;
+    effect_at *last_ok = calloc(n, sizeof(effect_at));
     char **lines = NULL;
     size_t nl = it_file_read_lines(&lines, c->effects), ncrash = 0;
-    crash_at = calloc(nl + 1, sizeof(long));
-    crash = calloc(nl + 1, sizeof(effect_at));
-    assert_true(ok != NULL && crash_lines != NULL && last_ok != NULL && crash_at != NULL &&
-                crash != NULL);
+    effect_at *crash = calloc(nl + 1, sizeof(effect_at));
+    assert_true(ok != NULL && crash_lines != NULL && last_ok != NULL && crash != NULL);
     const char *consumer_want = c->p->http ? HTTP_CONSUMER : CONSUMER;
     /* The crash lines first: a repeat is charged by what came after it. */
     for (size_t i = 0; i < nl; i++) {
@@ -1313,8 +1310,7 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
         long idx = chaos_id_index(id, ids, n);
         if (strcmp(verdict, "crash") == 0 && idx >= 0) {
             crash_lines[idx]++;
-            crash[ncrash] = (effect_at){(long)i, line_pid(lines[i])};
-            crash_at[ncrash++] = (long)i;
+            crash[ncrash++] = (effect_at){(long)i, line_pid(lines[i])};
         }
     }
     c->r->crash_lines = ncrash;
@@ -1336,7 +1332,7 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
             if (c->p->roll)
                 c->r->repeats_kill++; /* a step's; judged per step */
             else
-                charge_repeat(c, last_ok[idx], here, crash, ncrash, crash_at);
+                charge_repeat(c, last_ok[idx], here, crash, ncrash);
         }
         last_ok[idx] = here;
     }
@@ -1351,7 +1347,6 @@ static void count_effects(chaos_run *c, char *const *ids, size_t n)
     free(crash_lines);
     free(last_ok);
     free(crash);
-    free(crash_at);
 }
 
 /* Waits for the consumer to be idle, restarting the subscribers that a
