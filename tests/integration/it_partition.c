@@ -282,6 +282,19 @@ static void test_publish_puts_events_on_their_partition(void **state)
                      2);
     it_assert_contains(err, "--partition-key needs --partitions");
     free(err);
+    assert_int_equal(it_publish_capture(NULL, &err, e, NULL, "--subject", "ibp", "--partitions",
+                                        "16", "--raw", "x", NULL),
+                     2);
+    it_assert_contains(err, "--partitions needs events, not --raw bytes");
+    free(err);
+    const char *unpartitioned = "{\"type\":\"t.x\",\"payload\":\"a\",\"partition_key\":\"k\"}\n";
+    assert_true(
+        it_file_write(it_path(lines_path, e, "nokey.jsonl"), unpartitioned, strlen(unpartitioned)));
+    assert_int_not_equal(it_publish_capture(NULL, &err, e, lines_path, "--subject", "ibp", NULL),
+                         0);
+    it_assert_contains(err, "stdin line 1: \"partition_key\" must be a string, and needs "
+                            "--partitions");
+    free(err);
     const char *bad = "{\"type\":\"t.x\",\"payload\":\"a\",\"partition_key\":\"two words\"}\n";
     assert_true(it_file_write(it_path(lines_path, e, "bad.jsonl"), bad, strlen(bad)));
     assert_int_not_equal(it_publish_capture(NULL, &err, e, lines_path, "--subject", "ibp",
