@@ -15,14 +15,17 @@
 typedef struct pool_job {
     ib__pool_fn fn;
     void *ctx;
-    size_t n;
+    atomic_size_t n;    /* indices [0, n) are to run; grows (ib__pool_extend) */
     atomic_size_t next; /* next index to hand out; lock-free so fast handlers don't
-                           serialise on the pool mutex */
+                           serialise on the pool mutex; never passes n */
+    bool closed;        /* ib__pool_finish was called: no index will be added
+                           (under mu) */
 } pool_job;
 
 /* `mu` guards everything below it but `held`. Workers sleep on `work_cv`
- * until the generation changes (a new job) or `stopping`, and between two
- * calls while `held`; the caller sleeps on `done_cv` until `active`
+ * until the generation changes (a new job) or `stopping`, between two
+ * calls while `held`, and, once every index is handed out, until the loop
+ * grows or is closed; the caller sleeps on `done_cv` until `active`
  * (workers not yet finished with the job) is 0. `held` is written under
  * `mu` and read without it first, so an unheld loop takes no lock. */
 struct ib__pool {
@@ -50,6 +53,36 @@ static void wait_while_held(ib__pool *p)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Hands out the next index of the loop, or returns false when every
+ * index up to the current end is out. A compare-and-swap, not an add:
+ * `next` never passes `n`, so an index added later is not skipped. */
+static bool take_index(pool_job *job, size_t *out)
+{
+    size_t i = atomic_load_explicit(&job->next, memory_order_relaxed);
+    while (i < atomic_load_explicit(&job->n, memory_order_acquire)) {
+        if (atomic_compare_exchange_weak_explicit(&job->next, &i, i + 1, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *out = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A worker with nothing to hand out: sleeps until the loop grows (true:
+ * take again) or is closed (false: leave it). */
+static bool wait_for_more(ib__pool *p, pool_job *job)
+{
+    pthread_mutex_lock(&p->mu);
+    while (!job->closed && atomic_load_explicit(&job->next, memory_order_relaxed) >=
+                               atomic_load_explicit(&job->n, memory_order_relaxed))
+        pthread_cond_wait(&p->work_cv, &p->mu);
+    bool more = atomic_load_explicit(&job->next, memory_order_relaxed) <
+                atomic_load_explicit(&job->n, memory_order_relaxed);
+    pthread_mutex_unlock(&p->mu);
+    return more;
+}
+
 static void *pool_worker(void *arg)
 {
     ib__pool *p = arg;
@@ -67,10 +100,11 @@ static void *pool_worker(void *arg)
 
         for (;;) {
             wait_while_held(p);
-            size_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
-            if (i >= job->n)
+            size_t i;
+            if (take_index(job, &i))
+                job->fn(job->ctx, i);
+            else if (!wait_for_more(p, job))
                 break;
-            job->fn(job->ctx, i);
         }
 
         pthread_mutex_lock(&p->mu);
@@ -204,7 +238,8 @@ void ib__pool_start(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n)
     pthread_mutex_lock(&p->mu);
     p->current.fn = fn;
     p->current.ctx = ctx;
-    p->current.n = n;
+    p->current.closed = false;
+    atomic_store_explicit(&p->current.n, n, memory_order_relaxed);
     atomic_store_explicit(&p->current.next, 0, memory_order_relaxed);
     p->job = &p->current;
     p->active = p->nthreads;
@@ -213,9 +248,24 @@ void ib__pool_start(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n)
     pthread_mutex_unlock(&p->mu);
 }
 
+void ib__pool_extend(ib__pool *p, size_t n)
+{
+    pthread_mutex_lock(&p->mu);
+    pool_job *job = p->job;
+    if (job != NULL && !job->closed && n > atomic_load_explicit(&job->n, memory_order_relaxed)) {
+        atomic_store_explicit(&job->n, n, memory_order_release);
+        pthread_cond_broadcast(&p->work_cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
 void ib__pool_finish(ib__pool *p)
 {
     pthread_mutex_lock(&p->mu);
+    if (p->job != NULL) {
+        p->job->closed = true;
+        pthread_cond_broadcast(&p->work_cv);
+    }
     while (p->active > 0)
         pthread_cond_wait(&p->done_cv, &p->mu);
     p->job = NULL;

@@ -3,9 +3,10 @@
  * (private to the dispatch part).
  *
  * The dispatch core hands it the handler calls of one batch (with
- * concurrency 1, one call at a time) and waits until all have returned;
- * there is no queue across batches, so the pool never holds work the
- * caller does not wait for. */
+ * concurrency 1, one call at a time), adds the calls of deliveries it
+ * takes in while the batch runs, and waits until all have returned; there
+ * is no queue across batches, so the pool never holds work the caller
+ * does not wait for. */
 #ifndef IB_DISPATCH_POOL_H
 #define IB_DISPATCH_POOL_H
 
@@ -36,12 +37,19 @@ void ib__pool_run(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
 /* Starts the loop of ib__pool_run() and returns at once: the caller
  * learns of each call's end its own way (the dispatch core's completion
  * queue, dispatch_done.h) and ends the loop with ib__pool_finish() before
- * it starts another. n == 0 starts nothing. */
+ * it starts another. A worker that finds every index handed out sleeps
+ * until the loop grows (ib__pool_extend) or ends. n == 0 starts nothing. */
 void ib__pool_start(ib__pool *p, ib__pool_fn fn, void *ctx, size_t n);
 
-/* Waits until every worker has left the loop ib__pool_start() began (at
- * once when none runs). The loop must not be held (ib__pool_hold): a held
- * worker would never leave it. */
+/* Grows the loop ib__pool_start() began to indices [0, n), from the
+ * caller's thread: idle workers wake and take the new ones, with the same
+ * fn and ctx. Whatever fn reads for them must be written before this
+ * call. A smaller n, or no loop running, changes nothing. */
+void ib__pool_extend(ib__pool *p, size_t n);
+
+/* Closes the loop ib__pool_start() began (it grows no more) and waits
+ * until every worker has left it (at once when none runs). The loop must
+ * not be held (ib__pool_hold): a held worker would never leave it. */
 void ib__pool_finish(ib__pool *p);
 
 /* Holds the loop (`hold` true) or lets it go on (false); from the caller's

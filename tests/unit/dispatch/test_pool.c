@@ -13,11 +13,12 @@
 
 #define CALLS 16
 #define WORKERS 4
+#define GROWN 40 /* the loop grown by extend_while_running */
 
 typedef struct loop {
     ib__pool *pool;
     atomic_int started, finished;
-    atomic_int ran[CALLS];
+    atomic_int ran[GROWN];
     atomic_bool release_first; /* the calls in flight at the hold may end */
     int ticks;
     int started_at_hold, started_while_held;
@@ -104,7 +105,37 @@ static void held_loop_starts_nothing_until_released(void **state)
     ib__pool_free(l.pool);
 }
 
+/* The loop grows while it runs, after every worker has run out of work
+ * and sleeps: each added index runs once, none of the first is run again
+ * or skipped (an index taken past the old end would be), and finish
+ * returns once the last added call has. */
+static void extend_while_running(void **state)
+{
+    (void)state;
+    ib_error e;
+    loop l = {0};
+    atomic_store(&l.release_first, true);
+    assert_int_equal(ib__pool_create(&l.pool, WORKERS, &e), IB_OK);
+    ib__pool_start(l.pool, call, &l, CALLS);
+    while (atomic_load(&l.finished) < CALLS)
+        sleep_ms(1);
+    sleep_ms(20); /* the workers look for more and find none */
+    ib__pool_extend(l.pool, CALLS + 4);
+    ib__pool_extend(l.pool, CALLS + 2); /* smaller: no change */
+    while (atomic_load(&l.finished) < CALLS + 4)
+        sleep_ms(1);
+    ib__pool_extend(l.pool, GROWN);
+    ib__pool_finish(l.pool);
+    assert_int_equal(atomic_load(&l.finished), GROWN);
+    for (int i = 0; i < GROWN; i++)
+        assert_int_equal(atomic_load(&l.ran[i]), 1);
+    ib__pool_extend(l.pool, GROWN + 1); /* no loop: no change */
+    assert_int_equal(atomic_load(&l.started), GROWN);
+    ib__pool_free(l.pool);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(extend_while_running),
     cmocka_unit_test(every_index_runs_once),
     cmocka_unit_test(held_loop_starts_nothing_until_released),
 };
