@@ -195,9 +195,25 @@ const char *ib_dispatch_handler_consumer(const ib_dispatch *d, size_t index)
 ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
                           ib_error *err)
 {
+    size_t ran;
+    return ib_dispatch_run_more(d, deliveries, n, NULL, &ran, bus, err);
+}
+
+ib_status ib_dispatch_run_more(ib_dispatch *d, ib_delivery *deliveries, size_t n,
+                               const ib_dispatch_more *more, size_t *ran, ib_bus_proxy *bus,
+                               ib_error *err)
+{
+    size_t none;
+    if (ran == NULL)
+        ran = &none;
+    *ran = n;
     if (d == NULL || (deliveries == NULL && n > 0))
         return ib_error_set(err, IB_ERR_INVALID_ARG, "dispatch run: no table or no deliveries");
-    return ib__drun_batch(d->run, deliveries, n, bus, err);
+    if (more != NULL && (more->take == NULL || more->cap < n))
+        return ib_error_set(err, IB_ERR_INVALID_ARG,
+                            "dispatch run: room for %zu deliveries, below the batch's %zu",
+                            more->cap, n);
+    return ib__drun_batch(d->run, deliveries, n, more, ran, bus, err);
 }
 
 double ib_dispatch_recorder_seconds(const ib_dispatch *d)

@@ -150,11 +150,11 @@ _Static_assert(offsetof(ib_event_header, value) == offsetof(ib_header, value),
 /* The earlier item with the same (consumer, id) as item `i`, or `i` itself
  * (then remembered). Consumers are unique per handler, so the handler stands
  * for the consumer. */
-static size_t first_occurrence(run_ctx *c, size_t seen_cap, size_t i)
+static size_t first_occurrence(run_ctx *c, size_t i)
 {
     const run_item *it = &c->items[i];
     const char *id = ib__run_item_id(c, it);
-    size_t mask = seen_cap - 1;
+    size_t mask = c->seen_cap - 1;
     for (size_t k = (size_t)ib__run_pair_hash(id, it->h->index) & mask;; k = (k + 1) & mask) {
         uint32_t v = c->s->seen[k];
         if (v == 0) {
@@ -167,18 +167,16 @@ static size_t first_occurrence(run_ctx *c, size_t seen_cap, size_t i)
     }
 }
 
-/* One item per (delivery, subscribed handler), in batch order. */
-static void plan(run_ctx *c)
+/* One item per (delivery, subscribed handler), in batch order, for the
+ * deliveries from `from` on (0, or the first taken in by grow); an item
+ * follows the first earlier one of its key in the whole run. */
+static void plan(run_ctx *c, size_t from)
 {
     run_scratch *s = c->s;
     uint64_t max_deliver = c->r->opts.max_deliver;
-    size_t seen_cap = 16;
-    size_t total = 0;
+    size_t total = s->first[from];
 
-    while (seen_cap < s->first[c->n] * 2)
-        seen_cap *= 2;
-    memset(s->seen, 0, seen_cap * sizeof(*s->seen));
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = from; i < c->n; i++) {
         size_t count = s->first[i + 1] - s->first[i];
         const ib_event *ev = c->dl[i].event;
         s->fps[i] = count > 0 ? ib_fingerprint(ev->type, ev->payload, ev->payload_len) : 0;
@@ -213,7 +211,7 @@ static void plan(run_ctx *c)
                 it->result = R_POISON_CHECK;
                 continue;
             }
-            it->leader = first_occurrence(c, seen_cap, total);
+            it->leader = first_occurrence(c, total);
             it->result = it->leader == total ? R_CLAIM : R_FOLLOW;
             /* the same id with other content earlier in the batch */
             if (it->result == R_FOLLOW && s->fps[c->items[it->leader].delivery] != s->fps[i]) {
@@ -257,13 +255,13 @@ static void recorder_worked(run_ctx *c)
         c->r->opts.on_recorder(c->r->opts.observer_ctx, true, NULL);
 }
 
-/* Gathers, from s->keys[from] on, the keys of every item in state `want`
- * or `want2`; returns how many. */
-static size_t gather_more(run_ctx *c, size_t from, unsigned char want, unsigned char want2)
+/* Gathers into s->keys the keys of every item from item `first_item` on
+ * in state `want` or `want2`; returns how many. */
+static size_t gather(run_ctx *c, size_t first_item, unsigned char want, unsigned char want2)
 {
     run_scratch *s = c->s;
-    size_t nk = from;
-    for (size_t i = 0; i < c->total; i++) {
+    size_t nk = 0;
+    for (size_t i = first_item; i < c->total; i++) {
         const run_item *it = &c->items[i];
         if (it->result != want && it->result != want2)
             continue;
@@ -271,13 +269,7 @@ static size_t gather_more(run_ctx *c, size_t from, unsigned char want, unsigned 
         s->key_fps[nk] = s->fps[it->delivery];
         s->key_items[nk++] = i;
     }
-    return nk - from;
-}
-
-/* gather_more from the start of s->keys. */
-static size_t gather(run_ctx *c, unsigned char want, unsigned char want2)
-{
-    return gather_more(c, 0, want, want2);
+    return nk;
 }
 
 /* What one acquire answer makes of an item. With `counted` the claim
@@ -317,9 +309,9 @@ static void take_claim(run_item *it, const ib_claim_info *info, bool counted, bo
 
 /* A delivery that conflicts runs none of its handlers: the content is not
  * the event its id stood for. Their claims are released after the run. */
-static void skip_conflicted(run_ctx *c)
+static void skip_conflicted(run_ctx *c, size_t from)
 {
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = from; i < c->n; i++) {
         size_t first = c->s->first[i], end = c->s->first[i + 1];
         bool conflict = false;
         for (size_t j = first; j < end && !conflict; j++)
@@ -330,15 +322,15 @@ static void skip_conflicted(run_ctx *c)
     }
 }
 
-/* Fills s->work with the items whose handler runs, in batch order: first
- * the plain ones (for the pool), then the transactional ones. */
-static void plan_work(run_ctx *c)
+/* Fills s->work with the items from `first_item` on whose handler runs,
+ * in batch order, after the entries there: first the plain ones (for the
+ * pool), then the transactional ones. A batch with transactional items
+ * never grows, so entries added to it are plain and stay before them. */
+static void plan_work(run_ctx *c, size_t first_item)
 {
     run_scratch *s = c->s;
-    c->nwork = 0;
-    c->ntxn = 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < c->total; i++) {
+        for (size_t i = first_item; i < c->total; i++) {
             run_item *it = &c->items[i];
             if (it->result != R_RUN || it->h->transactional != (pass == 1))
                 continue;
@@ -352,16 +344,17 @@ static void plan_work(run_ctx *c)
     }
 }
 
-/* One acquire call for every first occurrence (and every poisoned item);
- * fills s->work with the items whose handler runs. */
-static void claim(run_ctx *c)
+/* One acquire call for every first occurrence (and every poisoned item)
+ * from item `first_item` on (0, or the first of deliveries taken in by
+ * grow, those from delivery `from`); adds to s->work the items whose
+ * handler runs and publishes them in the overdue table. */
+static void claim(run_ctx *c, size_t from, size_t first_item)
 {
     run_scratch *s = c->s;
     ib__drun *r = c->r;
     ib_error e = {0};
-    c->nwork = 0;
-    c->ntxn = 0;
-    size_t nk = gather(c, R_CLAIM, R_POISON_CHECK);
+    size_t first_work = c->nwork + c->ntxn;
+    size_t nk = gather(c, first_item, R_CLAIM, R_POISON_CHECK);
     if (nk == 0)
         return;
     ib_claim_request req = {
@@ -383,7 +376,8 @@ static void claim(run_ctx *c)
     for (size_t k = 0; k < nk && !txn; k++)
         txn = c->items[s->key_items[k]].h->transactional;
     ib__acquire_opts opts = {.defer_attempts = true,
-                             .count_key0 = !txn && (r->opts.concurrency <= 1 || nk == 1),
+                             .count_key0 = first_item == 0 && !txn &&
+                                           (r->opts.concurrency <= 1 || nk == 1),
                              .taken_over = s->flags};
     int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
     /* Keys checked already: ids by check_deliveries, consumers when their
@@ -400,9 +394,9 @@ static void claim(run_ctx *c)
     for (size_t k = 0; k < nk; k++)
         take_claim(&c->items[s->key_items[k]], &s->infos[k], k == 0 && opts.count_key0, s->flags[k],
                    lease_end);
-    skip_conflicted(c);
-    plan_work(c);
-    for (size_t w = 0; w < c->nwork + c->ntxn; w++) {
+    skip_conflicted(c, from);
+    plan_work(c, first_item);
+    for (size_t w = first_work; w < c->nwork + c->ntxn; w++) {
         const run_item *it = &c->items[s->work[w]];
         s->lease_keys[w] = (ib_marker_key){it->h->consumer, ib__run_item_id(c, it)};
         s->lease_live[w] = true;
@@ -416,7 +410,8 @@ static void claim(run_ctx *c)
     r->lease_n = c->nwork + c->ntxn;
     pthread_mutex_unlock(&r->lease_mu);
     /* from now on the control thread's renewals and flushes are requests */
-    ib__doneq_open(r->done);
+    if (first_work == 0)
+        ib__doneq_open(r->done);
 }
 
 /* The batch is over: its claims are not renewed any more, and what is
@@ -883,10 +878,18 @@ static bool may_call(run_ctx *c, const run_item *it, ib__done *d)
 /* Runs the handler of work entry `w` on a worker and posts what became of
  * it; writes no item. An item that already ran (alone, run_alone) is left
  * as it is, and nothing is posted for it. */
+/* Whether the call of `it` waits to run alone (run_taken_over): its claim
+ * was taken over from a holder that never released it, and its attempt
+ * is not counted yet. Workers leave it. */
+static bool waits_to_run_alone(const run_ctx *c, const run_item *it)
+{
+    return c->durable && it->taken_over && !it->counted;
+}
+
 static void run_call(run_ctx *c, size_t w)
 {
     const run_item *it = &c->items[c->s->work[w]];
-    if (it->finished)
+    if (it->finished || waits_to_run_alone(c, it))
         return;
     ib__done d = {.kind = IB__DONE_CALL, .work = w, .result = R_RUN};
     d.note.retry_after_ms = -1;
@@ -1029,12 +1032,32 @@ static bool count_first(run_ctx *c, run_item *it)
     return true;
 }
 
-/* Runs, before any other call of the batch, the calls whose claim was
- * taken over from a holder that never released it: one of them may be
- * what killed (or hung) that holder. Each runs alone on the pool, after
- * the marks earned so far are durable and with its attempt counted first,
- * so a crash in it spends its own attempt and no other's, and the event
- * that kills every process that runs it is dead-lettered alone. */
+/* Runs the calls whose claim was taken over from a holder that never
+ * released it: one of them may be what killed (or hung) that holder. Each
+ * runs alone on the pool, after the marks earned so far are durable and
+ * with its attempt counted first, so a crash in it spends its own attempt
+ * and no other's, and the event that kills every process that runs it is
+ * dead-lettered alone. Before any other call of the batch (run_alone),
+ * and, for deliveries taken in while the batch ran (grow), after the
+ * others (run_parallel). */
+static void run_taken_over(run_ctx *c)
+{
+    for (size_t w = 0; c->durable && w < c->nwork; w++) {
+        run_item *it = &c->items[c->s->work[w]];
+        if (it->finished || !waits_to_run_alone(c, it))
+            continue;
+        commit_all(c);
+        if (count_first(c, it)) {
+            call_one(c, w);
+            continue;
+        }
+        it->finished = true; /* not run: count_first said why */
+        c->ndone++;
+    }
+}
+
+/* The calls that go before the batch's others: the one the claim counted
+ * first, and those on claims taken over (run_taken_over). */
 static void run_alone(run_ctx *c)
 {
     bool taken_over = false;
@@ -1053,18 +1076,7 @@ static void run_alone(run_ctx *c)
             call_one(c, w);
         break;
     }
-    for (size_t w = 0; c->durable && w < c->nwork; w++) {
-        run_item *it = &c->items[c->s->work[w]];
-        if (!it->taken_over || it->counted)
-            continue;
-        commit_all(c);
-        if (count_first(c, it)) {
-            call_one(c, w);
-            continue;
-        }
-        it->finished = true; /* not run: count_first said why */
-        c->ndone++;
-    }
+    run_taken_over(c);
 }
 
 /* ---- transactional handlers --------------------------------------------- */
@@ -1178,18 +1190,66 @@ static void run_transactional(run_ctx *c)
  * completion as it comes, commits on the commit interval and holds the
  * pool while a commit fails. The hold ends (commit_all) before the loop
  * can finish. */
+/* Whether the batch takes in more deliveries now (grow): it may, no more
+ * than `concurrency` of its calls are left to finish (so a worker is
+ * about to fall idle), nothing of the recorder is failing and every
+ * circuit is closed (so no call taken in is one a circuit should hold). */
+static bool may_grow(const run_ctx *c)
+{
+    const ib__drun *r = c->r;
+    if (c->more == NULL || c->n >= c->more->cap || c->commit_failing || r->recorder_down)
+        return false;
+    if (c->want - c->ndone > r->opts.concurrency)
+        return false;
+    for (size_t h = 0; c->cs != NULL && h < r->nhandlers; h++)
+        if (ib__circuit_state(c->cs, h) != IB_CIRCUIT_CLOSED)
+            return false;
+    return true;
+}
+
+static size_t prepare_part(run_ctx *c, size_t from);
+
+/* Takes in the deliveries the caller has ready (c->more), up to its room,
+ * and goes through steps 1 to 3 for them as for the batch's own: their
+ * items follow any earlier item of their key in the run, their keys are
+ * claimed in one call, and their calls go to the workers at once, the
+ * ones on claims taken over left to run alone after the others. */
+static void grow(run_ctx *c)
+{
+    size_t from = c->n, first_item = c->total, first_work = c->nwork;
+    size_t got = c->more->take(c->more->ctx, c->dl + c->n, c->more->cap - c->n);
+    if (got == 0)
+        return;
+    if (got > c->more->cap - c->n)
+        got = c->more->cap - c->n;
+    c->n += got;
+    prepare_part(c, from);
+    plan(c, from);
+    claim(c, from, first_item);
+    settle_ready(c);
+    for (size_t w = first_work; w < c->nwork; w++)
+        c->want += !waits_to_run_alone(c, &c->items[c->s->work[w]]);
+    ib__pool_extend(c->r->pool, c->nwork);
+}
+
 static void run_parallel(run_ctx *c)
 {
-    size_t want = c->ndone;
+    c->want = c->ndone;
     for (size_t w = 0; w < c->nwork; w++)
-        want += !c->items[c->s->work[w]].finished;
+        c->want += !c->items[c->s->work[w]].finished;
     if (c->commit_failing)
         commit_all(c);
     ib__pool_start(c->r->pool, run_any, c, c->nwork);
-    while (c->ndone < want)
+    /* one look at the caller's deliveries per wake-up: when it has none
+     * ready, the next completion is the next chance */
+    while (c->ndone < c->want) {
         serve(c, next_due(c));
+        if (may_grow(c))
+            grow(c);
+    }
     commit_all(c);
     ib__pool_finish(c->r->pool);
+    run_taken_over(c);
 }
 
 /* Whether the last call of the handler of `it` outlasted the commit
@@ -1258,30 +1318,20 @@ static ib_status check_deliveries(const ib_delivery *dl, size_t n, ib_error *err
     return IB_OK;
 }
 
-/* Sizes the scratch for the batch: handler lists first, since they give
- * the number of items. */
-static ib_status prepare(run_ctx *c)
+/* Finds the handler lists of the deliveries from `from` on and resets
+ * their outputs; returns the run's item count with them. A delivery taken
+ * in (grow) that ib_dispatch_run would refuse gets no item and is nak'ed
+ * at once: the caller broke the contract, and nothing of it may run. */
+static size_t prepare_part(run_ctx *c, size_t from)
 {
     run_scratch *s = c->s;
-    size_t total = 0;
-    if (!ib__run_scratch_reserve(s, c->n, 0))
-        return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu deliveries",
-                            c->n);
-    for (size_t i = 0; i < c->n; i++) {
-        size_t count;
+    size_t total = from == 0 ? 0 : s->first[from];
+    for (size_t i = from; i < c->n; i++) {
+        size_t count = 0;
+        bool refused = from > 0 && check_deliveries(&c->dl[i], 1, NULL) != IB_OK;
         s->first[i] = total;
-        s->lists[i] = ib__dtable_lookup(c->r->table, c->dl[i].event->type, &count);
+        s->lists[i] = refused ? NULL : ib__dtable_lookup(c->r->table, c->dl[i].event->type, &count);
         total += count;
-    }
-    s->first[c->n] = total;
-    if (total >= UINT32_MAX / 2)
-        return ib_error_set(c->err, IB_ERR_INVALID_ARG,
-                            "dispatch run: %zu handler calls in one batch is too many", total);
-    if (!ib__run_scratch_reserve(s, c->n, total) || !ib__doneq_reserve(c->r->done, total))
-        return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu handler calls",
-                            total);
-    c->items = s->items;
-    for (size_t i = 0; i < c->n; i++) {
         ib_delivery *dl = &c->dl[i];
         dl->outcome = IB_OUTCOME_ACK;
         dl->dead_letter_reason = IB_DLQ_OTHER;
@@ -1293,8 +1343,65 @@ static ib_status prepare(run_ctx *c)
         memset(&dl->counts, 0, sizeof(dl->counts));
         dl->handle_seconds = 0;
         dl->settled_early = false;
-        s->settled[i] = false;
+        s->settled[i] = refused;
+        if (refused) {
+            dl->outcome = IB_OUTCOME_NAK;
+            dl->nak_delay_ms = c->r->opts.nak_base_delay_ms;
+        }
     }
+    s->first[c->n] = total;
+    return total;
+}
+
+/* Whether a batch may grow at all: on the pool, with no transactional
+ * handler (those run after the pool's calls, in the recorder's
+ * transaction). */
+static bool may_ever_grow(const ib__drun *r)
+{
+    size_t count = 0;
+    if (r->pool == NULL)
+        return false;
+    ib__dtable_handler(r->table, 0, &count);
+    for (size_t i = 0; i < count; i++)
+        if (ib__dtable_handler(r->table, i, &count)->transactional)
+            return false;
+    return true;
+}
+
+/* Sizes the scratch for the batch (for all it may grow to: buffers the
+ * workers read are never moved while they run), then prepares its
+ * deliveries. */
+static ib_status prepare(run_ctx *c)
+{
+    run_scratch *s = c->s;
+    if (c->more != NULL && !may_ever_grow(c->r))
+        c->more = NULL;
+    size_t dmax = c->more != NULL ? c->more->cap : c->n;
+    if (!ib__run_scratch_reserve(s, dmax, 0))
+        return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu deliveries",
+                            dmax);
+    size_t total = prepare_part(c, 0);
+    if (total >= UINT32_MAX / 2)
+        return ib_error_set(c->err, IB_ERR_INVALID_ARG,
+                            "dispatch run: %zu handler calls in one batch is too many", total);
+    size_t imax = total;
+    if (c->more != NULL) {
+        size_t widest = ib__dtable_widest(c->r->table);
+        if (widest > 0 && dmax < UINT32_MAX / 4 / widest && dmax * widest > total)
+            imax = dmax * widest;
+        else if (widest > 0 && dmax >= UINT32_MAX / 4 / widest)
+            c->more = NULL; /* a room that large is not worth its buffers */
+    }
+    if (!ib__run_scratch_reserve(s, dmax, imax) || !ib__doneq_reserve(c->r->done, imax))
+        return ib_error_set(c->err, IB_ERR_NOMEM, "dispatch run: no memory for %zu handler calls",
+                            imax);
+    c->items = s->items;
+    if (imax == 0)
+        return IB_OK; /* nothing to plan, and no set reserved */
+    c->seen_cap = 16;
+    while (c->seen_cap < imax * 2)
+        c->seen_cap *= 2;
+    memset(s->seen, 0, c->seen_cap * sizeof(*s->seen));
     return IB_OK;
 }
 
@@ -1333,10 +1440,10 @@ static ib_status run_locked(run_ctx *c)
         c->last_commit_ms = ib_clock_monotonic_ms();
         c->now_ms = c->last_commit_ms;
         c->cs = circuits_of(c->r);
-        plan(c);
+        plan(c, 0);
         ib__run_choose_probes(c);
         int64_t t0 = ib_clock_monotonic_ns();
-        claim(c);
+        claim(c, 0, 0);
         double claim_seconds = seconds_since(t0);
         /* The commit interval counts from the claim's write: a claim that
          * waited for the file's turn has not made any mark wait, and must
@@ -1360,7 +1467,8 @@ static ib_status run_locked(run_ctx *c)
     return IB_OK;
 }
 
-ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
+ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n,
+                         const ib_dispatch_more *more, size_t *ran, ib_bus_proxy *bus,
                          ib_error *err)
 {
     ib_status st = check_deliveries(deliveries, n, err);
@@ -1368,12 +1476,19 @@ ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n, ib_bus_
         return st;
     ib_error_clear(err);
 
-    run_ctx c = {.r = r, .s = &r->scratch, .dl = deliveries, .n = n, .bus = bus, .err = err};
+    run_ctx c = {.r = r,
+                 .s = &r->scratch,
+                 .dl = deliveries,
+                 .n = n,
+                 .more = more,
+                 .bus = bus,
+                 .err = err};
     pthread_mutex_lock(&r->run_mu);
     pthread_mutex_lock(&r->serve_mu);
     st = run_locked(&c);
     pthread_mutex_unlock(&r->serve_mu);
     pthread_mutex_unlock(&r->run_mu);
+    *ran = c.n;
     return st;
 }
 

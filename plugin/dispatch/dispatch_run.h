@@ -30,10 +30,11 @@ ib_status ib__drun_create(ib__drun **out, ib_recorder *recorder, const ib__dtabl
  * ib__drun_batch(). NULL is a no-op. */
 void ib__drun_free(ib__drun *r);
 
-/* ib_dispatch_run() once its table is known to exist: checks the
- * deliveries, then runs the batch; the same contract and errors. Calls are
- * serialised per run. */
-ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
+/* ib_dispatch_run_more() once its table is known to exist and `more`
+ * (NULL: none) is sound: checks the deliveries, then runs the batch; the
+ * same contract and errors. Calls are serialised per run. */
+ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n,
+                         const ib_dispatch_more *more, size_t *ran, ib_bus_proxy *bus,
                          ib_error *err);
 
 /* ib_dispatch_recorder_seconds() of this run. */

@@ -181,6 +181,12 @@ typedef struct run_ctx {
     size_t npend;     /* entries in s->pend_keys */
     size_t ndone;     /* calls whose completion the run thread took */
     size_t solo;      /* the work entry run_solo runs (a call made alone) */
+    size_t want;      /* run_parallel: the count of completions it waits for */
+    size_t seen_cap;  /* entries of s->seen this run uses (a power of two) */
+    /* Where the batch grows from while its last calls run (grow); NULL:
+     * it does not (concurrency 1, a transactional handler, or the caller
+     * gave none). */
+    const ib_dispatch_more *more;
     bool parallel;    /* the batch's calls run on the pool, else on the run thread */
     bool durable;     /* the recorder counts attempts across crashes */
     ib__circuits *cs; /* NULL: circuits are off */

@@ -346,3 +346,17 @@ ib_status ib__dtable_add(ib__dtable *t, const ib_dispatch_handler *hd, ib_error 
     handler_free(h);
     return st;
 }
+
+size_t ib__dtable_widest(const ib__dtable *t)
+{
+    size_t widest = 0;
+    for (size_t i = 0; i < t->type_cap; i++) {
+        const dtype *slot = &t->types[i];
+        if (slot->type == NULL)
+            continue;
+        size_t count = slot->merged != NULL ? slot->merged_count : slot->count;
+        if (count > widest)
+            widest = count;
+    }
+    return widest;
+}

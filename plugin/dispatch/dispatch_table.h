@@ -50,4 +50,8 @@ const ib__dhandler *ib__dtable_handler(const ib__dtable *t, size_t index, size_t
  * ib__dtable_add(). */
 ib__dhandler *const *ib__dtable_lookup(const ib__dtable *t, const char *type, size_t *count);
 
+/* The most handlers any one type has (ib__dtable_lookup's largest
+ * count): how many items a delivery can make at most. */
+size_t ib__dtable_widest(const ib__dtable *t);
+
 #endif

@@ -125,7 +125,8 @@
  * handlers of different events (and different handlers of one event) run
  * in any order and at the same time. Transactional handlers run on the
  * caller's thread (see above). Across batches order is kept: a
- * batch is finished (run, marked) before ib_dispatch_run() returns; the
+ * batch is finished (run, marked) before ib_dispatch_run() returns (a
+ * batch that grows, ib_dispatch_run_more, is one batch); the
  * host acks each message once its marks are durable (on_settled) or when
  * the run returns. Strict order is not a JetStream promise anyway: a
  * NAK'ed or timed-out message is redelivered after later ones.
@@ -443,6 +444,38 @@ ib_status ib_dispatch_end_attempts(ib_dispatch *d, const ib_event *event, ib_err
  * is cleared. */
 ib_status ib_dispatch_run(ib_dispatch *d, ib_delivery *deliveries, size_t n, ib_bus_proxy *bus,
                           ib_error *err);
+
+/* Where a run takes in more deliveries while its last calls run
+ * (ib_dispatch_run_more). `take` appends up to `room_len` deliveries at
+ * `room` (decoded, checked, with normalised ids, as ib_dispatch_run
+ * wants them) and returns how many; 0 when none is ready now (it must not
+ * wait: the run's workers are falling idle). It runs on the thread of
+ * ib_dispatch_run_more, which holds the table's locks: it must not call
+ * into the table. */
+typedef struct ib_dispatch_more {
+    size_t (*take)(void *ctx, ib_delivery *room, size_t room_len);
+    void *ctx;
+    size_t cap; /* deliveries the caller's array holds in all; >= n */
+} ib_dispatch_more;
+
+/* ib_dispatch_run, but the batch may grow: with concurrency N > 1, once
+ * no more than N of its calls are left to finish (so a worker is about to
+ * fall idle), the run asks `more->take` for deliveries to put after the
+ * last (deliveries[n...], up to more->cap in all), claims them and hands
+ * their calls to the workers, which therefore never wait for a batch's
+ * end and its claim. It claims at most what `take` gives at a time, only
+ * while every handler's circuit is closed, no commit is failing and no
+ * transactional handler is registered. Every delivery taken in is
+ * decided like the batch's own: `*ran` (never NULL) says how many the run
+ * ended with. The same duplicate rules hold across them: a later
+ * delivery of a key met earlier in the run follows the earlier one. A
+ * key taken over from a dead holder in a delivery taken in runs alone
+ * after the other calls, its attempt counted first, as at a batch's
+ * start. NULL `more`, or concurrency 1: ib_dispatch_run. Errors: those of
+ * ib_dispatch_run, and IB_ERR_INVALID_ARG for a cap below n. */
+ib_status ib_dispatch_run_more(ib_dispatch *d, ib_delivery *deliveries, size_t n,
+                               const ib_dispatch_more *more, size_t *ran, ib_bus_proxy *bus,
+                               ib_error *err);
 
 /* Time the last ib_dispatch_run() spent in recorder calls (check, claim,
  * mark, release), in seconds. Read it on the thread that ran the batch. */
