@@ -770,7 +770,7 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
         return -1;
     h->metrics = ib_metrics_create();
     if (h->metrics == NULL || ib__host_batch_alloc(h, (size_t)cfg->batch) != 0 ||
-        (*buf = calloc((size_t)cfg->batch, sizeof(**buf))) == NULL ||
+        (*buf = calloc(h->batch.room, sizeof(**buf))) == NULL ||
         (cfg->idle_exit_ms > 0 && (h->batch.retries = ib__host_retries_new()) == NULL)) {
         ib_error_set(e, IB_ERR_NOMEM, "out of memory");
         return -1;

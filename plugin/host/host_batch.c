@@ -345,8 +345,9 @@ void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e)
 
 int ib__host_batch_alloc(ib_host *h, size_t batch)
 {
-    h->batch.items = calloc(batch, sizeof(item));
-    h->batch.deliveries = calloc(batch, sizeof(ib_delivery));
+    h->batch.room = batch * IB_HOST_BATCH_GROWTH;
+    h->batch.items = calloc(h->batch.room, sizeof(item));
+    h->batch.deliveries = calloc(h->batch.room, sizeof(ib_delivery));
     h->batch.cap = batch;
     return h->batch.items != NULL && h->batch.deliveries != NULL ? 0 : -1;
 }
@@ -487,15 +488,56 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
     it->delivery = d;
 }
 
-/* Dispatch: runs the `nd` valid deliveries through the idempotent core,
- * with the batch published for the control loop's in-progress acks. */
-static void dispatch_batch(ib_host *h, natsMsg **msgs, size_t n, ib_delivery *deliveries, size_t nd)
+/* The batch as it grows: its messages (n of them, room for
+ * h->batch.room) and its valid deliveries (nd, in h->batch.deliveries). */
+typedef struct growing {
+    ib_host *h;
+    natsMsg **msgs;
+    size_t n;
+    size_t nd;
+} growing;
+
+/* The dispatch's ib_dispatch_more: while the batch's last calls run,
+ * takes in what the puller has ready (a pull's worth at most, never
+ * waiting), decoded and published for +WPI like the batch's own. Nothing
+ * once SIGTERM came: the batch ends and the drain begins. */
+static size_t take_more(void *ctx, ib_delivery *room, size_t room_len)
+{
+    growing *g = ctx;
+    ib_host *h = g->h;
+    if (ib__host_signal_received() || room != h->batch.deliveries + g->nd)
+        return 0;
+    size_t space = h->batch.room - g->n;
+    if (space > h->batch.cap)
+        space = h->batch.cap;
+    if (space > room_len)
+        space = room_len;
+    size_t got = ib_puller_take(h->puller, g->msgs + g->n, space);
+    size_t nd = g->nd;
+    for (size_t i = g->n; i < g->n + got; i++)
+        decode_one(h, &h->batch.items[i], g->msgs[i], h->batch.deliveries, &g->nd);
+    g->n += got;
+    if (got > 0)
+        ib__host_inflight_grow(&h->inflight, g->n);
+    ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)(g->nd - nd));
+    return g->nd - nd;
+}
+
+/* Dispatch: runs the valid deliveries through the idempotent core, with
+ * the batch published for the control loop's in-progress acks; with
+ * --concurrency > 1 the batch grows while its last calls run (take_more). */
+static void dispatch_batch(ib_host *h, growing *g)
 {
     ib_error e;
-    ib__host_inflight_begin(&h->inflight, msgs, n, ib_clock_monotonic_ms());
+    ib_delivery *deliveries = h->batch.deliveries;
+    size_t nd = g->nd;
+    ib__host_inflight_begin(&h->inflight, g->msgs, g->n, ib_clock_monotonic_ms());
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
-    ib_status st = ib_dispatch_run(h->dispatch, deliveries, nd, &h->batch.bus, &e);
-    ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)nd);
+    ib_dispatch_more more = {.take = take_more, .ctx = g, .cap = h->batch.room};
+    ib_status st = ib_dispatch_run_more(h->dispatch, deliveries, nd,
+                                        h->cfg->concurrency > 1 ? &more : NULL, &nd,
+                                        &h->batch.bus, &e);
+    ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)g->nd);
     ib__host_inflight_end(&h->inflight); /* no +WPI for them from here on */
     if (st != IB_OK) {
         /* Misuse, not recorder trouble: nothing ran. Nak everything so
@@ -575,15 +617,16 @@ static void settle_one(ib_host *h, item *it)
 void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
 {
     item *items = h->batch.items;
-    ib_delivery *deliveries = h->batch.deliveries;
-    size_t nd = 0;
+    growing g = {.h = h, .msgs = msgs};
 
     if (n > h->batch.cap)
         n = h->batch.cap;
     for (size_t i = 0; i < n; i++)
-        decode_one(h, &items[i], msgs[i], deliveries, &nd);
-    if (nd > 0)
-        dispatch_batch(h, msgs, n, deliveries, nd);
+        decode_one(h, &items[i], msgs[i], h->batch.deliveries, &g.nd);
+    g.n = n;
+    if (g.nd > 0)
+        dispatch_batch(h, &g);
+    n = g.n;
     for (size_t i = 0; i < n; i++) {
         /* every log line about the message names its trace */
         ib_trace_current_set(items[i].traced ? &items[i].trace : NULL);

@@ -44,6 +44,13 @@ void ib__host_inflight_begin(ib_host_inflight *f, natsMsg **msgs, size_t n, int6
     pthread_mutex_unlock(&f->lock);
 }
 
+void ib__host_inflight_grow(ib_host_inflight *f, size_t n)
+{
+    pthread_mutex_lock(&f->lock);
+    f->n = n;
+    pthread_mutex_unlock(&f->lock);
+}
+
 void ib__host_inflight_end(ib_host_inflight *f)
 {
     pthread_mutex_lock(&f->lock);

@@ -98,6 +98,9 @@ void ib__host_inflight_destroy(ib_host_inflight *f);
  * for them is being sent, so the caller may settle and destroy them; it
  * never waits for a lease renewal. */
 void ib__host_inflight_begin(ib_host_inflight *f, natsMsg **msgs, size_t n, int64_t now_ms);
+/* Batch thread: the batch in flight now holds `n` messages of the same
+ * array (it grew while its last calls ran). */
+void ib__host_inflight_grow(ib_host_inflight *f, size_t n);
 void ib__host_inflight_end(ib_host_inflight *f);
 
 /* Whether a batch is in flight now. Any thread. */
@@ -174,10 +177,13 @@ typedef struct ib_host_batch {
     int64_t first_handled_ms;   /* ms from the start to the first handled event; -1 = none */
     int64_t lock_wait_max_ms;   /* the recorder's longest wait for its write turn */
     ib_puller_stats pull_stats; /* copied from the puller before it is freed */
-    /* working arrays of one batch (host_batch.c), cap entries each */
+    /* working arrays of one batch (host_batch.c), room entries each: a
+     * pull brings at most cap messages, and with --concurrency > 1 the
+     * batch takes in more while its last calls run, up to room */
     ib_host_item *items;
     ib_delivery *deliveries;
     size_t cap;
+    size_t room;
     ib_bus_proxy bus; /* the bus handlers publish through */
     ib_host_outbox outbox;
     /* With --idle-exit: the retries this process asked for (NULL without
@@ -231,9 +237,15 @@ typedef struct ib_host {
     ib_host_control *control;
 } ib_host;
 
-/* Allocates and frees the per-batch working arrays (h->batch_cap entries
- * each). Returns 0, or -1 when out of memory. Free is a no-op when nothing
- * was allocated. */
+/* How many pulls a batch may grow to while its last calls run (the
+ * dispatch's ib_dispatch_run_more): enough that the workers' idle tail
+ * comes once per four pulls, not at every one, while the claims held
+ * ahead of the calls stay at most one pull. */
+#define IB_HOST_BATCH_GROWTH 4
+
+/* Allocates and frees the per-batch working arrays (batch *
+ * IB_HOST_BATCH_GROWTH entries each; h->batch.cap = batch). Returns 0, or
+ * -1 when out of memory. Free is a no-op when nothing was allocated. */
 int ib__host_batch_alloc(ib_host *h, size_t batch);
 void ib__host_batch_free(ib_host *h);
 
@@ -254,7 +266,9 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err);
 void ib__host_on_recorder(void *ctx, bool healthy, const ib_error *e);
 
 /* Processes one pulled batch: decode, dispatch, ack/nak/dead-letter, and
- * destroys the messages. */
+ * destroys the messages. `msgs` has room for h->batch.room messages: the
+ * batch may take in more from the puller while its last calls run, and
+ * processes and destroys those too. */
 void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n);
 
 /* The host API table every plugin's init() receives (static storage,

@@ -1251,6 +1251,17 @@ ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
     return IB_OK;
 }
 
+size_t ib_puller_take(ib_puller *p, natsMsg **msgs, size_t max)
+{
+    if (max > p->batch)
+        max = p->batch;
+    pthread_mutex_lock(&p->in->mu);
+    size_t n = take_ready_locked(p, NULL, false, msgs, max);
+    n += take_arrived_locked(p, msgs + n, max - n);
+    pthread_mutex_unlock(&p->in->mu);
+    return n;
+}
+
 void ib_puller_batch_took(ib_puller *p, int64_t batch_ms)
 {
     pthread_mutex_lock(&p->in->mu);

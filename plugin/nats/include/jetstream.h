@@ -329,6 +329,12 @@ ib_status ib_puller_remove(ib_puller *p, const char *stream, const char *durable
 ib_status ib_puller_next(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms,
                          ib_error *err);
 
+/* What ib_puller_next would hand out now, without waiting: up to `max`
+ * (<= batch) messages that have arrived, into `msgs`; returns how many (0
+ * when none is there). For the caller of ib_puller_next, on its thread:
+ * a batch that takes in more while its last calls run. */
+size_t ib_puller_take(ib_puller *p, natsMsg **msgs, size_t max);
+
 /* Tells the puller how long the caller took over its last batch (from
  * ib_puller_next's return until it was done with the messages), and ends
  * a hold. From this and each durable's AckWait the puller decides how far
