@@ -119,6 +119,18 @@
  *     back-off ends. Then commit_all; then transactional handlers, each
  *     in the recorder's transaction with its marker, requests served
  *     between two transactions.
+ *     A batch on the pool with a caller's ib_dispatch_more grows (grow):
+ *     whenever the run thread wakes and no more than `concurrency` calls
+ *     are left to finish, it asks the caller for the deliveries it has
+ *     ready, and takes steps 1-3 for them (their items follow earlier
+ *     items of their key in the whole run, their claim is one call); their
+ *     calls go to the workers by ib__pool_extend. Calls on claims taken
+ *     over among them are left by the workers and run alone once the
+ *     pool's loop is over (run_taken_over), as step 4 runs them. Every
+ *     buffer a worker reads was sized for the whole room in step 1, so
+ *     growing never moves one. It never grows while a commit fails, the
+ *     recorder is down or a circuit is not closed, nor with transactional
+ *     handlers.
  *  6. leases_done: close the queue and withdraw the overdue table;
  *     release: one call frees the claims of calls that did not say OK and
  *     counts their attempts.
@@ -376,8 +388,8 @@ static void claim(run_ctx *c, size_t from, size_t first_item)
     for (size_t k = 0; k < nk && !txn; k++)
         txn = c->items[s->key_items[k]].h->transactional;
     ib__acquire_opts opts = {.defer_attempts = true,
-                             .count_key0 = first_item == 0 && !txn &&
-                                           (r->opts.concurrency <= 1 || nk == 1),
+                             .count_key0 =
+                                 first_item == 0 && !txn && (r->opts.concurrency <= 1 || nk == 1),
                              .taken_over = s->flags};
     int64_t lease_end = ib_clock_boottime_ms() + r->opts.lease_ms;
     /* Keys checked already: ids by check_deliveries, consumers when their
@@ -1476,13 +1488,8 @@ ib_status ib__drun_batch(ib__drun *r, ib_delivery *deliveries, size_t n,
         return st;
     ib_error_clear(err);
 
-    run_ctx c = {.r = r,
-                 .s = &r->scratch,
-                 .dl = deliveries,
-                 .n = n,
-                 .more = more,
-                 .bus = bus,
-                 .err = err};
+    run_ctx c = {
+        .r = r, .s = &r->scratch, .dl = deliveries, .n = n, .more = more, .bus = bus, .err = err};
     pthread_mutex_lock(&r->run_mu);
     pthread_mutex_lock(&r->serve_mu);
     st = run_locked(&c);

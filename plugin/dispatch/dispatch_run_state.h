@@ -176,13 +176,13 @@ typedef struct run_ctx {
     size_t n;
     run_item *items;
     size_t total;
-    size_t nwork;     /* s->work[0..nwork): plain handlers, for the pool */
-    size_t ntxn;      /* s->work[nwork..nwork+ntxn): transactional handlers */
-    size_t npend;     /* entries in s->pend_keys */
-    size_t ndone;     /* calls whose completion the run thread took */
-    size_t solo;      /* the work entry run_solo runs (a call made alone) */
-    size_t want;      /* run_parallel: the count of completions it waits for */
-    size_t seen_cap;  /* entries of s->seen this run uses (a power of two) */
+    size_t nwork;    /* s->work[0..nwork): plain handlers, for the pool */
+    size_t ntxn;     /* s->work[nwork..nwork+ntxn): transactional handlers */
+    size_t npend;    /* entries in s->pend_keys */
+    size_t ndone;    /* calls whose completion the run thread took */
+    size_t solo;     /* the work entry run_solo runs (a call made alone) */
+    size_t want;     /* run_parallel: the count of completions it waits for */
+    size_t seen_cap; /* entries of s->seen this run uses (a power of two) */
     /* Where the batch grows from while its last calls run (grow); NULL:
      * it does not (concurrency 1, a transactional handler, or the caller
      * gave none). */

@@ -534,9 +534,9 @@ static void dispatch_batch(ib_host *h, growing *g)
     ib__host_inflight_begin(&h->inflight, g->msgs, g->n, ib_clock_monotonic_ms());
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
     ib_dispatch_more more = {.take = take_more, .ctx = g, .cap = h->batch.room};
-    ib_status st = ib_dispatch_run_more(h->dispatch, deliveries, nd,
-                                        h->cfg->concurrency > 1 ? &more : NULL, &nd,
-                                        &h->batch.bus, &e);
+    ib_status st =
+        ib_dispatch_run_more(h->dispatch, deliveries, nd, h->cfg->concurrency > 1 ? &more : NULL,
+                             &nd, &h->batch.bus, &e);
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)g->nd);
     ib__host_inflight_end(&h->inflight); /* no +WPI for them from here on */
     if (st != IB_OK) {
