@@ -6,3 +6,12 @@ ib_add_fuzz_target(fuzz_recorder_uri
   CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/uri
   ITERATIONS 100000)
 target_include_directories(fuzz_recorder_uri PRIVATE ${PROJECT_SOURCE_DIR}/recorders)
+
+# Fuzz target for the records of a partition's marker log
+# (recorders/marker_log.c). Seeds live in corpus/marker_log.
+ib_add_fuzz_target(fuzz_marker_log
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/recorders/fuzz_marker_log.c
+  LIBS ib_recorders
+  CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/marker_log
+  ITERATIONS 100000)
+target_include_directories(fuzz_marker_log PRIVATE ${PROJECT_SOURCE_DIR}/recorders)
