@@ -3,6 +3,8 @@
  * (marker_stream.h). */
 #include "marker_stream.h"
 
+#include "partition.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,20 @@ static ib_status nats_fail(ib_error *err, const char *stream, const char *what, 
                         what, natsStatus_GetText(st), (int)jerr);
 }
 
+#define DESCRIPTION_PREFIX "ibus marker log, partitions="
+
+/* The N a stream's description records, or 0 when it records none. */
+static uint32_t partitions_recorded(const jsStreamInfo *info)
+{
+    const char *d = info->Config->Description;
+    size_t n = strlen(DESCRIPTION_PREFIX);
+    if (d == NULL || strncmp(d, DESCRIPTION_PREFIX, n) != 0)
+        return 0;
+    char *end = NULL;
+    unsigned long v = strtoul(d + n, &end, 10);
+    return end != d + n && *end == '\0' && v <= IB_PARTITIONS_MAX ? (uint32_t)v : 0;
+}
+
 /* Whether `info` describes a stream that takes "<base>.>". */
 static bool takes_subjects(const jsStreamInfo *info, const char *wanted)
 {
@@ -55,19 +71,31 @@ static ib_status stream_ensure(ib_marker_stream *s, const ib_marker_stream_optio
     natsStatus st = js_GetStreamInfo(&info, s->js, s->stream, NULL, &jerr);
     if (st == NATS_OK) {
         bool ours = takes_subjects(info, wanted);
+        uint32_t n = partitions_recorded(info);
         jsStreamInfo_Destroy(info);
-        return ours ? IB_OK
-                    : ib_error_set(err, IB_ERR_CONFIG,
-                                   "marker log %s: the stream exists but does not take %s: it "
-                                   "belongs to something else",
-                                   s->stream, wanted);
+        if (!ours)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "marker log %s: the stream exists but does not take %s: it "
+                                "belongs to something else",
+                                s->stream, wanted);
+        if (n != o->partitions)
+            return ib_error_set(err, IB_ERR_CONFIG,
+                                "marker log %s: the stream was made for %" PRIu32
+                                " partitions and this process is configured for %" PRIu32
+                                "; the number of partitions of a stream is fixed: start it with "
+                                "--partitions %" PRIu32,
+                                s->stream, n, o->partitions, n);
+        return IB_OK;
     }
     if (st != NATS_NOT_FOUND)
         return nats_fail(err, s->stream, "stream info", st, jerr);
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
     const char *subjects[] = {wanted};
+    char description[64];
+    snprintf(description, sizeof(description), DESCRIPTION_PREFIX "%" PRIu32, o->partitions);
     cfg.Name = s->stream;
+    cfg.Description = description;
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
     cfg.Storage = js_FileStorage;
@@ -105,6 +133,9 @@ ib_status ib_marker_stream_open(ib_marker_stream **out, natsConnection *nc,
         return ib_error_set(err, IB_ERR_CONFIG,
                             "marker log: a stream name (one token) and a subject without "
                             "wildcards are needed");
+    if (o->partitions < 1 || o->partitions > IB_PARTITIONS_MAX)
+        return ib_error_set(err, IB_ERR_CONFIG, "marker log: %" PRIu32 " partitions (1 to %u)",
+                            o->partitions, IB_PARTITIONS_MAX);
     ib_marker_stream *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return ib_error_set(err, IB_ERR_NOMEM, "marker log: no memory");

@@ -32,6 +32,8 @@ typedef struct ib_marker_stream_options {
     const char *stream;       /* stream name: one token, no '.', '*', '>', space */
     const char *subject_base; /* records go to "<subject_base>.<partition>" */
     const char *durable;      /* names the records' message ids */
+    uint32_t partitions;      /* N, 1..IB_PARTITIONS_MAX: recorded in the stream
+                                 that makes it, checked by every opener */
     int replicas;             /* 0: 1 */
     int64_t max_age_ms;       /* how long records are kept (the retention); 0: for ever */
     int64_t timeout_ms;       /* an append's wait for its ack, a replay's for a record;
@@ -39,10 +41,15 @@ typedef struct ib_marker_stream_options {
     int attempts;             /* publishes of one append before it fails; 0: 3 */
 } ib_marker_stream_options;
 
-/* Opens the log on `nc`, making the stream if it does not exist. A
- * stream of that name that does not take "<subject_base>.>" is refused
- * (IB_ERR_CONFIG): it belongs to something else. Errors: IB_ERR_CONFIG,
- * IB_ERR_NATS, IB_ERR_NOMEM. `*out` is freed with ib_marker_stream_close. */
+/* Opens the log on `nc`, making the stream if it does not exist, with
+ * the number of partitions in its description ("ibus marker log,
+ * partitions=N"): N is fixed for the stream, and every process of the
+ * consumer opens this stream before it pulls. Refused (IB_ERR_CONFIG): a
+ * stream of that name that does not take "<subject_base>.>" (it belongs
+ * to something else), and one made for another N, with both numbers in
+ * the message (a process configured so would put keys in other
+ * partitions than its peers). Errors: IB_ERR_CONFIG, IB_ERR_NATS,
+ * IB_ERR_NOMEM. `*out` is freed with ib_marker_stream_close. */
 ib_status ib_marker_stream_open(ib_marker_stream **out, natsConnection *nc,
                                 const ib_marker_stream_options *o, ib_error *err);
 void ib_marker_stream_close(ib_marker_stream *s);

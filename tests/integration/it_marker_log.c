@@ -47,6 +47,7 @@ static ib_marker_stream *open_log(natsConnection *nc)
     ib_marker_stream_options o = {.stream = STREAM,
                                   .subject_base = BASE,
                                   .durable = "orders",
+                                  .partitions = 16,
                                   .timeout_ms = it_timeout(5000)};
     ib_marker_stream *s = NULL;
     ib_error err = {0};
@@ -125,9 +126,21 @@ static void test_records_replay_per_partition(void **state)
     ib_marker_table_free(t);
     ib_marker_stream_close(s);
 
+    /* a process configured for another N is refused, naming both */
+    ib_marker_stream_options o = {
+        .stream = STREAM, .subject_base = BASE, .durable = "orders", .partitions = 8};
+    assert_int_equal(ib_marker_stream_open(&s, nc, &o, &err), IB_ERR_CONFIG);
+    it_assert_contains(err.msg, "made for 16 partitions and this process is configured for 8");
+    o.partitions = 16;
+    assert_int_equal(ib_marker_stream_open(&s, nc, &o, &err), IB_OK);
+    ib_marker_stream_close(s);
+    o.partitions = 0;
+    assert_int_equal(ib_marker_stream_open(&s, nc, &o, &err), IB_ERR_CONFIG);
+
     /* a stream of that name that takes other subjects is not ours */
     assert_true(it_stream_add(&e->server, "IBML_other", "elsewhere.>", 0));
-    ib_marker_stream_options o = {.stream = "IBML_other", .subject_base = BASE, .durable = "x"};
+    o = (ib_marker_stream_options){
+        .stream = "IBML_other", .subject_base = BASE, .durable = "x", .partitions = 16};
     assert_int_equal(ib_marker_stream_open(&s, nc, &o, &err), IB_ERR_CONFIG);
     it_assert_contains(err.msg, "belongs to something else");
     natsConnection_Destroy(nc);
