@@ -27,9 +27,7 @@ static bool owner_valid(const char *s, size_t len)
     return true;
 }
 
-/* Reads "ibus-lease v1 <owner> <end>" of `len` bytes; false when the
- * bytes are anything else. */
-static bool value_parse(ib_lease_state *out, const char *v, size_t len)
+bool ib__lease_value_parse(ib_lease_state *out, const char *v, size_t len)
 {
     size_t tag = strlen(VALUE_TAG);
     if (len <= tag || len > tag + IB_LEASE_OWNER_MAX + 24 || memcmp(v, VALUE_TAG, tag) != 0)
@@ -39,7 +37,8 @@ static bool value_parse(ib_lease_state *out, const char *v, size_t len)
     if (space == NULL || !owner_valid(owner, (size_t)(space - owner)))
         return false;
     const char *digits = space + 1;
-    if (digits == end || end - digits > 19)
+    /* at most 18 digits: every such number fits in an int64_t */
+    if (digits == end || end - digits > 18)
         return false;
     int64_t ms = 0;
     for (const char *p = digits; p < end; p++) {
@@ -57,7 +56,7 @@ static bool value_parse(ib_lease_state *out, const char *v, size_t len)
 static uint64_t epoch_of(const char *subject)
 {
     const char *dot = strrchr(subject, '.');
-    if (dot == NULL || dot[1] == '\0' || strlen(dot + 1) > 19)
+    if (dot == NULL || dot[1] == '\0' || strlen(dot + 1) > 18)
         return 0;
     uint64_t e = 0;
     for (const char *p = dot + 1; *p != '\0'; p++) {
@@ -87,7 +86,7 @@ ib_status ib_partition_lease_read(jsCtx *js, const char *bucket, uint32_t partit
     int len = natsMsg_GetDataLength(m);
     out->epoch = epoch_of(natsMsg_GetSubject(m));
     bool ok = !deleted && out->epoch > 0 &&
-              value_parse(out, natsMsg_GetData(m), len > 0 ? (size_t)len : 0);
+              ib__lease_value_parse(out, natsMsg_GetData(m), len > 0 ? (size_t)len : 0);
     natsMsg_Destroy(m);
     if (!ok) {
         memset(out, 0, sizeof(*out));

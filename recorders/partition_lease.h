@@ -79,4 +79,10 @@ ib_status ib_partition_lease_renew(kvStore *kv, jsCtx *js, const char *bucket, u
  * was sent) past which the owner must start no handler of the partition. */
 int64_t ib_partition_lease_stop_at(int64_t sent_mono_ms, int64_t lease_ms);
 
+/* Reads an epoch's value, "ibus-lease v1 <owner> <end>", of `len` bytes
+ * into out->owner and out->end_ms; false when the bytes are anything
+ * else (then `out` may be half written). For the reads above and the
+ * fuzz target. */
+bool ib__lease_value_parse(ib_lease_state *out, const char *v, size_t len);
+
 #endif

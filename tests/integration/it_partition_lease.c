@@ -9,7 +9,10 @@
  *  - a newest epoch another tool wrote (a value that is not a lease, or a
  *    deleted key) is never taken as free;
  *  - the moment an owner stops starting handlers: a quarter of the lease
- *    (at least 1 s) before its end. */
+ *    (at least 1 s) before its end;
+ *  - the members a process reads: announced within the lease, not the
+ *    stale, the departed or another tool's values, whatever else the
+ *    bucket holds; the owners rendezvous hashing gives over that list. */
 #include <nats/nats.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,7 +21,9 @@
 
 #include "ib_test.h"
 #include "it_support.h"
+#include "fleet_members.h"
 #include "partition_lease.h"
+#include "rendezvous.h"
 
 #define BUCKET "IBPO_orders"
 #define RACERS 8
@@ -217,7 +222,62 @@ static void test_foreign_epochs_are_not_free(void **state)
     it_done(e);
 }
 
+static void test_members_are_the_live_announcements(void **state)
+{
+    it_env *e = *state;
+    conn c;
+    conn_open(&c, e, true);
+    const int64_t t = 1800000000000, lease = 30000;
+    ib_error err = {0};
+    static ib_fleet_list list;
+    uint64_t rev = 0;
+
+    assert_int_equal(ib_fleet_members(c.js, BUCKET, t, lease, &list, &err), IB_OK);
+    assert_int_equal(list.count, 0); /* nobody yet */
+    const char *live[] = {"orders@node-a-1-5f3e", "orders@node-b-1-99a0", "orders@node-c-7-0001"};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ib_fleet_announce(c.kv, live[i], t - 1000 * i, &err), IB_OK);
+    assert_int_equal(ib_fleet_announce(c.kv, "orders@killed-1-aaaa", t - lease - 1, &err), IB_OK);
+    assert_int_equal(ib_fleet_announce(c.kv, "orders@left-1-bbbb", t, &err), IB_OK);
+    assert_int_equal(ib_fleet_leave(c.kv, "orders@left-1-bbbb", &err), IB_OK);
+    assert_int_equal(kvStore_PutString(&rev, c.kv, "m.tool", "hello"), NATS_OK);
+    /* a value copied under another key: not that key's member */
+    assert_int_equal(kvStore_PutString(&rev, c.kv, "m.00", "ibus-member v1 1800000000000 x"),
+                     NATS_OK);
+    assert_int_equal(ib_fleet_announce(c.kv, "bad.token", t, &err), IB_ERR_INVALID_ARG);
+    /* leases beside them are not members */
+    ib_lease_state s;
+    for (uint32_t p = 0; p < 16; p++)
+        assert_int_equal(take(&c, p, live[0], lease, t, &s), IB_LEASE_OURS);
+    /* a member announces again: its newest announcement counts */
+    assert_int_equal(ib_fleet_announce(c.kv, live[2], t, &err), IB_OK);
+
+    assert_int_equal(ib_fleet_members(c.js, BUCKET, t, lease, &list, &err), IB_OK);
+    assert_int_equal(list.count, 3);
+    assert_int_equal(list.stale, 1);
+    assert_int_equal(list.foreign, 2);
+    for (int i = 0; i < 3; i++) {
+        bool found = false;
+        for (size_t k = 0; k < list.count; k++)
+            found |= strcmp(list.at[k], live[i]) == 0;
+        assert_true(found);
+    }
+    /* every partition has an owner among them, the same whoever computes it */
+    size_t owned[3] = {0};
+    for (uint32_t p = 0; p < 64; p++) {
+        size_t o = ib_rendezvous_owner(list.at, list.count, p);
+        assert_true(o < list.count);
+        for (int i = 0; i < 3; i++)
+            owned[i] += strcmp(list.at[o], live[i]) == 0;
+    }
+    assert_true(owned[0] > 0 && owned[1] > 0 && owned[2] > 0);
+    assert_int_equal(owned[0] + owned[1] + owned[2], 64);
+    conn_close(&c);
+    it_done(e);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_members_are_the_live_announcements, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(test_a_lease_from_take_to_takeover, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(test_racers_one_winner_each, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(test_foreign_epochs_are_not_free, it_setup, it_teardown),
