@@ -123,7 +123,7 @@ check_wx() { # plugindir
     for f in "$1"/*.so; do
         [[ -e $f ]] || continue
         n=$((n + 1))
-        if readelf -dW "$f" | grep -q TEXTREL; then
+        if readelf -dW "$f" | grep TEXTREL >/dev/null; then
             echo "FAIL $f: has text relocations (breaks under MemoryDenyWriteExecute)"
             bad=1
         fi

@@ -22,7 +22,7 @@ packages=("${build_packages[@]}" "${test_packages[@]}")
 
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
 done
 # The deploy checks render the Kubernetes overlays with kubectl 1.21 or
 # newer where the machine has one; Debian 12's kubernetes-client (1.20) is

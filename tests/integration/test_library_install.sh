@@ -75,7 +75,7 @@ export PKG_CONFIG_PATH
 cc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror $extra_cflags -o "$work/pc_consumer" \
     "$src/idempotency/examples/nats_consumer.c" $(pkg-config --cflags --libs infinity-bus libnats) ||
     die "cc with pkg-config infinity-bus"
-LD_LIBRARY_PATH=$libdir ldd "$work/pc_consumer" | grep -q "$lib" ||
+LD_LIBRARY_PATH=$libdir ldd "$work/pc_consumer" | grep "$lib" >/dev/null ||
     die "the pkg-config build does not load $lib"
 say "built the example with find_package(InfinityBus) and with pkg-config"
 

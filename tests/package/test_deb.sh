@@ -44,7 +44,7 @@ for tool in apt-get dpkg-deb dpkg-shlibdeps dpkg-architecture file runuser nats-
     python3 pkg-config cc; do
     command -v "$tool" >/dev/null 2>&1 || skip "$tool is not installed (scripts/deps.sh)"
 done
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q ' installed$'; }
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep ' installed$' >/dev/null; }
 for p in "${packages[@]}"; do
     ! installed "$p" || skip "$p is already installed; this test would purge it"
 done
@@ -69,7 +69,7 @@ cleanup() {
     if [ "$we_installed" -eq 1 ]; then
         local left=()
         for p in "${packages[@]}"; do
-            dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'not-installed' ||
+            dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'not-installed' >/dev/null ||
                 left+=("$p")
         done
         if [ ${#left[@]} -gt 0 ]; then
@@ -217,7 +217,7 @@ case $out in "ibus $version"*) ;; *) die "ibus version says: $out" ;; esac
 lib=$(ldd /usr/bin/ibus | sed -n 's/^[[:space:]]*libinfinity-bus\.so\.0 => \([^ ]*\).*/\1/p')
 [ "$(readlink -f "$lib")" = "$(readlink -f "$libdir/libinfinity-bus.so.0")" ] ||
     die "/usr/bin/ibus loads libinfinity-bus.so.0 from '$lib'"
-! ldd /usr/bin/ibus "$plugins"/*.so | grep -q 'not found' || die "unresolved libraries"
+! ldd /usr/bin/ibus "$plugins"/*.so | grep 'not found' >/dev/null || die "unresolved libraries"
 say "ibus version as ibus: ${out%%$'\n'*}"
 
 # A short consume as the packaged user: a real nats-server on a free
@@ -285,7 +285,7 @@ for p in ex plugin; do
         { cat "$work/$p.log" >&2; die "out-of-tree build of $p against the installed package"; }
 done
 for exe in "$work/pc_consumer" "$work/ex/nats_consumer"; do
-    ldd "$exe" | grep -q "libinfinity-bus\.so\.0 => [^ ]*$multiarch/libinfinity-bus\.so\.0" ||
+    ldd "$exe" | grep "libinfinity-bus\.so\.0 => [^ ]*$multiarch/libinfinity-bus\.so\.0" >/dev/null ||
         die "$exe does not load the packaged library"
 done
 [ "$(nm -D --defined-only "$work/plugin/hello.so" | awk '{ print $NF }')" = ib_plugin_entry ] ||
@@ -340,7 +340,7 @@ for path in /var/lib/infinity-bus /etc/infinity-bus; do
     [ ! -e "$path" ] || left+=("$path")
 done
 [ ${#left[@]} -eq 0 ] || die "left after the purge: ${left[*]}"
-! ldconfig -p | grep -q libinfinity-bus || die "ldconfig still lists libinfinity-bus"
+! ldconfig -p | grep libinfinity-bus >/dev/null || die "ldconfig still lists libinfinity-bus"
 if command -v systemctl >/dev/null 2>&1; then
     systemctl cat ibus@pkgtest.service >/dev/null 2>&1 && die "the unit is still known to systemd"
 fi
