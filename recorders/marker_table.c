@@ -17,6 +17,9 @@ typedef struct slot {
     uint64_t fingerprint;
 } slot;
 
+/* What marker_table.h says a pair costs. */
+_Static_assert(sizeof(slot) == 32, "a slot is 32 bytes");
+
 struct ib_marker_table {
     slot *slots;
     size_t cap; /* a power of two, or 0 */

@@ -5,8 +5,9 @@
  * owner answers every claim and every duplicate from it.
  *
  * One thread uses a table (the owner's batch thread); it takes no lock.
- * About 32 bytes per pair at three-quarters full, plus the consumers'
- * names once each. */
+ * A slot is 32 bytes and the table is kept between three-eighths and
+ * three-quarters full, so a pair costs 43 to 85 bytes, plus the
+ * consumers' names once each. */
 #ifndef IB_MARKER_TABLE_H
 #define IB_MARKER_TABLE_H
 
