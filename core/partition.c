@@ -85,3 +85,26 @@ ib_status ib_partition_subject(char *out, size_t cap, const char *base, const ch
     }
     return IB_OK;
 }
+
+ib_partition_place ib_partition_subject_read(const char *subject, const char *base, uint32_t n,
+                                             uint32_t *partition, uint32_t *belongs)
+{
+    size_t blen = strlen(base);
+    if (n < 1 || n > IB_PARTITIONS_MAX || strncmp(subject, base, blen) != 0 || subject[blen] != '.')
+        return IB_PARTITION_NOT_OURS;
+    const char *p = subject + blen + 1;
+    uint32_t part = 0;
+    size_t digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 5; p++, digits++)
+        part = part * 10 + (uint32_t)(*p - '0');
+    /* one decimal token below n, written as ib_partition_subject writes it */
+    if (digits == 0 || *p != '.' || part >= n || (digits > 1 && subject[blen + 1] == '0'))
+        return IB_PARTITION_NOT_OURS;
+    const char *key = p + 1;
+    char why[160];
+    if (key_fault(key, why, sizeof(why)) != NULL)
+        return IB_PARTITION_NOT_OURS;
+    *partition = part;
+    *belongs = ib_partition_of(ib_partition_hash(key, strlen(key)), n);
+    return *belongs == part ? IB_PARTITION_IN_PLACE : IB_PARTITION_MISPLACED;
+}

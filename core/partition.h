@@ -49,4 +49,22 @@ ib_status ib_partition_key_check(const char *key, ib_error *err);
 ib_status ib_partition_subject(char *out, size_t cap, const char *base, const char *key, uint32_t n,
                                ib_error *err);
 
+/* What a subject read as a partition subject under a base says. */
+typedef enum ib_partition_place {
+    IB_PARTITION_IN_PLACE = 0, /* "<base>.<p>.<key>", and the key's partition is p */
+    IB_PARTITION_MISPLACED,    /* that shape, but the key's partition is another: its
+                                  owner must not handle it (forward it to *belongs) */
+    IB_PARTITION_NOT_OURS,     /* not that shape: another base, a partition that is
+                                  not a decimal below n (or has a leading zero), or a
+                                  key that is not one valid token */
+} ib_partition_place;
+
+/* Reads `subject` (as the server delivered it, written by any producer)
+ * as "<base>.<p>.<key>" among `n` partitions (1..IB_PARTITIONS_MAX):
+ * *partition gets p and *belongs the key's own partition (both only when
+ * the shape is right; else untouched). `base` as ib_partition_subject
+ * takes it. The partition owner calls it before it handles a message. */
+ib_partition_place ib_partition_subject_read(const char *subject, const char *base, uint32_t n,
+                                             uint32_t *partition, uint32_t *belongs);
+
 #endif

@@ -28,3 +28,9 @@ ib_add_fuzz_target(fuzz_id_versions
 
 add_executable(fuzz_core_gen_corpus EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/core/gen_corpus.c)
 target_link_libraries(fuzz_core_gen_corpus PRIVATE ib_core)
+# Partition subjects as a partition's owner reads them (core/partition.c).
+ib_add_fuzz_target(fuzz_partition_subject
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/core/fuzz_partition_subject.c
+  LIBS ib_core
+  CORPUS ${CMAKE_CURRENT_LIST_DIR}/corpus/partition_subject
+  ITERATIONS 100000)

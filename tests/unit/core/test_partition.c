@@ -111,6 +111,56 @@ static void test_subject_is_base_partition_key(void **state)
     assert_string_equal(subject, "");
 }
 
+/* A subject read back: every subject ib_partition_subject writes is in
+ * place; the same key under another partition is misplaced and names
+ * its own; anything else is not a partition subject of that base. */
+static void test_subject_read_back(void **state)
+{
+    (void)state;
+    ib_error e;
+    char subject[256];
+    uint32_t p = 99, b = 99;
+    const char *keys[] = {"account-17", "k", "kunde-\xc3\xbc", "0123456789abcdef0123456789abcdef"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        for (uint32_t n = 1; n <= 1000; n = n * 3 + 1) {
+            assert_int_equal(
+                ib_partition_subject(subject, sizeof(subject), "orders.p", keys[i], n, &e), IB_OK);
+            assert_int_equal(ib_partition_subject_read(subject, "orders.p", n, &p, &b),
+                             IB_PARTITION_IN_PLACE);
+            assert_int_equal(p, b);
+            assert_int_equal(b, ib_partition_of(ib_partition_hash(keys[i], strlen(keys[i])), n));
+        }
+    /* account-17 among 16 is in partition 7 (the subject test above) */
+    uint32_t own = ib_partition_of(ib_partition_hash(BYTES("account-17")), 16);
+    snprintf(subject, sizeof(subject), "orders.p.%u.account-17", (own + 1) % 16);
+    assert_int_equal(ib_partition_subject_read(subject, "orders.p", 16, &p, &b),
+                     IB_PARTITION_MISPLACED);
+    assert_int_equal(p, (own + 1) % 16);
+    assert_int_equal(b, own);
+    static const char *const not_ours[] = {
+        "orders.q.1.k",      /* another base */
+        "orders.pp.1.k",     /* a base that only starts the same */
+        "orders.p",          /* nothing after it */
+        "orders.p.1",        /* no key */
+        "orders.p.1.",       /* an empty key */
+        "orders.p.16.k",     /* past n */
+        "orders.p.01.k",     /* a leading zero */
+        "orders.p.x.k",      /* not a number */
+        "orders.p.123456.k", /* too long a number */
+        "orders.p.1.a.b",    /* a key of two tokens */
+        "orders.p.1.\xff",   /* not UTF-8 */
+        "orders.p..k",
+    };
+    for (size_t i = 0; i < sizeof(not_ours) / sizeof(not_ours[0]); i++) {
+        p = b = 99;
+        assert_int_equal(ib_partition_subject_read(not_ours[i], "orders.p", 16, &p, &b),
+                         IB_PARTITION_NOT_OURS);
+        assert_int_equal(p, 99);
+    }
+    assert_int_equal(ib_partition_subject_read("orders.p.0.k", "orders.p", 0, &p, &b),
+                     IB_PARTITION_NOT_OURS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -120,6 +170,7 @@ int main(void)
         cmocka_unit_test(test_partition_in_range),
         cmocka_unit_test(test_keys_that_are_one_token),
         cmocka_unit_test(test_subject_is_base_partition_key),
+        cmocka_unit_test(test_subject_read_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
