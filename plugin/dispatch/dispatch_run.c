@@ -887,9 +887,6 @@ static bool may_call(run_ctx *c, const run_item *it, ib__done *d)
     return claim_still_ours(c, it, d);
 }
 
-/* Runs the handler of work entry `w` on a worker and posts what became of
- * it; writes no item. An item that already ran (alone, run_alone) is left
- * as it is, and nothing is posted for it. */
 /* Whether the call of `it` waits to run alone (run_taken_over): its claim
  * was taken over from a holder that never released it, and its attempt
  * is not counted yet. Workers leave it. */
@@ -898,6 +895,10 @@ static bool waits_to_run_alone(const run_ctx *c, const run_item *it)
     return c->durable && it->taken_over && !it->counted;
 }
 
+/* Runs the handler of work entry `w` on a worker and posts what became of
+ * it; writes no item. An item that already ran (alone, run_alone) is left
+ * as it is, and nothing is posted for it, nor for one that waits to run
+ * alone. */
 static void run_call(run_ctx *c, size_t w)
 {
     const run_item *it = &c->items[c->s->work[w]];
@@ -1198,10 +1199,6 @@ static void run_transactional(run_ctx *c)
     }
 }
 
-/* The batch's calls together on the pool: the run thread takes each
- * completion as it comes, commits on the commit interval and holds the
- * pool while a commit fails. The hold ends (commit_all) before the loop
- * can finish. */
 /* Whether the batch takes in more deliveries now (grow): it may, no more
  * than `concurrency` of its calls are left to finish (so a worker is
  * about to fall idle), nothing of the recorder is failing and every
@@ -1244,6 +1241,11 @@ static void grow(run_ctx *c)
     ib__pool_extend(c->r->pool, c->nwork);
 }
 
+/* The batch's calls together on the pool: the run thread takes each
+ * completion as it comes, commits on the commit interval and holds the
+ * pool while a commit fails. The hold ends (commit_all) before the loop
+ * can finish. Between completions the batch grows (grow); the calls
+ * waiting to run alone run once the loop is over. */
 static void run_parallel(run_ctx *c)
 {
     c->want = c->ndone;
