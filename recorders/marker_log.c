@@ -63,7 +63,7 @@ static bool name_valid(const char *s, size_t len)
 
 static bool kind_valid(unsigned kind)
 {
-    return kind >= IB_MARKER_LOG_ATTEMPTS && kind <= IB_MARKER_LOG_ENDED;
+    return kind >= IB_MARKER_LOG_CLAIMED && kind <= IB_MARKER_LOG_RELEASED;
 }
 
 size_t ib_marker_log_size(const ib_marker_log_record *rec)

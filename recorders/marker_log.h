@@ -10,13 +10,22 @@
  * owner (after a handover or a crash) can rebuild the same memory. No key
  * per id lives on the server; the records expire with the retention.
  *
- * THE RECORDS. A batch appends up to two records to its partition's
- * subject:
- *   ATTEMPTS  before its handlers run: the (consumer, id) pairs whose
+ * THE RECORDS. A batch appends these to its partition's subject:
+ *   CLAIMED   before its handlers run: the (consumer, id) pairs whose
  *             calls are about to start, each with its event's
- *             fingerprint. A crash during the calls leaves this record,
- *             so the next owner counts the attempt (the poison rule) as
- *             the marker file counts a claim taken over.
+ *             fingerprint. Each pair is then in flight. A crash during
+ *             the calls leaves them in flight, and the next owner runs
+ *             each such call alone with its attempt counted first, as the
+ *             marker file treats a claim taken over from a dead holder:
+ *             the event that kills its process spends its own attempts,
+ *             never its batch mates'.
+ *   COUNTED   one handler attempt of each pair is counted (the poison
+ *             rule's count): written as a call that may not return
+ *             starts (the first call of a batch, a call taken over), or
+ *             as a call that returned without success is freed.
+ *   RELEASED  these pairs are no longer in flight and not marked: their
+ *             calls returned without success, or never started (the
+ *             batch ended first).
  *   DONE      after the calls, once they said OK: the pairs now marked.
  *             The batch's messages are acked only after this record is
  *             stored (the server acknowledged the append).
@@ -31,7 +40,7 @@
  * THE FORMAT (version 1; every integer little-endian):
  *   0   4  magic "IBML"
  *   4   1  version, 1
- *   5   1  kind: 1 ATTEMPTS, 2 DONE, 3 ENDED
+ *   5   1  kind: 1 CLAIMED, 2 DONE, 3 ENDED, 4 COUNTED, 5 RELEASED
  *   6   2  consumers C, 1..IB_MARKER_LOG_CONSUMERS_MAX
  *   8   4  partition
  *   12  8  epoch: the writer's lease epoch
@@ -48,12 +57,13 @@
  * record; it is never skipped, since skipping a DONE would run its
  * handlers again.
  *
- * THE MEMORY. Records are applied in the order the stream holds them.
- * ATTEMPTS adds one attempt to each pair not marked yet (and keeps the
- * fingerprint of its first attempt); DONE marks each pair with its
- * fingerprint, unless it is marked already (the first mark stands, as in
- * the marker file); ENDED sets the attempts of each pair not marked to
- * 0. A record of an epoch lower than one applied before was written by an
+ * THE MEMORY. Records are applied in the order the stream holds them,
+ * each to the pairs not marked yet (the first mark stands, as in the
+ * marker file): CLAIMED puts each pair in flight (keeping the
+ * fingerprint of its first claim); COUNTED adds one attempt; RELEASED
+ * takes it out of flight; DONE marks it with its fingerprint; ENDED sets
+ * its attempts to 0 and takes it out of flight. A record of an epoch lower
+ * than one applied before was written by an
  * owner that had lost its lease: it is applied all the same (its calls
  * ran; a mark is a fact), and counted, so a handover that let a stale
  * owner write shows in the metrics. */
@@ -74,9 +84,11 @@
 #define IB_MARKER_LOG_NAME_MAX 255u     /* bytes of a consumer name */
 
 typedef enum ib_marker_log_kind {
-    IB_MARKER_LOG_ATTEMPTS = 1,
+    IB_MARKER_LOG_CLAIMED = 1,
     IB_MARKER_LOG_DONE = 2,
     IB_MARKER_LOG_ENDED = 3,
+    IB_MARKER_LOG_COUNTED = 4,
+    IB_MARKER_LOG_RELEASED = 5,
 } ib_marker_log_kind;
 
 /* One entry: which consumer (an index into the record's names), which

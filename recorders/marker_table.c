@@ -13,6 +13,7 @@ typedef struct slot {
     uint8_t id[16];
     uint16_t consumer; /* index into names; NO_CONSUMER: free slot */
     bool marked;
+    bool in_flight; /* claimed, and neither released nor marked since */
     uint32_t attempts;
     uint64_t fingerprint;
 } slot;
@@ -24,6 +25,7 @@ struct ib_marker_table {
     slot *slots;
     size_t cap; /* a power of two, or 0 */
     size_t used;
+    size_t marked; /* pairs marked */
     char **names;
     size_t nnames, names_cap;
     uint64_t records, stale_records, epoch;
@@ -141,8 +143,8 @@ static void apply_entry(ib_marker_table *t, ib_marker_log_kind kind, uint16_t co
 {
     slot *s = find(t->slots, t->cap, consumer, e->id);
     if (s->consumer == NO_CONSUMER) {
-        if (kind == IB_MARKER_LOG_ENDED)
-            return; /* nothing to end */
+        if (kind == IB_MARKER_LOG_ENDED || kind == IB_MARKER_LOG_RELEASED)
+            return; /* nothing to end or release */
         memset(s, 0, sizeof(*s));
         s->consumer = consumer;
         memcpy(s->id, e->id, 16);
@@ -152,16 +154,25 @@ static void apply_entry(ib_marker_table *t, ib_marker_log_kind kind, uint16_t co
     if (s->marked)
         return; /* the first mark stands */
     switch (kind) {
-    case IB_MARKER_LOG_ATTEMPTS:
+    case IB_MARKER_LOG_CLAIMED:
+        s->in_flight = true;
+        break;
+    case IB_MARKER_LOG_COUNTED:
         if (s->attempts < UINT32_MAX)
             s->attempts++;
         break;
+    case IB_MARKER_LOG_RELEASED:
+        s->in_flight = false;
+        break;
     case IB_MARKER_LOG_DONE:
+        t->marked++;
         s->marked = true;
+        s->in_flight = false;
         s->fingerprint = e->fingerprint;
         break;
     case IB_MARKER_LOG_ENDED:
         s->attempts = 0;
+        s->in_flight = false;
         break;
     }
 }
@@ -192,10 +203,10 @@ ib_status ib_marker_table_apply(ib_marker_table *t, const ib_marker_log_record *
     return IB_OK;
 }
 
-ib_marker_state ib_marker_table_lookup(const ib_marker_table *t, const char *consumer,
-                                       const uint8_t id[16])
+ib_pair_state ib_marker_table_lookup(const ib_marker_table *t, const char *consumer,
+                                     const uint8_t id[16])
 {
-    ib_marker_state out = {0};
+    ib_pair_state out = {0};
     int k = name_index(t, consumer);
     if (k < 0 || t->cap == 0)
         return out;
@@ -204,6 +215,7 @@ ib_marker_state ib_marker_table_lookup(const ib_marker_table *t, const char *con
         return out;
     out.known = true;
     out.marked = s->marked;
+    out.in_flight = s->in_flight;
     out.attempts = s->attempts;
     out.fingerprint = s->fingerprint;
     return out;
@@ -212,6 +224,7 @@ ib_marker_state ib_marker_table_lookup(const ib_marker_table *t, const char *con
 ib_marker_table_stats ib_marker_table_stats_get(const ib_marker_table *t)
 {
     return (ib_marker_table_stats){.pairs = t->used,
+                                   .marked = t->marked,
                                    .records = t->records,
                                    .stale_records = t->stale_records,
                                    .epoch = t->epoch};

@@ -21,12 +21,14 @@
 typedef struct ib_marker_table ib_marker_table;
 
 /* What the table knows of one pair. */
-typedef struct ib_marker_state {
+typedef struct ib_pair_state {
     bool known;           /* a record named it (else the rest is 0) */
     bool marked;          /* a DONE record named it */
-    uint32_t attempts;    /* ATTEMPTS records since the last ENDED, while not marked */
+    bool in_flight;       /* claimed, and neither released nor marked since: a call
+                             that may have started and never came back */
+    uint32_t attempts;    /* COUNTED records since the last ENDED, while not marked */
     uint64_t fingerprint; /* of its mark, or of its first attempt */
-} ib_marker_state;
+} ib_pair_state;
 
 /* An empty table; freed with ib_marker_table_free (NULL: no-op).
  * Errors: IB_ERR_NOMEM. */
@@ -40,14 +42,15 @@ void ib_marker_table_free(ib_marker_table *t);
 ib_status ib_marker_table_apply(ib_marker_table *t, const ib_marker_log_record *rec, ib_error *err);
 
 /* What the table knows of (`consumer`, the packed `id`). */
-ib_marker_state ib_marker_table_lookup(const ib_marker_table *t, const char *consumer,
-                                       const uint8_t id[16]);
+ib_pair_state ib_marker_table_lookup(const ib_marker_table *t, const char *consumer,
+                                     const uint8_t id[16]);
 
-/* Pairs known, records applied, records applied whose epoch was lower
+/* Pairs known (and marked), records applied, records applied whose epoch was lower
  * than one applied before them (written by an owner that had lost its
  * lease), and the highest epoch applied. */
 typedef struct ib_marker_table_stats {
     size_t pairs;
+    size_t marked; /* among them, those marked */
     uint64_t records;
     uint64_t stale_records;
     uint64_t epoch;

@@ -222,7 +222,30 @@ static size_t run_options_outage(ib_opt *opts, run_args *a)
          "(0 = never)",
          0, 86400000},
     };
-    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 4, "too many options");
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 8, "too many options");
+    memcpy(opts, table, sizeof(table));
+    return sizeof(table) / sizeof(table[0]);
+}
+
+/* A partitioned consumer (docs/partitions.md). */
+static size_t run_options_partitions(ib_opt *opts, run_args *a)
+{
+    ib_host_config *c = &a->c;
+    const ib_opt table[] = {
+        {"partitions", IB_OPT_INT, &c->partitions, "N", "0",
+         "consume the N partitions of the stream's events, published to "
+         "<--subject>.<partition>.<key> (ibus publish --partitions N): each partition is owned "
+         "by one live process at a time, its events are handled in stream order, and its "
+         "markers are kept in the consumer's partition log, not in --recorder (0 = not "
+         "partitioned)",
+         0, 4096},
+        {"partition-lease", IB_OPT_DURATION, &c->partition_lease_ms, "DURATION", "15s",
+         "how long a partition's owner holds it without renewing (every third of it): a "
+         "process that dies gives its partitions up after this; it starts no handler of a "
+         "partition once a quarter of the lease (1s at least) is left unrenewed",
+         3000, 600000},
+    };
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= IB_CMD_MAX_OPTIONS / 8, "too many options");
     memcpy(opts, table, sizeof(table));
     return sizeof(table) / sizeof(table[0]);
 }
@@ -236,6 +259,7 @@ static size_t run_options(ib_opt *opts, void *targets)
     size_t n = run_options_setup(opts, a);
     n += run_options_flow(opts + n, a);
     n += run_options_outage(opts + n, a);
+    n += run_options_partitions(opts + n, a);
     return n;
 }
 
@@ -306,6 +330,27 @@ static int check_retention(run_args *a)
     return 0;
 }
 
+/* --partitions: the base subject is --subject, the markers the partition
+ * log's. 0, or -1 after saying why. */
+static int check_partitions(run_args *a)
+{
+    const ib_host_config *c = &a->c;
+    if (c->partitions == 0)
+        return 0;
+    const char *base = ib_cli_given(c->subject);
+    if (base == NULL || strchr(base, '*') != NULL || strchr(base, '>') != NULL) {
+        fprintf(stderr, "ibus run: --partitions: give --subject, the base of the partition "
+                        "subjects (<base>.<partition>.<key>), without wildcards\n");
+        return -1;
+    }
+    if (c->recorder != NULL && strcmp(c->recorder, "sqlite:processed.db") != 0) {
+        fprintf(stderr, "ibus run: --partitions: a partitioned consumer keeps its markers in "
+                        "its partition log; drop --recorder\n");
+        return -1;
+    }
+    return 0;
+}
+
 /* Resolves every --plugin into a path (a name is looked up in the plugin
  * directory) and points the host's list at them. 0, or -1 after saying
  * why. */
@@ -362,6 +407,8 @@ static int check_args(run_args *a)
         return -1;
     }
     if (check_uuid_versions(a) != 0 || check_retention(a) != 0 || resolve_plugins(a) != 0)
+        return -1;
+    if (check_partitions(a) != 0)
         return -1;
     if (a->c.retry_max_ms < a->c.retry_base_ms) {
         fprintf(stderr, "ibus run: --retry-max-delay: must not be below --retry-delay\n");

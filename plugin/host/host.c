@@ -625,8 +625,9 @@ static int run_loop(ib_host *h, natsMsg **buf)
                       ib_nats_last_error(h->nats, why, sizeof(why)), NULL);
             return 1;
         }
-        if (watch_consumer(h, &watch) != 0)
+        if (h->fleet == NULL && watch_consumer(h, &watch) != 0)
             return 1;
+        ib__host_fleet_tick(h);
         if (atomic_load(&h->rec.schema_changed))
             return 2;
         if (hold_for_circuits(h)) {
@@ -780,7 +781,8 @@ static int open_local(ib_host *h, natsMsg ***buf, ib_error *e)
     /* A recorder that lives on this NATS connection opens once connected
      * (open_consumer); every other one now, so a bad URI or file is reported
      * before any wait for a server. */
-    if (!ib__recorder_uri_needs_connection(cfg->recorder) && open_recorder(h, e) != 0)
+    if (cfg->partitions == 0 && !ib__recorder_uri_needs_connection(cfg->recorder) &&
+        open_recorder(h, e) != 0)
         return -1;
     if (load_plugins(h, e) != 0)
         return -1;
@@ -935,16 +937,22 @@ static int with_grace(ib_host *h, int (*step)(ib_host *, ib_error *), const char
 static int open_consumer(ib_host *h, ib_error *e)
 {
     const ib_host_config *cfg = h->cfg;
-    if (h->recorder == NULL && with_grace(h, open_recorder, "open the recorder", e) != 0)
+    bool partitioned = cfg->partitions > 0;
+    if (partitioned) {
+        /* the durables are the partitions', pulled once their lease is taken */
+        if (with_grace(h, ib__host_fleet_open, "open the partitions", e) != 0)
+            return -1;
+    } else if (h->recorder == NULL && with_grace(h, open_recorder, "open the recorder", e) != 0) {
         return -1;
+    }
     if (ib__host_signal_received())
         return STOPPED_BEFORE_BINDING;
-    if (with_grace(h, bind_consumer, "bind the consumer", e) != 0 ||
+    if ((!partitioned && with_grace(h, bind_consumer, "bind the consumer", e) != 0) ||
         ib__host_dispatch_open(h, e) != 0)
         return -1;
     ib_puller_options po = {
         .stream = cfg->stream,
-        .durable = cfg->durable,
+        .durable = partitioned ? NULL : cfg->durable,
         .ack_wait_ms = h->set.ack_wait_ms,
         .batch = (size_t)cfg->batch,
         .expires_ms = cfg->pull_expires_ms,
@@ -957,8 +965,10 @@ static int open_consumer(ib_host *h, ib_error *e)
         ib_error_set(e, IB_ERR_IO, "cannot arm the control loop's timers");
         return -1;
     }
-    ib_log_kv(IB_SEV_INFO, "running", "owner", h->set.owner, "recorder", h->set.recorder_shown,
-              "dead_letter", h->set.dead_letter_subject, NULL);
+    ib_log_kv(IB_SEV_INFO, "running", "owner", h->set.owner, "recorder",
+              partitioned ? "the partition log" : h->set.recorder_shown, "dead_letter",
+              h->set.dead_letter_subject, NULL);
+    ib__host_fleet_tick(h); /* take this process's partitions before the first pull */
     return 0;
 }
 
@@ -1023,6 +1033,7 @@ static int host_serve(ib_host *h, natsMsg **buf)
     ib__host_control_wake(h); /* the drain deadline runs from now */
     if (!ib_nats_is_closed(h->nats)) {
         hand_back(h, buf, h->batch.cap);
+        ib__host_fleet_leave(h);  /* the others take this process's partitions at once */
         ib__host_outbox_flush(h); /* best effort: what fails waits for the next start */
     }
     if (code == 0 && h->batch.idle_exited)
@@ -1050,6 +1061,7 @@ static void host_close(ib_host *h, natsMsg **buf, int code)
         ib_plugin_close(h->plugins[i - 1]);
     h->batch.lock_wait_max_ms = ib__recorder_lock_wait_max_ns(h->recorder) / 1000000;
     ib_recorder_close(h->recorder);
+    ib__host_fleet_close(h); /* the log recorder borrowed its stream */
     if (h->metrics != NULL && code != 2)
         write_summary(h, code);
     ib_metrics_free(h->metrics);

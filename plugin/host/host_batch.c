@@ -18,6 +18,8 @@
 #include "host_internal.h"
 #include "log.h"
 #include "clock.h"
+#include "log_recorder.h"
+#include "partition.h"
 
 /* Per-message working state (host_internal.h). */
 struct ib_host_item {
@@ -430,6 +432,74 @@ static void trace_item(ib_host *h, item *it)
     }
 }
 
+/* A partitioned consumer's message whose key hashes to another partition
+ * (its producer computed another one): published again to the key's own
+ * partition subject, under a message id of this stream and sequence so a
+ * retried forward is stored once, and acked once the stream has it.
+ * False when the publish failed: then it is nak'ed. */
+static bool forward(ib_host *h, item *it, uint32_t belongs)
+{
+    const char *subject = natsMsg_GetSubject(it->msg);
+    const char *key = strrchr(subject, '.');
+    char to[1024], msg_id[300];
+    ib_error e = {0};
+    if (key == NULL || ib_partition_subject(to, sizeof(to), h->cfg->subject, key + 1,
+                                            (uint32_t)h->cfg->partitions, &e) != IB_OK)
+        return false;
+    snprintf(msg_id, sizeof(msg_id), "ibus-fwd-%s-%" PRIu64, h->cfg->stream, it->meta.stream_seq);
+    natsMsg *m = NULL;
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = msg_id;
+    po.MaxWait = 5000;
+    jsErrCode jerr = 0;
+    jsPubAck *pa = NULL;
+    bool ok = natsMsg_Create(&m, to, NULL, natsMsg_GetData(it->msg),
+                             natsMsg_GetDataLength(it->msg)) == NATS_OK &&
+              js_PublishMsg(&pa, ib_nats_jetstream(h->nats), m, &po, &jerr) == NATS_OK;
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+    ib_log(ok ? IB_SEV_WARN : IB_SEV_ERROR,
+           ok ? "a message on another partition's subject was forwarded to its key's partition"
+              : "cannot forward a message to its key's partition; nak'ed",
+           IB_LOG_STR("event_id", it->event->id), IB_LOG_U64("stream_seq", it->meta.stream_seq),
+           IB_LOG_U64("partition", belongs));
+    (void)e;
+    return ok;
+}
+
+/* A partitioned consumer's gate (host_partitions.c): true when the event
+ * may run here; otherwise the message is settled: nak'ed when its
+ * partition is not owned here, forwarded when its key belongs elsewhere,
+ * marked for the dead-letter subject when its subject is not a partition
+ * subject. */
+static bool admit_partitioned(ib_host *h, item *it)
+{
+    uint32_t belongs = 0;
+    switch (ib__host_fleet_admit(h, natsMsg_GetSubject(it->msg), it->event->id, &belongs)) {
+    case IB_HOST_ADMIT_OK:
+        return true;
+    case IB_HOST_ADMIT_NOT_OWNED:
+        settle_nak(h, it, 0);
+        it->settled = true;
+        return false;
+    case IB_HOST_ADMIT_MISPLACED:
+        if (forward(h, it, belongs))
+            settle_ack(h, it);
+        else
+            settle_nak(h, it, h->cfg->retry_base_ms);
+        it->settled = true;
+        return false;
+    case IB_HOST_ADMIT_NOT_PARTITIONED:
+        break;
+    }
+    it->rejected = true;
+    it->reject_reason = IB_DLQ_DECODE;
+    snprintf(it->reject_detail, sizeof(it->reject_detail),
+             "subject is not <base>.<partition>.<key> of this partitioned consumer");
+    return false;
+}
+
 /* Decode: reads the JetStream metadata of message `i` and decodes its
  * event. A message that is not a delivery, or that cannot be decoded for
  * lack of resources, is settled here; an invalid one is marked for the
@@ -474,6 +544,8 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
         return;
     }
     trace_item(h, it);
+    if (h->fleet != NULL && !admit_partitioned(h, it))
+        return;
     ib_delivery *d = &deliveries[(*nd)++];
     memset(d, 0, sizeof(*d));
     d->trace = it->traced ? &it->trace : NULL;
@@ -534,9 +606,11 @@ static void dispatch_batch(ib_host *h, growing *g)
     ib__host_inflight_begin(&h->inflight, g->msgs, g->n, ib_clock_monotonic_ms());
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, (int64_t)nd);
     ib_dispatch_more more = {.take = take_more, .ctx = g, .cap = h->batch.room};
-    ib_status st =
-        ib_dispatch_run_more(h->dispatch, deliveries, nd, h->cfg->concurrency > 1 ? &more : NULL,
-                             &nd, &h->batch.bus, &e);
+    /* a partitioned consumer's batch does not grow: what it takes in must
+     * pass the partition gate, which runs between batches */
+    bool grow = h->cfg->concurrency > 1 && h->fleet == NULL;
+    ib_status st = ib_dispatch_run_more(h->dispatch, deliveries, nd, grow ? &more : NULL, &nd,
+                                        &h->batch.bus, &e);
     ib_metrics_gauge_add(h->metrics, IB_METRIC_HANDLERS_IN_FLIGHT, -(int64_t)g->nd);
     ib__host_inflight_end(&h->inflight); /* no +WPI for them from here on */
     if (st != IB_OK) {
@@ -621,6 +695,8 @@ void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
 
     if (n > h->batch.cap)
         n = h->batch.cap;
+    if (h->fleet != NULL)
+        ib_log_recorder_routes_clear(h->recorder);
     for (size_t i = 0; i < n; i++)
         decode_one(h, &items[i], msgs[i], h->batch.deliveries, &g.nd);
     g.n = n;

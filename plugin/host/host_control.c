@@ -150,6 +150,8 @@ static int64_t info_timer(void *ctx, int64_t now)
     ib_host *h = c->h;
     if (draining(h) || !atomic_load(&h->run.bound) || !ib_nats_is_connected(h->nats))
         return c->tick_ms;
+    if (h->cfg->partitions > 0)
+        return INFO_EVERY_MS; /* one durable per partition: no durable of that name */
     ib_consumer_facts f;
     ib_error e = {0};
     bool answered = ib_consumer_facts_get(&f, ib_nats_jetstream(h->nats), h->cfg->stream,

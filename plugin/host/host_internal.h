@@ -113,6 +113,10 @@ bool ib__host_inflight_busy(ib_host_inflight *f);
 bool ib__host_inflight_keep(ib_host_inflight *f, int64_t now_ms, int64_t every_ms, int64_t *last,
                             const ib_host_inflight_ops *ops, void *ctx);
 
+/* A partitioned consumer's ownership (host_partitions.c; batch thread
+ * only); NULL when the consumer is not partitioned. */
+typedef struct ib_host_fleet ib_host_fleet;
+
 /* The control thread's own state (host_control.c). */
 typedef struct ib_host_control ib_host_control;
 
@@ -235,6 +239,7 @@ typedef struct ib_host {
     /* The control thread, its timers and their state (host_control.c);
      * NULL before open_local and after host_close. */
     ib_host_control *control;
+    ib_host_fleet *fleet; /* partitioned consumers only */
 } ib_host;
 
 /* How many pulls a batch may grow to while its last calls run (the
@@ -396,5 +401,39 @@ int ib__host_retention_check(ib_host *h, const ib_consumer_facts *f, ib_error *e
 typedef struct ib_host_keeper ib_host_keeper;
 int ib__host_keeper_arm(ib_host_keeper **out, ib_host *h, ib_timers *loop);
 void ib__host_keeper_free(ib_host_keeper *k);
+
+/* ---- a partitioned consumer (host_partitions.c; batch thread) ---------- */
+
+/* Opens what a partitioned consumer needs once connected: its bucket of
+ * leases and members, its marker log and h->recorder over it (the log
+ * recorder, owning no partition yet). 0, or -1 with `e` set. */
+int ib__host_fleet_open(ib_host *h, ib_error *e);
+
+/* Between batches: drops partitions whose lease could not be renewed in
+ * time, and every third of a lease announces this process, reads the
+ * members and takes, renews or hands over partitions (the file's opening
+ * comment). A no-op when not partitioned. */
+void ib__host_fleet_tick(ib_host *h);
+
+/* What a delivered message of a partitioned consumer may become. */
+typedef enum ib_host_admit {
+    IB_HOST_ADMIT_OK = 0,          /* its partition is owned here: run it (its id is
+                                      routed to the partition for the recorder) */
+    IB_HOST_ADMIT_NOT_OWNED,       /* its partition is not owned here (any more): nak it */
+    IB_HOST_ADMIT_MISPLACED,       /* its key belongs to another partition: forward it */
+    IB_HOST_ADMIT_NOT_PARTITIONED, /* not "<base>.<p>.<key>": dead-letter it */
+} ib_host_admit;
+
+/* Reads the subject of a delivered event (`event_id` normalised); for
+ * MISPLACED *belongs is the key's own partition. */
+ib_host_admit ib__host_fleet_admit(ib_host *h, const char *subject, const char *event_id,
+                                   uint32_t *belongs);
+
+/* At a stop: gives every owned partition back and leaves the members,
+ * so the others take them at once. Close frees the rest, after the
+ * recorder (which borrows the log) is closed. Both no-ops when not
+ * partitioned. */
+void ib__host_fleet_leave(ib_host *h);
+void ib__host_fleet_close(ib_host *h);
 
 #endif

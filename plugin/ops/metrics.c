@@ -136,6 +136,16 @@ static const metric_info gauge_info[IB_METRIC_GAUGE_COUNT] = {
     [IB_METRIC_HANDLERS_OVERDUE] = {"ibus_handlers_overdue",
                                     "Handler calls running past --handler-timeout now (while "
                                     "above 0, /healthz answers 503)."},
+    [IB_METRIC_PARTITIONS] = {"ibus_partitions",
+                              "Partitions of the partitioned consumer (--partitions); 0 when "
+                              "the consumer is not partitioned."},
+    [IB_METRIC_PARTITIONS_OWNED] = {"ibus_partitions_owned",
+                                    "Partitions this process owns now (holds the lease of and "
+                                    "pulls). Summed over the fleet it should equal "
+                                    "ibus_partitions: less means a partition has no owner."},
+    [IB_METRIC_FLEET_MEMBERS] = {"ibus_fleet_members",
+                                 "Live processes of the partitioned consumer, as this process "
+                                 "last read them."},
 };
 
 /* The to label values of ibus_circuit_transitions_total. */

@@ -83,7 +83,7 @@ static uint64_t append(ib_marker_stream *s, ib_marker_log_kind kind, uint32_t pa
     return seq;
 }
 
-static ib_marker_state lookup(ib_marker_table *t, uint16_t consumer, unsigned n)
+static ib_pair_state lookup(ib_marker_table *t, uint16_t consumer, unsigned n)
 {
     uint8_t id[16];
     id_of(id, n);
@@ -97,11 +97,11 @@ static void test_records_replay_per_partition(void **state)
     ib_marker_stream *s = open_log(nc);
     ib_error err = {0};
 
-    append(s, IB_MARKER_LOG_ATTEMPTS, 3, 1, 0, 64, 0);
+    append(s, IB_MARKER_LOG_CLAIMED, 3, 1, 0, 64, 0);
     append(s, IB_MARKER_LOG_DONE, 3, 2, 0, 60, 0); /* 4 of them did not say OK */
-    append(s, IB_MARKER_LOG_ATTEMPTS, 4, 1, 100, 10, 1);
-    uint64_t first = append(s, IB_MARKER_LOG_ATTEMPTS, 3, 3, 60, 2, 0);
-    uint64_t again = append(s, IB_MARKER_LOG_ATTEMPTS, 3, 3, 60, 2, 0); /* a retry */
+    append(s, IB_MARKER_LOG_COUNTED, 4, 1, 100, 10, 1);
+    uint64_t first = append(s, IB_MARKER_LOG_COUNTED, 3, 3, 60, 2, 0);
+    uint64_t again = append(s, IB_MARKER_LOG_COUNTED, 3, 3, 60, 2, 0); /* a retry */
     assert_int_equal(first, again);
     assert_int_equal(it_stream_count(&e->server, STREAM), 4);
 
@@ -110,10 +110,16 @@ static void test_records_replay_per_partition(void **state)
     assert_int_equal(ib_marker_table_create(&t, &err), IB_OK);
     assert_int_equal(ib_marker_stream_replay(s, 3, t, &records, &err), IB_OK);
     assert_int_equal(records, 3);
-    for (unsigned i = 0; i < 60; i++)
+    for (unsigned i = 0; i < 60; i++) {
         assert_true(lookup(t, 0, i).marked);
-    assert_int_equal(lookup(t, 0, 60).attempts, 2); /* attempted twice, never marked */
-    assert_int_equal(lookup(t, 0, 63).attempts, 1);
+        assert_false(lookup(t, 0, i).in_flight);
+    }
+    /* claimed, never marked nor released: in flight; the retried count
+     * was stored once */
+    assert_int_equal(lookup(t, 0, 60).attempts, 1);
+    assert_true(lookup(t, 0, 60).in_flight);
+    assert_int_equal(lookup(t, 0, 63).attempts, 0);
+    assert_true(lookup(t, 0, 63).in_flight);
     assert_false(lookup(t, 1, 100).known); /* partition 4's */
     ib_marker_table_free(t);
 

@@ -96,6 +96,12 @@ typedef struct ib_host_config {
      * fails /healthz (and stops systemd's watchdog pings) until it
      * returns; 0 = never. */
     int64_t handler_timeout_ms;
+    /* A partitioned consumer (docs/partitions.md): `subject` is the base of
+     * "<base>.<partition>.<key>", each partition is owned by one process at
+     * a time by a lease of partition_lease_ms, and the markers live in the
+     * partition log (the recorder URI is not used). 0 = not partitioned. */
+    int64_t partitions;
+    int64_t partition_lease_ms;
 } ib_host_config;
 
 /* ib_host_config.retention_ms: follow the floor (see there). */

@@ -83,6 +83,9 @@ typedef enum ib_metric_gauge {
     IB_METRIC_CONSUMER_ACK_PENDING = 8, /* delivered to some process, not acked yet */
     IB_METRIC_READY = 9,                /* 1 when /readyz answers 200; set per scrape */
     IB_METRIC_HANDLERS_OVERDUE = 10,    /* handler calls running past --handler-timeout now */
+    IB_METRIC_PARTITIONS = 11,          /* partitions of a partitioned consumer; 0 = not one */
+    IB_METRIC_PARTITIONS_OWNED = 12,    /* of them, those this process owns now */
+    IB_METRIC_FLEET_MEMBERS = 13,       /* live processes of the partitioned consumer */
     IB_METRIC_GAUGE_COUNT
 } ib_metric_gauge;
 

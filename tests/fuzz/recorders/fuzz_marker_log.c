@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ib_marker_table_apply(t, &rec, &e) == IB_OK &&
         ib_marker_table_apply(t, &rec, &e) == IB_OK) {
         for (size_t i = 0; i < rec.nentries; i++) {
-            ib_marker_state s =
+            ib_pair_state s =
                 ib_marker_table_lookup(t, rec.names[rec.entries[i].consumer], rec.entries[i].id);
             if (!s.known && rec.kind != IB_MARKER_LOG_ENDED)
                 abort();

@@ -116,7 +116,7 @@ static void test_each_rule_refuses(void **state)
     ib_marker_log_entry in[2] = {{.consumer = 1}, {.consumer = 0}};
     id_of(in[0].id, 1);
     id_of(in[1].id, 2);
-    ib_marker_log_record rec = record_of(IB_MARKER_LOG_ATTEMPTS, in, 2);
+    ib_marker_log_record rec = record_of(IB_MARKER_LOG_CLAIMED, in, 2);
     uint8_t good[256], buf[256];
     size_t len = encode(&rec, good, sizeof(good));
     size_t entries_at = len - 2 * 26, name0 = 32;
@@ -129,8 +129,11 @@ static void test_each_rule_refuses(void **state)
     buf[4] = 2;
     refused(buf, len, 8, "version 2");
     memcpy(buf, good, len);
-    buf[5] = 4;
-    refused(buf, len, 8, "unknown kind 4");
+    buf[5] = 6;
+    refused(buf, len, 8, "unknown kind 6");
+    memcpy(buf, good, len);
+    buf[5] = 0;
+    refused(buf, len, 8, "unknown kind 0");
     memcpy(buf, good, len);
     buf[6] = 0;
     refused(buf, len, 8, "0 consumers");
@@ -214,23 +217,34 @@ static void test_table_adds_records_up(void **state)
     memcpy(a_mail.id, a.id, 16);
 
     assert_false(ib_marker_table_lookup(t, two_names[0], a.id).known);
-    apply(t, IB_MARKER_LOG_ATTEMPTS, 1, &a, 1);
-    apply(t, IB_MARKER_LOG_ATTEMPTS, 1, &a, 1);
-    ib_marker_state s = ib_marker_table_lookup(t, two_names[0], a.id);
-    assert_true(s.known && !s.marked);
+    apply(t, IB_MARKER_LOG_CLAIMED, 1, &a, 1);
+    ib_pair_state s = ib_marker_table_lookup(t, two_names[0], a.id);
+    assert_true(s.known && !s.marked && s.in_flight);
+    assert_int_equal(s.attempts, 0);
+    apply(t, IB_MARKER_LOG_COUNTED, 1, &a, 1);
+    apply(t, IB_MARKER_LOG_RELEASED, 1, &a, 1);
+    apply(t, IB_MARKER_LOG_COUNTED, 1, &a, 1);
+    s = ib_marker_table_lookup(t, two_names[0], a.id);
+    assert_true(s.known && !s.marked && !s.in_flight);
     assert_int_equal(s.attempts, 2);
     assert_false(ib_marker_table_lookup(t, two_names[1], a.id).known); /* per consumer */
+    apply(t, IB_MARKER_LOG_CLAIMED, 1, &a, 1);
     apply(t, IB_MARKER_LOG_ENDED, 1, &a, 1);
-    assert_int_equal(ib_marker_table_lookup(t, two_names[0], a.id).attempts, 0);
+    s = ib_marker_table_lookup(t, two_names[0], a.id);
+    assert_int_equal(s.attempts, 0);
+    assert_false(s.in_flight);
+    apply(t, IB_MARKER_LOG_CLAIMED, 1, &a, 1);
 
     apply(t, IB_MARKER_LOG_DONE, 2, &a, 1);
     ib_marker_log_entry other = a;
     other.fingerprint = 99;
     apply(t, IB_MARKER_LOG_DONE, 2, &other, 1); /* the first mark stands */
-    apply(t, IB_MARKER_LOG_ATTEMPTS, 2, &other, 1);
+    apply(t, IB_MARKER_LOG_CLAIMED, 2, &other, 1);
+    apply(t, IB_MARKER_LOG_COUNTED, 2, &other, 1);
     apply(t, IB_MARKER_LOG_ENDED, 2, &other, 1);
     s = ib_marker_table_lookup(t, two_names[0], a.id);
     assert_true(s.marked);
+    assert_false(s.in_flight); /* the mark took it out of flight */
     assert_true(s.fingerprint == 10);
     assert_int_equal(s.attempts, 0);
 
@@ -239,7 +253,7 @@ static void test_table_adds_records_up(void **state)
     assert_false(ib_marker_table_lookup(t, "orders/other/other", a.id).known);
     ib_marker_table_stats st = ib_marker_table_stats_get(t);
     assert_int_equal(st.pairs, 2);
-    assert_int_equal(st.records, 8);
+    assert_int_equal(st.records, 14);
     assert_int_equal(st.stale_records, 1);
     assert_int_equal(st.epoch, 2);
     ib_marker_table_free(t);
@@ -250,6 +264,7 @@ typedef struct model_pair {
     uint16_t consumer;
     uint8_t id[16];
     bool marked;
+    bool in_flight;
     uint32_t attempts;
     uint64_t fingerprint;
 } model_pair;
@@ -279,15 +294,18 @@ static void test_table_matches_a_model(void **state)
         ib_marker_log_entry entries[MAX_ENTRIES];
         size_t n = 1 + (size_t)rand() % MAX_ENTRIES;
         int roll = rand() % 10;
-        ib_marker_log_kind kind = roll < 5   ? IB_MARKER_LOG_ATTEMPTS
-                                  : roll < 9 ? IB_MARKER_LOG_DONE
-                                             : IB_MARKER_LOG_ENDED;
+        static const ib_marker_log_kind kinds[10] = {IB_MARKER_LOG_CLAIMED,  IB_MARKER_LOG_CLAIMED,
+                                                     IB_MARKER_LOG_COUNTED,  IB_MARKER_LOG_COUNTED,
+                                                     IB_MARKER_LOG_RELEASED, IB_MARKER_LOG_DONE,
+                                                     IB_MARKER_LOG_DONE,     IB_MARKER_LOG_DONE,
+                                                     IB_MARKER_LOG_DONE,     IB_MARKER_LOG_ENDED};
+        ib_marker_log_kind kind = kinds[roll];
         for (size_t i = 0; i < n; i++) {
             entries[i].consumer = (uint16_t)(rand() % 2);
             id_of(entries[i].id, (unsigned)(rand() % IDS));
             entries[i].fingerprint = (uint64_t)(rand() % 3);
             model_pair *p = model_find(model, nmodel, entries[i].consumer, entries[i].id);
-            if (p == NULL && kind == IB_MARKER_LOG_ENDED)
+            if (p == NULL && (kind == IB_MARKER_LOG_ENDED || kind == IB_MARKER_LOG_RELEASED))
                 continue;
             if (p == NULL) {
                 p = &model[nmodel++];
@@ -297,12 +315,18 @@ static void test_table_matches_a_model(void **state)
             }
             if (p->marked)
                 continue;
-            if (kind == IB_MARKER_LOG_ATTEMPTS)
+            if (kind == IB_MARKER_LOG_CLAIMED)
+                p->in_flight = true;
+            else if (kind == IB_MARKER_LOG_COUNTED)
                 p->attempts++;
-            else if (kind == IB_MARKER_LOG_ENDED)
+            else if (kind == IB_MARKER_LOG_RELEASED)
+                p->in_flight = false;
+            else if (kind == IB_MARKER_LOG_ENDED) {
                 p->attempts = 0;
-            else {
+                p->in_flight = false;
+            } else {
                 p->marked = true;
+                p->in_flight = false;
                 p->fingerprint = entries[i].fingerprint;
             }
         }
@@ -310,10 +334,11 @@ static void test_table_matches_a_model(void **state)
     }
     assert_int_equal(ib_marker_table_stats_get(t).pairs, nmodel);
     for (size_t i = 0; i < nmodel; i++) {
-        ib_marker_state s = ib_marker_table_lookup(t, two_names[model[i].consumer], model[i].id);
+        ib_pair_state s = ib_marker_table_lookup(t, two_names[model[i].consumer], model[i].id);
         assert_true(s.known);
         assert_int_equal(s.marked, model[i].marked);
         assert_int_equal(s.attempts, model[i].attempts);
+        assert_int_equal(s.in_flight, model[i].in_flight);
         assert_true(s.fingerprint == model[i].fingerprint);
     }
     ib_marker_table_free(t);

@@ -1,0 +1,617 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The partitioned consumer's recorder (log_recorder.h): claims and marks
+ * answered from the owned partitions' tables, each step written as one
+ * record per partition. */
+#include "log_recorder.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "partition.h"
+#include "recorder_internal.h"
+#include "uuid.h"
+
+/* A partition this process may own. */
+typedef struct owned {
+    ib_marker_table *table; /* NULL: not owned */
+    uint64_t epoch;
+    uint64_t sequence; /* of the last record sent */
+} owned;
+
+/* One route: an id's partition. */
+typedef struct route {
+    uint8_t id[16];
+    uint32_t partition;
+    bool used;
+} route;
+
+typedef struct log_recorder {
+    ib_recorder base;
+    pthread_mutex_t mu;
+    ib_marker_stream *stream;
+    uint32_t partitions;
+    owned *parts; /* by partition */
+    route *routes;
+    size_t routes_cap; /* a power of two */
+    size_t routes_used;
+    /* the records one call appends, by partition: scratch */
+    ib_marker_log_entry *entries;
+    size_t entries_cap;
+} log_recorder;
+
+static log_recorder *lr_of(ib_recorder *r)
+{
+    return (log_recorder *)r;
+}
+
+/* ---- routes ------------------------------------------------------------- */
+
+static size_t route_home(const uint8_t id[16], size_t mask)
+{
+    uint64_t h;
+    memcpy(&h, id + 8, sizeof(h));
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (size_t)h & mask;
+}
+
+static route *route_slot(route *routes, size_t cap, const uint8_t id[16])
+{
+    for (size_t k = route_home(id, cap - 1);; k = (k + 1) & (cap - 1))
+        if (!routes[k].used || memcmp(routes[k].id, id, 16) == 0)
+            return &routes[k];
+}
+
+/* The partition of a packed id, or -1 when it is not routed. */
+static int64_t route_find(const log_recorder *l, const uint8_t id[16])
+{
+    if (l->routes_used == 0)
+        return -1;
+    const route *s = route_slot(l->routes, l->routes_cap, id);
+    return s->used ? (int64_t)s->partition : -1;
+}
+
+static bool routes_grow(log_recorder *l)
+{
+    size_t cap = l->routes_cap * 2;
+    route *fresh = calloc(cap, sizeof(*fresh));
+    if (fresh == NULL)
+        return false;
+    for (size_t i = 0; i < l->routes_cap; i++)
+        if (l->routes[i].used)
+            *route_slot(fresh, cap, l->routes[i].id) = l->routes[i];
+    free(l->routes);
+    l->routes = fresh;
+    l->routes_cap = cap;
+    return true;
+}
+
+ib_status ib_log_recorder_route(ib_recorder *r, const char *event_id, uint32_t partition,
+                                ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    uint8_t id[16];
+    if (!ib_id_pack(id, event_id))
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "log recorder: an id that is not normalised");
+    if (partition >= l->partitions)
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "log recorder: partition %u of %u", partition,
+                            l->partitions);
+    pthread_mutex_lock(&l->mu);
+    ib_status st = IB_OK;
+    if ((l->routes_used + 1) * 2 > l->routes_cap && !routes_grow(l)) {
+        st = ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory for routes");
+    } else {
+        route *s = route_slot(l->routes, l->routes_cap, id);
+        if (!s->used)
+            l->routes_used++;
+        *s = (route){.partition = partition, .used = true};
+        memcpy(s->id, id, 16);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+void ib_log_recorder_routes_clear(ib_recorder *r)
+{
+    log_recorder *l = lr_of(r);
+    pthread_mutex_lock(&l->mu);
+    if (l->routes_used > 0)
+        memset(l->routes, 0, l->routes_cap * sizeof(*l->routes));
+    l->routes_used = 0;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- ownership ---------------------------------------------------------- */
+
+ib_status ib_log_recorder_own(ib_recorder *r, uint32_t partition, uint64_t epoch,
+                              ib_marker_table *table, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    if (partition >= l->partitions || table == NULL) {
+        ib_marker_table_free(table);
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "log recorder: cannot own partition %u",
+                            partition);
+    }
+    pthread_mutex_lock(&l->mu);
+    ib_marker_table_free(l->parts[partition].table);
+    l->parts[partition] = (owned){.table = table, .epoch = epoch};
+    pthread_mutex_unlock(&l->mu);
+    return IB_OK;
+}
+
+void ib_log_recorder_disown(ib_recorder *r, uint32_t partition)
+{
+    log_recorder *l = lr_of(r);
+    if (partition >= l->partitions)
+        return;
+    pthread_mutex_lock(&l->mu);
+    ib_marker_table_free(l->parts[partition].table);
+    l->parts[partition] = (owned){0};
+    pthread_mutex_unlock(&l->mu);
+}
+
+bool ib_log_recorder_owns(ib_recorder *r, uint32_t partition)
+{
+    log_recorder *l = lr_of(r);
+    if (partition >= l->partitions)
+        return false;
+    pthread_mutex_lock(&l->mu);
+    bool owns = l->parts[partition].table != NULL;
+    pthread_mutex_unlock(&l->mu);
+    return owns;
+}
+
+ib_marker_table_stats ib_log_recorder_partition_stats(ib_recorder *r, uint32_t partition)
+{
+    log_recorder *l = lr_of(r);
+    ib_marker_table_stats st = {0};
+    if (partition >= l->partitions)
+        return st;
+    pthread_mutex_lock(&l->mu);
+    if (l->parts[partition].table != NULL)
+        st = ib_marker_table_stats_get(l->parts[partition].table);
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+/* ---- one key ------------------------------------------------------------ */
+
+/* Where a key lives: its packed id, and the owned partition's table
+ * (NULL when the id is not routed or its partition is not owned). */
+typedef struct placed {
+    uint8_t id[16];
+    uint32_t partition;
+    ib_marker_table *table;
+} placed;
+
+static placed place(const log_recorder *l, const char *event_id)
+{
+    placed p = {0};
+    ib_id_pack(p.id, event_id); /* the wrappers checked the id */
+    int64_t part = route_find(l, p.id);
+    if (part >= 0 && l->parts[part].table != NULL) {
+        p.partition = (uint32_t)part;
+        p.table = l->parts[part].table;
+    }
+    return p;
+}
+
+/* ---- appending ---------------------------------------------------------- */
+
+static bool entries_reserve(log_recorder *l, size_t n)
+{
+    if (n <= l->entries_cap)
+        return true;
+    ib_marker_log_entry *grown = realloc(l->entries, n * sizeof(*grown));
+    if (grown == NULL)
+        return false;
+    l->entries = grown;
+    l->entries_cap = n;
+    return true;
+}
+
+/* Sends one record of `partition` and applies it to the table once stored. */
+static ib_status append_one(log_recorder *l, ib_marker_log_kind kind, uint32_t partition,
+                            const char *const *names, size_t nnames,
+                            const ib_marker_log_entry *entries, size_t n, ib_error *err)
+{
+    owned *o = &l->parts[partition];
+    ib_marker_log_record rec = {.kind = kind,
+                                .partition = partition,
+                                .epoch = o->epoch,
+                                .sequence = ++o->sequence,
+                                .names = names,
+                                .nnames = nnames,
+                                .entries = entries,
+                                .nentries = n};
+    uint64_t seq = 0;
+    ib_status st = ib_marker_stream_append(l->stream, &rec, &seq, err);
+    if (st != IB_OK)
+        return st == IB_ERR_NOMEM ? st : ib_error_set(err, IB_ERR_RECORDER, "%s", err->msg);
+    return ib_marker_table_apply(o->table, &rec, err);
+}
+
+/* Appends a `kind` record for every key i with pick[i] (NULL: every key;
+ * each must be placed in an owned partition), one or more per partition,
+ * in partition order. */
+static ib_status append_keys(log_recorder *l, ib_marker_log_kind kind, const ib_marker_key *keys,
+                             const placed *at, const uint64_t *fps, const bool *pick, size_t n,
+                             ib_error *err)
+{
+    if (!entries_reserve(l, n < IB_MARKER_LOG_ENTRIES_MAX ? n : IB_MARKER_LOG_ENTRIES_MAX))
+        return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory for a record");
+    bool *sent = calloc(n > 0 ? n : 1, sizeof(*sent));
+    if (sent == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory for a record");
+    ib_status st = IB_OK;
+    for (size_t first = 0; first < n && st == IB_OK; first++) {
+        if (sent[first] || (pick != NULL && !pick[first]) || at[first].table == NULL)
+            continue;
+        uint32_t p = at[first].partition;
+        /* every key of partition p not sent yet, in records of at most
+         * IB_MARKER_LOG_ENTRIES_MAX entries and IB_MARKER_LOG_CONSUMERS_MAX
+         * names */
+        const char *names[IB_MARKER_LOG_CONSUMERS_MAX];
+        size_t nnames = 0, ne = 0;
+        for (size_t i = first; i < n && st == IB_OK; i++) {
+            if (sent[i] || (pick != NULL && !pick[i]) || at[i].table == NULL ||
+                at[i].partition != p)
+                continue;
+            size_t name = 0;
+            while (name < nnames && strcmp(names[name], keys[i].consumer) != 0)
+                name++;
+            if (ne == IB_MARKER_LOG_ENTRIES_MAX ||
+                (name == nnames && nnames == IB_MARKER_LOG_CONSUMERS_MAX)) {
+                st = append_one(l, kind, p, names, nnames, l->entries, ne, err);
+                nnames = ne = name = 0;
+                if (st != IB_OK)
+                    break;
+            }
+            if (name == nnames)
+                names[nnames++] = keys[i].consumer;
+            ib_marker_log_entry *e = &l->entries[ne++];
+            e->consumer = (uint16_t)name;
+            memcpy(e->id, at[i].id, 16);
+            e->fingerprint = fps != NULL ? fps[i] : 0;
+            sent[i] = true;
+        }
+        if (st == IB_OK && ne > 0)
+            st = append_one(l, kind, p, names, nnames, l->entries, ne, err);
+    }
+    free(sent);
+    return st;
+}
+
+/* ---- the recorder calls ------------------------------------------------- */
+
+static placed *place_all(const log_recorder *l, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    placed *at = malloc((n > 0 ? n : 1) * sizeof(*at));
+    if (at == NULL) {
+        ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        at[i] = place(l, keys[i].event_id);
+    return at;
+}
+
+/* How long a key of a partition not owned here is answered BUSY: the
+ * caller naks it, and its partition's owner takes it. */
+#define NOT_OURS_MS 1000
+
+static ib_status lr_acquire(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
+                            const uint64_t *fps, size_t n, const ib_claim_request *req,
+                            const ib__acquire_opts *opts, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    bool defer = opts != NULL && opts->defer_attempts;
+    pthread_mutex_lock(&l->mu);
+    placed *at = place_all(l, keys, n, err);
+    bool *claim = calloc(n > 0 ? n : 1, sizeof(*claim));
+    bool *count = calloc(n > 0 ? n : 1, sizeof(*count));
+    ib_status st = IB_OK;
+    if (at == NULL || claim == NULL || count == NULL) {
+        st = ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
+        goto out;
+    }
+    bool any_count = false;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = (ib_claim_info){.state = IB_CLAIM_BUSY, .remaining_ms = NOT_OURS_MS};
+        if (opts != NULL && opts->taken_over != NULL)
+            opts->taken_over[i] = false;
+        if (at[i].table == NULL)
+            continue;
+        ib_pair_state s = ib_marker_table_lookup(at[i].table, keys[i].consumer, at[i].id);
+        out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = s.attempts};
+        uint64_t fp = fps != NULL ? fps[i] : 0;
+        if (s.marked) {
+            out[i].state = fp != 0 && s.fingerprint != 0 && fp != s.fingerprint ? IB_CLAIM_CONFLICT
+                                                                                : IB_CLAIM_DONE;
+            out[i].attempts = 0;
+            continue;
+        }
+        if (req->max_attempts > 0 && s.attempts >= req->max_attempts) {
+            out[i].state = IB_CLAIM_EXHAUSTED;
+            continue;
+        }
+        if (opts != NULL && opts->taken_over != NULL)
+            opts->taken_over[i] = s.in_flight;
+        claim[i] = true;
+        count[i] = !defer || (i == 0 && opts->count_key0);
+        any_count |= count[i];
+    }
+    st = append_keys(l, IB_MARKER_LOG_CLAIMED, keys, at, fps, claim, n, err);
+    if (st == IB_OK && any_count)
+        st = append_keys(l, IB_MARKER_LOG_COUNTED, keys, at, fps, count, n, err);
+    for (size_t i = 0; st == IB_OK && i < n; i++)
+        if (count[i])
+            out[i].attempts++;
+out:
+    free(at);
+    free(claim);
+    free(count);
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+/* held[i]: key i is in flight in a partition owned here. */
+static void in_flight_keys(const log_recorder *l, bool *held, const placed *at,
+                           const ib_marker_key *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        held[i] = false;
+        if (at[i].table == NULL)
+            continue;
+        ib_pair_state s = ib_marker_table_lookup(at[i].table, keys[i].consumer, at[i].id);
+        held[i] = s.in_flight && !s.marked;
+    }
+    (void)l;
+}
+
+static ib_status lr_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
+                                   const bool *count, size_t n, const char *owner, int64_t lease_ms,
+                                   bool release, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    (void)owner;
+    (void)lease_ms;
+    pthread_mutex_lock(&l->mu);
+    placed *at = place_all(l, keys, n, err);
+    bool *pick = calloc(n > 0 ? n : 1, sizeof(*pick));
+    ib_status st = IB_OK;
+    if (at == NULL || pick == NULL) {
+        st = ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
+        goto out;
+    }
+    in_flight_keys(l, held, at, keys, n);
+    for (size_t i = 0; i < n; i++)
+        pick[i] = held[i] && (count == NULL || count[i]);
+    st = append_keys(l, IB_MARKER_LOG_COUNTED, keys, at, NULL, pick, n, err);
+    if (st == IB_OK && release)
+        st = append_keys(l, IB_MARKER_LOG_RELEASED, keys, at, NULL, held, n, err);
+out:
+    free(at);
+    free(pick);
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+static ib_status lr_renew(ib_recorder *r, bool *held, const ib_marker_key *keys, size_t n,
+                          const char *owner, int64_t lease_ms, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    (void)owner;
+    (void)lease_ms;
+    pthread_mutex_lock(&l->mu);
+    placed *at = place_all(l, keys, n, err);
+    if (at != NULL)
+        in_flight_keys(l, held, at, keys, n);
+    free(at);
+    pthread_mutex_unlock(&l->mu);
+    return at != NULL ? IB_OK : IB_ERR_NOMEM;
+}
+
+static ib_status lr_mark_owned(ib_recorder *r, bool *marked, const ib_marker_key *keys,
+                               const uint64_t *fps, size_t n, const char *owner, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    (void)owner;
+    pthread_mutex_lock(&l->mu);
+    placed *at = place_all(l, keys, n, err);
+    bool *pick = calloc(n > 0 ? n : 1, sizeof(*pick));
+    ib_status st = IB_OK;
+    if (at == NULL || pick == NULL) {
+        st = ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        marked[i] = at[i].table != NULL;
+        pick[i] =
+            marked[i] && !ib_marker_table_lookup(at[i].table, keys[i].consumer, at[i].id).marked;
+    }
+    st = append_keys(l, IB_MARKER_LOG_DONE, keys, at, fps, pick, n, err);
+out:
+    free(at);
+    free(pick);
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+/* Writes `kind` for the keys placed in an owned partition; a key that is
+ * not is an error (nothing can be decided for it here). */
+static ib_status lr_write_all(ib_recorder *r, ib_marker_log_kind kind, const ib_marker_key *keys,
+                              size_t n, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    pthread_mutex_lock(&l->mu);
+    placed *at = place_all(l, keys, n, err);
+    ib_status st = at == NULL ? IB_ERR_NOMEM : IB_OK;
+    for (size_t i = 0; st == IB_OK && i < n; i++)
+        if (at[i].table == NULL)
+            st = ib_error_set(err, IB_ERR_RECORDER,
+                              "log recorder: an event of a partition this process does not own");
+    if (st == IB_OK)
+        st = append_keys(l, kind, keys, at, NULL, NULL, n, err);
+    free(at);
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+static ib_status lr_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    return lr_write_all(r, IB_MARKER_LOG_ENDED, keys, n, err);
+}
+
+static ib_status lr_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
+                                  const char *owner, ib_error *err)
+{
+    bool *held = calloc(n > 0 ? n : 1, sizeof(*held));
+    if (held == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
+    bool *none = calloc(n > 0 ? n : 1, sizeof(*none));
+    ib_status st = none == NULL ? ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory")
+                                : lr_count_attempts(r, held, keys, none, n, owner, 0, true, err);
+    free(none);
+    free(held);
+    return st;
+}
+
+static ib_status lr_release(ib_recorder *r, const char *consumer, const char *event_id,
+                            const char *owner, ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    return lr_release_batch(r, &key, 1, owner, err);
+}
+
+static ib_status lr_mark_processed(ib_recorder *r, const char *consumer, const char *event_id,
+                                   ib_error *err)
+{
+    ib_marker_key key = {consumer, event_id};
+    bool marked = false;
+    ib_status st = lr_mark_owned(r, &marked, &key, NULL, 1, "", err);
+    if (st == IB_OK && !marked)
+        st = ib_error_set(err, IB_ERR_RECORDER,
+                          "log recorder: an event of a partition this process does not own");
+    return st;
+}
+
+/* The pair of `consumer` and `event_id` in the partition it is routed
+ * to, or else in any owned partition (an admin read names no route). */
+static ib_pair_state find_pair(log_recorder *l, const char *consumer, const char *event_id)
+{
+    placed p = place(l, event_id);
+    if (p.table != NULL)
+        return ib_marker_table_lookup(p.table, consumer, p.id);
+    for (uint32_t i = 0; i < l->partitions; i++) {
+        if (l->parts[i].table == NULL)
+            continue;
+        ib_pair_state s = ib_marker_table_lookup(l->parts[i].table, consumer, p.id);
+        if (s.known)
+            return s;
+    }
+    return (ib_pair_state){0};
+}
+
+static ib_status lr_is_processed(ib_recorder *r, bool *processed, const char *consumer,
+                                 const char *event_id, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    (void)err;
+    pthread_mutex_lock(&l->mu);
+    *processed = find_pair(l, consumer, event_id).marked;
+    pthread_mutex_unlock(&l->mu);
+    return IB_OK;
+}
+
+static ib_status lr_inspect(ib_recorder *r, ib_marker_state *out, const char *consumer,
+                            const char *event_id, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    (void)err;
+    pthread_mutex_lock(&l->mu);
+    ib_pair_state s = find_pair(l, consumer, event_id);
+    pthread_mutex_unlock(&l->mu);
+    memset(out, 0, sizeof(*out));
+    out->marked = s.marked;
+    out->attempts = s.attempts;
+    return IB_OK;
+}
+
+static ib_status lr_stats(ib_recorder *r, ib_recorder_stats *stats, ib_error *err)
+{
+    log_recorder *l = lr_of(r);
+    (void)err;
+    memset(stats, 0, sizeof(*stats));
+    pthread_mutex_lock(&l->mu);
+    for (uint32_t i = 0; i < l->partitions; i++) {
+        if (l->parts[i].table == NULL)
+            continue;
+        ib_marker_table_stats st = ib_marker_table_stats_get(l->parts[i].table);
+        stats->markers += st.marked;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return IB_OK;
+}
+
+static void lr_close(ib_recorder *r)
+{
+    log_recorder *l = lr_of(r);
+    for (uint32_t i = 0; i < l->partitions; i++)
+        ib_marker_table_free(l->parts[i].table);
+    free(l->parts);
+    free(l->routes);
+    free(l->entries);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+static const ib_recorder_ops log_ops = {
+    .size = sizeof(ib_recorder_ops),
+    .kind = "log",
+    .is_processed = lr_is_processed,
+    .mark_processed = lr_mark_processed,
+    .close = lr_close,
+    .release = lr_release,
+    .release_batch = lr_release_batch,
+    .stats = lr_stats,
+    .features = IB_RECORDER_DURABLE_ATTEMPTS,
+    .acquire_batch = lr_acquire,
+    .renew_batch = lr_renew,
+    .mark_owned_batch = lr_mark_owned,
+    .end_attempts = lr_end_attempts,
+    .inspect = lr_inspect,
+    .count_attempts = lr_count_attempts,
+};
+
+ib_status ib_log_recorder_create(ib_recorder **out, ib_marker_stream *stream, uint32_t partitions,
+                                 ib_error *err)
+{
+    *out = NULL;
+    if (stream == NULL || partitions == 0 || partitions > IB_PARTITIONS_MAX)
+        return ib_error_set(err, IB_ERR_INVALID_ARG,
+                            "log recorder: needs a stream and 1 to %u partitions",
+                            IB_PARTITIONS_MAX);
+    log_recorder *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
+    l->parts = calloc(partitions, sizeof(*l->parts));
+    l->routes_cap = 256;
+    l->routes = calloc(l->routes_cap, sizeof(*l->routes));
+    if (l->parts == NULL || l->routes == NULL || pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l->parts);
+        free(l->routes);
+        free(l);
+        return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
+    }
+    l->base.ops = &log_ops;
+    l->base.now_ms = ib_clock_realtime_ms;
+    l->base.lease_now_ms = ib_clock_boottime_ms;
+    l->stream = stream;
+    l->partitions = partitions;
+    *out = &l->base;
+    return IB_OK;
+}
