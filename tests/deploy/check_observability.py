@@ -343,6 +343,7 @@ def sync_operator(root):
         text = f.read()
     body = text[text.index("\ngroups:") + 1:]
     head = (
+        "# SPDX-License-Identifier: Apache-2.0\n"
         "# GENERATED from deploy/prometheus/ibus-rules.yaml by\n"
         "#   python3 tests/deploy/check_observability.py sync-operator .\n"
         "# Edit the rules file, not this one: ctest -L deploy fails while the\n"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The marker log of a partition in a real JetStream stream (issue 47,
- * item 4; recorders/marker_stream.h), against a real nats-server:
+ * item 4; recorders/include/marker_stream.h), against a real nats-server:
  *  - records appended to two partitions replay into a table partition by
  *    partition, each as the essay adds them up; an append retried with
  *    the same epoch and sequence is stored once; a stream of that name on

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Partition leases (issue 47, item 3; recorders/partition_lease.h)
+/* Partition leases (issue 47, item 3; recorders/include/partition_lease.h)
  * against a real nats-server:
  *  - a lease's life: taken, held against another owner, renewed, given
  *    back and taken by the other, whose old holder's renewal is then
