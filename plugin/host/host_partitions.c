@@ -129,7 +129,9 @@ static void give_back(ib_host *h, uint32_t p, const char *why)
            IB_LOG_STR("why", why));
 }
 
-/* Makes sure partition `p`'s durable exists. */
+/* Makes sure partition `p`'s durable exists. The dead-letter stream,
+ * one for the consumer, is made with partition 0's durable (its name
+ * follows the durable's), which ib__host_fleet_open makes first. */
 static int ensure_durable(ib_host *h, uint32_t p, ib_error *e)
 {
     char durable[300], filter[600];
@@ -143,7 +145,7 @@ static int ensure_durable(ib_host *h, uint32_t p, ib_error *e)
         .create = true,
         .stream_subjects = h->cfg->stream_subjects,
         .stream_replicas = (int)h->cfg->stream_replicas,
-        .dead_letter_subject = h->set.dead_letter_subject,
+        .dead_letter_subject = p == 0 ? h->set.dead_letter_subject : NULL,
         .ack_wait_ms = h->cfg->ack_wait_ms,
         .max_deliver = h->cfg->max_deliver,
         .backoff_ms = h->cfg->backoff_ms,
@@ -373,11 +375,11 @@ int ib__host_fleet_open(ib_host *h, ib_error *e)
     snprintf(f->bucket, sizeof(f->bucket), "ibus_fleet_%s", cfg->durable);
     snprintf(f->log_stream, sizeof(f->log_stream), "IBUS_MARKERS_%s", cfg->durable);
     snprintf(f->log_base, sizeof(f->log_base), "ibus.markers.%s", cfg->durable);
-    if (!cfg->create) {
-        int64_t age = 0;
-        if (ib_stream_max_age_get(&age, ib_nats_jetstream(h->nats), cfg->stream, e) != IB_OK)
-            return -1;
-    }
+    int64_t age = 0;
+    if (cfg->create
+            ? ensure_durable(h, 0, e) != 0
+            : ib_stream_max_age_get(&age, ib_nats_jetstream(h->nats), cfg->stream, e) != IB_OK)
+        return -1;
     ib_marker_stream_options lo = {
         .stream = f->log_stream,
         .subject_base = f->log_base,
