@@ -290,28 +290,8 @@ static int load_plugins(ib_host *h, ib_error *err)
 static int bind_consumer(ib_host *h, ib_error *err)
 {
     ib_consumer_facts facts;
-    ib_consumer_setup s = {
-        .stream = h->cfg->stream,
-        .durable = h->cfg->durable,
-        .filter_subject = h->cfg->subject,
-        .create = h->cfg->create,
-        .stream_subjects = h->cfg->stream_subjects,
-        .stream_replicas = (int)h->cfg->stream_replicas,
-        .dead_letter_subject = h->set.dead_letter_subject,
-        .ack_wait_ms = h->cfg->ack_wait_ms,
-        .max_deliver = h->cfg->max_deliver,
-        .backoff_ms = h->cfg->backoff_ms,
-        .backoff_len = h->cfg->backoff_len,
-        .max_ack_pending = h->cfg->max_ack_pending,
-        .batch = (size_t)h->cfg->batch,
-        .pull_expires_ms =
-            h->cfg->pull_expires_ms > 0 ? h->cfg->pull_expires_ms : IB_PULLER_DEFAULT_EXPIRES_MS,
-        .waiting_requests = IB_PULLER_MAX_WAITING,
-        .stream_max_age_ms = h->cfg->stream_max_age_ms,
-        .stream_max_bytes = h->cfg->stream_max_bytes,
-        .dead_letter_max_age_ms = h->cfg->dead_letter_max_age_ms,
-        .dead_letter_max_bytes = h->cfg->dead_letter_max_bytes,
-    };
+    ib_consumer_setup s = ib__host_consumer_setup(h, h->cfg->durable, h->cfg->subject,
+                                                  h->cfg->create, h->set.dead_letter_subject);
     if (ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, err) != IB_OK)
         return -1;
     /* The lease follows the server's AckWait. The poison rule fires on

@@ -402,6 +402,13 @@ typedef struct ib_host_keeper ib_host_keeper;
 int ib__host_keeper_arm(ib_host_keeper **out, ib_host *h, ib_timers *loop);
 void ib__host_keeper_free(ib_host_keeper *k);
 
+/* The consumer setup of `durable` (filtered to `filter`, NULL = none) on
+ * the configured stream, with the configured delivery and stream
+ * settings (host_setup.c): what ibus run binds, or with `create` makes.
+ * `dead_letter_subject` NULL: no dead-letter stream is made with it. */
+ib_consumer_setup ib__host_consumer_setup(const ib_host *h, const char *durable, const char *filter,
+                                          bool create, const char *dead_letter_subject);
+
 /* ---- a partitioned consumer (host_partitions.c; batch thread) ---------- */
 
 /* Opens what a partitioned consumer needs once connected: its bucket of

@@ -138,28 +138,8 @@ static int ensure_durable(ib_host *h, uint32_t p, ib_error *e)
     part_durable(durable, sizeof(durable), h, p);
     snprintf(filter, sizeof(filter), "%s.%" PRIu32 ".*", h->cfg->subject, p);
     ib_consumer_facts facts;
-    ib_consumer_setup s = {
-        .stream = h->cfg->stream,
-        .durable = durable,
-        .filter_subject = filter,
-        .create = true,
-        .stream_subjects = h->cfg->stream_subjects,
-        .stream_replicas = (int)h->cfg->stream_replicas,
-        .dead_letter_subject = p == 0 ? h->set.dead_letter_subject : NULL,
-        .ack_wait_ms = h->cfg->ack_wait_ms,
-        .max_deliver = h->cfg->max_deliver,
-        .backoff_ms = h->cfg->backoff_ms,
-        .backoff_len = h->cfg->backoff_len,
-        .max_ack_pending = h->cfg->max_ack_pending,
-        .batch = (size_t)h->cfg->batch,
-        .pull_expires_ms =
-            h->cfg->pull_expires_ms > 0 ? h->cfg->pull_expires_ms : IB_PULLER_DEFAULT_EXPIRES_MS,
-        .waiting_requests = IB_PULLER_MAX_WAITING,
-        .stream_max_age_ms = h->cfg->stream_max_age_ms,
-        .stream_max_bytes = h->cfg->stream_max_bytes,
-        .dead_letter_max_age_ms = h->cfg->dead_letter_max_age_ms,
-        .dead_letter_max_bytes = h->cfg->dead_letter_max_bytes,
-    };
+    ib_consumer_setup s = ib__host_consumer_setup(h, durable, filter, true,
+                                                  p == 0 ? h->set.dead_letter_subject : NULL);
     return ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, e) == IB_OK ? 0 : -1;
 }
 

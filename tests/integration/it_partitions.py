@@ -171,7 +171,9 @@ def scenario(run, rng):
 
     # two processes join: the partitions are shared out
     b, c = run.start("b"), run.start("c")
-    wait_for("three owners", lambda: all(run.owned(n) for n in "abc") and
+    # rendezvous hashing may leave a process of three without any of 8
+    # partitions (about 4 % each): the joiners together take some
+    wait_for("the partitions shared out", lambda: len(run.owned("a")) < N and
              sum(len(run.owned(n)) for n in "abc") == N, 30)
     shares = {n: sorted(run.owned(n)) for n in "abc"}
     log(f"shares after joining: {shares}")
@@ -181,7 +183,8 @@ def scenario(run, rng):
     before = len(run.handled_ids())
     run.publish_jsonl(more)
     wait_for("the backlog under way", lambda: len(run.handled_ids()) >= before + 300, 30)
-    victim = "b"
+    victim = max("abc", key=lambda n: len(run.owned(n)))
+    others = [n for n in "abc" if n != victim]
     run.hosts[victim].send_signal(signal.SIGKILL)
     run.hosts[victim].wait()
     killed_at = time.monotonic()
@@ -189,7 +192,7 @@ def scenario(run, rng):
     log(f"killed {victim} (owned {sorted(run.owned(victim))}) with {left} events left")
     assert left > 0, "the kill came after the backlog: it tests nothing"
     wait_for("the victim's partitions taken over",
-             lambda: sum(len(run.owned(n)) for n in "ac") == N, 30)
+             lambda: sum(len(run.owned(n)) for n in others) == N, 30)
     log(f"its partitions taken over {time.monotonic() - killed_at:.1f} s after the kill "
         f"(lease 3 s)")
     want |= {norm(e["id"]) for e in more}
@@ -204,10 +207,12 @@ def scenario(run, rng):
     assert repeats <= BATCH, f"{repeats} repeats for one kill"
 
     # the victim comes back, one process leaves by SIGTERM
-    run.start("b2")
-    wait_for("b2 takes partitions", lambda: run.owned("b2"), 30)
-    assert procs.stop(run.hosts["c"]) == 0
-    wait_for("c's partitions taken", lambda: sum(len(run.owned(n)) for n in ("a", "b2")) == N,
+    run.start("v2")
+    wait_for("the victim's successor in the fleet",
+             lambda: sum(len(run.owned(n)) for n in others + ["v2"]) == N, 30)
+    leaver, stays = others[0], [others[1], "v2"]
+    assert procs.stop(run.hosts[leaver]) == 0
+    wait_for("the leaver's partitions taken", lambda: sum(len(run.owned(n)) for n in stays) == N,
              30)
     last = keyed_events(rng, keys, 10, first_n=125)
     run.publish_jsonl(last)
@@ -242,7 +247,7 @@ def scenario(run, rng):
     assert r.returncode != 0
     assert "16" in r.stderr and str(N) in r.stderr, r.stderr
 
-    for n in ("a", "b2"):
+    for n in stays:
         assert procs.stop(run.hosts[n]) == 0
 
 
