@@ -36,9 +36,14 @@ typedef struct log_recorder {
     route *routes;
     size_t routes_cap; /* a power of two */
     size_t routes_used;
-    /* the records one call appends, by partition: scratch */
+    /* Scratch of the call in progress (one at a time, under `mu`), each
+     * with room for `scratch_cap` keys: where each key lives, two flags
+     * per key (what the call writes, what it counts), the keys a record
+     * took already, and a record's entries. */
+    struct placed *at;
+    bool *pick, *count, *sent;
     ib_marker_log_entry *entries;
-    size_t entries_cap;
+    size_t scratch_cap;
 } log_recorder;
 
 static log_recorder *lr_of(ib_recorder *r)
@@ -199,24 +204,50 @@ static placed place(const log_recorder *l, const char *event_id)
     return p;
 }
 
-/* ---- appending ---------------------------------------------------------- */
+/* ---- the keys of one call ------------------------------------------------ */
 
-static bool entries_reserve(log_recorder *l, size_t n)
+static bool grow(void *pp, size_t n, size_t size)
 {
-    if (n <= l->entries_cap)
-        return true;
-    ib_marker_log_entry *grown = realloc(l->entries, n * sizeof(*grown));
+    void **p = pp;
+    void *grown = realloc(*p, n * size);
     if (grown == NULL)
         return false;
-    l->entries = grown;
-    l->entries_cap = n;
+    *p = grown;
     return true;
 }
 
+/* Places the `n` keys of this call in l->at and clears l->pick and
+ * l->count. Errors: IB_ERR_NOMEM. */
+static ib_status view_keys(log_recorder *l, const ib_marker_key *keys, size_t n, ib_error *err)
+{
+    if (n > l->scratch_cap) {
+        if (!grow(&l->at, n, sizeof(*l->at)) || !grow(&l->pick, n, sizeof(bool)) ||
+            !grow(&l->count, n, sizeof(bool)) || !grow(&l->sent, n, sizeof(bool)) ||
+            !grow(&l->entries, n, sizeof(*l->entries)))
+            return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory for %zu keys", n);
+        l->scratch_cap = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        l->at[i] = place(l, keys[i].event_id);
+    memset(l->pick, 0, n * sizeof(bool));
+    memset(l->count, 0, n * sizeof(bool));
+    return IB_OK;
+}
+
+/* What the owned table knows of key i of the view (all 0 when its
+ * partition is not owned here). */
+static ib_pair_state pair_of(const log_recorder *l, const ib_marker_key *keys, size_t i)
+{
+    if (l->at[i].table == NULL)
+        return (ib_pair_state){0};
+    return ib_marker_table_lookup(l->at[i].table, keys[i].consumer, l->at[i].id);
+}
+
+/* ---- appending ---------------------------------------------------------- */
+
 /* Sends one record of `partition` and applies it to the table once stored. */
 static ib_status append_one(log_recorder *l, ib_marker_log_kind kind, uint32_t partition,
-                            const char *const *names, size_t nnames,
-                            const ib_marker_log_entry *entries, size_t n, ib_error *err)
+                            const char *const *names, size_t nnames, size_t n, ib_error *err)
 {
     owned *o = &l->parts[partition];
     ib_marker_log_record rec = {.kind = kind,
@@ -225,30 +256,27 @@ static ib_status append_one(log_recorder *l, ib_marker_log_kind kind, uint32_t p
                                 .sequence = ++o->sequence,
                                 .names = names,
                                 .nnames = nnames,
-                                .entries = entries,
+                                .entries = l->entries,
                                 .nentries = n};
     uint64_t seq = 0;
     ib_status st = ib_marker_stream_append(l->stream, &rec, &seq, err);
-    if (st != IB_OK)
-        return st == IB_ERR_NOMEM ? st : ib_error_set(err, IB_ERR_RECORDER, "%s", err->msg);
-    return ib_marker_table_apply(o->table, &rec, err);
+    if (st != IB_OK && st != IB_ERR_NOMEM)
+        err->status = st = IB_ERR_RECORDER; /* the message says what failed */
+    return st != IB_OK ? st : ib_marker_table_apply(o->table, &rec, err);
 }
 
-/* Appends a `kind` record for every key i with pick[i] (NULL: every key;
- * each must be placed in an owned partition), one or more per partition,
- * in partition order. */
+/* Appends a `kind` record for every key i of the view with want[i] (NULL:
+ * every key; each must be placed in an owned partition), one or more per
+ * partition, in partition order. */
 static ib_status append_keys(log_recorder *l, ib_marker_log_kind kind, const ib_marker_key *keys,
-                             const placed *at, const uint64_t *fps, const bool *pick, size_t n,
-                             ib_error *err)
+                             const uint64_t *fps, const bool *want, size_t n, ib_error *err)
 {
-    if (!entries_reserve(l, n < IB_MARKER_LOG_ENTRIES_MAX ? n : IB_MARKER_LOG_ENTRIES_MAX))
-        return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory for a record");
-    bool *sent = calloc(n > 0 ? n : 1, sizeof(*sent));
-    if (sent == NULL)
-        return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory for a record");
+    const placed *at = l->at;
+    bool *sent = l->sent;
+    memset(sent, 0, n * sizeof(bool));
     ib_status st = IB_OK;
     for (size_t first = 0; first < n && st == IB_OK; first++) {
-        if (sent[first] || (pick != NULL && !pick[first]) || at[first].table == NULL)
+        if (sent[first] || (want != NULL && !want[first]) || at[first].table == NULL)
             continue;
         uint32_t p = at[first].partition;
         /* every key of partition p not sent yet, in records of at most
@@ -257,7 +285,7 @@ static ib_status append_keys(log_recorder *l, ib_marker_log_kind kind, const ib_
         const char *names[IB_MARKER_LOG_CONSUMERS_MAX];
         size_t nnames = 0, ne = 0;
         for (size_t i = first; i < n && st == IB_OK; i++) {
-            if (sent[i] || (pick != NULL && !pick[i]) || at[i].table == NULL ||
+            if (sent[i] || (want != NULL && !want[i]) || at[i].table == NULL ||
                 at[i].partition != p)
                 continue;
             size_t name = 0;
@@ -265,7 +293,7 @@ static ib_status append_keys(log_recorder *l, ib_marker_log_kind kind, const ib_
                 name++;
             if (ne == IB_MARKER_LOG_ENTRIES_MAX ||
                 (name == nnames && nnames == IB_MARKER_LOG_CONSUMERS_MAX)) {
-                st = append_one(l, kind, p, names, nnames, l->entries, ne, err);
+                st = append_one(l, kind, p, names, nnames, ne, err);
                 nnames = ne = name = 0;
                 if (st != IB_OK)
                     break;
@@ -279,97 +307,78 @@ static ib_status append_keys(log_recorder *l, ib_marker_log_kind kind, const ib_
             sent[i] = true;
         }
         if (st == IB_OK && ne > 0)
-            st = append_one(l, kind, p, names, nnames, l->entries, ne, err);
+            st = append_one(l, kind, p, names, nnames, ne, err);
     }
-    free(sent);
     return st;
 }
 
 /* ---- the recorder calls ------------------------------------------------- */
 
-static placed *place_all(const log_recorder *l, const ib_marker_key *keys, size_t n, ib_error *err)
-{
-    placed *at = malloc((n > 0 ? n : 1) * sizeof(*at));
-    if (at == NULL) {
-        ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++)
-        at[i] = place(l, keys[i].event_id);
-    return at;
-}
-
 /* How long a key of a partition not owned here is answered BUSY: the
  * caller naks it, and its partition's owner takes it. */
 #define NOT_OURS_MS 1000
+
+/* One claim of the view (see lr_acquire); l->pick[i] when it is claimed,
+ * l->count[i] when its attempt is counted now. */
+static ib_claim_info claim_one(log_recorder *l, const ib_marker_key *keys, const uint64_t *fps,
+                               size_t i, const ib_claim_request *req, const ib__acquire_opts *opts)
+{
+    if (l->at[i].table == NULL)
+        return (ib_claim_info){.state = IB_CLAIM_BUSY, .remaining_ms = NOT_OURS_MS};
+    ib_pair_state s = pair_of(l, keys, i);
+    uint64_t fp = fps != NULL ? fps[i] : 0;
+    if (s.marked) {
+        bool other = fp != 0 && s.fingerprint != 0 && fp != s.fingerprint;
+        return (ib_claim_info){.state = other ? IB_CLAIM_CONFLICT : IB_CLAIM_DONE};
+    }
+    if (req->max_attempts > 0 && s.attempts >= req->max_attempts)
+        return (ib_claim_info){.state = IB_CLAIM_EXHAUSTED, .attempts = s.attempts};
+    if (opts != NULL && opts->taken_over != NULL)
+        opts->taken_over[i] = s.in_flight; /* its call never came back */
+    l->pick[i] = true;
+    l->count[i] = opts == NULL || !opts->defer_attempts || (i == 0 && opts->count_key0);
+    return (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = s.attempts};
+}
 
 static ib_status lr_acquire(ib_recorder *r, ib_claim_info *out, const ib_marker_key *keys,
                             const uint64_t *fps, size_t n, const ib_claim_request *req,
                             const ib__acquire_opts *opts, ib_error *err)
 {
     log_recorder *l = lr_of(r);
-    bool defer = opts != NULL && opts->defer_attempts;
     pthread_mutex_lock(&l->mu);
-    placed *at = place_all(l, keys, n, err);
-    bool *claim = calloc(n > 0 ? n : 1, sizeof(*claim));
-    bool *count = calloc(n > 0 ? n : 1, sizeof(*count));
-    ib_status st = IB_OK;
-    if (at == NULL || claim == NULL || count == NULL) {
-        st = ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
-        goto out;
-    }
+    ib_status st = view_keys(l, keys, n, err);
     bool any_count = false;
-    for (size_t i = 0; i < n; i++) {
-        out[i] = (ib_claim_info){.state = IB_CLAIM_BUSY, .remaining_ms = NOT_OURS_MS};
+    for (size_t i = 0; st == IB_OK && i < n; i++) {
         if (opts != NULL && opts->taken_over != NULL)
             opts->taken_over[i] = false;
-        if (at[i].table == NULL)
-            continue;
-        ib_pair_state s = ib_marker_table_lookup(at[i].table, keys[i].consumer, at[i].id);
-        out[i] = (ib_claim_info){.state = IB_CLAIM_ACQUIRED, .attempts = s.attempts};
-        uint64_t fp = fps != NULL ? fps[i] : 0;
-        if (s.marked) {
-            out[i].state = fp != 0 && s.fingerprint != 0 && fp != s.fingerprint ? IB_CLAIM_CONFLICT
-                                                                                : IB_CLAIM_DONE;
-            out[i].attempts = 0;
-            continue;
-        }
-        if (req->max_attempts > 0 && s.attempts >= req->max_attempts) {
-            out[i].state = IB_CLAIM_EXHAUSTED;
-            continue;
-        }
-        if (opts != NULL && opts->taken_over != NULL)
-            opts->taken_over[i] = s.in_flight;
-        claim[i] = true;
-        count[i] = !defer || (i == 0 && opts->count_key0);
-        any_count |= count[i];
+        out[i] = claim_one(l, keys, fps, i, req, opts);
+        any_count |= l->count[i];
     }
-    st = append_keys(l, IB_MARKER_LOG_CLAIMED, keys, at, fps, claim, n, err);
+    if (st == IB_OK)
+        st = append_keys(l, IB_MARKER_LOG_CLAIMED, keys, fps, l->pick, n, err);
     if (st == IB_OK && any_count)
-        st = append_keys(l, IB_MARKER_LOG_COUNTED, keys, at, fps, count, n, err);
+        st = append_keys(l, IB_MARKER_LOG_COUNTED, keys, fps, l->count, n, err);
     for (size_t i = 0; st == IB_OK && i < n; i++)
-        if (count[i])
-            out[i].attempts++;
-out:
-    free(at);
-    free(claim);
-    free(count);
+        out[i].attempts += l->count[i];
     pthread_mutex_unlock(&l->mu);
     return st;
 }
 
-/* held[i]: key i is in flight in a partition owned here. */
-static void in_flight_keys(const log_recorder *l, bool *held, const placed *at,
-                           const ib_marker_key *keys, size_t n)
+/* Counts (COUNTED) the keys of the view in flight here whose count[i] is
+ * set (`count` NULL: all of them; held[i] says which are in flight), and
+ * with `release` frees every one of them (RELEASED). */
+static ib_status count_and_release(log_recorder *l, bool *held, const ib_marker_key *keys,
+                                   const bool *count, size_t n, bool release, ib_error *err)
 {
     for (size_t i = 0; i < n; i++) {
-        held[i] = false;
-        if (at[i].table == NULL)
-            continue;
-        ib_pair_state s = ib_marker_table_lookup(at[i].table, keys[i].consumer, at[i].id);
+        ib_pair_state s = pair_of(l, keys, i);
         held[i] = s.in_flight && !s.marked;
+        l->pick[i] = held[i] && (count == NULL || count[i]);
     }
-    (void)l;
+    ib_status st = append_keys(l, IB_MARKER_LOG_COUNTED, keys, NULL, l->pick, n, err);
+    if (st == IB_OK && release)
+        st = append_keys(l, IB_MARKER_LOG_RELEASED, keys, NULL, held, n, err);
+    return st;
 }
 
 static ib_status lr_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
@@ -378,24 +387,11 @@ static ib_status lr_count_attempts(ib_recorder *r, bool *held, const ib_marker_k
 {
     log_recorder *l = lr_of(r);
     (void)owner;
-    (void)lease_ms;
+    (void)lease_ms; /* the partition's lease covers every claim of it */
     pthread_mutex_lock(&l->mu);
-    placed *at = place_all(l, keys, n, err);
-    bool *pick = calloc(n > 0 ? n : 1, sizeof(*pick));
-    ib_status st = IB_OK;
-    if (at == NULL || pick == NULL) {
-        st = ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
-        goto out;
-    }
-    in_flight_keys(l, held, at, keys, n);
-    for (size_t i = 0; i < n; i++)
-        pick[i] = held[i] && (count == NULL || count[i]);
-    st = append_keys(l, IB_MARKER_LOG_COUNTED, keys, at, NULL, pick, n, err);
-    if (st == IB_OK && release)
-        st = append_keys(l, IB_MARKER_LOG_RELEASED, keys, at, NULL, held, n, err);
-out:
-    free(at);
-    free(pick);
+    ib_status st = view_keys(l, keys, n, err);
+    if (st == IB_OK)
+        st = count_and_release(l, held, keys, count, n, release, err);
     pthread_mutex_unlock(&l->mu);
     return st;
 }
@@ -407,12 +403,13 @@ static ib_status lr_renew(ib_recorder *r, bool *held, const ib_marker_key *keys,
     (void)owner;
     (void)lease_ms;
     pthread_mutex_lock(&l->mu);
-    placed *at = place_all(l, keys, n, err);
-    if (at != NULL)
-        in_flight_keys(l, held, at, keys, n);
-    free(at);
+    ib_status st = view_keys(l, keys, n, err);
+    for (size_t i = 0; st == IB_OK && i < n; i++) {
+        ib_pair_state s = pair_of(l, keys, i);
+        held[i] = s.in_flight && !s.marked;
+    }
     pthread_mutex_unlock(&l->mu);
-    return at != NULL ? IB_OK : IB_ERR_NOMEM;
+    return st;
 }
 
 static ib_status lr_mark_owned(ib_recorder *r, bool *marked, const ib_marker_key *keys,
@@ -421,62 +418,50 @@ static ib_status lr_mark_owned(ib_recorder *r, bool *marked, const ib_marker_key
     log_recorder *l = lr_of(r);
     (void)owner;
     pthread_mutex_lock(&l->mu);
-    placed *at = place_all(l, keys, n, err);
-    bool *pick = calloc(n > 0 ? n : 1, sizeof(*pick));
-    ib_status st = IB_OK;
-    if (at == NULL || pick == NULL) {
-        st = ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
-        goto out;
+    ib_status st = view_keys(l, keys, n, err);
+    for (size_t i = 0; st == IB_OK && i < n; i++) {
+        marked[i] = l->at[i].table != NULL;
+        l->pick[i] = marked[i] && !pair_of(l, keys, i).marked; /* the first mark stands */
     }
-    for (size_t i = 0; i < n; i++) {
-        marked[i] = at[i].table != NULL;
-        pick[i] =
-            marked[i] && !ib_marker_table_lookup(at[i].table, keys[i].consumer, at[i].id).marked;
-    }
-    st = append_keys(l, IB_MARKER_LOG_DONE, keys, at, fps, pick, n, err);
-out:
-    free(at);
-    free(pick);
+    if (st == IB_OK)
+        st = append_keys(l, IB_MARKER_LOG_DONE, keys, fps, l->pick, n, err);
     pthread_mutex_unlock(&l->mu);
     return st;
 }
 
-/* Writes `kind` for the keys placed in an owned partition; a key that is
- * not is an error (nothing can be decided for it here). */
-static ib_status lr_write_all(ib_recorder *r, ib_marker_log_kind kind, const ib_marker_key *keys,
-                              size_t n, ib_error *err)
+/* Ends the attempts (ENDED) of keys placed in an owned partition; a key
+ * that is not is an error (nothing can be decided for it here). */
+static ib_status lr_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
 {
     log_recorder *l = lr_of(r);
     pthread_mutex_lock(&l->mu);
-    placed *at = place_all(l, keys, n, err);
-    ib_status st = at == NULL ? IB_ERR_NOMEM : IB_OK;
+    ib_status st = view_keys(l, keys, n, err);
     for (size_t i = 0; st == IB_OK && i < n; i++)
-        if (at[i].table == NULL)
+        if (l->at[i].table == NULL)
             st = ib_error_set(err, IB_ERR_RECORDER,
                               "log recorder: an event of a partition this process does not own");
     if (st == IB_OK)
-        st = append_keys(l, kind, keys, at, NULL, NULL, n, err);
-    free(at);
+        st = append_keys(l, IB_MARKER_LOG_ENDED, keys, NULL, NULL, n, err);
     pthread_mutex_unlock(&l->mu);
     return st;
 }
 
-static ib_status lr_end_attempts(ib_recorder *r, const ib_marker_key *keys, size_t n, ib_error *err)
-{
-    return lr_write_all(r, IB_MARKER_LOG_ENDED, keys, n, err);
-}
-
+/* Frees claims without counting an attempt (RELEASED). */
 static ib_status lr_release_batch(ib_recorder *r, const ib_marker_key *keys, size_t n,
                                   const char *owner, ib_error *err)
 {
-    bool *held = calloc(n > 0 ? n : 1, sizeof(*held));
-    if (held == NULL)
-        return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
-    bool *none = calloc(n > 0 ? n : 1, sizeof(*none));
-    ib_status st = none == NULL ? ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory")
-                                : lr_count_attempts(r, held, keys, none, n, owner, 0, true, err);
-    free(none);
+    log_recorder *l = lr_of(r);
+    (void)owner;
+    pthread_mutex_lock(&l->mu);
+    ib_status st = view_keys(l, keys, n, err);
+    /* l->count is all false after view_keys: nothing is counted */
+    bool *held = malloc((n > 0 ? n : 1) * sizeof(*held));
+    if (st == IB_OK && held == NULL)
+        st = ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory");
+    if (st == IB_OK)
+        st = count_and_release(l, held, keys, l->count, n, true, err);
     free(held);
+    pthread_mutex_unlock(&l->mu);
     return st;
 }
 
@@ -564,6 +549,10 @@ static void lr_close(ib_recorder *r)
         ib_marker_table_free(l->parts[i].table);
     free(l->parts);
     free(l->routes);
+    free(l->at);
+    free(l->pick);
+    free(l->count);
+    free(l->sent);
     free(l->entries);
     pthread_mutex_destroy(&l->mu);
     free(l);
