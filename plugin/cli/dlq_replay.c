@@ -45,27 +45,6 @@ static bool header_dropped(const char *key)
     return strncasecmp(key, "Ibus-", 5) == 0 || strncasecmp(key, "Nats-", 5) == 0;
 }
 
-static natsStatus copy_headers(natsMsg *dst, natsMsg *src)
-{
-    const char **keys = NULL;
-    int nkeys = 0;
-    natsStatus s = natsMsgHeader_Keys(src, &keys, &nkeys);
-    if (s == NATS_NOT_FOUND)
-        return NATS_OK;
-    for (int i = 0; s == NATS_OK && i < nkeys; i++) {
-        const char **values = NULL;
-        int nvalues = 0;
-        if (header_dropped(keys[i]))
-            continue;
-        s = natsMsgHeader_Values(src, keys[i], &values, &nvalues);
-        for (int j = 0; s == NATS_OK && j < nvalues; j++)
-            s = natsMsgHeader_Add(dst, keys[i], values[j]);
-        free((void *)values);
-    }
-    free((void *)keys);
-    return s;
-}
-
 /* Sleeps until the next replay may start under --rate. */
 static void pace(const replay_run *r)
 {
@@ -100,7 +79,7 @@ static int publish_one(replay_run *r, const ib_dlq_entry *e, bool *duplicate)
     natsStatus s = natsMsg_Create(&m, e->subject, NULL, natsMsg_GetData(e->msg),
                                   natsMsg_GetDataLength(e->msg));
     if (s == NATS_OK)
-        s = copy_headers(m, e->msg);
+        s = ib_msg_copy_headers(m, e->msg, header_dropped);
     if (s == NATS_OK) {
         jsPubOptions_Init(&po);
         po.MsgId = ib_dlq_replay_msg_id(msg_id, sizeof(msg_id), r->o->stream, e->seq);

@@ -38,30 +38,6 @@ static bool header_dropped(const char *key)
     return false;
 }
 
-/* Copies every header of `orig` that header_dropped() lets through, with
- * all its values, so a dead letter keeps the producer's own headers
- * (trace ids, content types) beside ours. */
-static natsStatus copy_headers(natsMsg *dl, natsMsg *orig)
-{
-    const char **keys = NULL;
-    int nkeys = 0;
-    natsStatus s = natsMsgHeader_Keys(orig, &keys, &nkeys);
-    if (s == NATS_NOT_FOUND)
-        return NATS_OK; /* no headers */
-    for (int i = 0; s == NATS_OK && i < nkeys; i++) {
-        const char **values = NULL;
-        int nvalues = 0;
-        if (header_dropped(keys[i]))
-            continue;
-        s = natsMsgHeader_Values(orig, keys[i], &values, &nvalues);
-        for (int j = 0; s == NATS_OK && j < nvalues; j++)
-            s = natsMsgHeader_Add(dl, keys[i], values[j]);
-        free((void *)values);
-    }
-    free((void *)keys);
-    return s;
-}
-
 static natsStatus set_headers(natsMsg *dl, const ib_dead_letter_info *info,
                               const char *orig_subject)
 {
@@ -114,7 +90,7 @@ ib_status ib_dead_letter_publish(natsConnection *nc, jsCtx *js, const char *subj
     natsStatus s =
         natsMsg_Create(&dl, subject, NULL, natsMsg_GetData(msg), natsMsg_GetDataLength(msg));
     if (s == NATS_OK)
-        s = copy_headers(dl, msg);
+        s = ib_msg_copy_headers(dl, msg, header_dropped);
     if (s == NATS_OK)
         s = set_headers(dl, info, natsMsg_GetSubject(msg));
     if (s == NATS_OK) {

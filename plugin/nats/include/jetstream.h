@@ -430,6 +430,12 @@ ib_status ib_jsack_parse(ib_jsack_meta *out, const char *reply, size_t len, ib_e
  * valid traceparent. Reads only. */
 bool ib_msg_trace_read(ib_trace *out, natsMsg *msg, const ib_event *event);
 
+/* Adds to `dst` every header of `src` (each with all its values) whose
+ * name `dropped` (NULL: none) does not refuse: what a message made from
+ * another (a dead letter, a replay, a forward) keeps of the producer's
+ * own headers. Returns nats.c's status; NATS_OK when `src` has none. */
+natsStatus ib_msg_copy_headers(natsMsg *dst, natsMsg *src, bool (*dropped)(const char *key));
+
 /* Sets `t`'s traceparent (and tracestate, when it has one) as headers of
  * `msg`, replacing any. Returns nats.c's status. */
 natsStatus ib_msg_trace_set(natsMsg *msg, const ib_trace *t);
