@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "jetstream.h"
@@ -437,15 +438,20 @@ static void trace_item(ib_host *h, item *it)
  * partition subject, under a message id of this stream and sequence so a
  * retried forward is stored once, and acked once the stream has it.
  * False when the publish failed: then it is nak'ed. */
+/* What a forward does not carry: the headers JetStream acts on (the
+ * original's own Nats-Msg-Id among them) and ours. */
+static bool forward_drops(const char *key)
+{
+    return strncasecmp(key, "Nats-", 5) == 0 || strncasecmp(key, "Ibus-", 5) == 0;
+}
+
 static bool forward(ib_host *h, item *it, uint32_t belongs)
 {
-    const char *subject = natsMsg_GetSubject(it->msg);
-    const char *key = strrchr(subject, '.');
+    const char *key = strrchr(natsMsg_GetSubject(it->msg), '.') + 1; /* MISPLACED has one */
     char to[1024], msg_id[300];
     ib_error e = {0};
-    if (key == NULL || ib_partition_subject(to, sizeof(to), h->cfg->subject, key + 1,
-                                            (uint32_t)h->cfg->partitions, &e) != IB_OK)
-        return false;
+    /* the key was read back from a subject already: this cannot fail */
+    ib_partition_subject(to, sizeof(to), h->cfg->subject, key, (uint32_t)h->cfg->partitions, &e);
     snprintf(msg_id, sizeof(msg_id), "ibus-fwd-%s-%" PRIu64, h->cfg->stream, it->meta.stream_seq);
     natsMsg *m = NULL;
     jsPubOptions po;
@@ -454,18 +460,22 @@ static bool forward(ib_host *h, item *it, uint32_t belongs)
     po.MaxWait = 5000;
     jsErrCode jerr = 0;
     jsPubAck *pa = NULL;
-    bool ok = natsMsg_Create(&m, to, NULL, natsMsg_GetData(it->msg),
-                             natsMsg_GetDataLength(it->msg)) == NATS_OK &&
-              js_PublishMsg(&pa, ib_nats_jetstream(h->nats), m, &po, &jerr) == NATS_OK;
+    natsStatus s =
+        natsMsg_Create(&m, to, NULL, natsMsg_GetData(it->msg), natsMsg_GetDataLength(it->msg));
+    if (s == NATS_OK)
+        s = ib_msg_copy_headers(m, it->msg, forward_drops);
+    if (s == NATS_OK)
+        s = js_PublishMsg(&pa, ib_nats_jetstream(h->nats), m, &po, &jerr);
     jsPubAck_Destroy(pa);
     natsMsg_Destroy(m);
-    ib_log(ok ? IB_SEV_WARN : IB_SEV_ERROR,
-           ok ? "a message on another partition's subject was forwarded to its key's partition"
-              : "cannot forward a message to its key's partition; nak'ed",
+    ib_log(s == NATS_OK ? IB_SEV_WARN : IB_SEV_ERROR,
+           s == NATS_OK
+               ? "a message on another partition's subject was forwarded to its key's partition"
+               : "cannot forward a message to its key's partition; nak'ed",
            IB_LOG_STR("event_id", it->event->id), IB_LOG_U64("stream_seq", it->meta.stream_seq),
-           IB_LOG_U64("partition", belongs));
-    (void)e;
-    return ok;
+           IB_LOG_U64("partition", belongs),
+           IB_LOG_STR("error", s == NATS_OK ? "" : natsStatus_GetText(s)));
+    return s == NATS_OK;
 }
 
 /* A partitioned consumer's gate (host_partitions.c): true when the event
@@ -480,7 +490,12 @@ static bool admit_partitioned(ib_host *h, item *it)
     case IB_HOST_ADMIT_OK:
         return true;
     case IB_HOST_ADMIT_NOT_OWNED:
-        settle_nak(h, it, 0);
+        /* its owner takes it at once; not a retry this process waits
+         * for (settle_nak would make --idle-exit wait for it here) */
+        if (ib_nak(ib_nats_connection(h->nats), it->msg, 0, NULL) == IB_OK) {
+            h->batch.totals.naked++;
+            ib_metrics_add(h->metrics, IB_METRIC_NAKS, 1);
+        }
         it->settled = true;
         return false;
     case IB_HOST_ADMIT_MISPLACED:
