@@ -20,7 +20,9 @@ always successful handler (2 ms a call, one audit line per call). Asserts that:
   - a message on a partition subject whose key hashes elsewhere is
     forwarded to its partition and handled there once;
   - a second consumer configured for another N is refused at start, naming
-    both numbers.
+    both numbers;
+  - a partition whose marker log holds a record that does not decode is
+    not taken, with an error naming it, while the others are.
 Every process is stopped by its PID; loopback only.
 """
 
@@ -249,6 +251,19 @@ def scenario(run, rng):
 
     for n in stays:
         assert procs.stop(run.hosts[n]) == 0
+
+    # a record of partition 0's marker log that does not decode: the
+    # partition is not taken (its markers cannot all be read), the others are
+    r = run.ibus("publish", "--nats-url", procs.url, "--raw", "--subject",
+                 "ibus.markers.orders.0", "--quiet", "not a record", check=False)
+    assert r.returncode == 0, r.stderr
+    run.start("d")
+    wait_for("d takes the readable partitions", lambda: len(run.owned("d")) == N - 1, 30)
+    wait_for("d names the partition it cannot take", lambda: any(
+        rec.get("msg", "").startswith("cannot take a partition") and rec.get("partition") == 0
+        for rec in run.log_records("d")), 30)
+    assert 0 not in run.owned("d")
+    assert procs.stop(run.hosts["d"]) == 0
 
 
 def main():
