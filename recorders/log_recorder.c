@@ -18,6 +18,7 @@ typedef struct owned {
     ib_marker_table *table; /* NULL: not owned */
     uint64_t epoch;
     uint64_t sequence; /* of the last record sent */
+    int64_t stop_at;   /* monotonic ms: decide nothing new from here on */
 } owned;
 
 /* One route: an id's partition. */
@@ -142,9 +143,19 @@ ib_status ib_log_recorder_own(ib_recorder *r, uint32_t partition, uint64_t epoch
     }
     pthread_mutex_lock(&l->mu);
     ib_marker_table_free(l->parts[partition].table);
-    l->parts[partition] = (owned){.table = table, .epoch = epoch};
+    l->parts[partition] = (owned){.table = table, .epoch = epoch, .stop_at = INT64_MAX};
     pthread_mutex_unlock(&l->mu);
     return IB_OK;
+}
+
+void ib_log_recorder_hold_until(ib_recorder *r, uint32_t partition, int64_t stop_at_mono)
+{
+    log_recorder *l = lr_of(r);
+    if (partition >= l->partitions)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->parts[partition].stop_at = stop_at_mono;
+    pthread_mutex_unlock(&l->mu);
 }
 
 void ib_log_recorder_disown(ib_recorder *r, uint32_t partition)
@@ -192,12 +203,16 @@ typedef struct placed {
     ib_marker_table *table;
 } placed;
 
-static placed place(const log_recorder *l, const char *event_id)
+/* `deciding`: for a claim, a count or a renewal, which the partition's
+ * stop time ends; a mark or an end of attempts records what happened
+ * and is placed while the table is held. */
+static placed place(const log_recorder *l, const char *event_id, bool deciding)
 {
     placed p = {0};
     ib_id_pack(p.id, event_id); /* the wrappers checked the id */
     int64_t part = route_find(l, p.id);
-    if (part >= 0 && l->parts[part].table != NULL) {
+    if (part >= 0 && l->parts[part].table != NULL &&
+        (!deciding || ib_clock_monotonic_ms() < l->parts[part].stop_at)) {
         p.partition = (uint32_t)part;
         p.table = l->parts[part].table;
     }
@@ -216,9 +231,10 @@ static bool grow(void *pp, size_t n, size_t size)
     return true;
 }
 
-/* Places the `n` keys of this call in l->at and clears l->pick and
+/* Places the `n` keys of this call in l->at (`deciding` as for place) and clears l->pick and
  * l->count. Errors: IB_ERR_NOMEM. */
-static ib_status view_keys(log_recorder *l, const ib_marker_key *keys, size_t n, ib_error *err)
+static ib_status view_keys(log_recorder *l, const ib_marker_key *keys, size_t n, bool deciding,
+                           ib_error *err)
 {
     if (n > l->scratch_cap) {
         if (!grow(&l->at, n, sizeof(*l->at)) || !grow(&l->pick, n, sizeof(bool)) ||
@@ -228,7 +244,7 @@ static ib_status view_keys(log_recorder *l, const ib_marker_key *keys, size_t n,
         l->scratch_cap = n;
     }
     for (size_t i = 0; i < n; i++)
-        l->at[i] = place(l, keys[i].event_id);
+        l->at[i] = place(l, keys[i].event_id, deciding);
     memset(l->pick, 0, n * sizeof(bool));
     memset(l->count, 0, n * sizeof(bool));
     return IB_OK;
@@ -346,7 +362,7 @@ static ib_status lr_acquire(ib_recorder *r, ib_claim_info *out, const ib_marker_
 {
     log_recorder *l = lr_of(r);
     pthread_mutex_lock(&l->mu);
-    ib_status st = view_keys(l, keys, n, err);
+    ib_status st = view_keys(l, keys, n, true, err);
     bool any_count = false;
     for (size_t i = 0; st == IB_OK && i < n; i++) {
         if (opts != NULL && opts->taken_over != NULL)
@@ -389,7 +405,7 @@ static ib_status lr_count_attempts(ib_recorder *r, bool *held, const ib_marker_k
     (void)owner;
     (void)lease_ms; /* the partition's lease covers every claim of it */
     pthread_mutex_lock(&l->mu);
-    ib_status st = view_keys(l, keys, n, err);
+    ib_status st = view_keys(l, keys, n, true, err);
     if (st == IB_OK)
         st = count_and_release(l, held, keys, count, n, release, err);
     pthread_mutex_unlock(&l->mu);
@@ -403,7 +419,7 @@ static ib_status lr_renew(ib_recorder *r, bool *held, const ib_marker_key *keys,
     (void)owner;
     (void)lease_ms;
     pthread_mutex_lock(&l->mu);
-    ib_status st = view_keys(l, keys, n, err);
+    ib_status st = view_keys(l, keys, n, true, err);
     for (size_t i = 0; st == IB_OK && i < n; i++) {
         ib_pair_state s = pair_of(l, keys, i);
         held[i] = s.in_flight && !s.marked;
@@ -418,7 +434,7 @@ static ib_status lr_mark_owned(ib_recorder *r, bool *marked, const ib_marker_key
     log_recorder *l = lr_of(r);
     (void)owner;
     pthread_mutex_lock(&l->mu);
-    ib_status st = view_keys(l, keys, n, err);
+    ib_status st = view_keys(l, keys, n, false, err);
     for (size_t i = 0; st == IB_OK && i < n; i++) {
         marked[i] = l->at[i].table != NULL;
         l->pick[i] = marked[i] && !pair_of(l, keys, i).marked; /* the first mark stands */
@@ -435,7 +451,7 @@ static ib_status lr_end_attempts(ib_recorder *r, const ib_marker_key *keys, size
 {
     log_recorder *l = lr_of(r);
     pthread_mutex_lock(&l->mu);
-    ib_status st = view_keys(l, keys, n, err);
+    ib_status st = view_keys(l, keys, n, false, err);
     for (size_t i = 0; st == IB_OK && i < n; i++)
         if (l->at[i].table == NULL)
             st = ib_error_set(err, IB_ERR_RECORDER,
@@ -453,7 +469,7 @@ static ib_status lr_release_batch(ib_recorder *r, const ib_marker_key *keys, siz
     log_recorder *l = lr_of(r);
     (void)owner;
     pthread_mutex_lock(&l->mu);
-    ib_status st = view_keys(l, keys, n, err);
+    ib_status st = view_keys(l, keys, n, false, err);
     /* l->count is all false after view_keys: nothing is counted */
     bool *held = malloc((n > 0 ? n : 1) * sizeof(*held));
     if (st == IB_OK && held == NULL)
@@ -488,7 +504,7 @@ static ib_status lr_mark_processed(ib_recorder *r, const char *consumer, const c
  * to, or else in any owned partition (an admin read names no route). */
 static ib_pair_state find_pair(log_recorder *l, const char *consumer, const char *event_id)
 {
-    placed p = place(l, event_id);
+    placed p = place(l, event_id, false);
     if (p.table != NULL)
         return ib_marker_table_lookup(p.table, consumer, p.id);
     for (uint32_t i = 0; i < l->partitions; i++) {

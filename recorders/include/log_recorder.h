@@ -37,7 +37,8 @@
  * partition (ib_log_recorder_route) before the calls that name it. A key
  * whose id is not routed, or routed to a partition this process does not
  * own, is answered BUSY by a claim and refused by a mark: nothing of a
- * partition another process may own is ever decided here.
+ * partition another process may own is ever decided here. Neither is
+ * anything new past the partition's stop time (ib_log_recorder_hold_until).
  *
  * One lock guards the tables and the routes, and is held across the
  * appends of one call: the batch thread is the only writer, and the
@@ -66,6 +67,17 @@ ib_status ib_log_recorder_create(ib_recorder **out, ib_marker_stream *stream, ui
  * Errors: IB_ERR_INVALID_ARG for a partition out of range. */
 ib_status ib_log_recorder_own(ib_recorder *r, uint32_t partition, uint64_t epoch,
                               ib_marker_table *table, ib_error *err);
+
+/* Makes the recorder decide nothing new for `partition` from
+ * `stop_at_mono` (monotonic ms) on: past it a claim is answered BUSY, a
+ * count or a renewal finds the key not held, so no call of the partition
+ * starts (the dispatch asks before each call whose claim is older than
+ * its lease); marks and ends of attempts, which record what happened,
+ * are still written. The owner moves it on at every renewal of the
+ * partition's lease (ib_partition_lease_stop_at): a process stopped
+ * past its lease starts nothing once it runs again. Until the first
+ * call: no limit. */
+void ib_log_recorder_hold_until(ib_recorder *r, uint32_t partition, int64_t stop_at_mono);
 
 /* Stops answering for `partition` and frees its table; a no-op when not
  * owned. */

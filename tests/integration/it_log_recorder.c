@@ -8,6 +8,9 @@
  *    a fresh budget, also after a replay;
  *  - a key of a partition not owned, or not routed, is answered BUSY,
  *    never marked, and its attempts cannot be ended here;
+ *  - past the partition's stop time nothing new is decided (a claim is
+ *    BUSY, a renewal finds the key not held) while a mark of a call that
+ *    ran is still written;
  *  - an append the server does not acknowledge fails the call with
  *    IB_ERR_RECORDER and leaves the table as it was. */
 #include <nats/nats.h>
@@ -195,6 +198,33 @@ static void test_partitions_not_owned_decide_nothing(void **state)
     close_fixture(&f);
 }
 
+static void test_nothing_new_past_the_stop_time(void **state)
+{
+    it_env *e = *state;
+    fixture f;
+    open_log(&f, e);
+    ib_recorder *r = owner_of(&f, 1, 1);
+    ib_claim_info info[2];
+    bool taken[2], held[2], marked[2];
+    ib_error err = {0};
+    assert_int_equal(claim(r, info, taken, f.keys, 2, 0), IB_OK);
+    assert_int_equal(info[1].state, IB_CLAIM_ACQUIRED);
+    ib_log_recorder_hold_until(r, 1, 0); /* the lease could not be renewed in time */
+    assert_int_equal(ib_recorder_renew_batch(r, held, f.keys, 2, OWNER, 1000, &err), IB_OK);
+    assert_false(held[0] || held[1]);
+    assert_int_equal(claim(r, info, taken, f.keys + 2, 1, 0), IB_OK);
+    assert_int_equal(info[0].state, IB_CLAIM_BUSY);
+    /* the first call ran before the stop: its mark is a fact */
+    assert_int_equal(ib__recorder_mark_owned_checked(r, marked, f.keys, NULL, 1, OWNER, &err),
+                     IB_OK);
+    assert_true(marked[0]);
+    ib_log_recorder_hold_until(r, 1, INT64_MAX); /* renewed */
+    assert_int_equal(ib_recorder_renew_batch(r, held, f.keys + 1, 1, OWNER, 1000, &err), IB_OK);
+    assert_true(held[0]);
+    ib_recorder_close(r);
+    close_fixture(&f);
+}
+
 static void test_unacknowledged_append_fails_the_call(void **state)
 {
     it_env *e = *state;
@@ -218,6 +248,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_counted_attempts_exhaust_and_end, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(test_partitions_not_owned_decide_nothing, it_setup,
                                     it_teardown),
+    cmocka_unit_test_setup_teardown(test_nothing_new_past_the_stop_time, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(test_unacknowledged_append_fails_the_call, it_setup,
                                     it_teardown),
 };
