@@ -17,6 +17,7 @@ enum result_kind {
     K_CONFLICT,  /* marked with another fingerprint */
     K_SKIPPED,   /* acquired, not run: its delivery conflicts */
     K_RETRIED,   /* its handler said RETRY */
+    K_ORDERED,   /* not run: an earlier delivery of its order key did not succeed */
 };
 
 /* observed: no handler call to report for this result. */
@@ -52,6 +53,7 @@ static const result_rule result_rules[R_COUNT] = {
     [R_WAIT] = {IB_RESULT_WAITING, K_WAITING},
     [R_HELD_BACK] = {IB_RESULT_WAITING, K_WAITING},
     [R_UNRUN] = {IB_RESULT_LOST, K_LOST},
+    [R_ORDER_HELD] = {NOT_OBSERVED, K_ORDERED},
 };
 
 /* Reports one item's result to the observer: a leader's, if it ran or
@@ -209,6 +211,10 @@ static void tally(run_ctx *c, ib_delivery *dl, const run_item *it, verdicts *v)
     case K_RETRIED:
         tally_retry(c, v, lead);
         own = &n->retried;
+        break;
+    case K_ORDERED:
+        v->retry = true; /* after the delivery it waits for */
+        own = &n->waiting;
         break;
     }
     if (follower)

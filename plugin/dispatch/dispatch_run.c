@@ -512,7 +512,7 @@ static void release(run_ctx *c)
         unsigned char res = it->result;
         /* an exhausted key holds no claim of ours: releasing it is a no-op */
         if (res != R_RETRY && res != R_REJECT && res != R_POISON_OPEN && res != R_SKIPPED &&
-            res != R_TXN_FAILED && res != R_HELD_BACK)
+            res != R_TXN_FAILED && res != R_HELD_BACK && res != R_ORDER_HELD)
             continue;
         /* A RETRY whose attempt is not counted yet (it did not run alone)
          * is counted as it is freed: the call returned, so no crash of it
@@ -874,6 +874,34 @@ static bool claim_still_ours(run_ctx *c, const run_item *it, ib__done *d)
     return true;
 }
 
+/* Whether an item's final result lets the later deliveries of its order
+ * key run: it succeeded, or its event was settled for good (a duplicate,
+ * a dead letter, a conflict). */
+static bool order_passes(const run_ctx *c, const run_item *it)
+{
+    unsigned char r = it->result == R_FOLLOW ? c->items[it->leader].result : it->result;
+    return r == R_OK || r == R_MARKED || r == R_DONE || r == R_POISON_DONE ||
+           r == R_POISON_OPEN || r == R_REJECT || r == R_CONFLICT;
+}
+
+/* Whether `it` waits for an earlier delivery of the batch with the same
+ * order key (ib_delivery.order_key) that did not succeed. Only while the
+ * calls run one at a time on the run thread, where every earlier item is
+ * finished when this one is asked about (with the pool, order is not
+ * promised). */
+static bool waits_for_order(const run_ctx *c, const run_item *it)
+{
+    const char *key = c->dl[it->delivery].order_key;
+    if (key == NULL || c->parallel)
+        return false;
+    for (size_t j = 0; j < c->s->first[it->delivery]; j++) {
+        const char *other = c->dl[c->items[j].delivery].order_key;
+        if (other != NULL && strcmp(other, key) == 0 && !order_passes(c, &c->items[j]))
+            return true;
+    }
+    return false;
+}
+
 /* Whether the call of `it` is to be made: not when its circuit opened
  * since the batch was planned (d->result R_HELD_BACK: the run thread
  * releases the claim and ends the attempt it counted), nor when its claim
@@ -882,6 +910,10 @@ static bool may_call(run_ctx *c, const run_item *it, ib__done *d)
 {
     if (c->cs != NULL && !it->probe && ib__circuit_blocks(c->cs, it->h->index)) {
         d->result = R_HELD_BACK;
+        return false;
+    }
+    if (waits_for_order(c, it)) {
+        d->result = R_ORDER_HELD;
         return false;
     }
     return claim_still_ours(c, it, d);

@@ -45,6 +45,8 @@ enum item_result {
                      released, attempts ended, waits like R_WAIT */
     R_UNRUN,      /* acquired, not run: the claim was lost before the call could
                      start (taken over, or its lease ran out by our clock) */
+    R_ORDER_HELD, /* acquired, not run: an earlier delivery of its order key in
+                     the batch did not succeed; released, comes back after it */
     R_COUNT
 };
 

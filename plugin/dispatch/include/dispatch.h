@@ -384,6 +384,16 @@ struct ib_delivery {
      * exhausted one when none gave a reason), so two handlers of one type
      * can be told apart; else NULL. BORROWED from the table. */
     const char *dead_letter_consumer;
+    /* appended */
+    /* input: the delivery's order key (BORROWED; NULL = none), such as a
+     * partitioned consumer's partition key. While calls run one at a time
+     * (concurrency 1), a delivery is not run when an earlier delivery of
+     * the batch with the same key did not succeed (a RETRY, a busy or
+     * lost claim, a recorder failure, anything held back): it is released
+     * unrun, its attempts untouched, and nak'ed after the retry delay
+     * (counts.waiting), so a key's events never overtake one another in a
+     * batch. */
+    const char *order_key;
 };
 
 /* Creates an empty dispatch table over `recorder` (BORROWED; must outlive

@@ -3,6 +3,7 @@
  * ib_dispatch_note_verdict) and handlers on IB_EVENT_TYPE_ANY, against both
  * recorder kinds. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fixture.h"
@@ -132,6 +133,71 @@ static void any_type_receives_every_event(fx *f)
 }
 BOTH_KINDS(any_type_receives_every_event)
 
+/* The handler of the order test: RETRY for the event whose id is
+ * `failing`, OK otherwise; it notes the ids it ran, in order. */
+static struct {
+    char failing[IB_ID_BUF_SIZE];
+    char ran[8][IB_ID_BUF_SIZE];
+    int nran;
+} order;
+
+static ib_verdict ordered_handle(void *state, const uint8_t *payload, size_t len, ib_bus_proxy *bus,
+                                 const ib_raw_event *ev)
+{
+    (void)state, (void)payload, (void)len, (void)bus;
+    snprintf(order.ran[order.nran++], IB_ID_BUF_SIZE, "%s", ev->id);
+    return strcmp(ev->id, order.failing) == 0 ? IB_HANDLER_RETRY : IB_HANDLER_OK;
+}
+
+/* Deliveries with an order key: after the first of key A says RETRY, the
+ * later one of key A is not run (nak'ed, attempts untouched, waiting),
+ * while key B and deliveries without a key go on. */
+static void a_retry_holds_back_its_keys_later_deliveries(fx *f)
+{
+    static const char *const types[] = {TYPE, NULL};
+    ib_event ev[5];
+    ib_delivery dl[5];
+    const char *keys[5] = {"A", "B", "A", NULL, "B"};
+    fx_dispatch(f, NULL);
+    ib_dispatch_handler hd = {.consumer = "c/o/o", .event_types = types, .handle = ordered_handle};
+    assert_int_equal(ib_dispatch_add(f->d, &hd, NULL), IB_OK);
+    memset(&order, 0, sizeof(order));
+    for (unsigned i = 0; i < 5; i++) {
+        fx_event(&ev[i], 40 + i, TYPE);
+        fx_delivery(&dl[i], &ev[i], 1);
+        dl[i].order_key = keys[i];
+    }
+    snprintf(order.failing, sizeof(order.failing), "%s", ev[0].id);
+    fx_run_ok(f, dl, 5);
+    assert_int_equal(dl[0].outcome, IB_OUTCOME_NAK);
+    assert_int_equal(dl[0].counts.retried, 1);
+    assert_int_equal(dl[2].outcome, IB_OUTCOME_NAK); /* A's second waits for A's first */
+    assert_int_equal(dl[2].counts.waiting, 1);
+    assert_int_equal(dl[2].counts.retried, 0);
+    assert_true(dl[2].nak_delay_ms > 0);
+    assert_false(fx_marked(f, "c/o/o", ev[2].id));
+    assert_int_equal(dl[1].outcome, IB_OUTCOME_ACK); /* B */
+    assert_int_equal(dl[3].outcome, IB_OUTCOME_ACK); /* no key */
+    assert_int_equal(dl[4].outcome, IB_OUTCOME_ACK); /* B again */
+    assert_int_equal(order.nran, 4);                 /* every call but A's second */
+    for (int i = 0; i < order.nran; i++)
+        assert_string_not_equal(order.ran[i], ev[2].id);
+
+    /* once A's first succeeds, A's second runs after it */
+    order.failing[0] = '\0';
+    order.nran = 0;
+    fx_delivery(&dl[0], &ev[0], 2);
+    fx_delivery(&dl[1], &ev[2], 2);
+    dl[0].order_key = dl[1].order_key = "A";
+    fx_run_ok(f, dl, 2);
+    assert_int_equal(dl[0].outcome, IB_OUTCOME_ACK);
+    assert_int_equal(dl[1].outcome, IB_OUTCOME_ACK);
+    assert_int_equal(order.nran, 2);
+    assert_string_equal(order.ran[0], ev[0].id);
+    assert_string_equal(order.ran[1], ev[2].id);
+}
+BOTH_KINDS(a_retry_holds_back_its_keys_later_deliveries)
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(retry_after_sets_the_delay_memory),
     cmocka_unit_test(retry_after_sets_the_delay_sqlite),
@@ -139,6 +205,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(reject_reason_reaches_the_delivery_sqlite),
     cmocka_unit_test(any_type_receives_every_event_memory),
     cmocka_unit_test(any_type_receives_every_event_sqlite),
+    cmocka_unit_test(a_retry_holds_back_its_keys_later_deliveries_memory),
+    cmocka_unit_test(a_retry_holds_back_its_keys_later_deliveries_sqlite),
 };
 
 IB_TEST_MAIN(tests)
