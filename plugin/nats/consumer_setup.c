@@ -339,3 +339,32 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
     jsConsumerInfo_Destroy(ci);
     return IB_OK;
 }
+
+ib_status ib_consumer_rewind(uint64_t *from, jsCtx *js, const char *stream, const char *durable,
+                             ib_error *err)
+{
+    jsConsumerInfo *ci = NULL, *made = NULL;
+    jsErrCode jerr = 0;
+    char what[256];
+    *from = 0;
+    snprintf(what, sizeof(what), "rewind consumer %s on stream %s", durable, stream);
+    natsStatus st = js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr);
+    if (st != NATS_OK)
+        return js_fail(err, what, st, jerr);
+    if (ci->Delivered.Stream <= ci->AckFloor.Stream) {
+        jsConsumerInfo_Destroy(ci);
+        return IB_OK; /* everything delivered was acked: nothing waits */
+    }
+    jsConsumerConfig cc = *ci->Config; /* its strings stay in ci until it is destroyed */
+    cc.DeliverPolicy = js_DeliverByStartSequence;
+    cc.OptStartSeq = ci->AckFloor.Stream + 1;
+    cc.OptStartTime = 0;
+    st = js_DeleteConsumer(js, stream, durable, NULL, &jerr);
+    if (st == NATS_OK || st == NATS_NOT_FOUND)
+        st = js_AddConsumer(&made, js, stream, &cc, NULL, &jerr);
+    if (st == NATS_OK)
+        *from = cc.OptStartSeq;
+    jsConsumerInfo_Destroy(made);
+    jsConsumerInfo_Destroy(ci);
+    return st == NATS_OK ? IB_OK : js_fail(err, what, st, jerr);
+}

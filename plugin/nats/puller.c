@@ -220,6 +220,8 @@ typedef struct durable {
     size_t shown_live;              /* nlive as the owner last showed it */
     ib_puller_condition shown_cond; /* cond as the owner last showed it */
     bool removing;                  /* a remover collects its messages: ask no more */
+    int64_t ask_until;              /* monotonic ms: no request that could still deliver
+                                       then (ib_puller_ask_until); 0 = no limit */
     bool gone;                      /* its remover is done: the owner unlinks and frees it */
 } durable;
 
@@ -938,6 +940,8 @@ static int64_t plan_locked(ib_puller *p, int64_t now)
                 sleep = d->live[i].deadline - now;
         if (p->stopping || d->removing)
             continue;
+        if (d->ask_until != 0 && ib_clock_monotonic_ms() + p->expires_ms >= d->ask_until)
+            continue; /* its owner may not be this process by then */
         if (now < d->next_request_at) {
             sleep = d->next_request_at - now < sleep ? d->next_request_at - now : sleep;
             continue;
@@ -1340,6 +1344,17 @@ ib_status ib_puller_remove(ib_puller *p, const char *stream, const char *name, n
     }
     pthread_mutex_unlock(&p->in->mu);
     return IB_OK;
+}
+
+void ib_puller_ask_until(ib_puller *p, const char *stream, const char *name, int64_t until_ms)
+{
+    pthread_mutex_lock(&p->in->mu);
+    durable *d = find_locked(p, stream, name);
+    if (d != NULL) {
+        d->ask_until = until_ms;
+        poke_locked(p); /* a later limit lets it ask again */
+    }
+    pthread_mutex_unlock(&p->in->mu);
 }
 
 ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms)

@@ -190,6 +190,20 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
 ib_status ib_consumer_facts_get(ib_consumer_facts *out, jsCtx *js, const char *stream,
                                 const char *durable, ib_error *err);
 
+/* Makes `durable` deliver again, in stream order, everything after its
+ * ack floor, when something it delivered is not acked (a partition's
+ * previous owner died holding it, or nak'ed it to come back later): the
+ * consumer is deleted
+ * and made again with its own settings, starting at the floor's next
+ * sequence (*from; 0 when nothing waited and nothing changed). Those
+ * messages are then redelivered at once and before any later one,
+ * instead of after AckWait behind later ones; messages acked above the
+ * floor come again, and their markers drop them. Only for a consumer
+ * that one process at a time pulls (a partition's, under its lease).
+ * Errors: as ib_consumer_ensure's. */
+ib_status ib_consumer_rewind(uint64_t *from, jsCtx *js, const char *stream, const char *durable,
+                             ib_error *err);
+
 /* Reads the stream's MaxAge, in ms, into `*max_age_ms`: how long the
  * stream keeps a message, hence how long it can still deliver it (0: no
  * age limit). Errors: IB_ERR_CONFIG when the stream does not exist (the
@@ -315,6 +329,14 @@ ib_status ib_puller_add(ib_puller *p, const ib_puller_durable *durable, ib_error
  * IB_OK. */
 ib_status ib_puller_remove(ib_puller *p, const char *stream, const char *durable, natsMsg **msgs,
                            size_t *n, size_t max, int64_t wait_ms);
+
+/* Sends no pull request for `stream`'s `durable` whose expiry would reach
+ * `until_ms` (monotonic ms; 0 = no limit), so nothing the server delivers
+ * for this process's requests can arrive after it: for a partition whose
+ * lease this process must not act on past that moment (the requests sent
+ * before it end by then). A later limit lets it ask again. A durable not
+ * pulled: nothing happens. Any thread. */
+void ib_puller_ask_until(ib_puller *p, const char *stream, const char *durable, int64_t until_ms);
 
 /* Collects up to `max` (<= batch) messages of any durable into `msgs`,
  * waiting up to `wait_ms` for the first one and then at most flush_ms for
