@@ -34,12 +34,25 @@ struct ib_host_item {
     ib_delivery *delivery; /* NULL unless dispatched */
     ib_trace trace;        /* the trace it continues, with this host's span of it */
     bool traced;           /* `trace` is set */
+    /* a partitioned consumer's: its partition and key (in the subject), so
+     * later events of the key wait while it is retried; NULL otherwise */
+    uint32_t partition;
+    const char *order_key;
 };
 typedef ib_host_item item;
+
+/* A partitioned consumer's message settled for good (`waits` false) or
+ * nak'ed: the later events of its key wait for it meanwhile. */
+static void note_order(ib_host *h, const item *it, bool waits)
+{
+    if (it->order_key != NULL)
+        ib__host_fleet_note(h, it->partition, it->order_key, it->meta.stream_seq, waits);
+}
 
 static void settle_ack(ib_host *h, item *it)
 {
     ib_error e;
+    note_order(h, it, false);
     ib__host_retries_drop(h->batch.retries,
                           it->meta.stream_seq); /* marked: nothing left to wait for */
     if (ib_ack(ib_nats_connection(h->nats), it->msg, &e) != IB_OK) {
@@ -56,6 +69,7 @@ static void settle_ack(ib_host *h, item *it)
 static void settle_nak(ib_host *h, item *it, int64_t delay_ms)
 {
     ib_error e;
+    note_order(h, it, true);
     ib__host_retries_add(h->batch.retries, it->meta.stream_seq, ib_clock_monotonic_ms() + delay_ms,
                          it->event);
     if (ib_nak(ib_nats_connection(h->nats), it->msg, delay_ms, &e) != IB_OK)
@@ -97,6 +111,7 @@ static bool end_attempts_then_terminate(ib_host *h, item *it)
         return false;
     }
     ib__host_retries_drop(h->batch.retries, it->meta.stream_seq); /* its attempts end here */
+    note_order(h, it, false);
     if (ib_term(ib_nats_connection(h->nats), it->msg, &e) != IB_OK)
         ib_log_kv(IB_SEV_WARN,
                   "dead-lettered, but +TERM failed; the message comes back after AckWait and its "
@@ -392,7 +407,12 @@ int ib__host_dispatch_open(ib_host *h, ib_error *err)
 {
     ib_dispatch_options o = {
         .owner = h->set.owner,
-        .lease_ms = h->set.ack_wait_ms,
+        /* A partitioned consumer's claims live as long as its partitions'
+         * leases: the dispatch asks the recorder again before a call whose
+         * claim is older than a quarter of one, and the recorder answers
+         * from the partition's stop time (log_recorder.h), so a process
+         * stopped past its lease starts nothing of it when it runs again. */
+        .lease_ms = h->cfg->partitions > 0 ? h->cfg->partition_lease_ms / 4 : h->set.ack_wait_ms,
         .max_deliver = h->set.max_deliver,
         .nak_base_delay_ms = h->cfg->retry_base_ms,
         .nak_max_delay_ms = h->cfg->retry_max_ms,
@@ -485,10 +505,17 @@ static bool forward(ib_host *h, item *it, uint32_t belongs)
  * subject. */
 static bool admit_partitioned(ib_host *h, item *it)
 {
-    uint32_t belongs = 0;
-    switch (ib__host_fleet_admit(h, natsMsg_GetSubject(it->msg), it->event->id, &belongs)) {
+    uint32_t partition = 0;
+    const char *subject = natsMsg_GetSubject(it->msg);
+    switch (ib__host_fleet_admit(h, subject, it->event->id, &partition)) {
     case IB_HOST_ADMIT_OK:
-        return true;
+        it->partition = partition;
+        it->order_key = strrchr(subject, '.') + 1; /* read back as <base>.<p>.<key> */
+        if (!ib__host_fleet_must_wait(h, partition, it->order_key, it->meta.stream_seq))
+            return true;
+        settle_nak(h, it, h->cfg->retry_base_ms); /* an earlier event of its key comes first */
+        it->settled = true;
+        return false;
     case IB_HOST_ADMIT_NOT_OWNED:
         /* its owner takes it at once; not a retry this process waits
          * for (settle_nak would make --idle-exit wait for it here) */
@@ -499,7 +526,7 @@ static bool admit_partitioned(ib_host *h, item *it)
         it->settled = true;
         return false;
     case IB_HOST_ADMIT_MISPLACED:
-        if (forward(h, it, belongs))
+        if (forward(h, it, partition))
             settle_ack(h, it);
         else
             settle_nak(h, it, h->cfg->retry_base_ms);
@@ -572,6 +599,7 @@ static void decode_one(ib_host *h, item *it, natsMsg *msg, ib_delivery *deliveri
     d->message = (const uint8_t *)natsMsg_GetData(it->msg);
     d->message_len = (size_t)natsMsg_GetDataLength(it->msg);
     d->user = it;
+    d->order_key = it->order_key;
     it->delivery = d;
 }
 

@@ -432,9 +432,21 @@ typedef enum ib_host_admit {
 } ib_host_admit;
 
 /* Reads the subject of a delivered event (`event_id` normalised); for
- * MISPLACED *belongs is the key's own partition. */
+ * OK *partition is its partition, for MISPLACED the key's own. */
 ib_host_admit ib__host_fleet_admit(ib_host *h, const char *subject, const char *event_id,
-                                   uint32_t *belongs);
+                                   uint32_t *partition);
+
+/* Per-key order across batches (docs/partitions.md, "Order"). Whether
+ * the event `seq` of `key` in partition `p` must wait because an earlier
+ * event of the key was nak'ed here and has not come back: the caller naks
+ * it (and notes it). An event that was waited for and is back is taken
+ * off the list. A key waits at most twice the retry delay's cap plus
+ * AckWait for one event, then goes on (logged). */
+bool ib__host_fleet_must_wait(ib_host *h, uint32_t p, const char *key, uint64_t seq);
+
+/* Notes that event `seq` of `key` was nak'ed (`waits`: later events of
+ * the key wait for it) or settled for good (acked, dead-lettered). */
+void ib__host_fleet_note(ib_host *h, uint32_t p, const char *key, uint64_t seq, bool waits);
 
 /* At a stop: gives every owned partition back and leaves the members,
  * so the others take them at once. Close frees the rest, after the

@@ -43,6 +43,17 @@ typedef struct fleet_part {
     int64_t stop_at_mono; /* start no handler of it from here on */
 } fleet_part;
 
+/* A partition key with events nak'ed here and not settled since: their
+ * stream sequences, ascending. A later event of the key waits for them
+ * (ib__host_fleet_must_wait). */
+typedef struct waiting_key {
+    uint32_t partition;
+    char key[IB_PARTITION_KEY_MAX + 1];
+    uint64_t *seqs;
+    size_t n, cap;
+    int64_t since_mono; /* when the list last became non-empty */
+} waiting_key;
+
 struct ib_host_fleet {
     uint32_t n;
     int64_t lease_ms;
@@ -56,6 +67,11 @@ struct ib_host_fleet {
     fleet_part *parts;
     int64_t next_tick_mono;
     uint32_t owned;
+    /* keys whose events wait (a short list: keys with a retry in flight;
+     * searched in order) */
+    waiting_key *waiting;
+    size_t nwaiting, waiting_cap;
+    int64_t wait_limit_ms; /* a key waits at most this long for one of its events */
 };
 
 /* The durable of partition `p`. */
@@ -64,12 +80,28 @@ static void part_durable(char *out, size_t cap, const ib_host *h, uint32_t p)
     snprintf(out, cap, "%s_p%" PRIu32, h->cfg->durable, p);
 }
 
+/* Past partition `p`'s stop time nothing of it is started here: the
+ * recorder decides nothing new for it, and the puller sends no request
+ * that could still deliver one of its messages then (a process stopped
+ * past its lease would otherwise take messages from the new owner once it
+ * runs again, and hand them back out of order). */
+static void act_until(ib_host *h, uint32_t p)
+{
+    char durable[300];
+    int64_t stop_at = h->fleet->parts[p].stop_at_mono;
+    part_durable(durable, sizeof(durable), h, p);
+    ib_log_recorder_hold_until(h->recorder, p, stop_at);
+    ib_puller_ask_until(h->puller, h->cfg->stream, durable, stop_at);
+}
+
 /* The lease takes effect from when its write was sent: stop_at counts from
  * then, by this host's monotonic clock. */
-static void lease_set(ib_host_fleet *f, uint32_t p, const ib_lease_state *st, int64_t sent_mono)
+static void lease_set(ib_host *h, uint32_t p, const ib_lease_state *st, int64_t sent_mono)
 {
+    ib_host_fleet *f = h->fleet;
     f->parts[p].held = *st;
     f->parts[p].stop_at_mono = ib_partition_lease_stop_at(sent_mono, f->lease_ms);
+    act_until(h, p);
 }
 
 /* Stops pulling partition `p` and naks what the puller held of it. */
@@ -98,12 +130,106 @@ static void stop_pulling(ib_host *h, uint32_t p)
                IB_LOG_U64("partition", p), IB_LOG_U64("count", total));
 }
 
+/* ---- a key's events in order --------------------------------------- */
+
+static waiting_key *waiting_find(ib_host_fleet *f, uint32_t p, const char *key)
+{
+    for (size_t i = 0; i < f->nwaiting; i++)
+        if (f->waiting[i].partition == p && strcmp(f->waiting[i].key, key) == 0)
+            return &f->waiting[i];
+    return NULL;
+}
+
+static void waiting_remove(ib_host_fleet *f, waiting_key *w)
+{
+    free(w->seqs);
+    *w = f->waiting[--f->nwaiting];
+}
+
+/* Forgets what partition `p`'s keys waited for (its next owner starts
+ * from the durable's ack floor, in order). */
+static void waiting_forget(ib_host_fleet *f, uint32_t p)
+{
+    for (size_t i = f->nwaiting; i > 0; i--)
+        if (f->waiting[i - 1].partition == p)
+            waiting_remove(f, &f->waiting[i - 1]);
+}
+
+bool ib__host_fleet_must_wait(ib_host *h, uint32_t p, const char *key, uint64_t seq)
+{
+    ib_host_fleet *f = h->fleet;
+    waiting_key *w = waiting_find(f, p, key);
+    if (w == NULL)
+        return false;
+    if (ib_clock_monotonic_ms() - w->since_mono > f->wait_limit_ms) {
+        /* the event waited for never came back (aged out of the stream,
+         * or settled by another process): the key goes on */
+        ib_log(IB_SEV_WARN, "a key's events stopped waiting for an event that did not come back",
+               IB_LOG_U64("partition", p), IB_LOG_U64("stream_seq", w->seqs[0]));
+        waiting_remove(f, w);
+        return false;
+    }
+    if (w->seqs[0] < seq)
+        return true; /* an earlier event of the key is still to come back */
+    if (w->seqs[0] == seq && --w->n == 0)
+        waiting_remove(f, w); /* it is back: in flight now */
+    else if (w->seqs[0] == seq)
+        memmove(w->seqs, w->seqs + 1, w->n * sizeof(*w->seqs));
+    return false;
+}
+
+void ib__host_fleet_note(ib_host *h, uint32_t p, const char *key, uint64_t seq, bool waits)
+{
+    ib_host_fleet *f = h->fleet;
+    waiting_key *w = waiting_find(f, p, key);
+    if (!waits) {
+        size_t i = 0;
+        while (w != NULL && i < w->n && w->seqs[i] != seq)
+            i++;
+        if (w != NULL && i < w->n && --w->n == 0)
+            waiting_remove(f, w);
+        else if (w != NULL && i < w->n)
+            memmove(w->seqs + i, w->seqs + i + 1, (w->n - i) * sizeof(*w->seqs));
+        return;
+    }
+    if (w == NULL) {
+        if (f->nwaiting == f->waiting_cap) {
+            size_t cap = f->waiting_cap != 0 ? f->waiting_cap * 2 : 16;
+            waiting_key *grown = realloc(f->waiting, cap * sizeof(*grown));
+            if (grown == NULL)
+                return; /* order then rests on the batch alone */
+            f->waiting = grown;
+            f->waiting_cap = cap;
+        }
+        w = &f->waiting[f->nwaiting++];
+        *w = (waiting_key){.partition = p, .since_mono = ib_clock_monotonic_ms()};
+        snprintf(w->key, sizeof(w->key), "%s", key);
+    }
+    size_t i = 0;
+    while (i < w->n && w->seqs[i] < seq)
+        i++;
+    if (i < w->n && w->seqs[i] == seq)
+        return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap != 0 ? w->cap * 2 : 4;
+        uint64_t *grown = realloc(w->seqs, cap * sizeof(*grown));
+        if (grown == NULL)
+            return;
+        w->seqs = grown;
+        w->cap = cap;
+    }
+    memmove(w->seqs + i + 1, w->seqs + i, (w->n - i) * sizeof(*w->seqs));
+    w->seqs[i] = seq;
+    w->n++;
+}
+
 /* Forgets partition `p`: no more pulls, no more answers from its table. */
 static void drop_part(ib_host *h, uint32_t p)
 {
     ib_host_fleet *f = h->fleet;
     stop_pulling(h, p);
     ib_log_recorder_disown(h->recorder, p);
+    waiting_forget(f, p);
     if (f->parts[p].owned) {
         f->parts[p].owned = false;
         f->owned--;
@@ -143,6 +269,22 @@ static int ensure_durable(ib_host *h, uint32_t p, ib_error *e)
     return ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, e) == IB_OK ? 0 : -1;
 }
 
+/* Under the partition's lease: what the previous owner was delivered and
+ * never acked comes first, in stream order, so the events of a key stay
+ * in order across a crash (ib_consumer_rewind). */
+static int rewind_durable(ib_host *h, uint32_t p, ib_error *e)
+{
+    char durable[300];
+    part_durable(durable, sizeof(durable), h, p);
+    uint64_t from = 0;
+    if (ib_consumer_rewind(&from, ib_nats_jetstream(h->nats), h->cfg->stream, durable, e) != IB_OK)
+        return -1;
+    if (from != 0)
+        ib_log(IB_SEV_INFO, "partition's durable rewound to its ack floor",
+               IB_LOG_U64("partition", p), IB_LOG_U64("from_seq", from));
+    return 0;
+}
+
 /* Takes partition `p` when its lease is free: lease, markers, durable.
  * A partition whose markers cannot all be read is given back, not taken. */
 static void take(ib_host *h, uint32_t p)
@@ -161,13 +303,13 @@ static void take(ib_host *h, uint32_t p)
     }
     if (res != IB_LEASE_OURS)
         return; /* its owner still holds it: asked again at the next tick */
-    lease_set(f, p, &st, sent);
+    lease_set(h, p, &st, sent);
     ib_marker_table *t = NULL;
     uint64_t records = 0;
     int64_t t0 = ib_clock_monotonic_ms();
     if (ib_marker_table_create(&t, &e) != IB_OK ||
         ib_marker_stream_replay(f->log, p, t, &records, &e) != IB_OK ||
-        ensure_durable(h, p, &e) != 0) {
+        ensure_durable(h, p, &e) != 0 || rewind_durable(h, p, &e) != 0) {
         ib_log(IB_SEV_ERROR, "cannot take a partition: its markers or its durable cannot be read",
                IB_LOG_U64("partition", p), IB_LOG_STR("error", e.msg));
         ib_marker_table_free(t);
@@ -191,6 +333,7 @@ static void take(ib_host *h, uint32_t p)
     }
     fp->pulled = true;
     fp->owned = true;
+    act_until(h, p);
     f->owned++;
     ib_metrics_gauge_set(h->metrics, IB_METRIC_PARTITIONS_OWNED, f->owned);
     ib_log(IB_SEV_INFO, "partition taken", IB_LOG_U64("partition", p),
@@ -214,7 +357,7 @@ static void renew(ib_host *h, uint32_t p)
         return; /* the stop time drops it if this goes on */
     }
     if (res == IB_LEASE_OURS) {
-        lease_set(f, p, &st, sent);
+        lease_set(h, p, &st, sent);
         return;
     }
     ib_log(IB_SEV_ERROR, "lost a partition's lease to another process; stopped handling it",
@@ -279,7 +422,7 @@ void ib__host_fleet_tick(ib_host *h)
 }
 
 ib_host_admit ib__host_fleet_admit(ib_host *h, const char *subject, const char *event_id,
-                                   uint32_t *belongs)
+                                   uint32_t *partition)
 {
     ib_host_fleet *f = h->fleet;
     uint32_t p = 0, own = 0;
@@ -287,9 +430,10 @@ ib_host_admit ib__host_fleet_admit(ib_host *h, const char *subject, const char *
     if (place == IB_PARTITION_NOT_OURS)
         return IB_HOST_ADMIT_NOT_PARTITIONED;
     if (place == IB_PARTITION_MISPLACED) {
-        *belongs = own;
+        *partition = own;
         return IB_HOST_ADMIT_MISPLACED;
     }
+    *partition = p;
     if (!f->parts[p].owned || ib_clock_monotonic_ms() >= f->parts[p].stop_at_mono)
         return IB_HOST_ADMIT_NOT_OWNED;
     ib_error e = {0};
@@ -351,6 +495,7 @@ int ib__host_fleet_open(ib_host *h, ib_error *e)
     h->fleet = f;
     f->n = (uint32_t)cfg->partitions;
     f->lease_ms = cfg->partition_lease_ms;
+    f->wait_limit_ms = 2 * (cfg->retry_max_ms + cfg->ack_wait_ms);
     make_token(f->token, sizeof(f->token), h->set.owner);
     snprintf(f->bucket, sizeof(f->bucket), "ibus_fleet_%s", cfg->durable);
     snprintf(f->log_stream, sizeof(f->log_stream), "IBUS_MARKERS_%s", cfg->durable);
@@ -384,7 +529,9 @@ int ib__host_fleet_open(ib_host *h, ib_error *e)
 void ib__host_fleet_leave(ib_host *h)
 {
     ib_host_fleet *f = h->fleet;
-    if (f == NULL || f->kv == NULL || ib_nats_is_closed(h->nats))
+    /* without the server, giving back would only wait out each write's
+     * timeout: the leases end by themselves, and the drain deadline stays */
+    if (f == NULL || f->kv == NULL || !ib_nats_is_connected(h->nats))
         return;
     for (uint32_t p = 0; p < f->n; p++)
         if (f->parts[p].owned)
@@ -402,6 +549,9 @@ void ib__host_fleet_close(ib_host *h)
     ib_marker_stream_close(f->log);
     if (f->kv != NULL)
         kvStore_Destroy(f->kv);
+    while (f->nwaiting > 0)
+        waiting_remove(f, &f->waiting[0]);
+    free(f->waiting);
     free(f->members);
     free(f->parts);
     free(f);
