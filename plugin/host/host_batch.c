@@ -46,7 +46,8 @@ typedef ib_host_item item;
 static void note_order(ib_host *h, const item *it, bool waits)
 {
     if (it->order_key != NULL)
-        ib__host_fleet_note(h, it->partition, it->order_key, it->meta.stream_seq, waits);
+        ib__host_order_note(h->batch.order, it->partition, it->order_key, it->meta.stream_seq,
+                            waits);
 }
 
 static void settle_ack(ib_host *h, item *it)
@@ -511,7 +512,8 @@ static bool admit_partitioned(ib_host *h, item *it)
     case IB_HOST_ADMIT_OK:
         it->partition = partition;
         it->order_key = strrchr(subject, '.') + 1; /* read back as <base>.<p>.<key> */
-        if (!ib__host_fleet_must_wait(h, partition, it->order_key, it->meta.stream_seq))
+        if (!ib__host_order_must_wait(h->batch.order, partition, it->order_key,
+                                      it->meta.stream_seq))
             return true;
         settle_nak(h, it, h->cfg->retry_base_ms); /* an earlier event of its key comes first */
         it->settled = true;

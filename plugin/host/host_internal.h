@@ -54,6 +54,9 @@ typedef struct ib_host_retries ib_host_retries;
  * its batch still has to run. */
 #define IB_HOST_RETRY_GRACE_MS 2000
 
+/* A partitioned consumer's keys in order across batches (host_order.c). */
+typedef struct ib_host_order ib_host_order;
+
 /* The outbox's sending state (host_outbox.c; main thread only). */
 typedef struct ib_host_outbox {
     ib_bus_proxy bus;    /* the staging bus of the transactional handler in flight */
@@ -194,6 +197,9 @@ typedef struct ib_host_batch {
      * it), and whether the run loop ended on the idle exit. */
     ib_host_retries *retries;
     bool idle_exited;
+    /* A partitioned consumer's keys waiting for a retried event of theirs
+     * (host_order.c); NULL otherwise. */
+    ib_host_order *order;
     /* When each handler's open circuit was last logged at WARN, by
      * registration index (host_circuit.c; the dispatch thread only). */
     int64_t *circuit_warned_ms;
@@ -436,17 +442,26 @@ typedef enum ib_host_admit {
 ib_host_admit ib__host_fleet_admit(ib_host *h, const char *subject, const char *event_id,
                                    uint32_t *partition);
 
-/* Per-key order across batches (docs/partitions.md, "Order"). Whether
- * the event `seq` of `key` in partition `p` must wait because an earlier
- * event of the key was nak'ed here and has not come back: the caller naks
- * it (and notes it). An event that was waited for and is back is taken
- * off the list. A key waits at most twice the retry delay's cap plus
- * AckWait for one event, then goes on (logged). */
-bool ib__host_fleet_must_wait(ib_host *h, uint32_t p, const char *key, uint64_t seq);
+/* Per-key order across batches (host_order.c; batch thread). New
+ * returns NULL when out of memory; free and every call below are no-ops
+ * for NULL. A key waits at most `limit_ms` for one of its events, then
+ * goes on (logged): one that aged out of the stream never comes back. */
+ib_host_order *ib__host_order_new(int64_t limit_ms);
+void ib__host_order_free(ib_host_order *o);
+
+/* Whether the event `seq` of `key` in partition `p` must wait because an
+ * earlier event of the key was nak'ed here and has not come back: the
+ * caller naks it (and notes it). An event waited for that is back is
+ * taken off the list. */
+bool ib__host_order_must_wait(ib_host_order *o, uint32_t p, const char *key, uint64_t seq);
 
 /* Notes that event `seq` of `key` was nak'ed (`waits`: later events of
  * the key wait for it) or settled for good (acked, dead-lettered). */
-void ib__host_fleet_note(ib_host *h, uint32_t p, const char *key, uint64_t seq, bool waits);
+void ib__host_order_note(ib_host_order *o, uint32_t p, const char *key, uint64_t seq, bool waits);
+
+/* Forgets what partition `p`'s keys waited for: it changes owner, and its
+ * next owner starts from the durable's ack floor, in order. */
+void ib__host_order_forget(ib_host_order *o, uint32_t p);
 
 /* At a stop: gives every owned partition back and leaves the members,
  * so the others take them at once. Close frees the rest, after the

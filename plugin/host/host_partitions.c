@@ -43,17 +43,6 @@ typedef struct fleet_part {
     int64_t stop_at_mono; /* start no handler of it from here on */
 } fleet_part;
 
-/* A partition key with events nak'ed here and not settled since: their
- * stream sequences, ascending. A later event of the key waits for them
- * (ib__host_fleet_must_wait). */
-typedef struct waiting_key {
-    uint32_t partition;
-    char key[IB_PARTITION_KEY_MAX + 1];
-    uint64_t *seqs;
-    size_t n, cap;
-    int64_t since_mono; /* when the list last became non-empty */
-} waiting_key;
-
 struct ib_host_fleet {
     uint32_t n;
     int64_t lease_ms;
@@ -67,11 +56,6 @@ struct ib_host_fleet {
     fleet_part *parts;
     int64_t next_tick_mono;
     uint32_t owned;
-    /* keys whose events wait (a short list: keys with a retry in flight;
-     * searched in order) */
-    waiting_key *waiting;
-    size_t nwaiting, waiting_cap;
-    int64_t wait_limit_ms; /* a key waits at most this long for one of its events */
 };
 
 /* The durable of partition `p`. */
@@ -130,106 +114,13 @@ static void stop_pulling(ib_host *h, uint32_t p)
                IB_LOG_U64("partition", p), IB_LOG_U64("count", total));
 }
 
-/* ---- a key's events in order --------------------------------------- */
-
-static waiting_key *waiting_find(ib_host_fleet *f, uint32_t p, const char *key)
-{
-    for (size_t i = 0; i < f->nwaiting; i++)
-        if (f->waiting[i].partition == p && strcmp(f->waiting[i].key, key) == 0)
-            return &f->waiting[i];
-    return NULL;
-}
-
-static void waiting_remove(ib_host_fleet *f, waiting_key *w)
-{
-    free(w->seqs);
-    *w = f->waiting[--f->nwaiting];
-}
-
-/* Forgets what partition `p`'s keys waited for (its next owner starts
- * from the durable's ack floor, in order). */
-static void waiting_forget(ib_host_fleet *f, uint32_t p)
-{
-    for (size_t i = f->nwaiting; i > 0; i--)
-        if (f->waiting[i - 1].partition == p)
-            waiting_remove(f, &f->waiting[i - 1]);
-}
-
-bool ib__host_fleet_must_wait(ib_host *h, uint32_t p, const char *key, uint64_t seq)
-{
-    ib_host_fleet *f = h->fleet;
-    waiting_key *w = waiting_find(f, p, key);
-    if (w == NULL)
-        return false;
-    if (ib_clock_monotonic_ms() - w->since_mono > f->wait_limit_ms) {
-        /* the event waited for never came back (aged out of the stream,
-         * or settled by another process): the key goes on */
-        ib_log(IB_SEV_WARN, "a key's events stopped waiting for an event that did not come back",
-               IB_LOG_U64("partition", p), IB_LOG_U64("stream_seq", w->seqs[0]));
-        waiting_remove(f, w);
-        return false;
-    }
-    if (w->seqs[0] < seq)
-        return true; /* an earlier event of the key is still to come back */
-    if (w->seqs[0] == seq && --w->n == 0)
-        waiting_remove(f, w); /* it is back: in flight now */
-    else if (w->seqs[0] == seq)
-        memmove(w->seqs, w->seqs + 1, w->n * sizeof(*w->seqs));
-    return false;
-}
-
-void ib__host_fleet_note(ib_host *h, uint32_t p, const char *key, uint64_t seq, bool waits)
-{
-    ib_host_fleet *f = h->fleet;
-    waiting_key *w = waiting_find(f, p, key);
-    if (!waits) {
-        size_t i = 0;
-        while (w != NULL && i < w->n && w->seqs[i] != seq)
-            i++;
-        if (w != NULL && i < w->n && --w->n == 0)
-            waiting_remove(f, w);
-        else if (w != NULL && i < w->n)
-            memmove(w->seqs + i, w->seqs + i + 1, (w->n - i) * sizeof(*w->seqs));
-        return;
-    }
-    if (w == NULL) {
-        if (f->nwaiting == f->waiting_cap) {
-            size_t cap = f->waiting_cap != 0 ? f->waiting_cap * 2 : 16;
-            waiting_key *grown = realloc(f->waiting, cap * sizeof(*grown));
-            if (grown == NULL)
-                return; /* order then rests on the batch alone */
-            f->waiting = grown;
-            f->waiting_cap = cap;
-        }
-        w = &f->waiting[f->nwaiting++];
-        *w = (waiting_key){.partition = p, .since_mono = ib_clock_monotonic_ms()};
-        snprintf(w->key, sizeof(w->key), "%s", key);
-    }
-    size_t i = 0;
-    while (i < w->n && w->seqs[i] < seq)
-        i++;
-    if (i < w->n && w->seqs[i] == seq)
-        return;
-    if (w->n == w->cap) {
-        size_t cap = w->cap != 0 ? w->cap * 2 : 4;
-        uint64_t *grown = realloc(w->seqs, cap * sizeof(*grown));
-        if (grown == NULL)
-            return;
-        w->seqs = grown;
-        w->cap = cap;
-    }
-    memmove(w->seqs + i + 1, w->seqs + i, (w->n - i) * sizeof(*w->seqs));
-    w->seqs[i] = seq;
-    w->n++;
-}
-
 /* Forgets partition `p`: no more pulls, no more answers from its table. */
 static void drop_part(ib_host *h, uint32_t p)
 {
     ib_host_fleet *f = h->fleet;
     stop_pulling(h, p);
     ib_log_recorder_disown(h->recorder, p);
-    waiting_forget(f, p);
+    ib__host_order_forget(h->batch.order, p);
     if (f->parts[p].owned) {
         f->parts[p].owned = false;
         f->owned--;
@@ -493,9 +384,11 @@ int ib__host_fleet_open(ib_host *h, ib_error *e)
         return ib_error_set(e, IB_ERR_NOMEM, "out of memory"), -1;
     }
     h->fleet = f;
+    /* a key waits for a retried event of its own at most this long */
+    if ((h->batch.order = ib__host_order_new(2 * (cfg->retry_max_ms + cfg->ack_wait_ms))) == NULL)
+        return ib_error_set(e, IB_ERR_NOMEM, "out of memory"), -1;
     f->n = (uint32_t)cfg->partitions;
     f->lease_ms = cfg->partition_lease_ms;
-    f->wait_limit_ms = 2 * (cfg->retry_max_ms + cfg->ack_wait_ms);
     make_token(f->token, sizeof(f->token), h->set.owner);
     snprintf(f->bucket, sizeof(f->bucket), "ibus_fleet_%s", cfg->durable);
     snprintf(f->log_stream, sizeof(f->log_stream), "IBUS_MARKERS_%s", cfg->durable);
@@ -549,9 +442,8 @@ void ib__host_fleet_close(ib_host *h)
     ib_marker_stream_close(f->log);
     if (f->kv != NULL)
         kvStore_Destroy(f->kv);
-    while (f->nwaiting > 0)
-        waiting_remove(f, &f->waiting[0]);
-    free(f->waiting);
+    ib__host_order_free(h->batch.order);
+    h->batch.order = NULL;
     free(f->members);
     free(f->parts);
     free(f);
