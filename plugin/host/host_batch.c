@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "jetstream.h"
@@ -20,7 +19,6 @@
 #include "log.h"
 #include "clock.h"
 #include "log_recorder.h"
-#include "partition.h"
 
 /* Per-message working state (host_internal.h). */
 struct ib_host_item {
@@ -454,51 +452,6 @@ static void trace_item(ib_host *h, item *it)
     }
 }
 
-/* A partitioned consumer's message whose key hashes to another partition
- * (its producer computed another one): published again to the key's own
- * partition subject, under a message id of this stream and sequence so a
- * retried forward is stored once, and acked once the stream has it.
- * False when the publish failed: then it is nak'ed. */
-/* What a forward does not carry: the headers JetStream acts on (the
- * original's own Nats-Msg-Id among them) and ours. */
-static bool forward_drops(const char *key)
-{
-    return strncasecmp(key, "Nats-", 5) == 0 || strncasecmp(key, "Ibus-", 5) == 0;
-}
-
-static bool forward(ib_host *h, item *it, uint32_t belongs)
-{
-    const char *key = strrchr(natsMsg_GetSubject(it->msg), '.') + 1; /* MISPLACED has one */
-    char to[1024], msg_id[300];
-    ib_error e = {0};
-    /* the key was read back from a subject already: this cannot fail */
-    ib_partition_subject(to, sizeof(to), h->cfg->subject, key, (uint32_t)h->cfg->partitions, &e);
-    snprintf(msg_id, sizeof(msg_id), "ibus-fwd-%s-%" PRIu64, h->cfg->stream, it->meta.stream_seq);
-    natsMsg *m = NULL;
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MsgId = msg_id;
-    po.MaxWait = 5000;
-    jsErrCode jerr = 0;
-    jsPubAck *pa = NULL;
-    natsStatus s =
-        natsMsg_Create(&m, to, NULL, natsMsg_GetData(it->msg), natsMsg_GetDataLength(it->msg));
-    if (s == NATS_OK)
-        s = ib_msg_copy_headers(m, it->msg, forward_drops);
-    if (s == NATS_OK)
-        s = js_PublishMsg(&pa, ib_nats_jetstream(h->nats), m, &po, &jerr);
-    jsPubAck_Destroy(pa);
-    natsMsg_Destroy(m);
-    ib_log(s == NATS_OK ? IB_SEV_WARN : IB_SEV_ERROR,
-           s == NATS_OK
-               ? "a message on another partition's subject was forwarded to its key's partition"
-               : "cannot forward a message to its key's partition; nak'ed",
-           IB_LOG_STR("event_id", it->event->id), IB_LOG_U64("stream_seq", it->meta.stream_seq),
-           IB_LOG_U64("partition", belongs),
-           IB_LOG_STR("error", s == NATS_OK ? "" : natsStatus_GetText(s)));
-    return s == NATS_OK;
-}
-
 /* A partitioned consumer's gate (host_partitions.c): true when the event
  * may run here; otherwise the message is settled: nak'ed when its
  * partition is not owned here, forwarded when its key belongs elsewhere,
@@ -528,7 +481,7 @@ static bool admit_partitioned(ib_host *h, item *it)
         it->settled = true;
         return false;
     case IB_HOST_ADMIT_MISPLACED:
-        if (forward(h, it, partition))
+        if (ib__host_fleet_forward(h, it->msg, it->meta.stream_seq, it->event->id, partition))
             settle_ack(h, it);
         else
             settle_nak(h, it, h->cfg->retry_base_ms);

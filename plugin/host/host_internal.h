@@ -442,6 +442,15 @@ typedef enum ib_host_admit {
 ib_host_admit ib__host_fleet_admit(ib_host *h, const char *subject, const char *event_id,
                                    uint32_t *partition);
 
+/* Publishes a message whose key hashes to partition `belongs`, not the
+ * one of its subject (its producer computed another), again to the key's
+ * own partition subject with the producer's headers, under the message id
+ * "ibus-fwd-<stream>-<stream_seq>" so a retried forward is stored once.
+ * True once the stream has it (the caller acks the original), false when
+ * the publish failed (the caller naks it); logged either way. */
+bool ib__host_fleet_forward(ib_host *h, natsMsg *msg, uint64_t stream_seq, const char *event_id,
+                            uint32_t belongs);
+
 /* Per-key order across batches (host_order.c; batch thread). New
  * returns NULL when out of memory; free and every call below are no-ops
  * for NULL. A key waits at most `limit_ms` for one of its events, then
