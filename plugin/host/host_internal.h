@@ -423,9 +423,10 @@ ib_consumer_setup ib__host_consumer_setup(const ib_host *h, const char *durable,
 int ib__host_fleet_open(ib_host *h, ib_error *e);
 
 /* Between batches: drops partitions whose lease could not be renewed in
- * time, and every third of a lease announces this process, reads the
- * members and takes, renews or hands over partitions (the file's opening
- * comment). A no-op when not partitioned. */
+ * time, and every second (a third of a lease when shorter) announces this
+ * process, reads the members and takes or hands over partitions, renewing
+ * the leases every third of one (the file's opening comment). A no-op
+ * when not partitioned. */
 void ib__host_fleet_tick(ib_host *h);
 
 /* What a delivered message of a partitioned consumer may become. */

@@ -2,10 +2,11 @@
 /* A partitioned consumer (ibus run --partitions N; docs/partitions.md):
  * which partitions this process owns, and what changes when that does.
  *
- * Every tick (a third of the lease, on the batch thread between batches)
- * the process announces itself, reads the live members, and computes by
- * rendezvous hashing which partitions it should own. Then, per partition:
- *   owned, still ours      renew the lease;
+ * Every tick (a second, or a third of the lease when shorter; on the
+ * batch thread between batches) the process announces itself, reads the
+ * live members, and computes by rendezvous hashing which partitions it
+ * should own. Then, per partition:
+ *   owned, still ours      renew the lease (every third of the lease);
  *   owned, another's now   hand it over: stop pulling it (what the puller
  *                          held is nak'ed at once), give the lease back;
  *   not owned, ours now    take the lease, replay the partition's marker
@@ -55,7 +56,8 @@ struct ib_host_fleet {
     ib_marker_stream *log;
     ib_fleet_list *members;
     fleet_part *parts;
-    int64_t next_tick_mono;
+    int64_t next_tick_mono;  /* the members read again (MEMBERS_EVERY_MS) */
+    int64_t next_renew_mono; /* the leases renewed again (a third of a lease) */
     uint32_t owned;
 };
 
@@ -270,6 +272,11 @@ static void drop_expired(ib_host *h, int64_t now)
         }
 }
 
+/* How often the members are read (and this process announced): a process
+ * that joins gets its partitions within about this, plus the handover; at
+ * most every third of a lease. Leases are renewed every third of one. */
+#define MEMBERS_EVERY_MS 1000
+
 void ib__host_fleet_tick(ib_host *h)
 {
     ib_host_fleet *f = h->fleet;
@@ -279,7 +286,11 @@ void ib__host_fleet_tick(ib_host *h)
     drop_expired(h, now);
     if (now < f->next_tick_mono || ib__host_signal_received())
         return;
-    f->next_tick_mono = now + f->lease_ms / 3;
+    f->next_tick_mono =
+        now + (f->lease_ms / 3 < MEMBERS_EVERY_MS ? f->lease_ms / 3 : MEMBERS_EVERY_MS);
+    bool renew_due = now >= f->next_renew_mono;
+    if (renew_due)
+        f->next_renew_mono = now + f->lease_ms / 3;
     ib_error e = {0};
     int64_t wall = ib_clock_realtime_ms();
     if (ib_fleet_announce(f->kv, f->token, wall, &e) != IB_OK ||
@@ -287,7 +298,7 @@ void ib__host_fleet_tick(ib_host *h)
                          &e) != IB_OK) {
         ib_log(IB_SEV_WARN, "cannot read the fleet's members; renewing what this process owns",
                IB_LOG_STR("error", e.msg));
-        for (uint32_t p = 0; p < f->n; p++)
+        for (uint32_t p = 0; renew_due && p < f->n; p++)
             if (f->parts[p].owned)
                 renew(h, p);
         return;
@@ -304,12 +315,14 @@ void ib__host_fleet_tick(ib_host *h)
     ib_metrics_gauge_set(h->metrics, IB_METRIC_FLEET_MEMBERS, (int64_t)count);
     for (uint32_t p = 0; p < f->n && !ib__host_signal_received(); p++) {
         bool ours = strcmp(names[ib_rendezvous_owner(names, count, p)], f->token) == 0;
-        if (f->parts[p].owned && !ours)
+        if (!f->parts[p].owned) {
+            if (ours)
+                take(h, p);
+        } else if (!ours) {
             give_back(h, p, "a live process scores higher for it");
-        else if (f->parts[p].owned)
+        } else if (renew_due) {
             renew(h, p);
-        else if (ours)
-            take(h, p);
+        }
     }
 }
 

@@ -257,12 +257,15 @@ def scenario(run, rng):
     r = run.ibus("publish", "--nats-url", procs.url, "--raw", "--subject",
                  "ibus.markers.orders.0", "--quiet", "not a record", check=False)
     assert r.returncode == 0, r.stderr
-    run.start("d")
+    run.start("d", lease="15s")  # the default: members read every second, leases renewed every 5 s
     wait_for("d takes the readable partitions", lambda: len(run.owned("d")) == N - 1, 30)
     wait_for("d names the partition it cannot take", lambda: any(
         rec.get("msg", "").startswith("cannot take a partition") and rec.get("partition") == 0
         for rec in run.log_records("d")), 30)
     assert 0 not in run.owned("d")
+    time.sleep(3.5)  # three more ticks between two renewals: each partition taken once
+    taken = [r["partition"] for r in run.log_records("d") if r.get("msg") == "partition taken"]
+    assert sorted(taken) == list(range(1, N)), f"partitions taken again: {sorted(taken)}"
     assert procs.stop(run.hosts["d"]) == 0
 
 
