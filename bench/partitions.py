@@ -17,8 +17,9 @@ A rate is the stream's events over the time from the first exec to the
 last ack (the ack floors' times, read with `ibus status --json`, the
 latest over every partition's durable), so start-up and the taking of
 partitions count. Also printed: the server's resident memory before and
-after the partitioned rows, per marker written, and the marker log's
-bytes on disk per marker. Ratios are against the bare consumer of the
+after the partitioned rows, per marker written (the events' own stream
+grows in it too: an upper bound), and the marker log's bytes on disk per
+marker. Ratios are against the bare consumer of the
 same run.
 
   bench/partitions.py --ibus build/plugin/cli/ibus \\
@@ -141,9 +142,9 @@ class Bench:
             joiners = [self.spawn(self.part_args(stream, base)) for _ in range(processes - 1)]
         durables = [f"{stream.lower()}_p{p}" for p in range(self.a.partitions)]
         end = self.done_at(stream, durables, self.a.events)
-        firsts = [self.first_handled_ms(name) for _, name in joiners]
         for p in [first] + [j for j, _ in joiners]:
             self.procs.stop(p)
+        firsts = [self.first_handled_ms(name) for _, name in joiners]  # in the exit summary
         return self.a.events / (end - t0), firsts
 
     def first_handled_ms(self, name):
@@ -193,7 +194,8 @@ class Bench:
         print()
         print(f"joiners' first handled event after their exec: "
               f"{', '.join(str(f) + ' ms' for f in firsts)}")
-        print(f"server resident memory per marker over the partitioned rows: {rss_per:.1f} B; "
+        print(f"nats-server resident memory grown over the partitioned rows, per marker "
+              f"written: {rss_per:.1f} B (the events' own stream included: an upper bound); "
               f"marker log on disk per marker: {disk_per:.1f} B")
 
 
@@ -205,13 +207,17 @@ def main():
     ap.add_argument("--nats-server", default=shutil.which("nats-server"))
     ap.add_argument("--events", type=int, default=200000)
     ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (its logs)")
     a = ap.parse_args()
     a.ibus, a.plugin, a.bare = (os.path.abspath(x) for x in (a.ibus, a.plugin, a.bare))
     tmp = tempfile.mkdtemp(prefix="bench_partitions.")
     try:
         Bench(a, tmp).run()
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if a.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
