@@ -43,8 +43,19 @@ typedef struct log_recorder {
      * took already, and a record's entries. */
     struct placed *at;
     bool *pick, *count, *sent;
-    ib_marker_log_entry *entries;
     size_t scratch_cap;
+    /* The records the call in progress writes, sent together by
+     * flush_records; where each one's entries and names start in the
+     * pools below (pointed at only once the pools move no more). */
+    ib_marker_log_record *recs;
+    struct record_at {
+        size_t entries, names;
+    } * rec_at;
+    size_t nrecs, recs_cap;
+    ib_marker_log_entry *entries;
+    size_t nentries, entries_cap;
+    const char **names;
+    size_t nnames_used, names_cap;
 } log_recorder;
 
 static log_recorder *lr_of(ib_recorder *r)
@@ -238,11 +249,11 @@ static ib_status view_keys(log_recorder *l, const ib_marker_key *keys, size_t n,
 {
     if (n > l->scratch_cap) {
         if (!grow(&l->at, n, sizeof(*l->at)) || !grow(&l->pick, n, sizeof(bool)) ||
-            !grow(&l->count, n, sizeof(bool)) || !grow(&l->sent, n, sizeof(bool)) ||
-            !grow(&l->entries, n, sizeof(*l->entries)))
+            !grow(&l->count, n, sizeof(bool)) || !grow(&l->sent, n, sizeof(bool)))
             return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory for %zu keys", n);
         l->scratch_cap = n;
     }
+    l->nrecs = l->nentries = l->nnames_used = 0;
     for (size_t i = 0; i < n; i++)
         l->at[i] = place(l, keys[i].event_id, deciding);
     memset(l->pick, 0, n * sizeof(bool));
@@ -261,71 +272,110 @@ static ib_pair_state pair_of(const log_recorder *l, const ib_marker_key *keys, s
 
 /* ---- appending ---------------------------------------------------------- */
 
-/* Sends one record of `partition` and applies it to the table once stored. */
-static ib_status append_one(log_recorder *l, ib_marker_log_kind kind, uint32_t partition,
-                            const char *const *names, size_t nnames, size_t n, ib_error *err)
+/* Room for one more record of up to `entries` entries and
+ * IB_MARKER_LOG_CONSUMERS_MAX names. */
+static bool reserve_record(log_recorder *l, size_t entries)
 {
-    owned *o = &l->parts[partition];
-    ib_marker_log_record rec = {.kind = kind,
-                                .partition = partition,
-                                .epoch = o->epoch,
-                                .sequence = ++o->sequence,
-                                .names = names,
-                                .nnames = nnames,
-                                .entries = l->entries,
-                                .nentries = n};
-    uint64_t seq = 0;
-    ib_status st = ib_marker_stream_append(l->stream, &rec, &seq, err);
-    if (st != IB_OK && st != IB_ERR_NOMEM)
-        err->status = st = IB_ERR_RECORDER; /* the message says what failed */
-    return st != IB_OK ? st : ib_marker_table_apply(o->table, &rec, err);
+    if (l->nrecs == l->recs_cap) {
+        size_t cap = l->recs_cap > 0 ? 2 * l->recs_cap : 8;
+        if (!grow(&l->recs, cap, sizeof(*l->recs)) || !grow(&l->rec_at, cap, sizeof(*l->rec_at)))
+            return false;
+        l->recs_cap = cap;
+    }
+    if (l->nentries + entries > l->entries_cap) {
+        size_t cap = 2 * (l->nentries + entries);
+        if (!grow(&l->entries, cap, sizeof(*l->entries)))
+            return false;
+        l->entries_cap = cap;
+    }
+    if (l->nnames_used + IB_MARKER_LOG_CONSUMERS_MAX > l->names_cap) {
+        size_t cap = 2 * (l->nnames_used + IB_MARKER_LOG_CONSUMERS_MAX);
+        if (!grow(&l->names, cap, sizeof(*l->names)))
+            return false;
+        l->names_cap = cap;
+    }
+    return true;
 }
 
-/* Appends a `kind` record for every key i of the view with want[i] (NULL:
+/* Sends every record queued by this call together, then applies each to
+ * its partition's table, in the order queued, once all are stored. */
+static ib_status flush_records(log_recorder *l, ib_error *err)
+{
+    if (l->nrecs == 0)
+        return IB_OK;
+    for (size_t i = 0; i < l->nrecs; i++) {
+        l->recs[i].entries = l->entries + l->rec_at[i].entries;
+        l->recs[i].names = l->names + l->rec_at[i].names;
+    }
+    ib_status st = ib_marker_stream_append_all(l->stream, l->recs, l->nrecs, err);
+    if (st != IB_OK && st != IB_ERR_NOMEM)
+        err->status = st = IB_ERR_RECORDER; /* the message says what failed */
+    for (size_t i = 0; st == IB_OK && i < l->nrecs; i++)
+        st = ib_marker_table_apply(l->parts[l->recs[i].partition].table, &l->recs[i], err);
+    l->nrecs = l->nentries = l->nnames_used = 0;
+    return st;
+}
+
+/* Queues a `kind` record for every key i of the view with want[i] (NULL:
  * every key; each must be placed in an owned partition), one or more per
- * partition, in partition order. */
-static ib_status append_keys(log_recorder *l, ib_marker_log_kind kind, const ib_marker_key *keys,
-                             const uint64_t *fps, const bool *want, size_t n, ib_error *err)
+ * partition, in partition order; flush_records sends them. */
+static ib_status queue_keys(log_recorder *l, ib_marker_log_kind kind, const ib_marker_key *keys,
+                            const uint64_t *fps, const bool *want, size_t n, ib_error *err)
 {
     const placed *at = l->at;
     bool *sent = l->sent;
     memset(sent, 0, n * sizeof(bool));
-    ib_status st = IB_OK;
-    for (size_t first = 0; first < n && st == IB_OK; first++) {
+    for (size_t first = 0; first < n; first++) {
         if (sent[first] || (want != NULL && !want[first]) || at[first].table == NULL)
             continue;
         uint32_t p = at[first].partition;
-        /* every key of partition p not sent yet, in records of at most
+        /* every key of partition p not queued yet, in records of at most
          * IB_MARKER_LOG_ENTRIES_MAX entries and IB_MARKER_LOG_CONSUMERS_MAX
          * names */
-        const char *names[IB_MARKER_LOG_CONSUMERS_MAX];
-        size_t nnames = 0, ne = 0;
-        for (size_t i = first; i < n && st == IB_OK; i++) {
+        ib_marker_log_record *rec = NULL;
+        const char **names = NULL; /* rec's */
+        ib_marker_log_entry *entries = NULL;
+        for (size_t i = first; i < n; i++) {
             if (sent[i] || (want != NULL && !want[i]) || at[i].table == NULL ||
                 at[i].partition != p)
                 continue;
             size_t name = 0;
-            while (name < nnames && strcmp(names[name], keys[i].consumer) != 0)
+            while (rec != NULL && name < rec->nnames && strcmp(names[name], keys[i].consumer) != 0)
                 name++;
-            if (ne == IB_MARKER_LOG_ENTRIES_MAX ||
-                (name == nnames && nnames == IB_MARKER_LOG_CONSUMERS_MAX)) {
-                st = append_one(l, kind, p, names, nnames, ne, err);
-                nnames = ne = name = 0;
-                if (st != IB_OK)
-                    break;
+            if (rec == NULL || rec->nentries == IB_MARKER_LOG_ENTRIES_MAX ||
+                (name == rec->nnames && rec->nnames == IB_MARKER_LOG_CONSUMERS_MAX)) {
+                size_t most = n < IB_MARKER_LOG_ENTRIES_MAX ? n : IB_MARKER_LOG_ENTRIES_MAX;
+                if (!reserve_record(l, most))
+                    return ib_error_set(err, IB_ERR_NOMEM, "log recorder: no memory for records");
+                owned *o = &l->parts[p];
+                l->rec_at[l->nrecs] = (struct record_at){l->nentries, l->nnames_used};
+                rec = &l->recs[l->nrecs++];
+                *rec = (ib_marker_log_record){
+                    .kind = kind, .partition = p, .epoch = o->epoch, .sequence = ++o->sequence};
+                names = l->names + l->nnames_used;
+                entries = l->entries + l->nentries;
+                l->nnames_used += IB_MARKER_LOG_CONSUMERS_MAX;
+                l->nentries += most;
+                name = 0;
             }
-            if (name == nnames)
-                names[nnames++] = keys[i].consumer;
-            ib_marker_log_entry *e = &l->entries[ne++];
+            if (name == rec->nnames)
+                names[rec->nnames++] = keys[i].consumer;
+            ib_marker_log_entry *e = &entries[rec->nentries++];
             e->consumer = (uint16_t)name;
             memcpy(e->id, at[i].id, 16);
             e->fingerprint = fps != NULL ? fps[i] : 0;
             sent[i] = true;
         }
-        if (st == IB_OK && ne > 0)
-            st = append_one(l, kind, p, names, nnames, ne, err);
     }
-    return st;
+    return IB_OK;
+}
+
+/* Queues and sends at once: one kind of record for the keys picked. */
+static ib_status append_keys(log_recorder *l, ib_marker_log_kind kind, const ib_marker_key *keys,
+                             const uint64_t *fps, const bool *want, size_t n, ib_error *err)
+{
+    ib_status st = queue_keys(l, kind, keys, fps, want, n, err);
+    return st == IB_OK ? flush_records(l, err) : st;
 }
 
 /* ---- the recorder calls ------------------------------------------------- */
@@ -371,9 +421,11 @@ static ib_status lr_acquire(ib_recorder *r, ib_claim_info *out, const ib_marker_
         any_count |= l->count[i];
     }
     if (st == IB_OK)
-        st = append_keys(l, IB_MARKER_LOG_CLAIMED, keys, fps, l->pick, n, err);
+        st = queue_keys(l, IB_MARKER_LOG_CLAIMED, keys, fps, l->pick, n, err);
     if (st == IB_OK && any_count)
-        st = append_keys(l, IB_MARKER_LOG_COUNTED, keys, fps, l->count, n, err);
+        st = queue_keys(l, IB_MARKER_LOG_COUNTED, keys, fps, l->count, n, err);
+    if (st == IB_OK)
+        st = flush_records(l, err); /* both kinds in one round trip */
     for (size_t i = 0; st == IB_OK && i < n; i++)
         out[i].attempts += l->count[i];
     pthread_mutex_unlock(&l->mu);
@@ -391,10 +443,10 @@ static ib_status count_and_release(log_recorder *l, bool *held, const ib_marker_
         held[i] = s.in_flight && !s.marked;
         l->pick[i] = held[i] && (count == NULL || count[i]);
     }
-    ib_status st = append_keys(l, IB_MARKER_LOG_COUNTED, keys, NULL, l->pick, n, err);
+    ib_status st = queue_keys(l, IB_MARKER_LOG_COUNTED, keys, NULL, l->pick, n, err);
     if (st == IB_OK && release)
-        st = append_keys(l, IB_MARKER_LOG_RELEASED, keys, NULL, held, n, err);
-    return st;
+        st = queue_keys(l, IB_MARKER_LOG_RELEASED, keys, NULL, held, n, err);
+    return st == IB_OK ? flush_records(l, err) : st;
 }
 
 static ib_status lr_count_attempts(ib_recorder *r, bool *held, const ib_marker_key *keys,
@@ -569,7 +621,10 @@ static void lr_close(ib_recorder *r)
     free(l->pick);
     free(l->count);
     free(l->sent);
+    free(l->recs);
+    free(l->rec_at);
     free(l->entries);
+    free(l->names);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }

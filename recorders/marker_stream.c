@@ -6,6 +6,7 @@
 #include "partition.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct ib_marker_stream {
     uint8_t *buf;                 /* RECORD_MAX bytes: the record being appended */
     ib_marker_log_entry *entries; /* IB_MARKER_LOG_ENTRIES_MAX: a record replayed */
     ib_marker_log_names names;
+    atomic_bool async_failed; /* an async append of the append_all in progress failed */
 };
 
 static ib_status nats_fail(ib_error *err, const char *stream, const char *what, natsStatus st,
@@ -109,6 +111,15 @@ static ib_status stream_ensure(ib_marker_stream *s, const ib_marker_stream_optio
     return IB_OK;
 }
 
+/* nats.c's thread: an async append came back refused or not at all. */
+static void on_async_error(jsCtx *js, jsPubAckErr *pae, void *closure)
+{
+    (void)js;
+    (void)pae; /* nats.c frees it and its message */
+    ib_marker_stream *s = closure;
+    atomic_store(&s->async_failed, true);
+}
+
 void ib_marker_stream_close(ib_marker_stream *s)
 {
     if (s == NULL)
@@ -155,6 +166,8 @@ ib_status ib_marker_stream_open(ib_marker_stream **out, natsConnection *nc,
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = s->timeout_ms;
+    jo.PublishAsync.ErrHandler = on_async_error;
+    jo.PublishAsync.ErrHandlerClosure = s;
     natsStatus st = natsConnection_JetStream(&s->js, nc, &jo);
     ib_status ist = st == NATS_OK ? stream_ensure(s, o, err)
                                   : nats_fail(err, o->stream, "JetStream context", st, 0);
@@ -166,19 +179,30 @@ ib_status ib_marker_stream_open(ib_marker_stream **out, natsConnection *nc,
     return IB_OK;
 }
 
+/* Encodes `rec` into s->buf (*len bytes) with its subject and message
+ * id. Errors: IB_ERR_INVALID_ARG. */
+static ib_status prepare(ib_marker_stream *s, const ib_marker_log_record *rec, size_t *len,
+                         char subject[SUBJECT_MAX], char msg_id[MSG_ID_MAX], ib_error *err)
+{
+    ib_status ist = ib_marker_log_encode(rec, s->buf, RECORD_MAX, len, err);
+    if (ist != IB_OK)
+        return ist;
+    snprintf(subject, SUBJECT_MAX, "%s.%" PRIu32, s->subject_base, rec->partition);
+    if (!ib_marker_log_msg_id(msg_id, MSG_ID_MAX, s->durable, rec->partition, rec->epoch,
+                              rec->sequence))
+        return ib_error_set(err, IB_ERR_INVALID_ARG, "marker log %s: message id too long",
+                            s->stream);
+    return IB_OK;
+}
+
 ib_status ib_marker_stream_append(ib_marker_stream *s, const ib_marker_log_record *rec,
                                   uint64_t *seq, ib_error *err)
 {
     size_t len = 0;
-    ib_status ist = ib_marker_log_encode(rec, s->buf, RECORD_MAX, &len, err);
+    char subject[SUBJECT_MAX], msg_id[MSG_ID_MAX];
+    ib_status ist = prepare(s, rec, &len, subject, msg_id, err);
     if (ist != IB_OK)
         return ist;
-    char subject[SUBJECT_MAX], msg_id[MSG_ID_MAX];
-    snprintf(subject, sizeof(subject), "%s.%" PRIu32, s->subject_base, rec->partition);
-    if (!ib_marker_log_msg_id(msg_id, sizeof(msg_id), s->durable, rec->partition, rec->epoch,
-                              rec->sequence))
-        return ib_error_set(err, IB_ERR_INVALID_ARG, "marker log %s: message id too long",
-                            s->stream);
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MsgId = msg_id;
@@ -199,6 +223,53 @@ ib_status ib_marker_stream_append(ib_marker_stream *s, const ib_marker_log_recor
             break;
     }
     return nats_fail(err, s->stream, "append", st, jerr);
+}
+
+/* Sends the records without waiting between them; true when every one
+ * was acknowledged as stored (nothing is left pending either way). */
+static bool append_pipelined(ib_marker_stream *s, const ib_marker_log_record *recs, size_t n)
+{
+    atomic_store(&s->async_failed, false);
+    bool sent = true;
+    for (size_t i = 0; i < n && sent; i++) {
+        size_t len = 0;
+        char subject[SUBJECT_MAX], msg_id[MSG_ID_MAX];
+        ib_error ignored;
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.MsgId = msg_id;
+        po.ExpectStream = s->stream;
+        sent = prepare(s, &recs[i], &len, subject, msg_id, &ignored) == IB_OK &&
+               js_PublishAsync(s->js, subject, s->buf, (int)len, &po) == NATS_OK;
+    }
+    jsPubOptions wait;
+    jsPubOptions_Init(&wait);
+    wait.MaxWait = s->timeout_ms;
+    natsStatus st = js_PublishAsyncComplete(s->js, &wait);
+    if (st != NATS_OK) {
+        /* forget what is still unanswered: the caller appends it again */
+        natsMsgList pending = {0};
+        if (js_PublishAsyncGetPendingList(&pending, s->js) == NATS_OK)
+            natsMsgList_Destroy(&pending);
+    }
+    return sent && st == NATS_OK && !atomic_load(&s->async_failed);
+}
+
+ib_status ib_marker_stream_append_all(ib_marker_stream *s, const ib_marker_log_record *recs,
+                                      size_t n, ib_error *err)
+{
+    if (n > 1 && append_pipelined(s, recs, n))
+        return IB_OK;
+    /* One at a time, each waited for and retried: a record the pipelined
+     * pass stored already is dropped by the stream as a duplicate of its
+     * message id; an error is the first that stays. */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t seq = 0;
+        ib_status st = ib_marker_stream_append(s, &recs[i], &seq, err);
+        if (st != IB_OK)
+            return st;
+    }
+    return IB_OK;
 }
 
 /* The stream sequence of the last record of `subject`, 0 when none. */

@@ -63,6 +63,20 @@ void ib_marker_stream_close(ib_marker_stream *s);
 ib_status ib_marker_stream_append(ib_marker_stream *s, const ib_marker_log_record *rec,
                                   uint64_t *seq, ib_error *err);
 
+/* Appends the `n` records `recs` in order and returns once the stream
+ * acknowledged every one: they are sent together and their acks awaited
+ * together (one round trip for a recorder call that writes several
+ * records), and when any ack is missing or refused, every record is
+ * appended again one at a time, as ib_marker_stream_append does (those
+ * stored already are dropped as duplicates). Records of one partition
+ * are stored in the order given unless a send was lost and the retry
+ * stored it after a later one; the log's memory does not depend on the
+ * order of records written by one recorder call. Errors: as
+ * ib_marker_stream_append's, for the first record that failed (those
+ * after it were not appended again). */
+ib_status ib_marker_stream_append_all(ib_marker_stream *s, const ib_marker_log_record *recs,
+                                      size_t n, ib_error *err);
+
 /* Applies every record of `partition` stored before the call, in order,
  * to `t`; *records (may be NULL) gets how many. Errors: IB_ERR_RECORDER
  * for a record that is not valid (its sequence named), IB_ERR_NATS when

@@ -153,6 +153,77 @@ static void test_records_replay_per_partition(void **state)
     it_done(e);
 }
 
+/* A record of `kind` for ids [first, first + n) of consumer 0, its
+ * entries in `entries` (room for n). */
+static ib_marker_log_record record_of(ib_marker_log_entry *entries, ib_marker_log_kind kind,
+                                      uint32_t partition, uint64_t sequence, unsigned first,
+                                      unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        entries[i].consumer = 0;
+        id_of(entries[i].id, first + i);
+        entries[i].fingerprint = first + i;
+    }
+    return (ib_marker_log_record){.kind = kind,
+                                  .partition = partition,
+                                  .epoch = 1,
+                                  .sequence = sequence,
+                                  .names = names,
+                                  .nnames = 1,
+                                  .entries = entries,
+                                  .nentries = n};
+}
+
+/* Several records appended together: each stored once, also when the
+ * call is repeated (a retry after a lost ack) and when one record of the
+ * call cannot be sent, which sends the others again one at a time. */
+static void test_records_appended_together(void **state)
+{
+    it_env *e = *state;
+    natsConnection *nc = connect_to(e);
+    ib_marker_stream *s = open_log(nc);
+    ib_error err = {0};
+    ib_marker_log_entry a[8], b[8], c[8];
+    ib_marker_log_record recs[3] = {
+        record_of(a, IB_MARKER_LOG_CLAIMED, 5, 1, 0, 8),
+        record_of(b, IB_MARKER_LOG_COUNTED, 5, 2, 0, 1),
+        record_of(c, IB_MARKER_LOG_CLAIMED, 6, 1, 200, 8),
+    };
+    assert_int_equal(ib_marker_stream_append_all(s, recs, 3, &err), IB_OK);
+    assert_int_equal(it_stream_count(&e->server, STREAM), 3);
+    assert_int_equal(ib_marker_stream_append_all(s, recs, 3, &err), IB_OK); /* a retry */
+    assert_int_equal(it_stream_count(&e->server, STREAM), 3);
+
+    /* the second record does not encode (no entries): the first is
+     * stored once, the error names the bad one, the third is not sent */
+    ib_marker_log_record bad[3] = {
+        record_of(a, IB_MARKER_LOG_DONE, 5, 3, 0, 8),
+        record_of(b, IB_MARKER_LOG_DONE, 5, 4, 0, 0),
+        record_of(c, IB_MARKER_LOG_DONE, 6, 2, 200, 8),
+    };
+    assert_int_equal(ib_marker_stream_append_all(s, bad, 3, &err), IB_ERR_INVALID_ARG);
+    assert_int_equal(it_stream_count(&e->server, STREAM), 4);
+
+    ib_marker_table *t;
+    uint64_t records = 0;
+    assert_int_equal(ib_marker_table_create(&t, &err), IB_OK);
+    assert_int_equal(ib_marker_stream_replay(s, 5, t, &records, &err), IB_OK);
+    assert_int_equal(records, 3);
+    assert_true(lookup(t, 0, 0).marked);
+    assert_int_equal(lookup(t, 0, 0).attempts, 1);
+    assert_true(lookup(t, 0, 7).marked);
+    ib_marker_table_free(t);
+    assert_int_equal(ib_marker_table_create(&t, &err), IB_OK);
+    assert_int_equal(ib_marker_stream_replay(s, 6, t, &records, &err), IB_OK);
+    assert_int_equal(records, 1);
+    assert_true(lookup(t, 0, 200).in_flight);
+    assert_false(lookup(t, 0, 200).marked);
+    ib_marker_table_free(t);
+    ib_marker_stream_close(s);
+    natsConnection_Destroy(nc);
+    it_done(e);
+}
+
 static void test_bad_record_stops_the_replay(void **state)
 {
     it_env *e = *state;
@@ -241,6 +312,7 @@ static void test_million_markers_replay(void **state)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_records_replay_per_partition, it_setup, it_teardown),
+    cmocka_unit_test_setup_teardown(test_records_appended_together, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(test_bad_record_stops_the_replay, it_setup, it_teardown),
     cmocka_unit_test_setup_teardown(test_million_markers_replay, it_setup, it_teardown),
 };
