@@ -624,6 +624,9 @@ static int run_loop(ib_host *h, natsMsg **buf)
             continue;
         }
         backoff = 50;
+        for (size_t more = 1, take = ib__host_batch_take(h); n > 0 && n < take && more > 0;
+             n += more)
+            more = ib_puller_take(h->puller, buf + n, take - n); /* what is ready, no waiting */
         if (n == 0) {
             ib__host_outbox_tick(h);
             if (h->cfg->idle_exit_ms > 0 &&
@@ -641,6 +644,7 @@ static int run_loop(ib_host *h, natsMsg **buf)
         int64_t started = ib_clock_monotonic_ms();
         ib__host_process_batch(h, buf, n);
         last_activity = ib_clock_monotonic_ms();
+        h->batch.last_ms = last_activity - started;
         idle.horizon_ms = 0; /* a new idle spell starts */
         ib_puller_batch_took(h->puller, last_activity - started);
         ib__host_outbox_tick(h);

@@ -686,13 +686,19 @@ static void settle_one(ib_host *h, item *it)
     }
 }
 
+size_t ib__host_batch_take(const ib_host *h)
+{
+    bool short_batches = h->batch.last_ms < h->cfg->partition_lease_ms / 16;
+    return h->fleet != NULL && short_batches ? h->batch.room : h->batch.cap;
+}
+
 void ib__host_process_batch(ib_host *h, natsMsg **msgs, size_t n)
 {
     item *items = h->batch.items;
     growing g = {.h = h, .msgs = msgs};
 
-    if (n > h->batch.cap)
-        n = h->batch.cap;
+    if (n > h->batch.room)
+        n = h->batch.room;
     if (h->fleet != NULL)
         ib_log_recorder_routes_clear(h->recorder);
     for (size_t i = 0; i < n; i++)

@@ -191,6 +191,7 @@ typedef struct ib_host_batch {
     ib_delivery *deliveries;
     size_t cap;
     size_t room;
+    int64_t last_ms;  /* how long the last batch took */
     ib_bus_proxy bus; /* the bus handlers publish through */
     ib_host_outbox outbox;
     /* With --idle-exit: the retries this process asked for (NULL without
@@ -253,6 +254,14 @@ typedef struct ib_host {
  * comes once per four pulls, not at every one, while the claims held
  * ahead of the calls stay at most one pull. */
 #define IB_HOST_BATCH_GROWTH 4
+
+/* How many messages the next batch takes from the puller: a pull's
+ * worth (h->batch.cap), or for a partitioned consumer whose last batch
+ * was short, up to room: the pulls of several partitions in one batch,
+ * whose log records then go in one round trip (log_recorder.h). Short
+ * is under a sixteenth of the partition lease, so a batch that grows
+ * stays well inside the renewal period of its partitions. */
+size_t ib__host_batch_take(const ib_host *h);
 
 /* Allocates and frees the per-batch working arrays (batch *
  * IB_HOST_BATCH_GROWTH entries each; h->batch.cap = batch). Returns 0, or
