@@ -53,14 +53,14 @@ static void print_members(FILE *out, const ib_status_partitions *ps)
     char d[48];
     fprintf(out, "  fleet         %zu live members (lease %s)", ps->nmembers,
             ib_host_duration_str(d, sizeof(d), ps->lease_ms));
-    for (size_t i = 0; i < ps->nmembers; i++)
-        fprintf(out, "%s%s", i == 0 ? ": " : ", ", ps->members[i]);
     if (ps->members_stale > 0 || ps->members_foreign > 0)
         fprintf(out, "; left out: %zu stale, %zu not announcements", ps->members_stale,
                 ps->members_foreign);
     if (!ps->bucket_exists)
         fprintf(out, "; bucket %s does not exist: no process ran yet", ps->bucket);
     fputc('\n', out);
+    for (size_t i = 0; i < ps->nmembers; i++)
+        fprintf(out, "                %s\n", ps->members[i]); /* tokens are long */
 }
 
 void ib_status_print_partitions_text(FILE *out, const ib_status_report *r)
@@ -71,8 +71,8 @@ void ib_status_print_partitions_text(FILE *out, const ib_status_report *r)
     fprintf(out, "  partitions    %" PRIu32 " of %s, bucket %s, marker log %s; lag %" PRIu64 "\n",
             ps->n, ps->subject[0] != '\0' ? ps->subject : "(--subject not given)", ps->bucket,
             ps->log_stream, total_lag(ps));
-    fprintf(out, "    %-5s %-40s %-18s %10s %12s\n", "P", "owner", "lease", "pending",
-            "ack pending");
+    /* the owner last: a member token is about 90 bytes */
+    fprintf(out, "    %-5s %-16s %10s %12s  %s\n", "P", "lease", "pending", "ack pending", "owner");
     for (uint32_t p = 0; p < ps->n; p++) {
         const ib_status_partition *x = &ps->v[p];
         const char *owner = ib_status_partition_owner(x, r->now_ms);
@@ -82,10 +82,10 @@ void ib_status_print_partitions_text(FILE *out, const ib_status_report *r)
             snprintf(who, sizeof(who), "%s%s", owner, x->owner_live ? "" : " (not live)");
         lease_text(lease, sizeof(lease), x, r->now_ms);
         if (x->durable_exists)
-            fprintf(out, "    %-5" PRIu32 " %-40s %-18s %10" PRIu64 " %12" PRId64 "\n", p, who,
-                    lease, x->pending, x->ack_pending);
+            fprintf(out, "    %-5" PRIu32 " %-16s %10" PRIu64 " %12" PRId64 "  %s\n", p, lease,
+                    x->pending, x->ack_pending, who);
         else
-            fprintf(out, "    %-5" PRIu32 " %-40s %-18s %23s\n", p, who, lease, "no durable yet");
+            fprintf(out, "    %-5" PRIu32 " %-16s %23s  %s\n", p, lease, "no durable yet", who);
     }
 }
 
