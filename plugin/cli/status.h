@@ -229,7 +229,7 @@ struct json_t *ib_status_json(const ib_status_report *r);
 void ib_status_print_partitions_text(FILE *out, const ib_status_report *r);
 struct json_t *ib_status_partitions_json(const ib_status_report *r);
 
-/* An age for people: "850ms", "42s", "5m10s", "3h20m", "2d4h"; at most two
+/* An age for people (status_age.c): "850ms", "42s", "5m10s", "3h20m", "2d4h"; at most two
  * units, the larger first. Returns buf. */
 const char *ib_status_age(char *buf, size_t cap, int64_t ms);
 
