@@ -12,8 +12,9 @@
  * ibus run's defaults and IB_* variables: run where ibus run runs, it needs
  * no flags. With --partitions N (and --subject, --partition-lease) it shows
  * a partitioned consumer: each partition's owner, lease and lag, and the
- * live members, in place of one consumer and its recorder. Exit 0 healthy, 1 attention needed (or
- * the state could not be read), 2 bad options (no such stream or durable). */
+ * live members, in place of one consumer and its recorder. Exit 0
+ * healthy, 1 attention needed (or the state could not be read), 2 bad
+ * options (no such stream or durable). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

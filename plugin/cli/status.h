@@ -6,9 +6,12 @@
  * A report holds what the server says of the stream, the consumer and the
  * dead-letter stream, what the recorder says of the durable's consumer
  * identities, and the settings the ibus run processes are given (the same
- * options and IB_* variables as ibus run). The checks turn it into a list
- * of findings, each with a code, a sentence and the option that fixes it;
- * an empty list is a healthy durable. */
+ * options and IB_* variables as ibus run); for a partitioned consumer
+ * (--partitions) its partitions and live members stand in for the
+ * consumer, the markers and the dead letters (status_partitions*.c).
+ * The checks turn it into a list of findings, each with a code, a
+ * sentence and the option that fixes it; an empty list is a healthy
+ * durable. */
 #ifndef IB_CLI_STATUS_H
 #define IB_CLI_STATUS_H
 
