@@ -91,6 +91,11 @@ static ib_status stream_ensure(ib_marker_stream *s, const ib_marker_stream_optio
     }
     if (st != NATS_NOT_FOUND)
         return nats_fail(err, s->stream, "stream info", st, jerr);
+    if (o->must_exist)
+        return ib_error_set(err, IB_ERR_CONFIG,
+                            "marker log %s: the stream does not exist: no partitioned consumer "
+                            "of that durable has run yet",
+                            s->stream);
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
     const char *subjects[] = {wanted};

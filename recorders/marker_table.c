@@ -221,6 +221,11 @@ ib_pair_state ib_marker_table_lookup(const ib_marker_table *t, const char *consu
     return out;
 }
 
+bool ib_marker_table_knows(const ib_marker_table *t, const char *consumer)
+{
+    return name_index(t, consumer) >= 0;
+}
+
 ib_marker_table_stats ib_marker_table_stats_get(const ib_marker_table *t)
 {
     return (ib_marker_table_stats){.pairs = t->used,

@@ -21,7 +21,12 @@
  * of, matched exactly (markers_known.h); stats and prune, which act on
  * every consumer, refuse one altogether. lookup and forget take the event
  * as its id, or as the business key `ibus publish --key` derived the id
- * from (--key, --key-namespace: the same ib_event_id_derive). */
+ * from (--key, --key-namespace: the same ib_event_id_derive).
+ *
+ * A partitioned consumer (ibus run --partitions N) keeps its markers in
+ * its partition log, not in a recorder: --partitions N --durable NAME
+ * selects it, and lookup replays the event's partition read-only
+ * (markers_partition.h); the other actions are refused. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,8 +36,10 @@
 #include "input_check.h"
 #include "host.h"
 #include "markers_known.h"
+#include "markers_partition.h"
 #include "nats_options.h"
 #include "options.h"
+#include "partition.h"
 #include "recorder.h"
 #include "redact.h"
 #include "uuid.h"
@@ -333,9 +340,59 @@ typedef struct markers_args {
     event_key key;
     int64_t limit;
     int64_t max_deliver;
+    int64_t partitions;        /* a partitioned consumer's: 0 = a recorder's */
+    const char *partition_key; /* lookup --partitions: the key the event was published with */
     ib_recorder_options ro;
     prune_args prune;
 } markers_args;
+
+/* A partitioned consumer's markers (--partitions N, with --durable): only
+ * lookup reads them, from the partition's log (markers_partition.h).
+ * Returns the exit code. */
+static int run_partitioned(markers_args *m, const ib_strlist *args)
+{
+    const char *action = args->items[0];
+    char id[IB_ID_BUF_SIZE];
+    ib_error e = {0};
+    if (strcmp(action, "lookup") != 0) {
+        fprintf(stderr,
+                "ibus markers %s: not for a partitioned consumer (--partitions): its markers are "
+                "records of its partition log, which only each partition's owner writes and "
+                "which expire with the log's retention; lookup is the action that reads them\n",
+                action);
+        return 2;
+    }
+    if (m->prune.durable == NULL || m->prune.durable[0] == '\0') {
+        fprintf(stderr, "ibus markers lookup: --partitions needs --durable, the durable of the "
+                        "ibus run --partitions processes\n");
+        return 2;
+    }
+    if (m->consumer == NULL || m->consumer[0] == '\0') {
+        fprintf(stderr, "ibus markers lookup: --consumer is required (e.g. --consumer "
+                        "<durable>/<plugin>/<handler>)\n");
+        return 2;
+    }
+    if (m->partition_key != NULL && ib_partition_key_check(m->partition_key, &e) != IB_OK) {
+        fprintf(stderr, "ibus markers lookup: --partition-key: %s\n", e.msg);
+        return 2;
+    }
+    if (need_id(id, args, action, &m->key) != 0)
+        return 2;
+    ib_nats *n = NULL;
+    m->prune.nats.name = "ibus markers";
+    if (ib_nats_connect(&n, &m->prune.nats, &e) != IB_OK) {
+        fprintf(stderr, "ibus markers lookup: %s\n", e.msg);
+        return e.status == IB_ERR_CONFIG ? 2 : 1;
+    }
+    ib_cli_partition_lookup q = {.durable = m->prune.durable,
+                                 .partitions = (uint32_t)m->partitions,
+                                 .consumer = m->consumer,
+                                 .id = id,
+                                 .partition_key = m->partition_key};
+    int code = ib_cli_markers_partition_lookup(ib_nats_connection(n), &q);
+    ib_nats_close(n, 1000);
+    return code;
+}
 
 /* Writes the option table of `ibus markers` into `opts` (room for
  * IB_CMD_MAX_OPTIONS), its targets inside `targets` (a markers_args), and
@@ -368,7 +425,17 @@ static size_t markers_options(ib_opt *opts, void *targets)
         {"stream", IB_OPT_STRING, &m->prune.stream, "NAME", NULL,
          "prune: the stream whose MaxAge bounds --older-than", 0, 0},
         {"durable", IB_OPT_STRING, &m->prune.durable, "NAME", NULL,
-         "prune: the consumer whose redelivery settings bound --older-than too", 0, 0},
+         "prune: the consumer whose redelivery settings bound --older-than too; with "
+         "--partitions: the durable of the partitioned consumer",
+         0, 0},
+        {"partitions", IB_OPT_INT, &m->partitions, "N", "0",
+         "lookup: the markers of a partitioned consumer (ibus run --partitions N --durable "
+         "NAME), read from its partition log, not from --recorder; 0 = a recorder's",
+         0, 4096},
+        {"partition-key", IB_OPT_STRING, &m->partition_key, "KEY", NULL,
+         "lookup --partitions: the partition key the event was published with (ibus publish "
+         "--partition-key); default: its id",
+         0, 0},
         {"retry-max-delay", IB_OPT_DURATION, &m->prune.retry_max_ms, "DURATION", "1m",
          "prune: the --retry-max-delay of the ibus run processes", 1, 86400000},
         {"force", IB_OPT_FLAG, &m->prune.force, NULL, NULL,
@@ -465,6 +532,14 @@ int ib_cmd_markers(int argc, char **argv)
         fprintf(stderr, "ibus markers: %s\n", why);
         goto out;
     }
+    if (m.partition_key != NULL && m.partitions == 0) {
+        fprintf(stderr, "ibus markers: --partition-key needs --partitions\n");
+        goto out;
+    }
+    if (m.partitions > 0) {
+        code = run_partitioned(&m, &args);
+        goto out;
+    }
     ib_recorder *r = NULL;
     ib_nats *nc = NULL;
     /* no action creates a marker file: a typo in --recorder says so */
@@ -493,7 +568,8 @@ static const ib_cmd_action markers_actions[] = {
     {"lookup", "ID",
      "whether --consumer has marked event ID (or the event of --key), and when; else its claim "
      "and attempts (exit 3; exit 2 for an identity the recorder has no markers of, matched "
-     "exactly part by part)"},
+     "exactly part by part); with --partitions, from the event's partition log, whether in "
+     "flight, and its attempts"},
     {"list", NULL, "the newest markers, of --consumer or of all consumers (--limit)"},
     {"forget", "ID",
      "remove --consumer's marker and attempts of event ID (or the event of --key), so a "
@@ -519,7 +595,11 @@ const ib_cmd_desc ib_cmd_markers_desc = {
         "ibus publish --key derived its id from (--key, and --key-namespace when publish was "
         "given one). A kv: recorder without url= in its URI is opened on a "
         "connection made from the connection options (--nats-url, --creds, --tls-*, "
-        "--js-domain), as ibus run opens it.",
+        "--js-domain), as ibus run opens it. A partitioned consumer (ibus run --partitions) "
+        "keeps its markers in its partition log: --partitions N --durable NAME lookup reads "
+        "the event's partition (computed from its id, or from --partition-key) without "
+        "writing anything, and prints the same lines (exit 0 marked, 3 not); list, forget, "
+        "prune and stats are refused for it.",
     .actions = markers_actions,
     .nactions = sizeof(markers_actions) / sizeof(markers_actions[0]),
     .options = markers_options,

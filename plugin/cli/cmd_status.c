@@ -10,8 +10,11 @@
  * compares (--stream, --durable, --recorder, --dead-letter, --ack-wait,
  * --max-deliver, --retention, --retry-max-delay, --consumer-name), with
  * ibus run's defaults and IB_* variables: run where ibus run runs, it needs
- * no flags. Exit 0 healthy, 1 attention needed (or the state could not be
- * read), 2 bad options (no such stream or durable). */
+ * no flags. With --partitions N (and --subject, --partition-lease) it shows
+ * a partitioned consumer: each partition's owner, lease and lag, and the
+ * live members, in place of one consumer and its recorder. Exit 0
+ * healthy, 1 attention needed (or the state could not be read), 2 bad
+ * options (no such stream or durable). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,9 @@ typedef struct status_args {
     ib_recorder_options ro;
     ib_status_expect expect;
     int64_t dlq_scan;
+    int64_t partitions;         /* a partitioned consumer's N; 0 = not partitioned */
+    int64_t partition_lease_ms; /* its processes' lease: members live within it */
+    const char *subject;        /* with --partitions: the base of the partition subjects */
     bool all, json;
 } status_args;
 
@@ -92,6 +98,16 @@ static size_t status_options(ib_opt *opts, void *targets)
          "(the default) is shown as what it follows"},
         {"retry-max-delay", &a->expect.retry_max_ms,
          "the --retry-max-delay of the ibus run processes"},
+        {"partitions", &a->partitions,
+         "the --partitions of a partitioned consumer: show each partition's owner, lease and "
+         "lag (pending + ack pending of <durable>_p<P>) and the live members, in place of one "
+         "consumer and its recorder (0 = not partitioned)"},
+        {"partition-lease", &a->partition_lease_ms,
+         "the --partition-lease of the ibus run --partitions processes: a member is live while "
+         "its last announcement is younger"},
+        {"subject", &a->subject,
+         "with --partitions: the base of the partition subjects, checked against each "
+         "partition's durable filter (<base>.<P>.*)"},
     };
     size_t n = 0;
     const ib_opt nats[] = {IB_NATS_OPTIONS(&a->nats)};
@@ -106,7 +122,10 @@ static size_t status_options(ib_opt *opts, void *targets)
          "count at most N dead letters of the durable (their count is then a lower bound)", 1,
          100000000},
     };
-    _Static_assert(sizeof(own) / sizeof(own[0]) + 9 + 10 <= IB_CMD_MAX_OPTIONS, "too many options");
+    _Static_assert(sizeof(own) / sizeof(own[0]) + sizeof(shared) / sizeof(shared[0]) +
+                           sizeof(nats) / sizeof(nats[0]) <=
+                       IB_CMD_MAX_OPTIONS,
+                   "too many options");
     memcpy(opts + n, own, sizeof(own));
     return n + sizeof(own) / sizeof(own[0]);
 }
@@ -293,6 +312,34 @@ static void effective_retention(status_ctx *x)
     e->retention_ms = ib_host_retention_effective_ms(IB_HOST_RETENTION_AUTO, &w, kind);
 }
 
+/* --partitions: the partitions of --durable, their owners and lag, and
+ * the live members (status_partitions_read.c). Returns 0 or the exit
+ * code. */
+static int report_partitioned(status_ctx *x)
+{
+    const status_args *a = x->a;
+    ib_status_partitions ps;
+    ib_status_report *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return 1;
+    memset(&ps, 0, sizeof(ps));
+    snprintf(ps.durable, sizeof(ps.durable), "%s", a->durable);
+    snprintf(ps.subject, sizeof(ps.subject), "%s", a->subject != NULL ? a->subject : "");
+    ps.n = (uint32_t)a->partitions;
+    ps.lease_ms = a->partition_lease_ms;
+    r->now_ms = ib_clock_realtime_ms();
+    r->stream = x->stream;
+    r->expect = a->expect;
+    r->parts = &ps;
+    int got = -1;
+    if (ib_status_read_partitions(&ps, ib_nats_jetstream(x->nc), x->stream.name, r->now_ms) == 0)
+        got = finish_report(r, a, NULL);
+    ib_status_partitions_free(&ps);
+    free(r);
+    x->findings = got;
+    return got < 0 ? 1 : 0;
+}
+
 /* Connected: the stream, the markers, then each durable. Returns the exit
  * code. */
 static int report(status_ctx *x)
@@ -307,6 +354,10 @@ static int report(status_ctx *x)
     if (!x->stream.exists) {
         fprintf(stderr, "ibus status: stream %s does not exist (--stream)\n", a->stream);
         return 2;
+    }
+    if (a->partitions > 0) {
+        int code = report_partitioned(x);
+        return code != 0 ? code : x->findings == 0 ? 0 : 1;
     }
     read_markers(&x->markers, &x->markers.v, &x->markers.n, a, x->nc,
                  (uint32_t)a->expect.max_deliver);
@@ -336,6 +387,11 @@ static int run_status(status_args *a)
     }
     if (!a->all && (a->durable == NULL || a->durable[0] == '\0')) {
         fprintf(stderr, "ibus status: --durable is empty: name one, or pass --all\n");
+        return 2;
+    }
+    if (a->all && a->partitions > 0) {
+        fprintf(stderr, "ibus status: --all does not apply with --partitions: name the "
+                        "partitioned consumer with --durable\n");
         return 2;
     }
     /* auto follows the stream's MaxAge: what that gives is known once the
@@ -406,7 +462,12 @@ const ib_cmd_desc ib_cmd_status_desc = {
         "settings that disagree with what ibus run is given (AckWait and --ack-wait, MaxDeliver "
         "and --max-deliver, MaxAge and --retention), each with the option that fixes it. It "
         "takes ibus run's options and IB_* variables, so where ibus run runs it needs no "
-        "flags. It changes nothing on the server, and opens the marker file as ibus markers does "
+        "flags. With --partitions N (ibus run --partitions: IB_PARTITIONS, --subject, "
+        "--partition-lease) it shows a partitioned consumer: for each partition its owner "
+        "(none when never leased, given back or past its lease), when its lease ends and its "
+        "lag (pending + ack pending of <durable>_p<P>), and the live members; attention when "
+        "a partition with lag has no live owner or its lease is not a lease. "
+        "It changes nothing on the server, and opens the marker file as ibus markers does "
         "(never creating one). Exit 0 healthy, 1 attention needed (the list says what) "
         "or the state could not be read, 2 bad options (no such stream or durable).",
     .options = status_options,

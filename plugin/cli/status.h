@@ -6,9 +6,12 @@
  * A report holds what the server says of the stream, the consumer and the
  * dead-letter stream, what the recorder says of the durable's consumer
  * identities, and the settings the ibus run processes are given (the same
- * options and IB_* variables as ibus run). The checks turn it into a list
- * of findings, each with a code, a sentence and the option that fixes it;
- * an empty list is a healthy durable. */
+ * options and IB_* variables as ibus run); for a partitioned consumer
+ * (--partitions) its partitions and live members stand in for the
+ * consumer, the markers and the dead letters (status_partitions*.c).
+ * The checks turn it into a list of findings, each with a code, a
+ * sentence and the option that fixes it; an empty list is a healthy
+ * durable. */
 #ifndef IB_CLI_STATUS_H
 #define IB_CLI_STATUS_H
 
@@ -98,6 +101,55 @@ typedef struct ib_status_expect {
     bool retention_auto; /* --retention auto (the default) */
 } ib_status_expect;
 
+/* One partition of a partitioned consumer (ibus run --partitions N). */
+typedef struct ib_status_partition {
+    /* its lease, the newest epoch in the bucket (partition_lease.h) */
+    bool lease_bad;  /* the newest epoch is not a lease (another tool's) */
+    uint64_t epoch;  /* 0: never leased */
+    char owner[129]; /* the holder's member token; "" when none holds it */
+    int64_t end_ms;  /* when the lease ends, unix ms; 0: never leased or given back */
+    bool owner_live; /* the holder is among the live members */
+    /* its durable "<durable>_p<P>" */
+    bool durable_exists; /* made when the partition was first taken */
+    char filter[IB_STATUS_NAME_MAX];
+    uint64_t pending;    /* NumPending */
+    int64_t ack_pending; /* NumAckPending */
+} ib_status_partition;
+
+/* A partitioned consumer: its partitions and its live members. */
+typedef struct ib_status_partitions {
+    char durable[IB_STATUS_NAME_MAX];
+    char subject[IB_STATUS_NAME_MAX]; /* the base (--subject); "" when not given */
+    uint32_t n;                       /* --partitions */
+    int64_t lease_ms;                 /* --partition-lease: members live within it */
+    char bucket[300];                 /* leases and members */
+    char log_stream[300];             /* the marker log */
+    bool bucket_exists;               /* false: no process ever ran */
+    ib_status_partition *v;           /* OWNED, n of them */
+    char (*members)[129];             /* OWNED: the live members' tokens */
+    size_t nmembers;
+    size_t members_stale;   /* announcements older than the lease */
+    size_t members_foreign; /* values that are not announcements */
+    char error[512];        /* "" unless the members or a lease could not be read */
+} ib_status_partitions;
+
+/* The owner a report shows for partition `p`: its holder while its lease
+ * runs at `now_ms`, else NULL (never leased, given back, ended, or a
+ * value that is not a lease). */
+const char *ib_status_partition_owner(const ib_status_partition *p, int64_t now_ms);
+
+/* The lag of a partition: what its durable has not had acked yet,
+ * pending + ack pending. */
+uint64_t ib_status_partition_lag(const ib_status_partition *p);
+
+/* The partition a consumer named `name` is the durable of, among `n`
+ * partitions of `durable` ("<durable>_p<P>", P decimal without a leading
+ * zero and below n), or -1 when it is none of them. */
+int64_t ib_status_partition_of_durable(const char *name, const char *durable, uint32_t n);
+
+/* Frees what `p` owns (not `p`); a zeroed one is a no-op. */
+void ib_status_partitions_free(ib_status_partitions *p);
+
 /* One thing that needs attention. */
 typedef struct ib_status_finding {
     const char *code; /* stable, for scripts: see status_check.c */
@@ -112,6 +164,9 @@ typedef struct ib_status_report {
     ib_status_dlq dlq;
     ib_status_markers markers; /* BORROWED summaries in --all (see cmd_status.c) */
     ib_status_expect expect;
+    /* BORROWED: a partitioned consumer's (--partitions); NULL otherwise,
+     * and then `consumer`, `markers` and `dlq` are not read */
+    const ib_status_partitions *parts;
     ib_status_finding findings[IB_STATUS_FINDINGS_MAX];
     size_t nfindings;
 } ib_status_report;
@@ -142,12 +197,25 @@ void ib_status_read_dlq(ib_status_dlq *d, natsConnection *nc, const char *api_pr
 int ib_status_markers_pick(ib_status_markers *m, const ib__consumer_summary *all, size_t n,
                            const char *durable, const char *const *overrides);
 
+/* Fills p->v, p->members and p->bucket_exists from the server: the
+ * lease of each partition, the live members, the durable of each
+ * partition. p->durable, subject, n and lease_ms are set by the caller.
+ * Failures land in p->error. Returns 0, or -1 when out of memory. */
+int ib_status_read_partitions(ib_status_partitions *p, jsCtx *js, const char *stream,
+                              int64_t now_ms);
+
 /* ---- judging (status_check.c) --------------------------------------------- */
 
 /* Appends to r->findings everything that needs attention in `r`. Pure:
  * reads the report and r->now_ms only (and /proc, through the owner
  * tokens, to tell whether a claim's holder on this host still runs). */
 void ib_status_check(ib_status_report *r);
+
+/* A partitioned consumer's findings (status_partitions.c), appended to
+ * r->findings: partitions with lag and no live owner, leases that are
+ * not leases, durables that were never made, members or leases that
+ * cannot be read. ib_status_check calls it when r->parts is set. */
+void ib_status_check_partitions(ib_status_report *r);
 
 /* ---- printing (status_print.c) -------------------------------------------- */
 
@@ -159,7 +227,12 @@ void ib_status_print_text(FILE *out, const ib_status_report *r);
 struct json_t;
 struct json_t *ib_status_json(const ib_status_report *r);
 
-/* An age for people: "850ms", "42s", "5m10s", "3h20m", "2d4h"; at most two
+/* A partitioned consumer's report (status_partitions_print.c): its text,
+ * and its JSON object (NULL when out of memory). */
+void ib_status_print_partitions_text(FILE *out, const ib_status_report *r);
+struct json_t *ib_status_partitions_json(const ib_status_report *r);
+
+/* An age for people (status_age.c): "850ms", "42s", "5m10s", "3h20m", "2d4h"; at most two
  * units, the larger first. Returns buf. */
 const char *ib_status_age(char *buf, size_t cap, int64_t ms);
 

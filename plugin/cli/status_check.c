@@ -20,7 +20,8 @@
  *   max-deliver          the consumer has a MaxDeliver
  *   retention            --retention against the stream's MaxAge
  *   replicas             a replica of a stream, the consumer or the bucket
- *                        is offline or behind */
+ *                        is offline or behind
+ * and a partitioned consumer's (status_partitions.c). */
 #include "status.h"
 
 #include <inttypes.h>
@@ -273,6 +274,15 @@ static void check_replicas(ib_status_report *r)
 void ib_status_check(ib_status_report *r)
 {
     r->nfindings = 0;
+    if (r->parts != NULL) {
+        /* a partitioned consumer: its partitions stand for the consumer,
+         * its partition log for the markers (status_partitions.c) */
+        ib_status_check_partitions(r);
+        char what[IB_STATUS_NAME_MAX + 32];
+        snprintf(what, sizeof(what), "stream %s", r->stream.name);
+        check_one_replica(r, what, &r->stream.replicas);
+        return;
+    }
     check_consumer(r);
     if (!r->consumer.pull || !r->consumer.explicit_ack)
         return; /* not one of ibus run's: the rest does not apply */

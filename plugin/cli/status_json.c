@@ -127,6 +127,10 @@ static json_t *findings_json(const ib_status_report *r)
 json_t *ib_status_json(const ib_status_report *r)
 {
     const ib_status_expect *e = &r->expect;
+    if (r->parts != NULL) /* a partitioned consumer: no one consumer, no recorder */
+        return json_pack("{s:o,s:b,s:o,s:o,s:o}", "checked_at", time_or_null(r->now_ms), "healthy",
+                         r->nfindings == 0, "stream", stream_json(r), "partitioned",
+                         ib_status_partitions_json(r), "attention", findings_json(r));
     /* retention_ms is what the runs prune with (0: never), also for auto */
     json_t *expect =
         json_pack("{s:o,s:o,s:o,s:b,s:o}", "ack_wait_ms", num(e->ack_wait_ms), "max_deliver",

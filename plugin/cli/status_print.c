@@ -10,30 +10,6 @@
 #include "dlq.h"
 #include "host.h"
 
-const char *ib_status_age(char *buf, size_t cap, int64_t ms)
-{
-    static const struct {
-        const char *unit;
-        int64_t ms;
-    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
-    if (ms < 1000) {
-        snprintf(buf, cap, "%" PRId64 "ms", ms > 0 ? ms : 0);
-        return buf;
-    }
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (ms < units[i].ms)
-            continue;
-        int64_t rest = i + 1 < sizeof(units) / sizeof(units[0]) ? ms % units[i].ms : 0;
-        if (i + 1 < sizeof(units) / sizeof(units[0]) && rest >= units[i + 1].ms)
-            snprintf(buf, cap, "%" PRId64 "%s%" PRId64 "%s", ms / units[i].ms, units[i].unit,
-                     rest / units[i + 1].ms, units[i + 1].unit);
-        else
-            snprintf(buf, cap, "%" PRId64 "%s", ms / units[i].ms, units[i].unit);
-        return buf;
-    }
-    return buf;
-}
-
 /* "5m ago", or "never" for a time of 0. */
 static const char *ago(char *buf, size_t cap, int64_t now, int64_t t)
 {
@@ -174,9 +150,33 @@ static const char *retention_text(char *buf, size_t cap, const ib_status_report 
     return buf;
 }
 
+static void print_findings(FILE *out, const ib_status_report *r)
+{
+    for (size_t i = 0; i < r->nfindings; i++) {
+        const ib_status_finding *f = &r->findings[i];
+        fprintf(out, "%s  %s: %s%s%s%s\n", i == 0 ? "attention\n" : "", f->code, f->message,
+                f->fix[0] != '\0' ? " [fix: " : "", f->fix, f->fix[0] != '\0' ? "]" : "");
+    }
+}
+
+/* A partitioned consumer: the stream, then its members and partitions
+ * (status_partitions_print.c) in place of one consumer and its markers. */
+static void print_partitioned(FILE *out, const ib_status_report *r)
+{
+    fprintf(out, "partitioned consumer %s on stream %s: %s\n", r->parts->durable, r->stream.name,
+            r->nfindings == 0 ? "healthy" : "attention needed");
+    print_stream(out, r);
+    ib_status_print_partitions_text(out, r);
+    print_findings(out, r);
+}
+
 void ib_status_print_text(FILE *out, const ib_status_report *r)
 {
     char a[48], b[96], c[48];
+    if (r->parts != NULL) {
+        print_partitioned(out, r);
+        return;
+    }
     fprintf(out, "durable %s on stream %s: %s\n", r->consumer.durable, r->stream.name,
             r->nfindings == 0 ? "healthy" : "attention needed");
     print_stream(out, r);
@@ -189,9 +189,5 @@ void ib_status_print_text(FILE *out, const ib_status_report *r)
             ib_host_duration_str(a, sizeof(a), r->expect.ack_wait_ms), r->expect.max_deliver,
             retention_text(b, sizeof(b), r),
             ib_host_duration_str(c, sizeof(c), r->expect.retry_max_ms));
-    for (size_t i = 0; i < r->nfindings; i++) {
-        const ib_status_finding *f = &r->findings[i];
-        fprintf(out, "%s  %s: %s%s%s%s\n", i == 0 ? "attention\n" : "", f->code, f->message,
-                f->fix[0] != '\0' ? " [fix: " : "", f->fix, f->fix[0] != '\0' ? "]" : "");
-    }
+    print_findings(out, r);
 }

@@ -49,9 +49,7 @@ struct ib_host_fleet {
     uint32_t n;
     int64_t lease_ms;
     char token[IB_FLEET_MEMBER_MAX + 1]; /* this process among the members */
-    char bucket[256];
-    char log_stream[256];
-    char log_base[256];
+    ib_host_partition_names names;       /* bucket, log_stream, log_base */
     kvStore *kv;
     ib_marker_stream *log;
     ib_fleet_list *members;
@@ -64,7 +62,19 @@ struct ib_host_fleet {
 /* The durable of partition `p`. */
 static void part_durable(char *out, size_t cap, const ib_host *h, uint32_t p)
 {
-    snprintf(out, cap, "%s_p%" PRIu32, h->cfg->durable, p);
+    ib_host_partition_durable(out, cap, h->cfg->durable, p);
+}
+
+void ib_host_partition_durable(char *out, size_t cap, const char *durable, uint32_t p)
+{
+    snprintf(out, cap, "%s_p%" PRIu32, durable, p);
+}
+
+void ib_host_partition_names_make(ib_host_partition_names *out, const char *durable)
+{
+    snprintf(out->bucket, sizeof(out->bucket), "ibus_fleet_%s", durable);
+    snprintf(out->log_stream, sizeof(out->log_stream), "IBUS_MARKERS_%s", durable);
+    snprintf(out->log_base, sizeof(out->log_base), "ibus.markers.%s", durable);
 }
 
 /* Past partition `p`'s stop time nothing of it is started here: the
@@ -141,8 +151,8 @@ static void give_back(ib_host *h, uint32_t p, const char *why)
     ib_lease_result res;
     ib_lease_state st;
     ib_error e = {0};
-    if (ib_partition_lease_renew(f->kv, ib_nats_jetstream(h->nats), f->bucket, p, &fp->held, 0,
-                                 ib_clock_realtime_ms(), &res, &st, &e) != IB_OK)
+    if (ib_partition_lease_renew(f->kv, ib_nats_jetstream(h->nats), f->names.bucket, p, &fp->held,
+                                 0, ib_clock_realtime_ms(), &res, &st, &e) != IB_OK)
         ib_log(IB_SEV_WARN, "could not give a partition's lease back; it ends by itself",
                IB_LOG_U64("partition", p), IB_LOG_STR("error", e.msg));
     ib_log(IB_SEV_INFO, "partition handed over", IB_LOG_U64("partition", p),
@@ -189,7 +199,7 @@ static void take(ib_host *h, uint32_t p)
     ib_lease_state st;
     ib_error e = {0};
     int64_t sent = ib_clock_monotonic_ms();
-    if (ib_partition_lease_take(f->kv, ib_nats_jetstream(h->nats), f->bucket, p, f->token,
+    if (ib_partition_lease_take(f->kv, ib_nats_jetstream(h->nats), f->names.bucket, p, f->token,
                                 f->lease_ms, ib_clock_realtime_ms(), &res, &st, &e) != IB_OK) {
         ib_log(IB_SEV_WARN, "cannot take a partition's lease", IB_LOG_U64("partition", p),
                IB_LOG_STR("error", e.msg));
@@ -208,8 +218,8 @@ static void take(ib_host *h, uint32_t p)
                IB_LOG_U64("partition", p), IB_LOG_STR("error", e.msg));
         ib_marker_table_free(t);
         fp->owned = false;
-        ib_partition_lease_renew(f->kv, ib_nats_jetstream(h->nats), f->bucket, p, &fp->held, 0,
-                                 ib_clock_realtime_ms(), &res, &st, &e);
+        ib_partition_lease_renew(f->kv, ib_nats_jetstream(h->nats), f->names.bucket, p, &fp->held,
+                                 0, ib_clock_realtime_ms(), &res, &st, &e);
         return;
     }
     ib_marker_table_stats ts = ib_marker_table_stats_get(t);
@@ -244,7 +254,7 @@ static void renew(ib_host *h, uint32_t p)
     ib_lease_state st;
     ib_error e = {0};
     int64_t sent = ib_clock_monotonic_ms();
-    if (ib_partition_lease_renew(f->kv, ib_nats_jetstream(h->nats), f->bucket, p, &fp->held,
+    if (ib_partition_lease_renew(f->kv, ib_nats_jetstream(h->nats), f->names.bucket, p, &fp->held,
                                  f->lease_ms, ib_clock_realtime_ms(), &res, &st, &e) != IB_OK) {
         ib_log(IB_SEV_WARN, "cannot renew a partition's lease; retrying",
                IB_LOG_U64("partition", p), IB_LOG_STR("error", e.msg));
@@ -294,7 +304,7 @@ void ib__host_fleet_tick(ib_host *h)
     ib_error e = {0};
     int64_t wall = ib_clock_realtime_ms();
     if (ib_fleet_announce(f->kv, f->token, wall, &e) != IB_OK ||
-        ib_fleet_members(ib_nats_jetstream(h->nats), f->bucket, wall, f->lease_ms, f->members,
+        ib_fleet_members(ib_nats_jetstream(h->nats), f->names.bucket, wall, f->lease_ms, f->members,
                          &e) != IB_OK) {
         ib_log(IB_SEV_WARN, "cannot read the fleet's members; renewing what this process owns",
                IB_LOG_STR("error", e.msg));
@@ -396,18 +406,18 @@ static int open_bucket(ib_host *h, ib_error *e)
 {
     ib_host_fleet *f = h->fleet;
     jsCtx *js = ib_nats_jetstream(h->nats);
-    if (js_KeyValue(&f->kv, js, f->bucket) == NATS_OK)
+    if (js_KeyValue(&f->kv, js, f->names.bucket) == NATS_OK)
         return 0;
     kvConfig cfg;
     kvConfig_Init(&cfg);
-    cfg.Bucket = f->bucket;
+    cfg.Bucket = f->names.bucket;
     cfg.History = 1;
     int64_t ttl = f->lease_ms * 20 > 600000 ? f->lease_ms * 20 : 600000;
     cfg.TTL = ttl * 1000000;
     cfg.Replicas = h->cfg->stream_replicas > 0 ? (int)h->cfg->stream_replicas : 1;
     natsStatus s = js_CreateKeyValue(&f->kv, js, &cfg);
-    if (s != NATS_OK && js_KeyValue(&f->kv, js, f->bucket) != NATS_OK) {
-        ib_error_set(e, IB_ERR_NATS, "cannot open the fleet bucket %s: %s", f->bucket,
+    if (s != NATS_OK && js_KeyValue(&f->kv, js, f->names.bucket) != NATS_OK) {
+        ib_error_set(e, IB_ERR_NATS, "cannot open the fleet bucket %s: %s", f->names.bucket,
                      natsStatus_GetText(s));
         return -1;
     }
@@ -444,17 +454,15 @@ int ib__host_fleet_open(ib_host *h, ib_error *e)
     f->n = (uint32_t)cfg->partitions;
     f->lease_ms = cfg->partition_lease_ms;
     make_token(f->token, sizeof(f->token), h->set.owner);
-    snprintf(f->bucket, sizeof(f->bucket), "ibus_fleet_%s", cfg->durable);
-    snprintf(f->log_stream, sizeof(f->log_stream), "IBUS_MARKERS_%s", cfg->durable);
-    snprintf(f->log_base, sizeof(f->log_base), "ibus.markers.%s", cfg->durable);
+    ib_host_partition_names_make(&f->names, cfg->durable);
     int64_t age = 0;
     if (cfg->create
             ? ensure_durable(h, 0, e) != 0
             : ib_stream_max_age_get(&age, ib_nats_jetstream(h->nats), cfg->stream, e) != IB_OK)
         return -1;
     ib_marker_stream_options lo = {
-        .stream = f->log_stream,
-        .subject_base = f->log_base,
+        .stream = f->names.log_stream,
+        .subject_base = f->names.log_base,
         .durable = cfg->durable,
         .partitions = f->n,
         .replicas = cfg->stream_replicas > 0 ? (int)cfg->stream_replicas : 1,
@@ -468,8 +476,8 @@ int ib__host_fleet_open(ib_host *h, ib_error *e)
     ib_metrics_gauge_set(h->metrics, IB_METRIC_PARTITIONS, f->n);
     ib_log(IB_SEV_INFO, "partitioned consumer", IB_LOG_STR("durable", cfg->durable),
            IB_LOG_U64("partitions", f->n), IB_LOG_I64("lease_ms", f->lease_ms),
-           IB_LOG_STR("member", f->token), IB_LOG_STR("bucket", f->bucket),
-           IB_LOG_STR("marker_log", f->log_stream));
+           IB_LOG_STR("member", f->token), IB_LOG_STR("bucket", f->names.bucket),
+           IB_LOG_STR("marker_log", f->names.log_stream));
     return 0;
 }
 

@@ -20,6 +20,7 @@
 #define IB_MARKER_STREAM_H
 
 #include <nats/nats.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -39,6 +40,8 @@ typedef struct ib_marker_stream_options {
     int64_t timeout_ms;       /* an append's wait for its ack, a replay's for a record;
                                  0: 5000 */
     int attempts;             /* publishes of one append before it fails; 0: 3 */
+    bool must_exist;          /* a reader's open (ibus markers): never make the stream;
+                                 one that does not exist is IB_ERR_CONFIG */
 } ib_marker_stream_options;
 
 /* Opens the log on `nc`, making the stream if it does not exist, with
@@ -48,7 +51,9 @@ typedef struct ib_marker_stream_options {
  * stream of that name that does not take "<subject_base>.>" (it belongs
  * to something else), and one made for another N, with both numbers in
  * the message (a process configured so would put keys in other
- * partitions than its peers). Errors: IB_ERR_CONFIG, IB_ERR_NATS,
+ * partitions than its peers). With o->must_exist nothing is made: a
+ * stream that does not exist is IB_ERR_CONFIG, saying so (a reader that
+ * only replays opens it so). Errors: IB_ERR_CONFIG, IB_ERR_NATS,
  * IB_ERR_NOMEM. `*out` is freed with ib_marker_stream_close. */
 ib_status ib_marker_stream_open(ib_marker_stream **out, natsConnection *nc,
                                 const ib_marker_stream_options *o, ib_error *err);

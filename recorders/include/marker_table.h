@@ -45,6 +45,10 @@ ib_status ib_marker_table_apply(ib_marker_table *t, const ib_marker_log_record *
 ib_pair_state ib_marker_table_lookup(const ib_marker_table *t, const char *consumer,
                                      const uint8_t id[16]);
 
+/* Whether a record applied to `t` named `consumer` at all: a lookup of
+ * an identity the table does not know answers "not known" for every id. */
+bool ib_marker_table_knows(const ib_marker_table *t, const char *consumer);
+
 /* Pairs known (and marked), records applied, records applied whose epoch was lower
  * than one applied before them (written by an owner that had lost its
  * lease), and the highest epoch applied. */

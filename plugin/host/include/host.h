@@ -104,6 +104,22 @@ typedef struct ib_host_config {
     int64_t partition_lease_ms;
 } ib_host_config;
 
+/* The server objects of a partitioned consumer, all named after its
+ * durable (docs/partitions.md); ibus run, ibus status and ibus markers
+ * build them here, and nowhere else. */
+typedef struct ib_host_partition_names {
+    char bucket[300];     /* leases and members: "ibus_fleet_<durable>" */
+    char log_stream[300]; /* the marker log: "IBUS_MARKERS_<durable>" */
+    char log_base[300];   /* its subjects, "<log_base>.<P>": "ibus.markers.<durable>" */
+} ib_host_partition_names;
+
+/* Fills `out` with the names of `durable`'s objects (cut at their size). */
+void ib_host_partition_names_make(ib_host_partition_names *out, const char *durable);
+
+/* Writes the durable of partition `p` of `durable`, "<durable>_p<P>", into
+ * `out` (cap bytes, cut when too small). */
+void ib_host_partition_durable(char *out, size_t cap, const char *durable, uint32_t p);
+
 /* ib_host_config.retention_ms: follow the floor (see there). */
 #define IB_HOST_RETENTION_AUTO (-1)
 

@@ -217,7 +217,9 @@ static void test_table_adds_records_up(void **state)
     memcpy(a_mail.id, a.id, 16);
 
     assert_false(ib_marker_table_lookup(t, two_names[0], a.id).known);
+    assert_false(ib_marker_table_knows(t, two_names[0]));
     apply(t, IB_MARKER_LOG_CLAIMED, 1, &a, 1);
+    assert_true(ib_marker_table_knows(t, two_names[0])); /* a record named it */
     ib_pair_state s = ib_marker_table_lookup(t, two_names[0], a.id);
     assert_true(s.known && !s.marked && s.in_flight);
     assert_int_equal(s.attempts, 0);
@@ -251,6 +253,7 @@ static void test_table_adds_records_up(void **state)
     apply(t, IB_MARKER_LOG_DONE, 1, &a_mail, 1); /* a stale owner's record still marks */
     assert_true(ib_marker_table_lookup(t, two_names[1], a.id).marked);
     assert_false(ib_marker_table_lookup(t, "orders/other/other", a.id).known);
+    assert_false(ib_marker_table_knows(t, "orders/other/other"));
     ib_marker_table_stats st = ib_marker_table_stats_get(t);
     assert_int_equal(st.pairs, 2);
     assert_int_equal(st.records, 13);
