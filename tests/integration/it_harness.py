@@ -4,6 +4,7 @@ with their output in a log file of the test's directory and stopped by
 their PID, a nats-server on a free loopback port, and waiting for a
 condition with a deadline. Only 127.0.0.1, ever."""
 
+import json
 import os
 import shutil
 import resource
@@ -42,6 +43,56 @@ class Procs:
                     os.path.join(self.tmp, "js")], "nats")
         wait_for("nats-server", lambda: tcp_open(self.port), 10)
         self.url = f"nats://127.0.0.1:{self.port}"
+
+    def start_cluster(self, nats_server, nodes=3):
+        """A cluster of JetStream nats-servers (loopback, free ports, each
+        its own store), ready once every node sees a meta leader; sets
+        self.url to all the nodes' URLs and self.nodes to their names,
+        ports and config files (restart_node starts one again)."""
+        ports = [free_port() for _ in range(3 * nodes)]
+        self.nodes = []
+        routes = "".join(f'    "nats-route://127.0.0.1:{ports[3 * i + 2]}"\n' for i in range(nodes))
+        for i in range(nodes):
+            name, port, http, route = f"n{i}", ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]
+            conf = os.path.join(self.tmp, f"{name}.conf")
+            with open(conf, "w") as f:
+                f.write(f'server_name: "{name}"\nlisten: "127.0.0.1:{port}"\n'
+                        f'http: "127.0.0.1:{http}"\n'
+                        f'jetstream {{\n  store_dir: "{os.path.join(self.tmp, name)}"\n}}\n'
+                        f'cluster {{\n  name: "it"\n  listen: "127.0.0.1:{route}"\n'
+                        f'  routes: [\n{routes}  ]\n}}\n')
+            self.nodes.append({"name": name, "port": port, "http": http, "conf": conf,
+                               "proc": self.spawn([nats_server, "-c", conf], name)})
+        self.nats_server = nats_server
+        self.url = ",".join(f"nats://127.0.0.1:{n['port']}" for n in self.nodes)
+        for i in range(nodes):
+            self.wait_node(i)
+
+    def wait_node(self, i, timeout=60):
+        """Until node i answers and sees a JetStream meta leader."""
+        node = self.nodes[i]
+        wait_for(f"nats-server {node['name']}", lambda: tcp_open(node["port"]), timeout)
+
+        def has_leader():
+            try:
+                url = f"http://127.0.0.1:{node['http']}/jsz"
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    return bool(json.loads(r.read()).get("meta_cluster", {}).get("leader"))
+            except (OSError, ValueError):
+                return False
+        wait_for(f"a meta leader seen by {node['name']}", has_leader, timeout)
+
+    def kill_node(self, i):
+        """kill -9 of cluster node i."""
+        p = self.nodes[i]["proc"]
+        p.kill()
+        p.wait()
+
+    def restart_node(self, i):
+        """Starts cluster node i again on its store and config."""
+        node = self.nodes[i]
+        node["proc"] = self.spawn([self.nats_server, "-c", node["conf"]], node["name"] + "-again")
+        self.wait_node(i)
 
     def stop(self, p, timeout=30):
         """SIGTERM, then SIGKILL after `timeout`; the exit status."""

@@ -11,7 +11,10 @@ the chunks:
   kill      kill -9 of a random process, started again at once
   join      a fourth process joins (partitions move to it)
   leave     a process stops with SIGTERM (its partitions are handed over)
-  restart   the nats-server is killed and started again on its store
+  restart   the nats-server is killed and started again on its store;
+            with --cluster (three nodes, every stream and bucket with 3
+            replicas) one node, picked at random, is killed with kill -9
+            while the processes work, and started again 1-3 s later
   pause     a process is stopped with SIGSTOP past its lease, then
             continued
 With --poison one event's handler aborts its process; a supervisor loop
@@ -78,7 +81,8 @@ class Chaos:
             "--partition-lease", f"{LEASE_MS}ms", "--ack-wait", "5s", "--max-deliver", "4",
             "--retry-delay", "200ms", "--concurrency", str(self.args.concurrency),
             "--plugin", self.args.plugin, "--plugin-config", f"scripted=file={self.calls}",
-            "--log-format", "json", "--connect-timeout", "0"], name)
+            "--log-format", "json", "--connect-timeout", "0",
+            *(["--stream-replicas", "3"] if self.args.cluster else [])], name)
         log(f"{time.strftime('%H:%M:%S')} started {name} (pid {self.live[name].pid})")
         return name
 
@@ -148,7 +152,9 @@ class Chaos:
     def act(self, action):
         self.counts[action] += 1
         log(f"{time.strftime('%H:%M:%S')} {action} (live: {' '.join(sorted(self.live))})")
-        assert self.procs.procs[0].poll() is None, "nats-server died"
+        servers = [n["proc"] for n in self.procs.nodes] if self.args.cluster else \
+            [self.procs.procs[0]]
+        assert all(p.poll() is None for p in servers), "a nats-server died"
         if action == "kill":
             name = self.rng.choice(sorted(self.live))
             self.live[name].send_signal(signal.SIGKILL)
@@ -159,6 +165,15 @@ class Chaos:
             name = self.rng.choice(sorted(self.live))
             p = self.live.pop(name)
             assert self.procs.stop(p) == 0, f"{name} did not stop cleanly"
+        elif action == "restart" and self.args.cluster:
+            node = self.rng.randrange(len(self.procs.nodes))
+            self.procs.kill_node(node)
+            log(f"{time.strftime('%H:%M:%S')} killed node n{node}")
+            deadline = time.monotonic() + self.rng.uniform(1.0, 3.0)
+            while time.monotonic() < deadline:
+                self.supervise()
+                time.sleep(0.05)
+            self.procs.restart_node(node)
         elif action == "restart":
             self.restart_server()
         elif action == "pause":
@@ -174,9 +189,13 @@ class Chaos:
             self.start()
 
     def run(self):
-        self.procs.start_nats(self.args.nats_server)
+        if self.args.cluster:
+            self.procs.start_cluster(self.args.nats_server)
+        else:
+            self.procs.start_nats(self.args.nats_server)
         for _ in range(3):
             self.start()
+        wait_for("the event stream", lambda: self.supervise() or self.jetstream_ready(), 120)
         keys = [f"account-{i}" for i in range(40)]
         numbered = {k: 0 for k in keys}
         events, want, poison = [], set(), None
@@ -281,6 +300,8 @@ def main():
     ap.add_argument("--sleep-ms", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--settle-s", type=int, default=180)
+    ap.add_argument("--cluster", action="store_true",
+                    help="three nodes, 3 replicas; a restart kills one node")
     ap.add_argument("--max-repeats-per-cause", type=float, default=4.0)
     args = ap.parse_args()
     failed = False
