@@ -12,6 +12,10 @@ fresh stream of --events events for each row, and measures:
   part three  three `ibus run --partitions N`, started together
   part join   one busy process and two joining 1 s later: the time from a
               joiner's exec to its first handled event (its log)
+With --cluster, then on a 3-node cluster (every stream and bucket with 3
+replicas):
+  bare R3     the bare consumer on a 3-replica stream
+  part R3     three `ibus run --partitions N` together
 
 A rate is the stream's events over the time from the first exec to the
 last ack (the ack floors' times, read with `ibus status --json`, the
@@ -60,6 +64,7 @@ class Bench:
         self.a, self.tmp = a, tmp
         self.procs = Procs(tmp)
         self.n = 0
+        self.replicas = 1
 
     def ibus(self, *argv, **kw):
         return subprocess.run([self.a.ibus, *argv], cwd=self.tmp, check=True,
@@ -100,7 +105,8 @@ class Bench:
     def bare_row(self):
         self.ibus("run", "--nats-url", self.procs.url, "--create", "--stream", "BARE",
                   "--stream-subjects", "bare.>", "--durable", "bare", "--recorder", "memory:",
-                  "--plugin", self.a.plugin, "--idle-exit", "300ms")
+                  "--plugin", self.a.plugin, "--idle-exit", "300ms", "--stream-replicas",
+                  str(self.replicas))
         self.ibus("publish", "--nats-url", self.procs.url, "--count", str(self.a.events),
                   "--prefix", "bare", "--type", TYPE, "--quiet")
         t0 = time.time()
@@ -125,7 +131,7 @@ class Bench:
     def part_args(self, stream, base):
         return self.run_args(stream, stream.lower()) + [
             "--subject", base, "--partitions", str(self.a.partitions), "--create",
-            "--stream-subjects", base + ".>"]
+            "--stream-subjects", base + ".>", "--stream-replicas", str(self.replicas)]
 
     def part_row(self, stream, processes, join_after=0.0):
         base = stream.lower() + ".p"
@@ -172,6 +178,28 @@ class Bench:
             self.procs.stop_all()
         self.report(bare, kv, one, three, join, firsts, (rss1 - rss0) * 1024 / markers,
                     log_bytes / markers)
+        if self.a.cluster:
+            self.cluster_rows(bare)
+
+    def cluster_rows(self, bare1):
+        """The bare consumer and three partitioned processes on a 3-node
+        cluster, every stream and bucket with 3 replicas."""
+        self.procs = Procs(self.tmp)
+        self.replicas = 3
+        try:
+            self.procs.start_cluster(self.a.nats_server)
+            bare3 = self.bare_row()
+            three3, _ = self.part_row("PCLUSTER", 3)
+        finally:
+            self.procs.stop_all()
+        print()
+        print("3-node cluster, 3 replicas:")
+        print()
+        print("| row | events/s | vs bare (one server) | vs bare (cluster) |")
+        print("|---|---:|---:|---:|")
+        for name, rate in (("bare consumer, R3 stream", bare3),
+                           ("partitions, three together, R3", three3)):
+            print(f"| {name} | {rate:.0f} | {rate / bare1:.2f} | {rate / bare3:.2f} |")
 
     def store_bytes(self, prefix):
         total = 0
@@ -208,6 +236,8 @@ def main():
     ap.add_argument("--events", type=int, default=200000)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--keep", action="store_true", help="keep the work directory (its logs)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="then the bare and three-process rows on a 3-node cluster, 3 replicas")
     a = ap.parse_args()
     a.ibus, a.plugin, a.bare = (os.path.abspath(x) for x in (a.ibus, a.plugin, a.bare))
     tmp = tempfile.mkdtemp(prefix="bench_partitions.")

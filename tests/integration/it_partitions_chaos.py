@@ -103,6 +103,13 @@ class Chaos:
         wait_for("nats-server again", lambda: tcp_open(self.procs.port), 20)
         wait_for("JetStream again", self.jetstream_ready, 30)
 
+    def running(self):
+        """The live processes that got as far as consuming."""
+        def consuming(name):
+            with open(os.path.join(self.tmp, name + ".log"), errors="replace") as f:
+                return '"msg":"running"' in f.read()
+        return [name for name in sorted(self.live) if consuming(name)]
+
     # --- what happened ----------------------------------------------------
     def lines(self):
         """Calls of the plugin's handler "scripted" (its handler "second"
@@ -161,8 +168,10 @@ class Chaos:
             self.live[name].wait()
         elif action == "join":
             self.start()
-        elif action == "leave" and len(self.live) > 1:
-            name = self.rng.choice(sorted(self.live))
+        elif action == "leave" and len(self.running()) > 1:
+            # one that runs: a process stopped while it starts exits 1 by
+            # design ("stopped by a signal before consuming anything")
+            name = self.rng.choice(self.running())
             p = self.live.pop(name)
             assert self.procs.stop(p) == 0, f"{name} did not stop cleanly"
         elif action == "restart" and self.args.cluster:
@@ -263,7 +272,7 @@ class Chaos:
         dead = self.dead_lettered()
         paused_twice = 0
         if self.paused_pid is not None:
-            before = {norm(ln[1]) for ln in ok[:self.continued_at_line]}
+            before = {norm(ln[1]) for ln in lines[:self.continued_at_line] if ln[4] == "ok"}
             after = [ln for ln in lines[self.continued_at_line:] if ln[5] == self.paused_pid]
             others = {norm(ln[1]) for ln in ok if ln[5] != self.paused_pid}
             paused_twice = sum(1 for ln in after if norm(ln[1]) in others | before)
@@ -274,6 +283,7 @@ class Chaos:
             "seed": self.seed, "events": len(want), "lost": len(want - handled),
             "valid_dead_lettered": sum(1 for d in dead if d != norm(poison or "")),
             "poison_dead_lettered": poison is not None and norm(poison) in dead,
+            "poison_dead_letters": sum(1 for d in dead if poison is not None and d == norm(poison)),
             "crashes": crashes, "repeats": repeats,
             "repeats_per_cause": round(repeats / causes, 2) if causes else 0.0,
             "paused_ran_twice": paused_twice, "out_of_order": out_of_order,
