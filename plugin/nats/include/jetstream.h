@@ -179,6 +179,9 @@ typedef struct ib_consumer_facts {
     int64_t backoff_max_ms;
     /* appended: messages delivered to some subscriber and not acked yet */
     int64_t num_ack_pending;
+    /* appended: the consumer's filter subject; "" for the whole stream
+     * (cut when longer than it holds, which a valid subject never is) */
+    char filter_subject[1032];
 } ib_consumer_facts;
 
 /* Looks the consumer up (creating stream, dead-letter stream and consumer
