@@ -19,6 +19,10 @@ partition subjects once.
            in the dead-letter stream with their reasons; the source
            durable has nothing left; and `ibus run --partitions 8`
            on the target handles every event once.
+  stop     SIGTERM under a backlog of 5000: exit 0 and the summary line,
+           and a second run that exits when idle for less than AckWait
+           forwards the rest (what the first had pulled was handed back
+           at once): 5000 forwards, each once.
   refusals exit 2 with the reason: no stream captures the partition
            subjects; a stream captures only some; the partition subjects
            are in the stream forwarded and the durable reads them; and
@@ -44,6 +48,7 @@ from it_partitions import fnv1a  # noqa: E402
 N = 8
 BASE = "orders.p"
 NAMESPACE = "6ba7b8109dad11d180b400c04fd430c8"
+STOP_BACKLOG = 5000
 
 
 def log(msg):
@@ -68,6 +73,10 @@ class Run(Procs):
         full = [self.args.ibus, "forward", "--nats-url", self.url, "--log-format", "json", *argv]
         return subprocess.run(full, capture_output=True, text=True, timeout=timeout, cwd=self.tmp,
                               env=env)
+
+    def count(self, stream):
+        with closing(self.client()) as c:
+            return c.js(f"STREAM.INFO.{stream}")["state"]["messages"]
 
     def messages(self, stream):
         """Every message of `stream`: [(seq, subject, headers, data)]."""
@@ -219,6 +228,36 @@ def step_consume(run, ids):
     log(f"ibus run --partitions {N}: {len(handled)} events handled, each once")
 
 
+def step_stop(run):
+    """SIGTERM under a backlog: exit 0 with the summary line; what it had
+    pulled and not started is handed back at once, so a second run that
+    exits when idle for less than AckWait forwards the rest, each once."""
+    run.stream("STOP_IN", ["stop.in"])
+    run.stream("STOP", ["stop.p.*.*"])
+    with closing(run.client()) as c:
+        for i in range(STOP_BACKLOG):
+            c.publish("stop.in", event_bytes(uuid.uuid4().hex, "order.created", b"s"))
+        c.flush()
+    argv = [run.args.ibus, "forward", "--nats-url", run.url, "--log-format", "json", "--stream",
+            "STOP_IN", "--durable", "st", "--create", "--subject", "stop.p", "--partitions", "4",
+            "--batch", "1"]
+    p = run.spawn(argv, "forward-stop")
+    wait_for("forwards under way", lambda: run.count("STOP") > 0, 30)
+    assert run.stop(p) == 0, "ibus forward did not stop cleanly on SIGTERM"
+    with open(os.path.join(run.tmp, "forward-stop.log")) as f:
+        s = stopped(f.read())
+    log(f"SIGTERM after {s['forwarded']} of {STOP_BACKLOG} forwards: {s}")
+    r = run.forward(*argv[6:], "--idle-exit", "3s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    # every source message acked (each only once its forward was stored),
+    # and as many forwards as source messages: each once
+    with closing(run.client()) as c:
+        info = c.js("CONSUMER.INFO.STOP_IN.st")
+    assert info["num_pending"] == 0 and info["num_ack_pending"] == 0, info
+    assert run.count("STOP") == STOP_BACKLOG, f"{run.count('STOP')} forwards"
+    log(f"the rest forwarded by the next run: {STOP_BACKLOG}, each once")
+
+
 def step_refusals(run):
     common = ["--durable", "r", "--create", "--partitions", "4", "--idle-exit", "1s"]
     r = run.forward("--stream", "ORDERS_IN", "--subject", "nowhere", *common)
@@ -252,7 +291,7 @@ def main():
     ap.add_argument("--nats-server", required=True)
     args = ap.parse_args()
     run = Run(args, tempfile.mkdtemp(prefix="it_forward."))
-    return run_steps("it_forward", run, [step_once, step_refusals])
+    return run_steps("it_forward", run, [step_once, step_stop, step_refusals])
 
 
 if __name__ == "__main__":
