@@ -13,7 +13,8 @@ partition subjects once.
            and before the source message's ack, and is started again:
            the partition stream then holds each valid source message
            exactly once (its Nats-Msg-Id ibus-fwd-ORDERS_IN-<seq>, each
-           sequence once), with the source bytes, on the subject
+           sequence once), with the source bytes (and a producer's own
+           header, not its Nats-Msg-Id), on the subject
            orders.p.<FNV-1a(key) mod 8>.<key> computed here; the repeated
            forward was dropped as already stored; the three bad ones are
            in the dead-letter stream with their reasons; the source
@@ -128,8 +129,12 @@ def source_events(run):
     sent.append(("orders.in." + "k" * 200, event_bytes(uuid.uuid4().hex, "order.created", b"x"),
                  None))
     with closing(run.client()) as c:
-        for subject, data, _ in sent:
-            c.publish(subject, data)
+        for subject, data, key in sent:
+            # the producer's own headers travel with the forward, its
+            # Nats-Msg-Id does not (the forward has its own)
+            headers = [("X-Tenant", "t1"), ("Nats-Msg-Id", "own-" + key)] if key == dashed.hex \
+                else None
+            c.publish(subject, data, headers=headers)
         c.flush()
     return sent
 
@@ -192,6 +197,8 @@ def step_once(run):
     for seq, (subject, data) in want.items():
         assert ids[seq][0] == subject, f"source {seq}: on {ids[seq][0]}, expected {subject}"
         assert ids[seq][1] == data, f"source {seq}: bytes changed"
+    tenants = [h for _, _, h, _ in got if h.get("X-Tenant") == ["t1"]]
+    assert len(tenants) == 1, f"{len(tenants)} forwards carry the producer's header"
     log(f"{len(got)} forwards: each valid source message once, on its key's partition")
 
     dl = run.messages("DLQ_fwd")
