@@ -270,6 +270,10 @@ def step_refusals(run):
     r = run.forward("--stream", "ORDERS_IN", "--subject", "nowhere", *common)
     assert r.returncode == 2, r.stderr[-2000:]
     assert "no stream captures the partition subjects nowhere.*.*" in r.stderr, r.stderr[-2000:]
+    # the same from the environment (IB_<OPTION>), as every option
+    r = run.forward("--stream", "ORDERS_IN", *common, env=dict(os.environ, IB_SUBJECT="elsewhere"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "no stream captures the partition subjects elsewhere.*.*" in r.stderr, r.stderr[-2000:]
 
     run.stream("PART", ["part.0.*", "part.1.*"])
     r = run.forward("--stream", "ORDERS_IN", "--subject", "part", *common)
