@@ -24,6 +24,8 @@ partition subjects once.
            and a second run that exits when idle for less than AckWait
            forwards the rest (what the first had pulled was handed back
            at once): 5000 forwards, each once.
+  kill     kill -9 from outside under a backlog of 5000, and a restart:
+           every source message acked, 5000 forwards.
   refusals exit 2 with the reason: no stream captures the partition
            subjects; a stream captures only some; the partition subjects
            are in the stream forwarded and the durable reads them; and
@@ -265,6 +267,33 @@ def step_stop(run):
     log(f"the rest forwarded by the next run: {STOP_BACKLOG}, each once")
 
 
+def step_kill(run):
+    """kill -9 from outside at some moment under a backlog, then a restart
+    once AckWait can pass: every source message acked, one forward each."""
+    run.stream("KILL_IN", ["kill.in"])
+    run.stream("KILL", ["kill.p.*.*"])
+    with closing(run.client()) as c:
+        for i in range(STOP_BACKLOG):
+            c.publish("kill.in", event_bytes(uuid.uuid4().hex, "order.created", b"k"))
+        c.flush()
+    argv = ["--stream", "KILL_IN", "--durable", "k", "--create", "--ack-wait", "2s", "--subject",
+            "kill.p", "--partitions", "4", "--batch", "1"]
+    p = run.spawn([run.args.ibus, "forward", "--nats-url", run.url, *argv], "forward-kill")
+    wait_for("forwards under way", lambda: run.count("KILL") > 0, 30)
+    p.kill()
+    p.wait()
+    before = run.count("KILL")
+    r = run.forward(*argv, "--idle-exit", "5s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = stopped(r.stderr)
+    with closing(run.client()) as c:
+        info = c.js("CONSUMER.INFO.KILL_IN.k")
+    assert info["num_pending"] == 0 and info["num_ack_pending"] == 0, info
+    assert run.count("KILL") == STOP_BACKLOG, f"{run.count('KILL')} forwards"
+    log(f"kill -9 after {before} forwards; the restart: {s['forwarded']} forwarded, "
+        f"{s['already_stored']} already stored; {STOP_BACKLOG} forwards, each once")
+
+
 def step_refusals(run):
     common = ["--durable", "r", "--create", "--partitions", "4", "--idle-exit", "1s"]
     r = run.forward("--stream", "ORDERS_IN", "--subject", "nowhere", *common)
@@ -302,7 +331,7 @@ def main():
     ap.add_argument("--nats-server", required=True)
     args = ap.parse_args()
     run = Run(args, tempfile.mkdtemp(prefix="it_forward."))
-    return run_steps("it_forward", run, [step_once, step_stop, step_refusals])
+    return run_steps("it_forward", run, [step_once, step_stop, step_kill, step_refusals])
 
 
 if __name__ == "__main__":
