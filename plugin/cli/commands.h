@@ -50,6 +50,7 @@ extern const ib_cmd_desc ib_cmd_publish_desc;
 extern const ib_cmd_desc ib_cmd_markers_desc;
 extern const ib_cmd_desc ib_cmd_dlq_desc;
 extern const ib_cmd_desc ib_cmd_status_desc;
+extern const ib_cmd_desc ib_cmd_forward_desc;
 extern const ib_cmd_desc ib_cmd_version_desc;
 
 int ib_cmd_run(int argc, char **argv);
@@ -57,6 +58,7 @@ int ib_cmd_publish(int argc, char **argv);
 int ib_cmd_markers(int argc, char **argv);
 int ib_cmd_dlq(int argc, char **argv);
 int ib_cmd_status(int argc, char **argv);
+int ib_cmd_forward(int argc, char **argv);
 int ib_cmd_version(int argc, char **argv);
 
 /* Prints `ibus <cmd> --help` from the description and the option table

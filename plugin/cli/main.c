@@ -32,7 +32,7 @@ static const ib_cmd_desc help_desc = {
 /* Every command, in the order of the command list and of the page. */
 static const ib_cmd_desc *const commands[] = {
     &ib_cmd_run_desc,    &ib_cmd_publish_desc, &ib_cmd_markers_desc, &ib_cmd_dlq_desc,
-    &ib_cmd_status_desc, &ib_cmd_version_desc, &help_desc,
+    &ib_cmd_status_desc, &ib_cmd_forward_desc, &ib_cmd_version_desc, &help_desc,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

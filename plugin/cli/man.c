@@ -71,11 +71,16 @@ static const man_entry extra_environment[] = {
      "ibus run: when set (tests only), the process kills itself with SIGKILL after its first "
      "dead letter's publish is acked and before the event's attempts are ended and the "
      "original is terminated, to show that a replay still runs the handler afterwards."},
+    {"IB_TEST_FORWARD_KILL_AFTER",
+     "ibus forward: when set to N (tests only), the process kills itself with SIGKILL once its "
+     "Nth forward is acknowledged and before its source message is acked, to show that the "
+     "forward repeated after the restart is stored once."},
 };
 
 static const man_entry exit_status[] = {
     {"0", "Success. ibus run: stopped by SIGTERM or SIGINT after draining, or --idle-exit passed "
-          "without a message and every event it nak'ed for a retry is marked."},
+          "without a message and every event it nak'ed for a retry is marked. ibus forward: "
+          "stopped by SIGTERM, SIGINT or --idle-exit after finishing its batch."},
     {"1", "A runtime failure: NATS cannot be reached or the connection closed for good, the "
           "durable consumer was deleted and did not come back, the recorder cannot be opened or "
           "fails, or a publish was not acknowledged. ibus run: also JetStream refusing the stream "
@@ -83,11 +88,15 @@ static const man_entry exit_status[] = {
           "permission: said at once with JetStream's text), no connection within "
           "--connect-timeout (or --idle-exit), or SIGTERM or SIGINT before the consumer was "
           "bound, or --idle-exit ended a run that leaves events unmarked (retries it asked for "
-          "had not come back; they are redelivered to the next run). ibus status: attention "
+          "had not come back; they are redelivered to the next run). ibus forward: also no "
+          "connection within --connect-timeout, or SIGTERM or SIGINT before it started "
+          "pulling. ibus status: attention "
           "needed (its attention list says what, each with the "
           "option that fixes it)."},
     {"2", "Bad configuration or usage; the message names the option and the reason. Restarting "
-          "cannot fix it (the systemd unit sets RestartPreventExitStatus=2)."},
+          "cannot fix it (the systemd unit sets RestartPreventExitStatus=2). ibus forward: also "
+          "a target that no stream captures whole, or that is in the stream forwarded and read "
+          "by its durable."},
     {"3", "ibus markers lookup: the consumer has not marked the event (a quiet no, as grep "
           "gives one)."},
 };
@@ -96,7 +105,9 @@ static const man_entry signals[] = {
     {"SIGTERM, SIGINT",
      "ibus run stops fetching, lets the handlers in flight finish (for at most --drain-timeout), "
      "makes their markers durable, acks, drains the connection and exits 0 (1 when it came "
-     "before the consumer was bound). The other commands end at once."},
+     "before the consumer was bound). ibus forward finishes the batch in hand (each forward "
+     "acknowledged, then its source acked), naks what it pulled and did not start, flushes and "
+     "exits 0. The other commands end at once."},
     {"SIGKILL", "ibus run ends without draining. Nothing acked is unmarked: at most the handlers "
                 "that were running and those finished within --commit-interval run again when "
                 "their events are redelivered."},

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "clock.h"
 #include "fleet_members.h"
@@ -357,44 +356,23 @@ ib_host_admit ib__host_fleet_admit(ib_host *h, const char *subject, const char *
     return IB_HOST_ADMIT_OK;
 }
 
-/* What a forward does not carry: the headers JetStream acts on (the
- * original's own Nats-Msg-Id among them) and ours. */
-static bool forward_drops(const char *key)
-{
-    return strncasecmp(key, "Nats-", 5) == 0 || strncasecmp(key, "Ibus-", 5) == 0;
-}
-
 bool ib__host_fleet_forward(ib_host *h, natsMsg *msg, uint64_t stream_seq, const char *event_id,
                             uint32_t belongs)
 {
     const char *key = strrchr(natsMsg_GetSubject(msg), '.') + 1; /* MISPLACED has one */
-    char to[1024], msg_id[300];
+    char to[1024];
     ib_error e = {0};
     /* the key was read back from a subject already: this cannot fail */
     ib_partition_subject(to, sizeof(to), h->cfg->subject, key, (uint32_t)h->cfg->partitions, &e);
-    snprintf(msg_id, sizeof(msg_id), "ibus-fwd-%s-%" PRIu64, h->cfg->stream, stream_seq);
-    natsMsg *m = NULL;
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MsgId = msg_id;
-    po.MaxWait = 5000;
-    jsErrCode jerr = 0;
-    jsPubAck *pa = NULL;
-    natsStatus s = natsMsg_Create(&m, to, NULL, natsMsg_GetData(msg), natsMsg_GetDataLength(msg));
-    if (s == NATS_OK)
-        s = ib_msg_copy_headers(m, msg, forward_drops);
-    if (s == NATS_OK)
-        s = js_PublishMsg(&pa, ib_nats_jetstream(h->nats), m, &po, &jerr);
-    jsPubAck_Destroy(pa);
-    natsMsg_Destroy(m);
-    ib_log(s == NATS_OK ? IB_SEV_WARN : IB_SEV_ERROR,
-           s == NATS_OK
+    ib_status st = ib_forward_publish(ib_nats_jetstream(h->nats), msg, to, h->cfg->stream,
+                                      stream_seq, 5000, NULL, &e);
+    ib_log(st == IB_OK ? IB_SEV_WARN : IB_SEV_ERROR,
+           st == IB_OK
                ? "a message on another partition's subject was forwarded to its key's partition"
                : "cannot forward a message to its key's partition; nak'ed",
            IB_LOG_STR("event_id", event_id), IB_LOG_U64("stream_seq", stream_seq),
-           IB_LOG_U64("partition", belongs),
-           IB_LOG_STR("error", s == NATS_OK ? "" : natsStatus_GetText(s)));
-    return s == NATS_OK;
+           IB_LOG_U64("partition", belongs), IB_LOG_STR("error", st == IB_OK ? "" : e.msg));
+    return st == IB_OK;
 }
 
 /* The bucket of leases and members, made when missing. It keeps a key

@@ -160,6 +160,8 @@ static void facts_from(ib_consumer_facts *out, const jsConsumerInfo *ci)
     out->max_deliver = cc->MaxDeliver;
     out->num_pending = ci->NumPending;
     out->num_ack_pending = ci->NumAckPending;
+    snprintf(out->filter_subject, sizeof(out->filter_subject), "%s",
+             cc->FilterSubject != NULL ? cc->FilterSubject : "");
     out->backoff_max_ms = 0;
     for (int i = 0; cc->BackOff != NULL && i < cc->BackOffLen; i++)
         if (cc->BackOff[i] / 1000000 > out->backoff_max_ms) /* nanoseconds */

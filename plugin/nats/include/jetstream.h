@@ -122,6 +122,15 @@ const char *ib_nats_subject_problem(const char *subject, unsigned flags);
  * -1 for NULL. For texts that become headers (consumer identities). */
 long ib_nats_control_at(const char *s);
 
+/* Whether filter `outer` takes in every subject filter `inner` does ('*'
+ * one token, a last '>' one or more; both valid filters): "orders.>"
+ * covers "orders.3.*", "orders.*" does not (subject_match.c). */
+bool ib_nats_subject_covers(const char *outer, const char *inner);
+
+/* Whether some subject matches both filters `a` and `b`: a stream's
+ * subjects and a consumer's filter, two streams' subjects. */
+bool ib_nats_subjects_overlap(const char *a, const char *b);
+
 /* Binding to (and on request creating) the stream and durable consumer.
  *
  * A durable created by js_PullSubscribe belongs to that subscription and
@@ -170,6 +179,9 @@ typedef struct ib_consumer_facts {
     int64_t backoff_max_ms;
     /* appended: messages delivered to some subscriber and not acked yet */
     int64_t num_ack_pending;
+    /* appended: the consumer's filter subject; "" for the whole stream
+     * (cut when longer than it holds, which a valid subject never is) */
+    char filter_subject[1032];
 } ib_consumer_facts;
 
 /* Looks the consumer up (creating stream, dead-letter stream and consumer
@@ -548,6 +560,47 @@ typedef struct ib_dead_letter_info {
 ib_status ib_dead_letter_publish(natsConnection *nc, jsCtx *js, const char *subject, natsMsg *msg,
                                  const ib_dead_letter_info *info, int64_t retry_delay_ms,
                                  int64_t publish_timeout_ms, ib_error *err);
+
+/* Forwarding: publishing a message that arrived on one subject to
+ * another, exactly once (forward.c). The copy carries the message's bytes
+ * untouched and its headers, less those JetStream acts on (Nats-*, the
+ * original's own Nats-Msg-Id among them) and ours (Ibus-*). Its
+ * Nats-Msg-Id is "ibus-fwd-<stream>-<stream seq>" of the message it comes
+ * from, so a forward tried again (a publish whose ack was lost, a process
+ * killed before it acked the original) is stored once, as long as the
+ * target stream's duplicate window reaches from the first try to the
+ * last. The caller acks the original only once this returned IB_OK. */
+
+/* Writes the Nats-Msg-Id of the forward of `stream`'s message
+ * `stream_seq` into buf (cap bytes, cut when too small); returns buf. */
+char *ib_forward_msg_id(char *buf, size_t cap, const char *stream, uint64_t stream_seq);
+
+/* Publishes a copy of `msg` (BORROWED; it stays the caller's, unsettled)
+ * to subject `to` with the message id of `stream`'s `stream_seq`, and
+ * waits up to `timeout_ms` for JetStream's ack. `*duplicate` (may be
+ * NULL) tells whether the stream already had it (an earlier try was
+ * stored). Errors: IB_ERR_NATS when nothing acknowledged it (no stream
+ * captures `to`, a timeout, no connection): it may or may not be stored,
+ * and trying again with the same arguments is safe. */
+ib_status ib_forward_publish(jsCtx *js, natsMsg *msg, const char *to, const char *stream,
+                             uint64_t stream_seq, int64_t timeout_ms, bool *duplicate,
+                             ib_error *err);
+
+/* The stream that captures the partition subjects "<base>.<p>.*" of
+ * every p below `n` (partition_stream.c): a forward's target. */
+typedef struct ib_partition_stream {
+    bool found;                  /* one stream captures every partition subject */
+    char name[256];              /* that stream, or one that captures only some of them */
+    bool partial;                /* `name` captures some partition subjects, not all */
+    int64_t duplicate_window_ms; /* the found stream's duplicate window */
+} ib_partition_stream;
+
+/* Looks through the streams the server lists for the one that captures
+ * "<base>.<p>.*" for every p in [0, n). Not finding it is an answer
+ * (IB_OK, `found` false; `partial` and `name` say when a stream captures
+ * some of them). Errors: IB_ERR_NATS when the server cannot be asked. */
+ib_status ib_partition_stream_find(ib_partition_stream *out, jsCtx *js, const char *base,
+                                   uint32_t n, ib_error *err);
 
 /* The bus proxy handed to handlers, and the host API table plugins get.
  *
