@@ -26,7 +26,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-overlays=(single-pod single-pod-pvc sharded fleet)
+overlays=(single-pod single-pod-pvc sharded fleet fleet-kv)
 SKIP=77
 
 need() { # tool package
