@@ -7,7 +7,7 @@ Starts a nats-server (loopback, free port, temporary store), publishes a
 fresh stream of --events events for each row, and measures:
 
   bare        the bare nats.c consumer (bench_bare) on an unpartitioned stream
-  kv one      one `ibus run` on a kv: bucket (the fleet today)
+  kv one      one `ibus run` on a kv: bucket (the fleet-kv overlay)
   part one    one `ibus run --partitions N` (the partition log)
   part three  three `ibus run --partitions N`, started together
   part join   one busy process and two joining 1 s later: the time from a

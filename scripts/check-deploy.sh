@@ -17,6 +17,9 @@
 #   check-deploy.sh grafana            the dashboard model deploy/grafana/ibus.json
 #   check-deploy.sh operator OVERLAY   the overlay with the prometheus-operator
 #                                      component: ServiceMonitor and PrometheusRule
+#   check-deploy.sh settings OVERLAY IBUS PLUGINDIR [--set NAME=VALUE]...
+#                                      ibus run --check accepts the settings the
+#                                      overlay gives its container
 #   check-deploy.sh all [PLUGINDIR]    everything above, every overlay
 #
 # Tools: kubectl (its built-in kustomize; the step is skipped with exit 77 when
@@ -26,7 +29,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-overlays=(single-pod single-pod-pvc sharded fleet)
+overlays=(single-pod single-pod-pvc sharded fleet fleet-kv)
 SKIP=77
 
 need() { # tool package
@@ -198,6 +201,17 @@ EOF
     python3 "$here/tests/deploy/check_manifests.py" --topology "$1" "$out"
 }
 
+# The overlay's settings as the kubelet gives them to the container, read
+# by this build's `ibus run --check` (no server is contacted).
+check_settings() { # overlay ibus plugindir [--set NAME=VALUE]...
+    local out
+    out=$(mktemp)
+    trap 'rm -f "$out"' RETURN
+    render "$1" "$out"
+    need python3 python3
+    python3 "$here/tests/deploy/overlay_settings.py" "$out" "${@:2}"
+}
+
 cmd=${1:-all}
 case $cmd in
 render) check_overlay "${2:?overlay}" ;;
@@ -211,6 +225,7 @@ grafana)
     python3 "$here/tests/deploy/check_observability.py" dashboard "$here"
     ;;
 operator) check_operator "${2:?overlay}" ;;
+settings) check_settings "${2:?overlay}" "${3:?ibus}" "${4:?plugin dir}" "${@:5}" ;;
 all)
     check_yamllint
     for o in "${overlays[@]}"; do

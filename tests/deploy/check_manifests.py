@@ -3,9 +3,12 @@
 """Checks rendered Kubernetes manifests of infinity-bus against the rules
 every workload must keep (deploy/README.md, "What every workload keeps").
 
-usage: check_manifests.py --topology NAME [--self-test] FILE|-
+usage: check_manifests.py --topology NAME [--nats-dir DIR] [--self-test] FILE|-
 
-FILE is the output of `kubectl kustomize deploy/k8s/overlays/NAME`. Every
+FILE is the output of `kubectl kustomize deploy/k8s/overlays/NAME`. A
+partitioned consumer's NATS permissions are checked against the block in
+DIR (default: deploy/nats/ of this tree), filled in with the workload's
+settings. Every
 broken rule is printed as
     FAIL <Kind>/<name>[ container <c>]: <rule>: <detail>
 and the exit status is 1. With --self-test the file must pass, and then a
@@ -49,6 +52,92 @@ def kv_options(recorder):
     return dict(p.split("=", 1) for p in query.split("&") if "=" in p)
 
 
+NATS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "nats")
+PARTITIONED_BLOCK = "worker-partitioned.conf"
+# ibus run's --partitions limit (core/partition.h, IB_PARTITIONS_MAX)
+PARTITIONS_MAX = 4096
+# How often a partitioned process renews its leases: every third of one.
+RENEW_SHARE = 1.0 / 3
+# IbusPartitionWithoutOwner fires after 5 minutes without an owner: a dead
+# pod's partitions must be taken again well before, after one lease.
+LEASE_MAX_S = 120
+
+
+def subject_matches(pattern, subject):
+    """NATS subject matching: '*' is one whole token, '>' one or more at the end."""
+    pt, st = pattern.split("."), subject.split(".")
+    for i, tok in enumerate(pt):
+        if tok == ">":
+            return len(st) > i
+        if i >= len(st) or (tok != "*" and tok != st[i]):
+            return False
+    return len(pt) == len(st)
+
+
+def render_block(text, fill, partitions):
+    """A deploy/nats block filled in as its comment says: each line holding
+    @P@ once per partition, then every placeholder replaced."""
+    out = []
+    for line in text.splitlines():
+        if "@P@" in line:
+            out += [line.replace("@P@", str(p)) for p in range(partitions)]
+        else:
+            out.append(line)
+    text = "\n".join(out)
+    for k, v in fill.items():
+        text = text.replace(k, v)
+    return text
+
+
+def block_allows(text):
+    """The publish and subscribe allow lists of a block (comments dropped)."""
+    body = re.sub(r"#[^\n]*", "", text[text.index("\n{"):] if not text.startswith("{") else text)
+    lists = {}
+    for kind in ("publish", "subscribe"):
+        m = re.search(kind + r"\s*:\s*{\s*allow\s*:\s*\[(.*?)\]", body, re.S)
+        lists[kind] = re.findall(r'"([^"]+)"', m.group(1)) if m else []
+    return lists
+
+
+def partitioned_needs(stream, durable, base, n, dead_letter):
+    """What a partitioned worker publishes to (plugin/host/host_partitions.c
+    and the parts it calls), one sample subject for each thing, and what it
+    must not be able to do. Names: durables <durable>_p<P> on
+    <base>.<P>.*, the bucket ibus_fleet_<durable>, the marker log
+    IBUS_MARKERS_<durable> on ibus.markers.<durable>.<P>."""
+    kv, log = "KV_ibus_fleet_" + durable, "IBUS_MARKERS_" + durable
+    need = ["$JS.API.STREAM.INFO." + stream, "$JS.API.STREAM.INFO.DLQ_%s_p0" % durable,
+            dead_letter,
+            "$JS.API.STREAM.INFO." + kv, "$JS.API.STREAM.MSG.GET." + kv,
+            "$JS.API.DIRECT.GET.%s.$KV.ibus_fleet_%s.p.0.2" % (kv, durable),
+            "$JS.API.CONSUMER.CREATE." + kv, "$JS.API.CONSUMER.DELETE.%s.eph1" % kv,
+            "$JS.FC.%s.eph1.1" % kv, "$KV.ibus_fleet_%s.m.member1" % durable,
+            "$JS.API.STREAM.INFO." + log, "$JS.API.STREAM.MSG.GET." + log,
+            "$JS.API.CONSUMER.CREATE." + log, "$JS.API.CONSUMER.DELETE.%s.eph1" % log,
+            "$JS.FC.%s.eph1.1" % log]
+    for p in range(n):
+        d = "%s_p%d" % (durable, p)
+        need += ["$JS.API.CONSUMER.INFO.%s.%s" % (stream, d),
+                 "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s" % (stream, d),
+                 "$JS.API.CONSUMER.DELETE.%s.%s" % (stream, d),
+                 "$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (stream, d),
+                 "$JS.ACK.%s.%s.1.7.3.1700000000000000000.0" % (stream, d),
+                 "$KV.ibus_fleet_%s.p.%d.1" % (durable, p),
+                 "ibus.markers.%s.%d" % (durable, p),
+                 "%s.%d.account-17" % (base, p)]
+    other = durable + "_other"
+    refuse = ["$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (stream, other),
+              "$JS.ACK.%s.%s.1.7.3.1700000000000000000.0" % (stream, other),
+              "$JS.API.CONSUMER.DELETE.%s.%s" % (stream, other),
+              "$JS.API.CONSUMER.INFO.%s.%s_p%d" % (stream, durable, n),
+              "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.DELETE." + stream,
+              "$JS.API.STREAM.CREATE." + stream, "$JS.API.STREAM.DELETE." + log,
+              "$JS.API.STREAM.PURGE." + kv, "$KV.other_bucket.p.0.1",
+              "ibus.markers.%s.%d.x" % (other, 0), base + ".not-a-partition",
+              "unrelated.subject"]
+    return need, refuse
+
+
 def redelivery_horizon_s(env):
     """The longest time from an event's first delivery to its last possible
     redelivery, from the settings ibus run creates the consumer with: each of
@@ -72,9 +161,10 @@ def redelivery_horizon_s(env):
 
 
 class Checker:
-    def __init__(self, docs, topology):
+    def __init__(self, docs, topology, blocks=None):
         self.docs = [d for d in docs if isinstance(d, dict)]
         self.topology = topology
+        self.blocks = blocks if blocks is not None else {}  # deploy/nats file -> text
         self.failures = []
 
     # ---- helpers ----
@@ -168,8 +258,22 @@ class Checker:
         return ((w.get("spec") or {}).get("template") or {}).get("spec") or {}
 
     def recorder_of(self, pod, c):
+        """The recorder URI; "" for a partitioned consumer, whose markers
+        live in its marker log (check_partitions refuses IB_RECORDER)."""
+        if self.partitions_of(pod, c):
+            return ""
         r = self.effective_env(pod, c).get("IB_RECORDER", DEFAULTS["IB_RECORDER"])
         return r if isinstance(r, str) else ""
+
+    def partitions_of(self, pod, c):
+        """IB_PARTITIONS as an int (0: not partitioned, -1: unreadable)."""
+        v = self.effective_env(pod, c).get("IB_PARTITIONS", "0")
+        if not isinstance(v, str):
+            return -1
+        try:
+            return int(v)
+        except ValueError:
+            return -1
 
     @staticmethod
     def sqlite_path(recorder):
@@ -216,6 +320,8 @@ class Checker:
         for c in containers:
             self.check_container_runtime(w, pod, c)
             self.check_retention(w, pod, c)
+            if self.partitions_of(pod, c):
+                self.check_partitions(w, pod, c, grace)
         self.check_sqlite_placement(w, pod, spec, containers)
 
     def check_container_security(self, w, pod, c):
@@ -428,6 +534,35 @@ class Checker:
                 if not m or self.volume_kind(pod, m.get("name"), w)[0] != "volumeClaimTemplate":
                     self.fail(w, "topology", "each shard's database needs its own claim", c)
         elif t == "fleet":
+            if len(workloads) != 1 or kinds[0] not in ("Deployment", "StatefulSet"):
+                self.fail({"kind": "Overlay", "metadata": {"name": t}}, "topology",
+                          "expected one Deployment or StatefulSet, got %s" % kinds)
+                return
+            w = workloads[0]
+            pod = self.pod_of(w)
+            replicas = w["spec"].get("replicas") or 1
+            if replicas < 2:
+                self.fail(w, "topology", "a fleet runs several replicas")
+            seen = set()
+            for c in pod.get("containers") or []:
+                n = self.partitions_of(pod, c)
+                if n == 0:
+                    self.fail(w, "topology", "a fleet is a partitioned consumer: set "
+                              "IB_PARTITIONS (the fleet-kv overlay is the kv: one)", c)
+                    continue
+                env = self.effective_env(pod, c)
+                seen.add(tuple(str(env.get(k)) for k in ("IB_PARTITIONS", "IB_SUBJECT",
+                                                          "IB_DURABLE", "IB_STREAM")))
+                if n > 0 and replicas > n:
+                    self.fail(w, "partitions", "%d replicas for %d partitions: the replicas "
+                              "beyond IB_PARTITIONS own nothing" % (replicas, n), c)
+                if 1 <= n <= PARTITIONS_MAX:
+                    self.check_partition_permissions(w, pod, c)
+            if len(seen) > 1:
+                self.fail(w, "partitions", "every process of the consumer needs the same "
+                          "IB_PARTITIONS, IB_SUBJECT, IB_DURABLE and IB_STREAM")
+            self.check_no_shared_volume(w, pod, "partitions")
+        elif t == "fleet-kv":
             if kinds != ["Deployment"]:
                 self.fail({"kind": "Overlay", "metadata": {"name": t}}, "topology",
                           "expected one Deployment, got %s" % kinds)
@@ -438,10 +573,11 @@ class Checker:
             pod = self.pod_of(w)
             for c in pod.get("containers") or []:
                 if not self.recorder_of(pod, c).startswith("kv:"):
-                    self.fail(w, "topology", "a fleet shares markers through the kv: recorder", c)
+                    self.fail(w, "topology", "fleet-kv shares markers through the kv: recorder",
+                              c)
                 else:
                     self.check_kv_bucket(w, pod, c)
-            self.check_no_shared_volume(w, pod)
+            self.check_no_shared_volume(w, pod, "kv-bucket")
 
     def check_retention(self, w, pod, c):
         """Nothing fills the volume by surprise: the stream keeps messages a
@@ -456,6 +592,8 @@ class Checker:
                       "stream and the markers that follow it are bounded"
                       % env.get("IB_STREAM_MAX_AGE"), c)
             return
+        if self.partitions_of(pod, c):
+            return  # the marker log is made with the stream's MaxAge
         recorder = self.recorder_of(pod, c)
         if recorder.startswith("kv:"):
             ttl = parse_duration_s(kv_options(recorder).get("ttl", ""))
@@ -498,16 +636,103 @@ class Checker:
             self.fail(w, "kv-bucket", "ttl=%s must be given and at least min_ttl=%s"
                       % (opts.get("ttl"), opts.get("min_ttl")), c)
 
-    def check_no_shared_volume(self, w, pod):
+    def check_no_shared_volume(self, w, pod, rule):
         """Fleet replicas keep nothing on disk that another replica needs:
         no claims, no host or network file systems."""
         for v in pod.get("volumes") or []:
             kind, _ = self.volume_kind(pod, v.get("name"), w)
             if kind in ("persistentVolumeClaim", "hostPath", "nfs", "csi", "ephemeral", "other"):
-                self.fail(w, "kv-bucket", "volume %s is a %s: fleet replicas share no files"
+                self.fail(w, rule, "volume %s is a %s: fleet replicas share no files"
                           % (v.get("name"), kind))
         if (w.get("spec") or {}).get("volumeClaimTemplates"):
-            self.fail(w, "kv-bucket", "a fleet has no volumeClaimTemplates")
+            self.fail(w, rule, "a fleet has no volumeClaimTemplates")
+
+    def check_partitions(self, w, pod, c, grace):
+        """A partitioned consumer (ibus run --partitions N): the same N,
+        base subject and durable in every process (none taken from the pod),
+        no recorder, a stream of partition subjects only, and a lease that
+        outlasts the drain and is short enough to fail over."""
+        env = self.effective_env(pod, c)
+        for key in ("IB_PARTITIONS", "IB_SUBJECT", "IB_DURABLE", "IB_PARTITION_LEASE"):
+            if isinstance(env.get(key), tuple):
+                self.fail(w, "partitions", "%s comes from the pod (valueFrom): every process "
+                          "of the consumer needs the same value" % key, c)
+        n = self.partitions_of(pod, c)
+        if not 1 <= n <= PARTITIONS_MAX:
+            self.fail(w, "partitions", "IB_PARTITIONS=%r must be 1 to %d"
+                      % (env.get("IB_PARTITIONS"), PARTITIONS_MAX), c)
+        if "IB_RECORDER" in env:
+            self.fail(w, "partitions", "IB_RECORDER is set (%r): a partitioned consumer keeps "
+                      "its markers in its marker log and ibus run refuses a recorder"
+                      % (env["IB_RECORDER"],), c)
+        base = env.get("IB_SUBJECT")
+        if not isinstance(base, str) or not base or re.search(r"[*> ]", base):
+            self.fail(w, "partitions", "IB_SUBJECT=%r must be the base of the partition "
+                      "subjects, without wildcards" % (base,), c)
+        elif str(env.get("IB_CREATE", "false")).lower() in ("true", "1", "yes"):
+            for subj in str(env.get("IB_STREAM_SUBJECTS", "")).split(","):
+                if not subj.strip().startswith(base + "."):
+                    self.fail(w, "partitions", "IB_STREAM_SUBJECTS %r: the stream of a "
+                              "partitioned consumer takes only %s.<partition>.<key>; anything "
+                              "else is dead-lettered" % (subj.strip(), base), c)
+        lease = parse_duration_s(env.get("IB_PARTITION_LEASE", "15s"))
+        drain = parse_duration_s(env.get("IB_DRAIN_TIMEOUT", DEFAULTS["IB_DRAIN_TIMEOUT"]))
+        if lease is None or not 3 <= lease <= LEASE_MAX_S:
+            self.fail(w, "partitions", "IB_PARTITION_LEASE=%r must be 3s to %ds: a dead pod's "
+                      "partitions wait one lease for a new owner"
+                      % (env.get("IB_PARTITION_LEASE"), LEASE_MAX_S), c)
+        elif drain is not None and drain > lease * (1 - RENEW_SHARE) - 1:
+            self.fail(w, "partitions", "IB_DRAIN_TIMEOUT %ss must end before the leases renewed "
+                      "last run out (%ss: two thirds of IB_PARTITION_LEASE %ss, less a second), "
+                      "or another pod may run the last calls again"
+                      % (drain, lease * (1 - RENEW_SHARE) - 1, lease), c)
+
+    def check_partition_permissions(self, w, pod, c):
+        """deploy/nats/worker-partitioned.conf, filled in with this
+        workload's settings, allows every subject the partitioned worker
+        uses, each of its lines is needed, and it allows nothing of another
+        durable, stream or bucket."""
+        text = self.blocks.get(PARTITIONED_BLOCK)
+        if text is None:
+            self.fail(w, "nats-permissions", "deploy/nats/%s is missing" % PARTITIONED_BLOCK, c)
+            return
+        env = self.effective_env(pod, c)
+        stream, durable = str(env.get("IB_STREAM")), str(env.get("IB_DURABLE"))
+        base, n = str(env.get("IB_SUBJECT")), max(self.partitions_of(pod, c), 1)
+        dead = env.get("IB_DEAD_LETTER") or "ibus.dlq." + durable
+        fill = {"@STREAM@": stream, "@DURABLE@": durable, "@BASE@": base,
+                "@DEAD_LETTER@": str(dead)}
+        try:
+            allows = block_allows(render_block(text, fill, n))
+        except ValueError:
+            self.fail(w, "nats-permissions", "%s has no block" % PARTITIONED_BLOCK, c)
+            return
+        need, refuse = partitioned_needs(stream, durable, base, n, str(dead))
+        pub = allows["publish"]
+        # literal lines by set, wildcard ones by matching: N may be 4,096
+        literal = {a for a in pub if "*" not in a.split(".") and ">" not in a.split(".")}
+        wild = [a for a in pub if a not in literal]
+
+        def allowed(subj):
+            return subj in literal or any(subject_matches(a, subj) for a in wild)
+
+        for subj in need:
+            if not allowed(subj):
+                self.fail(w, "nats-permissions", "%s does not allow publishing to %s"
+                          % (PARTITIONED_BLOCK, subj), c)
+        needed = set(need)
+        for a in pub:
+            used = a in needed if a in literal else any(subject_matches(a, x) for x in need)
+            if "@" in a or not used:
+                self.fail(w, "nats-permissions", "%s allows %s, which the partitioned worker "
+                          "never uses" % (PARTITIONED_BLOCK, a), c)
+        for subj in refuse:
+            if allowed(subj):
+                self.fail(w, "nats-permissions", "%s allows publishing to %s"
+                          % (PARTITIONED_BLOCK, subj), c)
+        if allows["subscribe"] != ["_INBOX.>"]:
+            self.fail(w, "nats-permissions", "%s subscribes to %s; only the replies "
+                      "(_INBOX.>) are needed" % (PARTITIONED_BLOCK, allows["subscribe"]), c)
 
     def run(self):
         workloads = [d for d in self.docs if d.get("kind") in WORKLOAD_KINDS]
@@ -560,7 +785,7 @@ MUTATIONS = [
     ("probe-port", "probe on another port",
      lambda d: _c0(d)["livenessProbe"]["httpGet"].update(port=9999)),
     ("grace-above-drain", "grace below the drain deadline",
-     lambda d: _pod(d).update(terminationGracePeriodSeconds=20)),
+     lambda d: _pod(d).update(terminationGracePeriodSeconds=10)),
     ("grace-above-drain", "drain deadline raised above the grace period",
      lambda d: _cm(d)["data"].update(IB_DRAIN_TIMEOUT="2m")),
     ("run-as-non-root", "runAsNonRoot removed",
@@ -644,6 +869,42 @@ TOPOLOGY_MUTATIONS = {
          .update(accessModes=["ReadWriteMany"])),
     ],
     "fleet": [
+        ("topology", "a fleet of one", lambda d: _workload(d)["spec"].update(replicas=1)),
+        ("topology", "a fleet that is not partitioned",
+         lambda d: _cm(d)["data"].pop("IB_PARTITIONS")),
+        ("partitions", "a recorder beside the partitions",
+         lambda d: _cm(d)["data"].update(IB_RECORDER="sqlite:/scratch/x.db")),
+        ("partitions", "more replicas than partitions",
+         lambda d: _workload(d)["spec"].update(replicas=17)),
+        ("partitions", "N beyond the limit", lambda d: _cm(d)["data"].update(IB_PARTITIONS="5000")),
+        ("partitions", "N taken from the pod",
+         lambda d: _c0(d).setdefault("env", []).append(
+             {"name": "IB_PARTITIONS",
+              "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['pod-index']"}}})),
+        ("partitions", "a durable per pod",
+         lambda d: _c0(d).setdefault("env", []).append(
+             {"name": "IB_DURABLE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})),
+        ("partitions", "two containers on different N",
+         lambda d: _pod(d)["containers"].append(
+             dict(copy.deepcopy(_c0(d)), name="second",
+                  env=(_c0(d).get("env") or []) + [{"name": "IB_PARTITIONS", "value": "8"}]))),
+        ("partitions", "a base subject with a wildcard",
+         lambda d: _cm(d)["data"].update(IB_SUBJECT="events.p.>")),
+        ("partitions", "a stream that takes more than the partition subjects",
+         lambda d: _cm(d)["data"].update(IB_STREAM_SUBJECTS="events.>")),
+        ("partitions", "a drain that outlives the lease",
+         lambda d: _cm(d)["data"].update(IB_PARTITION_LEASE="15s")),
+        ("partitions", "a lease of 10 minutes",
+         lambda d: _cm(d)["data"].update(IB_PARTITION_LEASE="10m")),
+        ("partitions", "a lease of a second",
+         lambda d: _cm(d)["data"].update(IB_PARTITION_LEASE="1s")),
+        ("partitions", "a claim shared by the replicas",
+         lambda d: _pod(d)["volumes"].append(
+             {"name": "markers", "persistentVolumeClaim": {"claimName": "markers"}})),
+        ("retention", "a marker log kept for ever",
+         lambda d: _cm(d)["data"].update(IB_STREAM_MAX_AGE="0")),
+    ],
+    "fleet-kv": [
         ("sqlite-single-node", "a fleet on one SQLite file",
          lambda d: (_cm(d)["data"].update(IB_RECORDER="sqlite:/scratch/x.db"))),
         ("topology", "a fleet of one", lambda d: _workload(d)["spec"].update(replicas=1)),
@@ -672,20 +933,47 @@ TOPOLOGY_MUTATIONS = {
 }
 
 
-def self_test(docs, topology):
-    base = Checker(copy.deepcopy(docs), topology).run()
+def _drop_line(needle):
+    return lambda text: "\n".join(ln for ln in text.splitlines() if needle not in ln)
+
+
+PERMISSION_MUTATIONS = [
+    ("nats-permissions", "no rewind (durable delete)", _drop_line("CONSUMER.DELETE.@STREAM@")),
+    ("nats-permissions", "no forwards", _drop_line('"@BASE@.*.*"')),
+    ("nats-permissions", "no marker log appends", _drop_line('"ibus.markers.@DURABLE@.*"')),
+    ("nats-permissions", "no lease writes", _drop_line('"$KV.ibus_fleet_@DURABLE@.>"')),
+    ("nats-permissions", "no lost-race read", _drop_line("DIRECT.GET")),
+    ("nats-permissions", "acks of every durable",
+     lambda t: t.replace('"$JS.ACK.@STREAM@.@DURABLE@_p@P@.>"', '"$JS.ACK.@STREAM@.*.>"')),
+    ("nats-permissions", "a line nothing uses",
+     lambda t: t.replace('"@DEAD_LETTER@",', '"@DEAD_LETTER@",\n      "$JS.API.STREAM.NAMES",')),
+    ("nats-permissions", "events of any subject",
+     lambda t: t.replace('"@BASE@.*.*"', '">"')),
+    ("nats-permissions", "subscribe to everything",
+     lambda t: t.replace('allow: ["_INBOX.>"]', 'allow: [">"]')),
+]
+
+
+def self_test(docs, topology, blocks):
+    base = Checker(copy.deepcopy(docs), topology, blocks).run()
     if base:
         print("\n".join(m for _, m in base))
         print("self-test: the unmodified manifests must pass first")
         return 1
     cases = list(MUTATIONS) + list(TOPOLOGY_MUTATIONS.get(topology, []))
-    if topology != "fleet":
+    if topology not in ("fleet", "fleet-kv"):
         cases += SQLITE_MUTATIONS
+    cases = [(r, w, m, None) for r, w, m in cases]
+    if topology == "fleet":
+        cases += [(r, w, None, m) for r, w, m in PERMISSION_MUTATIONS]
     bad = 0
-    for rule, what, mutate in cases:
-        d = copy.deepcopy(docs)
-        mutate(d)
-        found = Checker(d, topology).run()
+    for rule, what, mutate, mutate_block in cases:
+        d, b = copy.deepcopy(docs), dict(blocks)
+        if mutate is not None:
+            mutate(d)
+        else:
+            b[PARTITIONED_BLOCK] = mutate_block(b[PARTITIONED_BLOCK])
+        found = Checker(d, topology, b).run()
         if not any(r == rule for r, _ in found):
             bad += 1
             print("self-test: %r was not caught by rule %s (got: %s)"
@@ -698,7 +986,11 @@ def self_test(docs, topology):
 
 def main(argv):
     args = list(argv[1:])
-    topology, selftest = None, False
+    topology, selftest, nats_dir = None, False, NATS_DIR
+    if "--nats-dir" in args:
+        i = args.index("--nats-dir")
+        nats_dir = args[i + 1]
+        del args[i:i + 2]
     if "--self-test" in args:
         args.remove("--self-test")
         selftest = True
@@ -706,14 +998,20 @@ def main(argv):
         i = args.index("--topology")
         topology = args[i + 1]
         del args[i:i + 2]
-    if topology not in ("single-pod", "single-pod-pvc", "sharded", "fleet") or len(args) != 1:
+    if topology not in ("single-pod", "single-pod-pvc", "sharded", "fleet", "fleet-kv") or \
+            len(args) != 1:
         sys.stderr.write(__doc__)
         return 2
     text = sys.stdin.read() if args[0] == "-" else open(args[0], encoding="utf-8").read()
     docs = list(yaml.safe_load_all(text))
+    blocks = {}
+    path = os.path.join(nats_dir, PARTITIONED_BLOCK)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            blocks[PARTITIONED_BLOCK] = f.read()
     if selftest:
-        return self_test(docs, topology)
-    failures = Checker(docs, topology).run()
+        return self_test(docs, topology, blocks)
+    failures = Checker(docs, topology, blocks).run()
     for _, msg in failures:
         print(msg)
     n = len([d for d in docs if isinstance(d, dict) and d.get("kind") in WORKLOAD_KINDS])

@@ -6,10 +6,12 @@
  * with one `ibus run --create` each; then a producer publishes, a worker
  * with a SQLite recorder and a worker with the kv: recorder each handle the
  * events and dead-letter one, an operator lists, replays and purges a dead
- * letter, and another looks up, counts and forgets kv: markers, each with
- * exactly its block. None of them may meet a permissions violation, and
- * what a block leaves out is refused: a worker cannot publish an event or
- * purge the stream, nor can the dead-letter operator. */
+ * letter, another looks up, counts and forgets kv: markers, and two
+ * processes of a partitioned consumer (issue 47) share its partitions,
+ * rewind a durable and forward a misplaced event, each with exactly its
+ * block. None of them may meet a permissions violation, and what a block
+ * leaves out is refused: a worker cannot publish an event or purge the
+ * stream, nor can the dead-letter operator. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,9 +20,59 @@
 
 #include "ib_test.h"
 #include "it_support.h"
+#include "partition.h"
 
 #define BUCKET "ibus-markers"
 #define PASSWORD "perm-pass-41c2" /* every role's; the names tell them apart */
+/* the partitioned consumer: its base subject, durable and N */
+#define PART_BASE "events.p"
+#define PART_DURABLE "wp"
+#define PARTS 4
+#define PARTS_S "4"
+
+/* `text` with every `key` replaced by `value`; frees `text`. */
+static char *replace_all(char *text, const char *key, const char *value)
+{
+    for (char *at; (at = strstr(text, key)) != NULL;) {
+        size_t head = (size_t)(at - text), kl = strlen(key), vl = strlen(value);
+        char *next = malloc(strlen(text) - kl + vl + 1);
+        assert_non_null(next);
+        memcpy(next, text, head);
+        memcpy(next + head, value, vl);
+        strcpy(next + head + vl, at + kl);
+        free(text);
+        text = next;
+    }
+    return text;
+}
+
+/* Each line holding @P@ once per partition, 0 .. PARTS-1, as the block's
+ * comment tells an operator to fill it in; frees `text`. */
+static char *expand_partitions(char *text)
+{
+    size_t cap = strlen(text) * PARTS + 1, n = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    for (char *line = text; *line != '\0';) {
+        char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) + 1 : strlen(line);
+        char *one = strndup(line, len);
+        assert_non_null(one);
+        for (int p = 0; p < (strstr(one, "@P@") != NULL ? PARTS : 1); p++) {
+            char num[16];
+            snprintf(num, sizeof(num), "%d", p);
+            char *filled = replace_all(strdup(one), "@P@", num);
+            memcpy(out + n, filled, strlen(filled));
+            n += strlen(filled);
+            free(filled);
+        }
+        free(one);
+        line += len;
+    }
+    out[n] = '\0';
+    free(text);
+    return out;
+}
 
 /* A block of deploy/nats/ with its placeholders filled in, from its
  * opening brace (the comments before it are for people). */
@@ -34,21 +86,13 @@ static char *render(const char *file, const char *durable)
         {"@STREAM@", IT_STREAM}, {"@DURABLE@", durable},
         {"@DEAD_LETTER@", dlq},  {"@DEAD_LETTER_STREAM@", dlq_stream},
         {"@BUCKET@", BUCKET},    {"@EVENT_SUBJECTS@", IT_SUBJECTS},
+        {"@BASE@", PART_BASE},
     };
     char *text = it_file_read(NULL, path);
     assert_non_null(text);
-    for (size_t i = 0; i < sizeof(fill) / sizeof(fill[0]); i++) {
-        for (char *at; (at = strstr(text, fill[i][0])) != NULL;) {
-            size_t head = (size_t)(at - text), kl = strlen(fill[i][0]), vl = strlen(fill[i][1]);
-            char *next = malloc(strlen(text) - kl + vl + 1);
-            assert_non_null(next);
-            memcpy(next, text, head);
-            memcpy(next + head, fill[i][1], vl);
-            strcpy(next + head + vl, at + kl);
-            free(text);
-            text = next;
-        }
-    }
+    text = expand_partitions(text);
+    for (size_t i = 0; i < sizeof(fill) / sizeof(fill[0]); i++)
+        text = replace_all(text, fill[i][0], fill[i][1]);
     /* the block alone: the comments above it say how to use it */
     char *open = text[0] == '{' ? text : strstr(text, "\n{");
     assert_non_null(open);
@@ -62,9 +106,12 @@ static char *render(const char *file, const char *durable)
 static char *users(void)
 {
     static const char *const roles[][3] = {
-        {"producer", "producer.conf", "ws"},   {"worker", "worker.conf", "ws"},
-        {"worker-kv", "worker-kv.conf", "wk"}, {"operator", "dlq-operator.conf", "ws"},
+        {"producer", "producer.conf", "ws"},
+        {"worker", "worker.conf", "ws"},
+        {"worker-kv", "worker-kv.conf", "wk"},
+        {"operator", "dlq-operator.conf", "ws"},
         {"markers", "markers-kv.conf", "wk"},
+        {"worker-part", "worker-partitioned.conf", PART_DURABLE},
     };
     size_t cap = 65536, n = 0;
     char *out = malloc(cap);
@@ -147,6 +194,90 @@ static void work(it_env *e, const char *user, const char *durable, const char *r
     assert_int_equal(it_wait_stream_count(&e->server, dlq, 2, it_timeout(60000)), 2);
     assert_true(it_wait_consumer_idle(NULL, &e->server, IT_STREAM, durable, it_timeout(60000)));
     assert_int_equal(it_proc_stop(&host, SIGTERM, it_timeout(30000)), 0);
+}
+
+/* An `ibus run` of the partitioned consumer PART_DURABLE, logged in as
+ * `user`, with the scripted plugin (every event leaves one dead letter). */
+static void part_argv(it_argv *a, it_env *e, const char *user)
+{
+    ibus_argv(a, e, user, "run");
+    it_argv_addl(a, "--stream", IT_STREAM, "--stream-subjects", IT_SUBJECTS, "--subject", PART_BASE,
+                 "--durable", PART_DURABLE, "--partitions", PARTS_S, "--partition-lease", "3s",
+                 "--log-format", "json", NULL);
+    it_argv_plugin(a, "scripted", "second=reject");
+}
+
+/* The administrator pulls one message of each partition's durable and
+ * never acks it, so that the partition's next owner finds it delivered
+ * and not acked, and rewinds the durable (deletes it and makes it again).
+ * Returns how many it holds. */
+static int hold_one_each(it_env *e)
+{
+    int held = 0;
+    for (int p = 0; p < PARTS; p++) {
+        char next[128];
+        natsMsg *m = NULL;
+        snprintf(next, sizeof(next), "$JS.API.CONSUMER.MSG.NEXT." IT_STREAM ".%s_p%d", PART_DURABLE,
+                 p);
+        if (natsConnection_RequestString(&m, it_server_client(&e->server), next,
+                                         "{\"batch\":1,\"no_wait\":true}", 5000) == NATS_OK)
+            held += natsMsg_GetDataLength(m) > 0;
+        natsMsg_Destroy(m);
+    }
+    return held;
+}
+
+/* Two partitioned workers with worker-partitioned.conf start together
+ * (they race for the same leases, and one hands partitions to the other)
+ * on events in every partition, two of whose durables were left with a
+ * message not acked, and one event on another partition's subject: every
+ * event is handled (and dead-lettered by the second handler), the
+ * misplaced one after its forward, and the durables are rewound. */
+static void work_partitioned(it_env *e)
+{
+    it_argv a;
+    it_proc p, hosts[2];
+    char dlq_stream[64], durable[64], misplaced[128];
+    snprintf(dlq_stream, sizeof(dlq_stream), "DLQ_%s_p0", PART_DURABLE);
+    part_argv(&a, e, NULL);
+    it_argv_addl(&a, "--create", "--idle-exit", "200ms", NULL);
+    assert_int_equal(it_proc_run(&p, e->dir, "admin", NULL, a.v, it_timeout(60000)), 0);
+    it_argv_free(&a);
+
+    /* one event under each of two keys, then one on the wrong partition */
+    const char *keys[] = {"acct-1", "acct-2"};
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(run_as(&p, e, NULL, "publish", "--subject", PART_BASE, "--partitions",
+                                PARTS_S, "--partition-key", keys[i], "--type", "test.scripted",
+                                "--quiet", "{}", NULL),
+                         0);
+    /* acct-1 and acct-2 fall in partitions 0 and 1 of 4 */
+    assert_int_equal(hold_one_each(e), 2);
+    uint32_t own = ib_partition_of(ib_partition_hash("acct-3", 6), PARTS);
+    snprintf(misplaced, sizeof(misplaced), "%s.%u.acct-3", PART_BASE, (own + 1) % PARTS);
+    assert_int_equal(run_as(&p, e, NULL, "publish", "--subject", misplaced, "--type",
+                            "test.scripted", "--quiet", "{}", NULL),
+                     0);
+
+    for (size_t i = 0; i < 2; i++) {
+        part_argv(&a, e, "worker-part");
+        assert_true(it_spawn(&hosts[i], e, i == 0 ? "worker-pa" : "worker-pb", &a));
+        it_argv_free(&a);
+    }
+    assert_int_equal(it_wait_stream_count(&e->server, dlq_stream, 3, it_timeout(60000)), 3);
+    for (int q = 0; q < PARTS; q++) {
+        snprintf(durable, sizeof(durable), "%s_p%d", PART_DURABLE, q);
+        assert_true(it_wait_consumer_idle(NULL, &e->server, IT_STREAM, durable, it_timeout(60000)));
+    }
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(it_proc_stop(&hosts[i], SIGTERM, it_timeout(30000)), 0);
+    bool rewound = false, forwarded = false;
+    for (size_t i = 0; i < 2; i++) {
+        rewound |= it_file_contains(hosts[i].err_path, "rewound to its ack floor");
+        forwarded |= it_file_contains(hosts[i].err_path, "was forwarded to its key's partition");
+    }
+    assert_true(rewound);
+    assert_true(forwarded);
 }
 
 /* What the block leaves out is refused: purging the events stream and,
@@ -241,9 +372,12 @@ static void each_role_with_its_block(void **state)
                             "wk/scripted/scripted", "lookup", id, NULL),
                      3);
 
+    work_partitioned(e);
+
     no_violation(e);
     refused(e, "worker", false);
     refused(e, "worker-kv", false);
+    refused(e, "worker-part", false);
     refused(e, "operator", true);
     free(id);
     it_done(e);
