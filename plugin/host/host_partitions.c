@@ -100,6 +100,27 @@ static void lease_set(ib_host *h, uint32_t p, const ib_lease_state *st, int64_t 
     act_until(h, p);
 }
 
+/* True while the lease just taken of partition `p` is still ours by its
+ * stop time, or once a renewal says it is (a renewal writes only while
+ * the epoch held is the newest). */
+static bool lease_still_held(ib_host *h, uint32_t p)
+{
+    ib_host_fleet *f = h->fleet;
+    fleet_part *fp = &f->parts[p];
+    if (ib_clock_monotonic_ms() < fp->stop_at_mono)
+        return true;
+    ib_lease_result res;
+    ib_lease_state st;
+    ib_error e = {0};
+    int64_t sent = ib_clock_monotonic_ms();
+    if (ib_partition_lease_renew(f->kv, ib_nats_jetstream(h->nats), f->names.bucket, p, &fp->held,
+                                 f->lease_ms, ib_clock_realtime_ms(), &res, &st, &e) != IB_OK ||
+        res != IB_LEASE_OURS)
+        return false;
+    lease_set(h, p, &st, sent);
+    return true;
+}
+
 /* Stops pulling partition `p` and naks what the puller held of it. */
 static void stop_pulling(ib_host *h, uint32_t p)
 {
@@ -210,9 +231,19 @@ static void take(ib_host *h, uint32_t p)
     ib_marker_table *t = NULL;
     uint64_t records = 0;
     int64_t t0 = ib_clock_monotonic_ms();
-    if (ib_marker_table_create(&t, &e) != IB_OK ||
-        ib_marker_stream_replay(f->log, p, t, &records, &e) != IB_OK ||
-        ensure_durable(h, p, &e) != 0 || rewind_durable(h, p, &e) != 0) {
+    bool read = ib_marker_table_create(&t, &e) == IB_OK &&
+                ib_marker_stream_replay(f->log, p, t, &records, &e) == IB_OK &&
+                ensure_durable(h, p, &e) == 0;
+    if (read && !lease_still_held(h, p)) {
+        /* the replay outlasted the lease (a pause, a slow server): another
+         * process may own the partition now, and its durable is not ours
+         * to rewind */
+        ib_log(IB_SEV_WARN, "a partition's lease ran out while its markers were read; not taken",
+               IB_LOG_U64("partition", p), IB_LOG_I64("replay_ms", ib_clock_monotonic_ms() - t0));
+        ib_marker_table_free(t);
+        return;
+    }
+    if (!read || rewind_durable(h, p, &e) != 0) {
         ib_log(IB_SEV_ERROR, "cannot take a partition: its markers or its durable cannot be read",
                IB_LOG_U64("partition", p), IB_LOG_STR("error", e.msg));
         ib_marker_table_free(t);
