@@ -143,10 +143,19 @@ class Chaos:
         # A chunk is published once, whole: a producer that publishes some
         # events again after a failure stores them after later ones, and
         # the order measured here is the order of publication.
-        with open(path) as f:
-            r = subprocess.run([self.args.ibus, "publish", "--nats-url", self.procs.url,
-                                "--subject", BASE, "--partitions", str(N), "--quiet"],
-                               stdin=f, cwd=self.tmp, capture_output=True, text=True)
+        # On the cluster a stream may be electing a leader (a node was
+        # killed): a chunk none of which was stored is published again.
+        deadline = time.monotonic() + 60
+        while True:
+            wait_for("JetStream", self.jetstream_ready, 60)
+            with open(path) as f:
+                r = subprocess.run([self.args.ibus, "publish", "--nats-url", self.procs.url,
+                                    "--subject", BASE, "--partitions", str(N), "--quiet"],
+                                   stdin=f, cwd=self.tmp, capture_output=True, text=True)
+            if r.returncode == 0 or "nothing was stored" not in r.stderr or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert r.returncode == 0, f"publish failed: {r.stderr}"
 
     def jetstream_ready(self):
@@ -183,6 +192,7 @@ class Chaos:
                 self.supervise()
                 time.sleep(0.05)
             self.procs.restart_node(node)
+            wait_for("JetStream again", self.jetstream_ready, 60)
         elif action == "restart":
             self.restart_server()
         elif action == "pause":
