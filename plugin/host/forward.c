@@ -212,18 +212,8 @@ static bool forward_batch(ib_forwarder *f, natsMsg **msgs, size_t n)
 /* Step 7: what was pulled and not started goes back at once. */
 static void hand_back(ib_forwarder *f, natsMsg **buf, size_t cap)
 {
-    int64_t deadline = ib_clock_monotonic_ms() + HAND_BACK_WAIT_MS;
-    size_t n = 0, total = 0;
-    do {
-        int64_t left = deadline - ib_clock_monotonic_ms();
-        ib_puller_stop(f->puller, buf, &n, cap, left > 0 ? left : 0);
-        for (size_t i = 0; i < n; i++) {
-            ib_nak(ib_nats_connection(f->nats), buf[i], 0, NULL);
-            natsMsg_Destroy(buf[i]);
-            buf[i] = NULL;
-        }
-        total += n;
-    } while (n == cap);
+    size_t total =
+        ib_puller_hand_back(f->puller, ib_nats_connection(f->nats), buf, cap, HAND_BACK_WAIT_MS);
     if (total > 0)
         ib_log(IB_SEV_INFO, "handed back undelivered messages", IB_LOG_U64("count", total));
 }

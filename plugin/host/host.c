@@ -469,18 +469,8 @@ static void write_summary(const ib_host *h, int exit_code)
  * collecting until nothing more comes, within one deadline. */
 static void hand_back(ib_host *h, natsMsg **buf, size_t cap)
 {
-    const int64_t deadline = ib_clock_monotonic_ms() + HAND_BACK_WAIT_MS;
-    size_t n = 0, total = 0;
-    do {
-        int64_t left = deadline - ib_clock_monotonic_ms();
-        ib_puller_stop(h->puller, buf, &n, cap, left > 0 ? left : 0);
-        for (size_t i = 0; i < n; i++) {
-            ib_nak(ib_nats_connection(h->nats), buf[i], 0, NULL);
-            natsMsg_Destroy(buf[i]);
-            buf[i] = NULL;
-        }
-        total += n;
-    } while (n == cap);
+    size_t total =
+        ib_puller_hand_back(h->puller, ib_nats_connection(h->nats), buf, cap, HAND_BACK_WAIT_MS);
     if (total > 0)
         ib_log(IB_SEV_INFO, "handed back undelivered messages", IB_LOG_U64("count", total));
 }

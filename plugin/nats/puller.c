@@ -1375,6 +1375,25 @@ ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, in
     return IB_OK;
 }
 
+size_t ib_puller_hand_back(ib_puller *p, natsConnection *nc, natsMsg **buf, size_t cap,
+                           int64_t wait_ms)
+{
+    const int64_t deadline = now_ms() + wait_ms;
+    size_t n = 0, total = 0;
+    do {
+        int64_t left = deadline - now_ms();
+        n = 0;
+        ib_puller_stop(p, buf, &n, cap, left > 0 ? left : 0);
+        for (size_t i = 0; i < n; i++) {
+            ib_nak(nc, buf[i], 0, NULL);
+            natsMsg_Destroy(buf[i]);
+            buf[i] = NULL;
+        }
+        total += n;
+    } while (n == cap);
+    return total;
+}
+
 ib_puller_condition ib_puller_condition_get(const ib_puller *p)
 {
     ib_puller_condition c = IB_PULLER_OK;

@@ -392,6 +392,14 @@ void ib_puller_hold(ib_puller *p);
  * redelivered to another process at once instead of after AckWait. */
 ib_status ib_puller_stop(ib_puller *p, natsMsg **msgs, size_t *n, size_t max, int64_t wait_ms);
 
+/* ib_puller_stop until nothing more comes or `wait_ms` passes, naking on
+ * `nc` (BORROWED) and destroying every message it gives back, with `buf`
+ * (room for `cap`; its slots are left NULL) as scratch: what was pulled
+ * and not started goes to another process at once. Returns how many
+ * messages were handed back. */
+size_t ib_puller_hand_back(ib_puller *p, natsConnection *nc, natsMsg **buf, size_t cap,
+                           int64_t wait_ms);
+
 /* What the latest answers said about a consumer. */
 typedef enum ib_puller_condition {
     IB_PULLER_OK = 0,        /* messages, or a request that ended normally (404/408) */
