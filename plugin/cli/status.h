@@ -211,6 +211,13 @@ int ib_status_read_partitions(ib_status_partitions *p, jsCtx *js, const char *st
  * tokens, to tell whether a claim's holder on this host still runs). */
 void ib_status_check(ib_status_report *r);
 
+/* Appends a finding to `r` (dropped when r holds IB_STATUS_FINDINGS_MAX):
+ * its code (static text), how to fix it (copied; NULL: none) and its
+ * message, formatted. For the checks of status_check.c and
+ * status_partitions.c. */
+void ib_status_finding_add(ib_status_report *r, const char *code, const char *fix, const char *fmt,
+                           ...) __attribute__((format(printf, 4, 5)));
+
 /* A partitioned consumer's findings (status_partitions.c), appended to
  * r->findings: partitions with lag and no live owner, leases that are
  * not leases, durables that were never made, members or leases that

@@ -25,28 +25,10 @@
 #include "status.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <string.h>
 
 #include "host.h"
 #include "owner.h"
-
-static void add_finding(ib_status_report *r, const char *code, const char *fix, const char *fmt,
-                        ...) __attribute__((format(printf, 4, 5)));
-
-static void add_finding(ib_status_report *r, const char *code, const char *fix, const char *fmt,
-                        ...)
-{
-    if (r->nfindings == IB_STATUS_FINDINGS_MAX)
-        return;
-    ib_status_finding *f = &r->findings[r->nfindings++];
-    f->code = code;
-    snprintf(f->fix, sizeof(f->fix), "%s", fix != NULL ? fix : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->message, sizeof(f->message), fmt, ap);
-    va_end(ap);
-}
 
 static const char *dur(char *buf, size_t cap, int64_t ms)
 {
@@ -58,9 +40,10 @@ static void check_consumer(ib_status_report *r)
     const ib_status_consumer *c = &r->consumer;
     char a[48], b[48];
     if (!c->pull || !c->explicit_ack) {
-        add_finding(r, "not-pull", "--durable",
-                    "consumer %s is %s: ibus run binds only pull consumers with explicit acks",
-                    c->durable, !c->pull ? "a push consumer" : "not acking explicitly");
+        ib_status_finding_add(
+            r, "not-pull", "--durable",
+            "consumer %s is %s: ibus run binds only pull consumers with explicit acks", c->durable,
+            !c->pull ? "a push consumer" : "not acking explicitly");
         return;
     }
     int64_t quiet = c->delivered_ms > 0 ? r->now_ms - c->delivered_ms : -1;
@@ -71,17 +54,19 @@ static void check_consumer(ib_status_report *r)
         else
             snprintf(a, sizeof(a), "nothing was delivered for %s",
                      ib_status_age(b, sizeof(b), quiet));
-        add_finding(r, "not-pulling", NULL,
-                    "%" PRIu64 " messages wait, %s and no pull request waits: no ibus run pulls %s "
-                    "(or every one is stuck in a batch)",
-                    c->pending, a, c->durable);
+        ib_status_finding_add(r, "not-pulling", NULL,
+                              "%" PRIu64
+                              " messages wait, %s and no pull request waits: no ibus run pulls %s "
+                              "(or every one is stuck in a batch)",
+                              c->pending, a, c->durable);
     } else if (c->ack_pending > 0 && c->waiting == 0 && quiet > wait) {
         /* all delivered, some never acked: retries nobody is there to take */
-        add_finding(r, "unfinished", NULL,
-                    "%" PRId64 " messages were delivered and not acked (%" PRId64
-                    " of them more than once), nothing was delivered for %s and no pull request "
-                    "waits: they wait for a redelivery, which only a running ibus run on %s takes",
-                    c->ack_pending, c->redelivered, ib_status_age(b, sizeof(b), quiet), c->durable);
+        ib_status_finding_add(
+            r, "unfinished", NULL,
+            "%" PRId64 " messages were delivered and not acked (%" PRId64
+            " of them more than once), nothing was delivered for %s and no pull request "
+            "waits: they wait for a redelivery, which only a running ibus run on %s takes",
+            c->ack_pending, c->redelivered, ib_status_age(b, sizeof(b), quiet), c->durable);
     }
 }
 
@@ -112,8 +97,8 @@ static void check_markers(ib_status_report *r)
     const ib_status_markers *m = &r->markers;
     char a[48], who[IB_OWNER_MAX + 64];
     if (m->error[0] != '\0') {
-        add_finding(r, "markers-unreadable", "--recorder", "the markers cannot be read: %s",
-                    m->error);
+        ib_status_finding_add(r, "markers-unreadable", "--recorder",
+                              "the markers cannot be read: %s", m->error);
         return;
     }
     int64_t grace = r->consumer.ack_wait_ms > 0 ? r->consumer.ack_wait_ms : r->expect.ack_wait_ms;
@@ -121,26 +106,27 @@ static void check_markers(ib_status_report *r)
         const ib__consumer_summary *s = &m->v[i];
         if (s->claims_ended > 0 && -s->lease_left_min_ms > grace) {
             holder(who, sizeof(who), s->lease_left_min_owner, m->host_local);
-            add_finding(r, "stuck-claims", NULL,
-                        "%s holds %" PRIu64
-                        " claims past their lease, the oldest ended %s ago (held by "
-                        "%s); a redelivery takes one over, and none came",
-                        s->consumer, s->claims_ended,
-                        ib_status_age(a, sizeof(a), -s->lease_left_min_ms), who);
+            ib_status_finding_add(r, "stuck-claims", NULL,
+                                  "%s holds %" PRIu64
+                                  " claims past their lease, the oldest ended %s ago (held by "
+                                  "%s); a redelivery takes one over, and none came",
+                                  s->consumer, s->claims_ended,
+                                  ib_status_age(a, sizeof(a), -s->lease_left_min_ms), who);
         }
         uint64_t waiting = unheld_attempts(s);
         if (waiting > 0)
-            add_finding(r, "unfinished", NULL,
-                        "%s: %" PRIu64 " events were attempted and are not marked, and no process "
-                        "holds them: they wait for a retry (a handler asked for one, or its "
-                        "process stopped first) and are redelivered to an ibus run that pulls %s",
-                        s->consumer, waiting, r->consumer.durable);
+            ib_status_finding_add(
+                r, "unfinished", NULL,
+                "%s: %" PRIu64 " events were attempted and are not marked, and no process "
+                "holds them: they wait for a retry (a handler asked for one, or its "
+                "process stopped first) and are redelivered to an ibus run that pulls %s",
+                s->consumer, waiting, r->consumer.durable);
         if (s->exhausted > 0)
-            add_finding(r, "exhausted", NULL,
-                        "%s: %" PRIu64 " events used their %" PRId64
-                        " attempts: their next delivery is "
-                        "dead-lettered without running the handler",
-                        s->consumer, s->exhausted, r->expect.max_deliver);
+            ib_status_finding_add(r, "exhausted", NULL,
+                                  "%s: %" PRIu64 " events used their %" PRId64
+                                  " attempts: their next delivery is "
+                                  "dead-lettered without running the handler",
+                                  s->consumer, s->exhausted, r->expect.max_deliver);
     }
 }
 
@@ -149,12 +135,12 @@ static void check_dlq(ib_status_report *r)
     const ib_status_dlq *d = &r->dlq;
     char fix[IB_STATUS_NAME_MAX + 32];
     if (d->error[0] != '\0') {
-        add_finding(r, "dead-letters-unreadable", NULL, "the dead letters cannot be read: %s",
-                    d->error);
+        ib_status_finding_add(r, "dead-letters-unreadable", NULL,
+                              "the dead letters cannot be read: %s", d->error);
         return;
     }
     if (d->stream[0] == '\0') {
-        add_finding(
+        ib_status_finding_add(
             r, "no-dead-letter-stream", "--create",
             "no stream captures the dead-letter subject %s: a dead letter cannot be published, "
             "so its event is nak'ed again and again; ibus run --create makes DLQ_%s, or name "
@@ -166,7 +152,7 @@ static void check_dlq(ib_status_report *r)
         /* --stream, not --durable: where ibus run's IB_STREAM is set, ibus dlq
          * would read it as the dead-letter stream */
         snprintf(fix, sizeof(fix), "ibus dlq --stream %s", d->stream);
-        add_finding(
+        ib_status_finding_add(
             r, "dead-letters", fix,
             "%s%" PRIu64 " dead letters of %s wait in %s: look at them with ibus dlq --stream %s "
             "list, replay them once the cause is fixed",
@@ -182,7 +168,7 @@ static void check_ack_wait(ib_status_report *r)
         return;
     dur(a, sizeof(a), c->ack_wait_ms);
     snprintf(fix, sizeof(fix), "--ack-wait %s", a);
-    add_finding(
+    ib_status_finding_add(
         r, "ack-wait", fix,
         "the consumer's AckWait is %s, --ack-wait says %s: --ack-wait applies only when ibus "
         "run creates the consumer, so %s rules (claims are leased for it, handler timeouts "
@@ -201,7 +187,7 @@ static void check_max_deliver(ib_status_report *r)
         snprintf(fix, sizeof(fix), "--max-deliver %" PRId64, c->max_deliver);
     else
         snprintf(fix, sizeof(fix), "--create");
-    add_finding(
+    ib_status_finding_add(
         r, "max-deliver", fix,
         "the consumer has MaxDeliver %" PRId64 " (--max-deliver says %" PRId64 "): ibus run "
         "then counts that many attempts, and the server stops delivering after that many "
@@ -218,7 +204,7 @@ static void check_retention(ib_status_report *r)
     if (e->retention_ms <= 0)
         return;
     if (r->markers.kind != NULL && strcmp(r->markers.kind, "kv") == 0) {
-        add_finding(
+        ib_status_finding_add(
             r, "retention", "--retention 0",
             "--retention %s with a kv: recorder: its bucket's TTL prunes, and ibus run refuses "
             "to start",
@@ -226,7 +212,7 @@ static void check_retention(ib_status_report *r)
         return;
     }
     if (r->stream.max_age_ms <= 0) {
-        add_finding(
+        ib_status_finding_add(
             r, "retention", "--retention 0",
             "--retention %s, but stream %s has no MaxAge: it can deliver a message at any time, "
             "so markers could be pruned while their event can still arrive (ibus run refuses to "
@@ -237,7 +223,7 @@ static void check_retention(ib_status_report *r)
     if (e->retention_ms >= r->stream.max_age_ms)
         return;
     snprintf(fix, sizeof(fix), "--retention %s", dur(b, sizeof(b), r->stream.max_age_ms));
-    add_finding(
+    ib_status_finding_add(
         r, "retention", fix,
         "--retention %s is shorter than stream %s's MaxAge %s: markers could be pruned while "
         "their event can still be delivered (ibus run refuses to start)",
@@ -247,12 +233,12 @@ static void check_retention(ib_status_report *r)
 static void check_one_replica(ib_status_report *r, const char *what, const ib_status_replicas *p)
 {
     if (p->total > 0 && p->leader[0] == '\0')
-        add_finding(r, "replicas", NULL,
-                    "%s has no leader: nothing is stored or delivered until one is "
-                    "elected",
-                    what);
+        ib_status_finding_add(r, "replicas", NULL,
+                              "%s has no leader: nothing is stored or delivered until one is "
+                              "elected",
+                              what);
     else if (p->current < p->total)
-        add_finding(
+        ib_status_finding_add(
             r, "replicas", NULL,
             "%s: %d of %d replicas current (behind: %s); wait before restarting another node", what,
             p->current, p->total, p->behind);

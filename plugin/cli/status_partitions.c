@@ -16,7 +16,6 @@
 #include "status.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,22 +79,6 @@ static const char *part_list_end(part_list *l)
     return l->text;
 }
 
-static void add(ib_status_report *r, const char *code, const char *fix, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void add(ib_status_report *r, const char *code, const char *fix, const char *fmt, ...)
-{
-    if (r->nfindings == IB_STATUS_FINDINGS_MAX)
-        return;
-    ib_status_finding *f = &r->findings[r->nfindings++];
-    f->code = code;
-    snprintf(f->fix, sizeof(f->fix), "%s", fix != NULL ? fix : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->message, sizeof(f->message), fmt, ap);
-    va_end(ap);
-}
-
 static void check_owners(ib_status_report *r)
 {
     const ib_status_partitions *ps = r->parts;
@@ -121,24 +104,28 @@ static void check_owners(ib_status_report *r)
         }
     }
     if (orphans.count > 0)
-        add(r, "partition-without-owner", NULL,
+        ib_status_finding_add(
+            r, "partition-without-owner", NULL,
             "partitions %s of %s have no live owner and %" PRIu64
             " messages wait in them: no live ibus run --partitions holds their lease (a "
             "process that died gives its partitions up once its lease ends, and a live one "
             "takes them at its next tick); start one with --durable %s --partitions %" PRIu32,
             part_list_end(&orphans), ps->durable, waiting, ps->durable, ps->n);
     if (bad.count > 0)
-        add(r, "lease-unreadable", NULL,
+        ib_status_finding_add(
+            r, "lease-unreadable", NULL,
             "the newest lease epoch of partitions %s in bucket %s is not a lease (another tool "
             "wrote it): no process takes those partitions until it is deleted",
             part_list_end(&bad), ps->bucket);
     if (unmade.count > 0)
-        add(r, "partition-not-started", NULL,
+        ib_status_finding_add(
+            r, "partition-not-started", NULL,
             "partitions %s of %s have no durable (%s_p<P>): no ibus run --partitions %" PRIu32
             " has taken them yet, so nothing of theirs is pulled",
             part_list_end(&unmade), ps->durable, ps->durable, ps->n);
     if (filters.count > 0)
-        add(r, "partition-filter", "--subject",
+        ib_status_finding_add(
+            r, "partition-filter", "--subject",
             "the durables of partitions %s of %s filter another subject than "
             "%s.<P>.*: --subject is not the base the ibus run processes use, or the durables "
             "were made for another one",
@@ -148,6 +135,6 @@ static void check_owners(ib_status_report *r)
 void ib_status_check_partitions(ib_status_report *r)
 {
     if (r->parts->error[0] != '\0')
-        add(r, "partitions-unreadable", NULL, "%s", r->parts->error);
+        ib_status_finding_add(r, "partitions-unreadable", NULL, "%s", r->parts->error);
     check_owners(r);
 }
