@@ -44,9 +44,8 @@ import uuid
 from contextlib import closing
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from it_harness import Procs, run_steps, wait_for  # noqa: E402
+from it_harness import Procs, fnv1a, run_steps, wait_for  # noqa: E402
 from it_natsproto import Client, event_bytes, pb_fields  # noqa: E402
-from it_partitions import fnv1a  # noqa: E402
 
 N = 8
 BASE = "orders.p"

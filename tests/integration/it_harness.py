@@ -118,6 +118,15 @@ class Procs:
                     sys.stdout.write(f"--- {name} (tail)\n{f.read()[-4000:]}\n")
 
 
+def fnv1a(data):
+    """FNV-1a 32 of `data` (bytes): the hash of a key's partition, computed
+    here apart from the product's own (core/partition.h)."""
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
 def wait_for(what, cond, timeout=60):
     """Polls `cond` until it returns something true, which it returns."""
     end = time.monotonic() + timeout

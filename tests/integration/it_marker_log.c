@@ -56,6 +56,27 @@ static ib_marker_stream *open_log(natsConnection *nc)
     return s;
 }
 
+/* A record of `kind` for ids [first, first + n) of consumer `consumer`
+ * (an index into `names`), its entries in `entries` (room for n). */
+static ib_marker_log_record record_of(ib_marker_log_entry *entries, ib_marker_log_kind kind,
+                                      uint32_t partition, uint64_t sequence, unsigned first,
+                                      unsigned n, uint16_t consumer)
+{
+    for (unsigned i = 0; i < n; i++) {
+        entries[i].consumer = consumer;
+        id_of(entries[i].id, first + i);
+        entries[i].fingerprint = first + i;
+    }
+    return (ib_marker_log_record){.kind = kind,
+                                  .partition = partition,
+                                  .epoch = 1,
+                                  .sequence = sequence,
+                                  .names = names,
+                                  .nnames = 2,
+                                  .entries = entries,
+                                  .nentries = n};
+}
+
 /* Appends a record of `kind` for ids [first, first + n) of consumer
  * `consumer` to `partition`. */
 static uint64_t append(ib_marker_stream *s, ib_marker_log_kind kind, uint32_t partition,
@@ -63,19 +84,7 @@ static uint64_t append(ib_marker_stream *s, ib_marker_log_kind kind, uint32_t pa
 {
     ib_marker_log_entry entries[64];
     assert_true(n <= 64);
-    for (unsigned i = 0; i < n; i++) {
-        entries[i].consumer = consumer;
-        id_of(entries[i].id, first + i);
-        entries[i].fingerprint = first + i;
-    }
-    ib_marker_log_record rec = {.kind = kind,
-                                .partition = partition,
-                                .epoch = 1,
-                                .sequence = sequence,
-                                .names = names,
-                                .nnames = 2,
-                                .entries = entries,
-                                .nentries = n};
+    ib_marker_log_record rec = record_of(entries, kind, partition, sequence, first, n, consumer);
     uint64_t seq = 0;
     ib_error err = {0};
     if (ib_marker_stream_append(s, &rec, &seq, &err) != IB_OK)
@@ -153,27 +162,6 @@ static void test_records_replay_per_partition(void **state)
     it_done(e);
 }
 
-/* A record of `kind` for ids [first, first + n) of consumer 0, its
- * entries in `entries` (room for n). */
-static ib_marker_log_record record_of(ib_marker_log_entry *entries, ib_marker_log_kind kind,
-                                      uint32_t partition, uint64_t sequence, unsigned first,
-                                      unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        entries[i].consumer = 0;
-        id_of(entries[i].id, first + i);
-        entries[i].fingerprint = first + i;
-    }
-    return (ib_marker_log_record){.kind = kind,
-                                  .partition = partition,
-                                  .epoch = 1,
-                                  .sequence = sequence,
-                                  .names = names,
-                                  .nnames = 1,
-                                  .entries = entries,
-                                  .nentries = n};
-}
-
 /* Several records appended together: each stored once, also when the
  * call is repeated (a retry after a lost ack) and when one record of the
  * call cannot be sent, which sends the others again one at a time. */
@@ -185,9 +173,9 @@ static void test_records_appended_together(void **state)
     ib_error err = {0};
     ib_marker_log_entry a[8], b[8], c[8];
     ib_marker_log_record recs[3] = {
-        record_of(a, IB_MARKER_LOG_CLAIMED, 5, 1, 0, 8),
-        record_of(b, IB_MARKER_LOG_COUNTED, 5, 2, 0, 1),
-        record_of(c, IB_MARKER_LOG_CLAIMED, 6, 1, 200, 8),
+        record_of(a, IB_MARKER_LOG_CLAIMED, 5, 1, 0, 8, 0),
+        record_of(b, IB_MARKER_LOG_COUNTED, 5, 2, 0, 1, 0),
+        record_of(c, IB_MARKER_LOG_CLAIMED, 6, 1, 200, 8, 0),
     };
     assert_int_equal(ib_marker_stream_append_all(s, recs, 3, &err), IB_OK);
     assert_int_equal(it_stream_count(&e->server, STREAM), 3);
@@ -197,9 +185,9 @@ static void test_records_appended_together(void **state)
     /* the second record does not encode (no entries): the first is
      * stored once, the error names the bad one, the third is not sent */
     ib_marker_log_record bad[3] = {
-        record_of(a, IB_MARKER_LOG_DONE, 5, 3, 0, 8),
-        record_of(b, IB_MARKER_LOG_DONE, 5, 4, 0, 0),
-        record_of(c, IB_MARKER_LOG_DONE, 6, 2, 200, 8),
+        record_of(a, IB_MARKER_LOG_DONE, 5, 3, 0, 8, 0),
+        record_of(b, IB_MARKER_LOG_DONE, 5, 4, 0, 0, 0),
+        record_of(c, IB_MARKER_LOG_DONE, 6, 2, 200, 8, 0),
     };
     assert_int_equal(ib_marker_stream_append_all(s, bad, 3, &err), IB_ERR_INVALID_ARG);
     assert_int_equal(it_stream_count(&e->server, STREAM), 4);

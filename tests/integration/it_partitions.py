@@ -37,7 +37,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from it_harness import Procs, wait_for  # noqa: E402
+from it_harness import Procs, fnv1a, wait_for  # noqa: E402
 
 N = 8
 BASE = "orders.p"
@@ -46,13 +46,6 @@ BATCH = 64
 
 def log(msg):
     print(f"it_partitions: {msg}", flush=True)
-
-
-def fnv1a(data):
-    h = 0x811C9DC5
-    for b in data:
-        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-    return h
 
 
 class Run:

@@ -39,7 +39,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from it_natsproto import Client  # noqa: E402
-from it_harness import Procs, run_steps, wait_for  # noqa: E402
+from it_harness import Procs, fnv1a, run_steps, wait_for  # noqa: E402
 
 N = 16
 BASE = "orders.p"
@@ -49,13 +49,6 @@ CONSUMER = "orders/flaky/flaky"
 
 def log(msg):
     print(f"it_status_partitions: {msg}", flush=True)
-
-
-def fnv1a(data):
-    h = 0x811C9DC5
-    for b in data:
-        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-    return h
 
 
 def partition_of(key):
