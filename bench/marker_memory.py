@@ -25,6 +25,10 @@ temporary store), with nothing else on it:
             store, --settle seconds after it answers: what a server that
             loads the log at start holds; per marker against "empty
             restarted"
+  replay    then every partition read back as a new owner reads it
+            (bench_marker_memory --replay), --settle seconds later: what
+            the server holds once the owners have started; per marker
+            against "empty" (a server a client has used)
 
 The markers are appended by bench_marker_memory: batches of --per-record
 ids, each batch a CLAIMED and a DONE record (two records, two entries
@@ -95,11 +99,11 @@ class Size:
         self.procs = Procs(self.dir)
         self.row = {"markers": markers}
 
-    def bench(self, markers):
+    def bench(self, markers, *more):
         """Runs bench_marker_memory; its line as a dict."""
         r = subprocess.run([self.a.bench, "--url", self.procs.url, "--markers", str(markers),
                             "--partitions", str(self.a.partitions), "--per-record",
-                            str(self.a.per_record)], cwd=self.dir, capture_output=True,
+                            str(self.a.per_record), *more], cwd=self.dir, capture_output=True,
                            text=True)
         if r.returncode != 0:
             sys.exit(f"marker_memory: bench_marker_memory failed: {r.stderr.strip()}")
@@ -158,10 +162,14 @@ class Size:
         self.start()
         r["restart_samples"] = self.settle(self.a.settle)
         r["restarted"] = r["restart_samples"][-1]
-        got = self.bench(0)  # every record is still there
-        if got["stream_msgs"] != r["records"]:
-            sys.exit(f"marker_memory: {got['stream_msgs']} records after the restart, "
-                     f"{r['records']} appended")
+        got = self.bench(0, "--replay")  # every record is still there
+        if (got["stream_msgs"], got["replayed_records"], got["replayed_marked"]) != (
+                r["records"], r["records"], self.markers):
+            sys.exit(f"marker_memory: {got} after the restart, {r['records']} records of "
+                     f"{self.markers} markers appended")
+        r["replay_ms"] = got["replay_ms"]
+        r["replay_samples"] = self.settle(self.a.settle)
+        r["replayed"] = r["replay_samples"][-1]
 
     def run(self):
         try:
@@ -184,13 +192,14 @@ def report(a, rows):
           f"{a.partitions} partitions, {a.per_record} markers a batch (a CLAIMED and a DONE "
           f"record each), a fresh nats-server per size, file storage, loopback. RSS in MiB; "
           f"per marker: (RSS - empty) / markers, after a restart against the empty "
-          f"stream restarted.")
+          f"stream restarted (no client yet).")
     print()
     head = ["markers", "records", "append s", "RSS up", "RSS empty, restarted",
             "RSS empty stream", "RSS peak", "RSS settled", "per marker"]
     if a.past_window:
         head += ["RSS past window", "per marker"]
-    head += ["RSS after restart", "per marker", "disk per marker",
+    head += ["RSS after restart", "per marker", "RSS after replay", "per marker",
+             "disk per marker",
              "stream bytes per marker"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---:|" * len(head))
@@ -203,6 +212,7 @@ def report(a, rows):
             cells += [mib(r["past_window"]), per_marker(r, "past_window") + " B"]
         cells += [mib(r["restarted"]),
                   per_marker(r, "restarted", "empty_restarted") + " B",
+                  mib(r["replayed"]), per_marker(r, "replayed") + " B",
                   f"{r['disk'] / r['markers']:.1f} B",
                   f"{r['stream_bytes'] / r['markers']:.1f} B"]
         print("| " + " | ".join(cells) + " |")
@@ -212,7 +222,8 @@ def report(a, rows):
               f"marker; RSS after the appends, every second: "
               f"{', '.join(mib(k) for k in r['settle_samples'])}; after the restart "
               f"({r['restart_after_s']:.0f} s after the last append): "
-              f"{', '.join(mib(k) for k in r['restart_samples'])}")
+              f"{', '.join(mib(k) for k in r['restart_samples'])}; replay of every partition "
+              f"{r['replay_ms']} ms, then: {', '.join(mib(k) for k in r['replay_samples'])}")
 
 
 def main():

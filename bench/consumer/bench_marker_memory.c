@@ -6,7 +6,7 @@
  *
  *   bench_marker_memory --url URL --markers N [--partitions P]
  *                       [--per-record E] [--durable NAME] [--first K]
- *                       [--epoch X]
+ *                       [--epoch X] [--replay]
  *
  * Opens (makes if missing) the log "IBUS_MARKERS_<durable>" on
  * "ibus.markers.<durable>.<P>" as ibus run does, with P partitions, and
@@ -23,11 +23,16 @@
  * epoch in the records' message ids (use a new one per run on one log).
  * One consumer name per record, as with one handler.
  *
- * With --markers 0 it only opens the log. Either way it then prints one
- * line, "records=R markers=N payload_bytes=B ms=T stream_msgs=M
- * stream_bytes=S": what it appended (R records of B bytes in all, in T
- * ms) and the stream's state afterwards (every run's records). Exit
- * status 0, 1 on a failure (message on stderr), 2 on bad options. */
+ * With --markers 0 it only opens the log. With --replay it then reads
+ * every partition back as a new owner does (ib_marker_stream_replay into
+ * a table, one partition at a time), so the server's memory after the
+ * owners' start can be read. It prints one line, "records=R markers=N
+ * payload_bytes=B ms=T stream_msgs=M stream_bytes=S" and, with --replay,
+ * " replayed_records=R2 replayed_marked=N2 replay_ms=T2": what it
+ * appended (R records of B bytes in all, in T ms), the stream's state
+ * afterwards (every run's records) and what the replay read (records,
+ * and the markers they add up to). Exit status 0, 1 on a failure
+ * (message on stderr), 2 on bad options. */
 #include "bench.h"
 
 #include <inttypes.h>
@@ -36,6 +41,7 @@
 #include <string.h>
 
 #include "marker_stream.h"
+#include "marker_table.h"
 #include "uuid.h"
 
 #define CONSUMER "bench/noop/noop"
@@ -44,6 +50,7 @@ typedef struct mm_args {
     const char *url, *durable;
     uint64_t markers, first, epoch;
     uint32_t partitions, per_record;
+    bool replay;
 } mm_args;
 
 /* What one run appended. */
@@ -54,7 +61,7 @@ typedef struct mm_counts {
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_marker_memory --url URL --markers N [--partitions P] "
-                    "[--per-record E] [--durable NAME] [--first K] [--epoch X]\n");
+                    "[--per-record E] [--durable NAME] [--first K] [--epoch X] [--replay]\n");
     return 2;
 }
 
@@ -62,8 +69,15 @@ static int parse_args(mm_args *a, int argc, char **argv)
 {
     *a = (mm_args){.durable = "bench", .epoch = 1, .partitions = 8, .per_record = 64};
     bool have_markers = false;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
+        if (strcmp(k, "--replay") == 0) {
+            a->replay = true;
+            i--;
+            continue;
+        }
+        if (v == NULL)
+            return -1;
         if (strcmp(k, "--url") == 0)
             a->url = v;
         else if (strcmp(k, "--durable") == 0)
@@ -81,7 +95,7 @@ static int parse_args(mm_args *a, int argc, char **argv)
         else
             return -1;
     }
-    if (argc % 2 == 0 || a->url == NULL || !have_markers || a->epoch == 0 || a->partitions < 1 ||
+    if (a->url == NULL || !have_markers || a->epoch == 0 || a->partitions < 1 ||
         a->per_record < 1 || a->per_record > IB_MARKER_LOG_ENTRIES_MAX)
         return -1;
     return 0;
@@ -159,6 +173,28 @@ static ib_status append_markers(ib_marker_stream *s, const mm_args *a, mm_counts
     return st;
 }
 
+/* Every partition read back into a table of its own, as its owner
+ * does at start; the records and marked pairs of them all. */
+static ib_status replay_all(ib_marker_stream *s, const mm_args *a, uint64_t *records,
+                            uint64_t *marked, ib_error *err)
+{
+    ib_status st = IB_OK;
+    *records = *marked = 0;
+    for (uint32_t p = 0; st == IB_OK && p < a->partitions; p++) {
+        ib_marker_table *t = NULL;
+        uint64_t n = 0;
+        st = ib_marker_table_create(&t, err);
+        if (st == IB_OK)
+            st = ib_marker_stream_replay(s, p, t, &n, err);
+        if (st == IB_OK) {
+            *records += n;
+            *marked += ib_marker_table_stats_get(t).marked;
+        }
+        ib_marker_table_free(t);
+    }
+    return st;
+}
+
 /* The log stream's messages and bytes. */
 static ib_status stream_state(jsCtx *js, const char *stream, uint64_t *msgs, uint64_t *bytes,
                               ib_error *err)
@@ -197,10 +233,21 @@ static ib_status run(const mm_args *a, ib_error *err)
     int64_t ms = ib__bench_now_ms() - t0;
     if (st == IB_OK)
         st = stream_state(js, stream, &msgs, &bytes, err);
-    if (st == IB_OK)
+    bool printed = st == IB_OK;
+    if (printed)
         printf("records=%" PRIu64 " markers=%" PRIu64 " payload_bytes=%" PRIu64 " ms=%" PRId64
-               " stream_msgs=%" PRIu64 " stream_bytes=%" PRIu64 "\n",
+               " stream_msgs=%" PRIu64 " stream_bytes=%" PRIu64,
                c.records, c.markers, c.payload_bytes, ms, msgs, bytes);
+    if (st == IB_OK && a->replay) {
+        uint64_t records = 0, marked = 0;
+        t0 = ib__bench_now_ms();
+        st = replay_all(s, a, &records, &marked, err);
+        if (st == IB_OK)
+            printf(" replayed_records=%" PRIu64 " replayed_marked=%" PRIu64 " replay_ms=%" PRId64,
+                   records, marked, ib__bench_now_ms() - t0);
+    }
+    if (printed)
+        printf("\n");
     ib_marker_stream_close(s);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
