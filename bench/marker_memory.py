@@ -26,7 +26,8 @@ temporary store), with nothing else on it:
             loads the log at start holds; per marker against "empty
             restarted"
   replay    then every partition read back as a new owner reads it
-            (bench_marker_memory --replay), --settle seconds later: what
+            (bench_marker_memory --replay), sampled every second for
+            --replay-watch seconds: the highest sample and the last, what
             the server holds once the owners have started; per marker
             against "empty" (a server a client has used)
 
@@ -168,8 +169,9 @@ class Size:
             sys.exit(f"marker_memory: {got} after the restart, {r['records']} records of "
                      f"{self.markers} markers appended")
         r["replay_ms"] = got["replay_ms"]
-        r["replay_samples"] = self.settle(self.a.settle)
-        r["replayed"] = r["replay_samples"][-1]
+        r["replay_samples"] = self.settle(self.a.replay_watch)
+        r["replayed"] = max(r["replay_samples"])
+        r["replay_end"] = r["replay_samples"][-1]
 
     def run(self):
         try:
@@ -199,7 +201,7 @@ def report(a, rows):
     if a.past_window:
         head += ["RSS past window", "per marker"]
     head += ["RSS after restart", "per marker", "RSS after replay", "per marker",
-             "disk per marker",
+             f"{a.replay_watch} s later", "per marker", "disk per marker",
              "stream bytes per marker"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---:|" * len(head))
@@ -213,17 +215,21 @@ def report(a, rows):
         cells += [mib(r["restarted"]),
                   per_marker(r, "restarted", "empty_restarted") + " B",
                   mib(r["replayed"]), per_marker(r, "replayed") + " B",
+                  mib(r["replay_end"]), per_marker(r, "replay_end") + " B",
                   f"{r['disk'] / r['markers']:.1f} B",
                   f"{r['stream_bytes'] / r['markers']:.1f} B"]
         print("| " + " | ".join(cells) + " |")
     print()
     for r in rows:
+        step = 1 if a.replay_watch <= 20 else 10  # a long watch: every 10th second
+        replay = r["replay_samples"][step - 1::step]
+        every = "" if step == 1 else f", every {step} s"
         print(f"{r['markers']} markers: payload {r['payload_bytes'] / r['markers']:.1f} B per "
               f"marker; RSS after the appends, every second: "
               f"{', '.join(mib(k) for k in r['settle_samples'])}; after the restart "
               f"({r['restart_after_s']:.0f} s after the last append): "
               f"{', '.join(mib(k) for k in r['restart_samples'])}; replay of every partition "
-              f"{r['replay_ms']} ms, then: {', '.join(mib(k) for k in r['replay_samples'])}")
+              f"{r['replay_ms']} ms, then{every}: {', '.join(mib(k) for k in replay)}")
 
 
 def main():
@@ -235,14 +241,16 @@ def main():
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--per-record", type=int, default=64)
     ap.add_argument("--settle", type=int, default=15, help="seconds sampled after the appends")
+    ap.add_argument("--replay-watch", type=int, default=15,
+                    help="seconds sampled after the replay")
     ap.add_argument("--past-window", action="store_true",
                     help="also wait out the duplicate window before the restart")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (its logs)")
     a = ap.parse_args()
     a.bench = os.path.abspath(a.bench)
     sizes = [int(s) for s in a.markers.split(",")]
-    if not sizes or min(sizes) < 1 or a.settle < 1:
-        ap.error("--markers: sizes of 1 or more; --settle: 1 or more")
+    if not sizes or min(sizes) < 1 or a.settle < 1 or a.replay_watch < 1:
+        ap.error("--markers: sizes of 1 or more; --settle, --replay-watch: 1 or more")
     tmp = tempfile.mkdtemp(prefix="bench_marker_memory.")
     try:
         report(a, [Size(a, tmp, n).run() for n in sizes])
