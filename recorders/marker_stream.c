@@ -30,6 +30,7 @@ struct ib_marker_stream {
     ib_marker_log_entry *entries; /* IB_MARKER_LOG_ENTRIES_MAX: a record replayed */
     ib_marker_log_names names;
     atomic_bool async_failed; /* an async append of the append_all in progress failed */
+    int64_t max_age_ms;       /* the stream's MaxAge: how long it keeps a record; 0: for ever */
 };
 
 static ib_status nats_fail(ib_error *err, const char *stream, const char *what, natsStatus st,
@@ -74,6 +75,7 @@ static ib_status stream_ensure(ib_marker_stream *s, const ib_marker_stream_optio
     if (st == NATS_OK) {
         bool ours = takes_subjects(info, wanted);
         uint32_t n = partitions_recorded(info);
+        s->max_age_ms = info->Config->MaxAge / 1000000;
         jsStreamInfo_Destroy(info);
         if (!ours)
             return ib_error_set(err, IB_ERR_CONFIG,
@@ -109,11 +111,17 @@ static ib_status stream_ensure(ib_marker_stream *s, const ib_marker_stream_optio
     cfg.Retention = js_LimitsPolicy;
     cfg.Replicas = o->replicas > 0 ? o->replicas : 1;
     cfg.MaxAge = o->max_age_ms > 0 ? o->max_age_ms * 1000000 : 0;
+    s->max_age_ms = o->max_age_ms > 0 ? o->max_age_ms : 0;
     st = js_AddStream(&info, s->js, &cfg, NULL, &jerr);
     if (st != NATS_OK)
         return nats_fail(err, s->stream, "make the stream", st, jerr);
     jsStreamInfo_Destroy(info);
     return IB_OK;
+}
+
+int64_t ib_marker_stream_max_age_ms(const ib_marker_stream *s)
+{
+    return s->max_age_ms;
 }
 
 /* nats.c's thread: an async append came back refused or not at all. */

@@ -39,9 +39,10 @@
 /* One partition as this process sees it. */
 typedef struct fleet_part {
     bool owned;
-    bool pulled;          /* its durable was added to the puller */
-    ib_lease_state held;  /* the lease's newest epoch, ours while owned */
-    int64_t stop_at_mono; /* start no handler of it from here on */
+    bool pulled;             /* its durable was added to the puller */
+    ib_lease_state held;     /* the lease's newest epoch, ours while owned */
+    int64_t stop_at_mono;    /* start no handler of it from here on */
+    int64_t refresh_at_mono; /* read its markers again from here on; 0: never */
 } fleet_part;
 
 struct ib_host_fleet {
@@ -179,6 +180,20 @@ static void give_back(ib_host *h, uint32_t p, const char *why)
            IB_LOG_STR("why", why));
 }
 
+/* When partition `p`, taken now, is read again from its log: once the
+ * log's MaxAge has passed, spread over a quarter of it by partition so
+ * that a process's partitions are not all read at once; 0 when the log
+ * keeps records for ever. The markers in memory are then those the log
+ * still holds, as a next owner's would be: without it the table of a
+ * long-lived owner grows with every marker it ever made. */
+static int64_t refresh_time(const ib_host *h, uint32_t p)
+{
+    int64_t age = ib_marker_stream_max_age_ms(h->fleet->log);
+    if (age <= 0)
+        return 0;
+    return ib_clock_monotonic_ms() + age + age / 4 * p / h->fleet->n;
+}
+
 /* Makes sure partition `p`'s durable exists. The dead-letter stream,
  * one for the consumer, is made with partition 0's durable (its name
  * follows the durable's), which ib__host_fleet_open makes first. */
@@ -267,6 +282,7 @@ static void take(ib_host *h, uint32_t p)
     }
     fp->pulled = true;
     fp->owned = true;
+    fp->refresh_at_mono = refresh_time(h, p);
     act_until(h, p);
     f->owned++;
     ib_metrics_gauge_set(h->metrics, IB_METRIC_PARTITIONS_OWNED, f->owned);
@@ -360,6 +376,15 @@ void ib__host_fleet_tick(ib_host *h)
                 take(h, p);
         } else if (!ours) {
             give_back(h, p, "a live process scores higher for it");
+        } else if (f->parts[p].refresh_at_mono != 0 && now >= f->parts[p].refresh_at_mono) {
+            /* between batches, as a handover: what the puller held comes
+             * again, and the lease goes on in its next epoch */
+            ib_log(IB_SEV_INFO,
+                   "partition read again: markers older than the log's retention "
+                   "leave memory",
+                   IB_LOG_U64("partition", p));
+            drop_part(h, p);
+            take(h, p);
         } else if (renew_due) {
             renew(h, p);
         }

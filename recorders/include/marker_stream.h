@@ -59,6 +59,11 @@ ib_status ib_marker_stream_open(ib_marker_stream **out, natsConnection *nc,
                                 const ib_marker_stream_options *o, ib_error *err);
 void ib_marker_stream_close(ib_marker_stream *s);
 
+/* The log's MaxAge as the stream had it when opened, in ms: how long a
+ * record stays, hence how long a marker counts for the next owner; 0 for
+ * ever. */
+int64_t ib_marker_stream_max_age_ms(const ib_marker_stream *s);
+
 /* Appends `rec` (rec->partition names the subject) and waits for the
  * stream's ack; *seq gets its stream sequence (the first copy's when a
  * retry was dropped as a duplicate). Errors: IB_ERR_INVALID_ARG for a

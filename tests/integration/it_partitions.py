@@ -260,6 +260,60 @@ def scenario(run, rng):
     taken = [r["partition"] for r in run.log_records("d") if r.get("msg") == "partition taken"]
     assert sorted(taken) == list(range(1, N)), f"partitions taken again: {sorted(taken)}"
     assert procs.stop(run.hosts["d"]) == 0
+    refresh(run, rng)
+
+
+def refresh(run, rng):
+    """A marker log whose records live 4 s: each partition is read again
+    from it once they are gone, so its markers leave the owner's memory
+    (a long-lived owner's table would otherwise grow with every marker)."""
+    audit = os.path.join(run.tmp, "aged-calls.txt")
+    p = run.procs.spawn([
+        run.args.ibus, "run", "--nats-url", run.procs.url, "--create", "--stream", "AGED",
+        "--stream-subjects", "aged.p.>", "--subject", "aged.p", "--durable", "aged",
+        "--partitions", str(N), "--partition-lease", "3s", "--stream-max-age", "4s",
+        "--plugin", run.args.plugin, "--plugin-config", f"flaky=fraction=0,file={audit}",
+        "--log-format", "json"], "aged")
+    wait_for("aged owns every partition", lambda: len(run.owned("aged")) == N, 30)
+    events = keyed_events(rng, [f"k-{i}" for i in range(16)], 2)
+    path = os.path.join(run.tmp, "aged.jsonl")
+    with open(path, "w") as f:
+        for e in events:
+            f.write(json.dumps(e) + "\n")
+    with open(path) as f:
+        r = subprocess.run([run.args.ibus, "publish", "--nats-url", run.procs.url, "--subject",
+                            "aged.p", "--partitions", str(N), "--quiet"], stdin=f, cwd=run.tmp,
+                           capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+    def handled():
+        with open(audit) as f:
+            return [ln.split()[1] for ln in f if ln.strip()]
+    wait_for("the aged events handled", lambda: os.path.exists(audit) and
+             {norm(e["id"]) for e in events} <= {norm(i) for i in handled()}, 30)
+    before = [r for r in run.log_records("aged") if r.get("msg") == "partition taken"]
+    assert all(r["markers"] == 0 for r in before)
+
+    def read_again():
+        """Partitions taken again after a refresh, with their markers."""
+        recs, out, refreshed = run.log_records("aged"), [], set()
+        for r in recs:
+            if r.get("msg", "").startswith("partition read again"):
+                refreshed.add(r["partition"])
+            elif r.get("msg") == "partition taken" and r["partition"] in refreshed:
+                out.append(r)
+        return out
+    again = wait_for("partitions read again after their records expired",
+                     lambda: len({r["partition"] for r in read_again()}) == N and read_again(), 40)
+    # the records of the first events are gone: their markers too
+    assert all(r["markers"] == 0 for r in again), again
+    # and the owner goes on: a new event is handled once
+    r = run.ibus("publish", "--nats-url", run.procs.url, "--subject", "aged.p", "--partitions",
+                 str(N), "--type", "order.created", "--quiet", "{}", check=False)
+    assert r.returncode == 0, r.stderr
+    wait_for("a new event after the refresh", lambda: len(handled()) == len(events) + 1, 30)
+    assert run.procs.stop(p) == 0
+    log(f"records of 4 s: every partition read again, {len(again)} takes, markers 0")
 
 
 def main():
