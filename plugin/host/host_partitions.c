@@ -195,8 +195,9 @@ static int64_t refresh_time(const ib_host *h, uint32_t p)
 }
 
 /* Makes sure partition `p`'s durable exists. The dead-letter stream,
- * one for the consumer, is made with partition 0's durable (its name
- * follows the durable's), which ib__host_fleet_open makes first. */
+ * one for the consumer and named after its --durable (DLQ_<durable>), is
+ * made with partition 0's durable, which ib__host_fleet_open makes
+ * first. */
 static int ensure_durable(ib_host *h, uint32_t p, ib_error *e)
 {
     char durable[300], filter[600];
@@ -205,6 +206,7 @@ static int ensure_durable(ib_host *h, uint32_t p, ib_error *e)
     ib_consumer_facts facts;
     ib_consumer_setup s = ib__host_consumer_setup(h, durable, filter, true,
                                                   p == 0 ? h->set.dead_letter_subject : NULL);
+    s.dead_letter_owner = h->cfg->durable; /* DLQ_<durable>, as ibus dlq --durable reads */
     return ib_consumer_ensure(&facts, ib_nats_jetstream(h->nats), &s, e) == IB_OK ? 0 : -1;
 }
 

@@ -291,7 +291,8 @@ ib_status ib_consumer_ensure(ib_consumer_facts *out, jsCtx *js, const ib_consume
         if (s->dead_letter_subject != NULL && s->dead_letter_subject[0] != '\0') {
             char dlq[300];
             /* stream names may not hold '.', '*', '>' or spaces */
-            snprintf(dlq, sizeof(dlq), "DLQ_%s", s->durable);
+            snprintf(dlq, sizeof(dlq), "DLQ_%s",
+                     s->dead_letter_owner != NULL ? s->dead_letter_owner : s->durable);
             for (char *c = dlq; *c != '\0'; c++)
                 if (*c == '.' || *c == '*' || *c == '>' || *c == ' ')
                     *c = '_';

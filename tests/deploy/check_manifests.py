@@ -106,7 +106,7 @@ def partitioned_needs(stream, durable, base, n, dead_letter):
     <base>.<P>.*, the bucket ibus_fleet_<durable>, the marker log
     IBUS_MARKERS_<durable> on ibus.markers.<durable>.<P>."""
     kv, log = "KV_ibus_fleet_" + durable, "IBUS_MARKERS_" + durable
-    need = ["$JS.API.STREAM.INFO." + stream, "$JS.API.STREAM.INFO.DLQ_%s_p0" % durable,
+    need = ["$JS.API.STREAM.INFO." + stream, "$JS.API.STREAM.INFO.DLQ_%s" % durable,
             dead_letter,
             "$JS.API.STREAM.INFO." + kv, "$JS.API.STREAM.MSG.GET." + kv,
             "$JS.API.DIRECT.GET.%s.$KV.ibus_fleet_%s.p.0.2" % (kv, durable),

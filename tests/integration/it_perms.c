@@ -238,7 +238,7 @@ static void work_partitioned(it_env *e)
     it_argv a;
     it_proc p, hosts[2];
     char dlq_stream[64], durable[64], misplaced[128];
-    snprintf(dlq_stream, sizeof(dlq_stream), "DLQ_%s_p0", PART_DURABLE);
+    snprintf(dlq_stream, sizeof(dlq_stream), "DLQ_%s", PART_DURABLE);
     part_argv(&a, e, NULL);
     it_argv_addl(&a, "--create", "--idle-exit", "200ms", NULL);
     assert_int_equal(it_proc_run(&p, e->dir, "admin", NULL, a.v, it_timeout(60000)), 0);

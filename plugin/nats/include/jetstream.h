@@ -146,6 +146,7 @@ typedef struct ib_consumer_setup {
     const char *stream_subjects;     /* comma-separated subjects for a new stream */
     int stream_replicas;             /* replicas of the streams it creates; <= 0 = 1 */
     const char *dead_letter_subject; /* with create: also ensure a stream captures it */
+    const char *dead_letter_owner;   /* the name that stream follows (DLQ_<it>); NULL: durable */
     int64_t ack_wait_ms;
     int64_t max_deliver;       /* informational: a created consumer is unlimited */
     const int64_t *backoff_ms; /* may be NULL */
