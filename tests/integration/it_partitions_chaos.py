@@ -182,7 +182,10 @@ class Chaos:
             # design ("stopped by a signal before consuming anything")
             name = self.rng.choice(self.running())
             p = self.live.pop(name)
-            assert self.procs.stop(p) == 0, f"{name} did not stop cleanly"
+            t0 = time.monotonic()
+            code = self.procs.stop(p, timeout=60)
+            log(f"{name} stopped with {code} after {time.monotonic() - t0:.1f} s")
+            assert code == 0, f"{name} did not stop cleanly"
         elif action == "restart" and self.args.cluster:
             node = self.rng.randrange(len(self.procs.nodes))
             self.procs.kill_node(node)
