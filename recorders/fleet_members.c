@@ -129,6 +129,9 @@ ib_status ib_fleet_members(jsCtx *js, const char *bucket, int64_t now_ms, int64_
         return IB_OK; /* nobody ever announced */
     if (st != NATS_OK)
         return ib_error_set(err, IB_ERR_NATS, "fleet: list: %s", natsStatus_GetText(st));
+    /* read up to the newest announcement when the read began: those made
+     * meanwhile (every member's, every second) must not keep it going */
+    uint64_t end = natsMsg_GetSequence(m);
     natsMsg_Destroy(m);
     jsSubOptions so;
     jsSubOptions_Init(&so);
@@ -147,14 +150,15 @@ ib_status ib_fleet_members(jsCtx *js, const char *bucket, int64_t now_ms, int64_
             break;
         }
         jsMsgMetaData *meta = NULL;
-        uint64_t pending = 0;
+        uint64_t pending = 0, seq = 0;
         if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
             pending = meta->NumPending;
+            seq = meta->Sequence.Stream;
             jsMsgMetaData_Destroy(meta);
         }
         ist = take_member(out, m, prefix_len, now_ms, lease_ms, err);
         natsMsg_Destroy(m);
-        if (ist != IB_OK || pending == 0)
+        if (ist != IB_OK || pending == 0 || seq >= end)
             break;
     }
     natsSubscription_Unsubscribe(sub);
